@@ -1,0 +1,31 @@
+"""The exceptions and warnings factorflow raises.
+
+Every error names the model element (variable, factor, statement) it is about and
+says what to do, so that a user never sees a bare traceback from deep inside NumPy.
+"""
+
+from __future__ import annotations
+
+
+class ModelError(ValueError):
+    """A model, its data or a requested algorithm cannot be compiled or run as given."""
+
+
+class DataError(ModelError):
+    """Observed data has the wrong shape, contains NaN/inf, or lies outside its support."""
+
+
+class UnsupportedFactorError(ModelError):
+    """A factor has no message operator for the requested algorithm."""
+
+
+class ScheduleError(ModelError):
+    """No valid message-passing schedule exists (for example a cycle of Required edges)."""
+
+
+class ImproperMessageError(ArithmeticError):
+    """A message or posterior became improper (or NaN) during inference."""
+
+
+class ScheduleWarning(UserWarning):
+    """A schedule ignores something the user asked for (such as an initialization)."""
