@@ -1,0 +1,229 @@
+"""Batched exponential-family distributions: the messages and posteriors of factorflow.
+
+A distribution object holds a whole plate: its natural parameters are arrays whose
+leading axes are the batch (plate) axes and whose trailing ``event_ndim`` axes are the
+event (for example the K categories of a Discrete).  Every family is written with base
+measure 1 in its sufficient statistics T(x), so that
+
+    p(x) = exp(<eta, T(x)> - A(eta)),
+
+and therefore products and ratios of messages add and subtract natural parameters,
+``log ∫ prod_i p_i = A(sum eta_i) - sum A(eta_i)``, the entropy is ``A - <eta, E[T]>``
+and ``KL(q || p) = A(eta_p) - A(eta_q) - <eta_p - eta_q, E_q[T]>``.  (Poisson and
+Binomial carry a base measure; they override what depends on it.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar, TypeVar
+
+import numpy as np
+
+from factorflow.errors import ImproperMessageError
+
+D = TypeVar("D", bound="Distribution")
+
+
+def _sub_naturals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a - b, where (±inf) - (same inf) is 0: a point mass divided by itself is uniform."""
+    with np.errstate(invalid="ignore"):
+        diff = np.subtract(a, b)
+    same_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
+    return np.where(same_inf, 0.0, diff) if np.any(same_inf) else diff
+
+
+class Distribution:
+    """A batch of distributions of one exponential family, stored by natural parameters.
+
+    Guarantees: instances are immutable; ``a * b`` and ``a / b`` broadcast their batch
+    shapes like NumPy; every reduction over plate axes (``prod``) is one array operation.
+    """
+
+    __slots__ = ("eta",)
+    #: number of trailing axes of each natural parameter that belong to one event
+    event_ndim: ClassVar[int] = 0
+    #: human-readable names of the natural parameters, for printing
+    natural_names: ClassVar[tuple[str, ...]] = ()
+
+    eta: tuple[np.ndarray, ...]
+
+    def __init__(self, *eta: Any) -> None:
+        object.__setattr__(self, "eta", tuple(np.asarray(e, dtype=float) for e in eta))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    # ----- construction ------------------------------------------------------------
+    @classmethod
+    def from_natural(cls: type[D], *eta: Any) -> D:
+        obj = cls.__new__(cls)
+        Distribution.__init__(obj, *eta)
+        return obj
+
+    @classmethod
+    def uniform(cls: type[D], batch_shape: Sequence[int] = (), *event: int) -> D:
+        """The (possibly improper) uniform distribution: all natural parameters zero."""
+        return cls.from_natural(*cls._uniform_naturals(tuple(batch_shape), *event))
+
+    @classmethod
+    def _uniform_naturals(cls, batch_shape: tuple[int, ...], *event: int) -> tuple:
+        return tuple(np.zeros(batch_shape) for _ in cls.natural_names)
+
+    # ----- shape and plates --------------------------------------------------------
+    @property
+    def batch_shape(self) -> tuple[int, ...]:
+        shape = self.eta[0].shape
+        return shape[: len(shape) - self.event_ndim]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.batch_shape
+
+    def _map(self: D, fn) -> D:
+        nd = self.event_ndim
+        return self.from_natural(*(fn(e, nd) for e in self.eta))
+
+    def __getitem__(self: D, index: Any) -> D:
+        return self._map(lambda e, nd: e[index])  # batch axes lead, so NumPy indexing fits
+
+    def take(self: D, indices: np.ndarray, axis: int = 0) -> D:
+        """Gather batch elements: ``result[i] = self[indices[i]]`` along ``axis``."""
+        return self._map(lambda e, nd: np.take(e, indices, axis=axis))
+
+    def broadcast_to(self: D, batch_shape: Sequence[int]) -> D:
+        return self._map(lambda e, nd: np.broadcast_to(e, tuple(batch_shape) + e.shape[
+            e.ndim - nd:]))
+
+    def prod(self: D, axis: int | tuple[int, ...] | None = None) -> D:
+        """The product of the messages along batch ``axis`` (all batch axes if None)."""
+        if axis is None:
+            axis = tuple(range(len(self.batch_shape)))
+        return self._prod_naturals(axis)
+
+    def _prod_naturals(self: D, axis: int | tuple[int, ...]) -> D:
+        return self.from_natural(*(np.sum(e, axis=axis) for e in self._product_form()))
+
+    def _product_form(self) -> tuple[np.ndarray, ...]:
+        """Natural parameters as they add under products (overridden with base measures)."""
+        return self.eta
+
+    def scatter_prod(self: D, indices: np.ndarray, size: int) -> D:
+        """``out[j] = prod of self[i] over i with indices[i] == j``, for j < size (axis 0)."""
+        out = []
+        for e in self._product_form():
+            acc = np.zeros((size,) + e.shape[1:])
+            np.add.at(acc, indices, e)
+            out.append(acc)
+        return self.from_natural(*out)
+
+    # ----- message algebra ----------------------------------------------------------
+    def __mul__(self: D, other: D) -> D:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.from_natural(*(a + b for a, b in zip(self.eta, other.eta, strict=True)))
+
+    def __truediv__(self: D, other: D) -> D:
+        if type(other) is not type(self):
+            return NotImplemented
+        return self.from_natural(*(_sub_naturals(a, b)
+                                   for a, b in zip(self.eta, other.eta, strict=True)))
+
+    def __pow__(self: D, power: float) -> D:
+        return self.from_natural(*(e * power for e in self.eta))
+
+    # ----- family-specific ---------------------------------------------------------
+    def log_normalizer(self) -> np.ndarray:
+        """A(eta), one value per batch element."""
+        raise NotImplementedError(f"{type(self).__name__} must define log_normalizer")
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        """E[T(x)], in the order of the natural parameters."""
+        raise NotImplementedError(f"{type(self).__name__} must define expected_stats")
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        raise NotImplementedError(f"{type(self).__name__} must define sufficient_stats")
+
+    def is_proper(self) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} must define is_proper")
+
+    def log_base_measure(self, x: Any) -> np.ndarray:
+        return np.zeros(np.shape(x)[: np.ndim(x) - self.event_ndim])
+
+    # ----- generic consequences -----------------------------------------------------
+    def is_uniform(self) -> np.ndarray:
+        u = self._uniform_naturals(self.batch_shape, *self.eta[0].shape[len(self.batch_shape):])
+        return np.all([np.all(np.equal(e, ue), axis=tuple(range(e.ndim - self.event_ndim,
+                                                                  e.ndim)))
+                       for e, ue in zip(self.eta, u, strict=True)], axis=0)
+
+    def _inner(self, a: Sequence[np.ndarray], b: Sequence[np.ndarray]) -> np.ndarray:
+        total = 0.0
+        for x, y in zip(a, b, strict=True):
+            with np.errstate(invalid="ignore"):
+                term = np.where((x == 0) | (y == 0), 0.0, x * y)  # 0 * inf = 0 here
+            if self.event_ndim:
+                term = np.sum(term, axis=tuple(range(-self.event_ndim, 0)))
+            total = total + term
+        return np.asarray(total)
+
+    def log_prob(self, x: Any) -> np.ndarray:
+        x = np.asarray(x)
+        return (self._inner(self.eta, self.sufficient_stats(x)) + self.log_base_measure(x)
+                - self.log_normalizer())
+
+    def entropy(self) -> np.ndarray:
+        return self.log_normalizer() - self._inner(self.eta, self.expected_stats())
+
+    def kl(self, other: Distribution) -> np.ndarray:
+        """KL(self || other), per batch element."""
+        diff = [o - s for o, s in zip(other.eta, self.eta, strict=True)]
+        return other.log_normalizer() - self.log_normalizer() - self._inner(
+            diff, self.expected_stats())
+
+    def log_average_of(self, other: Distribution) -> np.ndarray:
+        """log ∫ p_self(x) p_other(x) dx: the evidence of two messages meeting on an edge."""
+        return (self * other).log_normalizer() - self.log_normalizer() - other.log_normalizer()
+
+    def check_proper(self, what: str) -> None:
+        """Raise ImproperMessageError naming ``what`` unless every element is proper."""
+        proper = np.asarray(self.is_proper())
+        finite = np.all([np.all(np.isfinite(e) | np.isinf(e)) for e in self.eta])
+        if not finite or not np.all(proper):
+            bad = np.argwhere(~proper) if proper.ndim else []
+            where = f" at index {tuple(int(i) for i in bad[0])}" if len(bad) else ""
+            raise ImproperMessageError(
+                f"{what} is improper{where}: {self!r}. Give the variable a proper prior, "
+                "observe more data, or initialise its messages (init=...).")
+
+    def _params(self) -> dict[str, np.ndarray]:
+        return dict(zip(self.natural_names, self.eta, strict=True))
+
+    def __repr__(self) -> str:
+        def fmt(v: np.ndarray) -> str:
+            return repr(float(v)) if v.ndim == 0 else f"array(shape={v.shape})"
+        body = ", ".join(f"{k}={fmt(np.asarray(v))}" for k, v in self.describe().items())
+        return f"{type(self).__name__}({body})"
+
+    def describe(self) -> dict[str, np.ndarray]:
+        """The parameters a person reads (mean and variance, shape and rate, ...)."""
+        return self._params()
+
+    def __eq__(self, other: object) -> bool:
+        return (type(other) is type(self) and all(
+            np.array_equal(a, b) for a, b in zip(self.eta, other.eta, strict=True)))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def log_normalizer_or_zero(d: Distribution) -> np.ndarray:
+    """A(eta), or 0 where the message is uniform (a uniform message is the weight 1).
+
+    This is the convention of the evidence formulas: a message that carries no
+    information integrates its variable out instead of normalising it.
+    """
+    uniform = d.is_uniform()
+    if not np.any(uniform):
+        return d.log_normalizer()
+    with np.errstate(all="ignore"):
+        return np.where(uniform, 0.0, d.log_normalizer())

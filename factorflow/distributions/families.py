@@ -1,0 +1,523 @@
+"""The exponential families factorflow passes as messages and reports as posteriors.
+
+Each class documents its sufficient statistics T(x) and natural parameters; all are
+batched (see ``base.Distribution``).  Constructors take the parameters people use
+(mean and variance, shape and rate, ...); ``from_natural`` takes natural parameters.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import special, stats
+
+from factorflow.distributions.base import Distribution
+
+LOG_2PI = float(np.log(2 * np.pi))
+
+
+def _rng(rng: Any) -> np.random.Generator:
+    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+
+
+class Gaussian(Distribution):
+    """N(x; mean, variance).  T(x) = (x, -x²/2); eta = (mean·precision, precision)."""
+
+    natural_names = ("mean_times_precision", "precision")
+
+    def __init__(self, mean: Any = 0.0, variance: Any = None, *, precision: Any = None):
+        if (variance is None) == (precision is None):
+            raise TypeError("Gaussian takes exactly one of variance= or precision=")
+        prec = 1.0 / np.asarray(variance, float) if precision is None else precision
+        prec = np.asarray(prec, float)
+        super().__init__(np.asarray(mean, float) * prec, prec)
+
+    @property
+    def mean_times_precision(self) -> np.ndarray:
+        return self.eta[0]
+
+    @property
+    def precision(self) -> np.ndarray:
+        return self.eta[1]
+
+    @property
+    def mean(self) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(self.eta[1] == 0, 0.0, self.eta[0] / self.eta[1])
+
+    @property
+    def variance(self) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return 1.0 / self.eta[1]
+
+    def log_normalizer(self) -> np.ndarray:
+        h, p = self.eta
+        return 0.5 * h * h / p - 0.5 * np.log(p) + 0.5 * LOG_2PI
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        m = self.mean
+        return m, -0.5 * (self.variance + m * m)
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        x = np.asarray(x, float)
+        return x, -0.5 * x * x
+
+    def is_proper(self) -> np.ndarray:
+        return self.eta[1] > 0
+
+    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
+        shape = tuple(size) + self.batch_shape
+        return self.mean + np.sqrt(self.variance) * _rng(rng).standard_normal(shape)
+
+    def to_scipy(self) -> Any:
+        return stats.norm(self.mean, np.sqrt(self.variance))
+
+    def describe(self) -> dict[str, np.ndarray]:
+        return {"mean": self.mean, "variance": self.variance}
+
+
+class Gamma(Distribution):
+    """Gamma(x; shape, rate).  T(x) = (log x, x); eta = (shape - 1, -rate)."""
+
+    natural_names = ("shape_minus_one", "minus_rate")
+
+    def __init__(self, shape: Any = 1.0, rate: Any = None, *, scale: Any = None):
+        if (rate is None) == (scale is None):
+            raise TypeError("Gamma takes exactly one of rate= or scale=")
+        r = 1.0 / np.asarray(scale, float) if rate is None else np.asarray(rate, float)
+        super().__init__(np.asarray(shape, float) - 1.0, -r)
+
+    @classmethod
+    def _uniform_naturals(cls, batch_shape: tuple[int, ...], *event: int) -> tuple:
+        return np.zeros(batch_shape), np.zeros(batch_shape)
+
+    @property
+    def shape_param(self) -> np.ndarray:
+        return self.eta[0] + 1.0
+
+    @property
+    def rate(self) -> np.ndarray:
+        return -self.eta[1]
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.shape_param / self.rate
+
+    @property
+    def variance(self) -> np.ndarray:
+        return self.shape_param / self.rate**2
+
+    def mean_log(self) -> np.ndarray:
+        return special.digamma(self.shape_param) - np.log(self.rate)
+
+    def log_normalizer(self) -> np.ndarray:
+        a = self.shape_param
+        return special.gammaln(a) - a * np.log(self.rate)
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        return self.mean_log(), self.mean
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        x = np.asarray(x, float)
+        return np.log(x), x
+
+    def is_proper(self) -> np.ndarray:
+        return (self.shape_param > 0) & (self.rate > 0)
+
+    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
+        shape = tuple(size) + self.batch_shape
+        return _rng(rng).gamma(np.broadcast_to(self.shape_param, shape)) / self.rate
+
+    def to_scipy(self) -> Any:
+        return stats.gamma(self.shape_param, scale=1.0 / self.rate)
+
+    def describe(self) -> dict[str, np.ndarray]:
+        return {"shape": self.shape_param, "rate": self.rate}
+
+
+class Beta(Distribution):
+    """Beta(x; alpha, beta).  T(x) = (log x, log(1-x)); eta = (alpha - 1, beta - 1)."""
+
+    natural_names = ("alpha_minus_one", "beta_minus_one")
+
+    def __init__(self, alpha: Any = 1.0, beta: Any = 1.0):
+        super().__init__(np.asarray(alpha, float) - 1.0, np.asarray(beta, float) - 1.0)
+
+    @property
+    def alpha(self) -> np.ndarray:
+        return self.eta[0] + 1.0
+
+    @property
+    def beta(self) -> np.ndarray:
+        return self.eta[1] + 1.0
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.alpha / (self.alpha + self.beta)
+
+    @property
+    def variance(self) -> np.ndarray:
+        a, b = self.alpha, self.beta
+        return a * b / ((a + b) ** 2 * (a + b + 1))
+
+    def log_normalizer(self) -> np.ndarray:
+        return special.betaln(self.alpha, self.beta)
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        a, b = self.alpha, self.beta
+        total = special.digamma(a + b)
+        return special.digamma(a) - total, special.digamma(b) - total
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        x = np.asarray(x, float)
+        return np.log(x), np.log1p(-x)
+
+    def is_proper(self) -> np.ndarray:
+        return (self.alpha > 0) & (self.beta > 0)
+
+    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
+        shape = tuple(size) + self.batch_shape
+        return _rng(rng).beta(np.broadcast_to(self.alpha, shape), np.broadcast_to(self.beta,
+                                                                                  shape))
+
+    def to_scipy(self) -> Any:
+        return stats.beta(self.alpha, self.beta)
+
+    def describe(self) -> dict[str, np.ndarray]:
+        return {"alpha": self.alpha, "beta": self.beta}
+
+
+class Bernoulli(Distribution):
+    """Bernoulli(x; p).  T(x) = x in {0, 1}; eta = log(p / (1 - p)), ±inf for certainty."""
+
+    natural_names = ("log_odds",)
+
+    def __init__(self, p: Any = 0.5):
+        p = np.asarray(p, float)
+        with np.errstate(divide="ignore"):
+            super().__init__(np.log(p) - np.log1p(-p))
+
+    @property
+    def log_odds(self) -> np.ndarray:
+        return self.eta[0]
+
+    @property
+    def p(self) -> np.ndarray:
+        return special.expit(self.eta[0])
+
+    mean = p
+
+    @property
+    def variance(self) -> np.ndarray:
+        p = self.p
+        return p * (1 - p)
+
+    def log_normalizer(self) -> np.ndarray:
+        return np.logaddexp(0.0, self.eta[0])
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        return (self.p,)
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        return (np.asarray(x, float),)
+
+    def is_proper(self) -> np.ndarray:
+        return ~np.isnan(self.eta[0])
+
+    def log_prob(self, x: Any) -> np.ndarray:
+        x = np.asarray(x, bool)
+        return np.where(x, special.log_expit(self.eta[0]), special.log_expit(-self.eta[0]))
+
+    def entropy(self) -> np.ndarray:
+        p = self.p
+        return -(special.xlogy(p, p) + special.xlogy(1 - p, 1 - p))
+
+    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
+        shape = tuple(size) + self.batch_shape
+        return _rng(rng).random(shape) < self.p
+
+    def to_scipy(self) -> Any:
+        return stats.bernoulli(self.p)
+
+    def describe(self) -> dict[str, np.ndarray]:
+        return {"p": self.p}
+
+
+class Discrete(Distribution):
+    """Categorical over {0..K-1}.  T(x) = one-hot(x); eta = log-probabilities (unnormalised)."""
+
+    natural_names = ("log_probs",)
+    event_ndim = 1
+
+    def __init__(self, probs: Any):
+        with np.errstate(divide="ignore"):
+            super().__init__(np.log(np.asarray(probs, float)))
+
+    @classmethod
+    def uniform(cls, batch_shape: Any = (), *event: int) -> Discrete:
+        if not event:
+            raise TypeError("Discrete.uniform needs the number of categories")
+        return cls.from_natural(np.zeros(tuple(batch_shape) + (event[0],)))
+
+    @property
+    def size(self) -> int:
+        return self.eta[0].shape[-1]
+
+    @property
+    def probs(self) -> np.ndarray:
+        return special.softmax(self.eta[0], axis=-1)
+
+    @property
+    def mean(self) -> np.ndarray:
+        return np.sum(self.probs * np.arange(self.size), axis=-1)
+
+    @property
+    def variance(self) -> np.ndarray:
+        k = np.arange(self.size)
+        return np.sum(self.probs * k * k, axis=-1) - self.mean**2
+
+    def log_normalizer(self) -> np.ndarray:
+        return special.logsumexp(self.eta[0], axis=-1)
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        return (self.probs,)
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        x = np.asarray(x, int)
+        return (np.asarray(x[..., None] == np.arange(self.size), float),)
+
+    def is_proper(self) -> np.ndarray:
+        return np.any(np.isfinite(self.eta[0]), axis=-1) & ~np.any(np.isnan(self.eta[0]),
+                                                                   axis=-1)
+
+    def entropy(self) -> np.ndarray:
+        p = self.probs
+        return -np.sum(special.xlogy(p, p), axis=-1)
+
+    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
+        shape = tuple(size) + self.batch_shape
+        cdf = np.cumsum(self.probs, axis=-1)
+        u = _rng(rng).random(shape + (1,))
+        return np.minimum(np.sum(u > cdf, axis=-1), self.size - 1)
+
+    def to_scipy(self) -> Any:
+        if self.batch_shape:
+            raise ValueError("to_scipy() of a batched Discrete: index one element first")
+        return stats.rv_discrete(values=(np.arange(self.size), self.probs))
+
+    def describe(self) -> dict[str, np.ndarray]:
+        return {"probs": self.probs}
+
+
+class Dirichlet(Distribution):
+    """Dirichlet(x; alpha) on the simplex.  T(x) = log x; eta = alpha - 1."""
+
+    natural_names = ("alpha_minus_one",)
+    event_ndim = 1
+
+    def __init__(self, alpha: Any):
+        super().__init__(np.asarray(alpha, float) - 1.0)
+
+    @classmethod
+    def uniform(cls, batch_shape: Any = (), *event: int) -> Dirichlet:
+        if not event:
+            raise TypeError("Dirichlet.uniform needs the number of categories")
+        return cls.from_natural(np.zeros(tuple(batch_shape) + (event[0],)))
+
+    @property
+    def alpha(self) -> np.ndarray:
+        return self.eta[0] + 1.0
+
+    @property
+    def mean(self) -> np.ndarray:
+        a = self.alpha
+        return a / np.sum(a, axis=-1, keepdims=True)
+
+    @property
+    def variance(self) -> np.ndarray:
+        a = self.alpha
+        a0 = np.sum(a, axis=-1, keepdims=True)
+        return a * (a0 - a) / (a0**2 * (a0 + 1))
+
+    def mean_log(self) -> np.ndarray:
+        a = self.alpha
+        return special.digamma(a) - special.digamma(np.sum(a, axis=-1, keepdims=True))
+
+    def log_normalizer(self) -> np.ndarray:
+        a = self.alpha
+        return np.sum(special.gammaln(a), axis=-1) - special.gammaln(np.sum(a, axis=-1))
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        return (self.mean_log(),)
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        return (np.log(np.asarray(x, float)),)
+
+    def is_proper(self) -> np.ndarray:
+        return np.all(self.alpha > 0, axis=-1)
+
+    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
+        shape = tuple(size) + self.batch_shape + (self.alpha.shape[-1],)
+        g = _rng(rng).gamma(np.broadcast_to(self.alpha, shape))
+        return g / np.sum(g, axis=-1, keepdims=True)
+
+    def to_scipy(self) -> Any:
+        if self.batch_shape:
+            raise ValueError("to_scipy() of a batched Dirichlet: index one element first")
+        return stats.dirichlet(self.alpha)
+
+    def describe(self) -> dict[str, np.ndarray]:
+        return {"alpha": self.alpha}
+
+
+class Poisson(Distribution):
+    """Poisson(k; rate).  T(k) = k with base measure 1/k!; eta = log rate."""
+
+    natural_names = ("log_rate",)
+
+    def __init__(self, rate: Any = 1.0):
+        with np.errstate(divide="ignore"):
+            super().__init__(np.log(np.asarray(rate, float)))
+
+    @property
+    def rate(self) -> np.ndarray:
+        return np.exp(self.eta[0])
+
+    mean = rate
+    variance = rate
+
+    def log_normalizer(self) -> np.ndarray:
+        return self.rate
+
+    def log_base_measure(self, x: Any) -> np.ndarray:
+        return -special.gammaln(np.asarray(x, float) + 1)
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        return (self.rate,)
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        return (np.asarray(x, float),)
+
+    def is_proper(self) -> np.ndarray:
+        return np.isfinite(self.eta[0])
+
+    def entropy(self) -> np.ndarray:
+        raise NotImplementedError("the Poisson entropy has no closed form; use to_scipy()")
+
+    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
+        return _rng(rng).poisson(np.broadcast_to(self.rate, tuple(size) + self.batch_shape))
+
+    def to_scipy(self) -> Any:
+        return stats.poisson(self.rate)
+
+    def describe(self) -> dict[str, np.ndarray]:
+        return {"rate": self.rate}
+
+
+class Binomial(Distribution):
+    """Binomial(k; n, p), n fixed.  T(k) = k with base measure C(n, k); eta = logit p."""
+
+    natural_names = ("log_odds",)
+    __slots__ = ("trials",)
+
+    def __init__(self, trials: Any, p: Any = 0.5):
+        p = np.asarray(p, float)
+        with np.errstate(divide="ignore"):
+            super().__init__(np.log(p) - np.log1p(-p))
+        object.__setattr__(self, "trials", np.asarray(trials, float))
+
+    @classmethod
+    def from_natural(cls, *eta: Any, trials: Any = None) -> Binomial:
+        obj = super().from_natural(*eta)
+        object.__setattr__(obj, "trials", np.asarray(trials, float))
+        return obj
+
+    def _map(self, fn):  # keep the trial counts with the batch
+        out = super()._map(fn)
+        object.__setattr__(out, "trials", np.broadcast_to(self.trials, self.batch_shape))
+        return out
+
+    @property
+    def p(self) -> np.ndarray:
+        return special.expit(self.eta[0])
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.trials * self.p
+
+    @property
+    def variance(self) -> np.ndarray:
+        return self.trials * self.p * (1 - self.p)
+
+    def log_normalizer(self) -> np.ndarray:
+        return self.trials * np.logaddexp(0.0, self.eta[0])
+
+    def log_base_measure(self, x: Any) -> np.ndarray:
+        k = np.asarray(x, float)
+        n = self.trials
+        return special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        return (self.mean,)
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        return (np.asarray(x, float),)
+
+    def is_proper(self) -> np.ndarray:
+        return ~np.isnan(self.eta[0])
+
+    def entropy(self) -> np.ndarray:
+        return self.to_scipy().entropy()
+
+    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
+        shape = tuple(size) + self.batch_shape
+        return _rng(rng).binomial(np.broadcast_to(self.trials, shape).astype(int),
+                                  np.broadcast_to(self.p, shape))
+
+    def to_scipy(self) -> Any:
+        return stats.binom(self.trials, self.p)
+
+    def describe(self) -> dict[str, np.ndarray]:
+        return {"trials": self.trials, "p": self.p}
+
+
+class PointMass:
+    """A batch of known values: the posterior of an observed variable.
+
+    Its moments are the values themselves (variance zero), so message operators can treat
+    observed arguments and random ones alike through ``factorflow.distributions.moments``.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        object.__setattr__(self, "value", np.asarray(value))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("PointMass is immutable")
+
+    @property
+    def batch_shape(self) -> tuple[int, ...]:
+        return self.value.shape
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.value
+
+    @property
+    def variance(self) -> np.ndarray:
+        return np.zeros(self.value.shape)
+
+    def log_prob(self, x: Any) -> np.ndarray:
+        return np.where(np.asarray(x) == self.value, 0.0, -np.inf)
+
+    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
+        return np.broadcast_to(self.value, tuple(size) + self.value.shape).copy()
+
+    def __getitem__(self, index: Any) -> PointMass:
+        return PointMass(self.value[index])
+
+    def __repr__(self) -> str:
+        v = self.value
+        return f"PointMass({v.item()!r})" if v.ndim == 0 else f"PointMass(shape={v.shape})"

@@ -1,0 +1,107 @@
+"""Expectations of a factor argument that is either known (an array) or a distribution.
+
+Message operators are written with these (VinDsl's E, V, Elog), so one operator serves an
+observed argument and a random one alike: for a known value x, E(x) = x and V(x) = 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from factorflow.distributions.base import Distribution
+from factorflow.distributions.families import (
+    Bernoulli,
+    Beta,
+    Dirichlet,
+    Discrete,
+    Gamma,
+    Gaussian,
+    PointMass,
+)
+
+
+def is_known(v: Any) -> bool:
+    """True for a constant or observed argument (not a distribution)."""
+    return not isinstance(v, Distribution)
+
+
+def _value(v: Any) -> np.ndarray:
+    return v.value if isinstance(v, PointMass) else np.asarray(v, float)
+
+
+def E(v: Any) -> np.ndarray:
+    """E[x]."""
+    return _value(v) if is_known(v) else v.mean
+
+
+def V(v: Any) -> np.ndarray:
+    """Var[x] (zero for a known value)."""
+    return np.zeros(np.shape(_value(v))) if is_known(v) else v.variance
+
+
+def E2(v: Any) -> np.ndarray:
+    """E[x²]."""
+    m = E(v)
+    return m * m + V(v)
+
+
+def Elog(v: Any) -> np.ndarray:
+    """E[log x] for positive or simplex-valued x."""
+    if is_known(v):
+        with np.errstate(divide="ignore"):
+            return np.log(_value(v))
+    if isinstance(v, Gamma):
+        return v.mean_log()
+    if isinstance(v, Beta):
+        return v.expected_stats()[0]
+    if isinstance(v, Dirichlet):
+        return v.mean_log()
+    raise TypeError(f"E[log x] is not defined for {type(v).__name__}")
+
+
+def Elog1m(v: Any) -> np.ndarray:
+    """E[log(1 - x)] for x in (0, 1)."""
+    if is_known(v):
+        with np.errstate(divide="ignore"):
+            return np.log1p(-_value(v))
+    if isinstance(v, Beta):
+        return v.expected_stats()[1]
+    raise TypeError(f"E[log(1-x)] is not defined for {type(v).__name__}")
+
+
+def Eprob(v: Any) -> np.ndarray:
+    """P(x = true) for a boolean argument."""
+    if is_known(v):
+        return _value(v).astype(float)
+    if isinstance(v, Bernoulli):
+        return v.p
+    raise TypeError(f"P(x) is not defined for {type(v).__name__}")
+
+
+def Eonehot(v: Any, size: int) -> np.ndarray:
+    """E[one-hot(x)] over ``size`` categories for an integer argument."""
+    if is_known(v):
+        x = np.asarray(_value(v), int)
+        return np.asarray(x[..., None] == np.arange(size), float)
+    if isinstance(v, Discrete):
+        return v.probs
+    raise TypeError(f"one-hot expectation is not defined for {type(v).__name__}")
+
+
+def Elogit(v: Any) -> np.ndarray:
+    """E[log x] - E[log(1-x)]: the expected log-odds of a probability."""
+    return Elog(v) - Elog1m(v)
+
+
+def gaussian_moments(v: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(mean, variance) of a real argument, known or Gaussian."""
+    if is_known(v) or isinstance(v, Gaussian):
+        return E(v), V(v)
+    raise TypeError(f"expected a real-valued argument, got {type(v).__name__}")
+
+
+__all__ = ["E", "V", "E2", "Elog", "Elog1m", "Eprob", "Eonehot", "Elogit", "is_known",
+           "gaussian_moments", "special"]
