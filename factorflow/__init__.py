@@ -1,0 +1,40 @@
+"""factorflow: a Bayesian inference compiler.
+
+Write a model with this module's API; ``model.compile(algorithm)`` turns it into readable,
+vectorized Python that runs expectation propagation ("ep") or variational message passing
+("vmp"); ``model.infer(...)`` compiles once and runs.
+"""
+
+import factorflow.factors  # noqa: F401  (registers every built-in factor)
+from factorflow import distributions
+from factorflow.errors import (
+    DataError,
+    ImproperMessageError,
+    ModelError,
+    ScheduleError,
+    ScheduleWarning,
+    UnsupportedFactorError,
+)
+from factorflow.model.core import Data, Model, Plate, Range, Variable
+from factorflow.model.factories import (
+    Bernoulli,
+    Beta,
+    Binomial,
+    Dirichlet,
+    Discrete,
+    Gamma,
+    Gaussian,
+    Poisson,
+    constrain_true,
+    is_positive,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Model", "Range", "Plate", "Data", "Variable",
+    "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
+    "constrain_true", "is_positive", "distributions",
+    "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError",
+    "ImproperMessageError", "ScheduleWarning",
+]

@@ -1,0 +1,84 @@
+"""Gaussian(sample | mean, precision): the Gaussian likelihood and prior.
+
+log f = ½ log τ − ½ log 2π − ½ τ (x − μ)²
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from factorflow.distributions import Gamma, Gaussian
+from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.families import LOG_2PI
+from factorflow.distributions.moments import E, E2, Elog, V, is_known
+from factorflow.factors.registry import define_factor
+
+
+def _log_density(sample, mean, precision):
+    return 0.5 * np.log(precision) - 0.5 * LOG_2PI - 0.5 * precision * (sample - mean) ** 2
+
+
+GAUSSIAN = define_factor("Gaussian", ("sample", "real"), ("mean", "real"),
+                         ("precision", "positive"), log_density=_log_density)
+
+
+def _expected_square_diff(a, b):
+    """E[(a − b)²] for independent a, b."""
+    return E2(a) - 2 * E(a) * E(b) + E2(b)
+
+
+# ----- VMP --------------------------------------------------------------------------
+@GAUSSIAN.operator("vmp", "sample", proper=("mean", "precision"))
+def _sample_vmp(mean, precision):
+    tau = E(precision)
+    return Gaussian.from_natural(tau * E(mean), tau)
+
+
+@GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"))
+def _mean_vmp(sample, precision):
+    tau = E(precision)
+    return Gaussian.from_natural(tau * E(sample), np.broadcast_to(tau, np.shape(E(sample))))
+
+
+@GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))
+def _precision_vmp(sample, mean):
+    d2 = _expected_square_diff(sample, mean)
+    return Gamma.from_natural(np.full(np.shape(d2), 0.5), -0.5 * d2)
+
+
+@GAUSSIAN.evidence_operator("vmp")
+def _average_log_factor(sample, mean, precision):
+    return (0.5 * Elog(precision) - 0.5 * LOG_2PI
+            - 0.5 * E(precision) * _expected_square_diff(sample, mean))
+
+
+# ----- EP (known precision: the random-precision case is not Gaussian-closed) --------
+def _convolve(msg, precision):
+    """The message through a Gaussian of known precision: variance adds 1/τ."""
+    with np.errstate(divide="ignore"):
+        var = V(msg) + 1.0 / np.asarray(precision, float)
+        prec = 1.0 / var
+    return Gaussian.from_natural(E(msg) * prec, prec)
+
+
+@GAUSSIAN.operator("ep", "sample", known=("precision",))
+def _sample_ep(mean, precision):
+    return _convolve(mean, precision)
+
+
+@GAUSSIAN.operator("ep", "mean", skip_if_uniform=("sample",), known=("precision",))
+def _mean_ep(sample, precision):
+    return _convolve(sample, precision)
+
+
+@GAUSSIAN.evidence_operator("ep")
+def _log_average_factor(sample, mean, precision):
+    """log ∫∫ N(x; μ, 1/τ) m_x(x) m_μ(μ): zero when either side is integrated out."""
+    if not is_known(sample) and not is_known(mean):
+        joint = _convolve(mean, precision) * sample
+        return (log_normalizer_or_zero(joint) - log_normalizer_or_zero(sample)
+                - log_normalizer_or_zero(_convolve(mean, precision)))
+    known, msg = (sample, mean) if is_known(sample) else (mean, sample)
+    if is_known(msg):
+        return _log_density(E(known), E(msg), precision)
+    return _convolve(msg, precision).log_prob(E(known))

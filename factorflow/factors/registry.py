@@ -1,0 +1,163 @@
+"""Factors, their message operators and the annotations the compiler reads.
+
+A factor is registered once, with its arguments (the first is the one it defines), its
+log-density formula and, beside it, one operator per (algorithm, target argument).  The
+annotations on an operator (Infer.NET's SkipIfUniform, Proper, Trigger, Fresh, NoInit) are
+data: the compiler derives the dependency graph from them and knows nothing else about
+any algorithm.
+
+Operator calling convention (the generated code relies on it):
+
+* every operator is called with keyword arguments named after the factor's arguments;
+* a known argument (constant or observed) arrives as an array; a random one as a
+  ``factorflow.distributions`` object — under EP the message from that variable to this
+  factor, under VMP the variable's current marginal (posterior);
+* the target argument is passed only if the operator's signature names it (EP operators
+  that project a tilted distribution need the incoming message of their target);
+* the operator returns the message to its target, a batched distribution.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from factorflow.errors import UnsupportedFactorError
+
+ALGORITHMS = ("ep", "vmp")
+
+#: the value domains of factor arguments, with the message family each one uses
+DOMAIN_FAMILY: Mapping[str, str] = {
+    "real": "Gaussian",
+    "positive": "Gamma",
+    "unit": "Beta",
+    "bool": "Bernoulli",
+    "int": "Discrete",
+    "simplex": "Dirichlet",
+    "count": "Poisson",
+}
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One argument of a factor: its name and the domain of its values."""
+
+    name: str
+    domain: str
+
+
+@dataclass(frozen=True)
+class Operator:
+    """A message operator: computes the message from ``factor`` to ``target``.
+
+    ``reads`` are the argument names it takes (from its signature); the annotation sets
+    name arguments among ``reads``:
+
+    * ``skip_if_uniform`` — the output is uniform (or useless) while that input is uniform;
+    * ``proper`` — the input must be proper, or the operator cannot run;
+    * ``trigger`` — whenever that input changes, this message must be recomputed;
+    * ``fresh`` — that input must be up to date before this operator runs;
+    * ``no_init`` — the message needs no initialisation before the iteration loop.
+    """
+
+    factor: str
+    algorithm: str
+    target: str
+    fn: Callable[..., Any]
+    reads: tuple[str, ...]
+    skip_if_uniform: frozenset[str] = frozenset()
+    proper: frozenset[str] = frozenset()
+    trigger: frozenset[str] = frozenset()
+    fresh: frozenset[str] = frozenset()
+    no_init: bool = False
+    #: arguments that must be known (constant or observed) for this operator to apply
+    known: frozenset[str] = frozenset()
+
+    @property
+    def qualname(self) -> str:
+        suffix = {"ep": "average_conditional", "vmp": "average_logarithm"}[self.algorithm]
+        return f"{self.factor}.{self.target}_{suffix}"
+
+
+@dataclass
+class Factor:
+    """A factor type: arguments, log density and operator tables."""
+
+    name: str
+    args: tuple[Arg, ...]
+    deterministic: bool = False
+    log_density: Callable[..., Any] | None = None
+    operators: dict[tuple[str, str], Operator] = field(default_factory=dict)
+    #: evidence operators by algorithm: ep -> log ∫ f Π m_{v→f}; vmp -> E_q[log f]
+    evidence: dict[str, Callable[..., Any]] = field(default_factory=dict)
+
+    @property
+    def arg_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.args)
+
+    def arg(self, name: str) -> Arg:
+        for a in self.args:
+            if a.name == name:
+                return a
+        raise KeyError(f"factor {self.name} has no argument {name!r}")
+
+    def operator(self, algorithm: str, target: str, *, skip_if_uniform: tuple[str, ...] = (),
+                 proper: tuple[str, ...] = (), trigger: tuple[str, ...] = (),
+                 fresh: tuple[str, ...] = (), no_init: bool = False,
+                 known: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator registering ``fn`` as the ``algorithm`` message to ``target``."""
+        if algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown algorithm {algorithm!r}")
+        self.arg(target)
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            reads = tuple(inspect.signature(fn).parameters)
+            for n in reads:
+                self.arg(n)
+            self.operators[(algorithm, target)] = Operator(
+                self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
+                frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
+                frozenset(known))
+            return fn
+
+        return register
+
+    def evidence_operator(self, algorithm: str) -> Callable[[Callable[..., Any]],
+                                                             Callable[..., Any]]:
+        """Decorator registering the evidence term of this factor for ``algorithm``."""
+
+        def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.evidence[algorithm] = fn
+            return fn
+
+        return register
+
+    def supported_algorithms(self, targets: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(a for a in ALGORITHMS if all((a, t) in self.operators for t in targets))
+
+    def get_operator(self, algorithm: str, target: str, where: str = "") -> Operator:
+        """The operator, or UnsupportedFactorError saying which algorithms would work."""
+        try:
+            return self.operators[(algorithm, target)]
+        except KeyError:
+            ok = [a for a in ALGORITHMS if (a, target) in self.operators]
+            hint = (f"use {' or '.join(repr(a) for a in ok)}" if ok else
+                    "no algorithm supports it yet; observe this argument")
+            raise UnsupportedFactorError(
+                f"{where or self.name}: factor {self.name} has no {algorithm.upper()} message "
+                f"to its argument {target!r}; {hint}.") from None
+
+
+FACTORS: dict[str, Factor] = {}
+
+
+def define_factor(name: str, *args: tuple[str, str], deterministic: bool = False,
+                  log_density: Callable[..., Any] | None = None) -> Factor:
+    """Create and register a factor; ``args`` are (name, domain) pairs, output first."""
+    if name in FACTORS:
+        raise ValueError(f"factor {name!r} is already defined")
+    factor = Factor(name, tuple(Arg(n, d) for n, d in args), deterministic, log_density)
+    FACTORS[name] = factor
+    return factor

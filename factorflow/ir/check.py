@@ -1,0 +1,55 @@
+"""The IR verifier: run after every pass in tests and with ``debug=True``."""
+
+from __future__ import annotations
+
+from factorflow.errors import ModelError
+from factorflow.ir.nodes import For, If, Node, Program, Ref, Stmt, While, refs_in
+
+
+class IRError(ModelError):
+    """A pass produced an ill-formed program (a compiler bug, not a user error)."""
+
+
+def check(program: Program) -> Program:
+    """Raise IRError unless every name is declared once, every reference is declared,
+    every ``for`` names a declared range, and index items name enclosing ranges."""
+    names = [d.name for d in program.decls]
+    dup = {n for n in names if names.count(n) > 1}
+    if dup:
+        raise IRError(f"{program.name}: declared more than once: {sorted(dup)}")
+    declared = set(names)
+    ranges = {r for r, _ in program.ranges}
+    for d in program.decls:
+        bad = [p for p in d.plates if p not in ranges]
+        if bad:
+            raise IRError(f"{program.name}: {d.name} uses undeclared ranges {bad}")
+
+    def visit(nodes: tuple[Node, ...], loops: tuple[str, ...]) -> None:
+        for node in nodes:
+            if isinstance(node, For):
+                if node.range not in ranges:
+                    raise IRError(f"{program.name}: for over undeclared range {node.range}")
+                visit(node.body, loops + (node.range,))
+            elif isinstance(node, If):
+                _check_ref(node.condition, loops)
+                visit(node.body, loops)
+            elif isinstance(node, While):
+                visit(node.init, loops)
+                visit(node.body, loops)
+            elif isinstance(node, Stmt):
+                for ref in node.outputs:
+                    _check_ref(ref, loops)
+                for _, operand in node.inputs:
+                    if isinstance(operand, Ref):
+                        _check_ref(operand, loops)
+
+    def _check_ref(ref: Ref, loops: tuple[str, ...]) -> None:
+        for name in refs_in(ref):
+            if name not in declared:
+                raise IRError(f"{program.name}: {name} is used but not declared")
+        for item in ref.index:
+            if isinstance(item, str) and item not in loops:
+                raise IRError(f"{program.name}: {ref.var} indexed by {item} outside its loop")
+
+    visit(program.body, ())
+    return program

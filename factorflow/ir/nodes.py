@@ -1,0 +1,145 @@
+"""The statement IR: a program is a list of frozen statements inside blocks.
+
+Modelled on Infer.NET's MSL and JAX's ``JaxprEqn``: declarations, assignments
+``outputs = op(inputs)``, ``for`` blocks over ranges (plates: array axes, never a Python
+loop per datum), ``if`` blocks for gates and ``while`` blocks for iteration.  Everything is
+immutable; passes build new programs with ``dataclasses.replace``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """A reference to a variable, optionally indexed: ``x[n]``, ``skill[winner[n]]``.
+
+    Index items are range names (the loop index of an enclosing ``For``), integers, or
+    other references (a gather by observed integers).
+    """
+
+    var: str
+    index: tuple[Union[str, int, Ref], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Const:
+    """A literal scalar known at compile time."""
+
+    value: Any
+
+
+Operand = Union[Ref, Const]
+
+
+@dataclass(frozen=True, slots=True)
+class VarDecl:
+    """A declared variable.
+
+    ``role``: random | observed | constant | message | marginal;  ``domain``: the value
+    domain of a model variable; ``family``: the distribution family of a message;
+    ``plates``: its array axes (range names); ``event``: categories/dimension if any.
+    """
+
+    name: str
+    role: str
+    domain: str | None = None
+    family: str | None = None
+    plates: tuple[str, ...] = ()
+    event: int | None = None
+    label: str = ""
+    attrs: tuple[tuple[str, Any], ...] = ()
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return dict(self.attrs).get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class Stmt:
+    """``outputs = op(inputs)``: one factor call, message update or variable node."""
+
+    op: str
+    outputs: tuple[Ref, ...]
+    inputs: tuple[tuple[str, Operand], ...] = ()
+    params: tuple[tuple[str, Any], ...] = ()
+    provenance: str = ""
+
+    def param(self, key: str, default: Any = None) -> Any:
+        return dict(self.params).get(key, default)
+
+    def input(self, key: str) -> Operand:
+        return dict(self.inputs)[key]
+
+
+@dataclass(frozen=True, slots=True)
+class For:
+    """The body runs once per element of ``range`` — as one array operation per statement."""
+
+    range: str
+    body: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class If:
+    """The body applies where ``condition`` holds (gates)."""
+
+    condition: Ref
+    body: tuple[Node, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class While:
+    """The iteration loop of message passing (``init`` runs once before it)."""
+
+    body: tuple[Node, ...]
+    init: tuple[Node, ...] = ()
+
+
+Node = Union[Stmt, For, If, While]
+
+
+@dataclass(frozen=True)
+class Program:
+    """A whole program: ranges (name, size), declarations and a body."""
+
+    name: str
+    ranges: tuple[tuple[str, int], ...]
+    decls: tuple[VarDecl, ...]
+    body: tuple[Node, ...]
+    algorithm: str | None = None
+    _by_name: dict[str, VarDecl] = field(default_factory=dict, compare=False, repr=False)
+
+    def decl(self, name: str) -> VarDecl:
+        if not self._by_name:
+            self._by_name.update({d.name: d for d in self.decls})
+        return self._by_name[name]
+
+    def range_size(self, name: str) -> int:
+        return dict(self.ranges)[name]
+
+
+def walk(nodes: tuple[Node, ...], loops: tuple[str, ...] = ()
+         ) -> Iterator[tuple[Stmt, tuple[str, ...]]]:
+    """Every statement with the ranges of the ``For`` blocks around it, in program order."""
+    for node in nodes:
+        if isinstance(node, Stmt):
+            yield node, loops
+        elif isinstance(node, For):
+            yield from walk(node.body, loops + (node.range,))
+        elif isinstance(node, If):
+            yield from walk(node.body, loops)
+        elif isinstance(node, While):
+            yield from walk(node.init, loops)
+            yield from walk(node.body, loops)
+
+
+def refs_in(operand: Operand) -> Iterator[str]:
+    """Names of every variable an operand reads (the base and any gather indices)."""
+    if isinstance(operand, Ref):
+        yield operand.var
+        for item in operand.index:
+            if isinstance(item, Ref):
+                yield from refs_in(item)

@@ -1,0 +1,1 @@
+"""The modelling API (see ``factorflow`` for the public names)."""

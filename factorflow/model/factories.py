@@ -1,0 +1,326 @@
+"""Variable factories (``ff.Gaussian(name, ...)``) and deterministic operations.
+
+Each factory validates its arguments where they are written, so that an error names the
+variable and says what to do before anything is compiled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from factorflow.errors import DataError, ModelError
+from factorflow.model.core import (
+    Data,
+    FactorCall,
+    Indexed,
+    Model,
+    Variable,
+    _provenance,
+    current_model,
+)
+
+Operand = Variable | Indexed | Data | np.ndarray
+
+
+# ----- validation of known values ---------------------------------------------------
+def check_support(value: Any, domain: str, what: str, size: int | None = None) -> np.ndarray:
+    """``value`` as an array if it lies in ``domain``; DataError naming ``what`` otherwise."""
+    try:
+        arr = np.asarray(value, dtype=bool if domain == "bool" else float)
+    except (TypeError, ValueError):
+        raise DataError(f"{what}: expected numbers, got {value!r}.") from None
+    if arr.dtype != bool and not np.all(np.isfinite(arr)):
+        raise DataError(f"{what} contains NaN or inf; remove or impute those values.")
+    bad = {
+        "real": lambda a: np.zeros(a.shape, bool),
+        "positive": lambda a: a <= 0,
+        "unit": lambda a: (a < 0) | (a > 1),
+        "bool": lambda a: np.zeros(a.shape, bool),
+        "count": lambda a: (a < 0) | (a != np.round(a)),
+        "int": lambda a: (a < 0) | (a != np.round(a)) | (a >= (size if size else np.inf)),
+        "simplex": lambda a: (a < 0),
+    }[domain](arr)
+    if np.any(bad):
+        first = arr[bad].flat[0]
+        need = {"positive": "values > 0", "unit": "probabilities in [0, 1]",
+                "count": "non-negative integers",
+                "int": f"integers in 0..{(size or 0) - 1}", "simplex": "non-negative weights",
+                }[domain]
+        raise DataError(f"{what}: {first!r} is outside the support ({need}).")
+    if domain == "bool" and np.asarray(value).dtype != bool:
+        raw = np.asarray(value, float)
+        if np.any((raw != 0) & (raw != 1)):
+            raise DataError(f"{what}: boolean values must be True/False or 0/1, got "
+                            f"{raw[(raw != 0) & (raw != 1)].flat[0]!r}.")
+    if domain == "simplex":
+        if arr.ndim == 0:
+            raise DataError(f"{what}: a probability vector needs at least one axis.")
+        sums = arr.sum(axis=-1)
+        if not np.allclose(sums, 1.0, rtol=0, atol=1e-9):
+            raise DataError(f"{what}: probabilities must sum to 1 (got a sum of "
+                            f"{float(np.ravel(sums)[0])!r}); normalise them.")
+    return arr
+
+
+def _event_shape(domain: str, size: int | None) -> tuple[int, ...]:
+    return (size,) if domain == "simplex" and size else ()
+
+
+def _operand(model: Model, value: Any, domain: str, what: str,
+             size: int | None = None) -> Operand:
+    """Validate one factor argument written inside the current plates."""
+    plates = model.plates
+    if isinstance(value, Variable):
+        if value.model is not model:
+            raise ModelError(f"{what}: variable {value.name!r} belongs to another model; "
+                             "use variables of the model being built.")
+        if any(p not in plates for p in value.plates):
+            missing = [p.name for p in value.plates if p not in plates]
+            raise ModelError(f"{what}: variable {value.name!r} is indexed by {missing} but "
+                             "is used outside that plate; index it, or move the statement "
+                             "inside `with ff.Plate(...)`.")
+        _check_domain(value, domain, what)
+        return value
+    if isinstance(value, Indexed):
+        base = value.base
+        if base.model is not model:
+            raise ModelError(f"{what}: variable {base.name!r} belongs to another model.")
+        if len(base.plates) != 1:
+            raise ModelError(f"{what}: {base.name}[...] needs a variable with one plate axis.")
+        _check_domain(base, domain, what)
+        index = value.index
+        if isinstance(index, Variable):
+            raise ModelError(f"{what}: indexing {base.name!r} by the random variable "
+                             f"{index.name!r} needs ff.Switch({index.name}).")
+        arr = index.value if isinstance(index, Data) else index
+        if arr is not None:
+            arr = check_support(arr, "int", f"index of {base.name}", size=base.plates[0].size)
+            shape = tuple(p.size for p in plates)
+            if arr.shape != shape:
+                raise DataError(f"{what}: the index into {base.name!r} has shape {arr.shape}, "
+                                f"but the enclosing plates {[p.name for p in plates]} have "
+                                f"shape {shape}.")
+        return value
+    if isinstance(value, Data):
+        if value.model is not model:
+            raise ModelError(f"{what}: Data {value.name!r} belongs to another model.")
+        return value
+    arr = check_support(value, domain, what, size)
+    _check_plate_shape(arr, model, what, _event_shape(domain, size))
+    return arr
+
+
+def _check_domain(var: Variable, domain: str, what: str) -> None:
+    if var.domain != domain:
+        raise ModelError(f"{what}: variable {var.name!r} is {var.domain}-valued but a "
+                         f"{domain} value is needed here.")
+
+
+def _check_plate_shape(arr: np.ndarray, model: Model, what: str,
+                       event: tuple[int, ...] = ()) -> None:
+    shape = tuple(p.size for p in model.plates) + event
+    try:
+        np.broadcast_shapes(arr.shape, shape)
+        ok = len(arr.shape) <= len(shape) and np.broadcast_shapes(arr.shape, shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        names = [p.name for p in model.plates]
+        raise DataError(f"{what}: shape {arr.shape} does not match the plates {names} "
+                        f"(shape {shape}); give one value per plate element.")
+
+
+def _observed(model: Model, name: str, observed: Any, domain: str,
+              size: int | None) -> Any:
+    if observed is None or isinstance(observed, Data):
+        return observed
+    arr = check_support(observed, domain, f"observed value of {name!r}", size)
+    shape = tuple(p.size for p in model.plates) + _event_shape(domain, size)
+    if arr.shape != shape:
+        raise DataError(f"observed value of {name!r} has shape {arr.shape}, but its plates "
+                        f"{[p.name for p in model.plates]} need shape {shape}.")
+    return arr
+
+
+def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
+                 arg_domains: dict[str, str], observed: Any = None, size: int | None = None,
+                 derived: bool = False) -> Variable:
+    """Create ``name = factor(args)`` in the current model and plates."""
+    model = current_model(f"variable {name!r}")
+    prov = _provenance()
+    checked = {k: _operand(model, v, arg_domains[k], f"{name}: argument {k!r}",
+                           size if arg_domains[k] in ("simplex", "int") else None)
+               for k, v in args.items()}
+    var = Variable(name, domain, model.plates, model,
+                   _observed(model, name, observed, domain, size), size, derived, prov)
+    model.add_variable(var)
+    model.add_statement(FactorCall(factor, var, checked, model.plates, prov))
+    return var
+
+
+# ----- distributions ----------------------------------------------------------------
+def _one_of(name: str, what: str, **options: Any) -> tuple[str, Any]:
+    given = [(k, v) for k, v in options.items() if v is not None]
+    if len(given) != 1:
+        raise ModelError(f"{name}: give exactly one of {', '.join(k + '=' for k in options)} "
+                         f"for the {what}.")
+    return given[0]
+
+
+def _reciprocal(value: Any, name: str, what: str) -> np.ndarray:
+    if isinstance(value, Variable | Indexed | Data):
+        raise ModelError(f"{name}: a random {what} is not supported; put the prior on the "
+                         "precision (or rate) instead.")
+    return 1.0 / check_support(value, "positive", f"{name}: {what}")
+
+
+def Gaussian(name: str, mean: Any = 0.0, *, precision: Any = None, variance: Any = None,
+             observed: Any = None) -> Variable:
+    """A real variable ~ N(mean, 1/precision); ``variance=`` must then be a constant."""
+    key, value = _one_of(name, "spread", precision=precision, variance=variance)
+    prec = value if key == "precision" else _reciprocal(value, name, "variance")
+    return new_variable("Gaussian", name, "real", {"mean": mean, "precision": prec},
+                        {"mean": "real", "precision": "positive"}, observed)
+
+
+def Gamma(name: str, shape: Any, *, rate: Any = None, scale: Any = None,
+          observed: Any = None) -> Variable:
+    """A positive variable ~ Gamma(shape, rate); ``scale=`` must be a constant."""
+    key, value = _one_of(name, "rate", rate=rate, scale=scale)
+    r = value if key == "rate" else _reciprocal(value, name, "scale")
+    return new_variable("Gamma", name, "positive", {"shape": shape, "rate": r},
+                        {"shape": "positive", "rate": "positive"}, observed)
+
+
+def Beta(name: str, alpha: Any, beta: Any, *, observed: Any = None) -> Variable:
+    """A probability ~ Beta(alpha, beta)."""
+    return new_variable("Beta", name, "unit", {"alpha": alpha, "beta": beta},
+                        {"alpha": "positive", "beta": "positive"}, observed)
+
+
+def Bernoulli(name: str, p: Any, *, observed: Any = None) -> Variable:
+    """A boolean variable, true with probability ``p`` (a constant or a Beta variable)."""
+    return new_variable("Bernoulli", name, "bool", {"p": p}, {"p": "unit"}, observed)
+
+
+def Binomial(name: str, trials: Any, p: Any, *, observed: Any = None) -> Variable:
+    """A count of successes in ``trials`` (constant) with success probability ``p``."""
+    return new_variable("Binomial", name, "count", {"trials": trials, "p": p},
+                        {"trials": "count", "p": "unit"}, observed)
+
+
+def Poisson(name: str, rate: Any, *, observed: Any = None) -> Variable:
+    """A count ~ Poisson(rate)."""
+    return new_variable("Poisson", name, "count", {"rate": rate}, {"rate": "positive"},
+                        observed)
+
+
+def _categories(name: str, value: Any) -> int:
+    if isinstance(value, Variable):
+        if value.size is None:
+            raise ModelError(f"{name}: {value.name!r} is not a probability vector.")
+        return value.size
+    if isinstance(value, Indexed | Data):
+        raise ModelError(f"{name}: give the probabilities as a constant or a Dirichlet "
+                         "variable.")
+    arr = np.asarray(value, float)
+    if arr.ndim == 0:
+        raise ModelError(f"{name}: probabilities must be a vector, got a scalar.")
+    return int(arr.shape[-1])
+
+
+def Discrete(name: str, probs: Any, *, observed: Any = None) -> Variable:
+    """An integer in 0..K-1 with probabilities ``probs`` (a K-vector or Dirichlet)."""
+    k = _categories(name, probs)
+    return new_variable("Discrete", name, "int", {"probs": probs}, {"probs": "simplex"},
+                        observed, size=k)
+
+
+def Dirichlet(name: str, alpha: Any, *, observed: Any = None) -> Variable:
+    """A probability vector ~ Dirichlet(alpha) (alpha a constant K-vector)."""
+    arr = np.asarray(alpha, float)
+    if arr.ndim == 0:
+        raise ModelError(f"{name}: alpha must be a vector of K pseudo-counts.")
+    model = current_model(f"variable {name!r}")
+    alpha = check_support(arr, "positive", f"{name}: argument 'alpha'")
+    _check_plate_shape(alpha, model, f"{name}: argument 'alpha'", (arr.shape[-1],))
+    prov = _provenance()
+    size = int(alpha.shape[-1])
+    var = Variable(name, "simplex", model.plates, model,
+                   _observed(model, name, observed, "simplex", size), size, False, prov)
+    model.add_variable(var)
+    model.add_statement(FactorCall("Dirichlet", var, {"alpha": alpha}, model.plates, prov))
+    return var
+
+
+# ----- deterministic factors ----------------------------------------------------------
+def _derived(factor: str, label: str, domain: str, args: dict[str, Any],
+             arg_domains: dict[str, str]) -> Variable:
+    model = current_model(label)
+    name = label if label not in model.variables else model.fresh_name(label)
+    return new_variable(factor, name, domain, args, arg_domains, derived=True)
+
+
+def _label(v: Any) -> str:
+    if isinstance(v, Variable):
+        return v.name
+    if isinstance(v, Indexed):
+        return f"{v.base.name}[...]"
+    if isinstance(v, Data):
+        return v.name
+    arr = np.asarray(v)
+    return repr(arr.item()) if arr.ndim == 0 else "array"
+
+
+def _is_random(v: Any) -> bool:
+    return isinstance(v, Variable | Indexed) and not (
+        isinstance(v, Variable) and v.is_observed)
+
+
+def plus(a: Any, b: Any) -> Variable:
+    return _derived("Plus", f"({_label(a)} + {_label(b)})", "real", {"a": a, "b": b},
+                    {"a": "real", "b": "real"})
+
+
+def minus(a: Any, b: Any) -> Variable:
+    return _derived("Minus", f"({_label(a)} - {_label(b)})", "real", {"a": a, "b": b},
+                    {"a": "real", "b": "real"})
+
+
+def times(a: Any, b: Any) -> Variable:
+    if not _is_random(a):
+        a, b = b, a
+    label = f"({_label(a)} * {_label(b)})"
+    if _is_random(b):
+        return _derived("Product", label, "real", {"a": a, "b": b},
+                        {"a": "real", "b": "real"})
+    return _derived("ScaleBy", label, "real", {"a": a, "scale": b},
+                    {"a": "real", "scale": "real"})
+
+
+def greater(a: Any, b: Any) -> Variable:
+    return _derived("Greater", f"({_label(a)} > {_label(b)})", "bool", {"a": a, "b": b},
+                    {"a": "real", "b": "real"})
+
+
+def is_positive(x: Any) -> Variable:
+    """The boolean variable ``x > 0``."""
+    return _derived("IsPositive", f"({_label(x)} > 0)", "bool", {"x": x}, {"x": "real"})
+
+
+def logic(op: str, a: Any, b: Any = None) -> Variable:
+    if op == "Not":
+        return _derived("Not", f"~{_label(a)}", "bool", {"a": a}, {"a": "bool"})
+    sym = {"And": "&", "Or": "|"}[op]
+    return _derived(op, f"({_label(a)} {sym} {_label(b)})", "bool", {"a": a, "b": b},
+                    {"a": "bool", "b": "bool"})
+
+
+def constrain_true(b: Any) -> None:
+    """Constrain the boolean variable ``b`` to be true (adds evidence)."""
+    model = current_model("constrain_true")
+    checked = _operand(model, b, "bool", "constrain_true: argument")
+    model.add_statement(FactorCall("ConstrainTrue", None, {"value": checked}, model.plates,
+                                   _provenance()))

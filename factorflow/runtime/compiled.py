@@ -1,0 +1,139 @@
+"""Compiled models: generated source, bound to operators, run on data."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import factorflow.distributions as dist
+from factorflow.codegen.python import Generated, generate
+from factorflow.errors import DataError, ImproperMessageError, ModelError
+from factorflow.factors.registry import FACTORS
+from factorflow.model.core import Model
+from factorflow.model.factories import check_support
+from factorflow.runtime.kernels import NAMESPACE
+from factorflow.runtime.result import Result
+from factorflow.transforms.pipeline import Compilation, compile_program
+
+
+def _resolve(kind: str, key: Any) -> Any:
+    if kind == "family":
+        return getattr(dist, key)
+    if kind == "operator":
+        factor, algorithm, target = key
+        return FACTORS[factor].operators[(algorithm, target)].fn
+    if kind == "evidence":
+        factor, algorithm = key
+        return FACTORS[factor].evidence[algorithm]
+    raise KeyError(kind)
+
+
+@dataclass
+class CompiledModel:
+    """A model compiled for one algorithm.  ``source`` is the generated program."""
+
+    model: Model
+    algorithm: str
+    compilation: Compilation
+    generated: Generated
+    compile_seconds: float
+    user_initialized: frozenset[str]
+
+    @property
+    def source(self) -> str:
+        return self.generated.source
+
+    @property
+    def program(self) -> Any:
+        return self.compilation.final
+
+    def __post_init__(self) -> None:
+        namespace = dict(NAMESPACE)
+        for ident, (kind, key) in self.generated.symbols.items():
+            namespace[ident] = _resolve(kind, key)
+        code = compile(self.source, f"<factorflow {self.algorithm}: {self.model.name}>", "exec")
+        exec(code, namespace)
+        self._infer = namespace["infer"]
+
+    def _data(self, data: dict[str, Any] | None) -> dict[str, Any]:
+        data = dict(data or {})
+        b = self.compilation.bindings
+        assert b is not None
+        unknown = set(data) - set(b.data)
+        if unknown:
+            raise ModelError(f"data given for {sorted(unknown)}, but the model declares "
+                             f"ff.Data only for {sorted(b.data) or 'nothing'}.")
+        values = dict(b.values)
+        for name, ident in b.data.items():
+            if name in data:
+                values[ident] = np.asarray(data[name])
+        program = self.compilation.final
+        for d in program.decls:
+            if d.role not in ("observed", "constant"):
+                continue
+            source = d.attr("data")
+            if source is not None:
+                value = values.get(b.data[source])
+                if value is None:
+                    raise DataError(f"no value for ff.Data({source!r}); pass "
+                                    f"data={{{source!r}: ...}}.")
+                values[d.name] = value
+            if d.role == "observed":
+                var = b.variables[d.name]
+                arr = check_support(values[d.name], d.domain or "real",
+                                    f"observed value of {var.name!r}", var.size)
+                expected = var.shape + ((var.size,) if d.domain == "simplex" else ())
+                if arr.shape != expected:
+                    raise DataError(f"observed value of {var.name!r} has shape {arr.shape}, "
+                                    f"but its plates need {expected}.")
+                values[d.name] = arr
+            elif values.get(d.name) is not None and d.domain != "int":
+                arr = np.asarray(values[d.name])
+                if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
+                    raise DataError(f"{d.label}: the value contains NaN or inf.")
+        return values
+
+    def run(self, iterations: int = 50, data: dict[str, Any] | None = None,
+            init: dict[str, Any] | None = None, on_iteration: Any = None) -> Result:
+        """Run ``iterations`` sweeps of message passing; returns the posteriors."""
+        if not isinstance(iterations, int | np.integer) or iterations < 0:
+            raise ModelError(f"iterations must be a non-negative integer, got {iterations!r}.")
+        init = dict(self.model.initial) | dict(init or {})
+        missing = {self.model.variable(k).name for k in init} - set(self.user_initialized)
+        if missing:
+            raise ModelError(f"init names {sorted(missing)}, which this compiled model was "
+                             "not compiled to use; call model.infer(..., init=...) or "
+                             "model.compile(algorithm, init=[names]).")
+        values = self._data(data)
+        sizes = {ident: size for ident, size in self.compilation.final.ranges}
+        start = time.perf_counter()
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
+                                                   on_iteration)
+        seconds = time.perf_counter() - start
+        if not np.isfinite(log_evidence) and not np.isneginf(log_evidence):
+            raise ImproperMessageError(f"{self.model.name}: the log evidence is "
+                                       f"{log_evidence}; some message became improper.")
+        b = self.compilation.bindings
+        assert b is not None
+        for ident, var in b.variables.items():
+            if var.is_observed:
+                posteriors[var.name] = dist.PointMass(values[ident])
+        return Result(posteriors, float(log_evidence), self.algorithm, int(iterations),
+                      seconds)
+
+
+def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
+                  debug: bool = False) -> CompiledModel:
+    """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises."""
+    algorithm = algorithm.lower()
+    names = frozenset(model.variable(n).name for n in (tuple(init) + tuple(model.initial)))
+    start = time.perf_counter()
+    compilation = compile_program(model, algorithm, names, debug)
+    generated = generate(compilation.final)
+    seconds = time.perf_counter() - start
+    return CompiledModel(model, algorithm, compilation, generated, seconds, names)
+

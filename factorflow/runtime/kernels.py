@@ -1,0 +1,94 @@
+"""The helpers generated code calls besides message operators (its runtime library)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from factorflow.distributions.base import Distribution
+from factorflow.errors import ModelError
+from factorflow.factors.variable import (
+    ep_variable_evidence,
+    total,
+    use_counts,
+    vmp_variable_evidence,
+)
+
+
+def prod_over(msg: Distribution, shape: tuple[int, ...], axis: tuple[int, ...]
+              ) -> Distribution:
+    """Product of a use's messages over the plate axes the variable does not have.
+
+    A natural parameter that is constant along an axis (a broadcast view, or a message of
+    fewer axes) is multiplied by the axis length instead of being summed element by
+    element.
+    """
+    nd = msg.event_ndim
+    out = []
+    for e in msg._product_form():
+        full_nd = len(shape) + nd
+        if e.ndim < full_nd:
+            e = e.reshape((1,) * (full_nd - e.ndim) + e.shape)
+        scale = 1.0
+        sum_axes = []
+        for ax in axis:
+            if e.shape[ax] == 1 or e.strides[ax] == 0:
+                scale *= shape[ax]
+            else:
+                sum_axes.append(ax)
+        red = np.sum(e, axis=tuple(sum_axes), keepdims=True) if sum_axes else e
+        red = red[tuple(0 if i in axis else slice(None) for i in range(red.ndim))]
+        out.append(red * scale if scale != 1.0 else red)
+    return msg.from_natural(*out)
+
+
+def scatter_prod(msg: Distribution, index: np.ndarray, use_shape: tuple[int, ...],
+                 size: int) -> Distribution:
+    """``out[j]`` = product of ``msg[i]`` over i with ``index[i] == j`` (gathers' inverse)."""
+    full = msg if msg.batch_shape == tuple(use_shape) else msg.broadcast_to(use_shape)
+    return full.scatter_prod(np.asarray(index), size)
+
+
+def align_plates(value: Any, positions: tuple[int, ...], ndim: int) -> Any:
+    """Lay out ``value``'s plate axes at ``positions`` among ``ndim`` plate axes."""
+    def lay(e: np.ndarray, nd: int) -> np.ndarray:
+        new = [1] * ndim
+        for pos, size in zip(positions, e.shape[: e.ndim - nd], strict=True):
+            new[pos] = size
+        return e.reshape(tuple(new) + e.shape[e.ndim - nd:])
+    if isinstance(value, Distribution):
+        return value._map(lay)
+    return lay(np.asarray(value), 0)
+
+
+def check_proper(d: Distribution, what: str) -> None:
+    d.check_proper(what)
+
+
+def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ...]
+            ) -> Distribution:
+    """The user's initial posterior for ``label``, broadcast to the variable's plates."""
+    value = init[label]
+    if not isinstance(value, family):
+        raise ModelError(f"init[{label!r}] must be a {family.__name__} distribution, got "
+                         f"{type(value).__name__}.")
+    try:
+        return value.broadcast_to(shape) if value.batch_shape != tuple(shape) else value
+    except ValueError:
+        raise ModelError(f"init[{label!r}] has batch shape {value.batch_shape}, but the "
+                         f"variable has shape {tuple(shape)}.") from None
+
+
+NAMESPACE = {
+    "np": np,
+    "prod_over": prod_over,
+    "scatter_prod": scatter_prod,
+    "align_plates": align_plates,
+    "check_proper": check_proper,
+    "initial": initial,
+    "total": total,
+    "use_counts": use_counts,
+    "ep_variable_evidence": ep_variable_evidence,
+    "vmp_variable_evidence": vmp_variable_evidence,
+}

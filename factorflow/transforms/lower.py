@@ -1,0 +1,117 @@
+"""Lower a ``Model`` to the statement IR (MSL): declarations and factor calls in ``for``s.
+
+Guarantees: one ``Stmt`` per model statement, in model order, nested in ``For`` blocks for
+its plates (consecutive statements share blocks); every IR name is a safe identifier and
+the user's name is kept as the declaration's label; array constants and observed values
+are declared (role constant/observed) and bound by name in the returned ``Bindings``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from factorflow.codegen.names import identifier
+from factorflow.ir import Const, For, Node, Program, Ref, Stmt, VarDecl
+from factorflow.model.core import Data, FactorCall, Indexed, Model, Variable
+
+
+@dataclass
+class Bindings:
+    """What a lowered program needs at run time: values of constants, observed and Data."""
+
+    names: dict[str, str] = field(default_factory=dict)  # model name -> IR name
+    values: dict[str, Any] = field(default_factory=dict)  # IR name -> array (or None)
+    data: dict[str, str] = field(default_factory=dict)  # Data name -> IR name
+    variables: dict[str, Variable] = field(default_factory=dict)  # IR name -> variable
+
+
+def lower(model: Model) -> tuple[Program, Bindings]:
+    """The model IR of ``model``, and the bindings of its constants and data."""
+    taken: set[str] = set()
+    b = Bindings()
+    decls: list[VarDecl] = []
+    ranges = tuple((identifier(r.name, taken), r.size) for r in model.ranges.values())
+    rname = {r.name: ident for r, (ident, _) in zip(model.ranges.values(), ranges,
+                                                     strict=True)}
+
+    for d in model.data.values():
+        ident = identifier(d.name, taken)
+        b.data[d.name] = ident
+        b.values[ident] = None if d.value is None else np.asarray(d.value)
+        decls.append(VarDecl(ident, "constant", label=d.name, attrs=(("data", d.name),)))
+    for v in model.variables.values():
+        ident = identifier(v.name, taken)
+        b.names[v.name] = ident
+        b.variables[ident] = v
+        role = "observed" if v.is_observed else "random"
+        attrs: tuple = (("derived", True),) if v.derived else ()
+        if isinstance(v.observed, Data):
+            attrs += (("data", v.observed.name),)
+        elif v.is_observed:
+            b.values[ident] = v.observed
+        decls.append(VarDecl(ident, role, v.domain, plates=tuple(rname[p.name]
+                                                                   for p in v.plates),
+                             event=v.size, label=v.name, attrs=attrs))
+
+    def operand(value: Any, plates: tuple[str, ...]) -> Const | Ref:
+        if isinstance(value, Variable):
+            return Ref(b.names[value.name], tuple(rname[p.name] for p in value.plates))
+        if isinstance(value, Data):
+            return Ref(b.data[value.name])
+        if isinstance(value, Indexed):
+            idx = value.index
+            if isinstance(idx, Data):
+                index_ref = Ref(b.data[idx.name])
+            else:
+                ident = identifier(f"{value.base.name}_index", taken)
+                b.values[ident] = np.asarray(idx, int)
+                decls.append(VarDecl(ident, "constant", "int", plates=plates,
+                                     label=f"index into {value.base.name}"))
+                index_ref = Ref(ident, plates)
+            return Ref(b.names[value.base.name], (index_ref,))
+        arr = np.asarray(value)
+        if arr.ndim == 0:
+            return Const(arr.item())
+        ident = identifier("const", taken)
+        b.values[ident] = arr
+        decls.append(VarDecl(ident, "constant", label="array constant",
+                             attrs=(("shape", arr.shape),)))
+        return Ref(ident)
+
+    stmts: list[tuple[tuple[str, ...], Stmt]] = []
+    for call in model.statements:
+        plates = tuple(rname[p.name] for p in call.plates)
+        stmts.append((plates, _statement(call, plates, operand, b)))
+    return Program(identifier(model.name), ranges, tuple(decls), _nest(stmts)), b
+
+
+def _statement(call: FactorCall, plates: tuple[str, ...], operand, b: Bindings) -> Stmt:
+    outputs = ()
+    if call.output is not None:
+        outputs = (Ref(b.names[call.output.name], plates),)
+    inputs = tuple((k, operand(v, plates)) for k, v in call.args.items())
+    return Stmt(call.factor, outputs, inputs, provenance=call.provenance)
+
+
+def _nest(stmts: list[tuple[tuple[str, ...], Stmt]]) -> tuple[Node, ...]:
+    """Group consecutive statements with a common plate prefix into shared For blocks."""
+    out: list[Node] = []
+    i = 0
+    while i < len(stmts):
+        plates, stmt = stmts[i]
+        if not plates:
+            out.append(stmt)
+            i += 1
+            continue
+        head = plates[0]
+        j = i
+        inner: list[tuple[tuple[str, ...], Stmt]] = []
+        while j < len(stmts) and stmts[j][0][:1] == (head,):
+            inner.append((stmts[j][0][1:], stmts[j][1]))
+            j += 1
+        out.append(For(head, _nest(inner)))
+        i = j
+    return tuple(out)

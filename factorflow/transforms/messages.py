@@ -1,0 +1,163 @@
+"""Messages: factor calls and variable nodes become message-update statements.
+
+Input: the channel IR.  Output: a flat program of statements, each one array operation
+over its plates, with declarations for every message.  For a latent variable ``v`` with
+uses ``u``: ``v_F`` (defining factor → v), ``v_B`` (v → defining factor), ``u_B``
+(using factor → v), ``u_F`` (v → using factor) and ``v_marginal``.  Factor statements
+become one operator call per random argument, looked up in the factor registry for the
+algorithm (an unsupported pair raises UnsupportedFactorError naming the statement), plus
+one evidence statement.  Every statement carries ``params``: ``target`` (the variable whose
+message it computes), ``plates`` and, for operators, ``operator`` = (factor, algorithm,
+argument) so later passes read annotations from the registry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from factorflow.errors import ModelError, UnsupportedFactorError
+from factorflow.factors.registry import DOMAIN_FAMILY, FACTORS
+from factorflow.ir import Const, Program, Ref, Stmt, VarDecl, walk
+from factorflow.ir.nodes import Operand
+
+SUFFIX = {"ep": "average_conditional", "vmp": "average_logarithm"}
+EVIDENCE = {"ep": "log_average_factor", "vmp": "average_log_factor"}
+
+
+def messages(program: Program, algorithm: str) -> Program:
+    if algorithm not in SUFFIX:
+        raise ModelError(f"unknown algorithm {algorithm!r}; use 'ep' or 'vmp'.")
+    decls = {d.name: d for d in program.decls}
+    random = {n: d for n, d in decls.items() if d.role == "random"}
+    use_of = {n: d.attr("of") for n, d in decls.items() if d.role == "use"}
+    derived = {n for n, d in random.items() if d.attr("derived")}
+    vmp_derived = derived if algorithm == "vmp" else set()
+    new_decls: list[VarDecl] = []
+
+    def message_decl(name: str, of: VarDecl, plates: tuple[str, ...], label: str) -> None:
+        if of.domain == "count":
+            raise ModelError(f"{of.label}: latent count variables are not supported by "
+                             f"{algorithm.upper()}; observe {of.label!r}.")
+        new_decls.append(VarDecl(name, "message" if "marginal" not in name else "marginal",
+                                 of.domain, DOMAIN_FAMILY[of.domain], plates, of.event,
+                                 label))
+
+    for v, d in random.items():
+        message_decl(f"{v}_F", d, d.plates, f"message to {d.label} from its definition")
+        message_decl(f"{v}_B", d, d.plates, f"message from {d.label} to its definition")
+        message_decl(f"{v}_marginal", d, d.plates, f"posterior of {d.label}")
+    for u, v in use_of.items():
+        du = decls[u]
+        message_decl(f"{u}_B", random[v], du.plates, f"message to {random[v].label} "
+                     f"from its {du.label.split(' of ')[0]}")
+        message_decl(f"{u}_F", random[v], du.plates, f"message from {random[v].label} "
+                     f"to its {du.label.split(' of ')[0]}")
+
+    body: list[Stmt] = []
+    for stmt, loops in walk(program.body):
+        if stmt.op == "Variable":
+            body.extend(_variable_statements(stmt, decls, algorithm, vmp_derived))
+        else:
+            body.extend(_factor_statements(stmt, loops, decls, algorithm))
+    return replace(program, decls=program.decls + tuple(new_decls), body=tuple(body),
+                   algorithm=algorithm, _by_name={})
+
+
+def _edge_out(ref: Ref, decls: dict[str, VarDecl]) -> Ref | None:
+    """The message carrying this variable towards the factor, or None if it is known."""
+    d = decls[ref.var]
+    if d.role == "use":
+        return Ref(f"{ref.var}_F", ref.index)
+    if d.role == "random":
+        return Ref(f"{ref.var}_B", ref.index)
+    return None
+
+
+def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarDecl],
+                       algorithm: str) -> list[Stmt]:
+    factor = FACTORS.get(stmt.op)
+    where = stmt.provenance or stmt.op
+    if factor is None:
+        raise ModelError(f"{where}: unknown factor {stmt.op!r}.")
+    args: dict[str, Operand] = {}
+    edges: dict[str, Ref] = {}
+    if stmt.outputs:
+        args[factor.args[0].name] = stmt.outputs[0]
+    args.update(dict(stmt.inputs))
+    for name, operand in args.items():
+        if isinstance(operand, Ref):
+            out = _edge_out(operand, decls)
+            if out is not None:
+                edges[name] = out
+    params_common = (("plates", loops),)
+    result: list[Stmt] = []
+    for name, operand in args.items():
+        if name not in edges:
+            continue
+        assert isinstance(operand, Ref)
+        op = factor.get_operator(algorithm, name, where)
+        bad = [k for k in op.known if k in edges]
+        if bad:
+            ok = [a for a in ("ep", "vmp") if (a, name) in factor.operators
+                  and not (set(factor.operators[(a, name)].known) & set(edges))]
+            hint = f"use {' or '.join(map(repr, ok))}" if ok else f"observe {bad[0]!r}"
+            raise UnsupportedFactorError(
+                f"{where}: {algorithm.upper()} needs {factor.name} argument {bad[0]!r} to be "
+                f"known (a constant or observed), but it is random; {hint}.")
+        decl = decls[operand.var]
+        target = (Ref(f"{operand.var}_B", operand.index) if decl.role == "use"
+                  else Ref(f"{operand.var}_F", operand.index))
+        var = decl.attr("of") if decl.role == "use" else operand.var
+        reads = tuple((k, edges.get(k, args[k])) for k in op.reads if k in args)
+        result.append(Stmt(op.qualname, (target,), reads,
+                           params_common + (("operator", (factor.name, algorithm, name)),
+                                            ("target", var)),
+                           stmt.provenance))
+    if algorithm in factor.evidence:
+        reads = tuple((k, edges.get(k, v)) for k, v in args.items())
+        result.append(Stmt(f"{factor.name}.{EVIDENCE[algorithm]}", (), reads,
+                           params_common + (("evidence", (factor.name, algorithm)),),
+                           stmt.provenance))
+    elif not factor.deterministic or algorithm == "ep":
+        raise UnsupportedFactorError(f"{where}: factor {factor.name} has no {algorithm.upper()}"
+                                     " evidence operator.")
+    for name, operand in args.items():
+        if name not in edges and isinstance(operand, Const) and operand.value is None:
+            raise ModelError(f"{where}: argument {name!r} has no value.")
+    return result
+
+
+def _variable_statements(stmt: Stmt, decls: dict[str, VarDecl], algorithm: str,
+                         vmp_derived: set[str]) -> list[Stmt]:
+    v = stmt.input("def")
+    assert isinstance(v, Ref)
+    d = decls[v.var]
+    hows = stmt.param("uses")
+    uses = [o.var for o in stmt.outputs]
+    derived = v.var in vmp_derived
+    common = (("plates", d.plates), ("target", v.var), ("uses", hows),
+              ("use_plates", tuple(decls[u].plates for u in uses)))
+    marg, fwd, back = Ref(f"{v.var}_marginal"), Ref(f"{v.var}_F"), Ref(f"{v.var}_B")
+    use_b = tuple((f"use{k}", Ref(f"{u}_B")) for k, u in enumerate(uses))
+    out = [Stmt("Variable.marginal", (marg,), (("def", fwd),) + (() if derived else use_b),
+                common + (("algorithm", algorithm), ("derived", derived)), stmt.provenance)]
+    for k, u in enumerate(uses):
+        inputs: tuple = (("marginal", marg),)
+        if algorithm == "ep":
+            inputs += (("use", Ref(f"{u}_B")),)
+        out.append(Stmt("Variable.use", (Ref(f"{u}_F"),), inputs,
+                        common + (("use", k), ("algorithm", algorithm)), stmt.provenance))
+    back_inputs: tuple = use_b if derived else (("marginal", marg),) + (
+        (("def", fwd),) if algorithm == "ep" else ())
+    out.append(Stmt("Variable.backward", (back,), back_inputs,
+                    common + (("algorithm", algorithm), ("derived", derived)),
+                    stmt.provenance))
+    if algorithm == "ep":
+        ev = (("marginal", marg), ("def", back)) + tuple(
+            (f"use{k}", Ref(f"{u}_F")) for k, u in enumerate(uses))
+        out.append(Stmt("Variable.evidence", (), ev, common + (("algorithm", "ep"),),
+                        stmt.provenance))
+    elif not derived:
+        out.append(Stmt("Variable.evidence", (), (("marginal", marg),),
+                        common + (("algorithm", "vmp"),), stmt.provenance))
+    return out

@@ -1,0 +1,64 @@
+"""The compiler pipeline: one explicit list of named passes, read top to bottom."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from factorflow.ir import Program, check, format_program
+from factorflow.model.core import Model
+from factorflow.transforms.channels import channels
+from factorflow.transforms.lower import Bindings, lower
+from factorflow.transforms.messages import messages
+from factorflow.transforms.sweep import sweep
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One pass: a name and a pure function Program -> Program."""
+
+    name: str
+    run: Callable[[Program], Program]
+
+
+@dataclass
+class Compilation:
+    """Every intermediate program, by stage name, and the bindings of the model."""
+
+    stages: dict[str, Program] = field(default_factory=dict)
+    bindings: Bindings | None = None
+
+    def text(self, stage: str) -> str:
+        return format_program(self.stages[stage])
+
+    @property
+    def final(self) -> Program:
+        return list(self.stages.values())[-1]
+
+
+def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset()) -> list[Stage]:
+    """The passes after lowering, in order."""
+    return [
+        Stage("channels", channels),
+        Stage("messages", lambda p: messages(p, algorithm)),
+        Stage("schedule", lambda p: sweep(p, user_initialized)),
+    ]
+
+
+def compile_program(model: Model, algorithm: str, user_initialized: frozenset[str] = frozenset(),
+                    debug: bool = False) -> Compilation:
+    """Lower ``model`` and run every pass; with ``debug`` the verifier runs after each.
+
+    ``user_initialized`` names (model names) the variables whose posteriors the user
+    initialises."""
+    program, bindings = lower(model)
+    user_initialized = frozenset(bindings.names[n] for n in user_initialized)
+    result = Compilation({"model": program}, bindings)
+    if debug:
+        check(program)
+    for stage in pipeline(algorithm, user_initialized):
+        program = stage.run(program)
+        if debug:
+            check(program)
+        result.stages[stage.name] = program
+    return result
