@@ -12,7 +12,10 @@ class IRError(ModelError):
 
 def check(program: Program) -> Program:
     """Raise IRError unless every name is declared once, every reference is declared,
-    every ``for`` names a declared range, and index items name enclosing ranges."""
+    every ``for`` names a declared range, and index items name declared ranges.
+
+    (Flat message programs index by plate outside any ``for``: a plate index there means
+    the whole plate axis.)"""
     names = [d.name for d in program.decls]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -48,8 +51,8 @@ def check(program: Program) -> Program:
             if name not in declared:
                 raise IRError(f"{program.name}: {name} is used but not declared")
         for item in ref.index:
-            if isinstance(item, str) and item not in loops:
-                raise IRError(f"{program.name}: {ref.var} indexed by {item} outside its loop")
+            if isinstance(item, str) and item not in ranges:
+                raise IRError(f"{program.name}: {ref.var} indexed by undeclared range {item}")
 
     visit(program.body, ())
     return program

@@ -36,6 +36,8 @@ def format_param(value: Any) -> str:
         return "(" + ", ".join(format_param(v) for v in value) + ")"
     if isinstance(value, Ref):
         return format_ref(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
     return str(value) if isinstance(value, str) else format_value(value)
 
 
