@@ -43,7 +43,7 @@ def check_support(value: Any, domain: str, what: str, size: int | None = None) -
         "simplex": lambda a: (a < 0),
     }[domain](arr)
     if np.any(bad):
-        first = arr[bad].flat[0]
+        first = arr[bad].flat[0].item()
         need = {"positive": "values > 0", "unit": "probabilities in [0, 1]",
                 "count": "non-negative integers",
                 "int": f"integers in 0..{(size or 0) - 1}", "simplex": "non-negative weights",
@@ -150,7 +150,7 @@ def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
     """Create ``name = factor(args)`` in the current model and plates."""
     model = current_model(f"variable {name!r}")
     prov = _provenance()
-    checked = {k: _operand(model, v, arg_domains[k], f"{name}: argument {k!r}",
+    checked = {k: _operand(model, v, arg_domains[k], f"variable {name!r}, argument {k!r}",
                            size if arg_domains[k] in ("simplex", "int") else None)
                for k, v in args.items()}
     var = Variable(name, domain, model.plates, model,
@@ -244,8 +244,8 @@ def Dirichlet(name: str, alpha: Any, *, observed: Any = None) -> Variable:
     if arr.ndim == 0:
         raise ModelError(f"{name}: alpha must be a vector of K pseudo-counts.")
     model = current_model(f"variable {name!r}")
-    alpha = check_support(arr, "positive", f"{name}: argument 'alpha'")
-    _check_plate_shape(alpha, model, f"{name}: argument 'alpha'", (arr.shape[-1],))
+    alpha = check_support(arr, "positive", f"variable {name!r}, argument 'alpha'")
+    _check_plate_shape(alpha, model, f"variable {name!r}, argument 'alpha'", (arr.shape[-1],))
     prov = _provenance()
     size = int(alpha.shape[-1])
     var = Variable(name, "simplex", model.plates, model,
