@@ -1,0 +1,304 @@
+"""Dependency graphs between statements: what the scheduler works on (seed 000).
+
+A node is a statement label (in practice one message update). An edge ``(A, B)``
+says that B depends on A; it carries one or more ``Dep`` kinds:
+
+=============  ==========================================================================
+DECLARATION    B uses what A declares: A runs once before B first runs. Not a read.
+DEPENDENCY     B reads A's current value: A must be valid whenever B runs.
+REQUIRED       "B requires A": a read, and A runs at least once before B first runs.
+TRIGGER        "A invalidates B": a read, and after every update of A, B must be
+               recomputed before anything reads B.
+FRESH          "B needs a fresh A": a read, and A must be up to date when B runs.
+INITIALIZER    A computes the user's initial value of B: A runs before B's loop starts.
+=============  ==========================================================================
+
+Semantics of running a statement X, which the scheduler guarantees and the tests
+replay: X is then executed, valid and fresh; every *other* statement that reads X
+becomes stale (not fresh); every statement that X triggers, transitively, becomes
+invalid. Trigger and Fresh apply transitively (if A triggers B and B triggers C then
+A triggers C). Directed cycles of Required, Trigger or Fresh edges are errors.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+
+import numpy as np
+from scipy.sparse import csr_array
+from scipy.sparse.csgraph import breadth_first_order, connected_components
+
+from factorflow.errors import ScheduleError
+
+
+class Dep(enum.Flag):
+    """The kinds of dependency an edge can carry (several at once)."""
+
+    DECLARATION = enum.auto()
+    DEPENDENCY = enum.auto()
+    REQUIRED = enum.auto()
+    TRIGGER = enum.auto()
+    FRESH = enum.auto()
+    INITIALIZER = enum.auto()
+
+
+READS = Dep.DEPENDENCY | Dep.REQUIRED | Dep.TRIGGER | Dep.FRESH
+"""Edge kinds under which the target reads the source's value."""
+NEEDS_RUN = Dep.REQUIRED | Dep.DECLARATION
+"""Edge kinds under which the source must have run once before the target first runs."""
+USES = READS | Dep.DECLARATION
+"""Edge kinds that tie statements together in loops and keep updates alive."""
+
+
+@dataclass(frozen=True)
+class DependencyGraph:
+    """Statements and the dependencies between them.
+
+    ``nodes`` are labels in program order (ties are always broken by it); ``edges``
+    maps ``(A, B)`` to the kinds by which B depends on A (Required, Trigger and Fresh
+    imply Dependency, which is added when missing); ``outputs`` are the statements
+    whose values are needed at the end (marginals, evidence); ``user_initialized`` the
+    messages the user gave initial values; ``describe`` optional text per node.
+    """
+
+    nodes: tuple[str, ...]
+    edges: Mapping[tuple[str, str], Dep]
+    outputs: frozenset[str] = frozenset()
+    user_initialized: frozenset[str] = frozenset()
+    describe: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        nodes = tuple(self.nodes)
+        if len(set(nodes)) != len(nodes):
+            raise ScheduleError("dependency graph has duplicate statement labels")
+        known = set(nodes)
+        edges = {}
+        for (a, b), kind in self.edges.items():
+            if a not in known or b not in known:
+                raise ScheduleError(f"edge {a} -> {b} names a statement not in the graph")
+            edges[a, b] = kind | Dep.DEPENDENCY if kind & READS else kind
+        for name in ("outputs", "user_initialized"):
+            extra = set(getattr(self, name)) - known
+            if extra:
+                raise ScheduleError(f"{name} names unknown statements: {sorted(extra)}")
+            object.__setattr__(self, name, frozenset(getattr(self, name)))
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "edges", MappingProxyType(edges))
+        object.__setattr__(self, "describe", MappingProxyType(dict(self.describe)))
+
+    @cached_property
+    def index(self) -> GraphIndex:
+        """Integer adjacency lists of this graph (built once, shared by the passes)."""
+        return GraphIndex(self)
+
+
+def _adjacency(n: int, pairs: Iterable[tuple[int, int]]) -> tuple[list[list[int]], list[list[int]]]:
+    src: list[list[int]] = [[] for _ in range(n)]
+    dst: list[list[int]] = [[] for _ in range(n)]
+    for a, b in sorted(pairs):
+        dst[a].append(b)
+        src[b].append(a)
+    return src, dst
+
+
+class GraphIndex:
+    """Adjacency of a ``DependencyGraph`` over node numbers (program order).
+
+    ``*_src[b]`` lists the a with an edge (a, b) of that kind, ``*_dst[a]`` the b;
+    lists are sorted. Closures are computed on first use and raise ScheduleError
+    when the graph has a forbidden cycle.
+    """
+
+    def __init__(self, graph: DependencyGraph) -> None:
+        self.labels = graph.nodes
+        self.pos = {label: i for i, label in enumerate(graph.nodes)}
+        n, pos = len(self.labels), self.pos
+        by_kind: dict[str, list[tuple[int, int]]] = {k: [] for k in ("reads", "need", "uses",
+                                                                      "trig", "fresh", "all")}
+        for (a, b), kind in graph.edges.items():
+            pair = (pos[a], pos[b])
+            by_kind["all"].append(pair)
+            for name, mask in (("reads", READS), ("need", NEEDS_RUN), ("uses", USES),
+                               ("trig", Dep.TRIGGER), ("fresh", Dep.FRESH)):
+                if kind & mask:
+                    by_kind[name].append(pair)
+        self.reads_src, self.reads_dst = _adjacency(n, by_kind["reads"])
+        self.need_src, self.need_dst = _adjacency(n, by_kind["need"])
+        self.uses_src, self.uses_dst = _adjacency(n, by_kind["uses"])
+        self.trig_src, self.trig_dst = _adjacency(n, by_kind["trig"])
+        self.fresh_src, self.fresh_dst = _adjacency(n, by_kind["fresh"])
+        self.all_src, self.all_dst = _adjacency(n, by_kind["all"])
+
+    @cached_property
+    def triggers(self) -> list[tuple[int, ...]]:
+        """``triggers[a]``: every node a invalidates, transitively, nearest first."""
+        return self._closure(self.trig_dst, "Trigger")
+
+    @cached_property
+    def needs_fresh(self) -> list[tuple[int, ...]]:
+        """``needs_fresh[b]``: every node b needs fresh, transitively, deepest first."""
+        return self._closure(self.fresh_src, "Fresh")
+
+    @cached_property
+    def triggered_by(self) -> list[tuple[int, ...]]:
+        """``triggered_by[b]``: every node that invalidates b, transitively."""
+        return _reverse(self.triggers)
+
+    @cached_property
+    def fresh_for(self) -> list[tuple[int, ...]]:
+        """``fresh_for[a]``: every node that needs a fresh, transitively."""
+        return _reverse(self.needs_fresh)
+
+    def _closure(self, succ: list[list[int]], what: str) -> list[tuple[int, ...]]:
+        order = topological_order(succ)
+        if order is None:
+            raise ScheduleError(_cycle_message(self, succ, what))
+        rank = {node: r for r, node in enumerate(order)}
+        closure: list[tuple[int, ...]] = [()] * len(succ)
+        for node in reversed(order):
+            reach = set(succ[node])
+            for nxt in succ[node]:
+                reach.update(closure[nxt])
+            # Trigger: nearest first; Fresh: furthest source first (what must run first)
+            closure[node] = tuple(sorted(reach, key=rank.__getitem__, reverse=what == "Fresh"))
+        return closure
+
+
+def _reverse(closure: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    rev: list[list[int]] = [[] for _ in closure]
+    for a, reach in enumerate(closure):
+        for b in reach:
+            rev[b].append(a)
+    return [tuple(r) for r in rev]
+
+
+def topological_order(succ: Sequence[Sequence[int]]) -> list[int] | None:
+    """Kahn's order of a graph over 0..n-1, ties by smallest number; None if cyclic."""
+    indegree = [0] * len(succ)
+    for targets in succ:
+        for b in targets:
+            indegree[b] += 1
+    ready = [a for a, d in enumerate(indegree) if d == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        a = heapq.heappop(ready)
+        order.append(a)
+        for b in succ[a]:
+            indegree[b] -= 1
+            if indegree[b] == 0:
+                heapq.heappush(ready, b)
+    return order if len(order) == len(succ) else None
+
+
+def strong_components(succ: Sequence[Sequence[int]]) -> np.ndarray:
+    """Label of the strongly connected component of each node (scipy's Tarjan)."""
+    n = len(succ)
+    rows = np.fromiter((a for a in range(n) for _ in succ[a]), dtype=np.int64)
+    cols = np.fromiter((b for a in range(n) for b in succ[a]), dtype=np.int64)
+    matrix = csr_array((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n, n))
+    return connected_components(matrix, directed=True, connection="strong")[1]
+
+
+def _cycles(succ: Sequence[Sequence[int]]) -> list[list[int]]:
+    """One directed cycle through each cyclic strongly connected component."""
+    labels = strong_components(succ)
+    sizes = np.bincount(labels)
+    cycles, seen = [], set()
+    for start in range(len(succ)):
+        comp = labels[start]
+        if comp not in seen and (sizes[comp] > 1 or start in succ[start]):
+            seen.add(comp)
+            cycles.append(_cycle_through(start, succ, labels))
+    return cycles
+
+
+def _cycle_through(start: int, succ: Sequence[Sequence[int]], labels: np.ndarray) -> list[int]:
+    """A shortest directed cycle start -> ... -> start inside start's component."""
+    parent = {start: start}
+    queue = deque([start])
+    while queue:
+        a = queue.popleft()
+        for b in succ[a]:
+            if b == start:
+                path = [a]
+                while path[-1] != start:
+                    path.append(parent[path[-1]])
+                return path[::-1]
+            if labels[b] == labels[start] and b not in parent:
+                parent[b] = a
+                queue.append(b)
+    raise AssertionError("a cyclic component always has a cycle through each node")
+
+
+def _cycle_message(ix: GraphIndex, succ: Sequence[Sequence[int]], what: str) -> str:
+    lines = []
+    for cycle in _cycles(succ):
+        names = [ix.labels[i] for i in cycle] + [ix.labels[cycle[0]]]
+        lines.append(f"directed cycle of {what} edges: {' -> '.join(names)}")
+    return "; ".join(lines)
+
+
+def check(graph: DependencyGraph) -> None:
+    """Raise ScheduleError naming the statements on every forbidden directed cycle.
+
+    Forbidden are cycles of Required edges, of Trigger edges and of Fresh edges
+    (each kind on its own, as the seed says); other cycles become loops.
+    """
+    ix = graph.index
+    req = [[b for b in ix.need_dst[a] if graph.edges[ix.labels[a], ix.labels[b]] & Dep.REQUIRED]
+           for a in range(len(ix.labels))]
+    problems = [_cycle_message(ix, succ, what)
+                for succ, what in ((req, "Required"), (ix.trig_dst, "Trigger"),
+                                   (ix.fresh_dst, "Fresh"))]
+    problems = [p for p in problems if p]
+    if problems:
+        raise ScheduleError("; ".join(problems))
+
+
+def needed(graph: DependencyGraph) -> frozenset[str]:
+    """Statements from which an output can be reached along edges of any kind."""
+    ix = graph.index
+    n = len(ix.labels)
+    if not graph.outputs:
+        return frozenset()
+    pairs = [(b, a) for a in range(n) for b in ix.all_dst[a]]
+    pairs += [(n, ix.pos[o]) for o in graph.outputs]
+    rows, cols = zip(*pairs, strict=True)
+    matrix = csr_array((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1))
+    reached = breadth_first_order(matrix, n, directed=True, return_predecessors=False)
+    return frozenset(ix.labels[i] for i in reached if i < n)
+
+
+def sources(graph: DependencyGraph, node: str, kind: Dep = Dep.DEPENDENCY) -> tuple[str, ...]:
+    """The A with an edge (A, node) carrying any of ``kind``, in program order."""
+    ix = graph.index
+    return tuple(ix.labels[a] for a in ix.all_src[ix.pos[node]]
+                 if graph.edges[ix.labels[a], node] & kind)
+
+
+def targets(graph: DependencyGraph, node: str, kind: Dep = Dep.DEPENDENCY) -> tuple[str, ...]:
+    """The B with an edge (node, B) carrying any of ``kind``, in program order."""
+    ix = graph.index
+    return tuple(ix.labels[b] for b in ix.all_dst[ix.pos[node]]
+                 if graph.edges[node, ix.labels[b]] & kind)
+
+
+def trigger_closure(graph: DependencyGraph) -> dict[str, frozenset[str]]:
+    """Each statement mapped to every statement it invalidates, transitively."""
+    ix = graph.index
+    return {ix.labels[a]: frozenset(ix.labels[b] for b in reach)
+            for a, reach in enumerate(ix.triggers)}
+
+
+def fresh_closure(graph: DependencyGraph) -> dict[str, frozenset[str]]:
+    """Each statement mapped to every statement it needs fresh, transitively."""
+    ix = graph.index
+    return {ix.labels[b]: frozenset(ix.labels[a] for a in reach)
+            for b, reach in enumerate(ix.needs_fresh)}
