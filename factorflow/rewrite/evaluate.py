@@ -26,6 +26,7 @@ from factorflow.errors import ModelError
 from factorflow.rewrite.terms import (
     CALC,
     CONST,
+    DATA,
     DIGAMMA,
     DOT,
     EXP,
@@ -77,7 +78,7 @@ def _eval(t: Term, env: Mapping[Term | str, ArrayLike], memo: dict[Term, Named])
     op = t.op
     if op == CONST:
         out: Named = (np.asarray(t.payload), ())
-    elif op in (SYM, VAR) or op in MOMENTS:
+    elif op in (SYM, DATA, VAR) or op in MOMENTS:
         out = _atom(t, env)
     else:
         vals = [_eval(a, env, memo) for a in t.args]
@@ -89,11 +90,11 @@ def _eval(t: Term, env: Mapping[Term | str, ArrayLike], memo: dict[Term, Named])
 def _atom(t: Term, env: Mapping[Term | str, ArrayLike]) -> Named:
     if t in env:
         value = env[t]
-    elif t.op == SYM and t.payload[0] in env:
+    elif t.op in (SYM, DATA) and t.payload[0] in env:
         value = env[t.payload[0]]
     else:
         raise ModelError(f"no value given for {t} (give it in the evaluation environment)")
-    names = t.payload[1] if t.op == SYM else _moment_names(t)
+    names = t.payload[1] if t.op in (SYM, DATA) else _moment_names(t)
     arr = np.asarray(value, dtype=float)
     if arr.ndim < len(names):
         raise ModelError(f"{t} has indices {names} but its value has shape {arr.shape}")

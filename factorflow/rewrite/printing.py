@@ -4,9 +4,9 @@
 already in canonical order), so equal terms print identically in every run: the text
 is fit for golden tests. The syntax is Python-like: ``a + b``, ``a - b``, ``2*x``,
 ``x**2``, ``log(x)``, ``E(x)``, ``a @ b``; a symbol with plate indices prints ``x[i,j]``,
-naming an inner axis prints ``at(t, k)``, a sum over an index ``sum[k](t)``, a pattern
-variable ``?a`` (``?r...`` for a rest variable). Nested sums and products keep their
-parentheses, so ``(x + x) + x`` and ``x + x + x`` print differently.
+observed data ``data(y)``, naming an inner axis ``at(t, k)``, a sum over an index
+``sum[k](t)``, a pattern variable ``?a`` (``?r...`` for a rest variable). Nested sums and
+products keep their parentheses, so ``(x + x) + x`` and ``x + x + x`` print differently.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from factorflow.rewrite.terms import (
     CALC,
     CONST,
+    DATA,
     DOT,
     INDEX,
     INDEX_SUM,
@@ -58,9 +59,10 @@ def _show(t: Term) -> tuple[str, int]:
     if op == CONST:
         text = format_number(t.payload)
         return text, _NEG if text.startswith("-") else _ATOM
-    if op == SYM:
+    if op in (SYM, DATA):
         name, indices = t.payload
-        return (f"{name}[{','.join(indices)}]" if indices else name), _ATOM
+        text = f"{name}[{','.join(indices)}]" if indices else name
+        return (text if op == SYM else f"data({text})"), _ATOM
     if op == VAR:
         name, kind = t.payload
         return (f"?{name}..." if kind == "rest" else f"?{name}"), _ATOM

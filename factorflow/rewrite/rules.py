@@ -108,7 +108,7 @@ def _positive(bs: Bindings) -> bool:
 
 
 def _outside_k(bs: Bindings) -> bool:
-    return bs["k"] not in bs["a"].indices
+    return not any(bs["k"] in t.indices for t in bs["r"])
 
 
 SEED = Ruleset("seed", (
@@ -163,7 +163,7 @@ ALGEBRA = ALGEBRA_EQUATIONS + Ruleset("algebra_guarded", (
     rule("exp_const", fn(EXP, c), calc("exp", c)),               # exp(c) -> [exp c]
     rule("lgamma_const", lgamma(c), calc("lgamma", c)),          # lgamma(c) -> [lgamma c]
     rule("digamma_const", fn(DIGAMMA, c), calc("digamma", c)),   # digamma(c) -> [digamma c]
-    rule("isum_scale", isum(P(a, r)), P(a, isum(P(r))), when=_outside_k),  # Σ_k a b_k -> a Σ_k b_k
+    rule("isum_absorb", P(isum(a), r), isum(P(a, r)), when=_outside_k),  # (Σ_k a_k) b -> Σ_k a_k b
 ))
 ALGEBRA = Ruleset("algebra", ALGEBRA.rules)
 

@@ -29,7 +29,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-CONST, SYM, VAR, CALC = "const", "sym", "var", "calc"
+CONST, SYM, DATA, VAR, CALC = "const", "sym", "data", "var", "calc"
 SUM, PROD, POW, NEG = "sum", "prod", "pow", "neg"
 LOG, EXP, LGAMMA, DIGAMMA, LOGDET = "log", "exp", "lgamma", "digamma", "logdet"
 DOT, MATMUL, INDEX, INDEX_SUM = "dot", "matmul", "index", "index_sum"
@@ -43,11 +43,11 @@ FUNCTIONS = frozenset({NEG, LOG, EXP, LGAMMA, DIGAMMA, LOGDET})
 COMMUTATIVE = frozenset({SUM, PROD})
 #: op -> number of arguments (None: any number).
 ARITY: dict[str, int | None] = {
-    CONST: 0, SYM: 0, VAR: 0, CALC: None, SUM: None, PROD: None, POW: 2, DOT: 2, MATMUL: 2,
+    CONST: 0, SYM: 0, DATA: 0, VAR: 0, CALC: None, SUM: None, PROD: None, POW: 2, DOT: 2, MATMUL: 2,
     INDEX: 1, INDEX_SUM: 1, **{op: 1 for op in FUNCTIONS | MOMENTS},
 }
 VAR_KINDS = frozenset({"any", "atom", "const", "rest"})
-_RANK = {CONST: 0, SYM: 1, VAR: 2, **{m: 3 for m in MOMENTS}, **{f: 4 for f in FUNCTIONS},
+_RANK = {CONST: 0, SYM: 1, DATA: 1, VAR: 2, **{m: 3 for m in MOMENTS}, **{f: 4 for f in FUNCTIONS},
          CALC: 4, INDEX: 5, INDEX_SUM: 5, DOT: 5, MATMUL: 5, POW: 6, PROD: 7, SUM: 8}
 
 
@@ -97,7 +97,7 @@ def _validate(op: str, args: tuple[Any, ...], payload: Any) -> None:
         raise TypeError(f"arguments of {op} must be terms, got {args!r}")
     if op == CONST and not (isinstance(payload, float) and math.isfinite(payload)):
         raise ValueError(f"a constant must be a finite float, got {payload!r}")
-    if op == SYM and not (isinstance(payload, tuple) and len(payload) == 2):
+    if op in (SYM, DATA) and not (isinstance(payload, tuple) and len(payload) == 2):
         raise ValueError(f"a symbol payload is (name, indices), got {payload!r}")
     if op == VAR and payload[1] not in VAR_KINDS:
         raise ValueError(f"unknown pattern variable kind {payload[1]!r}")
@@ -109,8 +109,8 @@ def _validate(op: str, args: tuple[Any, ...], payload: Any) -> None:
 class Term(metaclass=_Interning):
     """An interned term. Build with the helpers below or the arithmetic operators.
 
-    Derived fields: ``size`` (nodes of the tree), ``symbols`` (names of the symbols in
-    it), ``random_symbols`` (those not under a moment operator such as ``E``),
+    Derived fields: ``size`` (nodes of the tree), ``symbols`` (names of the symbols and
+    data in it), ``random_symbols`` (random symbols not under a moment such as ``E``),
     ``indices`` (free named indices), ``order_key`` (the canonical argument order).
     """
 
@@ -132,14 +132,15 @@ class Term(metaclass=_Interning):
         rnd = frozenset() if self.op in MOMENTS else frozenset().union(
             *(a.random_symbols for a in self.args))
         idx = frozenset().union(*(a.indices for a in self.args))
-        if self.op == SYM:
-            syms = rnd = frozenset({self.payload[0]})
+        if self.op in (SYM, DATA):
+            syms = frozenset({self.payload[0]})
+            rnd = syms if self.op == SYM else frozenset()
             idx = frozenset(self.payload[1])
         elif self.op == INDEX and isinstance(self.payload, str):
             idx = idx | {self.payload}
         elif self.op == INDEX_SUM:
             idx = idx - {self.payload}
-        label = self.payload[0] if self.op in (SYM, VAR) else ""
+        label = self.payload[0] if self.op in (SYM, DATA, VAR) else ""
         label = f"{self.payload:+.17e}" if self.op == CONST else label
         put = object.__setattr__
         put(self, "size", 1 + sum(a.size for a in self.args))
@@ -213,6 +214,11 @@ def const(value: float) -> Term:
 def sym(name: str, *indices: str) -> Term:
     """A random variable (or data) symbol, optionally carrying named plate indices."""
     return Term(SYM, (), (name, tuple(indices)))
+
+
+def data(name: str, *indices: str) -> Term:
+    """An observed quantity: a named array that is not random (``E[data] = data``)."""
+    return Term(DATA, (), (name, tuple(indices)))
 
 
 def var(name: str, kind: str = "any") -> Term:

@@ -1,0 +1,131 @@
+"""Conjugate VMP messages derived from a factor's log-density formula.
+
+VinDsl's ``@defnaturals`` asks the author of a factor to write, for each node, the
+natural-parameter message the factor sends it. Here it is derived: the log density is
+brought to the normal form of :data:`~factorflow.rewrite.rules.ALGEBRA` (a sum of
+monomials), each monomial is split into the factors that involve the target and those
+that do not, and the target part must be one of the target family's sufficient
+statistics ``T_i``. Then
+
+    E_q[log f] = sum_i eta_i * E[T_i(target)] + const,   eta_i = E_q[coefficient of T_i],
+
+where the expectation over the other arguments is closed by
+:func:`~factorflow.rewrite.expectations.simplify_expectation`. A monomial whose target
+part is not a statistic (``x*exp(x)`` for a Gaussian ``x``) blocks conjugacy, and the
+error names it. Vector statistics (Dirichlet, Discrete) carry an index: a monomial
+``sum[k](z_k * log(theta_k))`` contributes ``E[z_k]`` to the natural parameter of
+``log(theta_k)``, a term with the free index ``k``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from factorflow.errors import ModelError
+from factorflow.rewrite.expectations import simplify_expectation
+from factorflow.rewrite.match import normalize
+from factorflow.rewrite.rules import ALGEBRA
+from factorflow.rewrite.terms import INDEX, INDEX_SUM, PROD, SUM, SYM, E, Term, add, at, log
+
+#: Sufficient statistics of each conjugate family, as terms in the variable (and an index).
+FAMILIES: dict[str, Callable[[Term, str], tuple[Term, ...]]] = {
+    "Gaussian": lambda x, k: (x, x**2),
+    "Gamma": lambda x, k: (log(x), x),
+    "Beta": lambda x, k: (log(x), log(1 - x)),
+    "Dirichlet": lambda x, k: (log(at(x, k)),),
+    "Bernoulli": lambda x, k: (x,),
+    "Discrete": lambda x, k: (at(x, k),),
+}
+
+
+def sufficient_statistics(family: str, x: Term, index: str = "k") -> tuple[Term, ...]:
+    """The sufficient statistics ``T(x)`` of ``family`` (vector families use ``index``)."""
+    if family not in FAMILIES:
+        raise ModelError(f"no conjugate family {family!r}; known: {sorted(FAMILIES)}")
+    return FAMILIES[family](x, index)
+
+
+@dataclass(frozen=True)
+class Derivation:
+    """The VMP message of one factor to one argument, and the factor's ELBO term.
+
+    ``naturals[i]`` multiplies ``E[statistics[i]]`` in the expected log factor; it is a
+    closed term in moments of the other arguments. ``constant`` is the rest of the
+    expected log factor, and ``expected_log_factor`` the whole of it (all arguments'
+    moments, the factor's contribution to the ELBO).
+    """
+
+    target: Term
+    statistics: tuple[Term, ...]
+    naturals: tuple[Term, ...]
+    constant: Term
+    expected_log_factor: Term
+
+
+def derive_naturals(log_density: Term, target: Term, statistics: Sequence[Term] | str, *,
+                    index: str = "k") -> Derivation:
+    """Rewrite ``E_q[log_density]`` as ``<naturals, E[statistics(target)]> + constant``.
+
+    ``statistics`` are terms in ``target`` or a family name of :data:`FAMILIES`. Raises
+    ModelError naming the term that blocks conjugacy, or when the expectation over the
+    other arguments cannot be closed.
+    """
+    if target.op != SYM:
+        raise ModelError(f"the target of a message must be a random variable, got {target}")
+    if isinstance(statistics, str):
+        statistics = sufficient_statistics(statistics, target, index)
+    name = target.payload[0]
+    form = normalize(log_density, ALGEBRA)
+    if name not in form.symbols:
+        raise ModelError(f"the factor {log_density} does not depend on {target}")
+    stats = tuple(normalize(t, ALGEBRA) for t in statistics)
+    coefficients: list[list[Term]] = [[] for _ in stats]
+    constant: list[Term] = []
+    for monomial in form.args if form.op == SUM else (form,):
+        if name not in monomial.symbols:
+            constant.append(monomial)
+            continue
+        bound = monomial.payload if monomial.op == INDEX_SUM else None
+        body = monomial.args[0] if bound is not None else monomial
+        factors = body.args if body.op == PROD else (body,)
+        part = Term(PROD, tuple(f for f in factors if name in f.symbols))
+        rest = Term(PROD, tuple(f for f in factors if name not in f.symbols))
+        i = _statistic_of(part, stats, bound)
+        if i is None:
+            raise ModelError(
+                f"{target} is not conjugate here: the term {part} (in {monomial}) is not one "
+                f"of its sufficient statistics {', '.join(map(str, stats))}")
+        own = _own_index(stats[i])
+        coefficients[i].append(rest if bound is None else rename_index(rest, bound, own))
+    naturals = tuple(simplify_expectation(E(add(*c))) for c in coefficients)
+    return Derivation(target, stats, naturals, simplify_expectation(E(add(*constant))),
+                      simplify_expectation(E(form)))
+
+
+def _own_index(statistic: Term) -> str | None:
+    return next(iter(statistic.indices), None) if len(statistic.indices) == 1 else None
+
+
+def _statistic_of(part: Term, stats: tuple[Term, ...], bound: str | None) -> int | None:
+    for i, stat in enumerate(stats):
+        own = _own_index(stat)
+        if bound is None and not stat.indices and part is stat:
+            return i
+        if bound is not None and own is not None and part is rename_index(stat, own, bound):
+            return i
+    return None
+
+
+def rename_index(term: Term, old: str, new: str) -> Term:
+    """``term`` with the index name ``old`` replaced by ``new`` wherever it occurs."""
+    if old == new or not term.args:
+        return term
+    payload = new if term.op in (INDEX, INDEX_SUM) and term.payload == old else term.payload
+    return Term(term.op, tuple(rename_index(a, old, new) for a in term.args), payload)
+
+
+def derive_messages(log_density: Term, families: Mapping[Term, str], *,
+                    index: str = "k") -> dict[Term, Derivation]:
+    """The derivation for every random argument named in ``families`` (argument -> family)."""
+    return {x: derive_naturals(log_density, x, fam, index=index) for x, fam in families.items()}

@@ -1,0 +1,97 @@
+"""Expectations under a mean-field posterior, simplified to moments of single variables.
+
+VinDsl writes a factor's value with ``E``, ``V``, ``C``, ``Elog``, ``Eloggamma`` and
+``Elogdet`` of its nodes, and its ``@simplify`` pushes ``E`` through sums and products
+of independent nodes. Here the same algebra is the rule data ``ALGEBRA + EXPECTATION``
+of :mod:`factorflow.rewrite.rules`, applied to a normal form by
+:func:`~factorflow.rewrite.match.normalize`:
+
+* linearity ``E[a + b] = E[a] + E[b]``, ``E[c] = c`` for anything not random (constants,
+  ``data(...)``, moments), and likewise through indexing and sums over indices;
+* ``E[a b] = E[a] E[b]`` when ``a`` and ``b`` share no random variable (distinct
+  variables are independent under the mean-field posterior), hence
+  ``E[a + B z] = E[a] + E[B] E[z]``;
+* ``E[x²] = V[x] + E[x]²``, ``E[log x] = Elog(x)``, ``E[log(1 - x)] = Elog1m(x)``,
+  ``E[lgamma x] = Eloggamma(x)``, ``E[logdet X] = Elogdet(X)`` for a variable ``x``;
+* ``V[c a + b] = c² V[a] + V[b]`` for independent parts, and ``V[a] = E[a²] - E[a]²``
+  otherwise.
+
+The result is *closed* when every moment applies to a single random variable; such a
+term evaluates (:func:`~factorflow.rewrite.evaluate.evaluate`) from the moments each
+variable's posterior provides. What the rules cannot close — ``E[x exp(x)]``, or
+``E[x³]`` without a distribution — raises :class:`~factorflow.errors.ModelError` naming
+the sub-expression.
+"""
+
+from __future__ import annotations
+
+from factorflow.errors import ModelError
+from factorflow.rewrite.match import Ruleset, normalize
+from factorflow.rewrite.rules import ALGEBRA, EXPECTATION
+from factorflow.rewrite.terms import MOMENTS, SYM, E, Term, V
+
+#: The rules :func:`simplify_expectation` applies, in priority order.
+EXPECTATION_RULES = Ruleset("expectation_algebra", ALGEBRA.rules + EXPECTATION.rules)
+
+
+def simplify_expectation(term: Term) -> Term:
+    """``term`` with every moment pushed inside until it applies to single variables.
+
+    Guarantees: the result equals ``term`` under the mean-field posterior, is in the
+    normal form of ``ALGEBRA``, and every moment operator in it (``E``, ``V``, ``Elog``,
+    ...) applies to a random symbol. Raises ModelError naming the first sub-expression
+    whose moment the rules cannot express that way.
+    """
+    out = normalize(term, EXPECTATION_RULES)
+    blocker = unclosed_moment(out)
+    if blocker is not None:
+        inner = blocker.args[0]
+        raise ModelError(
+            f"cannot express {blocker.op}[{inner}] through moments of single variables: "
+            f"the sub-expression {inner} is not a sum or product of independent factors "
+            "with known moments (E, V, Elog, Elog1m, Eloggamma, Elogdet of one variable)")
+    return out
+
+
+def unclosed_moment(term: Term) -> Term | None:
+    """The first moment in ``term`` (depth first) whose argument is not a random symbol."""
+    stack = [term]
+    seen: set[Term] = set()
+    while stack:
+        t = stack.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        if t.op in MOMENTS and t.args[0].op != SYM:
+            return t
+        stack.extend(reversed(t.args))
+    return None
+
+
+def expectation(term: Term) -> Term:
+    """The closed form of ``E[term]`` (see :func:`simplify_expectation`)."""
+    return simplify_expectation(E(term))
+
+
+def variance(term: Term) -> Term:
+    """The closed form of ``V[term]`` (see :func:`simplify_expectation`)."""
+    return simplify_expectation(V(term))
+
+
+def deterministic_moments(expr: Term) -> tuple[Term, Term]:
+    """``(E[expr], V[expr])`` of a deterministic node ``expr`` (VinDsl's expression nodes),
+    in moments of the variables it is built from. Raises ModelError when not closed."""
+    return expectation(expr), variance(expr)
+
+
+def moment_atoms(term: Term) -> frozenset[Term]:
+    """The moments (``E(x)``, ``V(x)``, ``Elog(x)``, ...) a closed term needs values for."""
+    found: set[Term] = set()
+    stack = [term]
+    while stack:
+        t = stack.pop()
+        if t.op in MOMENTS:
+            found.add(t)
+        else:
+            stack.extend(t.args)
+    return frozenset(found)
