@@ -433,10 +433,40 @@ class Binomial(Distribution):
         object.__setattr__(obj, "trials", np.asarray(trials, float))
         return obj
 
-    def _map(self, fn):  # keep the trial counts with the batch
-        out = super()._map(fn)
-        object.__setattr__(out, "trials", np.broadcast_to(self.trials, self.batch_shape))
+    # The trial counts are a per-element parameter: every operation that builds a new
+    # batch (indexing, products, reductions) carries them along with the naturals.
+    def _with_trials(self, out: Any, trials: Any) -> Any:
+        if out is not NotImplemented:
+            object.__setattr__(out, "trials", np.asarray(trials, float))
         return out
+
+    def _batch_trials(self) -> np.ndarray:
+        return np.broadcast_to(self.trials, self.batch_shape)
+
+    def _map(self, fn):
+        return self._with_trials(super()._map(fn), fn(self._batch_trials(), 0))
+
+    def __mul__(self, other: Any) -> Any:
+        out = super().__mul__(other)
+        return self._with_trials(out, np.broadcast_to(self.trials, getattr(out, "batch_shape",
+                                                                            ())))
+
+    def __truediv__(self, other: Any) -> Any:
+        out = super().__truediv__(other)
+        return self._with_trials(out, np.broadcast_to(self.trials, getattr(out, "batch_shape",
+                                                                            ())))
+
+    def __pow__(self, power: float) -> Binomial:
+        return self._with_trials(super().__pow__(power), self.trials)
+
+    def _prod_naturals(self, axis: int | tuple[int, ...]) -> Binomial:
+        return self._with_trials(super()._prod_naturals(axis),
+                                 np.max(self._batch_trials(), axis=axis))
+
+    def scatter_prod(self, indices: np.ndarray, size: int) -> Binomial:
+        trials = np.zeros((size,) + self.batch_shape[1:])
+        np.maximum.at(trials, indices, self._batch_trials())
+        return self._with_trials(super().scatter_prod(indices, size), trials)
 
     @property
     def p(self) -> np.ndarray:

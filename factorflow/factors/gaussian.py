@@ -10,7 +10,7 @@ import numpy as np
 from factorflow.distributions import Gamma, Gaussian
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.families import LOG_2PI
-from factorflow.distributions.moments import E, E2, Elog, V, is_known
+from factorflow.distributions.moments import E2, E, Elog, V, is_known
 from factorflow.factors.registry import define_factor
 
 

@@ -1,0 +1,23 @@
+"""Factors and their message operators; importing this package registers every factor.
+
+``FACTORS`` maps a factor's name to its ``Factor`` (arguments, log density, operator
+tables, evidence operators); see ``factorflow.factors.registry`` for the calling
+convention the generated code relies on.
+"""
+
+from factorflow.factors import (  # noqa: F401 - imported to register their factors
+    arithmetic,
+    bernoulli,
+    beta,
+    binomial,
+    compare,
+    dirichlet,
+    discrete,
+    gamma,
+    gaussian,
+    logic,
+    poisson,
+)
+from factorflow.factors.registry import FACTORS, Factor, Operator, define_factor
+
+__all__ = ["FACTORS", "Factor", "Operator", "define_factor"]

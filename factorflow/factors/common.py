@@ -1,0 +1,104 @@
+"""Helpers shared by the message operators: shapes, boolean weights, projections.
+
+Everything here works on whole batched arrays and on arguments that are either known
+(arrays) or messages (``factorflow.distributions`` objects), like the moments in
+``factorflow.distributions.moments``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from factorflow.distributions import Bernoulli, Distribution
+from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.moments import E, is_known
+from factorflow.errors import UnsupportedFactorError
+
+
+def batch_shape(v: Any, event_ndim: int = 0) -> tuple[int, ...]:
+    """The plate shape of an argument: a message's batch shape, or a known array's shape
+    without its ``event_ndim`` trailing event axes."""
+    if isinstance(v, Distribution):
+        return v.batch_shape
+    shape = np.shape(E(v))
+    return shape[: len(shape) - event_ndim]
+
+
+def broadcast_batch(*args: Any) -> tuple[int, ...]:
+    """The broadcast plate shape of several scalar-event arguments."""
+    return np.broadcast_shapes(*(batch_shape(a) for a in args))
+
+
+def full(shape: tuple[int, ...], value: Any) -> np.ndarray:
+    """``value`` broadcast to ``shape`` as a fresh float array."""
+    return np.array(np.broadcast_to(np.asarray(value, float), shape))
+
+
+def unsupported(factor: str, algorithm: str, message: str) -> UnsupportedFactorError:
+    """The error for an argument pattern an operator cannot handle (as Infer.NET's
+    NotSupported operators), naming the factor and saying what to do."""
+    return UnsupportedFactorError(f"factor {factor}: {algorithm.upper()} {message}")
+
+
+# ----- booleans ---------------------------------------------------------------------
+def bool_log_probs(v: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(log P(true), log P(false)) of a known boolean or a Bernoulli message, normalised;
+    certainties give exactly 0 and -inf."""
+    if is_known(v):
+        x = np.asarray(E(v)) > 0.5
+        return np.where(x, 0.0, -np.inf), np.where(x, -np.inf, 0.0)
+    lo = v.log_odds
+    return special.log_expit(lo), special.log_expit(-lo)
+
+
+def bool_log_weights(v: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The evidence weights of a boolean argument, in logs: the normalised message, except
+    that a uniform message is the weight 1 on both values (log 0, log 0)."""
+    lt, lf = bool_log_probs(v)
+    if is_known(v):
+        return lt, lf
+    uniform = v.log_odds == 0
+    return np.where(uniform, 0.0, lt), np.where(uniform, 0.0, lf)
+
+
+def bernoulli_from_log_probs(lt: np.ndarray, lf: np.ndarray) -> Bernoulli:
+    """The Bernoulli message with unnormalised log-probabilities ``lt`` (true), ``lf``."""
+    with np.errstate(invalid="ignore"):
+        return Bernoulli.from_natural(np.asarray(lt) - np.asarray(lf))
+
+
+def times_finite(weight: np.ndarray, value: np.ndarray) -> np.ndarray:
+    """``weight * value`` with 0 · ±inf = 0 (a zero-probability term contributes nothing)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(weight == 0, 0.0, weight * value)
+
+
+def evidence_log_weight(msg: Distribution, x: Any) -> np.ndarray:
+    """log of the evidence weight of value(s) ``x`` under ``msg``: the normalised density,
+    or 0 where the message is uniform."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (msg._inner(msg.eta, msg.sufficient_stats(x)) + msg.log_base_measure(x)
+                - log_normalizer_or_zero(msg))
+
+
+# ----- Dirichlet / Beta projections -------------------------------------------------
+def project_dirichlet_mixture(alpha: np.ndarray, log_w: np.ndarray) -> np.ndarray:
+    """The pseudo-counts of the Dirichlet matching the mixture Σ_j w_j Dir(alpha + e_j).
+
+    ``log_w`` are unnormalised log mixture weights over the last axis.  The projection
+    has the mixture's mean and the mixture's Σ_k E[p_k²] (Minka & Lafferty 2002, as
+    Infer.NET's ``Dirichlet.SetMeanAndMeanSquare``); the variance is summed from
+    non-negative terms so that concentrated mixtures keep their precision.
+    """
+    w = np.exp(log_w - special.logsumexp(log_w, axis=-1, keepdims=True))
+    s = np.sum(alpha, axis=-1, keepdims=True)
+    mean = (alpha + w) / (s + 1)
+    within = (w * (alpha + 1) * (s - alpha) + (1 - w) * alpha * (s + 1 - alpha)) / (
+        (s + 1) ** 2 * (s + 2))
+    between = w * (1 - w) / (s + 1) ** 2
+    total_var = np.sum(within + between, axis=-1, keepdims=True)
+    total_count = np.sum(mean * (1 - mean), axis=-1, keepdims=True) / total_var - 1
+    return mean * total_count

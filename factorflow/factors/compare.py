@@ -1,0 +1,208 @@
+"""Comparisons of real variables: IsPositive(out | x) and Greater(out | a, b), out = a > b.
+
+log f = log [out = (x > 0)]   and   log [out = (a > b)].
+
+EP (Infer.NET's IsPositiveOp): the message to ``out`` is Bernoulli(P(x > 0)); the message
+to ``x`` projects the tilted distribution m_x(x) · (w(T) [x > 0] + w(F) [x ≤ 0]) — a
+mixture of two truncated Gaussians — onto a Gaussian by matching mean and variance, then
+divides by m_x.  The truncated moments are computed relative to the truncation point
+with erfcx and, in the far tail, with Laplace's continued fraction for the Mills ratio,
+so that a constraint many standard deviations away keeps full precision.  Unlike
+Infer.NET's default ``IsPositiveOp_Proper``, the message is not forced to be proper:
+(message × incoming) always has exactly the tilted moments.
+
+Greater is IsPositive of d = a − b: the message to d is computed as above and passed
+back through the difference (exact, since a − b and its orthogonal complement are
+independent under the incoming Gaussians).  Either side may be known.
+
+VMP: only the message to ``out`` (the forward distribution, as Infer.NET's
+IsPositiveAverageLogarithm).  Infer.NET's VMP message to ``x`` needs the factor's previous
+message to x (``to_x``), which the operator calling convention does not pass, so it is
+left unregistered and the compiler reports the pair as unsupported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from factorflow.distributions import Bernoulli, Gaussian
+from factorflow.distributions.moments import E, V, gaussian_moments, is_known
+from factorflow.factors.common import bool_log_weights, broadcast_batch, full, times_finite
+from factorflow.factors.registry import define_factor
+
+_SQRT_2_OVER_PI = float(np.sqrt(2 / np.pi))
+#: above this standardised threshold the continued fraction replaces the direct formula
+_TAIL = 4.0
+_CF_TERMS = 50
+
+
+def _is_positive_log_density(out, x):
+    return np.where(np.asarray(out, bool) == (np.asarray(x) > 0), 0.0, -np.inf)
+
+
+def _greater_log_density(out, a, b):
+    return np.where(np.asarray(out, bool) == (np.asarray(a) > np.asarray(b)), 0.0, -np.inf)
+
+
+IS_POSITIVE = define_factor("IsPositive", ("out", "bool"), ("x", "real"), deterministic=True,
+                            log_density=_is_positive_log_density)
+GREATER = define_factor("Greater", ("out", "bool"), ("a", "real"), ("b", "real"),
+                        deterministic=True, log_density=_greater_log_density)
+
+
+def truncated_normal_moments(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(E[X] − t, Var[X]) for X ~ N(0, 1) conditioned on X > t, to full relative precision.
+
+    With λ = φ(t)/Q(t) = √(2/π)/erfcx(t/√2): E[X] − t = λ − t and Var[X] = 1 − λ(λ − t).
+    For t > 4 both cancel, and they come instead from the continued fraction
+    1/λ = 1/(t + 1/D₁), D_k = t + (k+1)/D_{k+1}:  λ − t = 1/D₁, Var = (2/D₂ − 1/D₁)/D₁.
+    """
+    t = np.asarray(t, float)
+    lam = _SQRT_2_OVER_PI / special.erfcx(t / np.sqrt(2))
+    with np.errstate(invalid="ignore"):
+        excess = lam - t
+        var = 1 - lam * excess
+    tail = t > _TAIL
+    if np.any(tail):
+        tt = np.where(tail, t, _TAIL)
+        d = tt
+        for k in range(_CF_TERMS, 1, -1):
+            d = tt + (k + 1) / d
+        d1 = tt + 2 / d
+        excess = np.where(tail, 1 / d1, excess)
+        var = np.where(tail, (2 / d - 1 / d1) / d1, var)
+    return excess, var
+
+
+def _standardise(mean, var):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return mean / np.sqrt(var)
+
+
+def _out_message(mean, var, known) -> Bernoulli:
+    """Bernoulli(P(x > 0)) for x ~ N(mean, var); a known x (var 0) gives a certainty."""
+    if known:
+        return Bernoulli.from_natural(np.where(mean > 0, np.inf, -np.inf))
+    z = _standardise(mean, var)
+    with np.errstate(invalid="ignore"):
+        lo = special.log_ndtr(z) - special.log_ndtr(-z)
+    return Bernoulli.from_natural(np.where(np.isinf(var), 0.0, lo))
+
+
+def _x_message(out, mean, var) -> Gaussian:
+    """proj[N(x; mean, var) · (w(T)[x > 0] + w(F)[x ≤ 0])] / N(x; mean, var).
+
+    The tilted distribution is the mixture of the two truncated halves; its variance is
+    summed from non-negative terms, w₁V₁ + w₀V₀ + w₁w₀(μ₁ − μ₀)², with each half's
+    moments measured from 0.  A uniform incoming message gives a uniform message.
+    """
+    lw_true, lw_false = bool_log_weights(out)
+    uniform = np.isinf(var)
+    v = np.where(uniform, 1.0, var)
+    m = np.where(uniform, 0.0, mean)
+    s = np.sqrt(v)
+    z = m / s
+    log_true = lw_true + special.log_ndtr(z)
+    log_false = lw_false + special.log_ndtr(-z)
+    with np.errstate(invalid="ignore"):
+        total = np.logaddexp(log_true, log_false)
+        w1, w0 = np.exp(log_true - total), np.exp(log_false - total)
+    excess1, var1 = truncated_normal_moments(-z)
+    excess0, var0 = truncated_normal_moments(z)
+    mean1, mean0 = s * excess1, -s * excess0
+    t_mean = w1 * mean1 + w0 * mean0
+    t_var = v * (w1 * var1 + w0 * var0) + w1 * w0 * (mean1 - mean0) ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        prec = 1 / t_var - 1 / v
+        mtp = t_mean / t_var - m / v
+    return Gaussian.from_natural(np.where(uniform, 0.0, mtp), np.where(uniform, 0.0, prec))
+
+
+def _log_average(out, mean, var, known) -> np.ndarray:
+    """log Σ_out ∫ [out = (x > 0)] w_out N(x; mean, var): log(w(T) Φ(z) + w(F) Φ(−z)).
+    A uniform x message splits its weight evenly, as in Infer.NET."""
+    lw_true, lw_false = bool_log_weights(out)
+    if known:
+        return np.where(mean > 0, lw_true, lw_false)
+    z = np.where(np.isinf(var), 0.0, _standardise(mean, np.where(np.isinf(var), 1.0, var)))
+    return np.logaddexp(lw_true + special.log_ndtr(z), lw_false + special.log_ndtr(-z))
+
+
+# ----- IsPositive -------------------------------------------------------------------
+@IS_POSITIVE.operator("ep", "out", skip_if_uniform=("x",), proper=("x",))
+def _is_positive_out_ep(x):
+    """Bernoulli(Φ(m/√v)), log-odds log Φ(z) − log Φ(−z)."""
+    return _out_message(E(x), V(x), is_known(x))
+
+
+@IS_POSITIVE.operator("ep", "x", skip_if_uniform=("out", "x"), proper=("x",))
+def _is_positive_x_ep(out, x):
+    """The truncated-Gaussian projection of the tilted distribution, divided by m_x."""
+    m, v = gaussian_moments(x)
+    return _x_message(out, full(broadcast_batch(out, x), m), full(broadcast_batch(out, x), v))
+
+
+@IS_POSITIVE.operator("vmp", "out", skip_if_uniform=("x",), trigger=("x",))
+def _is_positive_out_vmp(x):
+    """The forward distribution Bernoulli(P(x > 0)) under q(x) (the same as EP)."""
+    return _out_message(E(x), V(x), is_known(x))
+
+
+@IS_POSITIVE.evidence_operator("ep")
+def _is_positive_log_average_factor(out, x):
+    """log(w(T) Φ(z) + w(F) Φ(−z)), z = m/√v."""
+    return _log_average(out, E(x), V(x), is_known(x))
+
+
+# ----- Greater (a > b) ---------------------------------------------------------------
+def _difference(a, b):
+    """Mean and variance of d = a − b under the incoming messages."""
+    (ma, va), (mb, vb) = gaussian_moments(a), gaussian_moments(b)
+    return ma - mb, va + vb
+
+
+@GREATER.operator("ep", "out", skip_if_uniform=("a", "b"), proper=("a", "b"))
+def _greater_out_ep(a, b):
+    """Bernoulli(P(a > b)) = Bernoulli(Φ((m_a − m_b)/√(v_a + v_b)))."""
+    return _out_message(*_difference(a, b), is_known(a) and is_known(b))
+
+
+def _through_difference(msg_d: Gaussian, other_mean, other_var, sign: float) -> Gaussian:
+    """The message to a (sign +1) or b (sign −1) from the message to d = a − b:
+    N(d; μ, 1/τ) convolved with the other side, precision τ/(1 + τ v_other)."""
+    h, tau = msg_d.eta
+    scale = 1 + times_finite(tau, other_var)
+    return Gaussian.from_natural((sign * h + tau * other_mean) / scale, tau / scale)
+
+
+@GREATER.operator("ep", "a", skip_if_uniform=("out", "a", "b"), proper=("a", "b"))
+def _greater_a_ep(out, a, b):
+    """IsPositive's message to d = a − b, shifted by m_b and widened by v_b."""
+    shape = broadcast_batch(out, a, b)
+    m, v = _difference(a, b)
+    msg_d = _x_message(out, full(shape, m), full(shape, v))
+    mb, vb = gaussian_moments(b)
+    return _through_difference(msg_d, full(shape, mb), full(shape, vb), 1.0)
+
+
+@GREATER.operator("ep", "b", skip_if_uniform=("out", "a", "b"), proper=("a", "b"))
+def _greater_b_ep(out, a, b):
+    """IsPositive's message to d = a − b, reflected, shifted by m_a and widened by v_a."""
+    shape = broadcast_batch(out, a, b)
+    m, v = _difference(a, b)
+    msg_d = _x_message(out, full(shape, m), full(shape, v))
+    ma, va = gaussian_moments(a)
+    return _through_difference(msg_d, full(shape, ma), full(shape, va), -1.0)
+
+
+@GREATER.operator("vmp", "out", skip_if_uniform=("a", "b"), trigger=("a", "b"))
+def _greater_out_vmp(a, b):
+    """The forward distribution Bernoulli(P(a > b)) under q(a) q(b) (the same as EP)."""
+    return _out_message(*_difference(a, b), is_known(a) and is_known(b))
+
+
+@GREATER.evidence_operator("ep")
+def _greater_log_average_factor(out, a, b):
+    """log(w(T) Φ(z) + w(F) Φ(−z)), z = (m_a − m_b)/√(v_a + v_b)."""
+    return _log_average(out, *_difference(a, b), is_known(a) and is_known(b))

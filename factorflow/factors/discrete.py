@@ -1,0 +1,113 @@
+"""Discrete(sample | probs): a category in {0..K−1} drawn with probabilities ``probs``.
+
+log f = Σ_k [x = k] log p_k.
+
+``probs`` is known (an array with K on the last axis) or Dirichlet-distributed; Discrete
+messages carry their K categories on the last axis.  As a function of the probabilities
+the factor is a Dirichlet message with pseudo-counts 1 + one-hot(x); under EP with an
+uncertain sample it is the mixture Σ_k q_k p_k, projected onto a Dirichlet by matching
+the mean and Σ_k E[p_k²] (Infer.NET's DiscreteFromDirichletOp with
+``Dirichlet.AllowImproperSum``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from factorflow.distributions import Dirichlet, Discrete
+from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.moments import E, Elog, Eonehot, is_known
+from factorflow.factors.common import project_dirichlet_mixture, times_finite
+from factorflow.factors.registry import define_factor
+
+
+def _log_density(sample, probs):
+    probs = np.asarray(probs, float)
+    x = np.asarray(sample, int)
+    with np.errstate(divide="ignore"):
+        return np.log(np.take_along_axis(
+            np.broadcast_to(probs, x.shape + probs.shape[-1:]), x[..., None], -1)[..., 0])
+
+
+DISCRETE = define_factor("Discrete", ("sample", "int"), ("probs", "simplex"),
+                         log_density=_log_density)
+
+
+def _size(probs: Any) -> int:
+    """K, the number of categories: the last axis of ``probs``, known or a Dirichlet."""
+    return int(np.shape(E(probs) if is_known(probs) else probs.eta[0])[-1])
+
+
+def _log_mean_probs(probs) -> np.ndarray:
+    """log E[p_k] for known probabilities or a Dirichlet message."""
+    if is_known(probs):
+        with np.errstate(divide="ignore"):
+            return np.log(np.asarray(E(probs), float))
+    a = probs.alpha
+    return np.log(a) - np.log(np.sum(a, axis=-1, keepdims=True))
+
+
+def _sample_stats(sample, size: int) -> np.ndarray:
+    """E[one-hot(x)]: exact for a known sample, the probabilities of a Discrete message."""
+    return Eonehot(sample, size)
+
+
+# ----- VMP --------------------------------------------------------------------------
+@DISCRETE.operator("vmp", "sample", skip_if_uniform=("probs",))
+def _sample_vmp(probs):
+    """log-probabilities E[log p_k] (for a Dirichlet: digamma(α_k) − digamma(Σ α))."""
+    return Discrete.from_natural(np.asarray(Elog(probs), float))
+
+
+@DISCRETE.operator("vmp", "probs")
+def _probs_vmp(sample, probs):
+    """Dirichlet(1 + E[one-hot(x)]); ``probs`` is read only for K."""
+    return Dirichlet.from_natural(_sample_stats(sample, _size(probs)))
+
+
+@DISCRETE.evidence_operator("vmp")
+def _average_log_factor(sample, probs):
+    """E_q[log f] = Σ_k q(x = k) E[log p_k] (a zero-probability category adds nothing)."""
+    return np.sum(times_finite(_sample_stats(sample, _size(probs)), Elog(probs)), axis=-1)
+
+
+# ----- EP ---------------------------------------------------------------------------
+@DISCRETE.operator("ep", "sample", skip_if_uniform=("probs",))
+def _sample_ep(probs):
+    """Discrete(E[p]) (for a Dirichlet, probabilities α_k / Σ α)."""
+    return Discrete.from_natural(_log_mean_probs(probs))
+
+
+@DISCRETE.operator("ep", "probs", skip_if_uniform=("sample",), no_init=True)
+def _probs_ep(sample, probs):
+    """proj[m_p · Σ_k q_k p_k] / m_p: the mixture Σ_k w_k Dir(α + e_k), w_k ∝ q_k α_k,
+    matched in mean and Σ_k E[p_k²]; an observed sample gives Dir(1 + one-hot(x)).
+
+    Infer.NET marks the incoming ``probs`` message NoInit: it need not be initialised.
+    """
+    size = _size(probs)
+    if is_known(sample):
+        return Dirichlet.from_natural(_sample_stats(sample, size))
+    alpha = probs.alpha
+    shape = np.broadcast_shapes(sample.batch_shape, probs.batch_shape) + (size,)
+    alpha = np.broadcast_to(alpha, shape)
+    with np.errstate(divide="ignore"):
+        log_q = sample.eta[0] - special.logsumexp(sample.eta[0], axis=-1, keepdims=True)
+        log_w = log_q + np.log(alpha)
+    return Dirichlet.from_natural(project_dirichlet_mixture(alpha, log_w) - alpha)
+
+
+@DISCRETE.evidence_operator("ep")
+def _log_average_factor(sample, probs):
+    """log Σ_k w_k E[p_k], w the normalised sample message (weight 1 where uniform)."""
+    log_mean = _log_mean_probs(probs)
+    if is_known(sample):
+        x = np.asarray(E(sample), int)
+        log_mean = np.broadcast_to(log_mean, x.shape + log_mean.shape[-1:])
+        return np.take_along_axis(log_mean, x[..., None], -1)[..., 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_w = sample.eta[0] - log_normalizer_or_zero(sample)[..., None]
+        return special.logsumexp(log_w + log_mean, axis=-1)

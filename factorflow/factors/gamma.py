@@ -1,0 +1,94 @@
+"""Gamma(sample | shape, rate): the Gamma prior and likelihood of a positive variable.
+
+log f = a log r − log Γ(a) + (a − 1) log x − r x,   x = sample, a = shape (known), r = rate.
+
+As a function of the rate, f ∝ r^a e^{−r x}: a Gamma message of shape a + 1 and rate x,
+which makes the Gamma conjugate to its own rate (Infer.NET's GammaFromShapeAndRateOp).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from factorflow.distributions import Gamma
+from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.moments import E, Elog, is_known
+from factorflow.factors.common import broadcast_batch, full, unsupported
+from factorflow.factors.registry import define_factor
+
+
+def _log_density(sample, shape, rate):
+    return (special.xlogy(shape, rate) - special.gammaln(shape)
+            + special.xlogy(shape - 1, sample) - rate * sample)
+
+
+GAMMA = define_factor("Gamma", ("sample", "positive"), ("shape", "positive"),
+                      ("rate", "positive"), log_density=_log_density)
+
+
+def _rate_naturals(x, shape):
+    """Natural parameters (a, −x) of the factor as a function of the rate."""
+    return full(np.shape(x), shape), -np.asarray(x, float)
+
+
+# ----- VMP --------------------------------------------------------------------------
+@GAMMA.operator("vmp", "sample", proper=("rate",), known=("shape",))
+def _sample_vmp(shape, rate):
+    """Gamma(a, E[r]): exp E_r[log f] as a function of x."""
+    s = broadcast_batch(shape, rate)
+    return Gamma.from_natural(full(s, E(shape) - 1.0), full(s, -E(rate)))
+
+
+@GAMMA.operator("vmp", "rate", proper=("sample",), known=("shape",))
+def _rate_vmp(sample, shape):
+    """Gamma(a + 1, E[x]): exp E_x[log f] as a function of r."""
+    s = broadcast_batch(sample, shape)
+    return Gamma.from_natural(full(s, E(shape)), full(s, -E(sample)))
+
+
+@GAMMA.evidence_operator("vmp")
+def _average_log_factor(sample, shape, rate):
+    """E_q[log f] = a E[log r] − log Γ(a) + (a − 1) E[log x] − E[r] E[x]."""
+    a = E(shape)
+    return (a * Elog(rate) - special.gammaln(a) + (a - 1) * Elog(sample)
+            - E(rate) * E(sample))
+
+
+# ----- EP (exact: the rate must be known, or the sample when sending to the rate) ----
+@GAMMA.operator("ep", "sample", known=("shape", "rate"))
+def _sample_ep(shape, rate):
+    """The prior Gamma(a, r) itself."""
+    s = broadcast_batch(shape, rate)
+    return Gamma.from_natural(full(s, E(shape) - 1.0), full(s, -E(rate)))
+
+
+@GAMMA.operator("ep", "rate", known=("sample", "shape"))
+def _rate_ep(sample, shape):
+    """Gamma(a + 1, x): the factor as a function of the rate, for an observed sample."""
+    s = broadcast_batch(sample, shape)
+    return Gamma.from_natural(full(s, E(shape)), full(s, -E(sample)))
+
+
+@GAMMA.evidence_operator("ep")
+def _log_average_factor(sample, shape, rate):
+    """log ∫ f m_x m_r with normalised messages (a uniform message is the weight 1).
+
+    Exact when at most one of sample and rate is random; both random has no closed form
+    (and no EP operator needs it).
+    """
+    a = E(shape)
+    if is_known(sample) and is_known(rate):
+        return _log_density(E(sample), a, E(rate))
+    if is_known(rate):
+        prior = _sample_ep(shape, rate)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (log_normalizer_or_zero(prior * sample) - log_normalizer_or_zero(sample)
+                    - prior.log_normalizer())
+    if is_known(sample):
+        x = E(sample)
+        tilted = Gamma.from_natural(*_rate_naturals(x, a)) * rate
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (special.xlogy(a - 1, x) - special.gammaln(a)
+                    + tilted.log_normalizer() - log_normalizer_or_zero(rate))
+    raise unsupported("Gamma", "ep", "evidence needs the sample or the rate to be known.")
