@@ -38,7 +38,7 @@ def models() -> dict[str, ff.Model]:
 
 
 def bench_compile(repeats: int = 20) -> None:
-    print("Compile time (model -> generated Python, best of %d)" % repeats)
+    print(f"Compile time (model -> generated Python, best of {repeats})")
     print(f"{'model':32s} {'ms':>8s} {'lines':>6s}   target < 50 ms (Infer.NET ~1000 ms)")
     for label, (model, algorithm) in models().items():
         best = np.inf

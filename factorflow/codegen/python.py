@@ -158,22 +158,20 @@ class _Emitter:
             self.emit(f"log_evidence += vmp_variable_evidence({marg})", depth)
             return
         var = self.decls[s.param("target")]
-        edges = ", ".join(v.var for k, v in s.inputs if k != "marginal")
-        counts = self.counts(s, var)
-        self.emit(f"log_evidence += ep_variable_evidence({marg}, [{edges}], {counts})", depth)
-
-    def counts(self, s: Stmt, var: VarDecl) -> str:
-        parts = []
-        for how, up in zip(s.param("uses"), s.param("use_plates"), strict=True):
+        v = s.param("target")
+        edges = [f"({v}_F, {ins['def'].var}, None, ())"]
+        for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
+                                          strict=True)):
             if how[0] == "gather":
-                parts.append(f"("+"'gather', " + how[1].var + ")")
+                h = f"('gather', {how[1].var})"
+            elif how[0] == "broadcast":
+                h = f"('broadcast', None, {tuple(up.index(p) for p in how[1])})"
             else:
-                parts.append(repr(how))
-        hows = "(" + "".join(p + ", " for p in parts) + ")"
-        shapes = "(" + "".join(self.shape(up) + ", " for up in s.param("use_plates")) + ")"
-        plates = repr(tuple(s.param("use_plates")))
-        return (f"use_counts({hows}, {shapes}, {self.shape(var.plates)}, {plates}, "
-                f"sizes)")
+                h = "('same',)"
+            edges.append(f"({ins[f'use{k}'].var[:-2]}_B, {ins[f'use{k}'].var}, {h}, "
+                         f"{self.shape(up)})")
+        self.emit(f"log_evidence += ep_variable_evidence({marg}, [{', '.join(edges)}], "
+                  f"{self.shape(var.plates)})", depth)
 
     def event(self, d: VarDecl) -> str:
         return f", {d.event}" if d.family in ("Discrete", "Dirichlet") else ""

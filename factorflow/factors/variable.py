@@ -17,8 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy import special
 
+from factorflow.distributions import Bernoulli, Discrete
 from factorflow.distributions.base import Distribution, log_normalizer_or_zero
+from factorflow.factors.common import bool_log_weights
 
 
 # ----- plate operations -------------------------------------------------------------
@@ -60,30 +63,68 @@ def expand_use(marginal: Distribution, how: tuple, var_plates: tuple[str, ...],
     return marginal
 
 
-def use_counts(hows: tuple[tuple, ...], use_shapes: tuple[tuple[int, ...], ...],
-               var_shape: tuple[int, ...], use_plates: tuple[tuple[str, ...], ...],
-               sizes: dict[str, int]) -> np.ndarray:
-    """Number of edges at each element of the variable (its def edge included)."""
-    count = np.ones(var_shape)
-    for how, shape, plates in zip(hows, use_shapes, use_plates, strict=True):
-        if how[0] == "same":
-            count = count + 1
-        elif how[0] == "broadcast":
-            count = count + int(np.prod([sizes[p] for p in how[1]]))
-        else:
-            count = count + np.bincount(np.ravel(how[1]), minlength=var_shape[0])[
-                : var_shape[0]].reshape(var_shape)
-    return count
-
-
 # ----- evidence terms ---------------------------------------------------------------
-def ep_variable_evidence(marginal: Distribution, edges_out: list[Distribution],
-                         count: np.ndarray) -> float:
-    """Σ over elements of (1 − d)·A(marginal) + Σ over edges of A(message to the factor)."""
-    total = float(np.sum((1.0 - count) * log_normalizer_or_zero(marginal)))
-    for m in edges_out:
-        total += float(np.sum(log_normalizer_or_zero(m)))
-    return total
+def _log_weights(d: Distribution) -> np.ndarray | None:
+    """log evidence weights of each support point (last axis) for finite families, with a
+    uniform message weighing 1 everywhere; None for continuous families."""
+    if isinstance(d, Bernoulli):
+        lt, lf = bool_log_weights(d)
+        return np.stack(np.broadcast_arrays(lt, lf), axis=-1)
+    if isinstance(d, Discrete):
+        eta = d.eta[0]
+        uniform = np.all(eta == 0, axis=-1, keepdims=True)
+        with np.errstate(invalid="ignore"):
+            lp = eta - special.logsumexp(eta, axis=-1, keepdims=True)
+        return np.where(uniform, 0.0, lp)
+    return None
+
+
+def _pair_log_average(a: Distribution, b: Distribution) -> np.ndarray:
+    """log ∫ p_a p_b with the evidence convention (a uniform message weighs 1)."""
+    wa, wb = _log_weights(a), _log_weights(b)
+    if wa is not None and wb is not None:
+        return special.logsumexp(wa + wb, axis=-1)
+    return log_normalizer_or_zero(a * b) - log_normalizer_or_zero(a) - log_normalizer_or_zero(b)
+
+
+def _reduce_array(w: np.ndarray, how: tuple | None, use_shape: tuple[int, ...],
+                  var_shape: tuple[int, ...]) -> np.ndarray:
+    """Sum per-edge arrays (batch axes first, one trailing axis) onto the variable."""
+    if how is None or how[0] == "same":
+        return w
+    full = np.broadcast_to(w, tuple(use_shape) + w.shape[-1:])
+    if how[0] == "broadcast":
+        return np.sum(full, axis=tuple(how[2])) if how[2] else full
+    acc = np.zeros(tuple(var_shape) + w.shape[-1:])
+    np.add.at(acc, np.asarray(how[1]), full)
+    return acc
+
+
+def ep_variable_evidence(marginal: Distribution, edges: list[tuple], var_shape: tuple[int, ...]
+                         ) -> float:
+    """The variable's EP evidence term, summed over its plates:
+
+        log ∫ Π_e m_{e→v}  −  Σ_e log ∫ m_{e→v} m_{v→e}
+
+    ``edges`` are (message in, message out, how, use shape), ``how`` None for the def edge
+    and otherwise the use's kind with, for broadcasts, the axes to reduce at index 2.
+    Finite families are summed in log weights so that point masses (certain booleans)
+    stay exact.
+    """
+    total = 0.0
+    for inc, out, _, _ in edges:
+        total -= float(np.sum(_pair_log_average(inc, out)))
+    if _log_weights(marginal) is None:
+        total += float(np.sum(log_normalizer_or_zero(marginal)))
+        for inc, _, _, _ in edges:
+            total -= float(np.sum(log_normalizer_or_zero(inc)))
+        return total
+    acc = 0.0
+    for inc, _, how, use_shape in edges:
+        w = _log_weights(inc)
+        assert w is not None
+        acc = acc + _reduce_array(w, how, use_shape, var_shape)
+    return total + float(np.sum(special.logsumexp(acc, axis=-1)))
 
 
 def vmp_variable_evidence(marginal: Distribution) -> float:

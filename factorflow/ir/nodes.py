@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +22,7 @@ class Ref:
     """
 
     var: str
-    index: tuple[Union[str, int, Ref], ...] = ()
+    index: tuple[str | int | Ref, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ class Const:
     value: Any
 
 
-Operand = Union[Ref, Const]
+Operand = Ref | Const
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,7 +98,7 @@ class While:
     init: tuple[Node, ...] = ()
 
 
-Node = Union[Stmt, For, If, While]
+Node = Stmt | For | If | While
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,6 @@ from factorflow.errors import ModelError
 from factorflow.factors.variable import (
     ep_variable_evidence,
     total,
-    use_counts,
     vmp_variable_evidence,
 )
 
@@ -88,7 +87,6 @@ NAMESPACE = {
     "check_proper": check_proper,
     "initial": initial,
     "total": total,
-    "use_counts": use_counts,
     "ep_variable_evidence": ep_variable_evidence,
     "vmp_variable_evidence": vmp_variable_evidence,
 }
