@@ -77,9 +77,13 @@ def bench_vmp(points: int, iterations: int = 10) -> None:
     compiled.run(iterations=1)  # warm
     rows = []
     for _ in range(3):
+        # the difference of two runs removes the once-per-run work (initialisation, the
+        # evidence bound) that the hand-written loop does not do
         start = time.perf_counter()
-        result = compiled.run(iterations=iterations)
-        t_ff = (time.perf_counter() - start) / iterations
+        compiled.run(iterations=iterations)
+        mid = time.perf_counter()
+        result = compiled.run(iterations=2 * iterations)
+        t_ff = ((time.perf_counter() - mid) - (mid - start)) / iterations
         start = time.perf_counter()
         m, v, a, b = hand_written(x, iterations)
         t_np = (time.perf_counter() - start) / iterations

@@ -10,7 +10,7 @@ import numpy as np
 from factorflow.distributions import Gamma, Gaussian
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.families import LOG_2PI
-from factorflow.distributions.moments import E2, E, Elog, V, is_known
+from factorflow.distributions.moments import E, Elog, V, is_known
 from factorflow.factors.registry import define_factor
 
 
@@ -22,9 +22,20 @@ GAUSSIAN = define_factor("Gaussian", ("sample", "real"), ("mean", "real"),
                          ("precision", "positive"), log_density=_log_density)
 
 
+def _spread(v):
+    """Var[v] — a scalar zero for a known value, so no array of zeros is made."""
+    return 0.0 if is_known(v) else v.variance
+
+
 def _expected_square_diff(a, b):
-    """E[(a − b)²] for independent a, b."""
-    return E2(a) - 2 * E(a) * E(b) + E2(b)
+    """E[(a − b)²] = (E a − E b)² + Var a + Var b for independent a, b (three array
+    passes over a plate, the cost of the same update written by hand)."""
+    d = np.subtract(E(a), E(b))  # a fresh array: the squares below reuse it in place
+    if np.ndim(d) == 0:
+        return np.asarray(d * d + (_spread(a) + _spread(b)))
+    np.multiply(d, d, out=d)
+    d += _spread(a) + _spread(b)
+    return d
 
 
 # ----- VMP --------------------------------------------------------------------------
@@ -43,7 +54,8 @@ def _mean_vmp(sample, precision):
 @GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))
 def _precision_vmp(sample, mean):
     d2 = _expected_square_diff(sample, mean)
-    return Gamma.from_natural(np.full(np.shape(d2), 0.5), -0.5 * d2)
+    d2 = np.multiply(d2, -0.5, out=d2 if np.ndim(d2) else None)
+    return Gamma.from_natural(np.broadcast_to(0.5, np.shape(d2)), d2)
 
 
 @GAUSSIAN.evidence_operator("vmp")
