@@ -9,7 +9,8 @@ symbol, or indices introduced by ``at``) and whose *trailing* axes are positiona
 (vector or matrix components, or batch axes for vectorized evaluation). Elementwise
 operations align named axes by name and broadcast positional axes as NumPy does;
 ``at(t, k)`` names the last positional axis ``k``; ``sum[k](t)`` sums the named axis
-``k``; ``dot`` contracts the last positional axis; ``a @ b`` is ``numpy.matmul``.
+``k``; ``dot`` contracts the last positional axis; ``a @ b`` is ``numpy.matmul``. A moment
+such as ``E(t)`` is an atom carrying the free indices of ``t``.
 The result of :func:`evaluate` has the free named axes first, in sorted order.
 """
 
@@ -102,8 +103,11 @@ def _atom(t: Term, env: Mapping[Term | str, ArrayLike]) -> Named:
 
 
 def _moment_names(t: Term) -> tuple[str, ...]:
-    inner = t.args[0] if t.args else None
-    return inner.payload[1] if inner is not None and inner.op == SYM else ()
+    """A moment carries its argument's indices: a symbol's in its own order, else sorted."""
+    if not t.args:
+        return ()
+    inner = t.args[0]
+    return inner.payload[1] if inner.op in (SYM, DATA) else tuple(sorted(inner.indices))
 
 
 def _align(vals: list[Named]) -> tuple[list[np.ndarray], tuple[str, ...]]:

@@ -213,7 +213,11 @@ def normalize(term: Term, rules: Ruleset | tuple[Rule, ...], *, max_steps: int =
         memo[start] = memo[t] = t
         return t
 
-    return go(term)
+    try:
+        return go(term)
+    except RecursionError:
+        raise ModelError(f"rewriting {term} did not reach a normal form (the rewrites nest too "
+                         "deeply; the rules may not terminate)") from None
 
 
 def is_number(t: Term, value: float | None = None) -> bool:

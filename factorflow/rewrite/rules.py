@@ -107,6 +107,10 @@ def _positive(bs: Bindings) -> bool:
     return bs["c"].payload > 0
 
 
+def _carries_k(bs: Bindings) -> bool:
+    return bs["k"] in bs["a"].indices and any(bs["k"] in t.indices for t in bs["r"])
+
+
 def _outside_k(bs: Bindings) -> bool:
     return not any(bs["k"] in t.indices for t in bs["r"])
 
@@ -150,7 +154,6 @@ ALGEBRA_EQUATIONS = Ruleset("algebra_equations", (
     rule("lgamma_index", lgamma(at(a)), at(lgamma(a))),          # lgamma(a_k) -> lgamma(a)_k
     rule("digamma_index", fn(DIGAMMA, at(a)), at(fn(DIGAMMA, a))),  # digamma(a_k) -> digamma(a)_k
     rule("pow_index", Pow(at(a), c), at(Pow(a, c))),             # (a_k)**c -> (a**c)_k
-    rule("isum_sum", isum(S(a, r)), S(isum(a), isum(S(r)))),     # Σ_k (a + b) -> Σ_k a + Σ_k b
 ))
 
 ALGEBRA = ALGEBRA_EQUATIONS + Ruleset("algebra_guarded", (
@@ -163,6 +166,8 @@ ALGEBRA = ALGEBRA_EQUATIONS + Ruleset("algebra_guarded", (
     rule("exp_const", fn(EXP, c), calc("exp", c)),               # exp(c) -> [exp c]
     rule("lgamma_const", lgamma(c), calc("lgamma", c)),          # lgamma(c) -> [lgamma c]
     rule("digamma_const", fn(DIGAMMA, c), calc("digamma", c)),   # digamma(c) -> [digamma c]
+    rule("isum_sum", isum(S(a, r)), S(isum(a), isum(S(r))),
+         when=_carries_k),                                       # Σ_k (a + b) -> Σ_k a + Σ_k b
     rule("isum_absorb", P(isum(a), r), isum(P(a, r)), when=_outside_k),  # (Σ_k a_k) b -> Σ_k a_k b
 ))
 ALGEBRA = Ruleset("algebra", ALGEBRA.rules)

@@ -258,8 +258,12 @@ def neg(x: TermLike) -> Term:
 
 
 def power(base: TermLike, exponent: TermLike) -> Term:
-    """``base ** exponent``."""
-    return Term(POW, (as_term(base), as_term(exponent)))
+    """``base ** exponent`` (folded when both are constants with a real power)."""
+    base, exponent = as_term(base), as_term(exponent)
+    if base.op == CONST and exponent.op == CONST and (
+            base.payload > 0 or exponent.payload.is_integer()) and base.payload != 0:
+        return const(base.payload**exponent.payload)
+    return Term(POW, (base, exponent))
 
 
 def _unary(op: str) -> Any:
