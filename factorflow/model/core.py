@@ -275,6 +275,8 @@ class Model:
     def infer(self, algorithm: str = "ep", iterations: int = 50, init: dict | None = None,
               data: dict | None = None, **options: Any) -> Any:
         """Compile (once) and run inference; returns a ``factorflow.runtime.Result``."""
+        if init:
+            options["init"] = tuple(sorted(set(options.get("init", ())) | set(init)))
         return self.compile(algorithm, **options).run(iterations=iterations, init=init,
                                                        data=data)
 

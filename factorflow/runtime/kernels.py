@@ -72,6 +72,7 @@ def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ..
     if not isinstance(value, family):
         raise ModelError(f"init[{label!r}] must be a {family.__name__} distribution, got "
                          f"{type(value).__name__}.")
+    value.check_proper(f"init[{label!r}]")
     try:
         return value.broadcast_to(shape) if value.batch_shape != tuple(shape) else value
     except ValueError:
