@@ -90,7 +90,9 @@ class CompiledModel:
                     raise DataError(f"observed value of {var.name!r} has shape {arr.shape}, "
                                     f"but its plates need {expected}.")
                 values[d.name] = arr
-            elif values.get(d.name) is not None and d.domain != "int":
+            elif values.get(d.name) is not None:
+                for domain in sorted(b.data_domains.get(d.name, ())):
+                    check_support(values[d.name], domain, f"ff.Data({d.label!r})")
                 arr = np.asarray(values[d.name])
                 if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
                     raise DataError(f"{d.label}: the value contains NaN or inf.")

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.codegen.names import identifier
+from factorflow.factors.registry import FACTORS
 from factorflow.ir import Const, For, Node, Program, Ref, Stmt, VarDecl
 from factorflow.model.core import Data, FactorCall, Indexed, Model, Variable
 
@@ -25,6 +26,8 @@ class Bindings:
     names: dict[str, str] = field(default_factory=dict)  # model name -> IR name
     values: dict[str, Any] = field(default_factory=dict)  # IR name -> array (or None)
     data: dict[str, str] = field(default_factory=dict)  # Data name -> IR name
+    #: Data IR name -> domains of the factor arguments it is given to
+    data_domains: dict[str, set[str]] = field(default_factory=dict)
     variables: dict[str, Variable] = field(default_factory=dict)  # IR name -> variable
 
 
@@ -56,10 +59,11 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                                                                    for p in v.plates),
                              event=v.size, label=v.name, attrs=attrs))
 
-    def operand(value: Any, plates: tuple[str, ...]) -> Const | Ref:
+    def operand(value: Any, plates: tuple[str, ...], domain: str) -> Const | Ref:
         if isinstance(value, Variable):
             return Ref(b.names[value.name], tuple(rname[p.name] for p in value.plates))
         if isinstance(value, Data):
+            b.data_domains.setdefault(b.data[value.name], set()).add(domain)
             return Ref(b.data[value.name])
         if isinstance(value, Indexed):
             idx = value.index
@@ -92,7 +96,8 @@ def _statement(call: FactorCall, plates: tuple[str, ...], operand, b: Bindings) 
     outputs = ()
     if call.output is not None:
         outputs = (Ref(b.names[call.output.name], plates),)
-    inputs = tuple((k, operand(v, plates)) for k, v in call.args.items())
+    factor = FACTORS[call.factor]
+    inputs = tuple((k, operand(v, plates, factor.arg(k).domain)) for k, v in call.args.items())
     return Stmt(call.factor, outputs, inputs, provenance=call.provenance)
 
 

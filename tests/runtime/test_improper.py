@@ -23,13 +23,31 @@ def test_improper_initialisation_is_named():
         _model().infer("vmp", init={"mean": Gaussian.from_natural(0.0, -1.0)})
 
 
-def test_improper_posterior_during_inference_is_named():
-    """A proper but absurd start (huge negative second moment is impossible, so use a
-    Gamma posterior with negative mean through its natural parameters) is caught where
-    it first makes a posterior improper."""
-    bad = Gamma.from_natural(-3.0, -1.0)  # shape -2: improper
-    with pytest.raises(ff.ImproperMessageError, match=r"prec"):
-        _model().infer("vmp", init={"prec": bad})
+def test_nan_message_during_inference_is_named(monkeypatch):
+    """Whatever goes wrong inside an operator, the posterior guard names the variable."""
+    from factorflow.factors.registry import FACTORS
+
+    op = FACTORS["Gaussian"].operators[("vmp", "mean")]
+    real = op.fn
+
+    def poisoned(sample, precision):
+        msg = real(sample, precision)
+        return Gaussian.from_natural(msg.eta[0] * float("nan"), msg.eta[1])
+
+    model = _model()
+    compiled = model.compile("vmp")
+    monkeypatch.setitem(compiled._infer.__globals__, "Gaussian_mean_average_logarithm",
+                        poisoned)
+    with pytest.raises(ff.ImproperMessageError, match="posterior of mean"):
+        compiled.run()
+
+
+def test_zero_precision_given_as_data_is_rejected():
+    with ff.Model() as model:
+        p = ff.Data("p", 0.0)
+        ff.Gaussian("mean", 0.0, precision=p)
+    with pytest.raises(ff.DataError, match=r"'p'.*values > 0"):
+        model.infer("ep")
 
 
 def test_init_of_wrong_family():
