@@ -12,7 +12,9 @@ class IRError(ModelError):
 
 def check(program: Program) -> Program:
     """Raise IRError unless every name is declared once, every reference is declared,
-    every ``for`` names a declared range, and index items name declared ranges.
+    every ``for`` names a declared range, index items name declared ranges, and every
+    ``if`` condition is well formed (a switch names an enclosing ``for``; only a boolean
+    ``if`` is negated; case values are non-negative).
 
     (Flat message programs index by plate outside any ``for``: a plate index there means
     the whole plate axis.)"""
@@ -35,6 +37,7 @@ def check(program: Program) -> Program:
                 visit(node.body, loops + (node.range,))
             elif isinstance(node, If):
                 _check_ref(node.condition, loops)
+                _check_condition(node, loops)
                 visit(node.body, loops)
             elif isinstance(node, While):
                 visit(node.init, loops)
@@ -45,6 +48,17 @@ def check(program: Program) -> Program:
                 for _, operand in node.inputs:
                     if isinstance(operand, Ref):
                         _check_ref(operand, loops)
+
+    def _check_condition(node: If, loops: tuple[str, ...]) -> None:
+        what = f"{program.name}: if on {node.condition.var}"
+        if node.negated and node.value is not None:
+            raise IRError(f"{what}: only a boolean if (no value) can be negated")
+        if isinstance(node.value, str) and node.value not in loops:
+            raise IRError(f"{what} == {node.value}: a switch needs an enclosing for over "
+                          f"{node.value}")
+        if (isinstance(node.value, int) and not isinstance(node.value, bool)
+                and node.value < 0):
+            raise IRError(f"{what} == {node.value}: a case value must be non-negative")
 
     def _check_ref(ref: Ref, loops: tuple[str, ...]) -> None:
         for name in refs_in(ref):

@@ -84,10 +84,30 @@ class For:
 
 @dataclass(frozen=True, slots=True)
 class If:
-    """The body applies where ``condition`` holds (gates)."""
+    """The body applies where the condition holds (gates).
+
+    Three kinds of condition, as in Infer.NET's MSL:
+
+    * ``value`` None — an *if*: ``condition`` is boolean; the body applies where it is
+      true, or where it is false when ``negated`` (an else branch is a second, negated
+      ``If`` on the same condition);
+    * ``value`` an int or bool literal — a *case*: the body applies where
+      ``condition == value``;
+    * ``value`` a str — a *switch*: the name of an enclosing ``For`` range over all values
+      of ``condition``; the body applies where ``condition`` equals that loop's index.
+    """
 
     condition: Ref
     body: tuple[Node, ...]
+    value: int | bool | str | None = None
+    negated: bool = False
+
+    @property
+    def kind(self) -> str:
+        """"if", "case" or "switch"."""
+        if self.value is None:
+            return "if"
+        return "switch" if isinstance(self.value, str) else "case"
 
 
 @dataclass(frozen=True, slots=True)

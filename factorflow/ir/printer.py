@@ -57,6 +57,14 @@ def format_decl(d: VarDecl) -> str:
     return f"{d.role} {typ}{event} {d.name}{shape}{label}"
 
 
+def format_condition(node: If) -> str:
+    """``c``, ``not c``, ``i == 2`` (a case) or ``i == j`` (a switch over the loop ``j``)."""
+    cond = format_ref(node.condition)
+    if node.value is None:
+        return f"not {cond}" if node.negated else cond
+    return f"{cond} == {node.value}"
+
+
 def _lines(nodes: tuple[Node, ...], depth: int, out: list[str]) -> None:
     pad = "    " * depth
     for node in nodes:
@@ -66,7 +74,7 @@ def _lines(nodes: tuple[Node, ...], depth: int, out: list[str]) -> None:
             out.append(f"{pad}for {node.range}:")
             _lines(node.body, depth + 1, out)
         elif isinstance(node, If):
-            out.append(f"{pad}if {format_ref(node.condition)}:")
+            out.append(f"{pad}if {format_condition(node)}:")
             _lines(node.body, depth + 1, out)
         elif isinstance(node, While):
             if node.init:
