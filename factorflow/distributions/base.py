@@ -68,7 +68,7 @@ class Distribution:
 
     @classmethod
     def _uniform_naturals(cls, batch_shape: tuple[int, ...], *event: int) -> tuple:
-        return tuple(np.zeros(batch_shape) for _ in cls.natural_names)
+        return tuple(np.zeros(batch_shape + tuple(event)) for _ in cls.natural_names)
 
     # ----- shape and plates --------------------------------------------------------
     @property
