@@ -39,13 +39,13 @@ def _backward(body: Sequence[Node], reads: Callable[[Node], Iterable[Node]], liv
 
 
 def live_on_entry(body: Sequence[Node], reads: Callable[[Node], Iterable[Node]]) -> set[Node]:
-    """Statements of the body whose value on entry is used before the body updates them."""
+    """Statements whose value on entry to ``body`` is used before ``body`` updates them."""
     updated: set[Node] = set()
     used: set[Node] = set()
     for x in body:
         used.update(r for r in reads(x) if r not in updated)
         updated.add(x)
-    return used & updated
+    return used
 
 
 def live_positions(body: Sequence[Node], reads: Callable[[Node], Iterable[Node]],

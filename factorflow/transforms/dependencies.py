@@ -82,6 +82,8 @@ class DependencyGraph:
         for (a, b), kind in self.edges.items():
             if a not in known or b not in known:
                 raise ScheduleError(f"edge {a} -> {b} names a statement not in the graph")
+            if not kind:
+                raise ScheduleError(f"edge {a} -> {b} carries no dependency kind")
             edges[a, b] = kind | Dep.DEPENDENCY if kind & READS else kind
         for name in ("outputs", "user_initialized"):
             extra = set(getattr(self, name)) - known

@@ -123,13 +123,18 @@ class _Loop:
         self.triggers, self.triggered_by = local(ix.triggers), local(ix.triggered_by)
         self.needs_fresh, self.fresh_for = local(ix.needs_fresh), local(ix.fresh_for)
         self.user = {ix.pos[x] for x in graph.user_initialized} & inside
-        outside = {a: [b for b in ix.all_dst[a] if b in keep and b not in inside]
+        before = {a: [t for t in ix.triggered_by[a] if t in keep and t not in inside]
+                  for a in self.members if a not in self.user}
+        self.invalid_on_entry = {a: t[0] for a, t in before.items() if t}
+        def after(lists: Sequence[Sequence[int]]) -> dict[int, int]:
+            out = {a: [b for b in lists[a] if b in keep and b not in inside]
                    for a in self.members}
-        self.live_out = {a for a in self.members if outside[a] or ix.labels[a] in graph.outputs}
-        fresh_out = {a: [b for b in ix.fresh_dst[a] if b in keep and b not in inside]
-                     for a in self.members}
-        self.exit_fresh = {a: f"fresh for {ix.labels[b[0]]} after the loop"
-                           for a, b in fresh_out.items() if b}
+            return {a: b[0] for a, b in out.items() if b}
+
+        self.read_after = after(ix.reads_dst)  # first reader after the loop
+        self.live_out = set(after(ix.all_dst)) | {a for a in inside
+                                                  if ix.labels[a] in graph.outputs}
+        self.exit_fresh = {a: f"fresh for {ix.labels[b]}" for a, b in after(ix.fresh_for).items()}
         self.first_why = {a: "output" if ix.labels[a] in graph.outputs else
                           f"read by {ix.labels[(self.reads_dst[a] or ix.all_dst[a])[0]]}"
                           for a in self.members}
@@ -149,14 +154,21 @@ class _Trial:
 
 
 class _Greedy:
-    """The seed's greedy scheduler for one loop: iteration mode, or init mode
-    (executed marks, Required sources must have run)."""
+    """The seed's greedy scheduler over one loop's statements, in one of three modes.
 
-    def __init__(self, lp: _Loop, init_mode: bool, keep_valid: Mapping[int, int] | None = None,
-                 ) -> None:
-        self.lp, self.init_mode, self.keep_valid = lp, init_mode, keep_valid or {}
-        self.st = {a: VALID | (RAN if a in lp.user or not init_mode else 0)
-                   | (PRISTINE if a in lp.user else 0) for a in lp.members}
+    ``iteration``: everything has run; whatever gets invalidated is queued again.
+    ``init``: executed marks count (Required sources must have run); an invalidated
+    statement is queued again only if ``keep_valid`` names it or a waiting one reads it.
+    ``exit``: like init after the loop, from the state ``st`` the iteration ended in.
+    """
+
+    def __init__(self, lp: _Loop, mode: str, keep_valid: Mapping[int, int] | None = None,
+                 st: Mapping[int, int] | None = None) -> None:
+        self.lp, self.keep_valid = lp, keep_valid or {}
+        self.init_mode, self.selective = mode == "init", mode != "iteration"
+        self.st = dict(st) if st is not None else {
+            a: VALID | (RAN if a in lp.user or mode != "init" else 0)
+            | (PRISTINE if a in lp.user else 0) for a in lp.members}
         self.cause: dict[int, int] = {}
         self.done: set[int] = set()
         self.waiting: dict[int, str] = {}
@@ -243,7 +255,7 @@ class _Greedy:
                 continue
             self.waiting[y] = why
             self._rescore(y)
-            if not self.init_mode:
+            if not self.selective:
                 continue
             for p in (y, *self.lp.needs_fresh[y]):
                 label = self.lp.labels[p]
@@ -302,9 +314,9 @@ class _Greedy:
                 continue
             why = f"triggered by {label[self.cause[t]]}"
             reader = self.keep_valid.get(t)
-            if reader is None and self.init_mode:
+            if reader is None and self.selective:
                 reader = next((r for r in lp.reads_dst[t] if r in self.waiting), None)
-            if not self.init_mode:
+            if not self.selective:
                 self.enqueue(t, why)
             elif reader is not None:
                 self.enqueue(t, f"{why}, read by {label[reader]}")
@@ -324,21 +336,24 @@ class _Greedy:
             if y in self.waiting:
                 self._rescore(y)
 
+    def replay(self, nodes: Iterable[int]) -> None:
+        """Apply the effects of running ``nodes`` in order (no checks)."""
+        for a in nodes:
+            trial = _Trial()
+            self._apply(a, trial, "")
+            self.st.update(trial.ov)
+            self.cause.update(trial.cause)
+
     def run(self) -> list[tuple[int, str]]:
-        """Schedule until nothing waits (and, in iteration mode, the exit needs hold)."""
+        """Schedule until nothing waits; the steps with the reason for each."""
         lp = self.lp
         limit = 8 * (len(lp.members) + sum(map(len, lp.triggers.values()))) + 64
-        while True:
-            while self.waiting:
-                self._commit(self._best())
-                if len(self.steps) > limit:
-                    raise ScheduleError("scheduling did not settle in a loop of "
-                                        f"{len(lp.members)} statements (Trigger/Fresh conflict)")
-            stale = [(a, why) for a, why in lp.exit_fresh.items() if not self.st[a] & FRESH]
-            if self.init_mode or not stale:
-                return self.steps
-            for a, why in stale:
-                self.enqueue(a, why)
+        while self.waiting:
+            self._commit(self._best())
+            if len(self.steps) > limit:
+                raise ScheduleError(f"scheduling a loop of {len(lp.members)} statements does "
+                                    "not settle: Trigger and Fresh edges keep undoing each other")
+        return self.steps
 
 
 def _requirements(lp: _Loop, body: Sequence[int]) -> tuple[dict[int, str], dict[int, int]]:
@@ -360,17 +375,39 @@ def _requirements(lp: _Loop, body: Sequence[int]) -> tuple[dict[int, str], dict[
 
 
 def _iterate(lp: _Loop) -> list[tuple[int, str]]:
-    greedy = _Greedy(lp, init_mode=False)
+    greedy = _Greedy(lp, "iteration")
     for a in lp.members:
         greedy.enqueue(a, lp.first_why[a])
     return greedy.run()
 
 
+def _leave(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
+    """What runs after the loop so that statements after it find what they need fresh
+    up to date (without re-validating messages nothing after the loop reads)."""
+    greedy = _Greedy(lp, "iteration")
+    greedy.replay(body)  # a pass's end state does not depend on where it started
+    leave = _Greedy(lp, "exit", keep_valid=lp.read_after, st=greedy.st)
+    leave.cause = greedy.cause
+    while True:  # refreshing one may make another stale; run() stops if that never ends
+        stale = [(a, why) for a, why in lp.exit_fresh.items() if not leave.st[a] & FRESH]
+        if not stale:
+            return leave.steps
+        for a, why in stale:
+            leave.enqueue(a, why)
+        leave.run()
+
+
 def _initialize(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
     required, used = _requirements(lp, body)
-    greedy = _Greedy(lp, init_mode=True, keep_valid=used)
+    greedy = _Greedy(lp, "init", keep_valid=used)
+    for a, cause in lp.invalid_on_entry.items():  # triggered by statements before the loop
+        greedy.st[a] &= ~VALID
+        greedy.cause[a] = cause
     for a, why in required.items():
         greedy.enqueue(a, why)
+    for a in used.keys() & lp.invalid_on_entry.keys():
+        greedy.enqueue(a, f"triggered by {lp.labels[greedy.cause[a]]} before the loop, "
+                          f"read by {lp.labels[used[a]]}")
     return greedy.run()
 
 
@@ -384,8 +421,7 @@ def _loop_of(graph: DependencyGraph, loop_nodes: Iterable[str]) -> _Loop:
 def iteration_schedule(graph: DependencyGraph, loop_nodes: Iterable[str]) -> tuple[str, ...]:
     """One pass of the loop over ``loop_nodes`` (a block of ``loops``), before dead code.
 
-    Starts from every message valid and stale; ends with every message valid (and up
-    to date where a statement after the loop needs it fresh)."""
+    Starts from every message valid and stale; ends with every message valid."""
     lp = _loop_of(graph, loop_nodes)
     return tuple(lp.labels[a] for a, _ in _iterate(lp))
 
@@ -426,18 +462,28 @@ def schedule(graph: DependencyGraph, *, dead_code: bool = True) -> Schedule:
             continue
         lp = _Loop(graph, (ix.pos[x] for x in block), keep)
         body = _iterate(lp)
-        if dead_code:
-            body = [body[i] for i in deadcode.live_positions([a for a, _ in body], uses,
-                                                             lp.live_out)]
         nodes = [a for a, _ in body]
-        init = _initialize(lp, nodes)
+        init = _initialize(lp, nodes)  # also serves the body after dead code
+        leave = None
+        if dead_code:
+            lean = [body[i] for i in deadcode.live_positions(nodes, uses, lp.live_out)]
+            try:
+                leave = _leave(lp, [a for a, _ in lean])
+                body = lean
+            except ScheduleError:  # keep what the exit needs, found from the whole body
+                leave = _leave(lp, nodes)
+                redone = [a for a, _ in leave]
+                live = deadcode.live_on_entry(redone, uses) | (lp.live_out - set(redone))
+                body = [body[i] for i in deadcode.live_positions(nodes, uses, live)]
+        leave = _leave(lp, nodes) if leave is None else leave
+        nodes = [a for a, _ in body]
         if dead_code:
             entry = deadcode.live_on_entry(nodes, uses)
             init = [init[i] for i in deadcode.live_positions([a for a, _ in init], uses, entry,
                                                              cyclic=False)]
         parts["init"].append(init)
         parts["loop"].append(body)
-        segment = []
+        segment = list(leave)
         parts["suffix"].append(segment)
     why = {(part, k, i): reason for part, runs in parts.items() for k, run in enumerate(runs)
            for i, (_, reason) in enumerate(run)}
