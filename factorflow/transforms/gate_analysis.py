@@ -1,0 +1,152 @@
+"""Gate analysis (Infer.NET's GateAnalysisTransform): where each random variable lives.
+
+The IR declares every variable at the top, so whether a variable is *local* to a gate, an
+*enter* variable or an *exit* variable is read off where it is defined and read.  A
+position is a ``Path``: the stochastic gates around a statement, outermost first, each as
+(condition key, case); the condition key is (the path of the ``If``, the condition's text),
+so the ``If`` blocks on one condition in one context share it (and one cases array).
+
+A variable's *home* is the longest common prefix of the paths of all its definitions and
+reads, cut before a switch case whose range is not among its plates (a variable assigned
+inside ``for j: if i == j`` without a ``j`` axis is one value chosen by the switch).  It is
+cloned to enter every gate below its home that reads it, and it *exits* every gate below
+its home that defines it; those gates must define it in all their cases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from factorflow.errors import ModelError
+from factorflow.ir import For, If, Node, Program, Ref, Stmt, VarDecl, While, refs_in
+from factorflow.ir.printer import format_ref
+
+#: the stochastic gates around a statement: ((condition key, case), ...) from the outside
+Path = tuple[tuple[tuple, int | str], ...]
+
+
+@dataclass(frozen=True)
+class GateAnalysis:
+    """``home``: depth (number of gates) at which each random variable is declared;
+    ``exits``: the condition keys each variable exits; ``conditions``: for each stochastic
+    condition key, (number of cases, switch range or None)."""
+
+    home: Mapping[str, int]
+    exits: Mapping[str, frozenset[tuple]]
+    conditions: Mapping[tuple, tuple[int, str | None]]
+
+
+def condition_key(path: Path, condition: Ref) -> tuple:
+    """The key of the condition ``condition`` met at ``path``."""
+    return (path, format_ref(condition))
+
+
+def case_of(node: If, decl: VarDecl, loops: tuple[str, ...], sizes: Mapping[str, int]
+            ) -> tuple[int | str, int, str | None]:
+    """(case number, number of cases, switch range or None) of a gate, validated.
+
+    A boolean condition has cases 0 (true) and 1 (false); an integer one has its values
+    (``decl.event``), and a switch's case number is its loop range."""
+    v, name = node.value, decl.label or decl.name
+    what = f"gate on {name}"
+    if decl.domain == "bool":
+        if not (v is None or isinstance(v, bool)):
+            raise ModelError(f"{what}: a boolean condition compares to True or False, "
+                             f"not {v!r}.")
+        return (0 if (v is not False) != node.negated else 1), 2, None
+    if decl.domain != "int" or v is None or node.negated:
+        raise ModelError(f"{what}: {name} is {decl.domain}-valued; a gate needs a boolean "
+                         "condition, or a discrete (int) one compared to a value or a loop.")
+    count = decl.event
+    if isinstance(v, str):
+        if not loops or loops[-1] != v:
+            raise ModelError(f"{what}: a switch must sit directly in a for over {v}.")
+        if count is not None and count != sizes[v]:
+            raise ModelError(f"{what}: the switch range {v} has {sizes[v]} values but {name} "
+                             f"has {count}.")
+        return v, sizes[v], v
+    if count is None or not 0 <= int(v) < count:
+        raise ModelError(f"{what}: case {v} is outside the values of {name} "
+                         f"(0..{(count or 0) - 1}).")
+    return int(v), count, None
+
+
+def analyze_gates(program: Program) -> GateAnalysis:
+    """Homes and exits of the random variables of a model IR; ModelError when a variable
+    defined inside a gate is read outside it without being defined in all its cases."""
+    decls = {d.name: d for d in program.decls}
+    sizes = dict(program.ranges)
+    defs: dict[str, list[Path]] = {}
+    uses: dict[str, list[Path]] = {}
+    conditions: dict[tuple, tuple[int, str | None]] = {}
+
+    def visit(nodes: tuple[Node, ...], path: Path, loops: tuple[str, ...]) -> None:
+        for node in nodes:
+            if isinstance(node, Stmt):
+                for o in node.outputs:
+                    defs.setdefault(o.var, []).append(path)
+                for _, v in node.inputs:
+                    for n in refs_in(v) if isinstance(v, Ref) else ():
+                        uses.setdefault(n, []).append(path)
+            elif isinstance(node, For):
+                visit(node.body, path, loops + (node.range,))
+            elif isinstance(node, If):
+                for n in refs_in(node.condition):
+                    uses.setdefault(n, []).append(path)
+                case, count, switch = case_of(node, decls[node.condition.var], loops, sizes)
+                inner = path
+                if decls[node.condition.var].role == "random":
+                    key = condition_key(path, node.condition)
+                    conditions[key] = (count, switch)
+                    inner = path + ((key, case),)
+                visit(node.body, inner, loops)
+            elif isinstance(node, While):
+                visit(node.init + node.body, path, loops)
+
+    visit(program.body, (), ())
+    home: dict[str, int] = {}
+    exits: dict[str, frozenset[tuple]] = {}
+    for v, where in defs.items():
+        if decls[v].role != "random":
+            continue
+        prefix = _common_prefix(where + uses.get(v, []))
+        for i, (_, case) in enumerate(prefix):
+            if isinstance(case, str) and case not in decls[v].plates:
+                prefix = prefix[:i]
+                break
+        home[v] = len(prefix)
+        exits[v] = frozenset(p[k][0] for p in where for k in range(len(prefix), len(p)))
+        _check_exit(decls[v], where, len(prefix), conditions)
+    return GateAnalysis(home, exits, conditions)
+
+
+def _common_prefix(paths: list[Path]) -> Path:
+    first = paths[0]
+    n = min(len(p) for p in paths)
+    while any(p[:n] != first[:n] for p in paths):
+        n -= 1
+    return first[:n]
+
+
+def _check_exit(decl: VarDecl, paths: list[Path], depth: int,
+                conditions: Mapping[tuple, tuple[int, str | None]]) -> None:
+    """A variable exiting the gate at ``depth`` is defined in all of its cases, below."""
+    deeper = [p for p in paths if len(p) > depth]
+    if not deeper:
+        return
+    name = decl.label or decl.name
+    keys = {p[depth][0] for p in deeper}
+    gate = " / ".join(sorted(k[1] for k in keys))
+    if len(deeper) < len(paths) or len(keys) > 1:
+        raise ModelError(f"{name} is defined both inside and outside the gate on {gate}.")
+    key = keys.pop()
+    count, switch = conditions[key]
+    cases = {p[depth][1] for p in deeper}
+    if switch is None and cases != set(range(count)):
+        missing = sorted(set(range(count)) - cases)
+        raise ModelError(f"{name} is defined inside the gate on {gate} but not in its "
+                         f"case(s) {missing}, and is read outside it: define {name} in every "
+                         "case, or read it only inside.")
+    for case in cases:
+        _check_exit(decl, [p for p in deeper if p[depth][1] == case], depth + 1, conditions)

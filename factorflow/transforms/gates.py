@@ -1,0 +1,325 @@
+"""The gate transform (Infer.NET's GateTransform): conditional blocks become gate factors.
+
+Input: the model IR, where ``If`` blocks are gates (see ``ir.nodes.If``: an *if* on a boolean
+variable or its complement, a *case* ``x == literal``, a *switch* ``x == j`` inside
+``for j`` over all values of ``x``).  Output, for a stochastic (random) condition ``c``:
+
+* a cases array ``c_cases[.., c_cases_k] = Gate.Cases(selector=c)`` (declared random bool
+  with attrs ``derived``, ``do_not_send_evidence``, ``gate``), placed before the first ``If``
+  on ``c`` (before the ``for j`` of a switch, whose range is then its case axis);
+* every statement of a body wrapped in ``if c_cases[.., k]`` (consecutive ones share one
+  ``If``; a ``for`` keeps its place and has its body wrapped), so no case of a condition
+  refers to a random variable outside it:
+* an *enter* variable (random, defined outside, read inside) is read through a clone:
+  ``Gate.EnterPartial(cases, value; indices)`` clones it once per case that reads it (a
+  new axis ``<clone>_k``); in a switch ``Gate.Enter(cases, value)`` clones it for every
+  case (the switch axis), read through ``Copy`` inside; an expression indexed by the
+  condition itself (``x[i]`` under ``i == 2`` or ``i == j``) enters one case only:
+  ``Gate.EnterOne(cases, value; index)``.  A clone sits in the containers its expression
+  needs: inside the body's own ``for`` loops when they are the outer ones, else in fresh
+  loops before the block (``GateOptions.enter_whole_arrays`` clones whole arrays instead);
+* an *exit* variable (defined in every case, or read outside) is defined per case in a
+  clone array over the case axis and merged after the last branch by
+  ``x = Gate.Exit(cases, values)`` (``x`` is then ``derived``);
+* a deterministic (observed or constant) condition keeps its ``If`` around the converted
+  block: no evidence is collected, nothing is cloned.
+
+Guarantees: the result has no case or switch ``If`` on a random variable; the remaining
+``If`` conditions are cases-array elements (or deterministic); every new name is fresh;
+new case axes are added to ``program.ranges``.  A condition that is neither boolean nor
+discrete, a case value outside the variable's range, a switch loop whose size is not the
+variable's, a stochastic condition inside a loop it does not depend on, and a variable
+defined inside a gate but not in all its cases and read outside raise ``ModelError``
+naming the variable and the gate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from factorflow.errors import ModelError
+from factorflow.ir import For, If, Node, Program, Ref, Stmt, VarDecl, walk
+from factorflow.ir.printer import format_ref
+from factorflow.transforms.gate_analysis import analyze_gates, case_of, condition_key
+from factorflow.transforms.gate_blocks import (
+    Clone,
+    Cond,
+    ForB,
+    Frame,
+    Gen,
+    IfB,
+    flat,
+    freeze,
+    place_exits,
+    wrap,
+)
+
+
+@dataclass(frozen=True)
+class GateOptions:
+    """``enter_whole_arrays``: the seed's "alternative method" (see the module docstring)."""
+
+    name: str = "gates"
+    enter_whole_arrays: bool = False
+
+
+def gates(program: Program, options: GateOptions = GateOptions()) -> Program:
+    """The program with its gates converted (see the module docstring)."""
+    return _Gates(program, options).run()
+
+
+class _Gates:
+    """One run of the pass; its mutable state lives only here."""
+
+    def __init__(self, program: Program, options: GateOptions) -> None:
+        self.p, self.opt = program, options
+        self.a = analyze_gates(program)
+        self.decls = {d.name: d for d in program.decls}
+        self.sizes = dict(program.ranges)
+        self.taken = set(self.decls) | set(self.sizes)
+        self.new_decls: list[VarDecl] = []
+        self.new_ranges: list[str] = []
+        self.conds: dict[tuple, Cond] = {}
+        self.levels: list[tuple[Cond, int | str, Frame]] = []
+        self.frames: list[Frame] = [Frame("root", [])]
+        self.partials: list[Clone] = []
+
+    def run(self) -> Program:
+        self._block(self.p.body)
+        exiting = {v for v, keys in self.a.exits.items() if keys}
+        decls = tuple(replace(d, attrs=d.attrs + (("derived", True),))
+                      if d.name in exiting and not d.attr("derived") else d
+                      for d in self.p.decls)
+        for c in self.partials:
+            self.sizes[c.axis] = len(c.used)
+        return replace(self.p, ranges=self.p.ranges + tuple((r, self.sizes[r])
+                                                             for r in self.new_ranges),
+                       decls=decls + tuple(self.new_decls),
+                       body=freeze(self.frames[0].items), _by_name={})
+
+    # ----- names, declarations, positions -----------------------------------------------
+    def _fresh(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.taken:
+            n += 1
+            name = f"{base}{n}"
+        self.taken.add(name)
+        return name
+
+    def _axis(self, array: str, size: int) -> str:
+        name = self._fresh(f"{array}_k")
+        self.sizes[name] = size
+        self.new_ranges.append(name)
+        return name
+
+    def _declare(self, name: str, domain: str | None, plates: tuple[str, ...],
+                 event: int | None, label: str, attrs: tuple) -> None:
+        self.new_decls.append(VarDecl(name, "random", domain, plates=plates, event=event,
+                                      label=label, attrs=attrs))
+
+    def _loops(self, upto: int | None = None) -> tuple[str, ...]:
+        """The ranges of the ``for`` frames up to frame ``upto`` (all if None)."""
+        frames = self.frames if upto is None else self.frames[: upto + 1]
+        return tuple(f.node.range for f in frames if f.kind == "for")
+
+    def _inner(self, m: int) -> int:
+        """The innermost frame of level ``m``'s body outside any deeper gate."""
+        if m + 1 < len(self.levels):
+            return self.frames.index(self.levels[m + 1][2]) - 1
+        return len(self.frames) - 1
+
+    # ----- blocks --------------------------------------------------------------------------
+    def _block(self, nodes: tuple[Node, ...]) -> None:
+        items = self.frames[-1].items
+        for node in nodes:
+            if isinstance(node, Stmt):
+                self._stmt(node)
+            elif isinstance(node, For):
+                self._for(node)
+            elif isinstance(node, If):
+                self._if(node)
+            else:  # While: gates are converted before iteration loops exist
+                items.append(node)
+        place_exits(items, self.conds.values())
+
+    def _for(self, node: For) -> None:
+        b = ForB(node.range)
+        self.frames.append(Frame("for", b.items, b))
+        self._block(node.body)
+        self.frames.pop()
+        self.frames[-1].items.append(b)
+        for cond in self.conds.values():
+            if cond.switch_for is b:
+                cond.block, cond.last = self.frames[-1].items, b
+
+    def _if(self, node: If) -> None:
+        decl = self.decls[node.condition.var]
+        case, count, switch = case_of(node, decl, self._loops(), self.sizes)
+        parent = self.frames[-1].items
+        if decl.role != "random":
+            b = IfB(self._subst(node.condition)[0], value=node.value, negated=node.negated,
+                     wraps=False)
+            self.frames.append(Frame("det", b.items, b))
+            self._block(node.body)
+            self.frames.pop()
+            parent.append(b)
+            return
+        key = condition_key(tuple((c.key, k) for c, k, _ in self.levels), node.condition)
+        cond = self.conds.get(key) or self._condition(key, node, count, switch)
+        level, frame = len(self.levels), Frame("if", [])
+        self.levels.append((cond, case, frame))
+        self.frames.append(frame)
+        self._block(node.body)
+        frame.items.extend(cond.pending)
+        cond.pending.clear()
+        self.frames.pop()
+        self.levels.pop()
+        wrapped = wrap(frame.items, level, cond.ref(case))
+        parent.extend(wrapped)
+        if switch is None and wrapped:
+            cond.block, cond.last = parent, wrapped[-1]
+
+    def _condition(self, key: tuple, node: If, count: int, switch: str | None) -> Cond:
+        """A new condition: its cases array, declared and defined before the gate."""
+        lhs = node.condition
+        cond = self.conds[key] = Cond(key, lhs, count, switch)
+        held = [self.frames.pop()] if switch else []  # a switch's cases sit before its loop
+        loops = self._loops()
+        known = {i for c, _, _ in self.levels for i in c.lhs.index + (c.switch,)}
+        bad = [r for r in loops if r not in set(lhs.index) | known]
+        if bad:
+            raise ModelError(f"gate on {format_ref(lhs)}: the condition does not depend on "
+                             f"the loop over {bad[0]}; place the gate outside that loop.")
+        selector = self._ref(lhs, False, "", [])
+        cond.cases = self._fresh(flat(lhs, loops) + "_cases")
+        cond.axis = switch or self._axis(cond.cases, count)
+        cond.plates = loops + (cond.axis,)
+        self._declare(cond.cases, "bool", cond.plates, None, f"cases of {format_ref(lhs)}",
+                      (("derived", True), ("do_not_send_evidence", True),
+                       ("gate", format_ref(lhs))))
+        prov = next((s.provenance for s in _stmts(node.body) if s.provenance), "")
+        self.frames[-1].items.append(Stmt("Gate.Cases", (cond.ref(),),
+                                          (("selector", selector),), (), prov))
+        if held:
+            cond.switch_for = held[0].node
+            self.frames.extend(held)
+        return cond
+
+    # ----- statements and their references -----------------------------------------------
+    def _stmt(self, s: Stmt) -> None:
+        post: list[Stmt] = []
+        inputs = tuple((k, self._ref(v, False, s.provenance, post) if isinstance(v, Ref)
+                        else v) for k, v in s.inputs)
+        outputs = tuple(self._ref(o, True, s.provenance, post) for o in s.outputs)
+        self.frames[-1].items.append(replace(s, inputs=inputs, outputs=outputs))
+        self.frames[-1].items.extend(post)
+
+    def _subst(self, ref: Ref) -> tuple[Ref, set[int]]:
+        """``ref`` with each index equal to an integer condition replaced by its case (a
+        literal, or the switch loop), and the levels whose condition indexed it."""
+        hit: set[int] = set()
+        index: list[Any] = []
+        for item in ref.index:
+            for m, (cond, case, _) in enumerate(self.levels):
+                if item == cond.lhs and self.decls[cond.lhs.var].domain == "int":
+                    hit.add(m)
+                    item = case
+                    break
+            index.append(item)
+        return Ref(ref.var, tuple(index)), hit
+
+    def _ref(self, ref: Ref, is_def: bool, prov: str, post: list[Stmt]) -> Ref:
+        sub, hit = self._subst(ref)
+        return self._lift(sub, ref.var, is_def, len(self.levels), hit, prov, post)
+
+    def _lift(self, ref: Ref, var: str, is_def: bool, depth: int, hit: set[int], prov: str,
+              post: list[Stmt]) -> Ref:
+        """``ref`` as read (or defined) inside the first ``depth`` gates around it."""
+        if self.decls[var].role != "random" or depth <= self.a.home.get(var, 0):
+            return ref
+        m = depth - 1
+        cond, case, _ = self.levels[m]
+        src = self._lift(ref, var, is_def, m, hit, prov, post)
+        clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, m in hit, prov)
+        return self._use(clone, m, is_def, prov, post)
+
+    def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str) -> Clone:
+        """The clone array of ``src`` for gate level ``m``, declared and placed."""
+        cond, case, frame = self.levels[m]
+        kind = ("exit" if cond.key in self.a.exits.get(var, ()) else "one" if one
+                else "enter" if cond.switch else "partial")
+        gate = self.frames.index(frame)
+        top = gate - (2 if cond.switch else 1)  # the frame holding the gate (or its loop)
+        body = [i for i in range(gate + 1, self._inner(m) + 1) if self.frames[i].kind == "for"]
+        ranges = [self.frames[i].node.range for i in body]
+        need = [] if kind == "exit" or self.opt.enter_whole_arrays else [
+            r for r in ranges if r in src.index]
+        if kind == "one" and cond.switch:
+            at, fresh = self._inner(m), []
+        elif not cond.switch and need == ranges[: len(need)]:
+            at, fresh = (body[len(need) - 1] if need else top), []
+        else:
+            at, fresh = top, need
+        loops = self._loops(at) + tuple(fresh)
+        whole = tuple(dict.fromkeys(i for i in src.index if isinstance(i, str)
+                                    and i not in loops))
+        name = self._fresh(f"{flat(src, loops)}_cond_{flat(cond.lhs, cond.plates[:-1])}")
+        axis = self._axis(name, 0) if kind == "partial" else "" if kind == "one" else cond.axis
+        clone = cond.clones[format_ref(src)] = Clone(kind, name, src, loops + whole, axis,
+                                                        var=var, prov=prov)
+        d = self.decls[var]
+        attrs = (("exit_of", var),) if kind == "exit" else (("clone_of", var), ("derived", True))
+        self._declare(name, d.domain, clone.plates + ((axis,) if axis else ()), d.event,
+                      f"{d.label or var} in the gate on {format_ref(cond.lhs)}",
+                      (("gate", cond.cases),) + attrs)
+        if kind == "exit":
+            return clone  # merged by Gate.Exit after the gate's last branch
+        value = (("cases", cond.ref()), ("value", src))
+        if kind == "partial":
+            self.partials.append(clone)
+            make: Callable[[], Stmt] = lambda: Stmt(  # noqa: E731 - indices grow until the end
+                "Gate.EnterPartial", (clone.ref(axis),), value,
+                (("indices", tuple(clone.used)),), prov)
+        elif kind == "enter":
+            make = lambda: Stmt("Gate.Enter", (clone.ref(axis),), value, (), prov)  # noqa: E731
+        else:
+            make = lambda: Stmt("Gate.EnterOne", (clone.ref(),), value,  # noqa: E731
+                                (("index", case),), prov)
+        node: Any = make() if kind == "one" and cond.switch else Gen(m, make)
+        for r in reversed(fresh):
+            node = ForB(r, [node])
+        self.frames[at].items.append(node)
+        return clone
+
+    def _use(self, clone: Clone, m: int, is_def: bool, prov: str, post: list[Stmt]) -> Ref:
+        """The reference to ``clone`` in the current case of level ``m``."""
+        cond, case, _ = self.levels[m]
+        if clone.kind == "partial":
+            if case not in clone.used:
+                clone.used.append(case)
+            return clone.ref(clone.used.index(case))
+        if clone.kind == "one":
+            return clone.ref()
+        if cond.switch is None:
+            return clone.ref(case)
+        local = clone.locals.get(case)  # in a switch: a local copy of the case's element
+        if local is None:
+            d = self.decls[clone.var]
+            at = self._inner(m)
+            local = clone.locals[case] = Ref(self._fresh(f"{clone.name}_{case}"),
+                                             self._loops(at))
+            self._declare(local.var, d.domain, local.index, d.event,
+                          f"{d.label or clone.var} in case {case} of {format_ref(cond.lhs)}",
+                          (("derived", True),) if clone.kind == "enter" else ())
+            if clone.kind == "enter":
+                self.frames[at].items.append(Stmt("Copy", (local,),
+                                                  (("value", clone.ref(case)),), (), prov))
+            else:  # defined here: copied into the clone array once defined
+                copy = Stmt("Copy", (clone.ref(case),), (("value", local),), (), prov)
+                (post if m + 1 == len(self.levels) else cond.pending).append(copy)
+        return local
+
+def _stmts(nodes: tuple[Node, ...]) -> list[Stmt]:
+    return [s for s, _ in walk(nodes)]
