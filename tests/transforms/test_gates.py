@@ -1,0 +1,468 @@
+"""Golden tests of the gate transform against every example of the seed.
+
+``../shared/seeds/001_170d93331567c1ef.txt`` gives input / output pairs (the If statement
+rows, the exit variable, the alternative method, the Case statement and the Switch
+statement rows); each is built here as IR, converted, and compared as printer text with
+the seed's right column up to naming and layout (the case axis is an array's last axis;
+``x_cond_c[0]`` of a whole array reads ``x_cond_c[i, 0]``; the seed's switch rows leave out
+the definition of ``b``).  Every output also passes the IR verifier, and means what its
+input means: the same factors apply to the same values for every assignment of the
+conditions (``gate_semantics``).  Beyond the seed: both branches reading a variable, gates
+nested two deep (enter and exit), a deterministic condition, a mixture (a switch in a
+plate), and the bad inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from factorflow.errors import ModelError
+from factorflow.ir import Const, For, If, Program, Ref, Stmt, VarDecl, check, format_program
+from factorflow.ir.printer import format_decl
+from factorflow.transforms.gates import GateOptions, gates
+from tests.transforms.gate_semantics import same_meaning
+
+
+def rv(name: str, domain: str = "bool", plates: tuple[str, ...] = (), event: int | None = None
+       ) -> VarDecl:
+    return VarDecl(name, "random", domain, plates=plates, event=event)
+
+
+def known(name: str, *plates: str, role: str = "constant", domain: str | None = None
+          ) -> VarDecl:
+    return VarDecl(name, role, domain, plates=plates)
+
+
+def call(op: str, out: Ref | None = None, **args: Any) -> Stmt:
+    return Stmt(op, (out,) if out else (), tuple(
+        (k, v if isinstance(v, Ref | Const) else Const(v)) for k, v in args.items()))
+
+
+R = Ref
+c, i, x, b = R("c"), R("i"), R("x"), R("b")
+DIST = R("constDist")
+
+
+def equal_random(value: Ref, dist: Ref = DIST) -> Stmt:
+    return call("ConstrainEqualRandom", value=value, dist=dist)
+
+
+def bernoulli_true(p: Any = 0.1, out: Ref = b) -> tuple[Stmt, Stmt]:
+    return call("Bernoulli", out, p=p), call("ConstrainTrue", value=out)
+
+
+#: name -> (input program, its condition variables); the seed's tables, in order
+SEED: dict[str, tuple[Program, list[str]]] = {
+    "if_local": (Program("if_local", (), (rv("c"), rv("b")), (
+        If(c, bernoulli_true()),)), ["c"]),
+    "if_enter": (Program("if_enter", (), (rv("c"), rv("x"), known("constDist")), (
+        If(c, (equal_random(x),)),)), ["c"]),
+    "if_enter_array": (Program("if_enter_array", (("i", 3),), (
+        rv("c"), rv("array", plates=("i",)), rv("sum", "real")), (
+        If(c, (call("Sum", R("sum"), array=R("array", ("i",))),)),)), ["c"]),
+    "if_in_loop": (Program("if_in_loop", (("i", 3),), (
+        rv("c", plates=("i",)), rv("b", plates=("i",))), (
+        For("i", (If(R("c", ("i",)), bernoulli_true(out=R("b", ("i",)))),)),)), ["c"]),
+    "if_in_loop_enter": (Program("if_in_loop_enter", (("i", 3),), (
+        rv("c", plates=("i",)), rv("array", plates=("i",)), known("constDist")), (
+        For("i", (If(R("c", ("i",)), (equal_random(R("array", ("i",))),)),)),)), ["c"]),
+    "if_around_loop": (Program("if_around_loop", (("i", 3),), (
+        rv("c"), rv("array", plates=("i",)), known("constDist")), (
+        If(c, (For("i", (equal_random(R("array", ("i",))),)),)),)), ["c"]),
+    "if_around_loops": (Program("if_around_loops", (("k", 2), ("i", 3)), (
+        rv("c"), rv("array", plates=("i",)), known("constDist")), (
+        If(c, (For("k", (For("i", (equal_random(R("array", ("i",))),)),)),)),)), ["c"]),
+    "if_in_loop_around_loop": (Program("if_in_loop_around_loop", (("j", 2), ("i", 3)), (
+        rv("c", plates=("j",)), rv("array", plates=("i", "j")), known("constDist")), (
+        For("j", (If(R("c", ("j",)), (For("i", (equal_random(R("array", ("i", "j"))),)),)),)),
+    )), ["c"]),
+    "exit": (Program("exit", (), (
+        rv("x"), rv("c"), known("p"), known("q"), known("constDist")), (
+        If(c, (call("Bernoulli", x, p=R("p")), equal_random(x))),
+        If(c, (call("Bernoulli", x, p=R("q")),), negated=True))), ["c"]),
+    "case": (Program("case", (("n", 3),), (
+        rv("i", "int", event=3), rv("b"), rv("x"), rv("array", plates=("n",)),
+        known("constDist")), (
+        If(i, bernoulli_true(), 0),
+        If(i, (equal_random(x),), 1),
+        If(i, (equal_random(R("array", (i,))),), 2))), ["i"]),
+    "switch_local": (Program("switch_local", (("j", 3),), (
+        rv("i", "int", event=3), rv("b", plates=("j",))), (
+        For("j", (If(i, bernoulli_true(out=R("b", ("j",))), "j"),)),)), ["i"]),
+    "switch_enter": (Program("switch_enter", (("j", 3),), (rv("i", "int", event=3), rv("b")), (
+        call("Bernoulli", b, p=0.1),
+        For("j", (If(i, (call("ConstrainTrue", value=b),), "j"),)))), ["i"]),
+    "switch_enter_one": (Program("switch_enter_one", (("j", 3),), (
+        rv("i", "int", event=3), rv("x", plates=("j",)), known("constDist")), (
+        For("j", (If(i, (equal_random(R("x", (i,))),), "j"),)),)), ["i"]),
+    "switch_exit": (Program("switch_exit", (("j", 3),), (
+        rv("x"), rv("i", "int", event=3), known("const", "j"), known("constDist", "j")), (
+        For("j", (If(i, (call("Bernoulli", x, p=R("const", (i,))),
+                         equal_random(x, R("constDist", (i,)))), "j"),)),)), ["i"]),
+}
+
+
+d = R("d")
+#: beyond the seed
+MORE: dict[str, tuple[Program, list[str]]] = {
+    "if_else_enter": (Program("if_else_enter", (), (rv("c"), rv("x"), known("constDist")), (
+        If(c, (equal_random(x),)), If(c, (equal_random(x),), negated=True))), ["c"]),
+    "nested_enter": (Program("nested_enter", (), (
+        rv("c"), rv("d"), rv("x"), known("constDist")), (
+        If(c, (If(d, (equal_random(x),)), call("ConstrainTrue", value=d))),)), ["c", "d"]),
+    "nested_exit": (Program("nested_exit", (), (
+        rv("c"), rv("d"), rv("x"), known("constDist")), (
+        If(c, (If(d, (call("Bernoulli", x, p=0.1),)),
+               If(d, (call("Bernoulli", x, p=0.2),), negated=True))),
+        If(c, (call("Bernoulli", x, p=0.3),), negated=True),
+        equal_random(x))), ["c", "d"]),
+    "observed_condition": (Program("observed_condition", (), (
+        known("c", role="observed", domain="bool"), rv("d"), rv("x"), known("constDist")), (
+        If(c, (If(d, (equal_random(x),)), equal_random(x))),)), ["c", "d"]),
+    "mixture": (Program("mixture", (("n", 2), ("k", 3)), (
+        rv("z", "int", ("n",), 3), rv("means", "real", ("k",)), rv("prec", "positive"),
+        known("x", "n", role="observed", domain="real"), known("w")), (
+        For("k", (call("Gaussian", R("means", ("k",)), mean=0.0, precision=0.01),)),
+        call("Gamma", R("prec"), shape=1.0, rate=1.0),
+        For("n", (call("Discrete", R("z", ("n",)), probs=R("w")),
+                  For("k", (If(R("z", ("n",)), (call(
+                      "Gaussian", R("x", ("n",)), mean=R("means", (R("z", ("n",)),)),
+                      precision=R("prec")),), "k"),)))))), ["z"]),
+}
+
+#: the expected output of each example: new ranges and declarations, then the body
+EXPECTED = {
+    "if_local": """\
+ranges c_cases_k=2
+random bool c_cases[c_cases_k]  # cases of c
+c_cases[c_cases_k] = Gate.Cases(selector=c)
+if c_cases[0]:
+    b = Bernoulli(p=0.1)
+    ConstrainTrue(value=b)
+""",
+    "if_enter": """\
+ranges c_cases_k=2, x_cond_c_k=1
+random bool c_cases[c_cases_k]  # cases of c
+random bool x_cond_c[x_cond_c_k]  # x in the gate on c
+c_cases[c_cases_k] = Gate.Cases(selector=c)
+x_cond_c[x_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=x, indices: (0))
+if c_cases[0]:
+    ConstrainEqualRandom(value=x_cond_c[0], dist=constDist)
+""",
+    "if_enter_array": """\
+ranges i=3, c_cases_k=2, array_cond_c_k=1
+random bool c_cases[c_cases_k]  # cases of c
+random bool array_cond_c[i][array_cond_c_k]  # array in the gate on c
+c_cases[c_cases_k] = Gate.Cases(selector=c)
+array_cond_c[i, array_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=array[i], \
+indices: (0))
+if c_cases[0]:
+    sum = Sum(array=array_cond_c[i, 0])
+""",
+    "if_in_loop": """\
+ranges i=3, c_i_cases_k=2
+random bool c_i_cases[i][c_i_cases_k]  # cases of c[i]
+for i:
+    c_i_cases[i, c_i_cases_k] = Gate.Cases(selector=c[i])
+    if c_i_cases[i, 0]:
+        b[i] = Bernoulli(p=0.1)
+        ConstrainTrue(value=b[i])
+""",
+    "if_in_loop_enter": """\
+ranges i=3, c_i_cases_k=2, array_i_cond_c_i_k=1
+random bool c_i_cases[i][c_i_cases_k]  # cases of c[i]
+random bool array_i_cond_c_i[i][array_i_cond_c_i_k]  # array in the gate on c[i]
+for i:
+    c_i_cases[i, c_i_cases_k] = Gate.Cases(selector=c[i])
+    array_i_cond_c_i[i, array_i_cond_c_i_k] = Gate.EnterPartial(cases=c_i_cases[i, c_i_cases_k], \
+value=array[i], indices: (0))
+    if c_i_cases[i, 0]:
+        ConstrainEqualRandom(value=array_i_cond_c_i[i, 0], dist=constDist)
+""",
+    "if_around_loop": """\
+ranges i=3, c_cases_k=2, array_i_cond_c_k=1
+random bool c_cases[c_cases_k]  # cases of c
+random bool array_i_cond_c[i][array_i_cond_c_k]  # array in the gate on c
+c_cases[c_cases_k] = Gate.Cases(selector=c)
+for i:
+    array_i_cond_c[i, array_i_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], \
+value=array[i], indices: (0))
+    if c_cases[0]:
+        ConstrainEqualRandom(value=array_i_cond_c[i, 0], dist=constDist)
+""",
+    "alternative": """\
+ranges i=3, c_cases_k=2, array_cond_c_k=1
+random bool c_cases[c_cases_k]  # cases of c
+random bool array_cond_c[i][array_cond_c_k]  # array in the gate on c
+c_cases[c_cases_k] = Gate.Cases(selector=c)
+array_cond_c[i, array_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=array[i], \
+indices: (0))
+for i:
+    if c_cases[0]:
+        ConstrainEqualRandom(value=array_cond_c[i, 0], dist=constDist)
+""",
+    "if_around_loops": """\
+ranges k=2, i=3, c_cases_k=2, array_i_cond_c_k=1
+random bool c_cases[c_cases_k]  # cases of c
+random bool array_i_cond_c[i][array_i_cond_c_k]  # array in the gate on c
+c_cases[c_cases_k] = Gate.Cases(selector=c)
+for i:
+    array_i_cond_c[i, array_i_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], \
+value=array[i], indices: (0))
+for k:
+    for i:
+        if c_cases[0]:
+            ConstrainEqualRandom(value=array_i_cond_c[i, 0], dist=constDist)
+""",
+    "if_in_loop_around_loop": """\
+ranges j=2, i=3, c_j_cases_k=2, array_i_j_cond_c_j_k=1
+random bool c_j_cases[j][c_j_cases_k]  # cases of c[j]
+random bool array_i_j_cond_c_j[j][i][array_i_j_cond_c_j_k]  # array in the gate on c[j]
+for j:
+    c_j_cases[j, c_j_cases_k] = Gate.Cases(selector=c[j])
+    for i:
+        array_i_j_cond_c_j[j, i, array_i_j_cond_c_j_k] = Gate.EnterPartial(cases=c_j_cases[j, \
+c_j_cases_k], value=array[i, j], indices: (0))
+        if c_j_cases[j, 0]:
+            ConstrainEqualRandom(value=array_i_j_cond_c_j[j, i, 0], dist=constDist)
+""",
+    "exit": """\
+ranges c_cases_k=2
+random bool c_cases[c_cases_k]  # cases of c
+random bool x_cond_c[c_cases_k]  # x in the gate on c
+c_cases[c_cases_k] = Gate.Cases(selector=c)
+if c_cases[0]:
+    x_cond_c[0] = Bernoulli(p=p)
+    ConstrainEqualRandom(value=x_cond_c[0], dist=constDist)
+if c_cases[1]:
+    x_cond_c[1] = Bernoulli(p=q)
+x = Gate.Exit(cases=c_cases[c_cases_k], values=x_cond_c[c_cases_k])
+""",
+    "case": """\
+ranges n=3, i_cases_k=3, x_cond_i_k=1
+random bool i_cases[i_cases_k]  # cases of i
+random bool x_cond_i[x_cond_i_k]  # x in the gate on i
+random bool array_2_cond_i  # array in the gate on i
+i_cases[i_cases_k] = Gate.Cases(selector=i)
+if i_cases[0]:
+    b = Bernoulli(p=0.1)
+    ConstrainTrue(value=b)
+x_cond_i[x_cond_i_k] = Gate.EnterPartial(cases=i_cases[i_cases_k], value=x, indices: (1))
+if i_cases[1]:
+    ConstrainEqualRandom(value=x_cond_i[0], dist=constDist)
+array_2_cond_i = Gate.EnterOne(cases=i_cases[i_cases_k], value=array[2], index: 2)
+if i_cases[2]:
+    ConstrainEqualRandom(value=array_2_cond_i, dist=constDist)
+""",
+    "switch_local": """\
+ranges j=3
+random bool i_cases[j]  # cases of i
+i_cases[j] = Gate.Cases(selector=i)
+for j:
+    if i_cases[j]:
+        b[j] = Bernoulli(p=0.1)
+        ConstrainTrue(value=b[j])
+""",
+    "switch_enter": """\
+ranges j=3
+random bool i_cases[j]  # cases of i
+random bool b_cond_i[j]  # b in the gate on i
+random bool b_cond_i_j[j]  # b in case j of i
+b = Bernoulli(p=0.1)
+i_cases[j] = Gate.Cases(selector=i)
+b_cond_i[j] = Gate.Enter(cases=i_cases[j], value=b)
+for j:
+    if i_cases[j]:
+        b_cond_i_j[j] = Copy(value=b_cond_i[j])
+        ConstrainTrue(value=b_cond_i_j[j])
+""",
+    "switch_enter_one": """\
+ranges j=3
+random bool i_cases[j]  # cases of i
+random bool x_j_cond_i[j]  # x in the gate on i
+i_cases[j] = Gate.Cases(selector=i)
+for j:
+    if i_cases[j]:
+        x_j_cond_i[j] = Gate.EnterOne(cases=i_cases[j], value=x[j], index: j)
+        ConstrainEqualRandom(value=x_j_cond_i[j], dist=constDist)
+""",
+    "switch_exit": """\
+ranges j=3
+random bool i_cases[j]  # cases of i
+random bool x_cond_i[j]  # x in the gate on i
+random bool x_cond_i_j[j]  # x in case j of i
+i_cases[j] = Gate.Cases(selector=i)
+for j:
+    if i_cases[j]:
+        x_cond_i_j[j] = Bernoulli(p=const[j])
+        x_cond_i[j] = Copy(value=x_cond_i_j[j])
+        ConstrainEqualRandom(value=x_cond_i_j[j], dist=constDist[j])
+x = Gate.Exit(cases=i_cases[j], values=x_cond_i[j])
+""",
+    "if_else_enter": """\
+ranges c_cases_k=2, x_cond_c_k=2
+random bool c_cases[c_cases_k]  # cases of c
+random bool x_cond_c[x_cond_c_k]  # x in the gate on c
+c_cases[c_cases_k] = Gate.Cases(selector=c)
+x_cond_c[x_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=x, indices: (0, 1))
+if c_cases[0]:
+    ConstrainEqualRandom(value=x_cond_c[0], dist=constDist)
+if c_cases[1]:
+    ConstrainEqualRandom(value=x_cond_c[1], dist=constDist)
+""",
+    "nested_enter": """\
+ranges c_cases_k=2, d_cond_c_k=1, d_cases_k=2, x_cond_c_k=1, x_cond_c_0_cond_d_k=1
+random bool c_cases[c_cases_k]  # cases of c
+random bool d_cond_c[d_cond_c_k]  # d in the gate on c
+random bool d_cases[d_cases_k]  # cases of d
+random bool x_cond_c[x_cond_c_k]  # x in the gate on c
+random bool x_cond_c_0_cond_d[x_cond_c_0_cond_d_k]  # x in the gate on d
+c_cases[c_cases_k] = Gate.Cases(selector=c)
+d_cond_c[d_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=d, indices: (0))
+x_cond_c[x_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=x, indices: (0))
+if c_cases[0]:
+    d_cases[d_cases_k] = Gate.Cases(selector=d_cond_c[0])
+    x_cond_c_0_cond_d[x_cond_c_0_cond_d_k] = Gate.EnterPartial(cases=d_cases[d_cases_k], \
+value=x_cond_c[0], indices: (0))
+    if d_cases[0]:
+        ConstrainEqualRandom(value=x_cond_c_0_cond_d[0], dist=constDist)
+    ConstrainTrue(value=d_cond_c[0])
+""",
+    "nested_exit": """\
+ranges c_cases_k=2, d_cond_c_k=1, d_cases_k=2
+random bool c_cases[c_cases_k]  # cases of c
+random bool d_cond_c[d_cond_c_k]  # d in the gate on c
+random bool d_cases[d_cases_k]  # cases of d
+random bool x_cond_c[c_cases_k]  # x in the gate on c
+random bool x_cond_c_0_cond_d[d_cases_k]  # x in the gate on d
+c_cases[c_cases_k] = Gate.Cases(selector=c)
+d_cond_c[d_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=d, indices: (0))
+if c_cases[0]:
+    d_cases[d_cases_k] = Gate.Cases(selector=d_cond_c[0])
+    if d_cases[0]:
+        x_cond_c_0_cond_d[0] = Bernoulli(p=0.1)
+    if d_cases[1]:
+        x_cond_c_0_cond_d[1] = Bernoulli(p=0.2)
+    x_cond_c[0] = Gate.Exit(cases=d_cases[d_cases_k], values=x_cond_c_0_cond_d[d_cases_k])
+if c_cases[1]:
+    x_cond_c[1] = Bernoulli(p=0.3)
+x = Gate.Exit(cases=c_cases[c_cases_k], values=x_cond_c[c_cases_k])
+ConstrainEqualRandom(value=x, dist=constDist)
+""",
+    "observed_condition": """\
+ranges d_cases_k=2, x_cond_d_k=1
+random bool d_cases[d_cases_k]  # cases of d
+random bool x_cond_d[x_cond_d_k]  # x in the gate on d
+if c:
+    d_cases[d_cases_k] = Gate.Cases(selector=d)
+    x_cond_d[x_cond_d_k] = Gate.EnterPartial(cases=d_cases[d_cases_k], value=x, indices: (0))
+    if d_cases[0]:
+        ConstrainEqualRandom(value=x_cond_d[0], dist=constDist)
+    ConstrainEqualRandom(value=x, dist=constDist)
+""",
+    "mixture": """\
+ranges n=2, k=3
+random bool z_n_cases[n][k]  # cases of z[n]
+random real means_k_cond_z_n[n][k]  # means in the gate on z[n]
+random positive prec_cond_z_n[n][k]  # prec in the gate on z[n]
+random positive prec_cond_z_n_k[n][k]  # prec in case k of z[n]
+for k:
+    means[k] = Gaussian(mean=0.0, precision=0.01)
+prec = Gamma(shape=1.0, rate=1.0)
+for n:
+    z[n] = Discrete(probs=w)
+    z_n_cases[n, k] = Gate.Cases(selector=z[n])
+    prec_cond_z_n[n, k] = Gate.Enter(cases=z_n_cases[n, k], value=prec)
+    for k:
+        if z_n_cases[n, k]:
+            means_k_cond_z_n[n, k] = Gate.EnterOne(cases=z_n_cases[n, k], value=means[k], \
+index: k)
+            prec_cond_z_n_k[n, k] = Copy(value=prec_cond_z_n[n, k])
+            x[n] = Gaussian(mean=means_k_cond_z_n[n, k], precision=prec_cond_z_n_k[n, k])
+""",
+}
+
+CASES = {**SEED, **MORE, "alternative": SEED["if_around_loop"]}
+
+
+def gated(program: Program, **options: Any) -> tuple[Program, str]:
+    """The converted program (verified) and its text less the input's declarations."""
+    out = check(gates(program, GateOptions(**options)))
+    old = {format_decl(d) for d in program.decls}
+    text = "\n".join(line for line in format_program(out).splitlines()[1:] if line not in old)
+    return out, text + "\n"
+
+
+def options(name: str) -> dict[str, Any]:
+    return {"enter_whole_arrays": True} if name == "alternative" else {}
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_golden(name: str) -> None:
+    program, _ = CASES[name]
+    assert gated(program, **options(name))[1] == EXPECTED[name]
+
+
+@pytest.mark.parametrize("name", list(EXPECTED))
+def test_meaning(name: str) -> None:
+    program, conditions = CASES[name]
+    out, _ = gated(program, **options(name))
+    assert same_meaning(program, out, conditions) >= 2
+
+
+def test_meaning_check_fails_on_a_wrong_gate() -> None:
+    """The trace comparison notices a statement moved to the wrong case."""
+    program, conditions = SEED["exit"]
+    out, _ = gated(program)
+    first, *rest = out.body[1:]
+    assert isinstance(first, If)
+    wrong = If(Ref("c_cases", (1,)), first.body)
+    with pytest.raises(AssertionError, match="traces differ"):
+        same_meaning(program, Program(out.name, out.ranges, out.decls,
+                                      (out.body[0], wrong, *rest)), conditions)
+
+
+def test_declarations() -> None:
+    """Cases arrays do not send evidence; clones say what they clone; exits are derived."""
+    out, _ = gated(SEED["exit"][0])
+    decls = {d.name: d for d in out.decls}
+    assert decls["c_cases"].attr("do_not_send_evidence") and decls["c_cases"].attr("derived")
+    assert decls["x_cond_c"].attr("exit_of") == "x" and decls["x"].attr("derived")
+    out, _ = gated(SEED["if_enter"][0])
+    clone = {d.name: d for d in out.decls}["x_cond_c"]
+    assert clone.attr("clone_of") == "x" and clone.attr("gate") == "c_cases"
+
+
+def test_pure() -> None:
+    """The input program is not changed, and converting twice gives the same text."""
+    program = SEED["case"][0]
+    before = format_program(program)
+    assert gated(program)[1] == gated(program)[1]
+    assert format_program(program) == before
+
+
+BAD = {
+    "real condition": (Program("bad", (), (rv("r", "real"), rv("b")), (
+        If(R("r"), (call("ConstrainTrue", value=b),)),)), "r is real-valued"),
+    "case outside range": (Program("bad", (), (rv("i", "int", event=3), rv("b")), (
+        If(i, (call("ConstrainTrue", value=b),), 3),)), "case 3 is outside the values of i"),
+    "switch range mismatch": (Program("bad", (("j", 2),), (rv("i", "int", event=3), rv("b")), (
+        For("j", (If(i, (call("ConstrainTrue", value=b),), "j"),)),)),
+        "switch range j has 2 values but i has 3"),
+    "read outside, defined in one case": (Program("bad", (), (rv("c"), rv("x")), (
+        If(c, (call("Bernoulli", x, p=0.3),)), call("ConstrainTrue", value=x))),
+        r"x is defined inside the gate on c but not in its case\(s\) \[1\]"),
+    "condition inside an unrelated loop": (Program("bad", (("n", 3),), (
+        rv("c"), rv("x", plates=("n",))), (
+        For("n", (If(c, (call("Bernoulli", R("x", ("n",)), p=0.3),)),)),)),
+        "gate on c: the condition does not depend on the loop over n"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_input(name: str) -> None:
+    program, message = BAD[name]
+    with pytest.raises(ModelError, match=message):
+        gates(program)
