@@ -114,13 +114,6 @@ class _Emitter:
                 terms.append(self.reduced(dict(s.inputs)[key].var, how, up, var))
         self.emit(f"{s.outputs[0].var} = {' * '.join(terms)}", depth)
 
-    def stmt_Variable_initial(self, s: Stmt, depth: int) -> None:
-        var = self.decls[s.param("target")]
-        fam = self.symbol(var_family(self.decls, s.outputs[0].var), "family",
-                          var_family(self.decls, s.outputs[0].var))
-        self.emit(f"{s.outputs[0].var} = initial(init, {var.label!r}, {fam}, "
-                  f"{self.shape(var.plates)})", depth)
-
     def stmt_Variable_use(self, s: Stmt, depth: int) -> None:
         var = self.decls[s.param("target")]
         k = s.param("use")
@@ -194,34 +187,42 @@ def generate(program: Program) -> Generated:
     for d in program.decls:
         if d.role in ("observed", "constant"):
             e.emit(f"{d.name} = data[{d.name!r}]  # {comment(d.role + ' ' + d.label)}", 1)
-    e.emit("# every message starts uniform", 1)
+    e.emit("# every message starts uniform, a posterior the user initialised from init", 1)
     for d in program.decls:
         if d.role in ("message", "marginal"):
             fam = e.symbol(d.family or "", "family", d.family)
-            e.emit(f"{d.name} = {fam}.uniform({e.shape(d.plates)}{e.event(d)})", 1)
+            if d.attr("init") is not None:
+                e.emit(f"{d.name} = initial(init, {d.attr('init')!r}, {fam}, "
+                       f"{e.shape(d.plates)})", 1)
+            else:
+                e.emit(f"{d.name} = {fam}.uniform({e.shape(d.plates)}{e.event(d)})", 1)
     e.emit("log_evidence = 0.0", 1)
-    loop = next(n for n in program.body if isinstance(n, While))
-    before = [n for n in program.body[: program.body.index(loop)] if isinstance(n, Stmt)]
-    after = [n for n in program.body[program.body.index(loop) + 1:] if isinstance(n, Stmt)]
-    if before:
-        e.emit("# ---- messages that do not change between iterations", 1)
-        for s in before:
-            e.statement(s, 1, check=False)
-    e.emit("# ---- initialisation", 1)
-    e.last_prov = None
-    for s in loop.init:
-        e.statement(s, 1, check=False)
-    e.emit("# ---- iterations", 1)
-    e.emit("for iteration in range(iterations):", 1)
-    e.last_prov = None
-    for s in loop.body:
-        e.statement(s, 2, check=True)
-    if not loop.body:
-        e.emit("pass  # nothing to iterate: every message is exact after one pass", 2)
     outputs = [d for d in program.decls if d.role == "random"]
     result = "{" + ", ".join(f"{d.label!r}: {d.name}_marginal" for d in outputs) + "}"
-    e.emit(f"if on_iteration is not None and on_iteration(iteration, {result}):", 2)
-    e.emit("break", 3)
+    evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
+    loops = [n for n in program.body if isinstance(n, While)]
+    for node in program.body:
+        if isinstance(node, Stmt) and node.outputs:
+            e.statement(node, 1, check=False)
+        elif isinstance(node, While):
+            k = loops.index(node) + 1
+            suffix = f" {k}" if len(loops) > 1 else ""
+            e.emit(f"# ---- initialisation{suffix}", 1)
+            e.last_prov = None
+            for s in node.init:
+                e.statement(s, 1, check=False)
+            e.emit(f"# ---- iterations{suffix}", 1)
+            e.emit("for iteration in range(iterations):", 1)
+            e.last_prov = None
+            for s in node.body:
+                e.statement(s, 2, check=True)
+            if not node.body:
+                e.emit("pass  # nothing to iterate: every message is exact after one pass",
+                       2)
+            e.emit(f"if on_iteration is not None and on_iteration(iteration, {result}):", 2)
+            e.emit("break", 3)
+            e.last_prov = None
+    after = evidence
     e.emit("# ---- evidence", 1)
     e.last_prov = None
     for s in after:

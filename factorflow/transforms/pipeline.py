@@ -10,7 +10,8 @@ from factorflow.model.core import Model
 from factorflow.transforms.channels import channels
 from factorflow.transforms.lower import Bindings, lower
 from factorflow.transforms.messages import messages
-from factorflow.transforms.sweep import sweep
+from factorflow.transforms.schedule_pass import schedule_program
+from factorflow.transforms.scheduling import Schedule
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Compilation:
 
     stages: dict[str, Program] = field(default_factory=dict)
     bindings: Bindings | None = None
+    schedule: Schedule | None = None
 
     def text(self, stage: str) -> str:
         return format_program(self.stages[stage])
@@ -36,12 +38,20 @@ class Compilation:
         return list(self.stages.values())[-1]
 
 
-def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset()) -> list[Stage]:
-    """The passes after lowering, in order."""
+def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
+             result: Compilation | None = None) -> list[Stage]:
+    """The passes after lowering, in order (the schedule is kept on ``result``)."""
+
+    def scheduled(program: Program) -> Program:
+        out = schedule_program(program, user_initialized)
+        if result is not None:
+            result.schedule = out.schedule
+        return out.program
+
     return [
         Stage("channels", channels),
         Stage("messages", lambda p: messages(p, algorithm)),
-        Stage("schedule", lambda p: sweep(p, user_initialized)),
+        Stage("schedule", scheduled),
     ]
 
 
@@ -56,7 +66,7 @@ def compile_program(model: Model, algorithm: str, user_initialized: frozenset[st
     result = Compilation({"model": program}, bindings)
     if debug:
         check(program)
-    for stage in pipeline(algorithm, user_initialized):
+    for stage in pipeline(algorithm, user_initialized, result):
         program = stage.run(program)
         if debug:
             check(program)

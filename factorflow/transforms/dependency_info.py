@@ -1,0 +1,87 @@
+"""Dependency information of a message program, read from operator annotations.
+
+Input: the flat message program (``messages.py``).  Output: a ``DependencyGraph`` with a
+node per message update (labelled by the message it writes) and, per input, an edge
+whose kinds come from the operator's annotations — Required from ``skip_if_uniform`` and
+``proper``, Trigger from ``trigger``, Fresh from ``fresh`` — and, for variable nodes, the
+rule of the algorithm: under VMP a message from a factor triggers the variable's
+marginal, which triggers every message the variable sends (Infer.NET's VMP: a
+variable-to-factor message always reflects the latest factor-to-variable messages).
+Nothing here knows an algorithm beyond what the statements and registry say.
+"""
+
+from __future__ import annotations
+
+from factorflow.factors.registry import FACTORS
+from factorflow.ir import Program, Ref, Stmt, refs_in
+from factorflow.transforms.dependencies import Dep, DependencyGraph
+
+
+def _operator_kind(stmt: Stmt, arg: str) -> Dep:
+    factor, algorithm, target = stmt.param("operator")
+    op = FACTORS[factor].operators[(algorithm, target)]
+    kind = Dep.DEPENDENCY
+    if arg in op.skip_if_uniform or arg in op.proper:
+        kind |= Dep.REQUIRED
+    if arg in op.trigger:
+        kind |= Dep.TRIGGER
+    if arg in op.fresh:
+        kind |= Dep.FRESH
+    return kind
+
+
+def _node_kind(stmt: Stmt, arg: str) -> Dep:
+    if stmt.param("algorithm") == "vmp":
+        return Dep.DEPENDENCY | Dep.TRIGGER
+    if stmt.op == "Variable.use" and arg == "marginal":
+        return Dep.DEPENDENCY | Dep.REQUIRED
+    return Dep.DEPENDENCY
+
+
+def describe(stmt: Stmt, program: Program) -> str:
+    """One line saying which message a statement computes, for schedule listings."""
+    out = stmt.outputs[0].var
+    label = program.decl(out).label
+    if stmt.param("operator"):
+        factor, algorithm, target = stmt.param("operator")
+        return f"{label}: {factor}.{target} ({algorithm.upper()})"
+    return f"{label} ({stmt.param('algorithm', '').upper()})"
+
+
+def dependency_graph(program: Program, user_initialized: frozenset[str] = frozenset()
+                     ) -> tuple[DependencyGraph, dict[str, Stmt]]:
+    """The graph of ``program``'s message updates and the statement behind each node.
+
+    ``outputs`` are the marginals and every message an evidence statement reads;
+    ``user_initialized`` (variable names) marks those variables' marginals.
+    """
+    stmts = [s for s in program.body if isinstance(s, Stmt)]
+    writer: dict[str, Stmt] = {}
+    for s in stmts:
+        for o in s.outputs:
+            writer[o.var] = s
+    nodes = tuple(s.outputs[0].var for s in stmts if s.outputs)
+    edges: dict[tuple[str, str], Dep] = {}
+    outputs: set[str] = set()
+    for s in stmts:
+        if not s.outputs:  # evidence: its inputs are outputs of the schedule
+            outputs.update(n for _, v in s.inputs if isinstance(v, Ref)
+                           for n in refs_in(v) if n in writer)
+            continue
+        label = s.outputs[0].var
+        if s.op == "Variable.marginal":
+            outputs.add(label)
+        for arg, value in s.inputs:
+            if not isinstance(value, Ref):
+                continue
+            for name in refs_in(value):
+                if name not in writer:
+                    continue
+                kind = (_operator_kind(s, arg) if s.param("operator") else
+                        _node_kind(s, arg))
+                key = (name, label)
+                edges[key] = edges.get(key, Dep(0)) | kind
+    inits = frozenset(f"{v}_marginal" for v in user_initialized) & set(nodes)
+    descriptions = {s.outputs[0].var: describe(s, program) for s in stmts if s.outputs}
+    return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions),
+            {s.outputs[0].var: s for s in stmts if s.outputs})
