@@ -77,11 +77,11 @@ def test_poisson_messages_and_evidence(k, a, r):
         assert_close(naturals(msg), slope, rtol=1e-6, atol=1e-7)
     assert_close(evidence("Poisson", "vmp")(sample=np.array(k), rate=qr),
                  expected_log_factor(qr), rtol=1e-8, atol=1e-9)
-    mode = (a + k) / (r + 1)
+    mode, sd = (a + k) / (r + 1), math.sqrt(a + k) / (r + 1)
     log_z, (m1, mlog) = tilted_expectations(
         lambda t: gamma_log_pdf(t, a, r) + k * math.log(t) - t - math.lgamma(k + 1) if t > 0
-        else -math.inf, 0.0, mode + 40 * math.sqrt(mode) + 60, [lambda t: t, math.log],
-        [mode])
+        else -math.inf, 0.0, mode + 60 * sd, [lambda t: t, math.log],
+        [mode + j * sd for j in (-5, -1, 0, 1, 5, 15)])
     post = op("Poisson", "ep", "rate")(sample=np.array(k)) * qr
     assert_close([post.mean, post.mean_log()], [m1, mlog], rtol=1e-7, atol=1e-9)
     assert_close(evidence("Poisson", "ep")(sample=np.array(k), rate=qr), log_z,

@@ -1,0 +1,168 @@
+"""IsPositive(out | x) and Greater(out | a, b): truncated-Gaussian moment matching against
+quadrature, including constraints far in the tails."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from factorflow.distributions import Bernoulli, Gaussian
+from factorflow.factors.compare import truncated_normal_moments
+from tests.conftest import assert_close
+from tests.factors.checks import (
+    SETTINGS,
+    assert_batched,
+    evidence,
+    gaussian_expect,
+    means,
+    naturals,
+    op,
+    quad,
+    sds,
+    truncated_by_quad,
+)
+
+out_probs = st.one_of(st.floats(0.01, 0.99), st.sampled_from([0.0, 1.0]))
+
+
+def _phi(u: float) -> float:
+    return 0.5 * math.erfc(-u / math.sqrt(2))
+
+
+def _tilted(mean: float, var: float, weight) -> tuple[float, float, float]:
+    """(Z, mean, variance) of N(mean, var) · weight by quadrature, split at 0."""
+    z = gaussian_expect(weight, mean, var, [0.0])
+    m1 = gaussian_expect(lambda x: (x - mean) * weight(x), mean, var, [0.0]) / z
+    m2 = gaussian_expect(lambda x: (x - mean - m1) ** 2 * weight(x), mean, var, [0.0]) / z
+    return z, mean + m1, m2
+
+
+@given(st.one_of(st.floats(-30.0, 30.0), st.floats(30.0, 1e8)))
+@SETTINGS
+def test_truncated_normal_moments_to_full_precision(t):
+    excess, var = truncated_normal_moments(np.array(t))
+    ref_excess, ref_var = truncated_by_quad(t)
+    assert_close([excess, var], [ref_excess, ref_var], rtol=1e-9)
+
+
+@SETTINGS
+@given(out_probs, means, sds)
+def test_is_positive_ep_matches_tilted_moments(p, m, s):
+    x = Gaussian(m, s * s)
+    z, mean, var = _tilted(m, s * s, lambda v: p if v > 0 else 1 - p)
+    post = op("IsPositive", "ep", "x")(out=Bernoulli(p), x=x) * x
+    assert_close([post.mean, post.variance], [mean, var], rtol=1e-7, atol=1e-10)
+    weight_one = math.log(2.0) if p == 0.5 else 0.0   # a uniform out message weighs 1
+    assert_close(evidence("IsPositive", "ep")(out=Bernoulli(p), x=x),
+                 math.log(z) + weight_one, rtol=1e-8, atol=1e-10)
+    forward = gaussian_expect(lambda v: float(v > 0), m, s * s, [0.0])
+    for algorithm in ("ep", "vmp"):
+        assert_close(op("IsPositive", algorithm, "out")(x=x).p, forward, rtol=1e-8)
+
+
+@SETTINGS
+@given(st.floats(-1e4, -4.0), st.floats(1e-3, 1e3), st.booleans())
+def test_is_positive_ep_far_in_the_tail(z, s, flip):
+    """A constraint |z| standard deviations away: the tilted distribution is a truncated
+    Gaussian hugging 0, whose moments come from quadrature in the excess over 0."""
+    m = z * s
+    x, out = Gaussian(-m if flip else m, s * s), np.array(not flip)
+    excess, var = truncated_by_quad(-z)
+    post = op("IsPositive", "ep", "x")(out=out, x=x) * x
+    sign = -1.0 if flip else 1.0
+    assert_close([post.mean, post.variance], [sign * s * excess, s * s * var], rtol=1e-7)
+    assert_close(evidence("IsPositive", "ep")(out=out, x=x), _log_phi_tail(z), rtol=1e-9)
+
+
+def _log_phi_tail(z: float) -> float:
+    """log Φ(z) for z < 0 from the excess integral: Φ(z) = φ(z) ∫_0^∞ e^{zy − y²/2} dy."""
+    integral = quad(lambda y: math.exp(z * y - y * y / 2), 0.0, 60.0 / abs(z), [1.0 / abs(z)])
+    return -0.5 * z * z - 0.5 * math.log(2 * math.pi) + math.log(integral)
+
+
+@SETTINGS
+@given(out_probs, means, sds, means, st.one_of(sds, st.just(0.0)))
+def test_greater_ep_matches_tilted_moments(p, ma, sa, mb, sb):
+    a = Gaussian(ma, sa * sa)
+    b = Gaussian(mb, sb * sb) if sb > 0 else np.array(mb)
+    out = Bernoulli(p)
+
+    def soft_step(d_over_sd):  # E_b[w(a > b)] as a function of the standardised a − m_b
+        return p * _phi(d_over_sd) + (1 - p) * _phi(-d_over_sd)
+
+    if sb > 0:
+        za, mean_a, var_a = _tilted(ma, sa * sa, lambda v: soft_step((v - mb) / sb))
+        _, mean_b, var_b = _tilted(mb, sb * sb, lambda v: soft_step((ma - v) / sa))
+        post = op("Greater", "ep", "b")(out=out, a=a, b=b) * b
+        assert_close([post.mean, post.variance], [mean_b, var_b], rtol=1e-7, atol=1e-10)
+    else:
+        za, mean_a, var_a = _tilted(ma - mb, sa * sa, lambda v: p if v > 0 else 1 - p)
+        mean_a += mb
+    post = op("Greater", "ep", "a")(out=out, a=a, b=b) * a
+    assert_close([post.mean, post.variance], [mean_a, var_a], rtol=1e-7, atol=1e-10)
+    weight_one = math.log(2.0) if p == 0.5 else 0.0
+    assert_close(evidence("Greater", "ep")(out=out, a=a, b=b), math.log(za) + weight_one,
+                 rtol=1e-8, atol=1e-10)
+    # P(a > b) = E_a[Φ((a − m_b)/s_b)], or E_a[a > b] for a known b
+    forward = gaussian_expect(lambda v: _phi((v - mb) / sb) if sb > 0 else float(v > mb),
+                              ma, sa * sa, [] if sb > 0 else [mb])
+    for algorithm in ("ep", "vmp"):
+        assert_close(op("Greater", algorithm, "out")(a=a, b=b).p, forward, rtol=1e-8)
+
+
+def test_acceptance_truncated_gaussian():
+    """x ~ N(0, 1), constrain x > 0.5: evidence Φ(−0.5) and the posterior of the issue."""
+    x = Gaussian(0.0, 1.0)
+    post = op("Greater", "ep", "a")(out=np.array(True), a=x, b=np.array(0.5)) * x
+    assert_close([post.mean, post.variance], [1.141078, 0.268480], rtol=0, atol=1e-6)
+    assert_close(np.exp(evidence("Greater", "ep")(out=np.array(True), a=x, b=np.array(0.5))),
+                 0.308537538725987, rtol=1e-12)
+
+
+def test_known_and_point_like_arguments_agree():
+    for v in (0.3, -0.3):
+        known = op("IsPositive", "ep", "out")(x=np.array(v))
+        point = op("IsPositive", "ep", "out")(x=Gaussian(v, 1e-14))
+        assert_close(point.p, known.p, atol=1e-12)
+        known = op("Greater", "ep", "out")(a=np.array(v), b=np.array(0.1))
+        point = op("Greater", "ep", "out")(a=Gaussian(v, 1e-14), b=Gaussian(0.1, 1e-14))
+        assert_close(point.p, known.p, atol=1e-12)
+    a = Gaussian(0.2, 1.5)
+    for out in (True, False):
+        known = op("Greater", "ep", "a")(out=np.array(out), a=a, b=np.array(0.4))
+        point = op("Greater", "ep", "a")(out=np.array(out), a=a, b=Gaussian(0.4, 1e-14))
+        assert_close(naturals(point), naturals(known), rtol=1e-9)
+        fuzzy = op("Greater", "ep", "a")(out=Bernoulli.from_natural(np.inf if out else -np.inf),
+                                         a=a, b=np.array(0.4))
+        assert_close(naturals(fuzzy), naturals(known))
+
+
+def test_uniform_incoming_messages():
+    uniform = Gaussian.uniform(())
+    assert_close(op("IsPositive", "ep", "out")(x=uniform).p, 0.5)
+    assert_close(naturals(op("IsPositive", "ep", "x")(out=np.array(True), x=uniform)), [0, 0])
+    assert_close(naturals(op("Greater", "ep", "a")(out=np.array(True), a=Gaussian(0, 1),
+                                                   b=uniform)), [0, 0])
+
+
+def test_batched_operators_equal_elementwise_calls():
+    rng = np.random.default_rng(15)
+    shape = (3, 2)
+    x = Gaussian(rng.normal(size=shape) * 3, rng.uniform(0.2, 2, shape))
+    y = Gaussian(rng.normal(size=shape), rng.uniform(0.2, 2, shape))
+    out, bits = Bernoulli(rng.uniform(0.05, 0.95, shape)), rng.random(shape) < 0.5
+    known = rng.normal(size=shape)
+    for fn, kwargs in [
+        (op("IsPositive", "ep", "out"), {"x": x}),
+        (op("IsPositive", "ep", "x"), {"out": out, "x": x}),
+        (op("IsPositive", "ep", "x"), {"out": bits, "x": x}),
+        (evidence("IsPositive", "ep"), {"out": out, "x": x}),
+        (op("Greater", "ep", "out"), {"a": x, "b": known}),
+        (op("Greater", "ep", "a"), {"out": out, "a": x, "b": y}),
+        (op("Greater", "ep", "b"), {"out": bits, "a": known, "b": y}),
+        (evidence("Greater", "ep"), {"out": out, "a": x, "b": y}),
+    ]:
+        assert_batched(fn, kwargs, shape)
