@@ -24,6 +24,21 @@ from factorflow.distributions.base import Distribution, log_normalizer_or_zero
 from factorflow.factors.common import bool_log_weights
 
 
+# ----- annotations of the variable node's updates, by algorithm ---------------------
+#: (algorithm, update) -> annotation of its inputs.  Under VMP a message from a factor
+#: triggers the marginal, which triggers every message the variable sends, so a message
+#: to a factor always reflects the latest messages from factors (Infer.NET's VMP rule).
+#: Under EP a message out needs the marginal to have been computed once (Required).
+NODE_ANNOTATIONS: dict[tuple[str, str], str] = {
+    ("vmp", "marginal"): "trigger",
+    ("vmp", "use"): "trigger",
+    ("vmp", "backward"): "trigger",
+    ("ep", "marginal"): "dependency",
+    ("ep", "use"): "required",
+    ("ep", "backward"): "dependency",
+}
+
+
 # ----- plate operations -------------------------------------------------------------
 def reduce_use(msg: Distribution, how: tuple, use_shape: tuple[int, ...],
                var_size: int | None = None) -> Distribution:

@@ -50,6 +50,12 @@ class CompiledModel:
     def program(self) -> Any:
         return self.compilation.final
 
+    @property
+    def schedule(self) -> Any:
+        """The schedule: ``print(compiled.schedule)`` lists each update and why it is
+        there; ``compiled.schedule.to_graphviz()`` draws the dependency graph."""
+        return self.compilation.schedule
+
     def __post_init__(self) -> None:
         namespace = dict(NAMESPACE)
         for ident, (kind, key) in self.generated.symbols.items():

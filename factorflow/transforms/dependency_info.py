@@ -13,6 +13,7 @@ Nothing here knows an algorithm beyond what the statements and registry say.
 from __future__ import annotations
 
 from factorflow.factors.registry import FACTORS
+from factorflow.factors.variable import NODE_ANNOTATIONS
 from factorflow.ir import Program, Ref, Stmt, refs_in
 from factorflow.transforms.dependencies import Dep, DependencyGraph
 
@@ -30,12 +31,15 @@ def _operator_kind(stmt: Stmt, arg: str) -> Dep:
     return kind
 
 
+_KIND = {"dependency": Dep.DEPENDENCY, "required": Dep.DEPENDENCY | Dep.REQUIRED,
+         "trigger": Dep.DEPENDENCY | Dep.TRIGGER}
+
+
 def _node_kind(stmt: Stmt, arg: str) -> Dep:
-    if stmt.param("algorithm") == "vmp":
-        return Dep.DEPENDENCY | Dep.TRIGGER
-    if stmt.op == "Variable.use" and arg == "marginal":
-        return Dep.DEPENDENCY | Dep.REQUIRED
-    return Dep.DEPENDENCY
+    update = stmt.op.removeprefix("Variable.")
+    if update == "use" and arg != "marginal":
+        return Dep.DEPENDENCY
+    return _KIND[NODE_ANNOTATIONS[(stmt.param("algorithm"), update)]]
 
 
 def describe(stmt: Stmt, program: Program) -> str:
