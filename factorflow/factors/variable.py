@@ -23,7 +23,6 @@ from factorflow.distributions import Bernoulli, Discrete
 from factorflow.distributions.base import Distribution, log_normalizer_or_zero
 from factorflow.factors.common import bool_log_weights
 
-
 # ----- annotations of the variable node's updates, by algorithm ---------------------
 #: (algorithm, update) -> annotation of its inputs.  Under VMP a message from a factor
 #: triggers the marginal, which triggers every message the variable sends, so a message
