@@ -59,6 +59,7 @@ def live_positions(body: Sequence[Node], reads: Callable[[Node], Iterable[Node]]
     each other and nothing live are dead too.
     """
     last = {x: i for i, x in enumerate(body)}
+    read = {r for x in last for r in reads(x)}
     out = set(live_out)
     entry: set[Node] = set()
     forced: set[int] = set()
@@ -66,9 +67,9 @@ def live_positions(body: Sequence[Node], reads: Callable[[Node], Iterable[Node]]
         live = out | entry
         keep = _backward(body, reads, live, forced)
         kept = {body[i] for i, k in enumerate(keep) if k}
-        missing = {last[x] for x in last if x not in kept} if cyclic else set()
-        if missing:
-            forced |= missing
+        missing = [x for x in last if x not in kept] if cyclic else []
+        if missing:  # one at a time, unread ones first: their reads may revive the others
+            forced.add(last[min(missing, key=lambda x: (x in read, -last[x]))])
             continue
         if not cyclic or live <= entry:
             return tuple(i for i, k in enumerate(keep) if k)

@@ -78,13 +78,15 @@ class DependencyGraph:
         if len(set(nodes)) != len(nodes):
             raise ScheduleError("dependency graph has duplicate statement labels")
         known = set(nodes)
-        edges = {}
+        edges, normal = {}, {}
         for (a, b), kind in self.edges.items():
+            if kind not in normal:
+                normal[kind] = kind | Dep.DEPENDENCY if kind & READS else kind
             if a not in known or b not in known:
                 raise ScheduleError(f"edge {a} -> {b} names a statement not in the graph")
             if not kind:
                 raise ScheduleError(f"edge {a} -> {b} carries no dependency kind")
-            edges[a, b] = kind | Dep.DEPENDENCY if kind & READS else kind
+            edges[a, b] = normal[kind]
         for name in ("outputs", "user_initialized"):
             extra = set(getattr(self, name)) - known
             if extra:
@@ -100,13 +102,17 @@ class DependencyGraph:
         return GraphIndex(self)
 
 
-def _adjacency(n: int, pairs: Iterable[tuple[int, int]]) -> tuple[list[list[int]], list[list[int]]]:
-    src: list[list[int]] = [[] for _ in range(n)]
-    dst: list[list[int]] = [[] for _ in range(n)]
+Adjacency = list[tuple[int, ...]]
+
+
+def _adjacency(n: int, pairs: Iterable[tuple[int, int]]) -> tuple[Adjacency, Adjacency]:
+    src: dict[int, list[int]] = {}
+    dst: dict[int, list[int]] = {}
     for a, b in sorted(pairs):
-        dst[a].append(b)
-        src[b].append(a)
-    return src, dst
+        dst.setdefault(a, []).append(b)
+        src.setdefault(b, []).append(a)
+    return ([tuple(src[b]) if b in src else () for b in range(n)],
+            [tuple(dst[a]) if a in dst else () for a in range(n)])
 
 
 class GraphIndex:
@@ -121,17 +127,18 @@ class GraphIndex:
         self.labels = graph.nodes
         self.pos = {label: i for i, label in enumerate(graph.nodes)}
         n, pos = len(self.labels), self.pos
-        by_kind: dict[str, list[tuple[int, int]]] = {k: [] for k in ("reads", "need", "uses",
-                                                                      "trig", "fresh", "all")}
+        masks = {"reads": READS.value, "need": NEEDS_RUN.value, "uses": USES.value,
+                 "req": Dep.REQUIRED.value, "trig": Dep.TRIGGER.value, "fresh": Dep.FRESH.value}
+        by_kind: dict[str, list[tuple[int, int]]] = {k: [] for k in (*masks, "all")}
         for (a, b), kind in graph.edges.items():
-            pair = (pos[a], pos[b])
+            pair, value = (pos[a], pos[b]), kind.value
             by_kind["all"].append(pair)
-            for name, mask in (("reads", READS), ("need", NEEDS_RUN), ("uses", USES),
-                               ("trig", Dep.TRIGGER), ("fresh", Dep.FRESH)):
-                if kind & mask:
+            for name, mask in masks.items():
+                if value & mask:
                     by_kind[name].append(pair)
         self.reads_src, self.reads_dst = _adjacency(n, by_kind["reads"])
         self.need_src, self.need_dst = _adjacency(n, by_kind["need"])
+        self.req_dst = _adjacency(n, by_kind["req"])[1]
         self.uses_src, self.uses_dst = _adjacency(n, by_kind["uses"])
         self.trig_src, self.trig_dst = _adjacency(n, by_kind["trig"])
         self.fresh_src, self.fresh_dst = _adjacency(n, by_kind["fresh"])
@@ -157,7 +164,7 @@ class GraphIndex:
         """``fresh_for[a]``: every node that needs a fresh, transitively."""
         return _reverse(self.needs_fresh)
 
-    def _closure(self, succ: list[list[int]], what: str) -> list[tuple[int, ...]]:
+    def _closure(self, succ: Adjacency, what: str) -> list[tuple[int, ...]]:
         order = topological_order(succ)
         if order is None:
             raise ScheduleError(_cycle_message(self, succ, what))
@@ -173,11 +180,11 @@ class GraphIndex:
 
 
 def _reverse(closure: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    rev: list[list[int]] = [[] for _ in closure]
+    rev: dict[int, list[int]] = {}
     for a, reach in enumerate(closure):
         for b in reach:
-            rev[b].append(a)
-    return [tuple(r) for r in rev]
+            rev.setdefault(b, []).append(a)
+    return [tuple(rev[b]) if b in rev else () for b in range(len(closure))]
 
 
 def topological_order(succ: Sequence[Sequence[int]]) -> list[int] | None:
@@ -254,10 +261,8 @@ def check(graph: DependencyGraph) -> None:
     (each kind on its own, as the seed says); other cycles become loops.
     """
     ix = graph.index
-    req = [[b for b in ix.need_dst[a] if graph.edges[ix.labels[a], ix.labels[b]] & Dep.REQUIRED]
-           for a in range(len(ix.labels))]
     problems = [_cycle_message(ix, succ, what)
-                for succ, what in ((req, "Required"), (ix.trig_dst, "Trigger"),
+                for succ, what in ((ix.req_dst, "Required"), (ix.trig_dst, "Trigger"),
                                    (ix.fresh_dst, "Fresh"))]
     problems = [p for p in problems if p]
     if problems:
