@@ -182,9 +182,11 @@ def grid(lo: float, hi: float, step: float) -> np.ndarray:
 
 
 def grid_moments(log_density: Callable[..., np.ndarray], axes: Sequence[np.ndarray],
-                 target: int = 0) -> tuple[float, float, float]:
-    """(log Z, mean, variance) of coordinate ``target`` of the unnormalised density
-    exp(log_density(*coords)) on the product grid ``axes``, by the trapezoid rule."""
+                 targets: Sequence[int | Callable[..., np.ndarray]] = (0,)
+                 ) -> tuple[float, list[tuple[float, float]]]:
+    """(log Z, [(mean, variance) of each target]) under the unnormalised density
+    exp(log_density(*coords)) on the product grid ``axes``, by the trapezoid rule; a target
+    is a coordinate's index or a function of the coordinates."""
     coords = np.meshgrid(*axes, indexing="ij")
     ld = log_density(*coords)
     shift = np.max(ld)
@@ -196,10 +198,12 @@ def grid_moments(log_density: Callable[..., np.ndarray], axes: Sequence[np.ndarr
         return float(values)
 
     z = integral(dens)
-    x = coords[target]
-    mean = integral(x * dens) / z
-    var = integral((x - mean) ** 2 * dens) / z
-    return float(np.log(z) + shift), mean, var
+    out = []
+    for target in targets:
+        x = target(*coords) if callable(target) else coords[target]
+        mean = integral(x * dens) / z
+        out.append((mean, integral((x - mean) ** 2 * dens) / z))
+    return float(np.log(z) + shift), out
 
 
 # ----- strategies and calling ----------------------------------------------------------

@@ -77,10 +77,9 @@ def test_ep_messages_match_tilted_moments(mx, sx, mm, sm, s_tau):
         return (_log_normal(x, mx, sx**2) + _log_normal(x, m, 1 / tau)
                 + _log_normal(m, mm, sm**2))
 
-    log_z, mean_x, var_x = grid_moments(joint, [xs, xs], target=0)
+    log_z, ((mean_x, var_x), (mean_m, var_m)) = grid_moments(joint, [xs, xs], (0, 1))
     post = op("Gaussian", "ep", "sample")(mean=mm_msg, precision=tau) * mx_msg
     assert_close([post.mean, post.variance], [mean_x, var_x], rtol=1e-6, atol=1e-9)
-    _, mean_m, var_m = grid_moments(joint, [xs, xs], target=1)
     post = op("Gaussian", "ep", "mean")(sample=mx_msg, precision=tau) * mm_msg
     assert_close([post.mean, post.variance], [mean_m, var_m], rtol=1e-6, atol=1e-9)
     value = evidence("Gaussian", "ep")(sample=mx_msg, mean=mm_msg, precision=tau)
