@@ -30,20 +30,34 @@ from factorflow.factors.common import broadcast_batch, full, times_finite, unsup
 from factorflow.factors.registry import define_factor
 
 
-def _delta_log_density(g):
-    def log_density(out, *inputs):
-        return np.where(np.asarray(out) == g(*inputs), 0.0, -np.inf)
-    return log_density
+def _log_delta(out, value):
+    return np.where(np.asarray(out) == value, 0.0, -np.inf)
+
+
+def _plus_log_density(sum, a, b):
+    return _log_delta(sum, np.add(a, b))
+
+
+def _minus_log_density(diff, a, b):
+    return _log_delta(diff, np.subtract(a, b))
+
+
+def _scale_log_density(product, a, scale):
+    return _log_delta(product, np.multiply(a, scale))
+
+
+def _product_log_density(product, a, b):
+    return _log_delta(product, np.multiply(a, b))
 
 
 PLUS = define_factor("Plus", ("sum", "real"), ("a", "real"), ("b", "real"), deterministic=True,
-                     log_density=_delta_log_density(np.add))
+                     log_density=_plus_log_density)
 MINUS = define_factor("Minus", ("diff", "real"), ("a", "real"), ("b", "real"),
-                      deterministic=True, log_density=_delta_log_density(np.subtract))
+                      deterministic=True, log_density=_minus_log_density)
 SCALE_BY = define_factor("ScaleBy", ("product", "real"), ("a", "real"), ("scale", "real"),
-                         deterministic=True, log_density=_delta_log_density(np.multiply))
+                         deterministic=True, log_density=_scale_log_density)
 PRODUCT = define_factor("Product", ("product", "real"), ("a", "real"), ("b", "real"),
-                        deterministic=True, log_density=_delta_log_density(np.multiply))
+                        deterministic=True, log_density=_product_log_density)
 
 
 def _gaussian(name: str, target: str, mean, var, *args) -> Gaussian:

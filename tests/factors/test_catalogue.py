@@ -1,0 +1,126 @@
+"""The factor catalogue: what importing ``factorflow.factors`` registers, and the
+consistency of operators, annotations, evidence and log densities."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import factorflow.factors as factors
+from factorflow.factors import FACTORS
+from tests.conftest import assert_close
+
+#: name -> (arguments with domains, deterministic)
+CATALOGUE = {
+    "Gaussian": ((("sample", "real"), ("mean", "real"), ("precision", "positive")), False),
+    "Gamma": ((("sample", "positive"), ("shape", "positive"), ("rate", "positive")), False),
+    "Beta": ((("sample", "unit"), ("alpha", "positive"), ("beta", "positive")), False),
+    "Dirichlet": ((("sample", "simplex"), ("alpha", "positive")), False),
+    "Bernoulli": ((("sample", "bool"), ("p", "unit")), False),
+    "Discrete": ((("sample", "int"), ("probs", "simplex")), False),
+    "Binomial": ((("sample", "count"), ("trials", "count"), ("p", "unit")), False),
+    "Poisson": ((("sample", "count"), ("rate", "positive")), False),
+    "And": ((("out", "bool"), ("a", "bool"), ("b", "bool")), True),
+    "Or": ((("out", "bool"), ("a", "bool"), ("b", "bool")), True),
+    "Not": ((("out", "bool"), ("a", "bool")), True),
+    "ConstrainTrue": ((("value", "bool"),), False),
+    "IsPositive": ((("out", "bool"), ("x", "real")), True),
+    "Greater": ((("out", "bool"), ("a", "real"), ("b", "real")), True),
+    "Plus": ((("sum", "real"), ("a", "real"), ("b", "real")), True),
+    "Minus": ((("diff", "real"), ("a", "real"), ("b", "real")), True),
+    "ScaleBy": ((("product", "real"), ("a", "real"), ("scale", "real")), True),
+    "Product": ((("product", "real"), ("a", "real"), ("b", "real")), True),
+}
+
+#: (algorithm, target) pairs deliberately left unregistered, with the reason
+UNSUPPORTED = {
+    ("Gamma", "vmp", "shape"): "the shape must be known",
+    ("Gaussian", "ep", "precision"): "not Gaussian-closed",
+    ("IsPositive", "vmp", "x"): "needs the previous message to x",
+    ("Greater", "vmp", "a"): "needs the previous message to a",
+    ("Product", "ep", "a"): "VMP only",
+    ("Binomial", "vmp", "sample"): "counts are observed",
+    ("Poisson", "ep", "sample"): "counts are observed",
+}
+
+#: all-known argument values at which each factor's density is positive
+POINTS = {
+    "Gaussian": {"sample": 0.3, "mean": -0.2, "precision": 2.0},
+    "Gamma": {"sample": 0.7, "shape": 2.5, "rate": 1.5},
+    "Beta": {"sample": 0.3, "alpha": 2.0, "beta": 3.0},
+    "Dirichlet": {"sample": np.array([0.2, 0.3, 0.5]), "alpha": np.array([1.5, 2.0, 0.8])},
+    "Bernoulli": {"sample": True, "p": 0.3},
+    "Discrete": {"sample": 2, "probs": np.array([0.2, 0.3, 0.5])},
+    "Binomial": {"sample": 3, "trials": 7, "p": 0.4},
+    "Poisson": {"sample": 4, "rate": 2.5},
+    "And": {"out": False, "a": True, "b": False},
+    "Or": {"out": True, "a": True, "b": False},
+    "Not": {"out": False, "a": True},
+    "ConstrainTrue": {"value": True},
+    "IsPositive": {"out": True, "x": 0.4},
+    "Greater": {"out": False, "a": 0.4, "b": 1.0},
+    "Plus": {"sum": 1.5, "a": 1.0, "b": 0.5},
+    "Minus": {"diff": 0.5, "a": 1.0, "b": 0.5},
+    "ScaleBy": {"product": 2.0, "a": 1.0, "scale": 2.0},
+    "Product": {"product": 2.0, "a": 1.0, "b": 2.0},
+}
+
+
+def test_importing_the_package_registers_the_catalogue():
+    assert set(factors.__all__) == {"FACTORS", "Factor", "Operator", "define_factor"}
+    assert set(CATALOGUE) <= set(FACTORS)
+    for name, (args, deterministic) in CATALOGUE.items():
+        factor = FACTORS[name]
+        assert tuple((a.name, a.domain) for a in factor.args) == args, name
+        assert factor.deterministic is deterministic, name
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_operator_annotations_name_arguments_the_operator_reads(name):
+    factor = FACTORS[name]
+    assert factor.operators, name
+    for (algorithm, target), op in factor.operators.items():
+        assert op.target == target and op.algorithm == algorithm
+        assert set(op.reads) <= set(factor.arg_names)
+        for annotation in ("skip_if_uniform", "proper", "trigger", "fresh", "known"):
+            assert getattr(op, annotation) <= set(op.reads), (name, target, annotation)
+        assert target not in op.known, (name, target)
+        if algorithm == "ep":
+            assert not op.trigger, "EP messages are never triggered (seed 000)"
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_every_algorithm_with_operators_has_its_evidence(name):
+    factor = FACTORS[name]
+    algorithms = {a for a, _ in factor.operators}
+    for algorithm in algorithms:
+        if algorithm == "vmp" and factor.deterministic:
+            assert "vmp" not in factor.evidence, "derived variables add no VMP evidence"
+        else:
+            assert algorithm in factor.evidence, (name, algorithm)
+
+
+@pytest.mark.parametrize(("name", "algorithm", "target"), sorted(UNSUPPORTED))
+def test_unsupported_pairs_are_left_for_the_compiler_to_report(name, algorithm, target):
+    assert (algorithm, target) not in FACTORS[name].operators, UNSUPPORTED[name, algorithm,
+                                                                           target]
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_evidence_of_known_arguments_is_the_log_density(name):
+    factor = FACTORS[name]
+    point = {k: np.asarray(v) for k, v in POINTS[name].items()}
+    log_f = factor.log_density(**point)
+    assert np.isfinite(log_f)
+    for algorithm, fn in factor.evidence.items():
+        assert_close(fn(**point), log_f, rtol=1e-12, atol=1e-12), (name, algorithm)
+
+
+@pytest.mark.parametrize("name", ["And", "Or", "Not", "IsPositive", "Greater", "Plus", "Minus",
+                                  "ScaleBy", "Product", "ConstrainTrue"])
+def test_deterministic_log_densities_reject_inconsistent_values(name):
+    point = dict(POINTS[name])
+    first = FACTORS[name].args[0].name
+    value = point[first]
+    point[first] = (not value) if isinstance(value, bool) else value + 1.0
+    assert FACTORS[name].log_density(**{k: np.asarray(v) for k, v in point.items()}) == -np.inf
