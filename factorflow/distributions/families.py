@@ -287,6 +287,9 @@ class Discrete(Distribution):
         x = np.asarray(x, int)
         return (np.asarray(x[..., None] == np.arange(self.size), float),)
 
+    def log_base_measure(self, x: Any) -> np.ndarray:
+        return np.zeros(np.shape(x))  # a category index has no event axis
+
     def is_proper(self) -> np.ndarray:
         return np.any(np.isfinite(self.eta[0]), axis=-1) & ~np.any(np.isnan(self.eta[0]),
                                                                    axis=-1)
