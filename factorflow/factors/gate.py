@@ -1,0 +1,322 @@
+"""Gate factors (Infer.NET's Gate; Minka & Winn, "Gates", NIPS 2008), as the gate
+transform emits them (``factorflow.transforms.gates``):
+
+* ``cases = Gate.Cases(selector)``: the one-hot cases of a boolean (K = 2; case 0 is true)
+  or discrete selector;
+* ``Gate.Enter(cases, value)``, ``Gate.EnterPartial(cases, value, indices)``,
+  ``Gate.EnterOne(cases, value, index)``: clones of ``value`` for all K cases, for the
+  listed ``indices``, or for case ``index`` alone; a clone equals ``value`` where its case
+  holds and is unconstrained elsewhere;
+* ``exit = Gate.Exit(cases, values)``: ``values[k]`` for the case k that holds.
+
+The case axis is the last batch axis (a Switch of K components in a plate of N points is
+an (N, K) batch, and every operator is one array operation on it).  A factor's ``cases``
+always carries all K cases.  ``indices`` (a tuple) and ``index`` are constants; an array
+``index`` (``arange(K)`` over a switch loop) is aligned with the batch, whose last axis is
+then the case axis, and EnterOne reads and writes its own case's element.
+
+A message on ``cases[k]`` is a weight: its log-odds ℓ_k is the log of the factor's value
+when case k holds relative to when it does not.  Cases sends log p(selector = k); each
+statement inside ``if cases[k]`` sends its evidence terms there instead of to the total;
+Enter* and Exit send log ∫ m̂_value m̂_clone (log ∫ m̂_exit m̂_values[k]), the term of the
+edge between case k's body and the outside, and add 0 to the evidence themselves.  Cases's
+EP evidence is then log Σ_k m̂_selector(k) exp(ℓ_k), exact on trees; under VMP it is
+Σ_k q(k) ℓ_k, and Exit adds −E_{to_exit}[log m̂_exit] for the children's term its message
+to the cases counts twice.  Enter's EP message to ``value`` is proj[Σ_k w_k m_value·m_k]
+/ m_value with w_k ∝ p(case k) (this factor's own message to the case added back), Exit's
+to ``exit`` likewise; under VMP, Π_k m_k^{q_k} and proj[Σ_k q_k m_k].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from factorflow.distributions import Bernoulli, Discrete
+from factorflow.distributions.base import Distribution
+from factorflow.distributions.moments import E, is_known
+from factorflow.factors.common import times_finite
+from factorflow.factors.mixtures import (
+    average_log,
+    concat,
+    expand,
+    log1mexp,
+    log_average,
+    log_probs,
+    log_weights,
+    normalized,
+    power_product,
+    project,
+)
+from factorflow.factors.registry import define_factor
+
+CASES = define_factor("Gate.Cases", ("cases", "bool"), ("selector", "int"), deterministic=True)
+ENTER = define_factor("Gate.Enter", ("enter", "any"), ("cases", "bool"), ("value", "any"),
+                      deterministic=True)
+ENTER_PARTIAL = define_factor("Gate.EnterPartial", ("enter_partial", "any"), ("cases", "bool"),
+                              ("value", "any"), ("indices", "int"), deterministic=True)
+ENTER_ONE = define_factor("Gate.EnterOne", ("enter_one", "any"), ("cases", "bool"),
+                          ("value", "any"), ("index", "int"), deterministic=True)
+EXIT = define_factor("Gate.Exit", ("exit", "any"), ("cases", "bool"), ("values", "any"),
+                     deterministic=True)
+
+
+# ----- helpers ------------------------------------------------------------------------
+def _logits(cases: Any) -> np.ndarray:
+    """ℓ: the log weights of the cases (last axis); a known cases array gives 0 / −inf."""
+    if is_known(cases):
+        with np.errstate(divide="ignore"):
+            return np.log(np.asarray(E(cases), float))
+    return np.asarray(cases.log_odds, float)
+
+
+# ----- Gate.Cases ---------------------------------------------------------------------
+@CASES.operator("ep", "cases")
+@CASES.operator("vmp", "cases")
+def _cases(selector):
+    """log p(selector = k) on each case (VMP: the selector's posterior)."""
+    return Bernoulli.from_natural(log_probs(selector))
+
+
+@CASES.operator("ep", "selector", skip_if_uniform=("cases",))
+@CASES.operator("vmp", "selector", skip_if_uniform=("cases",))
+def _selector(cases, selector):
+    """The cases' weights as a message: Discrete(ℓ), or Bernoulli(ℓ_0 − ℓ_1)."""
+    lw = _logits(cases)
+    if isinstance(selector, Discrete):
+        return Discrete.from_natural(lw)
+    with np.errstate(invalid="ignore"):
+        return Bernoulli.from_natural(np.where(lw[..., 0] == lw[..., 1], 0.0,
+                                               lw[..., 0] - lw[..., 1]))
+
+
+@CASES.evidence_operator("ep")
+def _cases_log_average_factor(cases, selector):
+    """log Σ_k m̂_selector(k) exp(ℓ_k): the gate's evidence, averaged over its cases."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return special.logsumexp(log_weights(selector) + _logits(cases), axis=-1)
+
+
+@CASES.evidence_operator("vmp")
+def _cases_average_log_factor(cases, selector):
+    """Σ_k q(k) ℓ_k."""
+    q = np.exp(log_probs(selector))
+    return np.sum(times_finite(q, _logits(cases)), axis=-1)
+
+
+# ----- Gate.Enter, EnterPartial, EnterOne -----------------------------------------------
+def _slots(cases: Any, value: Distribution, clones: Distribution, indices: tuple[int, ...]
+           ) -> tuple[np.ndarray, Distribution, Distribution]:
+    """ℓ, value and clones broadcast to (batch, K), (batch, S), (batch, S)."""
+    lw = _logits(cases)
+    batch = np.broadcast_shapes(value.batch_shape, lw.shape[:-1], clones.batch_shape[:-1])
+    shape = batch + (len(indices),)
+    return (np.broadcast_to(lw, batch + lw.shape[-1:]), expand(value, shape),
+            clones.broadcast_to(shape))
+
+
+def _enter_cases(cases, value, clones, indices) -> Bernoulli:
+    """EP: log ∫ m̂_value m̂_clone on each entered case, 0 on the others."""
+    lw, v, m = _slots(cases, value, clones, indices)
+    out = np.zeros(lw.shape)
+    out[..., list(indices)] = log_average(v, m)
+    return Bernoulli.from_natural(out)
+
+
+def _enter_value(clones, cases, value, indices) -> Distribution:
+    """EP: proj[Σ_k w_k m_value·m_k + w_rest m_value] / m_value."""
+    lw, v, m = _slots(cases, value, clones, indices)
+    lw = lw + _enter_cases(cases, value, clones, indices).log_odds
+    log_w = lw[..., list(indices)]
+    comps = v * m
+    rest = [k for k in range(lw.shape[-1]) if k not in indices]
+    if rest:
+        with np.errstate(divide="ignore"):
+            log_w = np.concatenate([log_w, special.logsumexp(lw[..., rest], axis=-1,
+                                                             keepdims=True)], axis=-1)
+        comps = concat(comps, expand(value, v.batch_shape[:-1] + (1,)))
+    return project(comps, log_w) / value
+
+
+def _all(cases: Any) -> tuple[int, ...]:
+    return tuple(range(np.shape(_logits(cases))[-1]))
+
+
+@ENTER.operator("ep", "enter")
+@ENTER.operator("vmp", "enter")
+def _enter(cases, value):
+    """``value`` in every case."""
+    return expand(value, np.broadcast_shapes(value.batch_shape + (1,), np.shape(_logits(cases))))
+
+
+@ENTER.operator("ep", "value", skip_if_uniform=("enter",), proper=("value",))
+def _enter_value_ep(enter, cases, value):
+    return _enter_value(enter, cases, value, _all(cases))
+
+
+@ENTER.operator("vmp", "value", skip_if_uniform=("enter",))
+def _enter_value_vmp(enter, cases):
+    """Π_k m_k^{q_k}."""
+    return power_product(enter, np.exp(normalized(_logits(cases))))
+
+
+@ENTER.operator("ep", "cases", skip_if_uniform=("enter",))
+def _enter_cases_ep(enter, cases, value):
+    return _enter_cases(cases, value, enter, _all(cases))
+
+
+@ENTER_PARTIAL.operator("ep", "enter_partial")
+@ENTER_PARTIAL.operator("vmp", "enter_partial")
+def _enter_partial(cases, value, indices):
+    """``value`` in each listed case."""
+    batch = np.broadcast_shapes(value.batch_shape, np.shape(_logits(cases))[:-1])
+    return expand(value, batch + (len(indices),))
+
+
+@ENTER_PARTIAL.operator("ep", "value", skip_if_uniform=("enter_partial",), proper=("value",))
+def _enter_partial_value_ep(enter_partial, cases, value, indices):
+    return _enter_value(enter_partial, cases, value, tuple(indices))
+
+
+@ENTER_PARTIAL.operator("vmp", "value", skip_if_uniform=("enter_partial",))
+def _enter_partial_value_vmp(enter_partial, cases, indices):
+    return power_product(enter_partial, np.exp(normalized(_logits(cases)))[..., list(indices)])
+
+
+@ENTER_PARTIAL.operator("ep", "cases", skip_if_uniform=("enter_partial",))
+def _enter_partial_cases_ep(enter_partial, cases, value, indices):
+    return _enter_cases(cases, value, enter_partial, tuple(indices))
+
+
+def _one(cases, value, clone, index) -> tuple[np.ndarray, Distribution, Distribution, Any]:
+    """log p(case index) (from the cases' weights), value and clone on the element batch."""
+    lw = normalized(_logits(cases))
+    index = np.asarray(index)
+    batch = np.broadcast_shapes(value.batch_shape, clone.batch_shape, index.shape,
+                                lw.shape[:-1] if index.ndim == 0 else lw.shape)
+    if index.ndim == 0:
+        lp = np.broadcast_to(lw[..., int(index)], batch)
+    else:  # aligned with the case axis (the last axis of the batch)
+        lp = np.take_along_axis(np.broadcast_to(lw, batch), np.broadcast_to(index, batch), -1)
+    return lp, value.broadcast_to(batch), clone.broadcast_to(batch), index
+
+
+def _one_cases(lw_shape, e: np.ndarray, index: np.ndarray) -> Bernoulli:
+    if index.ndim:  # an array index: the element of this statement's own case
+        return Bernoulli.from_natural(e)
+    return Bernoulli.from_natural(np.where(np.arange(lw_shape[-1]) == index, e[..., None], 0.0))
+
+
+@ENTER_ONE.operator("ep", "enter_one")
+@ENTER_ONE.operator("vmp", "enter_one")
+def _enter_one(cases, value, index):
+    """``value`` itself, on the element batch."""
+    lw = _logits(cases)
+    index = np.asarray(index)
+    return value.broadcast_to(np.broadcast_shapes(value.batch_shape, index.shape,
+                                                  lw.shape[:-1] if index.ndim == 0 else lw.shape))
+
+
+@ENTER_ONE.operator("ep", "value", skip_if_uniform=("enter_one",), proper=("value",))
+def _enter_one_value_ep(enter_one, cases, value, index):
+    """proj[w m_value·m_clone + (1 − w) m_value] / m_value, w the posterior of the case."""
+    lp, v, m, _ = _one(cases, value, enter_one, index)
+    on = lp + log_average(v, m)
+    log_w = np.stack([on, log1mexp(lp)], axis=-1)
+    comps = concat(expand(v * m, v.batch_shape + (1,)), expand(v, v.batch_shape + (1,)))
+    return project(comps, log_w) / value
+
+
+@ENTER_ONE.operator("vmp", "value", skip_if_uniform=("enter_one",))
+def _enter_one_value_vmp(enter_one, cases, value, index):
+    """m_clone^{q(case index)}."""
+    lp, _, m, _ = _one(cases, value, enter_one, index)
+    return power_product(expand(m, m.batch_shape + (1,)), np.exp(lp)[..., None])
+
+
+@ENTER_ONE.operator("ep", "cases", skip_if_uniform=("enter_one",))
+def _enter_one_cases_ep(enter_one, cases, value, index):
+    _, v, m, index = _one(cases, value, enter_one, index)
+    return _one_cases(np.shape(_logits(cases)), log_average(v, m), index)
+
+
+def _uniform_cases(cases, value, index=None) -> Bernoulli:
+    """VMP: the clones send no evidence (a uniform message on the cases they touch)."""
+    lw = _logits(cases)
+    if index is not None and np.ndim(index):
+        return Bernoulli.uniform(np.broadcast_shapes(value.batch_shape, np.shape(index),
+                                                     lw.shape))
+    return Bernoulli.uniform(np.broadcast_shapes(value.batch_shape + (1,), lw.shape))
+
+
+@ENTER.operator("vmp", "cases")
+@ENTER_PARTIAL.operator("vmp", "cases")
+def _enter_cases_vmp(cases, value):
+    return _uniform_cases(cases, value)
+
+
+ENTER_ONE.operator("vmp", "cases")(_uniform_cases)
+
+
+# ----- Gate.Exit ----------------------------------------------------------------------
+def _exits(exit, cases, values) -> tuple[np.ndarray, Distribution, Distribution]:
+    """ℓ, exit and values broadcast to (batch, K)."""
+    lw = _logits(cases)
+    shape = np.broadcast_shapes(exit.batch_shape + (1,), values.batch_shape, lw.shape)
+    return np.broadcast_to(lw, shape), expand(exit, shape), values.broadcast_to(shape)
+
+
+@EXIT.operator("ep", "exit", skip_if_uniform=("values",))
+def _exit_ep(exit, cases, values):
+    """proj[Σ_k w_k m_exit·m_k] / m_exit, w_k ∝ exp(ℓ_k) ∫ m̂_exit m̂_k."""
+    lw, x, m = _exits(exit, cases, values)
+    return project(x * m, lw + log_average(x, m)) / exit
+
+
+@EXIT.operator("vmp", "exit", skip_if_uniform=("values",), proper=("values",))
+def _exit_vmp(cases, values):
+    """proj[Σ_k q_k m_k]."""
+    lw = _logits(cases)
+    shape = np.broadcast_shapes(values.batch_shape, lw.shape)
+    return project(values.broadcast_to(shape), np.broadcast_to(lw, shape))
+
+
+@EXIT.operator("ep", "values", skip_if_uniform=("exit",))
+@EXIT.operator("vmp", "values", skip_if_uniform=("exit",))
+def _exit_values(exit, cases):
+    """``exit``'s message, to every case."""
+    return expand(exit, np.broadcast_shapes(exit.batch_shape + (1,), np.shape(_logits(cases))))
+
+
+@EXIT.operator("ep", "cases", skip_if_uniform=("exit",))
+def _exit_cases_ep(exit, cases, values):
+    """log ∫ m̂_exit m̂_k."""
+    _, x, m = _exits(exit, cases, values)
+    return Bernoulli.from_natural(log_average(x, m))
+
+
+@EXIT.operator("vmp", "cases", skip_if_uniform=("exit",), proper=("values",),
+               trigger=("values",))
+def _exit_cases_vmp(exit, cases, values):
+    """E_{m_k}[log m̂_exit]."""
+    _, x, m = _exits(exit, cases, values)
+    return Bernoulli.from_natural(average_log(m, x))
+
+
+@EXIT.evidence_operator("vmp")
+def _exit_average_log_factor(exit, cases, values):
+    """−E_{to_exit}[log m̂_exit]: the children's term its message to cases counted again."""
+    return -average_log(_exit_vmp(cases, values), exit)
+
+
+def _zero(**args: Any) -> np.ndarray:
+    """Gate factors that only move values add nothing to the evidence themselves."""
+    return np.zeros(())
+
+
+for _factor in (ENTER, ENTER_PARTIAL, ENTER_ONE, EXIT):
+    for _algorithm in ("ep", "vmp"):
+        if _algorithm not in _factor.evidence:
+            _factor.evidence_operator(_algorithm)(_zero)
