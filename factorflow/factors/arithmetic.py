@@ -231,8 +231,7 @@ def _scale_product_vmp(a, scale):
     return _scale_forward(a, scale)
 
 
-@SCALE_BY.operator("vmp", "a", skip_if_uniform=("product",), proper=("product",),
-                   known=("scale",))
+@SCALE_BY.operator("vmp", "a", skip_if_uniform=("product",), known=("scale",))
 def _scale_a_vmp(product, scale):
     """exp log m_product(c a): the same message as EP, since c is known."""
     return _scale_backward(product, scale)

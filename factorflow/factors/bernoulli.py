@@ -45,7 +45,7 @@ def _log_mean_p(p) -> tuple[np.ndarray, np.ndarray]:
 
 
 # ----- VMP --------------------------------------------------------------------------
-@BERNOULLI.operator("vmp", "sample", proper=("p",))
+@BERNOULLI.operator("vmp", "sample", skip_if_uniform=("p",))
 def _sample_vmp(p):
     """Log-odds E[log p] − E[log(1 − p)] (Infer.NET: digamma(α) − digamma(β))."""
     with np.errstate(invalid="ignore"):

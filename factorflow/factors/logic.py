@@ -105,7 +105,7 @@ def _register_gate(factor: Factor, table) -> None:
     """The EP and VMP operators and EP evidence of a symmetric two-input gate."""
     name = factor.name
 
-    @factor.operator("ep", "out", skip_if_uniform=("a", "b"))
+    @factor.operator("ep", "out")  # one certain input decides the output: no SkipIfUniform
     def out_ep(a, b):
         return _forward(table, a, b)
 
@@ -117,7 +117,7 @@ def _register_gate(factor: Factor, table) -> None:
     def b_ep(out, a):
         return _backward(table, out, a)
 
-    @factor.operator("vmp", "out", skip_if_uniform=("a", "b"), trigger=("a", "b"))
+    @factor.operator("vmp", "out", trigger=("a", "b"))
     def out_vmp(a, b):
         return _forward(table, a, b)
 

@@ -124,3 +124,92 @@ def test_deterministic_log_densities_reject_inconsistent_values(name):
     value = point[first]
     point[first] = (not value) if isinstance(value, bool) else value + 1.0
     assert FACTORS[name].log_density(**{k: np.asarray(v) for k, v in point.items()}) == -np.inf
+
+
+#: every operator with its annotations (Infer.NET's attributes, plus the Trigger that VMP
+#: needs on the forward message of a derived variable, which Infer.NET adds itself)
+ANNOTATIONS = """
+And.a_average_conditional(out, b) skip_if_uniform=out
+And.b_average_conditional(out, a) skip_if_uniform=out
+And.out_average_conditional(a, b)
+And.a_average_logarithm(out, b) skip_if_uniform=out
+And.b_average_logarithm(out, a) skip_if_uniform=out
+And.out_average_logarithm(a, b) trigger=a,b
+Bernoulli.p_average_conditional(sample, p) skip_if_uniform=sample
+Bernoulli.sample_average_conditional(p) skip_if_uniform=p
+Bernoulli.p_average_logarithm(sample)
+Bernoulli.sample_average_logarithm(p) skip_if_uniform=p
+Beta.sample_average_conditional(alpha, beta) known=alpha,beta
+Beta.sample_average_logarithm(alpha, beta) known=alpha,beta
+Binomial.p_average_conditional(sample, trials) known=sample,trials
+Binomial.p_average_logarithm(sample, trials) known=sample,trials
+ConstrainTrue.value_average_conditional()
+ConstrainTrue.value_average_logarithm()
+Dirichlet.sample_average_conditional(alpha) known=alpha
+Dirichlet.sample_average_logarithm(alpha) known=alpha
+Discrete.probs_average_conditional(sample, probs) skip_if_uniform=sample no_init
+Discrete.sample_average_conditional(probs) skip_if_uniform=probs
+Discrete.probs_average_logarithm(sample, probs)
+Discrete.sample_average_logarithm(probs) skip_if_uniform=probs
+Gamma.rate_average_conditional(sample, shape) known=sample,shape
+Gamma.sample_average_conditional(shape, rate) known=rate,shape
+Gamma.rate_average_logarithm(sample, shape) proper=sample known=shape
+Gamma.sample_average_logarithm(shape, rate) proper=rate known=shape
+Gaussian.mean_average_conditional(sample, precision) skip_if_uniform=sample known=precision
+Gaussian.sample_average_conditional(mean, precision) known=precision
+Gaussian.mean_average_logarithm(sample, precision) proper=precision,sample
+Gaussian.precision_average_logarithm(sample, mean) proper=mean,sample
+Gaussian.sample_average_logarithm(mean, precision) proper=mean,precision
+Greater.a_average_conditional(out, a, b) skip_if_uniform=a,b,out proper=a,b
+Greater.b_average_conditional(out, a, b) skip_if_uniform=a,b,out proper=a,b
+Greater.out_average_conditional(a, b) skip_if_uniform=a,b proper=a,b
+Greater.out_average_logarithm(a, b) skip_if_uniform=a,b trigger=a,b
+IsPositive.out_average_conditional(x) skip_if_uniform=x proper=x
+IsPositive.x_average_conditional(out, x) skip_if_uniform=out,x proper=x
+IsPositive.out_average_logarithm(x) skip_if_uniform=x trigger=x
+Minus.a_average_conditional(diff, b) skip_if_uniform=b,diff
+Minus.b_average_conditional(diff, a) skip_if_uniform=a,diff
+Minus.diff_average_conditional(a, b) skip_if_uniform=a,b
+Minus.a_average_logarithm(diff, b) skip_if_uniform=diff proper=b,diff
+Minus.b_average_logarithm(diff, a) skip_if_uniform=diff proper=a,diff
+Minus.diff_average_logarithm(a, b) skip_if_uniform=a,b trigger=a,b
+Not.a_average_conditional(out) skip_if_uniform=out
+Not.out_average_conditional(a) skip_if_uniform=a
+Not.a_average_logarithm(out) skip_if_uniform=out
+Not.out_average_logarithm(a) skip_if_uniform=a trigger=a
+Or.a_average_conditional(out, b) skip_if_uniform=out
+Or.b_average_conditional(out, a) skip_if_uniform=out
+Or.out_average_conditional(a, b)
+Or.a_average_logarithm(out, b) skip_if_uniform=out
+Or.b_average_logarithm(out, a) skip_if_uniform=out
+Or.out_average_logarithm(a, b) trigger=a,b
+Plus.a_average_conditional(sum, b) skip_if_uniform=b,sum
+Plus.b_average_conditional(sum, a) skip_if_uniform=a,sum
+Plus.sum_average_conditional(a, b) skip_if_uniform=a,b
+Plus.a_average_logarithm(sum, b) skip_if_uniform=sum proper=b,sum
+Plus.b_average_logarithm(sum, a) skip_if_uniform=sum proper=a,sum
+Plus.sum_average_logarithm(a, b) skip_if_uniform=a,b trigger=a,b
+Poisson.rate_average_conditional(sample) known=sample
+Poisson.rate_average_logarithm(sample) known=sample
+Product.a_average_logarithm(product, b) skip_if_uniform=product proper=b
+Product.b_average_logarithm(product, a) skip_if_uniform=product proper=a
+Product.product_average_logarithm(a, b) skip_if_uniform=a,b trigger=a,b
+ScaleBy.a_average_conditional(product, scale) skip_if_uniform=product known=scale
+ScaleBy.product_average_conditional(a, scale) skip_if_uniform=a known=scale
+ScaleBy.a_average_logarithm(product, scale) skip_if_uniform=product known=scale
+ScaleBy.product_average_logarithm(a, scale) skip_if_uniform=a trigger=a known=scale
+"""
+
+
+def _annotation_line(op) -> str:
+    notes = [f"{a}={','.join(sorted(getattr(op, a)))}"
+             for a in ("skip_if_uniform", "proper", "trigger", "fresh", "known")
+             if getattr(op, a)]
+    notes += ["no_init"] if op.no_init else []
+    return f"{op.qualname}({', '.join(op.reads)}) {' '.join(notes)}".rstrip()
+
+
+def test_annotation_table():
+    lines = [_annotation_line(op) for name in sorted(CATALOGUE)
+             for _, op in sorted(FACTORS[name].operators.items())]
+    assert "\n".join(lines) == ANNOTATIONS.strip()
