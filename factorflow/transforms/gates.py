@@ -1,41 +1,42 @@
-"""The gate transform (Infer.NET's GateTransform): conditional blocks become gate factors.
+"""The gate transform (Infer.NET's GateTransform, seed 001): gates become gate factors.
 
-Input: the model IR, where ``If`` blocks are gates (see ``ir.nodes.If``: an *if* on a boolean
-variable or its complement, a *case* ``x == literal``, a *switch* ``x == j`` inside
-``for j`` over all values of ``x``).  Output, for a stochastic (random) condition ``c``:
+Input: the model IR, whose ``If`` blocks are gates (``ir.nodes.If``: an *if* on a boolean
+or its complement, a *case* ``x == literal``, a *switch* ``x == j`` directly in a ``for j``
+over the values of ``x``).  For a random condition ``c`` the output has
 
-* a cases array ``c_cases[.., c_cases_k] = Gate.Cases(selector=c)`` (declared random bool
-  with attrs ``derived``, ``do_not_send_evidence``, ``gate``), placed before the first ``If``
-  on ``c`` (before the ``for j`` of a switch, whose range is then its case axis);
-* every statement of a body wrapped in ``if c_cases[.., k]`` (consecutive ones share one
-  ``If``; a ``for`` keeps its place and has its body wrapped), so no case of a condition
-  refers to a random variable outside it:
-* an *enter* variable (random, defined outside, read inside) is read through a clone:
-  ``Gate.EnterPartial(cases, value; indices)`` clones it once per case that reads it (a
-  new axis ``<clone>_k``); in a switch ``Gate.Enter(cases, value)`` clones it for every
-  case (the switch axis), read through ``Copy`` inside; an expression indexed by the
-  condition itself (``x[i]`` under ``i == 2`` or ``i == j``) enters one case only:
-  ``Gate.EnterOne(cases, value; index)``.  A clone sits in the containers its expression
-  needs: inside the body's own ``for`` loops when they are the outer ones, else in fresh
-  loops before the block (``GateOptions.enter_whole_arrays`` clones whole arrays instead);
-* an *exit* variable (defined in every case, or read outside) is defined per case in a
-  clone array over the case axis and merged after the last branch by
-  ``x = Gate.Exit(cases, values)`` (``x`` is then ``derived``);
-* a deterministic (observed or constant) condition keeps its ``If`` around the converted
-  block: no evidence is collected, nothing is cloned.
+* ``c_cases[.., c_cases_k] = Gate.Cases(selector=c)`` before the first ``If`` on ``c``
+  (before the ``for j`` of a switch, whose range is then the case axis), declared random
+  bool with attrs ``derived``, ``do_not_send_evidence`` and ``gate``;
+* every statement of the bodies inside ``if c_cases[.., k]`` (consecutive ones share one;
+  a ``for`` keeps its place and its body is wrapped);
+* each random variable defined outside and read inside (an *enter* variable) read through
+  clones (attrs ``clone_of``, ``gate``, ``derived``):
+  ``x_cond_c[.., x_cond_c_k] = Gate.EnterPartial(cases=c_cases[..], value=x, indices:
+  (k, ..))`` for the cases that read it; in a switch ``Gate.Enter(cases, value)`` for all
+  cases, read through ``x_cond_c_j = Copy(value=x_cond_c[.., j])``; for an expression
+  indexed by the condition itself (``a[i]`` under ``i == 2`` or ``i == j``)
+  ``Gate.EnterOne(cases, value, index: k)``.  A clone sits in the loops its expression
+  needs: the body's own ``for`` loops when those are the outer ones, else fresh loops
+  before the gate (``enter_whole_arrays``: whole arrays before the gate, the seed's
+  alternative method);
+* each variable defined in every case (an *exit* variable, ``derived`` from then on)
+  defined per case in ``x_cond_c[.., k]`` (attrs ``exit_of``, ``gate``; in a switch through
+  a local and ``Copy``) and merged after the last branch by
+  ``x = Gate.Exit(cases=c_cases[..], values=x_cond_c[..])``.
 
-Guarantees: the result has no case or switch ``If`` on a random variable; the remaining
-``If`` conditions are cases-array elements (or deterministic); every new name is fresh;
-new case axes are added to ``program.ranges``.  A condition that is neither boolean nor
-discrete, a case value outside the variable's range, a switch loop whose size is not the
-variable's, a stochastic condition inside a loop it does not depend on, and a variable
-defined inside a gate but not in all its cases and read outside raise ``ModelError``
-naming the variable and the gate.
+A deterministic (observed or constant) condition keeps its ``If`` around the converted
+block: nothing is cloned, no evidence is collected.
+
+Guarantees: no ``If`` on a random variable remains but those on cases-array elements; new
+names are fresh; new case axes are added to ``program.ranges``; the input is unchanged.
+ModelError, naming the variable and the gate, for a condition neither boolean nor
+discrete, a case value out of range, a switch loop whose size is not the variable's, a
+random condition inside a loop it does not depend on, or a variable defined inside a gate
+but not in all its cases and read outside.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -192,14 +193,14 @@ class _Gates:
         if bad:
             raise ModelError(f"gate on {format_ref(lhs)}: the condition does not depend on "
                              f"the loop over {bad[0]}; place the gate outside that loop.")
-        selector = self._ref(lhs, False, "", [])
+        selector = self._ref(lhs, "", [])
         cond.cases = self._fresh(flat(lhs, loops) + "_cases")
         cond.axis = switch or self._axis(cond.cases, count)
         cond.plates = loops + (cond.axis,)
         self._declare(cond.cases, "bool", cond.plates, None, f"cases of {format_ref(lhs)}",
                       (("derived", True), ("do_not_send_evidence", True),
                        ("gate", format_ref(lhs))))
-        prov = next((s.provenance for s in _stmts(node.body) if s.provenance), "")
+        prov = next((s.provenance for s, _ in walk(node.body) if s.provenance), "")
         self.frames[-1].items.append(Stmt("Gate.Cases", (cond.ref(),),
                                           (("selector", selector),), (), prov))
         if held:
@@ -210,9 +211,9 @@ class _Gates:
     # ----- statements and their references -----------------------------------------------
     def _stmt(self, s: Stmt) -> None:
         post: list[Stmt] = []
-        inputs = tuple((k, self._ref(v, False, s.provenance, post) if isinstance(v, Ref)
-                        else v) for k, v in s.inputs)
-        outputs = tuple(self._ref(o, True, s.provenance, post) for o in s.outputs)
+        inputs = tuple((k, self._ref(v, s.provenance, post) if isinstance(v, Ref) else v)
+                       for k, v in s.inputs)
+        outputs = tuple(self._ref(o, s.provenance, post) for o in s.outputs)
         self.frames[-1].items.append(replace(s, inputs=inputs, outputs=outputs))
         self.frames[-1].items.extend(post)
 
@@ -230,20 +231,21 @@ class _Gates:
             index.append(item)
         return Ref(ref.var, tuple(index)), hit
 
-    def _ref(self, ref: Ref, is_def: bool, prov: str, post: list[Stmt]) -> Ref:
+    def _ref(self, ref: Ref, prov: str, post: list[Stmt]) -> Ref:
         sub, hit = self._subst(ref)
-        return self._lift(sub, ref.var, is_def, len(self.levels), hit, prov, post)
+        return self._lift(sub, ref.var, len(self.levels), hit, prov, post)
 
-    def _lift(self, ref: Ref, var: str, is_def: bool, depth: int, hit: set[int], prov: str,
+    def _lift(self, ref: Ref, var: str, depth: int, hit: set[int], prov: str,
               post: list[Stmt]) -> Ref:
-        """``ref`` as read (or defined) inside the first ``depth`` gates around it."""
+        """``ref`` as read or defined inside the first ``depth`` gates around it: cloned for
+        each gate below the variable's home (``gate_analysis``), outermost first."""
         if self.decls[var].role != "random" or depth <= self.a.home.get(var, 0):
             return ref
         m = depth - 1
-        cond, case, _ = self.levels[m]
-        src = self._lift(ref, var, is_def, m, hit, prov, post)
+        cond = self.levels[m][0]
+        src = self._lift(ref, var, m, hit, prov, post)
         clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, m in hit, prov)
-        return self._use(clone, m, is_def, prov, post)
+        return self._use(clone, m, prov, post)
 
     def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str) -> Clone:
         """The clone array of ``src`` for gate level ``m``, declared and placed."""
@@ -277,23 +279,22 @@ class _Gates:
         if kind == "exit":
             return clone  # merged by Gate.Exit after the gate's last branch
         value = (("cases", cond.ref()), ("value", src))
+        op = {"partial": "Gate.EnterPartial", "enter": "Gate.Enter", "one": "Gate.EnterOne"}
+
+        def make() -> Stmt:  # made at the end: EnterPartial's indices grow with each case
+            params = {"partial": (("indices", tuple(clone.used)),),
+                      "one": (("index", case),)}.get(kind, ())
+            return Stmt(op[kind], (clone.ref(axis or None),), value, params, prov)
+
         if kind == "partial":
             self.partials.append(clone)
-            make: Callable[[], Stmt] = lambda: Stmt(  # noqa: E731 - indices grow until the end
-                "Gate.EnterPartial", (clone.ref(axis),), value,
-                (("indices", tuple(clone.used)),), prov)
-        elif kind == "enter":
-            make = lambda: Stmt("Gate.Enter", (clone.ref(axis),), value, (), prov)  # noqa: E731
-        else:
-            make = lambda: Stmt("Gate.EnterOne", (clone.ref(),), value,  # noqa: E731
-                                (("index", case),), prov)
         node: Any = make() if kind == "one" and cond.switch else Gen(m, make)
         for r in reversed(fresh):
             node = ForB(r, [node])
         self.frames[at].items.append(node)
         return clone
 
-    def _use(self, clone: Clone, m: int, is_def: bool, prov: str, post: list[Stmt]) -> Ref:
+    def _use(self, clone: Clone, m: int, prov: str, post: list[Stmt]) -> Ref:
         """The reference to ``clone`` in the current case of level ``m``."""
         cond, case, _ = self.levels[m]
         if clone.kind == "partial":
@@ -320,6 +321,3 @@ class _Gates:
                 copy = Stmt("Copy", (clone.ref(case),), (("value", local),), (), prov)
                 (post if m + 1 == len(self.levels) else cond.pending).append(copy)
         return local
-
-def _stmts(nodes: tuple[Node, ...]) -> list[Stmt]:
-    return [s for s, _ in walk(nodes)]
