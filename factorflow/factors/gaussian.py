@@ -93,4 +93,5 @@ def _log_average_factor(sample, mean, precision):
     known, msg = (sample, mean) if is_known(sample) else (mean, sample)
     if is_known(msg):
         return _log_density(E(known), E(msg), precision)
-    return _convolve(msg, precision).log_prob(E(known))
+    with np.errstate(divide="ignore", invalid="ignore"):  # a uniform message weighs 1
+        return np.where(msg.is_uniform(), 0.0, _convolve(msg, precision).log_prob(E(known)))

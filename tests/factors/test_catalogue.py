@@ -213,3 +213,29 @@ def test_annotation_table():
     lines = [_annotation_line(op) for name in sorted(CATALOGUE)
              for _, op in sorted(FACTORS[name].operators.items())]
     assert "\n".join(lines) == ANNOTATIONS.strip()
+
+
+def _uniform_like(domain: str, value):
+    from factorflow.distributions import Bernoulli, Beta, Dirichlet, Discrete, Gamma, Gaussian
+
+    family = {"real": Gaussian, "positive": Gamma, "unit": Beta, "bool": Bernoulli,
+              "int": Discrete, "simplex": Dirichlet}[domain]
+    if family is Discrete:
+        return Discrete.uniform((), 3)
+    if family is Dirichlet:
+        return Dirichlet.uniform((), np.shape(value)[-1])
+    return family.uniform(())
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_ep_evidence_with_a_uniform_message_is_a_number(name):
+    """A uniform message is the weight 1: evidence terms stay finite (never NaN) when any
+    argument that EP can treat as random sends one."""
+    factor = FACTORS[name]
+    if "ep" not in factor.evidence:
+        return
+    for target in {t for a, t in factor.operators if a == "ep"}:
+        point = {k: np.asarray(v) for k, v in POINTS[name].items()}
+        point[target] = _uniform_like(factor.arg(target).domain, point[target])
+        value = factor.evidence["ep"](**point)
+        assert not np.any(np.isnan(value)), (name, target, value)

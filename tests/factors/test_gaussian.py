@@ -97,10 +97,12 @@ def test_ep_evidence_with_an_observed_sample(x, mm, sm, s_tau):
     assert_close(value, np.log(direct), rtol=1e-8)
 
 
-def test_ep_evidence_is_zero_when_the_sample_message_is_uniform():
-    value = evidence("Gaussian", "ep")(sample=Gaussian.uniform(()), mean=Gaussian(1.0, 2.0),
-                                       precision=3.0)
-    assert_close(value, 0.0)
+def test_ep_evidence_is_zero_when_the_random_side_is_uniform():
+    """A uniform message is the weight 1, and ∫ N(x; μ, 1/τ) dx = 1 whatever the other side."""
+    uniform = Gaussian.uniform((2,))
+    for other in (Gaussian(1.0, 2.0), np.array(1.0)):
+        assert_close(evidence("Gaussian", "ep")(sample=uniform, mean=other, precision=3.0), 0.0)
+        assert_close(evidence("Gaussian", "ep")(sample=other, mean=uniform, precision=3.0), 0.0)
 
 
 def test_known_and_point_like_arguments_agree():
