@@ -97,33 +97,33 @@ def _linear_evidence(out, mean, var, *inputs) -> np.ndarray:
 
 # ----- Plus: sum = a + b ------------------------------------------------------------
 @PLUS.operator("ep", "sum", skip_if_uniform=("a", "b"))
-def _plus_sum_ep(a, b):
+def _plus_sum_ep(a, b) -> Gaussian:
     """N(m_a + m_b, v_a + v_b)."""
     (ma, va), (mb, vb) = gaussian_moments(a), gaussian_moments(b)
     return _gaussian("Plus", "sum", ma + mb, va + vb, a, b)
 
 
 @PLUS.operator("ep", "a", skip_if_uniform=("sum", "b"))
-def _plus_a_ep(sum, b):
+def _plus_a_ep(sum, b) -> Gaussian:
     """N(m_sum − m_b, v_sum + v_b)."""
     (ms, vs), (mb, vb) = gaussian_moments(sum), gaussian_moments(b)
     return _gaussian("Plus", "a", ms - mb, vs + vb, sum, b)
 
 
 @PLUS.operator("ep", "b", skip_if_uniform=("sum", "a"))
-def _plus_b_ep(sum, a):
+def _plus_b_ep(sum, a) -> Gaussian:
     """N(m_sum − m_a, v_sum + v_a)."""
     return _plus_a_ep(sum, a)
 
 
 @PLUS.operator("vmp", "sum", skip_if_uniform=("a", "b"), trigger=("a", "b"))
-def _plus_sum_vmp(a, b):
+def _plus_sum_vmp(a, b) -> Gaussian:
     """The forward distribution N(E[a] + E[b], Var[a] + Var[b])."""
     return _plus_sum_ep(a, b)
 
 
 @PLUS.operator("vmp", "a", skip_if_uniform=("sum",), proper=("sum", "b"))
-def _plus_a_vmp(sum, b):
+def _plus_a_vmp(sum, b) -> Gaussian:
     """exp E_b[log m_sum(a + b)]: natural parameters (h − τ E[b], τ)."""
     _no_observed_output("Plus", sum)
     h, tau = sum.eta
@@ -131,13 +131,13 @@ def _plus_a_vmp(sum, b):
 
 
 @PLUS.operator("vmp", "b", skip_if_uniform=("sum",), proper=("sum", "a"))
-def _plus_b_vmp(sum, a):
+def _plus_b_vmp(sum, a) -> Gaussian:
     """exp E_a[log m_sum(a + b)]: natural parameters (h − τ E[a], τ)."""
     return _plus_a_vmp(sum, a)
 
 
 @PLUS.evidence_operator("ep")
-def _plus_log_average_factor(sum, a, b):
+def _plus_log_average_factor(sum, a, b) -> np.ndarray:
     """log ∫ w_sum(a + b) m_a m_b."""
     (ma, va), (mb, vb) = gaussian_moments(a), gaussian_moments(b)
     return _linear_evidence(sum, ma + mb, va + vb, a, b)
@@ -145,34 +145,34 @@ def _plus_log_average_factor(sum, a, b):
 
 # ----- Minus: diff = a − b ----------------------------------------------------------
 @MINUS.operator("ep", "diff", skip_if_uniform=("a", "b"))
-def _minus_diff_ep(a, b):
+def _minus_diff_ep(a, b) -> Gaussian:
     """N(m_a − m_b, v_a + v_b)."""
     (ma, va), (mb, vb) = gaussian_moments(a), gaussian_moments(b)
     return _gaussian("Minus", "diff", ma - mb, va + vb, a, b)
 
 
 @MINUS.operator("ep", "a", skip_if_uniform=("diff", "b"))
-def _minus_a_ep(diff, b):
+def _minus_a_ep(diff, b) -> Gaussian:
     """N(m_diff + m_b, v_diff + v_b)."""
     (md, vd), (mb, vb) = gaussian_moments(diff), gaussian_moments(b)
     return _gaussian("Minus", "a", md + mb, vd + vb, diff, b)
 
 
 @MINUS.operator("ep", "b", skip_if_uniform=("diff", "a"))
-def _minus_b_ep(diff, a):
+def _minus_b_ep(diff, a) -> Gaussian:
     """N(m_a − m_diff, v_a + v_diff)."""
     (md, vd), (ma, va) = gaussian_moments(diff), gaussian_moments(a)
     return _gaussian("Minus", "b", ma - md, va + vd, diff, a)
 
 
 @MINUS.operator("vmp", "diff", skip_if_uniform=("a", "b"), trigger=("a", "b"))
-def _minus_diff_vmp(a, b):
+def _minus_diff_vmp(a, b) -> Gaussian:
     """The forward distribution N(E[a] − E[b], Var[a] + Var[b])."""
     return _minus_diff_ep(a, b)
 
 
 @MINUS.operator("vmp", "a", skip_if_uniform=("diff",), proper=("diff", "b"))
-def _minus_a_vmp(diff, b):
+def _minus_a_vmp(diff, b) -> Gaussian:
     """exp E_b[log m_diff(a − b)]: natural parameters (h + τ E[b], τ)."""
     _no_observed_output("Minus", diff)
     h, tau = diff.eta
@@ -180,7 +180,7 @@ def _minus_a_vmp(diff, b):
 
 
 @MINUS.operator("vmp", "b", skip_if_uniform=("diff",), proper=("diff", "a"))
-def _minus_b_vmp(diff, a):
+def _minus_b_vmp(diff, a) -> Gaussian:
     """exp E_a[log m_diff(a − b)]: natural parameters (τ E[a] − h, τ)."""
     _no_observed_output("Minus", diff)
     h, tau = diff.eta
@@ -188,7 +188,7 @@ def _minus_b_vmp(diff, a):
 
 
 @MINUS.evidence_operator("ep")
-def _minus_log_average_factor(diff, a, b):
+def _minus_log_average_factor(diff, a, b) -> np.ndarray:
     """log ∫ w_diff(a − b) m_a m_b."""
     (ma, va), (mb, vb) = gaussian_moments(a), gaussian_moments(b)
     return _linear_evidence(diff, ma - mb, va + vb, a, b)
@@ -213,32 +213,32 @@ def _scale_backward(product, scale) -> Gaussian:
 
 
 @SCALE_BY.operator("ep", "product", skip_if_uniform=("a",), known=("scale",))
-def _scale_product_ep(a, scale):
+def _scale_product_ep(a, scale) -> Gaussian:
     """N(c m_a, c² v_a)."""
     return _scale_forward(a, scale)
 
 
 @SCALE_BY.operator("ep", "a", skip_if_uniform=("product",), known=("scale",))
-def _scale_a_ep(product, scale):
+def _scale_a_ep(product, scale) -> Gaussian:
     """N(m_p / c, v_p / c²)."""
     return _scale_backward(product, scale)
 
 
 @SCALE_BY.operator("vmp", "product", skip_if_uniform=("a",), trigger=("a",),
                    known=("scale",))
-def _scale_product_vmp(a, scale):
+def _scale_product_vmp(a, scale) -> Gaussian:
     """The forward distribution N(c E[a], c² Var[a])."""
     return _scale_forward(a, scale)
 
 
 @SCALE_BY.operator("vmp", "a", skip_if_uniform=("product",), known=("scale",))
-def _scale_a_vmp(product, scale):
+def _scale_a_vmp(product, scale) -> Gaussian:
     """exp log m_product(c a): the same message as EP, since c is known."""
     return _scale_backward(product, scale)
 
 
 @SCALE_BY.evidence_operator("ep")
-def _scale_log_average_factor(product, a, scale):
+def _scale_log_average_factor(product, a, scale) -> np.ndarray:
     """log ∫ w_product(c a) m_a."""
     ma, va = gaussian_moments(a)
     c = gaussian_moments(scale)[0]
@@ -247,7 +247,7 @@ def _scale_log_average_factor(product, a, scale):
 
 # ----- Product: product = a · b (VMP) -------------------------------------------------
 @PRODUCT.operator("vmp", "product", skip_if_uniform=("a", "b"), trigger=("a", "b"))
-def _product_vmp(a, b):
+def _product_vmp(a, b) -> Gaussian:
     """N(m_a m_b, m_b² v_a + m_a² v_b + v_a v_b) (Winn's rule for deterministic factors)."""
     (ma, va), (mb, vb) = gaussian_moments(a), gaussian_moments(b)
     var = times_finite(mb * mb, va) + times_finite(ma * ma, vb) + times_finite(va, vb)
@@ -255,7 +255,7 @@ def _product_vmp(a, b):
 
 
 @PRODUCT.operator("vmp", "a", skip_if_uniform=("product",), proper=("b",))
-def _product_a_vmp(product, b):
+def _product_a_vmp(product, b) -> Gaussian:
     """exp E_b[log m_product(a b)]: natural parameters (h E[b], τ E[b²])."""
     _no_observed_output("Product", product)
     h, tau = product.eta
@@ -263,6 +263,6 @@ def _product_a_vmp(product, b):
 
 
 @PRODUCT.operator("vmp", "b", skip_if_uniform=("product",), proper=("a",))
-def _product_b_vmp(product, a):
+def _product_b_vmp(product, a) -> Gaussian:
     """exp E_a[log m_product(a b)]: natural parameters (h E[a], τ E[a²])."""
     return _product_a_vmp(product, a)

@@ -46,21 +46,21 @@ def _log_mean_p(p) -> tuple[np.ndarray, np.ndarray]:
 
 # ----- VMP --------------------------------------------------------------------------
 @BERNOULLI.operator("vmp", "sample", skip_if_uniform=("p",))
-def _sample_vmp(p):
+def _sample_vmp(p) -> Bernoulli:
     """Log-odds E[log p] − E[log(1 − p)] (Infer.NET: digamma(α) − digamma(β))."""
     with np.errstate(invalid="ignore"):
         return Bernoulli.from_natural(np.asarray(Elog(p) - Elog1m(p), float))
 
 
 @BERNOULLI.operator("vmp", "p")
-def _p_vmp(sample):
+def _p_vmp(sample) -> Beta:
     """Beta(1 + E[x], 2 − E[x]): exp E_x[log f] as a function of p."""
     q = Eprob(sample)
     return Beta.from_natural(q, 1.0 - q)
 
 
 @BERNOULLI.evidence_operator("vmp")
-def _average_log_factor(sample, p):
+def _average_log_factor(sample, p) -> np.ndarray:
     """E_q[log f] = E[x] E[log p] + (1 − E[x]) E[log(1 − p)]."""
     q = Eprob(sample)
     return times_finite(q, Elog(p)) + times_finite(1 - q, Elog1m(p))
@@ -68,7 +68,7 @@ def _average_log_factor(sample, p):
 
 # ----- EP ---------------------------------------------------------------------------
 @BERNOULLI.operator("ep", "sample", skip_if_uniform=("p",))
-def _sample_ep(p):
+def _sample_ep(p) -> Bernoulli:
     """Bernoulli(E[p]) (for a Beta, log-odds log α − log β)."""
     lt, lf = _log_mean_p(p)
     with np.errstate(invalid="ignore"):
@@ -76,7 +76,7 @@ def _sample_ep(p):
 
 
 @BERNOULLI.operator("ep", "p", skip_if_uniform=("sample",))
-def _p_ep(sample, p):
+def _p_ep(sample, p) -> Beta:
     """proj[m_p · (q(T) p + q(F)(1 − p))] / m_p, projected by mean and variance.
 
     The tilted distribution is the mixture of Beta(α + 1, β) and Beta(α, β + 1) with
@@ -99,7 +99,7 @@ def _p_ep(sample, p):
 
 
 @BERNOULLI.evidence_operator("ep")
-def _log_average_factor(sample, p):
+def _log_average_factor(sample, p) -> np.ndarray:
     """log Σ_x ∫ f(x, p) w_x(x) m_p(p) dp = log(w(T) E[p] + w(F) E[1 − p]), where w is the
     normalised sample message (the weight 1 on both values if it is uniform)."""
     wt, wf = bool_log_weights(sample)

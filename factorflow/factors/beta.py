@@ -32,26 +32,26 @@ def _prior(alpha, beta) -> Beta:
 
 
 @BETA.operator("vmp", "sample", known=("alpha", "beta"))
-def _sample_vmp(alpha, beta):
+def _sample_vmp(alpha, beta) -> Beta:
     """Beta(α, β): log f is linear in the sample's statistics (log x, log(1 − x))."""
     return _prior(alpha, beta)
 
 
 @BETA.operator("ep", "sample", known=("alpha", "beta"))
-def _sample_ep(alpha, beta):
+def _sample_ep(alpha, beta) -> Beta:
     """Beta(α, β): the exact message."""
     return _prior(alpha, beta)
 
 
 @BETA.evidence_operator("vmp")
-def _average_log_factor(sample, alpha, beta):
+def _average_log_factor(sample, alpha, beta) -> np.ndarray:
     """E_q[log f] = (α − 1) E[log x] + (β − 1) E[log(1 − x)] − log B(α, β)."""
     a, b = E(alpha), E(beta)
     return (a - 1) * Elog(sample) + (b - 1) * Elog1m(sample) - special.betaln(a, b)
 
 
 @BETA.evidence_operator("ep")
-def _log_average_factor(sample, alpha, beta):
+def _log_average_factor(sample, alpha, beta) -> np.ndarray:
     """log ∫ f m_x: the log density at a known sample, else A(prior · m) − A(m) − A(prior)."""
     if is_known(sample):
         return _log_density(E(sample), E(alpha), E(beta))

@@ -46,19 +46,19 @@ def _observed(sample) -> None:
 
 
 @BINOMIAL.operator("vmp", "p", known=("sample", "trials"))
-def _p_vmp(sample, trials):
+def _p_vmp(sample, trials) -> Beta:
     """Beta(k + 1, n − k + 1): log f is linear in (log p, log(1 − p))."""
     return _p_message(sample, trials)
 
 
 @BINOMIAL.operator("ep", "p", known=("sample", "trials"))
-def _p_ep(sample, trials):
+def _p_ep(sample, trials) -> Beta:
     """Beta(k + 1, n − k + 1): the exact message for an observed count."""
     return _p_message(sample, trials)
 
 
 @BINOMIAL.evidence_operator("vmp")
-def _average_log_factor(sample, trials, p):
+def _average_log_factor(sample, trials, p) -> np.ndarray:
     """E_q[log f] = log C(n, k) + k E[log p] + (n − k) E[log(1 − p)]."""
     _observed(sample)
     k, n = E(sample), E(trials)
@@ -66,7 +66,7 @@ def _average_log_factor(sample, trials, p):
 
 
 @BINOMIAL.evidence_operator("ep")
-def _log_average_factor(sample, trials, p):
+def _log_average_factor(sample, trials, p) -> np.ndarray:
     """log ∫ f m_p = log C(n, k) + A(m_p · Beta(k + 1, n − k + 1)) − A(m_p), exact."""
     _observed(sample)
     k, n = E(sample), E(trials)

@@ -131,26 +131,26 @@ def _log_average(out, mean, var, known) -> np.ndarray:
 
 # ----- IsPositive -------------------------------------------------------------------
 @IS_POSITIVE.operator("ep", "out", skip_if_uniform=("x",), proper=("x",))
-def _is_positive_out_ep(x):
+def _is_positive_out_ep(x) -> Bernoulli:
     """Bernoulli(Φ(m/√v)), log-odds log Φ(z) − log Φ(−z)."""
     return _out_message(E(x), V(x), is_known(x))
 
 
 @IS_POSITIVE.operator("ep", "x", skip_if_uniform=("out", "x"), proper=("x",))
-def _is_positive_x_ep(out, x):
+def _is_positive_x_ep(out, x) -> Gaussian:
     """The truncated-Gaussian projection of the tilted distribution, divided by m_x."""
     m, v = gaussian_moments(x)
     return _x_message(out, full(broadcast_batch(out, x), m), full(broadcast_batch(out, x), v))
 
 
 @IS_POSITIVE.operator("vmp", "out", skip_if_uniform=("x",), trigger=("x",))
-def _is_positive_out_vmp(x):
+def _is_positive_out_vmp(x) -> Bernoulli:
     """The forward distribution Bernoulli(P(x > 0)) under q(x) (the same as EP)."""
     return _out_message(E(x), V(x), is_known(x))
 
 
 @IS_POSITIVE.evidence_operator("ep")
-def _is_positive_log_average_factor(out, x):
+def _is_positive_log_average_factor(out, x) -> np.ndarray:
     """log(w(T) Φ(z) + w(F) Φ(−z)), z = m/√v."""
     return _log_average(out, E(x), V(x), is_known(x))
 
@@ -163,7 +163,7 @@ def _difference(a, b):
 
 
 @GREATER.operator("ep", "out", skip_if_uniform=("a", "b"), proper=("a", "b"))
-def _greater_out_ep(a, b):
+def _greater_out_ep(a, b) -> Bernoulli:
     """Bernoulli(P(a > b)) = Bernoulli(Φ((m_a − m_b)/√(v_a + v_b)))."""
     return _out_message(*_difference(a, b), is_known(a) and is_known(b))
 
@@ -177,7 +177,7 @@ def _through_difference(msg_d: Gaussian, other_mean, other_var, sign: float) -> 
 
 
 @GREATER.operator("ep", "a", skip_if_uniform=("out", "a", "b"), proper=("a", "b"))
-def _greater_a_ep(out, a, b):
+def _greater_a_ep(out, a, b) -> Gaussian:
     """IsPositive's message to d = a − b, shifted by m_b and widened by v_b."""
     shape = broadcast_batch(out, a, b)
     m, v = _difference(a, b)
@@ -187,7 +187,7 @@ def _greater_a_ep(out, a, b):
 
 
 @GREATER.operator("ep", "b", skip_if_uniform=("out", "a", "b"), proper=("a", "b"))
-def _greater_b_ep(out, a, b):
+def _greater_b_ep(out, a, b) -> Gaussian:
     """IsPositive's message to d = a − b, reflected, shifted by m_a and widened by v_a."""
     shape = broadcast_batch(out, a, b)
     m, v = _difference(a, b)
@@ -197,12 +197,12 @@ def _greater_b_ep(out, a, b):
 
 
 @GREATER.operator("vmp", "out", skip_if_uniform=("a", "b"), trigger=("a", "b"))
-def _greater_out_vmp(a, b):
+def _greater_out_vmp(a, b) -> Bernoulli:
     """The forward distribution Bernoulli(P(a > b)) under q(a) q(b) (the same as EP)."""
     return _out_message(*_difference(a, b), is_known(a) and is_known(b))
 
 
 @GREATER.evidence_operator("ep")
-def _greater_log_average_factor(out, a, b):
+def _greater_log_average_factor(out, a, b) -> np.ndarray:
     """log(w(T) Φ(z) + w(F) Φ(−z)), z = (m_a − m_b)/√(v_a + v_b)."""
     return _log_average(out, *_difference(a, b), is_known(a) and is_known(b))

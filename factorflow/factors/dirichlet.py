@@ -34,26 +34,26 @@ def _prior(alpha) -> Dirichlet:
 
 
 @DIRICHLET.operator("vmp", "sample", known=("alpha",))
-def _sample_vmp(alpha):
+def _sample_vmp(alpha) -> Dirichlet:
     """Dirichlet(α): log f is linear in the sample's statistics log x."""
     return _prior(alpha)
 
 
 @DIRICHLET.operator("ep", "sample", known=("alpha",))
-def _sample_ep(alpha):
+def _sample_ep(alpha) -> Dirichlet:
     """Dirichlet(α): the exact message."""
     return _prior(alpha)
 
 
 @DIRICHLET.evidence_operator("vmp")
-def _average_log_factor(sample, alpha):
+def _average_log_factor(sample, alpha) -> np.ndarray:
     """E_q[log f] = Σ_k (α_k − 1) E[log x_k] − log B(α)."""
     a = np.asarray(E(alpha), float)
     return np.sum((a - 1) * Elog(sample), axis=-1) - _log_normalizer(a)
 
 
 @DIRICHLET.evidence_operator("ep")
-def _log_average_factor(sample, alpha):
+def _log_average_factor(sample, alpha) -> np.ndarray:
     """log ∫ f m_x: the log density at a known sample, else A(prior · m) − A(m) − A(prior)."""
     if is_known(sample):
         return _log_density(E(sample), np.asarray(E(alpha), float))

@@ -57,32 +57,32 @@ def _sample_stats(sample, size: int) -> np.ndarray:
 
 # ----- VMP --------------------------------------------------------------------------
 @DISCRETE.operator("vmp", "sample", skip_if_uniform=("probs",))
-def _sample_vmp(probs):
+def _sample_vmp(probs) -> Discrete:
     """log-probabilities E[log p_k] (for a Dirichlet: digamma(α_k) − digamma(Σ α))."""
     return Discrete.from_natural(np.asarray(Elog(probs), float))
 
 
 @DISCRETE.operator("vmp", "probs")
-def _probs_vmp(sample, probs):
+def _probs_vmp(sample, probs) -> Dirichlet:
     """Dirichlet(1 + E[one-hot(x)]); ``probs`` is read only for K."""
     return Dirichlet.from_natural(_sample_stats(sample, _size(probs)))
 
 
 @DISCRETE.evidence_operator("vmp")
-def _average_log_factor(sample, probs):
+def _average_log_factor(sample, probs) -> np.ndarray:
     """E_q[log f] = Σ_k q(x = k) E[log p_k] (a zero-probability category adds nothing)."""
     return np.sum(times_finite(_sample_stats(sample, _size(probs)), Elog(probs)), axis=-1)
 
 
 # ----- EP ---------------------------------------------------------------------------
 @DISCRETE.operator("ep", "sample", skip_if_uniform=("probs",))
-def _sample_ep(probs):
+def _sample_ep(probs) -> Discrete:
     """Discrete(E[p]) (for a Dirichlet, probabilities α_k / Σ α)."""
     return Discrete.from_natural(_log_mean_probs(probs))
 
 
 @DISCRETE.operator("ep", "probs", skip_if_uniform=("sample",), no_init=True)
-def _probs_ep(sample, probs):
+def _probs_ep(sample, probs) -> Dirichlet:
     """proj[m_p · Σ_k q_k p_k] / m_p: the mixture Σ_k w_k Dir(α + e_k), w_k ∝ q_k α_k,
     matched in mean and Σ_k E[p_k²]; an observed sample gives Dir(1 + one-hot(x)).
 
@@ -101,7 +101,7 @@ def _probs_ep(sample, probs):
 
 
 @DISCRETE.evidence_operator("ep")
-def _log_average_factor(sample, probs):
+def _log_average_factor(sample, probs) -> np.ndarray:
     """log Σ_k w_k E[p_k], w the normalised sample message (weight 1 where uniform)."""
     log_mean = _log_mean_probs(probs)
     if is_known(sample):

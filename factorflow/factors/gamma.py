@@ -34,21 +34,21 @@ def _rate_naturals(x, shape):
 
 # ----- VMP --------------------------------------------------------------------------
 @GAMMA.operator("vmp", "sample", proper=("rate",), known=("shape",))
-def _sample_vmp(shape, rate):
+def _sample_vmp(shape, rate) -> Gamma:
     """Gamma(a, E[r]): exp E_r[log f] as a function of x."""
     s = broadcast_batch(shape, rate)
     return Gamma.from_natural(full(s, E(shape) - 1.0), full(s, -E(rate)))
 
 
 @GAMMA.operator("vmp", "rate", proper=("sample",), known=("shape",))
-def _rate_vmp(sample, shape):
+def _rate_vmp(sample, shape) -> Gamma:
     """Gamma(a + 1, E[x]): exp E_x[log f] as a function of r."""
     s = broadcast_batch(sample, shape)
     return Gamma.from_natural(full(s, E(shape)), full(s, -E(sample)))
 
 
 @GAMMA.evidence_operator("vmp")
-def _average_log_factor(sample, shape, rate):
+def _average_log_factor(sample, shape, rate) -> np.ndarray:
     """E_q[log f] = a E[log r] − log Γ(a) + (a − 1) E[log x] − E[r] E[x]."""
     a = E(shape)
     return (a * Elog(rate) - special.gammaln(a) + (a - 1) * Elog(sample)
@@ -57,21 +57,21 @@ def _average_log_factor(sample, shape, rate):
 
 # ----- EP (exact: the rate must be known, or the sample when sending to the rate) ----
 @GAMMA.operator("ep", "sample", known=("shape", "rate"))
-def _sample_ep(shape, rate):
+def _sample_ep(shape, rate) -> Gamma:
     """The prior Gamma(a, r) itself."""
     s = broadcast_batch(shape, rate)
     return Gamma.from_natural(full(s, E(shape) - 1.0), full(s, -E(rate)))
 
 
 @GAMMA.operator("ep", "rate", known=("sample", "shape"))
-def _rate_ep(sample, shape):
+def _rate_ep(sample, shape) -> Gamma:
     """Gamma(a + 1, x): the factor as a function of the rate, for an observed sample."""
     s = broadcast_batch(sample, shape)
     return Gamma.from_natural(full(s, E(shape)), full(s, -E(sample)))
 
 
 @GAMMA.evidence_operator("ep")
-def _log_average_factor(sample, shape, rate):
+def _log_average_factor(sample, shape, rate) -> np.ndarray:
     """log ∫ f m_x m_r with normalised messages (a uniform message is the weight 1).
 
     Exact when at most one of sample and rate is random; both random has no closed form

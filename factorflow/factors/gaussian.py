@@ -40,26 +40,26 @@ def _expected_square_diff(a, b):
 
 # ----- VMP --------------------------------------------------------------------------
 @GAUSSIAN.operator("vmp", "sample", proper=("mean", "precision"))
-def _sample_vmp(mean, precision):
+def _sample_vmp(mean, precision) -> Gaussian:
     tau = E(precision)
     return Gaussian.from_natural(tau * E(mean), tau)
 
 
 @GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"))
-def _mean_vmp(sample, precision):
+def _mean_vmp(sample, precision) -> Gaussian:
     tau = E(precision)
     return Gaussian.from_natural(tau * E(sample), np.broadcast_to(tau, np.shape(E(sample))))
 
 
 @GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))
-def _precision_vmp(sample, mean):
+def _precision_vmp(sample, mean) -> Gamma:
     d2 = _expected_square_diff(sample, mean)
     d2 = np.multiply(d2, -0.5, out=d2 if np.ndim(d2) else None)
     return Gamma.from_natural(np.broadcast_to(0.5, np.shape(d2)), d2)
 
 
 @GAUSSIAN.evidence_operator("vmp")
-def _average_log_factor(sample, mean, precision):
+def _average_log_factor(sample, mean, precision) -> np.ndarray:
     return (0.5 * Elog(precision) - 0.5 * LOG_2PI
             - 0.5 * E(precision) * _expected_square_diff(sample, mean))
 
@@ -74,17 +74,17 @@ def _convolve(msg, precision):
 
 
 @GAUSSIAN.operator("ep", "sample", known=("precision",))
-def _sample_ep(mean, precision):
+def _sample_ep(mean, precision) -> Gaussian:
     return _convolve(mean, precision)
 
 
 @GAUSSIAN.operator("ep", "mean", skip_if_uniform=("sample",), known=("precision",))
-def _mean_ep(sample, precision):
+def _mean_ep(sample, precision) -> Gaussian:
     return _convolve(sample, precision)
 
 
 @GAUSSIAN.evidence_operator("ep")
-def _log_average_factor(sample, mean, precision):
+def _log_average_factor(sample, mean, precision) -> np.ndarray:
     """log ∫∫ N(x; μ, 1/τ) m_x(x) m_μ(μ): zero when either side is integrated out."""
     if not is_known(sample) and not is_known(mean):
         joint = _convolve(mean, precision) * sample

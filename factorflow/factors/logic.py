@@ -106,31 +106,31 @@ def _register_gate(factor: Factor, table) -> None:
     name = factor.name
 
     @factor.operator("ep", "out")  # one certain input decides the output: no SkipIfUniform
-    def out_ep(a, b):
+    def out_ep(a, b) -> Bernoulli:
         return _forward(table, a, b)
 
     @factor.operator("ep", "a", skip_if_uniform=("out",))
-    def a_ep(out, b):
+    def a_ep(out, b) -> Bernoulli:
         return _backward(table, out, b)
 
     @factor.operator("ep", "b", skip_if_uniform=("out",))
-    def b_ep(out, a):
+    def b_ep(out, a) -> Bernoulli:
         return _backward(table, out, a)
 
     @factor.operator("vmp", "out", trigger=("a", "b"))
-    def out_vmp(a, b):
+    def out_vmp(a, b) -> Bernoulli:
         return _forward(table, a, b)
 
     @factor.operator("vmp", "a", skip_if_uniform=("out",))
-    def a_vmp(out, b):
+    def a_vmp(out, b) -> Bernoulli:
         return _backward_vmp(name, table, out, b)
 
     @factor.operator("vmp", "b", skip_if_uniform=("out",))
-    def b_vmp(out, a):
+    def b_vmp(out, a) -> Bernoulli:
         return _backward_vmp(name, table, out, a)
 
     @factor.evidence_operator("ep")
-    def log_average_factor(out, a, b):
+    def log_average_factor(out, a, b) -> np.ndarray:
         return _evidence(table, out, a, b)
 
 
@@ -145,31 +145,31 @@ def _flip(v) -> Bernoulli:
 
 
 @NOT.operator("ep", "out", skip_if_uniform=("a",))
-def _not_out_ep(a):
+def _not_out_ep(a) -> Bernoulli:
     """The negated message: log-odds −lo_a."""
     return _flip(a)
 
 
 @NOT.operator("ep", "a", skip_if_uniform=("out",))
-def _not_a_ep(out):
+def _not_a_ep(out) -> Bernoulli:
     """The negated message: log-odds −lo_out."""
     return _flip(out)
 
 
 @NOT.operator("vmp", "out", skip_if_uniform=("a",), trigger=("a",))
-def _not_out_vmp(a):
+def _not_out_vmp(a) -> Bernoulli:
     """The forward distribution of ¬a (the same as EP)."""
     return _flip(a)
 
 
 @NOT.operator("vmp", "a", skip_if_uniform=("out",))
-def _not_a_vmp(out):
+def _not_a_vmp(out) -> Bernoulli:
     """exp E[log m_out(¬a)]: log-odds −lo_out (a known output fixes a exactly)."""
     return _flip(out)
 
 
 @NOT.evidence_operator("ep")
-def _not_log_average_factor(out, a):
+def _not_log_average_factor(out, a) -> np.ndarray:
     """log Σ_a w_out(¬a) w_a(a)."""
     wo, wa = bool_log_weights(out), bool_log_weights(a)
     return np.logaddexp(wo[1] + wa[0], wo[0] + wa[1])
@@ -177,24 +177,24 @@ def _not_log_average_factor(out, a):
 
 # ----- ConstrainTrue ----------------------------------------------------------------
 @CONSTRAIN_TRUE.operator("ep", "value")
-def _constrain_ep():
+def _constrain_ep() -> Bernoulli:
     """The point mass on true (log-odds +inf), one scalar that broadcasts over plates."""
     return Bernoulli.from_natural(np.inf)
 
 
 @CONSTRAIN_TRUE.operator("vmp", "value")
-def _constrain_vmp():
+def _constrain_vmp() -> Bernoulli:
     """The point mass on true (log-odds +inf), one scalar that broadcasts over plates."""
     return Bernoulli.from_natural(np.inf)
 
 
 @CONSTRAIN_TRUE.evidence_operator("ep")
-def _constrain_log_average_factor(value):
+def _constrain_log_average_factor(value) -> np.ndarray:
     """log P(value = true) under the normalised incoming message (0 if it is uniform)."""
     return bool_log_weights(value)[0]
 
 
 @CONSTRAIN_TRUE.evidence_operator("vmp")
-def _constrain_average_log_factor(value):
+def _constrain_average_log_factor(value) -> np.ndarray:
     """E_q[log [value]]: 0 when q is certain of true, else −inf."""
     return np.where(bool_log_probs(value)[0] == 0, 0.0, -np.inf)

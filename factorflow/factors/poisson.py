@@ -41,19 +41,19 @@ def _observed(sample) -> None:
 
 
 @POISSON.operator("vmp", "rate", known=("sample",))
-def _rate_vmp(sample):
+def _rate_vmp(sample) -> Gamma:
     """Gamma(k + 1, 1): log f is linear in (log λ, λ)."""
     return _rate_message(sample)
 
 
 @POISSON.operator("ep", "rate", known=("sample",))
-def _rate_ep(sample):
+def _rate_ep(sample) -> Gamma:
     """Gamma(k + 1, 1): the exact message for an observed count."""
     return _rate_message(sample)
 
 
 @POISSON.evidence_operator("vmp")
-def _average_log_factor(sample, rate):
+def _average_log_factor(sample, rate) -> np.ndarray:
     """E_q[log f] = k E[log λ] − E[λ] − log k!."""
     _observed(sample)
     k = np.asarray(E(sample), float)
@@ -61,7 +61,7 @@ def _average_log_factor(sample, rate):
 
 
 @POISSON.evidence_operator("ep")
-def _log_average_factor(sample, rate):
+def _log_average_factor(sample, rate) -> np.ndarray:
     """log ∫ f m_λ = A(m_λ · Gamma(k + 1, 1)) − A(m_λ) − log k!, exact."""
     _observed(sample)
     k = np.asarray(E(sample), float)
