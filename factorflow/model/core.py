@@ -180,6 +180,28 @@ class FactorCall:
     args: dict[str, Any]  # argument name -> Variable | Indexed | Data | array constant
     plates: tuple[Range, ...]
     provenance: str = ""
+    #: the plates and gates open around the statement, outermost first
+    frames: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class GateFrame:
+    """An open gate: ``kind`` is "if" (``negated`` for IfNot), "case" (``value``) or
+    "switch"; ``condition`` is the boolean or integer variable it branches on."""
+
+    kind: str
+    condition: Variable
+    value: Any = None
+    negated: bool = False
+    provenance: str = ""
+
+    def describe(self) -> str:
+        name = self.condition.name
+        if self.kind == "if":
+            return f"ff.{'IfNot' if self.negated else 'If'}({name})"
+        if self.kind == "case":
+            return f"ff.Case({name}, {self.value})"
+        return f"ff.Switch({name})"
 
 
 class Model:
@@ -196,6 +218,9 @@ class Model:
         self.statements: list[FactorCall] = []
         self.initial: dict[str, Any] = {}
         self._plates: list[Range] = []
+        self._frames: list[Any] = []  # plates and gates, in the order they were opened
+        #: variable name -> the gate frames around each statement that defines it
+        self.definitions: dict[str, list[tuple[Any, ...]]] = {}
         self._tokens: list[contextvars.Token] = []
         self._compiled: dict[str, Any] = {}
         self._counter = 0
@@ -215,10 +240,28 @@ class Model:
         if rng in self._plates:
             raise ModelError(f"Plate({rng.name!r}) is already open.")
         self._plates.append(rng)
+        self._frames.append(rng)
         try:
             yield rng
         finally:
             self._plates.remove(rng)
+            self._frames.remove(rng)
+
+    @contextmanager
+    def _gate(self, frame: GateFrame) -> Iterator[GateFrame]:
+        self._frames.append(frame)
+        try:
+            yield frame
+        finally:
+            self._frames.remove(frame)
+
+    @property
+    def frames(self) -> tuple[Any, ...]:
+        return tuple(self._frames)
+
+    @property
+    def gates(self) -> tuple[GateFrame, ...]:
+        return tuple(f for f in self._frames if isinstance(f, GateFrame))
 
     @property
     def plates(self) -> tuple[Range, ...]:
@@ -254,6 +297,9 @@ class Model:
         return var
 
     def add_statement(self, call: FactorCall) -> None:
+        call.frames = self.frames
+        if call.output is not None:
+            self.definitions.setdefault(call.output.name, []).append(self.gates)
         self.statements.append(call)
 
     def variable(self, name: str) -> Variable:
@@ -291,5 +337,5 @@ def Plate(rng: Range) -> Iterator[Range]:
         yield rng
 
 
-__all__ = ["Model", "Range", "Plate", "Data", "Variable", "Indexed", "FactorCall",
+__all__ = ["Model", "Range", "Plate", "Data", "Variable", "Indexed", "FactorCall", "GateFrame",
            "current_model", "_provenance"]

@@ -20,6 +20,7 @@ from factorflow.model.core import (
     _provenance,
     current_model,
 )
+from factorflow.model.gates import check_defined_for, open_switch
 
 Operand = Variable | Indexed | Data | np.ndarray
 
@@ -82,6 +83,7 @@ def _operand(model: Model, value: Any, domain: str, what: str,
                              "is used outside that plate; index it, or move the statement "
                              "inside `with ff.Plate(...)`.")
         _check_domain(value, domain, what)
+        check_defined_for(model, value, what)
         return value
     if isinstance(value, Indexed):
         base = value.base
@@ -92,8 +94,15 @@ def _operand(model: Model, value: Any, domain: str, what: str,
         _check_domain(base, domain, what)
         index = value.index
         if isinstance(index, Variable):
-            raise ModelError(f"{what}: indexing {base.name!r} by the random variable "
-                             f"{index.name!r} needs ff.Switch({index.name}).")
+            if open_switch(model, index) is None:
+                raise ModelError(f"{what}: indexing {base.name!r} by the random variable "
+                                 f"{index.name!r} needs `with ff.Switch({index.name}):`.")
+            if base.plates[0].size != index.size:
+                raise ModelError(f"{what}: ff.Switch({index.name}) has {index.size} cases "
+                                 f"but {base.name!r} has {base.plates[0].size} elements "
+                                 f"over range {base.plates[0].name!r}; they must match.")
+            check_defined_for(model, base, what)
+            return value
         arr = index.value if isinstance(index, Data) else index
         if arr is not None:
             arr = check_support(arr, "int", f"index of {base.name}", size=base.plates[0].size)
@@ -153,11 +162,41 @@ def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
     checked = {k: _operand(model, v, arg_domains[k], f"variable {name!r}, argument {k!r}",
                            size if arg_domains[k] in ("simplex", "int") else None)
                for k, v in args.items()}
-    var = Variable(name, domain, model.plates, model,
-                   _observed(model, name, observed, domain, size), size, derived, prov)
-    model.add_variable(var)
+    var = _redefinition(model, name, domain, observed)
+    if var is None:
+        var = Variable(name, domain, model.plates, model,
+                       _observed(model, name, observed, domain, size), size, derived, prov)
+        model.add_variable(var)
     model.add_statement(FactorCall(factor, var, checked, model.plates, prov))
     return var
+
+
+def _exclusive(a: tuple, b: tuple) -> bool:
+    """Whether two gate stacks select mutually exclusive branches of one condition."""
+    for f in a:
+        for g in b:
+            if f.condition is g.condition and f.kind == g.kind and f is not g and (
+                    (f.kind == "if" and f.negated != g.negated)
+                    or (f.kind == "case" and f.value != g.value)):
+                return True
+    return False
+
+
+def _redefinition(model: Model, name: str, domain: str, observed: Any) -> Variable | None:
+    """The existing variable ``name`` if this statement defines it again in another
+    branch of a gate (an exit variable); None if the name is new."""
+    existing = model.variables.get(name)
+    if existing is None:
+        return None
+    gates = model.gates
+    previous = model.definitions.get(name, [])
+    if not previous or not all(_exclusive(gates, d) for d in previous):
+        return None  # not a branch definition: add_variable reports the clash
+    if existing.domain != domain or existing.plates != model.plates or observed is not None:
+        raise ModelError(f"variable {name!r} is defined in several branches of a gate; "
+                         "each definition needs the same type and plates, and no observed "
+                         "value (observe it outside the gates).")
+    return existing
 
 
 # ----- distributions ----------------------------------------------------------------

@@ -15,8 +15,8 @@ import numpy as np
 
 from factorflow.codegen.names import identifier
 from factorflow.factors.registry import FACTORS
-from factorflow.ir import Const, For, Node, Program, Ref, Stmt, VarDecl
-from factorflow.model.core import Data, FactorCall, Indexed, Model, Variable
+from factorflow.ir import Const, For, If, Node, Program, Ref, Stmt, VarDecl
+from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
 
 
 @dataclass
@@ -67,6 +67,9 @@ def lower(model: Model) -> tuple[Program, Bindings]:
             return Ref(b.data[value.name])
         if isinstance(value, Indexed):
             idx = value.index
+            if isinstance(idx, Variable):  # array[z] inside ff.Switch(z): indexed by z
+                return Ref(b.names[value.base.name],
+                           (Ref(b.names[idx.name], tuple(rname[p.name] for p in idx.plates)),))
             if isinstance(idx, Data):
                 index_ref = Ref(b.data[idx.name])
             else:
@@ -85,11 +88,47 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                              attrs=(("shape", arr.shape),)))
         return Ref(ident)
 
-    stmts: list[tuple[tuple[str, ...], Stmt]] = []
+    switch_range = _switch_ranges(model, rname, taken)
+    ranges += tuple((name, size) for name, size in switch_range.values()
+                    if name not in dict(ranges))
+
+    stmts: list[tuple[tuple, Stmt]] = []
     for call in model.statements:
         plates = tuple(rname[p.name] for p in call.plates)
-        stmts.append((plates, _statement(call, plates, operand, b)))
+        frames: list[tuple] = []
+        for f in call.frames:
+            if isinstance(f, Range):
+                frames.append(("for", rname[f.name]))
+                continue
+            cond = Ref(b.names[f.condition.name], tuple(rname[p.name]
+                                                          for p in f.condition.plates))
+            if f.kind == "switch":
+                loop = switch_range[id(f)][0]
+                frames.append(("for", loop))
+                frames.append(("if", cond, loop, False, id(f)))
+            else:
+                frames.append(("if", cond, f.value, f.negated, id(f)))
+        stmts.append((tuple(frames), _statement(call, plates, operand, b)))
     return Program(identifier(model.name), ranges, tuple(decls), _nest(stmts)), b
+
+
+def _switch_ranges(model: Model, rname: dict[str, str], taken: set[str]
+                   ) -> dict[int, tuple[str, int]]:
+    """The loop range of each Switch: the range of an array it indexes, else a new one."""
+    out: dict[int, tuple[str, int]] = {}
+    for call in model.statements:
+        for f in call.frames:
+            if isinstance(f, GateFrame) and f.kind == "switch":
+                for v in call.args.values():
+                    if isinstance(v, Indexed) and v.index is f.condition:
+                        out.setdefault(id(f), (rname[v.base.plates[0].name],
+                                               v.base.plates[0].size))
+    for call in model.statements:
+        for f in call.frames:
+            if isinstance(f, GateFrame) and f.kind == "switch" and id(f) not in out:
+                out[id(f)] = (identifier(f"{f.condition.name}_cases", taken),
+                              int(f.condition.size or 0))
+    return out
 
 
 def _statement(call: FactorCall, plates: tuple[str, ...], operand, b: Bindings) -> Stmt:
@@ -101,22 +140,26 @@ def _statement(call: FactorCall, plates: tuple[str, ...], operand, b: Bindings) 
     return Stmt(call.factor, outputs, inputs, provenance=call.provenance)
 
 
-def _nest(stmts: list[tuple[tuple[str, ...], Stmt]]) -> tuple[Node, ...]:
-    """Group consecutive statements with a common plate prefix into shared For blocks."""
+def _nest(stmts: list[tuple[tuple, Stmt]]) -> tuple[Node, ...]:
+    """Group consecutive statements with a common frame prefix into shared For / If
+    blocks (a frame is ("for", range) or ("if", condition, value, negated, gate id))."""
     out: list[Node] = []
     i = 0
     while i < len(stmts):
-        plates, stmt = stmts[i]
-        if not plates:
+        frames, stmt = stmts[i]
+        if not frames:
             out.append(stmt)
             i += 1
             continue
-        head = plates[0]
+        head = frames[0]
         j = i
-        inner: list[tuple[tuple[str, ...], Stmt]] = []
+        inner: list[tuple[tuple, Stmt]] = []
         while j < len(stmts) and stmts[j][0][:1] == (head,):
             inner.append((stmts[j][0][1:], stmts[j][1]))
             j += 1
-        out.append(For(head, _nest(inner)))
+        if head[0] == "for":
+            out.append(For(head[1], _nest(inner)))
+        else:
+            out.append(If(head[1], _nest(inner), value=head[2], negated=head[3]))
         i = j
     return tuple(out)

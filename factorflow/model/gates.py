@@ -1,0 +1,108 @@
+"""Gates in models: ``ff.If``, ``ff.IfNot``, ``ff.Case`` and ``ff.Switch`` (seed 001).
+
+Statements written inside a gate apply only where its condition holds.  A variable may
+be defined in every branch of a condition (an *exit* variable: ``If(c)`` and ``IfNot(c)``
+each define ``sprinkler``; each ``Case(z, k)`` defines ``x``) and is then used outside
+like any other; a variable defined in only some branches can be read only inside them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from factorflow.errors import ModelError
+from factorflow.model.core import GateFrame, Model, Variable, _provenance, current_model
+
+
+def _condition(model: Model, c: Any, what: str, domains: tuple[str, ...]) -> Variable:
+    if not isinstance(c, Variable):
+        raise ModelError(f"{what}: the condition must be a variable of the model, got {c!r}.")
+    if c.model is not model:
+        raise ModelError(f"{what}: variable {c.name!r} belongs to another model.")
+    if c.domain not in domains:
+        kinds = " or ".join("boolean" if d == "bool" else "discrete" for d in domains)
+        raise ModelError(f"{what}: the condition {c.name!r} is {c.domain}-valued; a gate "
+                         f"needs a {kinds} variable.")
+    missing = [p.name for p in c.plates if p not in model.plates]
+    if missing:
+        raise ModelError(f"{what}: the condition {c.name!r} is indexed by {missing}; open "
+                         "those plates around the gate.")
+    return c
+
+
+@contextmanager
+def If(condition: Any) -> Iterator[GateFrame]:
+    """Statements inside apply where the boolean ``condition`` is true."""
+    model = current_model("ff.If")
+    c = _condition(model, condition, "ff.If", ("bool",))
+    with model._gate(GateFrame("if", c, provenance=_provenance())) as frame:
+        yield frame
+
+
+@contextmanager
+def IfNot(condition: Any) -> Iterator[GateFrame]:
+    """Statements inside apply where the boolean ``condition`` is false."""
+    model = current_model("ff.IfNot")
+    c = _condition(model, condition, "ff.IfNot", ("bool",))
+    with model._gate(GateFrame("if", c, negated=True, provenance=_provenance())) as frame:
+        yield frame
+
+
+@contextmanager
+def Case(condition: Any, value: int) -> Iterator[GateFrame]:
+    """Statements inside apply where the discrete ``condition`` equals ``value``."""
+    model = current_model("ff.Case")
+    c = _condition(model, condition, f"ff.Case({getattr(condition, 'name', condition)}, "
+                   f"{value})", ("int", "bool"))
+    size = 2 if c.domain == "bool" else c.size
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (size or 0):
+        raise ModelError(f"ff.Case({c.name}, {value!r}): {c.name!r} takes values 0.."
+                         f"{(size or 0) - 1}; the case value is outside that range.")
+    with model._gate(GateFrame("case", c, value=value, provenance=_provenance())) as frame:
+        yield frame
+
+
+@contextmanager
+def Switch(condition: Any) -> Iterator[GateFrame]:
+    """Statements inside apply for the value the discrete ``condition`` takes; inside,
+    ``array[condition]`` picks that value's element of an array variable."""
+    model = current_model("ff.Switch")
+    c = _condition(model, condition, "ff.Switch", ("int",))
+    with model._gate(GateFrame("switch", c, provenance=_provenance())) as frame:
+        yield frame
+
+
+def open_switch(model: Model, condition: Variable) -> GateFrame | None:
+    """The innermost open Switch on ``condition``, if any."""
+    for frame in reversed(model.gates):
+        if frame.kind == "switch" and frame.condition is condition:
+            return frame
+    return None
+
+
+def check_defined_for(model: Model, var: Variable, what: str) -> None:
+    """ModelError unless ``var`` can be read under the gates open now: every statement
+    that defines it is inside the open gates, or it is defined in every branch of each
+    gate that is not open."""
+    open_gates = model.gates
+    definitions = model.definitions.get(var.name, [])
+    outside = [d for d in definitions if not set(d) <= set(open_gates)]
+    if not outside:
+        return
+    closed = {f for d in outside for f in d if f not in open_gates}
+    for frame in closed:
+        siblings = [g for d in outside for g in d if g.condition is frame.condition]
+        if frame.kind == "switch":
+            continue
+        if frame.kind == "if":
+            covered = {g.negated for g in siblings if g.kind == "if"} == {False, True}
+        else:
+            size = 2 if frame.condition.domain == "bool" else frame.condition.size
+            covered = {g.value for g in siblings if g.kind == "case"} == set(range(size or 0))
+        if not covered:
+            raise ModelError(f"{what}: variable {var.name!r} is defined only inside "
+                             f"{frame.describe()} (on {frame.condition.name!r}) but is read "
+                             "outside it; define it in every branch or read it inside the "
+                             "gate.")
