@@ -127,7 +127,7 @@ def _plus_a_vmp(sum, b) -> Gaussian:
     """exp E_b[log m_sum(a + b)]: natural parameters (h − τ E[b], τ)."""
     _no_observed_output("Plus", sum)
     h, tau = sum.eta
-    return Gaussian.from_natural(h - tau * gaussian_moments(b)[0], tau)
+    return Gaussian.from_natural(*np.broadcast_arrays(h - tau * gaussian_moments(b)[0], tau))
 
 
 @PLUS.operator("vmp", "b", skip_if_uniform=("sum",), proper=("sum", "a"))
@@ -176,7 +176,7 @@ def _minus_a_vmp(diff, b) -> Gaussian:
     """exp E_b[log m_diff(a − b)]: natural parameters (h + τ E[b], τ)."""
     _no_observed_output("Minus", diff)
     h, tau = diff.eta
-    return Gaussian.from_natural(h + tau * gaussian_moments(b)[0], tau)
+    return Gaussian.from_natural(*np.broadcast_arrays(h + tau * gaussian_moments(b)[0], tau))
 
 
 @MINUS.operator("vmp", "b", skip_if_uniform=("diff",), proper=("diff", "a"))
@@ -184,7 +184,7 @@ def _minus_b_vmp(diff, a) -> Gaussian:
     """exp E_a[log m_diff(a − b)]: natural parameters (τ E[a] − h, τ)."""
     _no_observed_output("Minus", diff)
     h, tau = diff.eta
-    return Gaussian.from_natural(tau * gaussian_moments(a)[0] - h, tau)
+    return Gaussian.from_natural(*np.broadcast_arrays(tau * gaussian_moments(a)[0] - h, tau))
 
 
 @MINUS.evidence_operator("ep")

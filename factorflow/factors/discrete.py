@@ -20,7 +20,7 @@ from scipy import special
 from factorflow.distributions import Dirichlet, Discrete
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, Elog, Eonehot, is_known
-from factorflow.factors.common import project_dirichlet_mixture, times_finite
+from factorflow.factors.common import batch_shape, project_dirichlet_mixture, times_finite
 from factorflow.factors.registry import define_factor
 
 
@@ -64,8 +64,10 @@ def _sample_vmp(probs) -> Discrete:
 
 @DISCRETE.operator("vmp", "probs")
 def _probs_vmp(sample, probs) -> Dirichlet:
-    """Dirichlet(1 + E[one-hot(x)]); ``probs`` is read only for K."""
-    return Dirichlet.from_natural(_sample_stats(sample, _size(probs)))
+    """Dirichlet(1 + E[one-hot(x)]); ``probs`` is read for K and its plate shape."""
+    stats = _sample_stats(sample, _size(probs))
+    shape = np.broadcast_shapes(batch_shape(sample), batch_shape(probs, 1))
+    return Dirichlet.from_natural(np.broadcast_to(stats, shape + stats.shape[-1:]))
 
 
 @DISCRETE.evidence_operator("vmp")

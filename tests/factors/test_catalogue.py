@@ -239,3 +239,38 @@ def test_ep_evidence_with_a_uniform_message_is_a_number(name):
         point[target] = _uniform_like(factor.arg(target).domain, point[target])
         value = factor.evidence["ep"](**point)
         assert not np.any(np.isnan(value)), (name, target, value)
+
+
+def _typical(domain: str, value):
+    """A typical message of the domain's family (the known value where there is none)."""
+    from factorflow.distributions import Bernoulli, Beta, Dirichlet, Discrete, Gamma, Gaussian
+
+    return {"real": lambda: Gaussian(0.3, 1.2), "positive": lambda: Gamma(2.0, 1.5),
+            "unit": lambda: Beta(2.0, 3.0), "bool": lambda: Bernoulli(0.3),
+            "int": lambda: Discrete(np.array([0.2, 0.3, 0.5])),
+            "simplex": lambda: Dirichlet(np.array([1.5, 2.0, 0.8])),
+            "count": lambda: value}[domain]()
+
+
+def _batched(v, shape: tuple[int, ...], event: tuple[int, ...]):
+    if hasattr(v, "eta"):
+        return v.broadcast_to(shape)
+    return np.broadcast_to(v, shape + event)
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_one_batched_argument_batches_the_message(name):
+    """Every message and evidence term takes the broadcast plate shape of its arguments,
+    with all natural parameters of one shape."""
+    factor = FACTORS[name]
+    for op in factor.operators.values():
+        for batched_arg in op.reads:
+            args = {}
+            for r in op.reads:
+                known = np.asarray(POINTS[name][r])
+                args[r] = known if r in op.known else _typical(factor.arg(r).domain, known)
+            event = np.shape(POINTS[name][batched_arg])   # K for vectors, () for scalars
+            args[batched_arg] = _batched(args[batched_arg], (4,), event)
+            msg = op.fn(**args)
+            assert msg.batch_shape == (4,), (op.qualname, batched_arg)
+            assert len({e.shape for e in msg.eta}) == 1, (op.qualname, batched_arg)
