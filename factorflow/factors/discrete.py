@@ -24,12 +24,17 @@ from factorflow.factors.common import batch_shape, project_dirichlet_mixture, ti
 from factorflow.factors.registry import define_factor
 
 
-def _log_density(sample, probs):
-    probs = np.asarray(probs, float)
-    x = np.asarray(sample, int)
+def _pick(values: np.ndarray, x: Any) -> np.ndarray:
+    """values[..., x] over the broadcast plates of ``values`` (K last) and the indices x."""
+    x = np.asarray(x, int)
+    shape = np.broadcast_shapes(x.shape, values.shape[:-1])
+    values = np.broadcast_to(values, shape + values.shape[-1:])
+    return np.take_along_axis(values, np.broadcast_to(x, shape)[..., None], -1)[..., 0]
+
+
+def _log_density(sample, probs) -> np.ndarray:
     with np.errstate(divide="ignore"):
-        return np.log(np.take_along_axis(
-            np.broadcast_to(probs, x.shape + probs.shape[-1:]), x[..., None], -1)[..., 0])
+        return _pick(np.log(np.asarray(probs, float)), sample)
 
 
 DISCRETE = define_factor("Discrete", ("sample", "int"), ("probs", "simplex"),
@@ -107,9 +112,7 @@ def _log_average_factor(sample, probs) -> np.ndarray:
     """log Σ_k w_k E[p_k], w the normalised sample message (weight 1 where uniform)."""
     log_mean = _log_mean_probs(probs)
     if is_known(sample):
-        x = np.asarray(E(sample), int)
-        log_mean = np.broadcast_to(log_mean, x.shape + log_mean.shape[-1:])
-        return np.take_along_axis(log_mean, x[..., None], -1)[..., 0]
+        return _pick(log_mean, E(sample))
     with np.errstate(divide="ignore", invalid="ignore"):
         log_w = sample.eta[0] - log_normalizer_or_zero(sample)[..., None]
         return special.logsumexp(log_w + log_mean, axis=-1)

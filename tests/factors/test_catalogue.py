@@ -274,3 +274,13 @@ def test_one_batched_argument_batches_the_message(name):
             msg = op.fn(**args)
             assert msg.batch_shape == (4,), (op.qualname, batched_arg)
             assert len({e.shape for e in msg.eta}) == 1, (op.qualname, batched_arg)
+
+
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_evidence_of_one_batched_argument_is_batched(name):
+    factor = FACTORS[name]
+    for fn in factor.evidence.values():
+        for batched_arg in factor.arg_names:
+            args = {k: np.asarray(v) for k, v in POINTS[name].items()}
+            args[batched_arg] = _batched(args[batched_arg], (4,), np.shape(args[batched_arg]))
+            assert np.shape(fn(**args)) == (4,), (name, batched_arg)
