@@ -2,13 +2,13 @@
 
 The gate transform builds its output in mutable lists because what it emits early is
 completed later: a clone read in several cases of a condition gets one more
-``Gate.EnterPartial`` index per case, and ``Gate.Exit`` goes after the last branch.  Only
+``Gate.EnterPartial`` index per case.  Only
 the transform (``factorflow.transforms.gates``) uses these; ``freeze`` turns them into IR.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,7 +56,7 @@ class Frame:
 @dataclass(eq=False)
 class Cond:
     """One stochastic condition (Infer.NET's ConditionInformation), shared by its ``If``
-    blocks: its cases array, clones and where its last branch went."""
+    blocks: its cases array and its clones."""
 
     key: tuple
     lhs: Ref
@@ -66,8 +66,6 @@ class Cond:
     axis: str = ""
     plates: tuple[str, ...] = ()
     clones: dict = field(default_factory=dict)
-    block: list | None = None
-    last: Any = None
     switch_for: Any = None
     pending: list = field(default_factory=list)
 
@@ -79,8 +77,8 @@ class Cond:
 @dataclass(eq=False)
 class Clone:
     """The clones of one expression ``src`` in one condition: ``kind`` partial | enter |
-    one | exit; ``used``: the cases of an EnterPartial, in slot order; ``locals``: per-case
-    copies in a switch."""
+    one | exit; ``used``: the cases an EnterPartial reads (in slot order) or an exit
+    variable is defined in; ``locals``: per-case copies in a switch."""
 
     kind: str
     name: str
@@ -103,21 +101,6 @@ def flat(ref: Ref, loops: tuple[str, ...]) -> str:
     parts = [ref.var] + [flat(i, loops) if isinstance(i, Ref) else str(i)
                          for i in ref.index if not isinstance(i, str) or i in loops]
     return "_".join(parts)
-
-
-def place_exits(items: list, conds: Iterable[Cond]) -> None:
-    """``x = Gate.Exit(cases, x_clones)`` after the last branch of each condition whose
-    branches are in ``items``."""
-    for cond in conds:
-        todo = [c for c in cond.clones.values() if c.kind == "exit" and not c.emitted]
-        if cond.block is not items or not todo:
-            continue
-        at = next(i for i, it in enumerate(items) if it is cond.last) + 1
-        for c in todo:
-            c.emitted = True
-        items[at:at] = [Stmt("Gate.Exit", (c.src,), (("cases", cond.ref()),
-                                                    ("values", c.ref(cond.axis))), (), c.prov)
-                        for c in todo]
 
 
 def wrap(items: list, level: int, condition: Ref) -> list:

@@ -53,7 +53,6 @@ from factorflow.transforms.gate_blocks import (
     IfB,
     flat,
     freeze,
-    place_exits,
     wrap,
 )
 
@@ -143,7 +142,6 @@ class _Gates:
                 self._if(node)
             else:  # While: gates are converted before iteration loops exist
                 items.append(node)
-        place_exits(items, self.conds.values())
 
     def _for(self, node: For) -> None:
         b = ForB(node.range)
@@ -153,7 +151,7 @@ class _Gates:
         self.frames[-1].items.append(b)
         for cond in self.conds.values():
             if cond.switch_for is b:
-                cond.block, cond.last = self.frames[-1].items, b
+                self._exit(cond, self.frames[-1].items)
 
     def _if(self, node: If) -> None:
         decl = self.decls[node.condition.var]
@@ -177,10 +175,9 @@ class _Gates:
         cond.pending.clear()
         self.frames.pop()
         self.levels.pop()
-        wrapped = wrap(frame.items, level, cond.ref(case))
-        parent.extend(wrapped)
-        if switch is None and wrapped:
-            cond.block, cond.last = parent, wrapped[-1]
+        parent.extend(wrap(frame.items, level, cond.ref(case)))
+        if switch is None:
+            self._exit(cond, parent)
 
     def _condition(self, key: tuple, node: If, count: int, switch: str | None) -> Cond:
         """A new condition: its cases array, declared and defined before the gate."""
@@ -193,7 +190,7 @@ class _Gates:
         if bad:
             raise ModelError(f"gate on {format_ref(lhs)}: the condition does not depend on "
                              f"the loop over {bad[0]}; place the gate outside that loop.")
-        selector = self._ref(lhs, "", [])
+        selector = self._ref(lhs, False, "", [])
         cond.cases = self._fresh(flat(lhs, loops) + "_cases")
         cond.axis = switch or self._axis(cond.cases, count)
         cond.plates = loops + (cond.axis,)
@@ -208,12 +205,21 @@ class _Gates:
             self.frames.extend(held)
         return cond
 
+    def _exit(self, cond: Cond, items: list) -> None:
+        """``x = Gate.Exit(cases, x_cond)`` for each variable now defined in every case."""
+        for c in cond.clones.values():
+            if c.kind == "exit" and not c.emitted and (cond.switch or len(c.used) == cond.count):
+                c.emitted = True
+                items.append(Stmt("Gate.Exit", (c.src,), (("cases", cond.ref()),
+                                                          ("values", c.ref(cond.axis))), (),
+                                  c.prov))
+
     # ----- statements and their references -----------------------------------------------
     def _stmt(self, s: Stmt) -> None:
         post: list[Stmt] = []
-        inputs = tuple((k, self._ref(v, s.provenance, post) if isinstance(v, Ref) else v)
-                       for k, v in s.inputs)
-        outputs = tuple(self._ref(o, s.provenance, post) for o in s.outputs)
+        inputs = tuple((k, self._ref(v, False, s.provenance, post) if isinstance(v, Ref)
+                        else v) for k, v in s.inputs)
+        outputs = tuple(self._ref(o, True, s.provenance, post) for o in s.outputs)
         self.frames[-1].items.append(replace(s, inputs=inputs, outputs=outputs))
         self.frames[-1].items.extend(post)
 
@@ -231,11 +237,11 @@ class _Gates:
             index.append(item)
         return Ref(ref.var, tuple(index)), hit
 
-    def _ref(self, ref: Ref, prov: str, post: list[Stmt]) -> Ref:
+    def _ref(self, ref: Ref, is_def: bool, prov: str, post: list[Stmt]) -> Ref:
         sub, hit = self._subst(ref)
-        return self._lift(sub, ref.var, len(self.levels), hit, prov, post)
+        return self._lift(sub, ref.var, is_def, len(self.levels), hit, prov, post)
 
-    def _lift(self, ref: Ref, var: str, depth: int, hit: set[int], prov: str,
+    def _lift(self, ref: Ref, var: str, is_def: bool, depth: int, hit: set[int], prov: str,
               post: list[Stmt]) -> Ref:
         """``ref`` as read or defined inside the first ``depth`` gates around it: cloned for
         each gate below the variable's home (``gate_analysis``), outermost first."""
@@ -243,9 +249,10 @@ class _Gates:
             return ref
         m = depth - 1
         cond = self.levels[m][0]
-        src = self._lift(ref, var, m, hit, prov, post)
-        clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, m in hit, prov)
-        return self._use(clone, m, prov, post)
+        src = self._lift(ref, var, is_def, m, hit, prov, post)
+        one = m in hit or (cond.switch is not None and cond.switch in src.index)
+        clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, one, prov)
+        return self._use(clone, m, is_def, prov, post)
 
     def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str) -> Clone:
         """The clone array of ``src`` for gate level ``m``, declared and placed."""
@@ -294,12 +301,13 @@ class _Gates:
         self.frames[at].items.append(node)
         return clone
 
-    def _use(self, clone: Clone, m: int, prov: str, post: list[Stmt]) -> Ref:
-        """The reference to ``clone`` in the current case of level ``m``."""
+    def _use(self, clone: Clone, m: int, is_def: bool, prov: str, post: list[Stmt]) -> Ref:
+        """The reference to ``clone`` in the current case of level ``m``; records the cases
+        an EnterPartial reads and those an exit variable is defined in."""
         cond, case, _ = self.levels[m]
+        if (clone.kind == "partial" or is_def) and case not in clone.used:
+            clone.used.append(case)
         if clone.kind == "partial":
-            if case not in clone.used:
-                clone.used.append(case)
             return clone.ref(clone.used.index(case))
         if clone.kind == "one":
             return clone.ref()
