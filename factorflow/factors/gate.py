@@ -11,9 +11,11 @@ transform emits them (``factorflow.transforms.gates``):
 
 The case axis is the last batch axis (a Switch of K components in a plate of N points is
 an (N, K) batch, and every operator is one array operation on it).  A factor's ``cases``
-always carries all K cases.  ``indices`` (a tuple) and ``index`` are constants; an array
-``index`` (``arange(K)`` over a switch loop) is aligned with the batch, whose last axis is
-then the case axis, and EnterOne reads and writes its own case's element.
+always carries all K cases: under EP the message from the cases array (its marginal less
+this statement's message to it), under VMP the Cases factor's message.  ``indices`` (a
+tuple) and ``index`` are constants; an array ``index`` (``arange(K)`` over a switch loop)
+is aligned with the batch, whose last axis is then the case axis: EnterOne then sends
+each element's message to its own case.
 
 A message on ``cases[k]`` is a weight: its log-odds ℓ_k is the log of the factor's value
 when case k holds relative to when it does not.  Cases sends log p(selector = k); each
@@ -190,23 +192,28 @@ def _enter_partial_cases_ep(enter_partial, cases, value, indices):
     return _enter_cases(cases, value, enter_partial, tuple(indices))
 
 
-def _one(cases, value, clone, index) -> tuple[np.ndarray, Distribution, Distribution, Any]:
-    """log p(case index) (from the cases' weights), value and clone on the element batch."""
-    lw = normalized(_logits(cases))
+def _one(cases, value, clone, index, ep: bool = True
+         ) -> tuple[np.ndarray, Distribution, Distribution, np.ndarray]:
+    """log q(case index), value and clone on the element batch, and the EP message to the
+    cases (log ∫ m̂_value m̂_clone on the case; with an aligned index, on each element).
+
+    Under EP ``cases`` is the message from the cases array, which lacks this factor's own
+    message: it is added back (for an aligned index, every element's) before normalising.
+    """
+    lw = _logits(cases)
     index = np.asarray(index)
+    aligned = index.ndim > 0
     batch = np.broadcast_shapes(value.batch_shape, clone.batch_shape, index.shape,
-                                lw.shape[:-1] if index.ndim == 0 else lw.shape)
-    if index.ndim == 0:
-        lp = np.broadcast_to(lw[..., int(index)], batch)
-    else:  # aligned with the case axis (the last axis of the batch)
-        lp = np.take_along_axis(np.broadcast_to(lw, batch), np.broadcast_to(index, batch), -1)
-    return lp, value.broadcast_to(batch), clone.broadcast_to(batch), index
-
-
-def _one_cases(lw_shape, e: np.ndarray, index: np.ndarray) -> Bernoulli:
-    if index.ndim:  # an array index: the element of this statement's own case
-        return Bernoulli.from_natural(e)
-    return Bernoulli.from_natural(np.where(np.arange(lw_shape[-1]) == index, e[..., None], 0.0))
+                                lw.shape if aligned else lw.shape[:-1])
+    v, m = value.broadcast_to(batch), clone.broadcast_to(batch)
+    e = log_average(v, m) if ep else np.zeros(batch)
+    own = e if aligned else np.where(np.arange(lw.shape[-1]) == index, e[..., None], 0.0)
+    full = normalized(lw + own)
+    if aligned:
+        lp = np.take_along_axis(np.broadcast_to(full, batch), np.broadcast_to(index, batch), -1)
+    else:
+        lp = full[..., int(index)]
+    return lp, v, m, own
 
 
 @ENTER_ONE.operator("ep", "enter_one")
@@ -221,25 +228,22 @@ def _enter_one(cases, value, index):
 
 @ENTER_ONE.operator("ep", "value", skip_if_uniform=("enter_one",), proper=("value",))
 def _enter_one_value_ep(enter_one, cases, value, index):
-    """proj[w m_value·m_clone + (1 − w) m_value] / m_value, w the posterior of the case."""
+    """proj[q m_value·m_clone + (1 − q) m_value] / m_value, q the posterior of the case."""
     lp, v, m, _ = _one(cases, value, enter_one, index)
-    on = lp + log_average(v, m)
-    log_w = np.stack([on, log1mexp(lp)], axis=-1)
     comps = concat(expand(v * m, v.batch_shape + (1,)), expand(v, v.batch_shape + (1,)))
-    return project(comps, log_w) / value
+    return project(comps, np.stack([lp, log1mexp(lp)], axis=-1)) / value
 
 
 @ENTER_ONE.operator("vmp", "value", skip_if_uniform=("enter_one",))
 def _enter_one_value_vmp(enter_one, cases, value, index):
     """m_clone^{q(case index)}."""
-    lp, _, m, _ = _one(cases, value, enter_one, index)
+    lp, _, m, _ = _one(cases, value, enter_one, index, ep=False)
     return power_product(expand(m, m.batch_shape + (1,)), np.exp(lp)[..., None])
 
 
 @ENTER_ONE.operator("ep", "cases", skip_if_uniform=("enter_one",))
 def _enter_one_cases_ep(enter_one, cases, value, index):
-    _, v, m, index = _one(cases, value, enter_one, index)
-    return _one_cases(np.shape(_logits(cases)), log_average(v, m), index)
+    return Bernoulli.from_natural(_one(cases, value, enter_one, index)[3])
 
 
 def _uniform_cases(cases, value, index=None) -> Bernoulli:

@@ -124,6 +124,42 @@ def test_ep_cases_of_a_discrete_condition_are_exact() -> None:
     assert_close((y_prior * y_msg).p, joint[:, :, 1].sum() / joint.sum())
 
 
+# ----- EP, a switch: each component's mean enters its own case --------------------------
+def test_ep_switch_with_enter_one_on_the_switch_loop_is_exact() -> None:
+    """z ~ Discrete(π); means[k] ~ N(μ_k, v_k); for k: if z == k: x ~ N(means[k], 1/τ),
+    x observed: EnterOne with index = the loop (one (K,) operation per statement).  (The
+    values keep EP's messages to the means proper, so every evidence term is finite.)"""
+    pi, mu, v = np.array([0.2, 0.5, 0.3]), np.array([-0.5, 0.5, 1.5]), np.array([1.0, .5, 2.])
+    x, tau, k = 0.6, 1.0, np.arange(3)
+    z = pi * stats.norm.pdf(x, mu, np.sqrt(v + 1 / tau))
+    q = z / z.sum()
+    prec = 1 / v + tau
+    post = (mu / v + x * tau) / prec
+    mean = q * post + (1 - q) * mu
+    var = q * (1 / prec + post ** 2) + (1 - q) * (v + mu ** 2) - mean ** 2
+
+    c_msg, prior = Discrete(pi), Gaussian(mu, v)
+    fwd = op(CASES, "ep", "cases")(selector=c_msg)
+    clones = op(ENTER_ONE, "ep", "enter_one")(cases=fwd, value=prior, index=k)
+    lik = op(GAUSS, "ep", "mean")(sample=x, precision=tau).broadcast_to((3,))
+    body = (evidence(GAUSS, "ep")(sample=x, mean=clones, precision=tau)
+            + np.array([var_ev(clones[j], lik[j], (lik[j], clones[j])) for j in k]))
+    e = op(ENTER_ONE, "ep", "cases")(enter_one=lik, cases=fwd, value=prior, index=k)
+    marginal = fwd * Bernoulli.from_natural(body) * e
+    means_msg = op(ENTER_ONE, "ep", "value")(enter_one=lik, cases=marginal / e, value=prior,
+                                             index=k)
+    to_cases = marginal / fwd
+    c_from = op(CASES, "ep", "selector")(cases=to_cases, selector=c_msg)
+    log_z = (evidence(CASES, "ep")(cases=to_cases, selector=c_msg)
+             + evidence(DISC, "ep")(sample=c_from, probs=pi)
+             + var_ev(c_msg, c_from, (c_from, c_msg))
+             + sum(evidence(GAUSS, "ep")(sample=means_msg[j], mean=mu[j], precision=1 / v[j])
+                   + var_ev(prior[j], means_msg[j], (means_msg[j], prior[j])) for j in k))
+    assert_close(log_z, np.log(z.sum()))
+    assert_close((c_msg * c_from).probs, q)
+    assert_close([(prior * means_msg).mean, (prior * means_msg).variance], [mean, var])
+
+
 # ----- EP, an exit variable -----------------------------------------------------------
 def test_ep_exit_of_a_gaussian_defined_in_every_case_is_exact() -> None:
     """c ~ Discrete(π); case k: x ~ N(m_k, 1/τ_k); then a ~ N(x, b) observed."""
@@ -275,20 +311,27 @@ def test_a_plate_in_one_call_equals_each_point(factor, algorithm, target) -> Non
 
 def test_a_switch_in_a_plate_is_one_array_operation_of_shape_n_by_k() -> None:
     """EnterOne inside ``for n: for k: if z_cases[n, k]`` (index = the switch loop) gives
-    (N, K) messages equal to the call for each point n and component k."""
+    (N, K) messages equal to the call for each point n and component k.  Under EP each
+    call's cases message lacks that call's own message: the (N, K) call lacks all of them,
+    the call for (n, k) only its own on case k."""
     rng = np.random.default_rng(3)
-    cases = Bernoulli.from_natural(2 * rng.normal(size=(N, K)))
+    marginal = Bernoulli.from_natural(2 * rng.normal(size=(N, K)))
     means = Gaussian(rng.normal(size=K), rng.uniform(0.5, 2.0, size=K))
     clone = Gaussian(rng.normal(size=(N, K)), rng.uniform(0.5, 2.0, size=(N, K)))
+    own = ENTER_ONE.operators[("ep", "cases")].fn(enter_one=clone, cases=marginal,
+                                                  value=means, index=np.arange(K))
     for algorithm, target in ENTER_ONE.operators:
-        fn = ENTER_ONE.operators[(algorithm, target)].fn
-        kw = {"cases": cases, "value": means, "enter_one": clone, "index": np.arange(K)}
-        reads = ENTER_ONE.operators[(algorithm, target)].reads
-        whole = fn(**{r: kw[r] for r in reads})
+        operator = ENTER_ONE.operators[(algorithm, target)]
+        ep = algorithm == "ep"
+        kw = {"cases": marginal / own if ep else marginal, "value": means, "enter_one": clone,
+              "index": np.arange(K)}
+        whole = operator.fn(**{r: kw[r] for r in operator.reads})
         assert whole.batch_shape == (N, K)
         for n, k in np.ndindex(N, K):
-            one = fn(**{r: {"cases": cases[n], "value": means[k], "enter_one": clone[n, k],
-                            "index": k}[r] for r in reads})
+            lacks = Bernoulli.from_natural(np.where(np.arange(K) == k, own.log_odds[n, k], 0))
+            kw = {"cases": marginal[n] / lacks if ep else marginal[n], "value": means[k],
+                  "enter_one": clone[n, k], "index": k}
+            one = operator.fn(**{r: kw[r] for r in operator.reads})
             _same(whole[n, k], one[k] if target == "cases" else one)
 
 
