@@ -124,6 +124,59 @@ def test_ep_cases_of_a_discrete_condition_are_exact() -> None:
     assert_close((y_prior * y_msg).p, joint[:, :, 1].sum() / joint.sum())
 
 
+# ----- EP, gates nested two deep -------------------------------------------------------
+def test_ep_nested_gates_route_the_inner_gate_evidence_to_the_outer_case() -> None:
+    """c ~ Bernoulli(πc); x ~ Bernoulli(px); if c: {d ~ Bernoulli(pd); if d: x ~ Bernoulli(p1)
+    else: x ~ Bernoulli(p2)} else: x ~ Bernoulli(p3).  x enters c, its clone enters d; the
+    inner gate's terms (d's factor and variable, Cases(d), the clone) go to c's case 0."""
+    pc, px, pd, p = 0.35, 0.6, 0.7, np.array([0.9, 0.2, 0.4])
+    joint = np.zeros((2, 2, 2))  # c, d, x (index 0 = true)
+    for c_, d_, x_ in np.ndindex(2, 2, 2):
+        f = p[0 if d_ == 0 else 1] if c_ == 0 else p[2]
+        joint[c_, d_, x_] = ([pc, 1 - pc][c_] * ([pd, 1 - pd][d_] if c_ == 0 else 0.5)
+                             * [px, 1 - px][x_] * [f, 1 - f][x_])
+
+    def ep_sample(k):  # the factor x ~ Bernoulli(p_k) in a case, as a message to the clone
+        return op(BERN, "ep", "sample")(p=p[k])
+
+    c_msg, d_prior, x_prior = Bernoulli(pc), Bernoulli(pd), Bernoulli(px)
+    fwd_c = op(CASES, "ep", "cases")(selector=c_msg)
+    xc = op(ENTER_PARTIAL, "ep", "enter_partial")(cases=fwd_c, value=x_prior, indices=(0, 1))
+    # the inner gate, inside case 0 of c
+    fwd_d = op(CASES, "ep", "cases")(selector=d_prior)
+    xd = op(ENTER_PARTIAL, "ep", "enter_partial")(cases=fwd_d, value=xc[0], indices=(0, 1))
+    t = Bernoulli.from_natural(np.stack([ep_sample(0).log_odds, ep_sample(1).log_odds]))
+    body_d = np.array([evidence(BERN, "ep")(sample=xd[j], p=p[j]) + var_ev(xd[j], t[j],
+                                                                          (t[j], xd[j]))
+                       for j in range(2)])
+    e_d = op(ENTER_PARTIAL, "ep", "cases")(enter_partial=t, cases=fwd_d, value=xc[0],
+                                           indices=(0, 1))
+    marg_d = fwd_d * Bernoulli.from_natural(body_d) * e_d
+    v_d = op(ENTER_PARTIAL, "ep", "value")(enter_partial=t, cases=marg_d / e_d, value=xc[0],
+                                           indices=(0, 1))
+    sel_d = op(CASES, "ep", "selector")(cases=marg_d / fwd_d, selector=d_prior)
+    case0 = (evidence(BERN, "ep")(sample=sel_d, p=pd) + var_ev(d_prior, sel_d, (sel_d, d_prior))
+             + evidence(CASES, "ep")(cases=marg_d / fwd_d, selector=d_prior)
+             + var_ev(xc[0], v_d, (v_d, xc[0])))
+    t3 = ep_sample(2)
+    case1 = evidence(BERN, "ep")(sample=xc[1], p=p[2]) + var_ev(xc[1], t3, (t3, xc[1]))
+    back = Bernoulli.from_natural(np.stack([v_d.log_odds, t3.log_odds]))
+    e_c = op(ENTER_PARTIAL, "ep", "cases")(enter_partial=back, cases=fwd_c, value=x_prior,
+                                           indices=(0, 1))
+    marg_c = fwd_c * Bernoulli.from_natural(np.array([case0, case1])) * e_c
+    x_msg = op(ENTER_PARTIAL, "ep", "value")(enter_partial=back, cases=marg_c / e_c,
+                                             value=x_prior, indices=(0, 1))
+    c_from = op(CASES, "ep", "selector")(cases=marg_c / fwd_c, selector=c_msg)
+    log_z = (evidence(CASES, "ep")(cases=marg_c / fwd_c, selector=c_msg)
+             + evidence(BERN, "ep")(sample=c_from, p=pc) + var_ev(c_msg, c_from, (c_from, c_msg))
+             + evidence(BERN, "ep")(sample=x_msg, p=px) + var_ev(x_prior, x_msg,
+                                                                 (x_msg, x_prior)))
+    assert_close(log_z, np.log(joint.sum()))
+    assert_close((c_msg * c_from).p, joint[0].sum() / joint.sum())
+    assert_close((x_prior * x_msg).p, joint[:, :, 0].sum() / joint.sum())
+    assert_close((d_prior * sel_d).p, joint[0, 0].sum() / joint[0].sum())
+
+
 # ----- EP, a switch: each component's mean enters its own case --------------------------
 def test_ep_switch_with_enter_one_on_the_switch_loop_is_exact() -> None:
     """z ~ Discrete(π); means[k] ~ N(μ_k, v_k); for k: if z == k: x ~ N(means[k], 1/τ),
