@@ -33,11 +33,23 @@ def _phi(u: float) -> float:
 
 
 def _tilted(mean: float, var: float, weight) -> tuple[float, float, float]:
-    """(Z, mean, variance) of N(mean, var) · weight by quadrature, split at 0."""
-    z = gaussian_expect(weight, mean, var, [0.0])
-    m1 = gaussian_expect(lambda x: (x - mean) * weight(x), mean, var, [0.0]) / z
-    m2 = gaussian_expect(lambda x: (x - mean - m1) ** 2 * weight(x), mean, var, [0.0]) / z
-    return z, mean + m1, m2
+    """(Z, mean, variance) of N(mean, var) · weight by quadrature in standard units, split
+    at 0 and at the integrand's peak, scaled by the peak so that a tiny Z keeps its
+    relative accuracy."""
+    sd = math.sqrt(var)
+    us = np.linspace(-40.0, 40.0, 8001)
+    values = [math.exp(-0.5 * u * u) * weight(mean + sd * u) for u in us]
+    peak = int(np.argmax(values))
+    scale = values[peak]
+
+    def dens(u):
+        return math.exp(-0.5 * u * u) * weight(mean + sd * u) / scale
+
+    points = [-mean / sd, float(us[peak])]
+    z = quad(dens, -40.0, 40.0, points)
+    m1 = quad(lambda u: u * dens(u), -40.0, 40.0, points) / z
+    m2 = quad(lambda u: (u - m1) ** 2 * dens(u), -40.0, 40.0, points) / z
+    return z * scale / math.sqrt(2 * math.pi), mean + sd * m1, var * m2
 
 
 @given(st.one_of(st.floats(-30.0, 30.0), st.floats(30.0, 1e8)))
