@@ -77,14 +77,14 @@ def _logits(cases: Any) -> np.ndarray:
 # ----- Gate.Cases ---------------------------------------------------------------------
 @CASES.operator("ep", "cases")
 @CASES.operator("vmp", "cases")
-def _cases(selector):
+def _cases(selector) -> Bernoulli:
     """log p(selector = k) on each case (VMP: the selector's posterior)."""
     return Bernoulli.from_natural(log_probs(selector))
 
 
 @CASES.operator("ep", "selector", skip_if_uniform=("cases",))
 @CASES.operator("vmp", "selector", skip_if_uniform=("cases",))
-def _selector(cases, selector):
+def _selector(cases, selector) -> Distribution:
     """The cases' weights as a message: Discrete(ℓ), or Bernoulli(ℓ_0 − ℓ_1)."""
     lw = _logits(cases)
     if isinstance(selector, Discrete):
@@ -95,14 +95,14 @@ def _selector(cases, selector):
 
 
 @CASES.evidence_operator("ep")
-def _cases_log_average_factor(cases, selector):
+def _cases_log_average_factor(cases, selector) -> np.ndarray:
     """log Σ_k m̂_selector(k) exp(ℓ_k): the gate's evidence, averaged over its cases."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return special.logsumexp(log_weights(selector) + _logits(cases), axis=-1)
 
 
 @CASES.evidence_operator("vmp")
-def _cases_average_log_factor(cases, selector):
+def _cases_average_log_factor(cases, selector) -> np.ndarray:
     """Σ_k q(k) ℓ_k."""
     q = np.exp(log_probs(selector))
     return np.sum(times_finite(q, _logits(cases)), axis=-1)
@@ -148,47 +148,47 @@ def _all(cases: Any) -> tuple[int, ...]:
 
 @ENTER.operator("ep", "enter")
 @ENTER.operator("vmp", "enter")
-def _enter(cases, value):
+def _enter(cases, value) -> Distribution:
     """``value`` in every case."""
     return expand(value, np.broadcast_shapes(value.batch_shape + (1,), np.shape(_logits(cases))))
 
 
 @ENTER.operator("ep", "value", skip_if_uniform=("enter",), proper=("value",))
-def _enter_value_ep(enter, cases, value):
+def _enter_value_ep(enter, cases, value) -> Distribution:
     return _enter_value(enter, cases, value, _all(cases))
 
 
 @ENTER.operator("vmp", "value", skip_if_uniform=("enter",))
-def _enter_value_vmp(enter, cases):
+def _enter_value_vmp(enter, cases) -> Distribution:
     """Π_k m_k^{q_k}."""
     return power_product(enter, np.exp(normalized(_logits(cases))))
 
 
 @ENTER.operator("ep", "cases", skip_if_uniform=("enter",))
-def _enter_cases_ep(enter, cases, value):
+def _enter_cases_ep(enter, cases, value) -> Bernoulli:
     return _enter_cases(cases, value, enter, _all(cases))
 
 
 @ENTER_PARTIAL.operator("ep", "enter_partial")
 @ENTER_PARTIAL.operator("vmp", "enter_partial")
-def _enter_partial(cases, value, indices):
+def _enter_partial(cases, value, indices) -> Distribution:
     """``value`` in each listed case."""
     batch = np.broadcast_shapes(value.batch_shape, np.shape(_logits(cases))[:-1])
     return expand(value, batch + (len(indices),))
 
 
 @ENTER_PARTIAL.operator("ep", "value", skip_if_uniform=("enter_partial",), proper=("value",))
-def _enter_partial_value_ep(enter_partial, cases, value, indices):
+def _enter_partial_value_ep(enter_partial, cases, value, indices) -> Distribution:
     return _enter_value(enter_partial, cases, value, tuple(indices))
 
 
 @ENTER_PARTIAL.operator("vmp", "value", skip_if_uniform=("enter_partial",))
-def _enter_partial_value_vmp(enter_partial, cases, indices):
+def _enter_partial_value_vmp(enter_partial, cases, indices) -> Distribution:
     return power_product(enter_partial, np.exp(normalized(_logits(cases)))[..., list(indices)])
 
 
 @ENTER_PARTIAL.operator("ep", "cases", skip_if_uniform=("enter_partial",))
-def _enter_partial_cases_ep(enter_partial, cases, value, indices):
+def _enter_partial_cases_ep(enter_partial, cases, value, indices) -> Bernoulli:
     return _enter_cases(cases, value, enter_partial, tuple(indices))
 
 
@@ -218,7 +218,7 @@ def _one(cases, value, clone, index, ep: bool = True
 
 @ENTER_ONE.operator("ep", "enter_one")
 @ENTER_ONE.operator("vmp", "enter_one")
-def _enter_one(cases, value, index):
+def _enter_one(cases, value, index) -> Distribution:
     """``value`` itself, on the element batch."""
     lw = _logits(cases)
     index = np.asarray(index)
@@ -227,7 +227,7 @@ def _enter_one(cases, value, index):
 
 
 @ENTER_ONE.operator("ep", "value", skip_if_uniform=("enter_one",), proper=("value",))
-def _enter_one_value_ep(enter_one, cases, value, index):
+def _enter_one_value_ep(enter_one, cases, value, index) -> Distribution:
     """proj[q m_value·m_clone + (1 − q) m_value] / m_value, q the posterior of the case."""
     lp, v, m, _ = _one(cases, value, enter_one, index)
     comps = concat(expand(v * m, v.batch_shape + (1,)), expand(v, v.batch_shape + (1,)))
@@ -235,14 +235,14 @@ def _enter_one_value_ep(enter_one, cases, value, index):
 
 
 @ENTER_ONE.operator("vmp", "value", skip_if_uniform=("enter_one",))
-def _enter_one_value_vmp(enter_one, cases, value, index):
+def _enter_one_value_vmp(enter_one, cases, value, index) -> Distribution:
     """m_clone^{q(case index)}."""
     lp, _, m, _ = _one(cases, value, enter_one, index, ep=False)
     return power_product(expand(m, m.batch_shape + (1,)), np.exp(lp)[..., None])
 
 
 @ENTER_ONE.operator("ep", "cases", skip_if_uniform=("enter_one",))
-def _enter_one_cases_ep(enter_one, cases, value, index):
+def _enter_one_cases_ep(enter_one, cases, value, index) -> Bernoulli:
     return Bernoulli.from_natural(_one(cases, value, enter_one, index)[3])
 
 
@@ -257,7 +257,7 @@ def _uniform_cases(cases, value, index=None) -> Bernoulli:
 
 @ENTER.operator("vmp", "cases")
 @ENTER_PARTIAL.operator("vmp", "cases")
-def _enter_cases_vmp(cases, value):
+def _enter_cases_vmp(cases, value) -> Bernoulli:
     return _uniform_cases(cases, value)
 
 
@@ -273,14 +273,14 @@ def _exits(exit, cases, values) -> tuple[np.ndarray, Distribution, Distribution]
 
 
 @EXIT.operator("ep", "exit", skip_if_uniform=("values",))
-def _exit_ep(exit, cases, values):
+def _exit_ep(exit, cases, values) -> Distribution:
     """proj[Σ_k w_k m_exit·m_k] / m_exit, w_k ∝ exp(ℓ_k) ∫ m̂_exit m̂_k."""
     lw, x, m = _exits(exit, cases, values)
     return project(x * m, lw + log_average(x, m)) / exit
 
 
 @EXIT.operator("vmp", "exit", skip_if_uniform=("values",), proper=("values",))
-def _exit_vmp(cases, values):
+def _exit_vmp(cases, values) -> Distribution:
     """proj[Σ_k q_k m_k]."""
     lw = _logits(cases)
     shape = np.broadcast_shapes(values.batch_shape, lw.shape)
@@ -289,13 +289,13 @@ def _exit_vmp(cases, values):
 
 @EXIT.operator("ep", "values", skip_if_uniform=("exit",))
 @EXIT.operator("vmp", "values", skip_if_uniform=("exit",))
-def _exit_values(exit, cases):
+def _exit_values(exit, cases) -> Distribution:
     """``exit``'s message, to every case."""
     return expand(exit, np.broadcast_shapes(exit.batch_shape + (1,), np.shape(_logits(cases))))
 
 
 @EXIT.operator("ep", "cases", skip_if_uniform=("exit",))
-def _exit_cases_ep(exit, cases, values):
+def _exit_cases_ep(exit, cases, values) -> Bernoulli:
     """log ∫ m̂_exit m̂_k."""
     _, x, m = _exits(exit, cases, values)
     return Bernoulli.from_natural(log_average(x, m))
@@ -303,14 +303,14 @@ def _exit_cases_ep(exit, cases, values):
 
 @EXIT.operator("vmp", "cases", skip_if_uniform=("exit",), proper=("values",),
                trigger=("values",))
-def _exit_cases_vmp(exit, cases, values):
+def _exit_cases_vmp(exit, cases, values) -> Bernoulli:
     """E_{m_k}[log m̂_exit]."""
     _, x, m = _exits(exit, cases, values)
     return Bernoulli.from_natural(average_log(m, x))
 
 
 @EXIT.evidence_operator("vmp")
-def _exit_average_log_factor(exit, cases, values):
+def _exit_average_log_factor(exit, cases, values) -> np.ndarray:
     """−E_{to_exit}[log m̂_exit]: the children's term its message to cases counted again."""
     return -average_log(_exit_vmp(cases, values), exit)
 
