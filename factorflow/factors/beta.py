@@ -52,10 +52,11 @@ def _average_log_factor(sample, alpha, beta) -> np.ndarray:
 
 @BETA.evidence_operator("ep")
 def _log_average_factor(sample, alpha, beta) -> np.ndarray:
-    """log ∫ f m_x: the log density at a known sample, else A(prior · m) − A(m) − A(prior)."""
+    """log ∫ f m_x: the log density at a known sample, else A(prior · m) − A₀(m) − A(prior),
+    A₀ the log normaliser or 0 for a uniform m (the weight 1)."""
     if is_known(sample):
         return _log_density(E(sample), E(alpha), E(beta))
     prior = _prior(alpha, beta)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (log_normalizer_or_zero(prior * sample) - log_normalizer_or_zero(sample)
+        return ((prior * sample).log_normalizer() - log_normalizer_or_zero(sample)
                 - prior.log_normalizer())

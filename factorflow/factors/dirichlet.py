@@ -54,10 +54,11 @@ def _average_log_factor(sample, alpha) -> np.ndarray:
 
 @DIRICHLET.evidence_operator("ep")
 def _log_average_factor(sample, alpha) -> np.ndarray:
-    """log ∫ f m_x: the log density at a known sample, else A(prior · m) − A(m) − A(prior)."""
+    """log ∫ f m_x: the log density at a known sample, else A(prior · m) − A₀(m) − A(prior),
+    A₀ the log normaliser or 0 for a uniform m (the weight 1)."""
     if is_known(sample):
         return _log_density(E(sample), np.asarray(E(alpha), float))
     prior = _prior(alpha)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return (log_normalizer_or_zero(prior * sample) - log_normalizer_or_zero(sample)
+        return ((prior * sample).log_normalizer() - log_normalizer_or_zero(sample)
                 - prior.log_normalizer())

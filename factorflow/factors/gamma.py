@@ -83,7 +83,7 @@ def _log_average_factor(sample, shape, rate) -> np.ndarray:
     if is_known(rate):
         prior = _sample_ep(shape, rate)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return (log_normalizer_or_zero(prior * sample) - log_normalizer_or_zero(sample)
+            return ((prior * sample).log_normalizer() - log_normalizer_or_zero(sample)
                     - prior.log_normalizer())
     if is_known(sample):
         x = E(sample)

@@ -104,3 +104,12 @@ def test_batched_operators_equal_elementwise_calls():
                        (evidence("Dirichlet", "vmp"), {"sample": qd, "alpha": alpha}),
                        (evidence("Dirichlet", "ep"), {"sample": qd, "alpha": alpha})]:
         assert_batched(fn, kwargs, (4,))
+
+
+def test_a_uniform_message_weighs_one_even_against_a_flat_prior():
+    """∫ Dir(x; 1, 1, 1) · 1 dx = 1, although the flat prior's natural parameters are 0."""
+    flat = np.ones(3)
+    assert_close(evidence("Dirichlet", "ep")(sample=Dirichlet.uniform((), 3), alpha=flat), 0.0,
+                 atol=1e-12)
+    assert_close(evidence("Beta", "ep")(sample=Beta.uniform(()), alpha=1.0, beta=1.0), 0.0,
+                 atol=1e-12)
