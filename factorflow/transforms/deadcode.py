@@ -66,14 +66,15 @@ def live_positions(body: Sequence[Node], reads: Callable[[Node], Iterable[Node]]
     while True:
         live = out | entry
         keep = _backward(body, reads, live, forced)
+        if cyclic and not live <= entry:  # what the next pass reads on entry is live at exit
+            entry |= live
+            continue
         kept = {body[i] for i, k in enumerate(keep) if k}
         missing = [x for x in last if x not in kept] if cyclic else []
-        if missing:  # one at a time, unread ones first: their reads may revive the others
-            forced.add(last[min(missing, key=lambda x: (x in read, -last[x]))])
-            continue
-        if not cyclic or live <= entry:
+        if not missing:
             return tuple(i for i, k in enumerate(keep) if k)
-        entry |= live
+        # one at a time, unread ones first: their reads may revive the others
+        forced.add(last[min(missing, key=lambda x: (x in read, -last[x]))])
 
 
 def eliminate(graph: DependencyGraph, body: Sequence[str], live_out: Iterable[str],

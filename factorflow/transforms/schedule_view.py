@@ -57,7 +57,8 @@ def format_schedule(schedule: Schedule, graph: DependencyGraph | None = None) ->
 
 
 def _quote(text: str) -> str:
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
 
 
 def to_graphviz(graph: DependencyGraph, schedule: Schedule | None = None) -> str:

@@ -234,11 +234,25 @@ class _Greedy:
         return trial
 
     def _score(self, x: int) -> tuple[int, ...]:
-        trial = self._plan(x)
-        if trial is None:
-            return (1, 0, 0, 0, x)
-        done = sum(s in self.done for s in self.lp.reads_src[x])
-        return (0, trial.penalty, -done, trial.invalidated, x)
+        """(blocked, penalty, -sources already scheduled, invalidations, program order)."""
+        lp, st = self.lp, self.st
+        if lp.needs_fresh[x]:
+            trial = self._plan(x)
+            if trial is None:
+                return (1, 0, 0, 0, x)
+            penalty, invalidated = trial.penalty, trial.invalidated
+        else:  # the plan is x alone: the same numbers without a trial
+            if any(s != x and not st[s] & VALID for s in lp.reads_src[x]) or (
+                    self.init_mode and any(not st[r] & RAN for r in lp.need_src[x])):
+                return (1, 0, 0, 0, x)
+            penalty = int(st[x] & (PRISTINE | VALID) == PRISTINE | VALID)
+            invalidated = 0
+            for t in lp.triggers[x]:
+                if st[t] & VALID:
+                    invalidated += 1
+                    penalty += bool(st[t] & PRISTINE) and t not in lp.reads_src[x]
+        done = sum(s in self.done for s in lp.reads_src[x])
+        return (0, penalty, -done, invalidated, x)
 
     def _rescore(self, x: int) -> None:
         key = self._score(x)

@@ -324,6 +324,106 @@ def test_schedule_graphviz_has_clusters_and_styles() -> None:
     assert '"out" [label="out", peripheries=2];' in dot
 
 
+def test_declaration_inside_a_loop_must_run_before_first_use() -> None:
+    g = graph("a b c out", {"c a": Dep.DECLARATION, "b a": D, "a b": D, "a c": D,
+                            "b out": D}, outputs="out")
+    s = schedule(g)
+    assert (s.init, s.loop) == ((("c",),), (("a", "b", "c"),))
+    assert s.why[("init", 0, 0)] == "required by a"
+    Replay(g).replay(s)
+
+
+def test_initializer_runs_before_the_loop_it_initializes() -> None:
+    # program order lists p last; its Initializer edge still puts it first
+    g = graph("x y out p", {"x y": D, "y x": D, "y out": D, "p x": Dep.INITIALIZER},
+              outputs="out", init="x")
+    s = schedule(g)
+    assert (s.prefix, s.loop) == (("p",), (("y", "x"),))
+    Replay(g).replay(s)
+
+
+def vmp_chain(length: int) -> DependencyGraph:
+    """The benchmark's shape: a VMP chain with Required, Trigger and Fresh together."""
+    edges, nodes = {}, [f"obs{t}" for t in range(length)]
+    into = {t: [f"obs{t}"] for t in range(length)}
+    out = {t: [] for t in range(length)}
+    for t in range(length - 1):
+        first, second, x1, x2 = f"f{t}>x{t}", f"f{t}>x{t + 1}", f"x{t}>f{t}", f"x{t + 1}>f{t}"
+        nodes += [x1, x2, first, second]
+        edges |= {(x2, first): R, (x1, second): R, (first, second): F}
+        into[t].append(first)
+        into[t + 1].append(second)
+        out[t].append(x1)
+        out[t + 1].append(x2)
+    for t in range(length):
+        edges |= {(m, o): T for m in into[t] for o in out[t]}
+        edges |= {(m, f"q{t}"): D for m in into[t]}
+        nodes.append(f"q{t}")
+    return DependencyGraph(tuple(nodes), edges, frozenset(f"q{t}" for t in range(length)))
+
+
+def test_required_trigger_and_fresh_together_in_a_vmp_chain() -> None:
+    g = vmp_chain(3)
+    s = schedule(g)
+    assert str(s) == """\
+prefix:
+  obs0  read by x0>f0
+  obs1  read by x1>f0
+  obs2  read by x2>f1
+loop 1:
+  init:
+    x1>f0  required by f0>x0
+    x2>f1  required by f1>x1
+  iteration:
+    f0>x0  fresh for f0>x1
+    x0>f0  triggered by f0>x0, read by f0>x1
+    f0>x1  read by x1>f0
+    f1>x1  fresh for f1>x2
+    x1>f1  triggered by f1>x1, read by f1>x2
+    f1>x2  read by x2>f1
+    x1>f0  triggered by f1>x1
+    x2>f1  read by f1>x1
+after loop 1:
+  q0  output
+  q1  output
+  q2  output"""
+    Replay(g).replay(s)
+    big = vmp_chain(60)
+    Replay(big).replay(schedule(big), passes=3)
+
+
+def test_descriptions_are_printed_beside_the_updates() -> None:
+    g = DependencyGraph(("m", "out"), {("m", "out"): D}, frozenset({"out"}),
+                        describe={"m": "x→Gaussian#3 (VMP)"})
+    assert str(schedule(g)) == "prefix:\n  m    read by out  # x→Gaussian#3 (VMP)\n  out  output"
+
+
+def test_required_against_fresh_initialization_is_reported() -> None:
+    # b requires a; a needs b fresh: before the loop neither can run first
+    g = graph("a b", {"a b": R | T, "b a": F}, outputs="b")
+    with pytest.raises(ScheduleError, match="a needs Fresh sources"):
+        schedule(g)
+
+
+def test_graphviz_text_is_complete() -> None:
+    g = DependencyGraph(("a", "b", "c"), {("a", "b"): R | T, ("b", "a"): D, ("c", "a"): F},
+                        frozenset({"b"}), frozenset({"a"}), describe={"c": "prior"})
+    assert schedule(g).to_graphviz() == """\
+digraph schedule {
+  rankdir=LR;
+  node [shape=box, fontsize=10];
+  subgraph cluster_loop1 {
+    label="loop 1";
+    "a" [label="a", style=filled, fillcolor="lightyellow"];
+    "b" [label="b", peripheries=2];
+  }
+  "c" [label="c\\nprior"];
+  "a" -> "b" [style=dashed, color="firebrick", label="trigger"];
+  "b" -> "a";
+  "c" -> "a" [style=dotted, color="royalblue", label="fresh"];
+}"""
+
+
 # ---------------------------------------------------------------- property test
 
 KINDS = [D, D, D, D, R, T, F, R | T, T | F, R | F, R | T | F]
