@@ -16,6 +16,7 @@ from typing import Any
 from factorflow.codegen.names import comment, identifier
 from factorflow.errors import ModelError
 from factorflow.ir import Const, Program, Ref, Stmt, VarDecl, While
+from factorflow.ir.nodes import Arange
 from factorflow.ir.printer import format_stmt
 
 
@@ -46,6 +47,10 @@ class _Emitter:
     def operand(self, op: Any, stmt_plates: tuple[str, ...]) -> str:
         if isinstance(op, Const):
             v = op.value
+            if isinstance(v, Arange):
+                return f"np.arange({v.range})"
+            if isinstance(v, tuple) and all(isinstance(i, int) for i in v):
+                return repr(tuple(int(i) for i in v))
             if isinstance(v, bool):
                 return repr(v)
             if isinstance(v, int | float):
@@ -57,6 +62,10 @@ class _Emitter:
             text = f"{op.var}[{op.index[0].var}]"
             return text
         own = self.decls[op.var].plates
+        fixed = _fixed(op)
+        if fixed:
+            text = f"take_element({text}, {fixed})"
+            own = tuple(p for i, p in enumerate(own) if i not in dict(fixed))
         if own and stmt_plates and tuple(stmt_plates[-len(own):]) != own and len(own) < len(
                 stmt_plates):
             positions = tuple(stmt_plates.index(p) for p in own)
@@ -83,16 +92,32 @@ class _Emitter:
                       depth)
 
     def stmt_operator(self, s: Stmt, depth: int) -> None:
+        if s.param("evidence"):
+            return self.evidence_operator(s, depth)
         fn = self.symbol(s.op, "operator", s.param("operator"))
         plates = s.param("plates", ())
         args = ", ".join(f"{k}={self.operand(v, plates)}" for k, v in s.inputs)
-        self.emit(f"{s.outputs[0].var} = {fn}({args})", depth)
+        self.assign(s.outputs[0], f"{fn}({args})", depth)
+
+    def assign(self, out: Ref, rhs: str, depth: int) -> None:
+        fixed = _fixed(out)
+        if fixed:
+            self.emit(f"{out.var} = with_element({out.var}, {fixed}, {rhs})", depth)
+        else:
+            self.emit(f"{out.var} = {rhs}", depth)
 
     def evidence_operator(self, s: Stmt, depth: int) -> None:
         fn = self.symbol(s.op, "evidence", s.param("evidence"))
         plates = s.param("plates", ())
         args = ", ".join(f"{k}={self.operand(v, plates)}" for k, v in s.inputs)
-        self.emit(f"log_evidence += total({fn}({args}))", depth)
+        self.evidence_term(s, f"{fn}({args})", depth)
+
+    def evidence_term(self, s: Stmt, term: str, depth: int) -> None:
+        """Add to the total, or — inside a gate — send it to the case as a message."""
+        if s.param("to_gate"):
+            self.emit(f"{s.outputs[0].var} = gate_message({term})", depth)
+        else:
+            self.emit(f"log_evidence += total({term})", depth)
 
     def reduced(self, name: str, how: tuple, use_plates: tuple[str, ...],
                 var: VarDecl) -> str:
@@ -101,6 +126,12 @@ class _Emitter:
         if how[0] == "broadcast":
             axes = tuple(use_plates.index(p) for p in how[1])
             return f"prod_over({name}, {self.shape(use_plates)}, axis={axes})"
+        if how[0] == "element":
+            axes = tuple(use_plates.index(p) for p in how[2])
+            return (f"place_element({name}, {tuple(how[1])}, {self.shape(use_plates)}, "
+                    f"{axes}, {self.shape(var.plates)})")
+        if how[0] == "slots":
+            return f"place_slots({name}, {tuple(how[1])}, {self.shape(var.plates)})"
         size = var.plates[0]
         return f"scatter_prod({name}, {how[1].var}, {self.shape(use_plates)}, {size})"
 
@@ -112,7 +143,10 @@ class _Emitter:
             key = f"use{k}"
             if key in dict(s.inputs):
                 terms.append(self.reduced(dict(s.inputs)[key].var, how, up, var))
-        self.emit(f"{s.outputs[0].var} = {' * '.join(terms)}", depth)
+        product = " * ".join(terms)
+        if var.plates:  # a message shared by the whole plate still gives one posterior each
+            product = f"fit_plates({product}, {self.shape(var.plates)})"
+        self.emit(f"{s.outputs[0].var} = {product}", depth)
 
     def stmt_Variable_use(self, s: Stmt, depth: int) -> None:
         var = self.decls[s.param("target")]
@@ -122,6 +156,13 @@ class _Emitter:
         marg = ins["marginal"].var
         if how[0] == "gather":
             marg = f"{marg}.take({how[1].var})"
+        elif how[0] == "element":
+            marg = f"take_element({marg}, {tuple(how[1])})"
+            rest = tuple(p for i, p in enumerate(var.plates) if i not in dict(how[1]))
+            if rest and up[-len(rest):] != rest:
+                marg = f"align_plates({marg}, {tuple(up.index(p) for p in rest)}, {len(up)})"
+        elif how[0] == "slots":
+            marg = f"take_slots({marg}, {tuple(how[1])})"
         elif how[0] == "broadcast" and var.plates and up[-len(var.plates):] != var.plates:
             marg = f"align_plates({marg}, {tuple(up.index(p) for p in var.plates)}, {len(up)})"
         rhs = f"{marg} / {ins['use'].var}" if "use" in ins else marg
@@ -148,7 +189,7 @@ class _Emitter:
         ins = dict(s.inputs)
         marg = ins["marginal"].var
         if s.param("algorithm") == "vmp":
-            self.emit(f"log_evidence += vmp_variable_evidence({marg})", depth)
+            self.evidence_term(s, f"vmp_variable_evidence({marg})", depth)
             return
         var = self.decls[s.param("target")]
         v = s.param("target")
@@ -159,15 +200,24 @@ class _Emitter:
                 h = f"('gather', {how[1].var})"
             elif how[0] == "broadcast":
                 h = f"('broadcast', None, {tuple(up.index(p) for p in how[1])})"
+            elif how[0] in ("element", "slots"):
+                h = repr((how[0], tuple(how[1]), tuple(up.index(p) for p in how[2])) if
+                         how[0] == "element" else ("slots", tuple(how[1])))
             else:
                 h = "('same',)"
             edges.append(f"({ins[f'use{k}'].var[:-2]}_B, {ins[f'use{k}'].var}, {h}, "
                          f"{self.shape(up)})")
-        self.emit(f"log_evidence += ep_variable_evidence({marg}, [{', '.join(edges)}], "
-                  f"{self.shape(var.plates)})", depth)
+        self.evidence_term(s, f"ep_variable_evidence({marg}, [{', '.join(edges)}], "
+                              f"{self.shape(var.plates)})", depth)
 
     def event(self, d: VarDecl) -> str:
         return f", {d.event}" if d.family in ("Discrete", "Dirichlet") else ""
+
+
+def _fixed(ref: Ref) -> tuple[tuple[int, int], ...]:
+    """(axis, value) of each integer index of a reference (a gate clone's slot)."""
+    return tuple((i, int(item)) for i, item in enumerate(ref.index)
+                 if isinstance(item, int) and not isinstance(item, bool))
 
 
 def var_family(decls: dict[str, VarDecl], name: str) -> str:
@@ -226,11 +276,7 @@ def generate(program: Program) -> Generated:
     e.emit("# ---- evidence", 1)
     e.last_prov = None
     for s in after:
-        e.provenance(s, 1)
-        if s.op.startswith("Variable."):
-            e.statement(s, 1, check=False)
-        else:
-            e.evidence_operator(s, 1)
+        e.statement(s, 1, check=False)
     e.emit(f"return {result}, log_evidence", 1)
     header = [f"# Generated by factorflow: {algo} message passing for model "
               f"{comment(program.name)}.",

@@ -19,9 +19,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from factorflow.distributions import Bernoulli, Discrete
 from factorflow.distributions.base import Distribution, log_normalizer_or_zero
-from factorflow.factors.common import bool_log_weights
+from factorflow.factors.mixtures import log_average, log_weights
 
 # ----- annotations of the variable node's updates, by algorithm ---------------------
 #: (algorithm, update) -> annotation of its inputs.  Under VMP a message from a factor
@@ -78,72 +77,68 @@ def expand_use(marginal: Distribution, how: tuple, var_plates: tuple[str, ...],
 
 
 # ----- evidence terms ---------------------------------------------------------------
-def _log_weights(d: Distribution) -> np.ndarray | None:
-    """log evidence weights of each support point (last axis) for finite families, with a
-    uniform message weighing 1 everywhere; None for continuous families."""
-    if isinstance(d, Bernoulli):
-        lt, lf = bool_log_weights(d)
-        return np.stack(np.broadcast_arrays(lt, lf), axis=-1)
-    if isinstance(d, Discrete):
-        eta = d.eta[0]
-        uniform = np.all(eta == 0, axis=-1, keepdims=True)
-        with np.errstate(invalid="ignore"):
-            lp = eta - special.logsumexp(eta, axis=-1, keepdims=True)
-        return np.where(uniform, 0.0, lp)
-    return None
-
-
-def _pair_log_average(a: Distribution, b: Distribution) -> np.ndarray:
-    """log ∫ p_a p_b with the evidence convention (a uniform message weighs 1)."""
-    wa, wb = _log_weights(a), _log_weights(b)
-    if wa is not None and wb is not None:
-        return special.logsumexp(wa + wb, axis=-1)
-    return log_normalizer_or_zero(a * b) - log_normalizer_or_zero(a) - log_normalizer_or_zero(b)
-
-
 def _reduce_array(w: np.ndarray, how: tuple | None, use_shape: tuple[int, ...],
-                  var_shape: tuple[int, ...]) -> np.ndarray:
-    """Sum per-edge arrays (batch axes first, one trailing axis) onto the variable."""
+                  var_shape: tuple[int, ...], trailing: int) -> np.ndarray:
+    """Sum per-edge arrays (batch axes first, then ``trailing`` axes) onto the variable."""
+    tail = w.shape[w.ndim - trailing:] if trailing else ()
     if how is None or how[0] == "same":
-        return w
-    full = np.broadcast_to(w, tuple(use_shape) + w.shape[-1:])
+        return np.broadcast_to(w, tuple(var_shape) + tail)
+    full = np.broadcast_to(w, tuple(use_shape) + tail)
     if how[0] == "broadcast":
         return np.sum(full, axis=tuple(how[2])) if how[2] else full
-    acc = np.zeros(tuple(var_shape) + w.shape[-1:])
-    np.add.at(acc, np.asarray(how[1]), full)
+    if how[0] == "gather":
+        acc = np.zeros(tuple(var_shape) + tail)
+        np.add.at(acc, np.asarray(how[1]), full)
+        return acc
+    if how[0] == "slots":  # clone slot s belongs to case how[1][s] (last plate axis)
+        acc = np.zeros(tuple(var_shape) + tail)
+        acc[(Ellipsis, list(how[1])) + (slice(None),) * trailing] += full
+        return acc
+    fixed, axes = how[1], how[2]  # element: sum the extra plates, place the fixed slots
+    summed = np.sum(full, axis=tuple(axes)) if axes else full
+    acc = np.zeros(tuple(var_shape) + tail)
+    acc[_slot(fixed, len(var_shape))] += summed
     return acc
 
 
+def _slot(fixed: tuple, ndim: int) -> tuple:
+    index: list = [slice(None)] * ndim
+    for axis, value in fixed:
+        index[axis] = value
+    return tuple(index)
+
+
 def ep_variable_evidence(marginal: Distribution, edges: list[tuple], var_shape: tuple[int, ...]
-                         ) -> float:
-    """The variable's EP evidence term, summed over its plates:
+                         ) -> np.ndarray:
+    """The variable's EP evidence term at each of its elements:
 
         log ∫ Π_e m_{e→v}  −  Σ_e log ∫ m_{e→v} m_{v→e}
 
-    ``edges`` are (message in, message out, how, use shape), ``how`` None for the def edge
-    and otherwise the use's kind with, for broadcasts, the axes to reduce at index 2.
+    ``edges`` are (message in, message out, how, use shape): ``how`` None for the def edge,
+    otherwise the use's kind as ``reduce_use`` takes it (broadcast axes at index 2).
     Finite families are summed in log weights so that point masses (certain booleans)
     stay exact.
     """
-    total = 0.0
-    for inc, out, _, _ in edges:
-        total -= float(np.sum(_pair_log_average(inc, out)))
-    if _log_weights(marginal) is None:
-        total += float(np.sum(log_normalizer_or_zero(marginal)))
-        for inc, _, _, _ in edges:
-            total -= float(np.sum(log_normalizer_or_zero(inc)))
+    total = np.zeros(tuple(var_shape))
+    for inc, out, how, use_shape in edges:
+        total = total - _reduce_array(log_average(inc, out), how, use_shape, var_shape, 0)
+    if log_weights(marginal) is None:
+        total = total + log_normalizer_or_zero(marginal)
+        for inc, _, how, use_shape in edges:
+            total = total - _reduce_array(log_normalizer_or_zero(inc), how, use_shape,
+                                          var_shape, 0)
         return total
     acc = 0.0
     for inc, _, how, use_shape in edges:
-        w = _log_weights(inc)
+        w = log_weights(inc)
         assert w is not None
-        acc = acc + _reduce_array(w, how, use_shape, var_shape)
-    return total + float(np.sum(special.logsumexp(acc, axis=-1)))
+        acc = acc + _reduce_array(w, how, use_shape, var_shape, 1)
+    return total + special.logsumexp(acc, axis=-1)
 
 
-def vmp_variable_evidence(marginal: Distribution) -> float:
-    """The entropy of the variable's posterior, summed over its plates."""
-    return float(np.sum(marginal.entropy()))
+def vmp_variable_evidence(marginal: Distribution) -> np.ndarray:
+    """The entropy of the variable's posterior at each of its elements."""
+    return marginal.entropy()
 
 
 def total(value: Any) -> float:

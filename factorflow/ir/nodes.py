@@ -32,6 +32,13 @@ class Const:
     value: Any
 
 
+@dataclass(frozen=True, slots=True)
+class Arange:
+    """The values 0..size-1 of a range, as a constant argument (a switch's case index)."""
+
+    range: str
+
+
 Operand = Ref | Const
 
 

@@ -6,7 +6,19 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.ir.nodes import Const, For, If, Node, Operand, Program, Ref, Stmt, VarDecl, While
+from factorflow.ir.nodes import (
+    Arange,
+    Const,
+    For,
+    If,
+    Node,
+    Operand,
+    Program,
+    Ref,
+    Stmt,
+    VarDecl,
+    While,
+)
 
 
 def format_operand(op: Operand) -> str:
@@ -23,6 +35,11 @@ def format_ref(ref: Ref) -> str:
 
 
 def format_value(value: Any) -> str:
+    if isinstance(value, Arange):
+        return f"arange({value.range})"
+    if isinstance(value, tuple):
+        return "(" + ", ".join(format_value(v) for v in value) + ("," if len(value) == 1
+                                                                  else "") + ")"
     arr = np.asarray(value)
     if arr.ndim == 0:
         item = arr.item()

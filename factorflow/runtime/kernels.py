@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from factorflow.distributions import Bernoulli
 from factorflow.distributions.base import Distribution
 from factorflow.errors import ModelError
 from factorflow.factors.variable import (
@@ -91,3 +92,87 @@ NAMESPACE = {
     "ep_variable_evidence": ep_variable_evidence,
     "vmp_variable_evidence": vmp_variable_evidence,
 }
+
+
+# ----- gate clones: one slot of an array variable ------------------------------------
+def _slot(fixed: tuple[tuple[int, int], ...], ndim: int) -> tuple:
+    index: list = [slice(None)] * ndim
+    for axis, value in fixed:
+        index[axis] = value
+    return tuple(index)
+
+
+def take_element(value: Any, fixed: tuple[tuple[int, int], ...]) -> Any:
+    """``value`` at the given (axis, index) pairs of its plate axes."""
+    if isinstance(value, Distribution):
+        nd = len(value.batch_shape)
+        return value._map(lambda e, _: e[_slot(fixed, nd)])
+    arr = np.asarray(value)
+    return arr[_slot(fixed, arr.ndim)]
+
+
+def with_element(whole: Distribution, fixed: tuple[tuple[int, int], ...],
+                 part: Distribution) -> Distribution:
+    """``whole`` with its slot at ``fixed`` replaced by ``part`` (a new object)."""
+    nd = len(whole.batch_shape)
+    slot = _slot(fixed, nd)
+    out = []
+    for w, p in zip(whole.eta, part.eta, strict=True):
+        w = np.array(w, dtype=float)
+        w[slot] = p
+        out.append(w)
+    return whole.from_natural(*out)
+
+
+def place_element(msg: Distribution, fixed: tuple[tuple[int, int], ...],
+                  use_shape: tuple[int, ...], axes: tuple[int, ...],
+                  var_shape: tuple[int, ...]) -> Distribution:
+    """A message over the whole variable: the use's messages (multiplied over the plates
+    the variable lacks) at the slot, uniform elsewhere."""
+    reduced = prod_over(msg, use_shape, axes) if axes else (
+        msg if msg.batch_shape == tuple(use_shape) else msg.broadcast_to(use_shape))
+    nd = len(var_shape)
+    out = []
+    for e in reduced._product_form():
+        acc = np.zeros(tuple(var_shape) + e.shape[e.ndim - msg.event_ndim:])
+        acc[_slot(fixed, nd)] += e
+        out.append(acc)
+    return msg.from_natural(*out)
+
+
+def place_slots(msg: Distribution, slots: tuple[int, ...], var_shape: tuple[int, ...]
+                ) -> Distribution:
+    """Slot s of the last plate axis goes to case ``slots[s]``; other cases uniform."""
+    out = []
+    for e in msg._product_form():
+        acc = np.zeros(tuple(var_shape) + e.shape[len(msg.batch_shape):])
+        acc[(Ellipsis, list(slots)) + (slice(None),) * msg.event_ndim] += e
+        out.append(acc)
+    return msg.from_natural(*out)
+
+
+def take_slots(value: Distribution, slots: tuple[int, ...]) -> Distribution:
+    """The cases ``slots`` of the last plate axis, in slot order."""
+    nd = value.event_ndim
+    return value._map(lambda e, _: np.take(e, list(slots), axis=e.ndim - nd - 1))
+
+
+def gate_message(term: Any) -> Bernoulli:
+    """An evidence term sent to a gate's case: a Bernoulli whose log-odds is the term."""
+    return Bernoulli.from_natural(np.asarray(term, dtype=float))
+
+
+def fit_plates(d: Distribution, shape: tuple[int, ...]) -> Distribution:
+    """``d`` over exactly the variable's plates (a broadcast view when it has fewer)."""
+    return d if d.batch_shape == tuple(shape) else d.broadcast_to(shape)
+
+
+NAMESPACE.update({
+    "fit_plates": fit_plates,
+    "take_element": take_element,
+    "with_element": with_element,
+    "place_element": place_element,
+    "place_slots": place_slots,
+    "take_slots": take_slots,
+    "gate_message": gate_message,
+})

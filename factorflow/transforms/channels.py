@@ -2,11 +2,18 @@
 transform with UsesEqualDef / Replicate / GetItems folded into one variable node).
 
 Guarantees: each read of a latent (role ``random``) variable ``v`` is replaced by a read of
-a fresh use variable ``v_useK`` declared with the plates of the reading statement; right
-after ``v``'s defining statement a ``Variable`` statement defines all of ``v``'s uses,
-with a ``uses`` parameter that says, per use, how the use's array relates to ``v``'s:
-``("same",)``, ``("broadcast", extra_plates)`` or ``("gather", index_ref)``.  Observed
-variables and constants are read directly and get no node.
+a fresh use variable ``v_useK`` declared with the plates of the reading statement; one
+``Variable`` statement per latent variable defines all of ``v``'s uses, with a ``uses``
+parameter that says, per use, how the use's array relates to ``v``'s: ``("same",)``,
+``("broadcast", extra_plates)``, ``("gather", index_ref)`` or ``("element", fixed,
+extra_plates)`` (``fixed``: (axis, value) pairs for integer indices, as gate clones are
+read case by case).  The node follows ``v``'s definition, or, for a variable defined
+element by element in the branches of a gate, the last of those branches.
+
+Gates: every statement inside ``if cases[..]`` on a random cases variable gets an extra
+input ``gate``, a use of that cases variable (its evidence is a message to the case), and
+so does the node of a variable the gate transform made for a gate (attr ``gate``).
+Observed variables and constants are read directly and get no node.
 """
 
 from __future__ import annotations
@@ -23,60 +30,148 @@ def channels(program: Program) -> Program:
     taken = {d.name for d in program.decls} | {r for r, _ in program.ranges}
     new_decls: list[VarDecl] = []
 
-    def use_of(ref: Ref, loops: tuple[str, ...], where: str) -> Ref:
+    def use_of(ref: Ref, loops: tuple[str, ...], where: str, kind: tuple | None = None
+               ) -> Ref:
         decl = random[ref.var]
+        # an index by a range that is not a loop here reads that whole axis
+        loops = tuple(loops) + tuple(i for i in ref.index if isinstance(i, str)
+                                     and i not in loops)
         k = len(uses[ref.var])
         name = f"{ref.var}_use{k}"
         while name in taken:
             name += "_"
         taken.add(name)
-        if ref.index and isinstance(ref.index[0], Ref):
-            kind: tuple = ("gather", ref.index[0])
-        elif tuple(loops) == decl.plates:
-            kind = ("same",)
-        else:
-            it = iter(loops)
-            if not all(p in it for p in decl.plates):
-                raise ModelError(f"{where}: {decl.label} is used inside plates {loops} whose "
-                                 f"order differs from its own plates {decl.plates}.")
-            kind = ("broadcast", tuple(p for p in loops if p not in decl.plates))
+        kind = kind or _use_kind(ref, decl, loops, where)
         uses[ref.var].append((name, kind))
         new_decls.append(VarDecl(name, "use", decl.domain, plates=tuple(loops),
                                  event=decl.event, label=f"use {k} of {decl.label}",
                                  attrs=(("of", ref.var),)))
         return Ref(name, tuple(loops))
 
-    def rewrite(nodes: tuple[Node, ...], loops: tuple[str, ...]) -> tuple[Node, ...]:
+    gated_at: dict[int, tuple[Ref, tuple[str, ...]]] = {}  # id(stmt) -> its gate, loops
+
+    def rewrite(nodes: tuple[Node, ...], loops: tuple[str, ...], gate: Ref | None
+                ) -> tuple[Node, ...]:
         out: list[Node] = []
         for node in nodes:
             if isinstance(node, Stmt):
+                where = node.provenance or node.op
                 inputs = tuple(
-                    (k, use_of(v, loops, node.provenance or node.op)
-                     if isinstance(v, Ref) and v.var in random else v)
-                    for k, v in node.inputs)
-                out.append(replace(node, inputs=inputs))
+                    (k, use_of(v, loops, where) if isinstance(v, Ref) and v.var in random
+                     else v) for k, v in node.inputs)
+                if gate is not None:
+                    inputs += (("gate", use_of(gate, loops, where)),)
+                new = replace(node, inputs=inputs)
+                if gate is not None:
+                    gated_at[id(new)] = (gate, loops)
+                out.append(new)
             elif isinstance(node, For):
-                out.append(replace(node, body=rewrite(node.body, loops + (node.range,))))
-            elif isinstance(node, If | While):
-                out.append(replace(node, body=rewrite(node.body, loops)))
+                out.append(replace(node, body=rewrite(node.body, loops + (node.range,), gate)))
+            elif isinstance(node, If):
+                inner = node.condition if node.condition.var in random else gate
+                out.append(replace(node, body=rewrite(node.body, loops, inner)))
+            elif isinstance(node, While):
+                out.append(replace(node, body=rewrite(node.body, loops, gate)))
         return tuple(out)
 
-    body = rewrite(program.body, ())
+    body = rewrite(program.body, (), None)
+    last_def = _last_definitions(body, set(random))
 
-    def add_nodes(nodes: tuple[Node, ...]) -> tuple[Node, ...]:
+    def node_for(v: str, where: str, gated: bool) -> Stmt:
+        decl = random[v]
+        inputs: tuple = (("def", Ref(v, decl.plates)),)
+        clone = decl.attr("clone_of") is not None or decl.attr("exit_of") is not None
+        cases = decl.attr("gate") if clone else None
+        if cases is not None and not gated and cases in random:
+            definition = last_def.get(v)
+            slots = definition.param("indices") if definition is not None else None
+            if slots is not None:  # EnterPartial: clone slot s is case slots[s]
+                inputs += (("gate", use_of(Ref(cases), decl.plates, where,
+                                           ("slots", tuple(slots)))),)
+            elif random[cases].plates == decl.plates:
+                inputs += (("gate", use_of(Ref(cases, decl.plates), decl.plates, where)),)
+            else:
+                raise ModelError(f"{decl.label}: its gate's cases {cases} have plates "
+                                 f"{random[cases].plates}, not {decl.plates}.")
+        return Stmt("Variable", tuple(Ref(n) for n, _ in uses[v]), inputs, (), where)
+
+    def add_nodes(nodes: tuple[Node, ...], gated: bool) -> tuple[Node, ...]:
         out: list[Node] = []
         for node in nodes:
             if isinstance(node, Stmt):
                 out.append(node)
                 for o in node.outputs:
-                    if o.var in random:
-                        out.append(Stmt("Variable", tuple(Ref(n) for n, _ in uses[o.var]),
-                                        (("def", o),),
-                                        (("uses", tuple(k for _, k in uses[o.var])),),
-                                        node.provenance))
-            elif isinstance(node, For | If | While):
-                out.append(replace(node, body=add_nodes(node.body)))
+                    if last_def.get(o.var) is node and not _by_element(o):
+                        stmt = node_for(o.var, node.provenance, gated)
+                        if id(node) in gated_at:  # the node's evidence goes to the same case
+                            gate, loops = gated_at[id(node)]
+                            stmt = replace(stmt, inputs=stmt.inputs + (
+                                ("gate", use_of(gate, loops, node.provenance)),))
+                        out.append(stmt)
+            elif isinstance(node, For | While):
+                out.append(replace(node, body=add_nodes(node.body, gated)))
+            elif isinstance(node, If):
+                element = [(o.var, s.provenance) for s in _stmts(node.body) for o in s.outputs
+                           if last_def.get(o.var) is s and _by_element(o)]
+                out.append(replace(node, body=add_nodes(node.body, gated or bool(
+                    node.condition.var in random))))
+                out.extend(node_for(v, where, gated) for v, where in element)
         return tuple(out)
 
-    return replace(program, decls=program.decls + tuple(new_decls), body=add_nodes(body),
-                   _by_name={})
+    body = add_nodes(body, False)
+    body = _set_uses(body, uses)
+    return replace(program, decls=program.decls + tuple(new_decls), body=body, _by_name={})
+
+
+def _use_kind(ref: Ref, decl: VarDecl, loops: tuple[str, ...], where: str) -> tuple:
+    if ref.index and isinstance(ref.index[0], Ref):
+        return ("gather", ref.index[0])
+    fixed = tuple((i, item) for i, item in enumerate(ref.index) if isinstance(item, int))
+    own = tuple(p for i, p in enumerate(decl.plates) if i not in dict(fixed))
+    it = iter(loops)
+    if not all(p in it for p in own):
+        raise ModelError(f"{where}: {decl.label} is used inside plates {loops} whose order "
+                         f"differs from its own plates {decl.plates}.")
+    extra = tuple(p for p in loops if p not in own)
+    if fixed:
+        return ("element", fixed, extra)
+    if not extra:
+        return ("same",)
+    return ("broadcast", extra)
+
+
+def _by_element(ref: Ref) -> bool:
+    return any(isinstance(i, int) for i in ref.index)
+
+
+def _stmts(nodes: tuple[Node, ...]):
+    for node in nodes:
+        if isinstance(node, Stmt):
+            yield node
+        else:
+            yield from _stmts(node.body)
+
+
+def _last_definitions(nodes: tuple[Node, ...], random: set[str]) -> dict[str, Stmt]:
+    last: dict[str, Stmt] = {}
+    for s in _stmts(nodes):
+        for o in s.outputs:
+            if o.var in random:
+                last[o.var] = s
+    return last
+
+
+def _set_uses(nodes: tuple[Node, ...], uses: dict[str, list[tuple[str, tuple]]]
+              ) -> tuple[Node, ...]:
+    """Give every variable node all its uses (nodes made later add uses to earlier ones)."""
+    out: list[Node] = []
+    for node in nodes:
+        if isinstance(node, Stmt):
+            if node.op == "Variable":
+                v = dict(node.inputs)["def"].var
+                node = replace(node, outputs=tuple(Ref(n) for n, _ in uses[v]),
+                               params=(("uses", tuple(k for _, k in uses[v])),))
+            out.append(node)
+        else:
+            out.append(replace(node, body=_set_uses(node.body, uses)))
+    return tuple(out)

@@ -36,6 +36,8 @@ _KIND = {"dependency": Dep.DEPENDENCY, "required": Dep.DEPENDENCY | Dep.REQUIRED
 
 
 def _node_kind(stmt: Stmt, arg: str) -> Dep:
+    if stmt.param("to_gate"):  # an evidence term sent to a gate's case reads plainly
+        return Dep.DEPENDENCY
     update = stmt.op.removeprefix("Variable.")
     if update == "use" and arg != "marginal":
         return Dep.DEPENDENCY
@@ -46,6 +48,8 @@ def describe(stmt: Stmt, program: Program) -> str:
     """One line saying which message a statement computes, for schedule listings."""
     out = stmt.outputs[0].var
     label = program.decl(out).label
+    if stmt.param("to_gate"):
+        return f"{label}: evidence of {stmt.op.split('.')[0]} to its case"
     if stmt.param("operator"):
         factor, algorithm, target = stmt.param("operator")
         return f"{label}: {factor}.{target} ({algorithm.upper()})"
@@ -60,19 +64,19 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
     ``user_initialized`` (variable names) marks those variables' marginals.
     """
     stmts = [s for s in program.body if isinstance(s, Stmt)]
-    writer: dict[str, Stmt] = {}
+    writer: dict[str, list[str]] = {}  # a message -> the labels of the statements writing it
     for s in stmts:
         for o in s.outputs:
-            writer[o.var] = s
-    nodes = tuple(s.outputs[0].var for s in stmts if s.outputs)
+            writer.setdefault(o.var, []).append(node_label(s))
+    nodes = tuple(node_label(s) for s in stmts if s.outputs)
     edges: dict[tuple[str, str], Dep] = {}
     outputs: set[str] = set()
     for s in stmts:
         if not s.outputs:  # evidence: its inputs are outputs of the schedule
-            outputs.update(n for _, v in s.inputs if isinstance(v, Ref)
-                           for n in refs_in(v) if n in writer)
+            outputs.update(label for _, v in s.inputs if isinstance(v, Ref)
+                           for n in refs_in(v) if n in writer for label in writer[n])
             continue
-        label = s.outputs[0].var
+        label = node_label(s)
         if s.op == "Variable.marginal":
             outputs.add(label)
         for arg, value in s.inputs:
@@ -83,9 +87,17 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
                     continue
                 kind = (_operator_kind(s, arg) if s.param("operator") else
                         _node_kind(s, arg))
-                key = (name, label)
-                edges[key] = edges.get(key, Dep(0)) | kind
+                for source in writer[name]:
+                    key = (source, label)
+                    edges[key] = edges.get(key, Dep(0)) | kind
     inits = frozenset(f"{v}_marginal" for v in user_initialized) & set(nodes)
-    descriptions = {s.outputs[0].var: describe(s, program) for s in stmts if s.outputs}
+    descriptions = {node_label(s): describe(s, program) for s in stmts if s.outputs}
     return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions),
-            {s.outputs[0].var: s for s in stmts if s.outputs})
+            {node_label(s): s for s in stmts if s.outputs})
+
+
+def node_label(stmt: Stmt) -> str:
+    """The message a statement writes, with the slot for a gate clone's element."""
+    out = stmt.outputs[0]
+    slots = [str(i) for i in out.index if isinstance(i, int) and not isinstance(i, bool)]
+    return f"{out.var}[{', '.join(slots)}]" if slots else out.var

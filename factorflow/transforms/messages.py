@@ -18,7 +18,7 @@ from dataclasses import replace
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.factors.registry import DOMAIN_FAMILY, FACTORS
 from factorflow.ir import Const, Program, Ref, Stmt, VarDecl, walk
-from factorflow.ir.nodes import Operand
+from factorflow.ir.nodes import Arange, Operand
 
 SUFFIX = {"ep": "average_conditional", "vmp": "average_logarithm"}
 EVIDENCE = {"ep": "log_average_factor", "vmp": "average_log_factor"}
@@ -84,6 +84,10 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
     if stmt.outputs:
         args[factor.args[0].name] = stmt.outputs[0]
     args.update(dict(stmt.inputs))
+    gate = args.pop("gate", None)
+    for key, value in stmt.params:  # constant arguments written as parameters (gate slots)
+        if key in factor.arg_names:
+            args[key] = Const(Arange(value) if isinstance(value, str) else value)
     for name, operand in args.items():
         if isinstance(operand, Ref):
             out = _edge_out(operand, decls)
@@ -115,9 +119,10 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
                            stmt.provenance))
     if algorithm in factor.evidence:
         reads = tuple((k, edges.get(k, v)) for k, v in args.items())
-        result.append(Stmt(f"{factor.name}.{EVIDENCE[algorithm]}", (), reads,
-                           params_common + (("evidence", (factor.name, algorithm)),),
-                           stmt.provenance))
+        evidence = Stmt(f"{factor.name}.{EVIDENCE[algorithm]}", (), reads,
+                        params_common + (("evidence", (factor.name, algorithm)),),
+                        stmt.provenance)
+        result.append(_to_gate(evidence, gate, decls))
     elif not factor.deterministic or algorithm == "ep":
         raise UnsupportedFactorError(f"{where}: factor {factor.name} has no {algorithm.upper()}"
                                      " evidence operator.")
@@ -125,6 +130,17 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
         if name not in edges and isinstance(operand, Const) and operand.value is None:
             raise ModelError(f"{where}: argument {name!r} has no value.")
     return result
+
+
+def _to_gate(evidence: Stmt, gate: Operand | None, decls: dict[str, VarDecl]) -> Stmt:
+    """Inside a gate, an evidence term is the message to the gate's case instead of a
+    term of the total (Minka & Winn's gates: the case weighs its body's evidence)."""
+    if gate is None:
+        return evidence
+    assert isinstance(gate, Ref)
+    cases = decls[gate.var].attr("of")
+    return replace(evidence, outputs=(Ref(f"{gate.var}_B", gate.index),),
+                   params=evidence.params + (("to_gate", cases),))
 
 
 def _variable_statements(stmt: Stmt, decls: dict[str, VarDecl], algorithm: str,
@@ -152,12 +168,16 @@ def _variable_statements(stmt: Stmt, decls: dict[str, VarDecl], algorithm: str,
     out.append(Stmt("Variable.backward", (back,), back_inputs,
                     common + (("algorithm", algorithm), ("derived", derived)),
                     stmt.provenance))
+    gate = dict(stmt.inputs).get("gate")
+    if d.attr("do_not_send_evidence"):
+        return out
     if algorithm == "ep":
         ev = (("marginal", marg), ("def", back)) + tuple(
             (f"use{k}", Ref(f"{u}_F")) for k, u in enumerate(uses))
-        out.append(Stmt("Variable.evidence", (), ev, common + (("algorithm", "ep"),),
-                        stmt.provenance))
+        out.append(_to_gate(Stmt("Variable.evidence", (), ev, common + (
+            ("algorithm", "ep"),), stmt.provenance), gate, decls))
     elif not derived:
-        out.append(Stmt("Variable.evidence", (), (("marginal", marg),),
-                        common + (("algorithm", "vmp"),), stmt.provenance))
+        out.append(_to_gate(Stmt("Variable.evidence", (), (("marginal", marg),),
+                                 common + (("algorithm", "vmp"),), stmt.provenance),
+                            gate, decls))
     return out

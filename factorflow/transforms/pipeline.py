@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from factorflow.ir import Program, check, format_program
 from factorflow.model.core import Model
 from factorflow.transforms.channels import channels
+from factorflow.transforms.gates import gates
 from factorflow.transforms.lower import Bindings, lower
 from factorflow.transforms.messages import messages
 from factorflow.transforms.schedule_pass import schedule_program
@@ -49,6 +50,7 @@ def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
         return out.program
 
     return [
+        Stage("gates", gates),
         Stage("channels", channels),
         Stage("messages", lambda p: messages(p, algorithm)),
         Stage("schedule", scheduled),
