@@ -97,9 +97,24 @@ class _Emitter:
         fn = self.symbol(s.op, "operator", s.param("operator"))
         plates = s.param("plates", ())
         args = ", ".join(f"{k}={self.operand(v, plates)}" for k, v in s.inputs)
-        self.assign(s.outputs[0], f"{fn}({args})", depth)
+        self.assign(s.outputs[0], f"{fn}({args})", depth, s)
 
-    def assign(self, out: Ref, rhs: str, depth: int) -> None:
+    def mask(self, s: Stmt) -> str | None:
+        """The boolean array (over the statement's plates) of the observed conditions
+        around ``s``, or None."""
+        parts = []
+        plates = s.param("plates", self.decls[s.outputs[0].var].plates if s.outputs else ())
+        for cond, value, negated in s.param("mask", ()):
+            text = self.operand(cond, plates)
+            if value is not None and not isinstance(value, str):
+                text = f"({text} == {int(value)})"
+            parts.append(f"~as_bool({text})" if negated else f"as_bool({text})")
+        return " & ".join(parts) if parts else None
+
+    def assign(self, out: Ref, rhs: str, depth: int, stmt: Stmt | None = None) -> None:
+        mask = self.mask(stmt) if stmt is not None else None
+        if mask is not None:
+            rhs = f"where_mask({mask}, {rhs}, {out.var})"
         fixed = _fixed(out)
         if fixed:
             self.emit(f"{out.var} = with_element({out.var}, {fixed}, {rhs})", depth)
@@ -114,6 +129,9 @@ class _Emitter:
 
     def evidence_term(self, s: Stmt, term: str, depth: int) -> None:
         """Add to the total, or — inside a gate — send it to the case as a message."""
+        mask = self.mask(s)
+        if mask is not None:
+            term = f"mask_term({mask}, {term})"
         if s.param("to_gate"):
             self.emit(f"{s.outputs[0].var} = gate_message({term})", depth)
         else:
@@ -247,7 +265,9 @@ def generate(program: Program) -> Generated:
             else:
                 e.emit(f"{d.name} = {fam}.uniform({e.shape(d.plates)}{e.event(d)})", 1)
     e.emit("log_evidence = 0.0", 1)
-    outputs = [d for d in program.decls if d.role == "random"]
+    internal = ("gate", "clone_of", "exit_of")  # the gate transform's own variables
+    outputs = [d for d in program.decls if d.role == "random"
+               and not any(d.attr(a) is not None for a in internal)]
     result = "{" + ", ".join(f"{d.label!r}: {d.name}_marginal" for d in outputs) + "}"
     evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
     loops = [n for n in program.body if isinstance(n, While)]

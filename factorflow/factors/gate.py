@@ -75,8 +75,8 @@ def _logits(cases: Any) -> np.ndarray:
 
 
 # ----- Gate.Cases ---------------------------------------------------------------------
-@CASES.operator("ep", "cases")
-@CASES.operator("vmp", "cases")
+@CASES.operator("ep", "cases", skip_if_uniform=("selector",))
+@CASES.operator("vmp", "cases", skip_if_uniform=("selector",), trigger=("selector",))
 def _cases(selector) -> Bernoulli:
     """log p(selector = k) on each case (VMP: the selector's posterior)."""
     return Bernoulli.from_natural(log_probs(selector))
@@ -109,6 +109,11 @@ def _cases_average_log_factor(cases, selector) -> np.ndarray:
 
 
 # ----- Gate.Enter, EnterPartial, EnterOne -----------------------------------------------
+# Under VMP a clone is a derived variable: its forward message is triggered by the value
+# and the cases, so it always reflects their latest posteriors (seed 000).
+# A message out of the gate to the shared value weighs the cases: it is skipped while the
+# cases are uniform, so the initialisation schedule computes them first (from a user's
+# initialisation of the selector, which breaks the symmetry between components).
 def _slots(cases: Any, value: Distribution, clones: Distribution, indices: tuple[int, ...]
            ) -> tuple[np.ndarray, Distribution, Distribution]:
     """ℓ, value and clones broadcast to (batch, K), (batch, S), (batch, S)."""
@@ -147,18 +152,18 @@ def _all(cases: Any) -> tuple[int, ...]:
 
 
 @ENTER.operator("ep", "enter")
-@ENTER.operator("vmp", "enter")
+@ENTER.operator("vmp", "enter", trigger=("value", "cases"))
 def _enter(cases, value) -> Distribution:
     """``value`` in every case."""
     return expand(value, np.broadcast_shapes(value.batch_shape + (1,), np.shape(_logits(cases))))
 
 
-@ENTER.operator("ep", "value", skip_if_uniform=("enter",), proper=("value",))
+@ENTER.operator("ep", "value", skip_if_uniform=("enter", "cases"), proper=("value",))
 def _enter_value_ep(enter, cases, value) -> Distribution:
     return _enter_value(enter, cases, value, _all(cases))
 
 
-@ENTER.operator("vmp", "value", skip_if_uniform=("enter",))
+@ENTER.operator("vmp", "value", skip_if_uniform=("enter", "cases"))
 def _enter_value_vmp(enter, cases) -> Distribution:
     """Π_k m_k^{q_k}."""
     return power_product(enter, np.exp(normalized(_logits(cases))))
@@ -170,19 +175,20 @@ def _enter_cases_ep(enter, cases, value) -> Bernoulli:
 
 
 @ENTER_PARTIAL.operator("ep", "enter_partial")
-@ENTER_PARTIAL.operator("vmp", "enter_partial")
+@ENTER_PARTIAL.operator("vmp", "enter_partial", trigger=("value", "cases"))
 def _enter_partial(cases, value, indices) -> Distribution:
     """``value`` in each listed case."""
     batch = np.broadcast_shapes(value.batch_shape, np.shape(_logits(cases))[:-1])
     return expand(value, batch + (len(indices),))
 
 
-@ENTER_PARTIAL.operator("ep", "value", skip_if_uniform=("enter_partial",), proper=("value",))
+@ENTER_PARTIAL.operator("ep", "value", skip_if_uniform=("enter_partial", "cases"),
+                        proper=("value",))
 def _enter_partial_value_ep(enter_partial, cases, value, indices) -> Distribution:
     return _enter_value(enter_partial, cases, value, tuple(indices))
 
 
-@ENTER_PARTIAL.operator("vmp", "value", skip_if_uniform=("enter_partial",))
+@ENTER_PARTIAL.operator("vmp", "value", skip_if_uniform=("enter_partial", "cases"))
 def _enter_partial_value_vmp(enter_partial, cases, indices) -> Distribution:
     return power_product(enter_partial, np.exp(normalized(_logits(cases)))[..., list(indices)])
 
@@ -217,7 +223,7 @@ def _one(cases, value, clone, index, ep: bool = True
 
 
 @ENTER_ONE.operator("ep", "enter_one")
-@ENTER_ONE.operator("vmp", "enter_one")
+@ENTER_ONE.operator("vmp", "enter_one", trigger=("value", "cases"))
 def _enter_one(cases, value, index) -> Distribution:
     """``value`` itself, on the element batch."""
     lw = _logits(cases)
@@ -226,7 +232,7 @@ def _enter_one(cases, value, index) -> Distribution:
                                                   lw.shape[:-1] if index.ndim == 0 else lw.shape))
 
 
-@ENTER_ONE.operator("ep", "value", skip_if_uniform=("enter_one",), proper=("value",))
+@ENTER_ONE.operator("ep", "value", skip_if_uniform=("enter_one", "cases"), proper=("value",))
 def _enter_one_value_ep(enter_one, cases, value, index) -> Distribution:
     """proj[q m_value·m_clone + (1 − q) m_value] / m_value, q the posterior of the case."""
     lp, v, m, _ = _one(cases, value, enter_one, index)
@@ -234,7 +240,7 @@ def _enter_one_value_ep(enter_one, cases, value, index) -> Distribution:
     return project(comps, np.stack([lp, log1mexp(lp)], axis=-1)) / value
 
 
-@ENTER_ONE.operator("vmp", "value", skip_if_uniform=("enter_one",))
+@ENTER_ONE.operator("vmp", "value", skip_if_uniform=("enter_one", "cases"))
 def _enter_one_value_vmp(enter_one, cases, value, index) -> Distribution:
     """m_clone^{q(case index)}."""
     lp, _, m, _ = _one(cases, value, enter_one, index, ep=False)
@@ -272,14 +278,15 @@ def _exits(exit, cases, values) -> tuple[np.ndarray, Distribution, Distribution]
     return np.broadcast_to(lw, shape), expand(exit, shape), values.broadcast_to(shape)
 
 
-@EXIT.operator("ep", "exit", skip_if_uniform=("values",))
+@EXIT.operator("ep", "exit", skip_if_uniform=("values", "cases"))
 def _exit_ep(exit, cases, values) -> Distribution:
     """proj[Σ_k w_k m_exit·m_k] / m_exit, w_k ∝ exp(ℓ_k) ∫ m̂_exit m̂_k."""
     lw, x, m = _exits(exit, cases, values)
     return project(x * m, lw + log_average(x, m)) / exit
 
 
-@EXIT.operator("vmp", "exit", skip_if_uniform=("values",), proper=("values",))
+@EXIT.operator("vmp", "exit", skip_if_uniform=("values", "cases"), proper=("values",),
+               trigger=("values", "cases"))
 def _exit_vmp(cases, values) -> Distribution:
     """proj[Σ_k q_k m_k]."""
     lw = _logits(cases)

@@ -26,14 +26,18 @@ from factorflow.factors.mixtures import log_average, log_weights
 #: (algorithm, update) -> annotation of its inputs.  Under VMP a message from a factor
 #: triggers the marginal, which triggers every message the variable sends, so a message
 #: to a factor always reflects the latest messages from factors (Infer.NET's VMP rule).
-#: Under EP a message out needs the marginal to have been computed once (Required).
+#: A message out needs the marginal to have been computed once (Required).  Under EP a
+#: message out is the marginal divided by the message in on that edge, so it needs a
+#: fresh marginal: one that already includes the latest message in (Fresh).
 NODE_ANNOTATIONS: dict[tuple[str, str], str] = {
     ("vmp", "marginal"): "trigger",
-    ("vmp", "use"): "trigger",
-    ("vmp", "backward"): "trigger",
+    ("vmp", "marginal.def"): "required trigger",
+    ("vmp", "use"): "required trigger",
+    ("vmp", "backward"): "required trigger",
     ("ep", "marginal"): "dependency",
-    ("ep", "use"): "required",
-    ("ep", "backward"): "dependency",
+    ("ep", "marginal.def"): "dependency",
+    ("ep", "use"): "required fresh",
+    ("ep", "backward"): "fresh",
 }
 
 
@@ -120,14 +124,19 @@ def ep_variable_evidence(marginal: Distribution, edges: list[tuple], var_shape: 
     stay exact.
     """
     total = np.zeros(tuple(var_shape))
+    if log_weights(marginal) is None:
+        # continuous: the normalisers of the messages in cancel, leaving
+        # (1 - d)·A(marginal) + Σ_e A(m_{v→e}), so an improper message in (EP's negative
+        # precisions) does no harm
+        count = np.zeros(tuple(var_shape))
+        for _, out, how, use_shape in edges:
+            ones = np.ones(np.broadcast_shapes(out.batch_shape, tuple(use_shape)))
+            count = count + _reduce_array(ones, how, use_shape, var_shape, 0)
+            total = total + _reduce_array(log_normalizer_or_zero(out), how, use_shape,
+                                          var_shape, 0)
+        return total + (1.0 - count) * log_normalizer_or_zero(marginal)
     for inc, out, how, use_shape in edges:
         total = total - _reduce_array(log_average(inc, out), how, use_shape, var_shape, 0)
-    if log_weights(marginal) is None:
-        total = total + log_normalizer_or_zero(marginal)
-        for inc, _, how, use_shape in edges:
-            total = total - _reduce_array(log_normalizer_or_zero(inc), how, use_shape,
-                                          var_shape, 0)
-        return total
     acc = 0.0
     for inc, _, how, use_shape in edges:
         w = log_weights(inc)

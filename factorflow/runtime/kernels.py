@@ -167,7 +167,32 @@ def fit_plates(d: Distribution, shape: tuple[int, ...]) -> Distribution:
     return d if d.batch_shape == tuple(shape) else d.broadcast_to(shape)
 
 
+def as_bool(value: Any) -> np.ndarray:
+    return np.asarray(value).astype(bool)
+
+
+def where_mask(mask: np.ndarray, new: Distribution, old: Distribution) -> Distribution:
+    """``new`` where the observed condition holds, ``old`` elsewhere."""
+    shape = np.broadcast_shapes(np.shape(mask), new.batch_shape, old.batch_shape)
+    m = np.broadcast_to(mask, shape)
+    out = []
+    for a, b in zip(new.eta, old.eta, strict=True):
+        tail = a.shape[a.ndim - new.event_ndim:] if new.event_ndim else ()
+        mm = m.reshape(m.shape + (1,) * len(tail))
+        out.append(np.where(mm, np.broadcast_to(a, shape + tail),
+                            np.broadcast_to(b, shape + tail)))
+    return new.from_natural(*out)
+
+
+def mask_term(mask: np.ndarray, term: Any) -> np.ndarray:
+    """An evidence term that counts only where the observed condition holds."""
+    return np.where(mask, term, 0.0)
+
+
 NAMESPACE.update({
+    "as_bool": as_bool,
+    "where_mask": where_mask,
+    "mask_term": mask_term,
     "fit_plates": fit_plates,
     "take_element": take_element,
     "with_element": with_element,

@@ -95,13 +95,14 @@ def channels(program: Program) -> Program:
                                  f"{random[cases].plates}, not {decl.plates}.")
         return Stmt("Variable", tuple(Ref(n) for n, _ in uses[v]), inputs, (), where)
 
-    def add_nodes(nodes: tuple[Node, ...], gated: bool) -> tuple[Node, ...]:
+    def add_nodes(nodes: tuple[Node, ...], gated: bool, masked: bool = False
+                  ) -> tuple[Node, ...]:
         out: list[Node] = []
         for node in nodes:
             if isinstance(node, Stmt):
                 out.append(node)
                 for o in node.outputs:
-                    if last_def.get(o.var) is node and not _by_element(o):
+                    if last_def.get(o.var) is node and not _by_element(o) and not masked:
                         stmt = node_for(o.var, node.provenance, gated)
                         if id(node) in gated_at:  # the node's evidence goes to the same case
                             gate, loops = gated_at[id(node)]
@@ -109,13 +110,15 @@ def channels(program: Program) -> Program:
                                 ("gate", use_of(gate, loops, node.provenance)),))
                         out.append(stmt)
             elif isinstance(node, For | While):
-                out.append(replace(node, body=add_nodes(node.body, gated)))
+                out.append(replace(node, body=add_nodes(node.body, gated, masked)))
             elif isinstance(node, If):
+                known = node.condition.var not in random  # an observed condition masks
                 element = [(o.var, s.provenance) for s in _stmts(node.body) for o in s.outputs
-                           if last_def.get(o.var) is s and _by_element(o)]
-                out.append(replace(node, body=add_nodes(node.body, gated or bool(
-                    node.condition.var in random))))
-                out.extend(node_for(v, where, gated) for v, where in element)
+                           if last_def.get(o.var) is s and (_by_element(o) or known)]
+                out.append(replace(node, body=add_nodes(node.body, gated or not known,
+                                                        masked or known)))
+                if not masked:
+                    out.extend(node_for(v, where, gated) for v, where in element)
         return tuple(out)
 
     body = add_nodes(body, False)

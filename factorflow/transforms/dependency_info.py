@@ -32,7 +32,10 @@ def _operator_kind(stmt: Stmt, arg: str) -> Dep:
 
 
 _KIND = {"dependency": Dep.DEPENDENCY, "required": Dep.DEPENDENCY | Dep.REQUIRED,
-         "trigger": Dep.DEPENDENCY | Dep.TRIGGER}
+         "trigger": Dep.DEPENDENCY | Dep.TRIGGER,
+         "required trigger": Dep.DEPENDENCY | Dep.REQUIRED | Dep.TRIGGER,
+         "fresh": Dep.DEPENDENCY | Dep.FRESH,
+         "required fresh": Dep.DEPENDENCY | Dep.REQUIRED | Dep.FRESH}
 
 
 def _node_kind(stmt: Stmt, arg: str) -> Dep:
@@ -41,6 +44,8 @@ def _node_kind(stmt: Stmt, arg: str) -> Dep:
     update = stmt.op.removeprefix("Variable.")
     if update == "use" and arg != "marginal":
         return Dep.DEPENDENCY
+    if update == "marginal" and arg == "def":
+        update = "marginal.def"
     return _KIND[NODE_ANNOTATIONS[(stmt.param("algorithm"), update)]]
 
 
@@ -100,4 +105,8 @@ def node_label(stmt: Stmt) -> str:
     """The message a statement writes, with the slot for a gate clone's element."""
     out = stmt.outputs[0]
     slots = [str(i) for i in out.index if isinstance(i, int) and not isinstance(i, bool)]
-    return f"{out.var}[{', '.join(slots)}]" if slots else out.var
+    label = f"{out.var}[{', '.join(slots)}]" if slots else out.var
+    for cond, value, negated in stmt.param("mask", ()):  # one writer per observed branch
+        label += f" if {'not ' if negated else ''}{cond.var}" + (
+            f" == {value}" if value is not None else "")
+    return label

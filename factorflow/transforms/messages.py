@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.factors.registry import DOMAIN_FAMILY, FACTORS
-from factorflow.ir import Const, Program, Ref, Stmt, VarDecl, walk
+from factorflow.ir import Const, For, If, Program, Ref, Stmt, VarDecl
 from factorflow.ir.nodes import Arange, Operand
 
 SUFFIX = {"ep": "average_conditional", "vmp": "average_logarithm"}
@@ -54,13 +54,31 @@ def messages(program: Program, algorithm: str) -> Program:
                      f"to its {du.label.split(' of ')[0]}")
 
     body: list[Stmt] = []
-    for stmt, loops in walk(program.body):
+    for stmt, loops, mask in _walk_masked(program.body, (), (), decls):
         if stmt.op == "Variable":
-            body.extend(_variable_statements(stmt, decls, algorithm, vmp_derived))
+            made = _variable_statements(stmt, decls, algorithm, vmp_derived)
         else:
-            body.extend(_factor_statements(stmt, loops, decls, algorithm))
+            made = _factor_statements(stmt, loops, decls, algorithm)
+        body.extend(replace(s, params=s.params + (("mask", mask),)) if mask else s
+                    for s in made)
     return replace(program, decls=program.decls + tuple(new_decls), body=tuple(body),
                    algorithm=algorithm, _by_name={})
+
+
+def _walk_masked(nodes: tuple, loops: tuple[str, ...], mask: tuple, decls: dict[str, VarDecl]):
+    """Statements with their loops and the observed conditions around them: an ``If`` on
+    a known condition masks its body (its statements apply only where it holds)."""
+    for node in nodes:
+        if isinstance(node, Stmt):
+            yield node, loops, mask
+        elif isinstance(node, For):
+            yield from _walk_masked(node.body, loops + (node.range,), mask, decls)
+        elif isinstance(node, If):
+            known = decls[node.condition.var].role in ("observed", "constant")
+            inner = mask + ((node.condition, node.value, node.negated),) if known else mask
+            yield from _walk_masked(node.body, loops, inner, decls)
+        else:
+            yield from _walk_masked(node.body, loops, mask, decls)
 
 
 def _edge_out(ref: Ref, decls: dict[str, VarDecl]) -> Ref | None:

@@ -36,7 +36,9 @@ def test_vmp_messages_reflect_the_latest_factor_messages(iterations):
 
 def test_removing_the_trigger_annotations_breaks_it(monkeypatch):
     for key in [k for k in variable.NODE_ANNOTATIONS if k[0] == "vmp"]:
-        monkeypatch.setitem(variable.NODE_ANNOTATIONS, key, "dependency")
+        monkeypatch.setitem(variable.NODE_ANNOTATIONS, key,
+                            variable.NODE_ANNOTATIONS[key].replace("trigger", "").strip()
+                            or "dependency")
     result = _learning_gaussian().infer("vmp", iterations=1)
     assert not _mean_is_consistent_with_prec(result)
 
@@ -56,7 +58,7 @@ prefix:
   prec_F  read by prec_marginal  # message to prec from its definition: Gamma.sample (VMP)
 loop 1:
   init:
-    mean_marginal  triggered by mean_F before the loop, read by mean_use0_F  # posterior of mean (VMP)
+    mean_marginal  required by mean_use0_F  # posterior of mean (VMP)
   iteration:
     mean_use0_F    output  # message from mean to its use 0 (VMP)
     prec_use0_B    read by prec_marginal  # message to prec from its use 0: Gaussian.precision (VMP)
