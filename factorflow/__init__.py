@@ -28,11 +28,12 @@ from factorflow.model.factories import (
     constrain_true,
     is_positive,
 )
+from factorflow.model.gates import Case, If, IfNot, Switch
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Model", "Range", "Plate", "Data", "Variable",
+    "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "constrain_true", "is_positive", "distributions",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError",
