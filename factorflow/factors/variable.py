@@ -27,17 +27,18 @@ from factorflow.factors.mixtures import log_average, log_weights
 #: triggers the marginal, which triggers every message the variable sends, so a message
 #: to a factor always reflects the latest messages from factors (Infer.NET's VMP rule).
 #: A message out needs the marginal to have been computed once (Required).  Under EP a
-#: message out is the marginal divided by the message in on that edge, so it needs a
-#: fresh marginal: one that already includes the latest message in (Fresh).
+#: message out is the marginal divided by the message in on that edge, so the marginal
+#: must reflect the latest messages in, and the messages out the latest marginal
+#: (Trigger) — which also lets a user's initial marginal be used before it is recomputed.
 NODE_ANNOTATIONS: dict[tuple[str, str], str] = {
     ("vmp", "marginal"): "trigger",
     ("vmp", "marginal.def"): "required trigger",
     ("vmp", "use"): "required trigger",
     ("vmp", "backward"): "required trigger",
-    ("ep", "marginal"): "dependency",
-    ("ep", "marginal.def"): "dependency",
-    ("ep", "use"): "required fresh",
-    ("ep", "backward"): "fresh",
+    ("ep", "marginal"): "trigger",
+    ("ep", "marginal.def"): "required trigger",
+    ("ep", "use"): "required trigger",
+    ("ep", "backward"): "required trigger",
 }
 
 

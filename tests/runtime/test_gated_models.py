@@ -118,9 +118,10 @@ def mixture() -> ff.Model:
     return model
 
 
-def test_gaussian_mixture_vmp_separates_clusters():
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_gaussian_mixture_separates_clusters(algorithm):
     init = {"means": Gaussian(np.array([0.0, 5.0, 10.0]), np.ones(3))}
-    result = mixture().infer("vmp", iterations=50, init=init)
+    result = mixture().infer(algorithm, iterations=50, init=init)
     assert_close(result["means"].mean, [1.0, 6.0, 11.0], rtol=0, atol=0.2)
     assert np.all(result["z"].probs[np.arange(9), np.repeat([0, 1, 2], 3)] > 0.95)
 
