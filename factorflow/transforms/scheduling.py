@@ -126,12 +126,15 @@ class _Loop:
         before = {a: [t for t in ix.triggered_by[a] if t in keep and t not in inside]
                   for a in self.members if a not in self.user}
         self.invalid_on_entry = {a: t[0] for a, t in before.items() if t}
+        # a user's initial value is up to date when placed; it matters where read fresh
+        self.fresh_on_entry = {a for a in self.user if self.fresh_for[a]}
         def after(lists: Sequence[Sequence[int]]) -> dict[int, int]:
             out = {a: [b for b in lists[a] if b in keep and b not in inside]
                    for a in self.members}
             return {a: b[0] for a, b in out.items() if b}
 
-        self.read_after = after(ix.reads_dst)  # first reader after the loop
+        self.valid_after = {a: f"read by {ix.labels[b]}" for a, b in after(ix.reads_dst).items()}
+        self.valid_after |= {a: "output" for a in inside if ix.labels[a] in graph.outputs}
         self.live_out = set(after(ix.all_dst)) | {a for a in inside
                                                   if ix.labels[a] in graph.outputs}
         self.exit_fresh = {a: f"fresh for {ix.labels[b]}" for a, b in after(ix.fresh_for).items()}
@@ -158,17 +161,19 @@ class _Greedy:
 
     ``iteration``: everything has run; whatever gets invalidated is queued again.
     ``init``: executed marks count (Required sources must have run); an invalidated
-    statement is queued again only if ``keep_valid`` names it or a waiting one reads it.
+    statement is queued again only if ``keep_valid`` names it (with why it must be
+    valid) or a waiting one reads it.
     ``exit``: like init after the loop, from the state ``st`` the iteration ended in.
     """
 
-    def __init__(self, lp: _Loop, mode: str, keep_valid: Mapping[int, int] | None = None,
+    def __init__(self, lp: _Loop, mode: str, keep_valid: Mapping[int, str] | None = None,
                  st: Mapping[int, int] | None = None) -> None:
         self.lp, self.keep_valid = lp, keep_valid or {}
         self.init_mode, self.selective = mode == "init", mode != "iteration"
         self.st = dict(st) if st is not None else {
             a: VALID | (RAN if a in lp.user or mode != "init" else 0)
-            | (PRISTINE if a in lp.user else 0) for a in lp.members}
+            | (PRISTINE if a in lp.user else 0) | (FRESH if a in lp.fresh_on_entry else 0)
+            for a in lp.members}
         self.cause: dict[int, int] = {}
         self.done: set[int] = set()
         self.waiting: dict[int, str] = {}
@@ -327,13 +332,14 @@ class _Greedy:
             if self.st[t] & VALID or t in self.waiting:
                 continue
             why = f"triggered by {label[self.cause[t]]}"
-            reader = self.keep_valid.get(t)
-            if reader is None and self.selective:
+            need = self.keep_valid.get(t)
+            if need is None and self.selective:
                 reader = next((r for r in lp.reads_dst[t] if r in self.waiting), None)
+                need = None if reader is None else f"read by {label[reader]}"
             if not self.selective:
                 self.enqueue(t, why)
-            elif reader is not None:
-                self.enqueue(t, f"{why}, read by {label[reader]}")
+            elif need is not None:
+                self.enqueue(t, f"{why}, {need}")
         dirty: set[int] = set()
         for p in ran:
             dirty.update(lp.reads_dst[p], lp.need_dst[p], lp.fresh_for[p], lp.triggered_by[p])
@@ -357,6 +363,17 @@ class _Greedy:
             self._apply(a, trial, "")
             self.st.update(trial.ov)
             self.cause.update(trial.cause)
+
+    def settle(self, keep_fresh: Mapping[int, str]) -> list[tuple[int, str]]:
+        """``run``, then again while a statement of ``keep_fresh`` is stale (what follows
+        assumes it up to date); ``run`` stops this if refreshing never ends."""
+        while True:
+            self.run()
+            stale = [(a, why) for a, why in keep_fresh.items() if not self.st[a] & FRESH]
+            if not stale:
+                return self.steps
+            for a, why in stale:
+                self.enqueue(a, why)
 
     def run(self) -> list[tuple[int, str]]:
         """Schedule until nothing waits; the steps with the reason for each."""
@@ -389,10 +406,19 @@ def _requirements(lp: _Loop, body: Sequence[int]) -> tuple[dict[int, str], dict[
 
 
 def _iterate(lp: _Loop) -> list[tuple[int, str]]:
+    """The iteration schedule. It counts on user-initialized messages read fresh being
+    up to date on entry, and so leaves them up to date for the next pass; if that cannot
+    be done (``lp.fresh_on_entry`` is then emptied), it assumes nothing is up to date."""
     greedy = _Greedy(lp, "iteration")
     for a in lp.members:
         greedy.enqueue(a, lp.first_why[a])
-    return greedy.run()
+    try:
+        return greedy.settle({a: "fresh again for the next pass" for a in lp.fresh_on_entry})
+    except ScheduleError:
+        if not lp.fresh_on_entry:
+            raise
+        lp.fresh_on_entry = set()
+        return _iterate(lp)
 
 
 def _leave(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
@@ -400,20 +426,15 @@ def _leave(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
     up to date (without re-validating messages nothing after the loop reads)."""
     greedy = _Greedy(lp, "iteration")
     greedy.replay(body)  # a pass's end state does not depend on where it started
-    leave = _Greedy(lp, "exit", keep_valid=lp.read_after, st=greedy.st)
+    leave = _Greedy(lp, "exit", keep_valid=lp.valid_after, st=greedy.st)
     leave.cause = greedy.cause
-    while True:  # refreshing one may make another stale; run() stops if that never ends
-        stale = [(a, why) for a, why in lp.exit_fresh.items() if not leave.st[a] & FRESH]
-        if not stale:
-            return leave.steps
-        for a, why in stale:
-            leave.enqueue(a, why)
-        leave.run()
+    return leave.settle(lp.exit_fresh)
 
 
 def _initialize(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
     required, used = _requirements(lp, body)
-    greedy = _Greedy(lp, "init", keep_valid=used)
+    greedy = _Greedy(lp, "init", keep_valid={a: f"read by {lp.labels[x]}"
+                                             for a, x in used.items()})
     for a, cause in lp.invalid_on_entry.items():  # triggered by statements before the loop
         greedy.st[a] &= ~VALID
         greedy.cause[a] = cause
@@ -422,7 +443,7 @@ def _initialize(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
     for a in used.keys() & lp.invalid_on_entry.keys():
         greedy.enqueue(a, f"triggered by {lp.labels[greedy.cause[a]]} before the loop, "
                           f"read by {lp.labels[used[a]]}")
-    return greedy.run()
+    return greedy.settle({a: "fresh for the first pass" for a in lp.fresh_on_entry})
 
 
 def _loop_of(graph: DependencyGraph, loop_nodes: Iterable[str]) -> _Loop:

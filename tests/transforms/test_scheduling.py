@@ -97,7 +97,9 @@ class Replay:
         for i, x in enumerate(s.prefix):
             self.run(x, ("prefix", i))
         for k, (init, body, after) in enumerate(zip(s.init, s.loop, s.suffix, strict=True)):
-            self.valid |= set(body) & self.g.user_initialized  # placed as the loop starts
+            placed = set(body) & self.g.user_initialized  # as the loop starts: up to date
+            self.valid |= placed
+            self.fresh |= placed
             for i, x in enumerate(init):
                 self.run(x, ("init", k, i))
             rest = [*after, *(x for j in range(k + 1, len(s.loop))
@@ -214,6 +216,15 @@ def test_fresh_needed_after_the_loop_is_fresh_at_its_end() -> None:
     Replay(g).replay(s)
 
 
+def test_refreshing_after_the_loop_revalidates_outputs_it_invalidates() -> None:
+    g = graph("s0 s1 s2 s3", {"s0 s1": T | F, "s0 s2": F, "s1 s3": F, "s3 s0": D},
+              outputs="s1 s2")
+    s = schedule(g)
+    assert s.suffix == (("s0", "s1", "s2"),)
+    assert s.why[("suffix", 0, 1)] == "triggered by s0, output"
+    Replay(g).replay(s)
+
+
 def test_fresh_after_the_loop_may_leave_loop_messages_invalid() -> None:
     # a triggers b and reads it; inside the loop b must end valid, after it a fresh
     g = graph("a b use", {"a use": F, "a b": T, "b a": D}, outputs="use")
@@ -260,6 +271,17 @@ def test_user_initialization_avoids_invalidating_it() -> None:
         warnings.simplefilter("error")
         s = schedule(g)
     assert s.loop[0][0] != "a"
+    Replay(g).replay(s)
+
+
+def test_user_initialization_read_fresh_is_used_not_recomputed() -> None:
+    edges = {"a b": F, "b a": D, "a out": D}
+    assert schedule(graph("a b out", edges, outputs="out")).loop == (("a", "b"),)
+    g = graph("a b out", edges, outputs="out", init="a")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = schedule(g)
+    assert s.loop == (("b", "a"),)  # b reads the initial a; a ends each pass up to date
     Replay(g).replay(s)
 
 
