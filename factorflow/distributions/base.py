@@ -188,7 +188,7 @@ class Distribution:
     def check_proper(self, what: str) -> None:
         """Raise ImproperMessageError naming ``what`` unless every element is proper."""
         proper = np.asarray(self.is_proper())
-        finite = np.all([np.all(np.isfinite(e) | np.isinf(e)) for e in self.eta])
+        finite = not any(np.isnan(e).any() for e in self.eta)
         if not finite or not np.all(proper):
             bad = np.argwhere(~proper) if proper.ndim else []
             where = f" at index {tuple(int(i) for i in bad[0])}" if len(bad) else ""

@@ -15,12 +15,16 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import Dirichlet, Discrete
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, Elog, Eonehot, is_known
-from factorflow.factors.common import batch_shape, project_dirichlet_mixture, times_finite
+from factorflow.factors.common import (
+    batch_shape,
+    logsumexp,
+    project_dirichlet_mixture,
+    times_finite,
+)
 from factorflow.factors.registry import define_factor
 
 
@@ -102,7 +106,7 @@ def _probs_ep(sample, probs) -> Dirichlet:
     shape = np.broadcast_shapes(sample.batch_shape, probs.batch_shape) + (size,)
     alpha = np.broadcast_to(alpha, shape)
     with np.errstate(divide="ignore"):
-        log_q = sample.eta[0] - special.logsumexp(sample.eta[0], axis=-1, keepdims=True)
+        log_q = sample.eta[0] - logsumexp(sample.eta[0], axis=-1, keepdims=True)
         log_w = log_q + np.log(alpha)
     return Dirichlet.from_natural(project_dirichlet_mixture(alpha, log_w) - alpha)
 
@@ -115,4 +119,4 @@ def _log_average_factor(sample, probs) -> np.ndarray:
         return _pick(log_mean, E(sample))
     with np.errstate(divide="ignore", invalid="ignore"):
         log_w = sample.eta[0] - log_normalizer_or_zero(sample)[..., None]
-        return special.logsumexp(log_w + log_mean, axis=-1)
+        return logsumexp(log_w + log_mean, axis=-1)

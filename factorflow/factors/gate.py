@@ -34,12 +34,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import Bernoulli, Discrete
 from factorflow.distributions.base import Distribution
 from factorflow.distributions.moments import E, is_known
-from factorflow.factors.common import times_finite
+from factorflow.factors.common import logsumexp, times_finite
 from factorflow.factors.mixtures import (
     average_log,
     concat,
@@ -98,7 +97,7 @@ def _selector(cases, selector) -> Distribution:
 def _cases_log_average_factor(cases, selector) -> np.ndarray:
     """log Σ_k m̂_selector(k) exp(ℓ_k): the gate's evidence, averaged over its cases."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return special.logsumexp(log_weights(selector) + _logits(cases), axis=-1)
+        return logsumexp(log_weights(selector) + _logits(cases), axis=-1)
 
 
 @CASES.evidence_operator("vmp")
@@ -141,7 +140,7 @@ def _enter_value(clones, cases, value, indices) -> Distribution:
     rest = [k for k in range(lw.shape[-1]) if k not in indices]
     if rest:
         with np.errstate(divide="ignore"):
-            log_w = np.concatenate([log_w, special.logsumexp(lw[..., rest], axis=-1,
+            log_w = np.concatenate([log_w, logsumexp(lw[..., rest], axis=-1,
                                                              keepdims=True)], axis=-1)
         comps = concat(comps, expand(value, v.batch_shape[:-1] + (1,)))
     return project(comps, log_w) / value

@@ -11,18 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import Bernoulli, Beta, Dirichlet, Discrete, Gamma, Gaussian
 from factorflow.distributions.base import Distribution, log_normalizer_or_zero
 from factorflow.distributions.moments import E, is_known
-from factorflow.factors.common import bool_log_probs, bool_log_weights, times_finite
+from factorflow.factors.common import bool_log_probs, bool_log_weights, logsumexp, times_finite
 
 
 def normalized(log_w: np.ndarray) -> np.ndarray:
     """log weights normalised over the last axis."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        return log_w - special.logsumexp(log_w, axis=-1, keepdims=True)
+        return log_w - logsumexp(log_w, axis=-1, keepdims=True)
 
 
 def log1mexp(x: np.ndarray) -> np.ndarray:
@@ -57,7 +56,7 @@ def log_average(a: Distribution, b: Distribution) -> np.ndarray:
     wa, wb = log_weights(a), log_weights(b)
     with np.errstate(divide="ignore", invalid="ignore"):
         if wa is not None and wb is not None:
-            return special.logsumexp(wa + wb, axis=-1)
+            return logsumexp(wa + wb, axis=-1)
         return (log_normalizer_or_zero(a * b) - log_normalizer_or_zero(a)
                 - log_normalizer_or_zero(b))
 

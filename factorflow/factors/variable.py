@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions.base import Distribution, log_normalizer_or_zero
+from factorflow.factors.common import logsumexp
 from factorflow.factors.mixtures import log_average, log_weights
 
 # ----- annotations of the variable node's updates, by algorithm ---------------------
@@ -143,7 +143,7 @@ def ep_variable_evidence(marginal: Distribution, edges: list[tuple], var_shape: 
         w = log_weights(inc)
         assert w is not None
         acc = acc + _reduce_array(w, how, use_shape, var_shape, 1)
-    return total + special.logsumexp(acc, axis=-1)
+    return total + logsumexp(acc, axis=-1)
 
 
 def vmp_variable_evidence(marginal: Distribution) -> np.ndarray:
