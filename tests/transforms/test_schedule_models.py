@@ -72,3 +72,32 @@ after loop 1:
   prec_B  output  # message from prec to its definition (VMP)"""
     dot = compiled.schedule.to_graphviz()
     assert dot.startswith("digraph") and "trigger" in dot and "mean_use0_B" in dot
+
+
+def _mixture() -> ff.Model:
+    from tests.runtime.test_gated_models import mixture
+    return mixture()
+
+
+def test_user_initialisation_is_used_before_it_is_recomputed():
+    """The loop reads the initialised posterior of means before it recomputes it, and no
+    ScheduleWarning says the initialisation was overwritten."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ff.ScheduleWarning)
+        schedule = _mixture().compile("vmp", init=("means",)).schedule
+    loop = schedule.loop[0]
+    assert "means_marginal" not in schedule.init[0]
+    assert loop.index("means_use0_F") < loop.index("means_marginal")
+
+
+def test_schedule_without_initialisation_is_deterministic():
+    first = str(_mixture().compile("vmp").schedule)
+    assert all(str(_mixture().compile("vmp").schedule) == first for _ in range(3))
+
+
+def test_too_many_initialisations_warn():
+    init = ("means", "z", "weights")
+    with pytest.warns(ff.ScheduleWarning, match="overwritten before it is used"):
+        _mixture().compile("vmp", init=init)
