@@ -1,0 +1,31 @@
+"""Every script in examples/ runs end to end and prints what it promises."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_example_runs(path, capsys):
+    module = runpy.run_path(str(path))
+    out = module["main"]()
+    printed = capsys.readouterr().out
+    assert printed.strip()
+    if path.stem == "two_coins":
+        assert abs(out["p_both"] - 0.25) < 1e-9 and abs(out["p_first"] - 1 / 3) < 1e-9
+    if path.stem == "clinical_trial":
+        assert abs(out["p_effective"] - 2772 / 3672) < 1e-6
+    if path.stem == "truncated_gaussian":
+        assert abs(np.exp(out[0.5]) - 0.308537538725987) < 1e-9
+    if path.stem == "learning_gaussian":
+        assert abs(float(out["result"]["mean"].mean) - 5.9603207170807826) < 1e-9
+
+
+def test_there_are_examples():
+    assert {p.stem for p in EXAMPLES} >= {"learning_gaussian", "two_coins", "clinical_trial"}
