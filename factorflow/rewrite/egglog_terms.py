@@ -6,7 +6,9 @@ arguments in an egglog ``MultiSet[Tm]`` (a container that egglog keeps canonical
 e-classes merge), so commutativity costs nothing and matching is modulo AC without
 enumerating permutations; see :mod:`factorflow.rewrite.egraph` for why.
 
-A sum or product pattern compiles to a query that binds the container ``xs``, binds
+A sum or product pattern compiles to a query that binds the container ``xs`` (of at
+least two elements, as a Python sum has: one- and zero-element containers are
+artifacts of right-hand sides and never match), binds
 each fixed argument through the index table ``tm_member(xs, e)`` (filled by egglog's
 ``unstable-multiset-fill-index`` from the built-in ``CONTAINERS`` ruleset), removes it
 with ``multiset-remove`` after checking ``multiset-contains``, and binds what is left
@@ -106,7 +108,7 @@ def tm_Elog1m(a: Tm) -> Tm: ...  # noqa: N802
 def tm_Eloggamma(a: Tm) -> Tm: ...  # noqa: N802
 @function
 def tm_Elogdet(a: Tm) -> Tm: ...  # noqa: N802
-@function
+@function(merge=lambda old, new: old.max(new))
 def tm_member(xs: MultiSet[Tm], element: Tm) -> i64: ...
 
 
@@ -188,6 +190,8 @@ def compile_rule(r: Rule) -> RewriteOrRule:
     """The egglog rule for ``r``: query the left side, union its root with the right side."""
     if r.guard is not None:
         raise RuleCompileError(f"rule {r.name} has a Python guard; use normalize() for it")
+    if r.lhs.op == VAR:
+        raise RuleCompileError(f"rule {r.name}: an e-graph rule's left side needs an operator")
     c = _Compiler(r.name)
     root = c.lhs(r.lhs)
     if not _is_var(root):
@@ -245,7 +249,7 @@ class _Compiler:
 
     def lhs_ac(self, t: Term) -> Any:
         s, xs = self.fresh(Tm), self.fresh(MultiSet[Tm])
-        self.facts.append(eq(s).to(CONSTRUCTORS[t.op](xs)))
+        self.facts += [eq(s).to(CONSTRUCTORS[t.op](xs)), xs.length() > i64(1)]
         rest = [a for a in t.args if a.op == VAR and a.payload[1] == "rest"]
         current = xs
         for a in (a for a in t.args if a not in rest):

@@ -62,10 +62,15 @@ def term_cost(term: Term, cost: CostModel = ast_size) -> float:
 
 @dataclass(frozen=True)
 class Limits:
-    """Bounds on saturation (iterations, e-nodes, seconds) and on the stream of terms."""
+    """Bounds on saturation (iterations, e-nodes, seconds) and on the stream of terms.
+
+    egglog cannot be interrupted inside an iteration, so saturation also stops *before*
+    an iteration projected (from the last iteration's growth) to pass ``max_nodes`` or
+    ``timeout``: an exploding rule set stops at a bounded e-graph instead of hanging.
+    """
 
     max_iterations: int = 50
-    max_nodes: int = 200_000
+    max_nodes: int = 20_000
     timeout: float = 10.0
     max_terms: int | None = None
     max_term_size: int | None = None
@@ -123,25 +128,31 @@ def explore(term: Term, rules: Ruleset | Sequence[Rule], limits: Limits = Limits
 
     Each iteration saturates the built-in container rules, then applies every rule to
     every match once. Stops when an iteration changes nothing (``complete``), or at the
-    first limit reached (``stop_reason`` says which).
+    first limit reached or projected to be passed by the next iteration
+    (``stop_reason``: ``"iterations"``, ``"nodes"`` or ``"time"``).
     """
     start = time.perf_counter()
     egraph = EGraph()
     root = load(egraph, term)
     step = CONTAINERS.saturate() + egglog_ruleset(rules)
     complete, reason, iterations = False, "iterations", 0
+    nodes = node_count(egraph)
     while iterations < limits.max_iterations:
         iterations += 1
+        began, before = time.perf_counter(), nodes
         updated = egraph.run(step).updated
+        nodes, took = node_count(egraph), time.perf_counter() - began
         if not updated:
             complete, reason = True, "saturated"
             break
-        if node_count(egraph) > limits.max_nodes:
+        growth = max(nodes / max(before, 1), 1.0)
+        if nodes * growth > limits.max_nodes:
             reason = "nodes"
             break
-        if time.perf_counter() - start > limits.timeout:
+        if time.perf_counter() - start + took * growth * growth > limits.timeout:
             reason = "time"
             break
+    egraph.run(CONTAINERS.saturate())   # one-element containers join their element
     return Exploration(term, complete, reason, iterations, node_count(egraph),
                        time.perf_counter() - start, limits, egraph, root)
 

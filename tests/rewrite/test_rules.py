@@ -7,63 +7,19 @@ its own left side, or changes the value, fails here.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
 from factorflow.rewrite.evaluate import evaluate
-from factorflow.rewrite.match import Rule, apply_at_root, instantiate
+from factorflow.rewrite.match import Rule
 from factorflow.rewrite.rules import ALGEBRA, EXPECTATION, SEED
-from factorflow.rewrite.terms import DIGAMMA, LGAMMA, LOG, VAR, NameVar, Term, at, const, data, sym
+from factorflow.rewrite.terms import DIGAMMA, LGAMMA, LOG, data, sym
 from tests.conftest import assert_close
 from tests.rewrite.exact import exact_value, random_posterior
+from tests.rewrite.instances import firing_instance
 
 SHAPES = {"e_index": {"a": (3,)}, "v_index": {"a": (3,)}, "e_dot": {"a": (3,), "b": (3,)},
           "e_matmul": {"a": (3, 3), "b": (3,)}, "e_logdet": {"x": (3, 3)}, "e_isum": {"a": (3,)}}
-INDEXED = {"isum_sum": {"a": at(sym("a_"), "k"), "r": (at(sym("r1"), "k"), sym("r2"))},
-           "isum_absorb": {"a": at(sym("a_"), "k")},
-           "e_isum": {"a": at(sym("a_"), "k")}}
-
-
-def _variables(t: Term, found: dict[str, str]) -> dict[str, str]:
-    if t.op == VAR:
-        found.setdefault(t.payload[0], t.payload[1])
-    if isinstance(t.payload, NameVar):
-        found.setdefault(t.payload.name, "name")
-    for a in t.args:
-        _variables(a, found)
-    return found
-
-
-def _skeleton(r: Rule) -> dict[str, object]:
-    """Bindings for the variables that have one natural choice (constants, rests, names)."""
-    out: dict[str, object] = {}
-    consts = iter((2.0, 3.0))
-    for name, kind in _variables(r.lhs, {}).items():
-        if kind == "const":
-            out[name] = const(next(consts))
-        elif kind == "rest":
-            out[name] = (sym(f"{name}1"), sym(f"{name}2"))
-        elif kind == "name":
-            out[name] = "k"
-        elif kind == "atom":
-            out[name] = sym(f"{name}_")
-    out.update(INDEXED.get(r.name, {}))
-    return out
-
-
-def _firing_instance(r: Rule, candidates: dict[str, list[Term]]) -> tuple[Term, list[Term]]:
-    base = _skeleton(r)
-    free = [n for n, kind in _variables(r.lhs, {}).items() if kind == "any" and n not in base]
-    for choice in itertools.product(*(candidates[n] for n in free)):
-        lhs = instantiate(r.lhs, {**base, **dict(zip(free, choice, strict=True))})
-        results = list(apply_at_root(r, lhs))
-        if results:
-            return lhs, results
-    raise AssertionError(f"rule {r} never fires on an instance of its left side")
-
-
 def _uses_logs(r: Rule) -> bool:
     text = f"{r.lhs} {r.rhs}"
     return bool(r.positive) or any(f"{op}(" in text for op in (LOG, LGAMMA, DIGAMMA))
@@ -71,7 +27,7 @@ def _uses_logs(r: Rule) -> bool:
 
 @pytest.mark.parametrize("r", [*SEED, *ALGEBRA], ids=lambda r: r.name)
 def test_algebra_rule_preserves_values(r: Rule):
-    lhs, results = _firing_instance(r, {n: [sym(f"{n}_")] for n in "ab"})
+    lhs, results = firing_instance(r, {n: [sym(f"{n}_")] for n in "ab"})
     rng = np.random.default_rng(abs(hash(r.name)) % 2**32)
     domains = [(0.1, 0.9)] if _uses_logs(r) else [(0.1, 0.9), (-2.0, 2.0)]
     for low, high in domains:
@@ -85,7 +41,7 @@ def test_expectation_rule_is_exact_under_independent_posteriors(r: Rule):
     rng = np.random.default_rng(abs(hash(r.name)) % 2**32)
     shapes = SHAPES.get(r.name, {})
     candidates = {n: [sym(f"{n}_"), sym(f"{n}_") * sym(f"{n}2"), data(f"{n}_d")] for n in "ab"}
-    lhs, results = _firing_instance(r, candidates)
+    lhs, results = firing_instance(r, candidates)
     posteriors = {}
     for name in lhs.symbols:
         shape = shapes.get(name.rstrip("_"), ())
