@@ -92,6 +92,8 @@ class Factor:
     operators: dict[tuple[str, str], Operator] = field(default_factory=dict)
     #: evidence operators by algorithm: ep -> log ∫ f Π m_{v→f}; vmp -> E_q[log f]
     evidence: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    #: why an (algorithm, target) has no operator, when that is known (derived factors)
+    notes: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @property
     def arg_names(self) -> tuple[str, ...]:
@@ -145,6 +147,8 @@ class Factor:
             ok = [a for a in ALGORITHMS if (a, target) in self.operators]
             hint = (f"use {' or '.join(repr(a) for a in ok)}" if ok else
                     "no algorithm supports it yet; observe this argument")
+            if (algorithm, target) in self.notes:
+                hint += f" ({self.notes[(algorithm, target)]})"
             raise UnsupportedFactorError(
                 f"{where or self.name}: factor {self.name} has no {algorithm.upper()} message "
                 f"to its argument {target!r}; {hint}.") from None

@@ -149,6 +149,8 @@ ALGEBRA_EQUATIONS = Ruleset("algebra_equations", (
     rule("expand_cube", Pow(S(s), 3), P(S(s), S(s), S(s))),      # (a + b)**3 -> (a+b)*(a+b)*(a+b)
     rule("log_exp", log(fn(EXP, a)), a),                         # log(exp(a)) -> a
     rule("log_pow", log(Pow(a, c)), P(c, log(a)), positive="a"),  # log(a**c) -> c*log(a)
+    rule("log_prod", log(P(a, r)), S(log(a), log(P(r))),
+         positive="a r"),                                        # log(a*b) -> log(a) + log(b)
     rule("log_index", log(at(a)), at(log(a))),                   # log(a_k) -> log(a)_k
     rule("exp_index", fn(EXP, at(a)), at(fn(EXP, a))),           # exp(a_k) -> exp(a)_k
     rule("lgamma_index", lgamma(at(a)), at(lgamma(a))),          # lgamma(a_k) -> lgamma(a)_k
@@ -163,6 +165,8 @@ ALGEBRA = ALGEBRA_EQUATIONS + Ruleset("algebra_guarded", (
     rule("pow_pow", Pow(Pow(a, c), d), Pow(a, calc("mul", c, d)),
          when=_integer("d")),                                    # (a**c)**n -> a**(c*n)
     rule("log_const", log(c), calc("log", c), when=_positive),   # log(c) -> [log c]
+    rule("log_const_prod", log(P(c, r)), S(calc("log", c), log(P(r))),
+         when=_positive),                                        # log(c*a) -> [log c] + log(a)
     rule("exp_const", fn(EXP, c), calc("exp", c)),               # exp(c) -> [exp c]
     rule("lgamma_const", lgamma(c), calc("lgamma", c)),          # lgamma(c) -> [lgamma c]
     rule("digamma_const", fn(DIGAMMA, c), calc("digamma", c)),   # digamma(c) -> [digamma c]
