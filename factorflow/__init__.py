@@ -16,7 +16,7 @@ from factorflow.errors import (
     UnsupportedFactorError,
 )
 from factorflow.model.core import Data, Model, Plate, Range, Variable
-from factorflow.model.dsl import digamma, exp, factor, lgamma, log
+from factorflow.model.dsl import Deterministic, digamma, exp, factor, lgamma, log
 from factorflow.model.factories import (
     Bernoulli,
     Beta,
@@ -37,7 +37,7 @@ __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "constrain_true", "is_positive", "distributions",
-    "factor", "log", "exp", "lgamma", "digamma",
+    "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError",
     "ImproperMessageError", "ScheduleWarning",
 ]

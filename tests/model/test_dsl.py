@@ -106,3 +106,31 @@ def test_declared_arguments_must_match_the_function():
         @ff.factor(sample="real", mean="real")
         def wrong(sample, other):
             return sample * other
+
+
+def test_deterministic_node_reaches_the_mean_field_fixed_point():
+    """y ~ N(2a + b, 1) with s = 2a + b an expression node: the VMP fixed point solves
+    m_a = 2 Σ(y − m_b) / 12.1 and m_b = (0.1 + Σ(y − 2 m_a)) / 3.1."""
+    data = np.array([3.0, 4.0, 5.5])
+    with ff.Model("expression_node") as model:
+        a = ff.Gaussian("a", 0.0, variance=10.0)
+        b = ff.Gaussian("b", 1.0, variance=10.0)
+        s = ff.Deterministic("s", lambda a, b: 2.0 * a + b, a=a, b=b)
+        n = ff.Range("n", 3)
+        with ff.Plate(n):
+            ff.Gaussian("y", s, precision=1.0, observed=data)
+    result = model.infer("vmp", iterations=3000)
+    lhs = np.array([[12.1, 6.0], [6.0, 3.1]])
+    m_a, m_b = np.linalg.solve(lhs, [2 * data.sum(), 0.1 + data.sum()])
+    assert_close(result["a"].mean, m_a, rtol=1e-9)
+    assert_close(result["b"].mean, m_b, rtol=1e-9)
+    assert_close(result["a"].variance, 1 / 12.1, rtol=1e-12)
+    assert_close(result["s"].mean, 2 * m_a + m_b, rtol=1e-9)
+    assert_close(result["s"].variance, 4 / 12.1 + 1 / 3.1, rtol=1e-9)
+
+
+def test_deterministic_formula_that_cannot_be_closed():
+    with ff.Model():
+        a = ff.Gaussian("a", 0.0, variance=1.0)
+        with pytest.raises(ff.ModelError, match="exp"):
+            ff.Deterministic("e", lambda a: ff.exp(a) * a, a=a)
