@@ -17,7 +17,10 @@ Semantics of running a statement X, which the scheduler guarantees and the tests
 replay: X is then executed, valid and fresh; every *other* statement that reads X
 becomes stale (not fresh); every statement that X triggers, transitively, becomes
 invalid. Trigger and Fresh apply transitively (if A triggers B and B triggers C then
-A triggers C). Directed cycles of Required, Trigger or Fresh edges are errors.
+A triggers C). Directed cycles of Required, Trigger or Fresh edges are errors. At the
+start nothing has run, everything is valid and nothing is fresh; a statement may read
+its own previous value even when invalid; a user's initial value is put in place when
+its statement's loop starts, and counts as run, valid and fresh.
 """
 
 from __future__ import annotations
