@@ -83,9 +83,14 @@ def _to_term(root: _Node) -> Term:
 
 def _replaced(graph: Term, old: Term, new: Term) -> tuple[Term, int]:
     """Clone ``graph`` whole, replace ``old`` by ``new`` in the clone; return it and the
-    number of nodes allocated."""
+    number of nodes allocated. Nodes of ``new`` that contain ``old`` are fresh, so only the
+    clone's uses of ``old`` are redirected (no cycle when ``new`` contains ``old``)."""
     root, nodes, made = _clone(graph)
-    new_node, _, extra = _clone(new, dict(nodes))
+    reaches: dict[Term, bool] = {}
+    for t in nodes:                       # children before parents
+        reaches[t] = t is old or any(reaches[a] for a in t.args)
+    shared = {t: n for t, n in nodes.items() if t is old or not reaches[t]}
+    new_node, _, extra = _clone(new, shared)
     old_node = nodes[old]
     for n in nodes.values():
         n.inputs = [new_node if i is old_node else i for i in n.inputs]
