@@ -142,6 +142,8 @@ class Term(metaclass=_Interning):
             idx = idx - {self.payload}
         label = self.payload[0] if self.op in (SYM, DATA, VAR) else ""
         label = f"{self.payload:+.17e}" if self.op == CONST else label
+        if self.op in MOMENTS and self.args[0].op in (SYM, DATA):
+            label = f"{self.args[0].payload[0]}|{self.op}"
         put = object.__setattr__
         put(self, "size", 1 + sum(a.size for a in self.args))
         put(self, "digest", h.digest())
