@@ -76,7 +76,7 @@ class Limits:
     max_term_size: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Exploration:
     """The saturated (or stopped) e-graph of one term. ``complete`` is True when the rules
     reached a fixed point within the limits, so the e-graph holds all their equalities."""
@@ -90,7 +90,7 @@ class Exploration:
     limits: Limits
     egraph: EGraph = field(repr=False)
     root: Any = field(repr=False)
-    _language: tuple[Language, Any] | None = field(default=None, repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def best(self, cost: CostModel = ast_size) -> Term:
         """The cheapest term equal to the input (ties broken by egglog's extractor)."""
@@ -100,10 +100,10 @@ class Exploration:
                max_term_size: int | None = None) -> Iterator[Term]:
         """Lazily, each distinct term equal to the input once, smallest first (then in
         canonical order); bounded by the given limits, else by ``self.limits``."""
-        if self._language is None:
+        if "language" not in self._cache:
             classes, root = read_egraph(self.egraph)
-            self._language = (Language(classes), root)
-        language, root = self._language
+            self._cache["language"] = (Language(classes), root)
+        language, root = self._cache["language"]
         return stream_terms(
             language, root,
             max_terms=max_terms if max_terms is not None else self.limits.max_terms,
