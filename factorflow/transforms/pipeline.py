@@ -11,6 +11,7 @@ from factorflow.transforms.channels import channels
 from factorflow.transforms.gates import gates
 from factorflow.transforms.lower import Bindings, lower
 from factorflow.transforms.messages import messages
+from factorflow.transforms.pruning import prune
 from factorflow.transforms.schedule_pass import schedule_program
 from factorflow.transforms.scheduling import Schedule
 
@@ -53,6 +54,7 @@ def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
         Stage("gates", gates),
         Stage("channels", channels),
         Stage("messages", lambda p: messages(p, algorithm)),
+        Stage("pruning", prune),
         Stage("schedule", scheduled),
     ]
 
