@@ -36,6 +36,7 @@ from factorflow.rewrite.terms import (
     MOMENTS,
     VARIANCE,
     Term,
+    data,
     sym,
 )
 from factorflow.rewrite.terms import digamma as _digamma
@@ -51,6 +52,8 @@ _FAMILY: dict[str, tuple[str, Callable[..., Any]]] = {
     "unit": ("Beta", lambda e1, e2: Beta.from_natural(e1, e2)),
     "bool": ("Bernoulli", lambda e1: Bernoulli.from_natural(e1)),
 }
+#: domains an argument may have only as a known (observed or constant) value
+_KNOWN_ONLY = frozenset({"count"})
 #: the moment each atom of a derived formula asks of an argument
 _MOMENT: dict[str, Callable[[Any], np.ndarray]] = {
     EXPECT: moments.E, VARIANCE: moments.V, ELOG: moments.Elog, ELOG1M: moments.Elog1m,
@@ -89,17 +92,17 @@ def _atoms(term: Term) -> set[Term]:
     return out
 
 
-def _environment(terms: list[Term], args: dict[str, Any]) -> dict[Term, np.ndarray]:
-    """The value of every moment atom in ``terms`` from the arguments' posteriors."""
-    env: dict[Term, np.ndarray] = {}
+def _environment(terms: list[Term], args: dict[str, Any]) -> dict[Any, np.ndarray]:
+    """The value of every moment atom in ``terms`` from the arguments' posteriors, and of
+    every known argument (data) by name."""
+    env: dict[Any, np.ndarray] = {k: np.asarray(v, dtype=float) for k, v in args.items()
+                                  if moments.is_known(v)}
     for t in set().union(*(_atoms(x) for x in terms)):
         inner = t.args[0]
         name = inner.payload[0]
         if t.op not in _MOMENT or name not in args:
             raise ModelError(f"cannot evaluate {t}: factorflow knows E, V, Elog and Elog1m "
                              "of a factor's arguments")
-        if not isinstance(args[name], np.ndarray | float | int) and t.op not in _MOMENT:
-            continue
         env[t] = np.asarray(_MOMENT[t.op](args[name]), dtype=float)
     return env
 
@@ -132,17 +135,18 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
     derivative and value of E_q[log f] (checked against the built-ins in the tests).
     """
     for k, d in arguments.items():
-        if d not in _FAMILY:
+        if d not in _FAMILY and d not in _KNOWN_ONLY:
             raise ModelError(f"@ff.factor argument {k!r}: domain {d!r} is not supported; "
-                             f"use one of {sorted(_FAMILY)}.")
+                             f"use one of {sorted(_FAMILY) + sorted(_KNOWN_ONLY)}.")
 
     def declare(fn: Callable[..., Term]) -> UserFactor:
         params = list(inspect.signature(fn).parameters)
         if params != list(arguments):
             raise ModelError(f"@ff.factor on {fn.__name__}: the function's arguments "
                              f"{params} must be the declared ones {list(arguments)}, in order.")
-        try:
-            density = fn(*(sym(a) for a in arguments))
+        try:  # known-only arguments are data: E[data] = data
+            density = fn(*(data(a) if d in _KNOWN_ONLY else sym(a)
+                           for a, d in arguments.items()))
         except NameError as exc:
             raise ModelError(f"{fn.__name__}: the formula uses an unknown name ({exc}).") \
                 from None
@@ -155,6 +159,9 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
         registered = define_factor(name, *arguments.items(),
                                    log_density=_numeric(density, list(arguments)))
         for target, domain in arguments.items():
+            if domain in _KNOWN_ONLY:  # counts: observed or constant, never messages
+                registered.notes[("vmp", target)] = f"{domain} arguments must be observed"
+                continue
             family, to_message = _FAMILY[domain]
             try:
                 d = derive_naturals(density, sym(target), family)
@@ -224,7 +231,6 @@ def Deterministic(name: str, formula: Callable[..., Term], **parents: Variable) 
     raises ModelError naming the sub-expression.
     """
     from factorflow.rewrite.expectations import deterministic_moments
-    from factorflow.rewrite.terms import data
 
     names = list(parents)
     params = list(inspect.signature(formula).parameters)

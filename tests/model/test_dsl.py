@@ -134,3 +134,44 @@ def test_deterministic_formula_that_cannot_be_closed():
         a = ff.Gaussian("a", 0.0, variance=1.0)
         with pytest.raises(ff.ModelError, match="exp"):
             ff.Deterministic("e", lambda a: ff.exp(a) * a, a=a)
+
+
+@ff.factor(sample="count", rate="positive")
+def poisson_formula(sample, rate):
+    return sample * ff.log(rate) - rate - ff.lgamma(sample + 1)
+
+
+@ff.factor(sample="count", trials="count", p="unit")
+def binomial_formula(sample, trials, p):
+    return sample * ff.log(p) + (trials - sample) * ff.log(1 - p)
+
+
+@ff.factor(sample="positive", shape="positive", rate="positive")
+def gamma_formula(sample, shape, rate):
+    return (shape * ff.log(rate) - ff.lgamma(shape) + (shape - 1) * ff.log(sample)
+            - rate * sample)
+
+
+def _same_message(a, b):
+    for e1, e2 in zip(a.eta, b.eta, strict=True):
+        assert_close(np.broadcast_to(e1, np.shape(e2)), e2, rtol=1e-10, atol=1e-12)
+
+
+def test_rederived_poisson_binomial_gamma_messages_equal_the_builtins():
+    counts = np.array([0.0, 3.0, 7.0])
+    rate = GammaD(np.array([2.0, 1.5, 4.0]), rate=np.array([1.0, 0.5, 2.0]))
+    _same_message(FACTORS["poisson_formula"].operators[("vmp", "rate")].fn(sample=counts),
+                  FACTORS["Poisson"].operators[("vmp", "rate")].fn(sample=counts))
+    assert_close(FACTORS["poisson_formula"].evidence["vmp"](sample=counts, rate=rate),
+                 FACTORS["Poisson"].evidence["vmp"](sample=counts, rate=rate), rtol=1e-10)
+    trials = np.array([5.0, 3.0, 9.0])
+    _same_message(FACTORS["binomial_formula"].operators[("vmp", "p")].fn(sample=counts,
+                                                                        trials=trials),
+                  FACTORS["Binomial"].operators[("vmp", "p")].fn(sample=counts,
+                                                                trials=trials))
+    x = GammaD(np.array([2.0, 3.0, 1.2]), rate=np.array([1.0, 2.0, 0.7]))
+    _same_message(FACTORS["gamma_formula"].operators[("vmp", "rate")].fn(sample=x, shape=2.5),
+                  FACTORS["Gamma"].operators[("vmp", "rate")].fn(sample=x, shape=2.5))
+    _same_message(FACTORS["gamma_formula"].operators[("vmp", "sample")].fn(shape=2.5,
+                                                                           rate=rate),
+                  FACTORS["Gamma"].operators[("vmp", "sample")].fn(shape=2.5, rate=rate))
