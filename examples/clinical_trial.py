@@ -13,7 +13,8 @@ CONTROL = [False, False, True, False, False]
 TREATED = [True, False, True, True, True]
 
 
-def main() -> dict[str, float]:
+def build() -> ff.Model:
+    """The model: separate recovery rates if the treatment is effective, else one."""
     with ff.Model("clinical_trial") as model:
         effective = ff.Bernoulli("effective", 0.5)
         nc, nt = ff.Range("control", len(CONTROL)), ff.Range("treated", len(TREATED))
@@ -30,7 +31,11 @@ def main() -> dict[str, float]:
                 ff.Bernoulli("control_ifnot", p_all, observed=CONTROL)
             with ff.Plate(nt):
                 ff.Bernoulli("treated_ifnot", p_all, observed=TREATED)
-    result = model.infer("ep")
+    return model
+
+
+def main() -> dict[str, float]:
+    result = build().infer("ep")
     p = float(result["effective"].p)
     print(f"P(effective) = {p:.8f}  (exact 2772/3672 = {2772 / 3672:.8f})")
     print(f"recovery if effective: treated {float(result['p_treated'].mean):.7f}, "

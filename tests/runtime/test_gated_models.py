@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import runpy
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,28 +16,12 @@ import factorflow as ff
 from factorflow.distributions import Gaussian
 from tests.conftest import assert_close
 
-CONTROL = [False, False, True, False, False]
-TREATED = [True, False, True, True, True]
+EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 
 
 def clinical_trial() -> ff.Model:
-    with ff.Model("clinical_trial") as model:
-        effective = ff.Bernoulli("effective", 0.5)
-        nc, nt = ff.Range("nc", 5), ff.Range("nt", 5)
-        with ff.If(effective):
-            p_control = ff.Beta("p_control", 1.0, 1.0)
-            p_treated = ff.Beta("p_treated", 1.0, 1.0)
-            with ff.Plate(nc):
-                ff.Bernoulli("control_if", p_control, observed=CONTROL)
-            with ff.Plate(nt):
-                ff.Bernoulli("treated_if", p_treated, observed=TREATED)
-        with ff.IfNot(effective):
-            p_all = ff.Beta("p_all", 1.0, 1.0)
-            with ff.Plate(nc):
-                ff.Bernoulli("control_ifnot", p_all, observed=CONTROL)
-            with ff.Plate(nt):
-                ff.Bernoulli("treated_ifnot", p_all, observed=TREATED)
-    return model
+    """The clinical-trial model of examples/clinical_trial.py (one source of truth)."""
+    return runpy.run_path(str(EXAMPLES / "clinical_trial.py"))["build"]()
 
 
 def test_clinical_trial_ep():
