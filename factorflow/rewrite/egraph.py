@@ -18,7 +18,13 @@ multiset form): commutativity holds by construction (a multiset has no order), a
 associativity is the ordinary rule ``(a + b) + c -> a + b + c`` that flattens a nested
 sum into its parent (``SEED`` and ``ALGEBRA`` name it ``sum_assoc``), which adds one
 e-node per nesting instead of all bracketings. Patterns match inside a multiset through
-a member index (see :mod:`factorflow.rewrite.egglog_terms`), each match once.
+a member index (see :mod:`factorflow.rewrite.egglog_terms`), each match once. The
+limit of this choice: a flat container cannot share its elements with the container it
+was flattened from, so when many nested sums each have several equivalent sum forms,
+the flat forms of their parent multiply (as the distinct terms do); a chain of nested
+sums flattens in a quadratic number of e-nodes, a balanced tree of rewritable sums in
+exponentially many (``benchmarks/bench_rewrite.py`` measures both). Rules that need no
+associativity keep binary sums shared and the e-graph linear.
 
 What the stream holds. An e-class is the set of terms *equal* to the input under the
 rules read as equations, which contains every term the rules reach left to right (the
