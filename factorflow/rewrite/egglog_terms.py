@@ -22,7 +22,6 @@ from __future__ import annotations
 from typing import Any
 
 from egglog import (
-    EGraph,
     Expr,
     MultiSet,
     RewriteOrRule,
@@ -115,8 +114,7 @@ def tm_member(xs: MultiSet[Tm], element: Tm) -> i64: ...
 CONSTRUCTORS: dict[str, Any] = {
     name[3:]: fn for name, fn in globals().items() if name.startswith("tm_") and name != "tm_member"
 }
-OP_OF_NAME: dict[str, str] = {resolve_callable(fn)[0].ident.name: op for op, fn in
-                              CONSTRUCTORS.items()}
+OP_OF_NAME = {resolve_callable(fn)[0].ident.name: op for op, fn in CONSTRUCTORS.items()}
 
 
 def _containers() -> Ruleset:
@@ -194,15 +192,11 @@ def compile_rule(r: Rule) -> RewriteOrRule:
         raise RuleCompileError(f"rule {r.name}: an e-graph rule's left side needs an operator")
     c = _Compiler(r.name)
     root = c.lhs(r.lhs)
-    if not _is_var(root):
+    if not get_var_name(root) is not None:
         bound = c.fresh(Tm)
         c.facts.append(eq(bound).to(root))
         root = bound
     return rule(*c.facts, name=r.name).then(union(root).with_(c.rhs(r.rhs)))
-
-
-def _is_var(x: Any) -> bool:
-    return get_var_name(x) is not None
 
 
 class _Compiler:
@@ -254,7 +248,7 @@ class _Compiler:
         current = xs
         for a in (a for a in t.args if a not in rest):
             element = self.lhs(a)
-            if not _is_var(element):
+            if not get_var_name(element) is not None:
                 bound = self.fresh(Tm)
                 self.facts.append(eq(bound).to(element))
                 element = bound
@@ -297,11 +291,3 @@ class _Compiler:
             x, y = (self.value(a) for a in t.args)
             return x + y if t.payload == "add" else x * y
         raise RuleCompileError(f"egglog cannot compute {t} in rule {self.name}")
-
-
-def register(egraph: EGraph, term: Term) -> Tm:
-    """Load ``term`` into ``egraph`` once, bound to the name ``root``; returns the binding."""
-    return egraph.let("root", to_egglog(term))
-
-
-__all__ = ["CONTAINERS", "Tm", "compile_rule", "from_egglog", "register", "to_egglog"]

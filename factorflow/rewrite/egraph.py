@@ -46,8 +46,13 @@ from egglog import Ruleset as EggRuleset
 from egglog.deconstruct import get_callable_args, get_callable_fn, get_literal_value
 from egglog.runtime import resolve_callable
 
-from factorflow.rewrite.egglog_terms import CONTAINERS, OP_OF_NAME, compile_rule, from_egglog
-from factorflow.rewrite.egglog_terms import register as load
+from factorflow.rewrite.egglog_terms import (
+    CONTAINERS,
+    OP_OF_NAME,
+    compile_rule,
+    from_egglog,
+    to_egglog,
+)
 from factorflow.rewrite.match import Rule, Ruleset
 from factorflow.rewrite.terms import CONST, Term
 from factorflow.rewrite.termstream import Language, read_egraph, stream_terms
@@ -139,7 +144,7 @@ def explore(term: Term, rules: Ruleset | Sequence[Rule], limits: Limits = Limits
     """
     start = time.perf_counter()
     egraph = EGraph()
-    root = load(egraph, term)
+    root = egraph.let("root", to_egglog(term))   # loaded once; read_egraph finds "$root"
     step = CONTAINERS.saturate() + egglog_ruleset(rules)
     complete, reason, iterations = False, "iterations", 0
     nodes = node_count(egraph)

@@ -15,10 +15,8 @@ Guarantees of the canonical constructor ``Term(op, args, payload)``:
   builders (:func:`add`, :func:`mul`) flatten and fold numeric constants for
   convenience.
 
-Pattern terms (rules) use two extra ops: ``var`` (a pattern variable of some kind)
-and ``calc`` (a constant computed from matched constants). Index names may be
-:class:`NameVar` payloads in patterns. The deterministic printer is in
-:mod:`factorflow.rewrite.printing`.
+Patterns (rules) add ``var`` (a pattern variable), ``calc`` (a constant computed from
+matched constants) and :class:`NameVar` index names. Printing: :mod:`.printing`.
 """
 
 from __future__ import annotations
@@ -36,9 +34,8 @@ DOT, MATMUL, INDEX, INDEX_SUM = "dot", "matmul", "index", "index_sum"
 EXPECT, VARIANCE, COVARIANCE = "E", "V", "C"
 ELOG, ELOG1M, ELOGGAMMA, ELOGDET = "Elog", "Elog1m", "Eloggamma", "Elogdet"
 
-#: Expectation operators under the mean-field posterior (VinDsl's E, V, C, Elog, ...).
+#: Moments under the mean-field posterior (VinDsl's E, V, C, Elog, ...).
 MOMENTS = frozenset({EXPECT, VARIANCE, COVARIANCE, ELOG, ELOG1M, ELOGGAMMA, ELOGDET})
-#: Elementwise functions of one argument.
 FUNCTIONS = frozenset({NEG, LOG, EXP, LGAMMA, DIGAMMA, LOGDET})
 COMMUTATIVE = frozenset({SUM, PROD})
 #: op -> number of arguments (None: any number).
@@ -190,9 +187,9 @@ class Term(metaclass=_Interning):
         return neg(self)
 
     def __matmul__(self, other: Term) -> Term:
-        return Term(MATMUL, (self, other))
+        return matmul(self, other)
 
-    def __getitem__(self, index: str) -> Term:
+    def __getitem__(self, index: str) -> Term:  # x["k"] is at(x, "k")
         return at(self, index)
 
 
@@ -272,8 +269,7 @@ def _unary(op: str) -> Any:
     def build(x: TermLike) -> Term:
         return Term(op, (as_term(x),))
 
-    build.__name__ = op
-    build.__doc__ = f"The term ``{op}(x)``."
+    build.__name__, build.__doc__ = op, f"The term ``{op}(x)``."
     return build
 
 
