@@ -1,0 +1,298 @@
+"""The seed's greedy scheduler over one loop's statements (seed 000), used by
+``scheduling``: per-statement state (valid, fresh, ran, pristine user initialization),
+trial plans that schedule stale Fresh sources first, heuristic scores kept in a heap.
+
+Guarantees: deterministic (ties by program order); a statement is scheduled only when
+what it reads is valid and, in init mode, what it requires has run; ``ScheduleError``
+names the blocked statements when no choice satisfies the constraints.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+
+from factorflow.errors import ScheduleError
+from factorflow.transforms.dependencies import DependencyGraph
+
+VALID, FRESH, RAN, PRISTINE = 1, 2, 4, 8  # per-node state bits; PRISTINE: unread user init
+
+
+class _Loop:
+    """One loop's adjacency restricted to its members (node numbers of the GraphIndex)."""
+
+    def __init__(self, graph: DependencyGraph, members: Iterable[int], keep: set[int]) -> None:
+        ix = graph.index
+        self.labels, self.members = ix.labels, sorted(members)
+        inside = set(self.members)
+
+        def local(lists: Sequence[Sequence[int]]) -> dict[int, tuple[int, ...]]:
+            return {a: tuple(b for b in lists[a] if b in inside) for a in self.members}
+
+        self.reads_src, self.reads_dst = local(ix.reads_src), local(ix.reads_dst)
+        self.need_src, self.need_dst = local(ix.need_src), local(ix.need_dst)
+        self.triggers, self.triggered_by = local(ix.triggers), local(ix.triggered_by)
+        self.needs_fresh, self.fresh_for = local(ix.needs_fresh), local(ix.fresh_for)
+        self.user = {ix.pos[x] for x in graph.user_initialized} & inside
+        before = {a: [t for t in ix.triggered_by[a] if t in keep and t not in inside]
+                  for a in self.members if a not in self.user}
+        self.invalid_on_entry = {a: t[0] for a, t in before.items() if t}
+        # a user's initial value is up to date when placed; it matters where read fresh
+        self.fresh_on_entry = {a for a in self.user if self.fresh_for[a]}
+        def after(lists: Sequence[Sequence[int]]) -> dict[int, int]:
+            out = {a: [b for b in lists[a] if b in keep and b not in inside]
+                   for a in self.members}
+            return {a: b[0] for a, b in out.items() if b}
+
+        self.valid_after = {a: f"read by {ix.labels[b]}" for a, b in after(ix.reads_dst).items()}
+        self.valid_after |= {a: "output" for a in inside if ix.labels[a] in graph.outputs}
+        self.live_out = set(after(ix.all_dst)) | {a for a in inside
+                                                  if ix.labels[a] in graph.outputs}
+        self.exit_fresh = {a: f"fresh for {ix.labels[b]}" for a, b in after(ix.fresh_for).items()}
+        self.first_why = {a: "output" if ix.labels[a] in graph.outputs else
+                          f"read by {ix.labels[(self.reads_dst[a] or ix.all_dst[a])[0]]}"
+                          for a in self.members}
+
+
+class _Trial:
+    """Tentative effects of a plan on top of the real state."""
+
+    __slots__ = ("ov", "cause", "steps", "penalty", "invalidated", "hit")
+
+    def __init__(self) -> None:
+        self.ov: dict[int, int] = {}
+        self.cause: dict[int, int] = {}
+        self.steps: list[tuple[int, str]] = []
+        self.penalty = self.invalidated = 0
+        self.hit: list[int] = []
+
+
+class _Greedy:
+    """The seed's greedy scheduler over one loop's statements, in one of three modes.
+
+    ``iteration``: everything has run; whatever gets invalidated is queued again.
+    ``init``: executed marks count (Required sources must have run); an invalidated
+    statement is queued again only if ``keep_valid`` names it (with why it must be
+    valid) or a waiting one reads it.
+    ``exit``: like init after the loop, from the state ``st`` the iteration ended in.
+    """
+
+    def __init__(self, lp: _Loop, mode: str, keep_valid: Mapping[int, str] | None = None,
+                 st: Mapping[int, int] | None = None) -> None:
+        self.lp, self.keep_valid = lp, keep_valid or {}
+        self.init_mode, self.selective = mode == "init", mode != "iteration"
+        self.st = dict(st) if st is not None else {
+            a: VALID | (RAN if a in lp.user or mode != "init" else 0)
+            | (PRISTINE if a in lp.user else 0) | (FRESH if a in lp.fresh_on_entry else 0)
+            for a in lp.members}
+        self.cause: dict[int, int] = {}
+        self.done: set[int] = set()
+        self.waiting: dict[int, str] = {}
+        self.key: dict[int, tuple[int, ...]] = {}
+        self.heap: list[tuple[int, ...]] = []
+        self.steps: list[tuple[int, str]] = []
+
+    def _get(self, trial: _Trial, a: int) -> int:
+        return trial.ov[a] if a in trial.ov else self.st[a]
+
+    def _apply(self, x: int, trial: _Trial, why: str) -> None:
+        """Run x on top of ``trial``: valid, fresh, ran; readers stale; triggered invalid."""
+        get, ov, lp = self._get, trial.ov, self.lp
+        if get(trial, x) & PRISTINE and get(trial, x) & VALID:
+            trial.penalty += 1
+        for s in lp.reads_src[x]:
+            if get(trial, s) & PRISTINE:
+                ov[s] = get(trial, s) & ~PRISTINE
+        ov[x] = VALID | FRESH | RAN
+        for t in lp.reads_dst[x]:
+            if t != x and get(trial, t) & FRESH:
+                ov[t] = get(trial, t) & ~FRESH
+        for t in lp.triggers[x]:
+            m = get(trial, t)
+            if m & VALID:
+                trial.invalidated += 1
+                trial.penalty += bool(m & PRISTINE)
+                ov[t], trial.cause[t] = m & ~VALID, x
+                trial.hit.append(t)
+        trial.steps.append((x, why))
+
+    def _ensure(self, y: int, trial: _Trial, active: frozenset[int]) -> bool:
+        """Run in ``trial`` what y needs first: stale Fresh sources (recursively), and
+        sources that those runs invalidated. False if that cannot be done."""
+        lp, label = self.lp, self.lp.labels
+        for _ in range(len(lp.needs_fresh[y]) + 4):
+            need = next((s for s in lp.needs_fresh[y] if not self._get(trial, s) & FRESH), None)
+            why = f"fresh for {label[y]}"
+            if need is None:
+                for s in lp.reads_src[y]:
+                    if s != y and not self._get(trial, s) & VALID:
+                        if not self.st[s] & VALID:
+                            return False  # invalid before this plan: the seed's rule
+                        need, why = s, f"triggered by {label[trial.cause[s]]}, read by {label[y]}"
+                        break
+            if need is None:
+                return not self.init_mode or all(self._get(trial, r) & RAN for r in lp.need_src[y])
+            if need in active or not self._ensure(need, trial, active | {need}):
+                return False
+            self._apply(need, trial, why)
+        return False
+
+    def _plan(self, x: int) -> _Trial | None:
+        st, lp = self.st, self.lp
+        if any(s != x and not st[s] & VALID for s in lp.reads_src[x]):
+            return None
+        if self.init_mode and any(not st[r] & RAN for r in lp.need_src[x]):
+            return None
+        trial = _Trial()
+        if not self._ensure(x, trial, frozenset((x,))):
+            return None
+        self._apply(x, trial, self.waiting.get(x, ""))
+        return trial
+
+    def _score(self, x: int) -> tuple[int, ...]:
+        """(blocked, penalty, -sources already scheduled, invalidations, program order)."""
+        lp, st = self.lp, self.st
+        if lp.needs_fresh[x]:
+            trial = self._plan(x)
+            if trial is None:
+                return (1, 0, 0, 0, x)
+            penalty, invalidated = trial.penalty, trial.invalidated
+        else:  # the plan is x alone: the same numbers without a trial
+            if any(s != x and not st[s] & VALID for s in lp.reads_src[x]) or (
+                    self.init_mode and any(not st[r] & RAN for r in lp.need_src[x])):
+                return (1, 0, 0, 0, x)
+            penalty = int(st[x] & (PRISTINE | VALID) == PRISTINE | VALID)
+            invalidated = 0
+            for t in lp.triggers[x]:
+                if st[t] & VALID:
+                    invalidated += 1
+                    penalty += bool(st[t] & PRISTINE) and t not in lp.reads_src[x]
+        done = sum(s in self.done for s in lp.reads_src[x])
+        return (0, penalty, -done, invalidated, x)
+
+    def _rescore(self, x: int) -> None:
+        key = self._score(x)
+        if self.key.get(x) != key:
+            self.key[x] = key
+            heapq.heappush(self.heap, key)
+
+    def enqueue(self, x: int, why: str) -> None:
+        """Add x to the waiting list; in init mode also what x's plan needs run first."""
+        todo = [(x, why)]
+        while todo:
+            y, why = todo.pop()
+            if y in self.waiting:
+                continue
+            self.waiting[y] = why
+            self._rescore(y)
+            if not self.selective:
+                continue
+            for p in (y, *self.lp.needs_fresh[y]):
+                label = self.lp.labels[p]
+                todo += [(r, f"required by {label}") for r in self.lp.need_src[p]
+                         if not self.st[r] & RAN]
+                todo += [(s, f"triggered by {self.lp.labels[self.cause[s]]}, read by {label}")
+                         for s in self.lp.reads_src[p] if s != p and not self.st[s] & VALID]
+
+    def _best(self) -> int:
+        verified = False
+        while True:
+            key = heapq.heappop(self.heap)
+            x = key[-1]
+            if x not in self.waiting or self.key.get(x) != key:
+                continue
+            now = self._score(x)
+            if now != key:
+                self.key[x] = now
+                heapq.heappush(self.heap, now)
+            elif not key[0]:
+                return x
+            else:
+                heapq.heappush(self.heap, key)
+                if verified:
+                    raise ScheduleError(self._stuck())
+                verified = True
+                for y in list(self.waiting):
+                    self._rescore(y)
+
+    def _stuck(self) -> str:
+        lp, label = self.lp, self.lp.labels
+        lines = []
+        for y in sorted(self.waiting)[:8]:
+            bad = [label[s] for s in lp.reads_src[y] if s != y and not self.st[s] & VALID]
+            unrun = [label[r] for r in lp.need_src[y] if not self.st[r] & RAN]
+            lines.append(f"{label[y]} " + (f"reads invalid {', '.join(bad)}" if bad else
+                         f"requires {', '.join(unrun)}, not yet run" if unrun else
+                         "needs Fresh sources that cannot all be brought up to date"))
+        return "no statement in the loop can run without breaking a constraint: " + "; ".join(
+            lines)
+
+    def _commit(self, x: int) -> None:
+        trial = self._plan(x)
+        assert trial is not None
+        self.st.update(trial.ov)
+        self.cause.update(trial.cause)
+        lp, label = self.lp, self.lp.labels
+        ran = [a for a, _ in trial.steps]
+        for a, why in trial.steps:
+            self.steps.append((a, why))
+            self.done.add(a)
+            if self.waiting.pop(a, None) is not None:
+                del self.key[a]
+        for t in dict.fromkeys(trial.hit):
+            if self.st[t] & VALID or t in self.waiting:
+                continue
+            why = f"triggered by {label[self.cause[t]]}"
+            need = self.keep_valid.get(t)
+            if need is None and self.selective:
+                reader = next((r for r in lp.reads_dst[t] if r in self.waiting), None)
+                need = None if reader is None else f"read by {label[reader]}"
+            if not self.selective:
+                self.enqueue(t, why)
+            elif need is not None:
+                self.enqueue(t, f"{why}, {need}")
+        dirty: set[int] = set()
+        for p in ran:
+            dirty.update(lp.reads_dst[p], lp.need_dst[p], lp.fresh_for[p], lp.triggered_by[p])
+            for t in lp.reads_dst[p]:
+                dirty.update(lp.fresh_for[t])
+            if lp.user:
+                for s in lp.reads_src[p]:
+                    dirty.update(lp.triggered_by[s], lp.fresh_for[s], (s,))
+        for t in trial.hit:
+            dirty.update(lp.reads_dst[t], lp.triggered_by[t])
+            for u in lp.reads_dst[t]:
+                dirty.update(lp.fresh_for[u])
+        for y in dirty:
+            if y in self.waiting:
+                self._rescore(y)
+
+    def replay(self, nodes: Iterable[int]) -> None:
+        """Apply the effects of running ``nodes`` in order (no checks)."""
+        for a in nodes:
+            trial = _Trial()
+            self._apply(a, trial, "")
+            self.st.update(trial.ov)
+            self.cause.update(trial.cause)
+
+    def settle(self, keep_fresh: Mapping[int, str]) -> list[tuple[int, str]]:
+        """``run``, then again while a statement of ``keep_fresh`` is stale (what follows
+        assumes it up to date); ``run`` stops this if refreshing never ends."""
+        while True:
+            self.run()
+            stale = [(a, why) for a, why in keep_fresh.items() if not self.st[a] & FRESH]
+            if not stale:
+                return self.steps
+            for a, why in stale:
+                self.enqueue(a, why)
+
+    def run(self) -> list[tuple[int, str]]:
+        """Schedule until nothing waits; the steps with the reason for each."""
+        lp = self.lp
+        limit = 8 * (len(lp.members) + sum(map(len, lp.triggers.values()))) + 64
+        while self.waiting:
+            self._commit(self._best())
+            if len(self.steps) > limit:
+                raise ScheduleError(f"scheduling a loop of {len(lp.members)} statements does "
+                                    "not settle: Trigger and Fresh edges keep undoing each other")
+        return self.steps
