@@ -406,7 +406,16 @@ class Poisson(Distribution):
         return np.isfinite(self.eta[0])
 
     def entropy(self) -> np.ndarray:
-        raise NotImplementedError("the Poisson entropy has no closed form; use to_scipy()")
+        # no closed form: sum -p log p over the support up to where the tail is below
+        # double precision (rate + 12·sqrt(rate) + 40 terms), one array operation
+        rate = np.asarray(self.rate, dtype=float)
+        top = float(np.max(rate)) if rate.size else 0.0
+        k = np.arange(int(top + 12.0 * np.sqrt(top) + 40.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            logp = (k * np.log(rate)[..., None] - rate[..., None]
+                    - special.gammaln(k + 1.0))
+            terms = np.where(np.isfinite(logp), np.exp(logp) * logp, 0.0)
+        return -np.sum(terms, axis=-1)
 
     def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
         return _rng(rng).poisson(np.broadcast_to(self.rate, tuple(size) + self.batch_shape))
