@@ -42,45 +42,6 @@ NODE_ANNOTATIONS: dict[tuple[str, str], str] = {
 }
 
 
-# ----- plate operations -------------------------------------------------------------
-def reduce_use(msg: Distribution, how: tuple, use_shape: tuple[int, ...],
-               var_size: int | None = None) -> Distribution:
-    """The product of a use's messages, as one message per element of the variable."""
-    kind = how[0]
-    if kind == "same":
-        return msg
-    if kind == "broadcast":
-        axes = how[1]
-        if not axes:
-            return msg
-        full = msg if msg.batch_shape == use_shape else msg.broadcast_to(use_shape)
-        return full.prod(axis=axes)
-    if kind == "gather":
-        index = how[1]
-        full = msg if msg.batch_shape == use_shape else msg.broadcast_to(use_shape)
-        return full.scatter_prod(np.asarray(index), var_size)
-    raise ValueError(f"unknown use kind {kind!r}")
-
-
-def expand_use(marginal: Distribution, how: tuple, var_plates: tuple[str, ...],
-               use_plates: tuple[str, ...]) -> Distribution:
-    """The variable's message laid out over the use's plates (a view where possible)."""
-    kind = how[0]
-    if kind == "gather":
-        return marginal.take(np.asarray(how[1]), axis=0)
-    if kind == "broadcast" and var_plates and use_plates[-len(var_plates):] != var_plates:
-        # insert unit axes where the use has plates the variable lacks
-        shape_axes = [use_plates.index(p) for p in var_plates]
-        def align(e: np.ndarray, nd: int) -> np.ndarray:
-            batch = e.shape[: e.ndim - nd]
-            new = [1] * len(use_plates)
-            for ax, size in zip(shape_axes, batch, strict=True):
-                new[ax] = size
-            return e.reshape(tuple(new) + e.shape[e.ndim - nd:])
-        return marginal._map(align)
-    return marginal
-
-
 # ----- evidence terms ---------------------------------------------------------------
 def _reduce_array(w: np.ndarray, how: tuple | None, use_shape: tuple[int, ...],
                   var_shape: tuple[int, ...], trailing: int) -> np.ndarray:
@@ -102,11 +63,12 @@ def _reduce_array(w: np.ndarray, how: tuple | None, use_shape: tuple[int, ...],
     fixed, axes = how[1], how[2]  # element: sum the extra plates, place the fixed slots
     summed = np.sum(full, axis=tuple(axes)) if axes else full
     acc = np.zeros(tuple(var_shape) + tail)
-    acc[_slot(fixed, len(var_shape))] += summed
+    acc[slot(fixed, len(var_shape))] += summed
     return acc
 
 
-def _slot(fixed: tuple, ndim: int) -> tuple:
+def slot(fixed: tuple, ndim: int) -> tuple:
+    """The NumPy index of the slot at (axis, value) pairs, whole along other axes."""
     index: list = [slice(None)] * ndim
     for axis, value in fixed:
         index[axis] = value
@@ -120,7 +82,7 @@ def ep_variable_evidence(marginal: Distribution, edges: list[tuple], var_shape: 
         log ∫ Π_e m_{e→v}  −  Σ_e log ∫ m_{e→v} m_{v→e}
 
     ``edges`` are (message in, message out, how, use shape): ``how`` None for the def edge,
-    otherwise the use's kind as ``reduce_use`` takes it (broadcast axes at index 2).
+    otherwise the use's kind (see ``channels``), with a broadcast's axes at index 2.
     Finite families are summed in log weights so that point masses (certain booleans)
     stay exact.
     """

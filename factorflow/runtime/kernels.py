@@ -11,6 +11,7 @@ from factorflow.distributions.base import Distribution
 from factorflow.errors import ModelError
 from factorflow.factors.variable import (
     ep_variable_evidence,
+    slot,
     total,
     vmp_variable_evidence,
 )
@@ -95,31 +96,24 @@ NAMESPACE = {
 
 
 # ----- gate clones: one slot of an array variable ------------------------------------
-def _slot(fixed: tuple[tuple[int, int], ...], ndim: int) -> tuple:
-    index: list = [slice(None)] * ndim
-    for axis, value in fixed:
-        index[axis] = value
-    return tuple(index)
-
-
 def take_element(value: Any, fixed: tuple[tuple[int, int], ...]) -> Any:
     """``value`` at the given (axis, index) pairs of its plate axes."""
     if isinstance(value, Distribution):
         nd = len(value.batch_shape)
-        return value._map(lambda e, _: e[_slot(fixed, nd)])
+        return value._map(lambda e, _: e[slot(fixed, nd)])
     arr = np.asarray(value)
-    return arr[_slot(fixed, arr.ndim)]
+    return arr[slot(fixed, arr.ndim)]
 
 
 def with_element(whole: Distribution, fixed: tuple[tuple[int, int], ...],
                  part: Distribution) -> Distribution:
     """``whole`` with its slot at ``fixed`` replaced by ``part`` (a new object)."""
     nd = len(whole.batch_shape)
-    slot = _slot(fixed, nd)
+    where = slot(fixed, nd)
     out = []
     for w, p in zip(whole.eta, part.eta, strict=True):
         w = np.array(w, dtype=float)
-        w[slot] = p
+        w[where] = p
         out.append(w)
     return whole.from_natural(*out)
 
@@ -135,7 +129,7 @@ def place_element(msg: Distribution, fixed: tuple[tuple[int, int], ...],
     out = []
     for e in reduced._product_form():
         acc = np.zeros(tuple(var_shape) + e.shape[e.ndim - msg.event_ndim:])
-        acc[_slot(fixed, nd)] += e
+        acc[slot(fixed, nd)] += e
         out.append(acc)
     return msg.from_natural(*out)
 
