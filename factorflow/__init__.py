@@ -6,6 +6,7 @@ vectorized Python that runs expectation propagation ("ep") or variational messag
 """
 
 import factorflow.factors  # noqa: F401  (registers every built-in factor)
+import factorflow.runtime.compiled  # noqa: F401  (the compiler, loaded once at import)
 from factorflow import distributions
 from factorflow.errors import (
     DataError,
