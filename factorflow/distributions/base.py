@@ -15,6 +15,7 @@ Binomial carry a base measure; they override what depends on it.)
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
@@ -33,7 +34,7 @@ def _sub_naturals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(same_inf, 0.0, diff) if np.any(same_inf) else diff
 
 
-class Distribution:
+class Distribution(ABC):
     """A batch of distributions of one exponential family, stored by natural parameters.
 
     Guarantees: instances are immutable; ``a * b`` and ``a / b`` broadcast their batch
@@ -133,19 +134,23 @@ class Distribution:
         return self.from_natural(*(e * power for e in self.eta))
 
     # ----- family-specific ---------------------------------------------------------
+    @abstractmethod
     def log_normalizer(self) -> np.ndarray:
         """A(eta), one value per batch element."""
-        raise NotImplementedError(f"{type(self).__name__} must define log_normalizer")
+        ...
 
+    @abstractmethod
     def expected_stats(self) -> tuple[np.ndarray, ...]:
         """E[T(x)], in the order of the natural parameters."""
-        raise NotImplementedError(f"{type(self).__name__} must define expected_stats")
+        ...
 
+    @abstractmethod
     def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
-        raise NotImplementedError(f"{type(self).__name__} must define sufficient_stats")
+        ...
 
+    @abstractmethod
     def is_proper(self) -> np.ndarray:
-        raise NotImplementedError(f"{type(self).__name__} must define is_proper")
+        ...
 
     def log_base_measure(self, x: Any) -> np.ndarray:
         return np.zeros(np.shape(x)[: np.ndim(x) - self.event_ndim])
