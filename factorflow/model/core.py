@@ -217,7 +217,6 @@ class Model:
         self.data: dict[str, Data] = {}
         self.statements: list[FactorCall] = []
         self.initial: dict[str, Any] = {}
-        self._plates: list[Range] = []
         self._frames: list[Any] = []  # plates and gates, in the order they were opened
         #: variable name -> the gate frames around each statement that defines it
         self.definitions: dict[str, list[tuple[Any, ...]]] = {}
@@ -237,14 +236,12 @@ class Model:
     def _plate(self, rng: Range) -> Iterator[Range]:
         if rng.name not in self.ranges or self.ranges[rng.name] is not rng:
             raise ModelError(f"Plate({rng.name!r}): the range belongs to another model.")
-        if rng in self._plates:
+        if rng in self._frames:
             raise ModelError(f"Plate({rng.name!r}) is already open.")
-        self._plates.append(rng)
         self._frames.append(rng)
         try:
             yield rng
         finally:
-            self._plates.remove(rng)
             self._frames.remove(rng)
 
     @contextmanager
@@ -265,7 +262,7 @@ class Model:
 
     @property
     def plates(self) -> tuple[Range, ...]:
-        return tuple(self._plates)
+        return tuple(f for f in self._frames if isinstance(f, Range))
 
     # ----- registration ----------------------------------------------------------
     def _check_name(self, name: str, what: str) -> None:
