@@ -55,6 +55,7 @@ from factorflow.rewrite.terms import (
     neg,
     power,
     sym,
+    transpose,
     var,
 )
 
@@ -78,5 +79,5 @@ __all__ = [
     "const", "data", "deterministic_moments", "digamma", "dot", "evaluate", "evaluate_named",
     "exp", "expectation", "index_sum", "instantiate", "lgamma", "log", "logdet", "match",
     "matmul", "mul", "neg", "normalize", "power", "rule", "show", "simplify_expectation", "sym",
-    "var", "variance", *_LAZY,
+    "transpose", "var", "variance", *_LAZY,
 ]

@@ -43,6 +43,7 @@ from factorflow.rewrite.terms import (
     PROD,
     SUM,
     SYM,
+    TRANSPOSE,
     VAR,
     Term,
 )
@@ -158,6 +159,8 @@ def _apply(t: Term, vals: list[Named]) -> Named:
     elif op == MATMUL:
         vector = vals[1][0].ndim - len(vals[1][1]) == 1
         result = (arrays[0] * arrays[1]).sum(-1) if vector else arrays[0] @ arrays[1]
+    elif op == TRANSPOSE:
+        result = np.swapaxes(arrays[0], -1, -2)
     elif op == CALC:
         result = _CALC[t.payload](*arrays)
     else:

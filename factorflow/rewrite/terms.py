@@ -30,7 +30,7 @@ from typing import Any
 CONST, SYM, DATA, VAR, CALC = "const", "sym", "data", "var", "calc"
 SUM, PROD, POW, NEG = "sum", "prod", "pow", "neg"
 LOG, EXP, LGAMMA, DIGAMMA, LOGDET = "log", "exp", "lgamma", "digamma", "logdet"
-DOT, MATMUL, INDEX, INDEX_SUM = "dot", "matmul", "index", "index_sum"
+DOT, MATMUL, TRANSPOSE, INDEX, INDEX_SUM = "dot", "matmul", "transpose", "index", "index_sum"
 EXPECT, VARIANCE, COVARIANCE = "E", "V", "C"
 ELOG, ELOG1M, ELOGGAMMA, ELOGDET = "Elog", "Elog1m", "Eloggamma", "Elogdet"
 
@@ -41,11 +41,11 @@ COMMUTATIVE = frozenset({SUM, PROD})
 #: op -> number of arguments (None: any number).
 ARITY: dict[str, int | None] = {
     CONST: 0, SYM: 0, DATA: 0, VAR: 0, CALC: None, SUM: None, PROD: None, POW: 2, DOT: 2, MATMUL: 2,
-    INDEX: 1, INDEX_SUM: 1, **{op: 1 for op in FUNCTIONS | MOMENTS},
+    TRANSPOSE: 1, INDEX: 1, INDEX_SUM: 1, **{op: 1 for op in FUNCTIONS | MOMENTS},
 }
 VAR_KINDS = frozenset({"any", "atom", "const", "rest"})
 _RANK = {CONST: 0, SYM: 1, DATA: 1, VAR: 2, **{m: 3 for m in MOMENTS}, **{f: 4 for f in FUNCTIONS},
-         CALC: 4, INDEX: 5, INDEX_SUM: 5, DOT: 5, MATMUL: 5, POW: 6, PROD: 7, SUM: 8}
+         CALC: 4, TRANSPOSE: 5, INDEX: 5, INDEX_SUM: 5, DOT: 5, MATMUL: 5, POW: 6, PROD: 7, SUM: 8}
 
 
 @dataclass(frozen=True)
@@ -286,6 +286,11 @@ def dot(a: Term, b: Term) -> Term:
 def matmul(a: Term, b: Term) -> Term:
     """Matrix product (matrix @ matrix or matrix @ vector)."""
     return Term(MATMUL, (a, b))
+
+
+def transpose(a: Term) -> Term:
+    """The matrix transpose of ``a`` (its last two positional axes swapped)."""
+    return Term(TRANSPOSE, (a,))
 
 
 def at(x: Term, index: str | NameVar) -> Term:
