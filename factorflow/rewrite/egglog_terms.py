@@ -19,6 +19,8 @@ argument and an empty one with 0 (products: 1), matching the Python constructor.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 from egglog import (
@@ -33,6 +35,7 @@ from egglog import (
     f64Like,
     function,
     i64,
+    relation,
     rewrite,
     rule,
     ruleset,
@@ -50,6 +53,8 @@ from factorflow.rewrite.terms import (
     DATA,
     INDEX,
     INDEX_SUM,
+    PROD,
+    SUM,
     SYM,
     VAR,
     NameVar,
@@ -134,6 +139,49 @@ def _containers() -> Ruleset:
 #: Built-in rules every exploration runs first: member index, one- and zero-element containers.
 CONTAINERS = _containers()
 
+#: ``tm_nested_<op>(u, e, ys)``: the e-class ``u`` has the ``op`` e-node over the multiset
+#: ``ys``, and ``e`` is an argument of the term obtained by flattening that e-node (an
+#: element of ``ys``, or, recursively, of an ``op`` e-node of an element of ``ys``).
+NESTED: dict[str, Any] = {
+    SUM: relation("tm_nested_sum", Tm, Tm, MultiSet[Tm]),
+    PROD: relation("tm_nested_prod", Tm, Tm, MultiSet[Tm]),
+}
+
+
+def _nesting(op: str) -> Ruleset:
+    u, w, e = (var(n, Tm) for n in "uwe")
+    ys, zs = var("ys", MultiSet[Tm]), var("zs", MultiSet[Tm])
+    node, nested = CONSTRUCTORS[op], NESTED[op]
+    return ruleset(
+        rule(eq(u).to(node(ys)), ys.length() > i64(1), eq(var("i", i64)).to(tm_member(ys, e))
+             ).then(nested(u, e, ys)),
+        rule(eq(u).to(node(ys)), ys.length() > i64(1), eq(var("i", i64)).to(tm_member(ys, w)),
+             nested(w, e, zs)).then(nested(u, e, ys)),
+        name=f"factorflow_nesting_{op}")
+
+
+#: Per associative op, the rules that fill its ``NESTED`` relation (run with ``CONTAINERS``).
+NESTING = {op: _nesting(op) for op in NESTED}
+
+
+def associative_op(r: Rule) -> str | None:
+    """The op whose associativity ``r`` states as ``op(op(s...), r...) -> op(s..., r...)``
+    (``sum_assoc``, ``prod_assoc``), or None for any other rule."""
+    lhs, rhs = r.lhs, r.rhs
+    if lhs.op not in NESTED or rhs.op != lhs.op or r.guard is not None:
+        return None
+    inner = [a for a in lhs.args if a.op == lhs.op]
+    rests = [a for a in lhs.args if _is_rest(a)]
+    if (len(lhs.args) != 2 or len(inner) != 1 or len(rests) != 1
+            or len(inner[0].args) != 1 or not _is_rest(inner[0].args[0])):
+        return None
+    return lhs.op if sorted(rhs.args, key=str) == sorted((inner[0].args[0], rests[0]),
+                                                         key=str) else None
+
+
+def _is_rest(t: Term) -> bool:
+    return t.op == VAR and t.payload[1] == "rest"
+
 
 def to_egglog(term: Term) -> Tm:
     """The egglog expression of a (pattern-free) term; shared subterms are converted once."""
@@ -201,12 +249,72 @@ def compile_rule(r: Rule) -> RewriteOrRule:
     return rule(*c.facts, name=r.name).then(union(root).with_(c.rhs(r.rhs)))
 
 
+@dataclass(frozen=True)
+class _Bridge:
+    """Match the sum/product pattern ``node`` with its fixed arguments ``nested`` taken from
+    inside nested e-nodes of its op (and, unless ``alone``, the other ones directly)."""
+
+    node: Term
+    nested: tuple[int, ...]
+    alone: bool
+
+
+def compile_bridges(r: Rule, associative: frozenset[str]) -> list[RewriteOrRule]:
+    """The egglog rules that flatten a nested sum (product) into its parent exactly where
+    ``r`` matches across the nesting, for the associative ops ``associative``.
+
+    With associativity applied lazily (see :mod:`factorflow.rewrite.egraph`), a pattern
+    ``op(p1, ..., pk, rest...)`` must still match the flattened forms of a nested term.
+    For each way some ``p_i`` can match an argument of a nested ``op`` e-node ``u``, the
+    bridge unions the parent with the parent whose member ``u`` is flattened one level;
+    repeated, the match becomes direct and ``r`` fires. No bridge is needed where the
+    flattened match gives nothing that flattening at read-out does not: a pattern without
+    a rest variable (a flattened form has more arguments than it matches), and a pattern
+    at the root of ``r`` whose right side is ``op(..., rest...)`` when all its matched
+    arguments lie inside one member (``r`` fires in that member already).
+    """
+    if r.guard is not None:
+        raise RuleCompileError(f"rule {r.name} has a Python guard; use normalize() for it")
+    out: list[RewriteOrRule] = []
+    for node in _walk(r.lhs):
+        fixed = [a for a in node.args if not _is_rest(a)]
+        rests = [a for a in node.args if _is_rest(a)]
+        if node.op not in associative or not fixed or not rests:
+            continue
+        at_root = node is r.lhs and r.rhs.op == node.op and rests[0] in r.rhs.args
+        if at_root and len(fixed) == 1:
+            continue
+        choices = ([d for n in range(1, len(fixed) + 1) for d in combinations(range(len(fixed)), n)]
+                   if at_root else [(i,) for i in range(len(fixed))])
+        for nested in choices:
+            name = f"{r.name}_bridge_{len(out)}"
+            c = _Compiler(name, _Bridge(node, nested, alone=not at_root))
+            root = c.lhs(r.lhs)
+            if get_var_name(root) is None:
+                c.facts.append(eq(c.fresh(Tm)).to(root))
+            s, xs, u, ys = c.splice
+            flat = CONSTRUCTORS[node.op](xs.remove(u) + ys)
+            out.append(rule(*c.facts, name=name).then(union(s).with_(flat)))
+    return out
+
+
+def _walk(t: Term) -> list[Term]:
+    out, stack = [], [t]
+    while stack:
+        x = stack.pop()
+        out.append(x)
+        stack.extend(x.args)
+    return out
+
+
 class _Compiler:
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, bridge: _Bridge | None = None) -> None:
         self.name, self.facts, self.n = name, [], 0
         self.terms: dict[str, Any] = {}
         self.values: dict[str, Any] = {}
         self.rests: dict[str, Any] = {}
+        self.bridge = bridge
+        self.splice: tuple[Any, ...] = ()
 
     def fresh(self, tp: Any) -> Any:
         self.n += 1
@@ -247,17 +355,28 @@ class _Compiler:
         s, xs = self.fresh(Tm), self.fresh(MultiSet[Tm])
         self.facts += [eq(s).to(CONSTRUCTORS[t.op](xs)), xs.length() > i64(1)]
         rest = [a for a in t.args if a.op == VAR and a.payload[1] == "rest"]
+        bridge = self.bridge if self.bridge is not None and self.bridge.node is t else None
         current = xs
-        for a in (a for a in t.args if a not in rest):
+        for i, a in enumerate(a for a in t.args if a not in rest):
+            deep = bridge is not None and i in bridge.nested
+            if bridge is not None and bridge.alone and not deep:
+                continue
             element = self.lhs(a)
             if not get_var_name(element) is not None:
                 bound = self.fresh(Tm)
                 self.facts.append(eq(bound).to(element))
                 element = bound
+            member = self.fresh(Tm) if deep else element
             left = self.fresh(MultiSet[Tm])
-            self.facts += [eq(self.fresh(i64)).to(tm_member(xs, element)),
-                           current.contains(element), eq(left).to(current.remove(element))]
+            self.facts += [eq(self.fresh(i64)).to(tm_member(xs, member)),
+                           current.contains(member), eq(left).to(current.remove(member))]
+            if deep:
+                ys = self.fresh(MultiSet[Tm])
+                self.facts.append(NESTED[t.op](member, element, ys))
+                self.splice = self.splice or (s, xs, member, ys)
             current = left
+        if bridge is not None:   # the rest is whatever the flattened match leaves
+            return s
         if not rest:
             self.facts.append(eq(current.length()).to(i64(0)))
         elif rest[0].payload[0] in self.rests:

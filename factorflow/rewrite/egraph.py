@@ -12,19 +12,25 @@ does not terminate gives an exploration with ``complete == False``, never a hang
 
 Associativity and commutativity. Binary ``+``/``*`` with rules ``a + b = b + a`` and
 ``(a + b) + c = a + (b + c)`` make an e-graph hold every bracketing and order: for a sum
-of n terms, 2^n - 1 sub-sums and exponentially many e-nodes — the AC explosion. Instead
-sums and products are n-ary over an egglog ``MultiSet`` container (the canonical
-multiset form): commutativity holds by construction (a multiset has no order), and
-associativity is the ordinary rule ``(a + b) + c -> a + b + c`` that flattens a nested
-sum into its parent (``SEED`` and ``ALGEBRA`` name it ``sum_assoc``), which adds one
-e-node per nesting instead of all bracketings. Patterns match inside a multiset through
-a member index (see :mod:`factorflow.rewrite.egglog_terms`), each match once. The
-limit of this choice: a flat container cannot share its elements with the container it
-was flattened from, so when many nested sums each have several equivalent sum forms,
-the flat forms of their parent multiply (as the distinct terms do); a chain of nested
-sums flattens in a quadratic number of e-nodes, a balanced tree of rewritable sums in
-exponentially many (``benchmarks/bench_rewrite.py`` measures both). Rules that need no
-associativity keep binary sums shared and the e-graph linear.
+of n terms, 2^n - 1 sub-sums and exponentially many e-nodes — the AC explosion. Here:
+
+* Commutativity is free: sums and products are n-ary over an egglog ``MultiSet``
+  container, which has no order. Patterns match inside a multiset through a member
+  index (see :mod:`factorflow.rewrite.egglog_terms`), each match once.
+* Associativity is lazy. A rule of the shape ``(a + b) + c -> a + b + c`` (``sum_assoc``,
+  ``prod_assoc``) is not run as a rewrite: run eagerly, it puts every flattening of a
+  nested sum into the e-graph as its own e-node, and on a balanced tree of rewritable
+  sums those multiply (every combination of the children's forms is a distinct flat
+  multiset). Instead (1) the stream and ``best`` read every flattening out of the nested
+  e-nodes (:class:`~factorflow.rewrite.termstream.Language` splices a nested sum's
+  arguments into its parent), and (2) each other rule gets *bridges*
+  (:func:`~factorflow.rewrite.egglog_terms.compile_bridges`) that flatten a nested sum
+  into its parent only where the rule matches across the nesting, as in
+  ``(x + y) + (x + z) -> 2x + y + z``. The e-graph then grows with the rewrites, not with
+  the bracketings: a balanced sum of 12,499 nodes saturates under ``SEED`` in 15,000
+  e-nodes, where eager flattening stops incomplete at 200,000 e-nodes from 119 nodes
+  (``benchmarks/bench_rewrite.py``). ``explore(..., lazy_associativity=False)`` runs the
+  eager form; a property test checks both stream the same terms.
 
 What the stream holds. An e-class is the set of terms *equal* to the input under the
 rules read as equations, which contains every term the rules reach left to right (the
@@ -41,20 +47,21 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from egglog import EGraph, MultiSet, ruleset
+from egglog import EGraph, ruleset
 from egglog import Ruleset as EggRuleset
-from egglog.deconstruct import get_callable_args, get_callable_fn, get_literal_value
 from egglog.runtime import resolve_callable
 
 from factorflow.rewrite.egglog_terms import (
     CONTAINERS,
+    NESTING,
     OP_OF_NAME,
+    associative_op,
+    compile_bridges,
     compile_rule,
-    from_egglog,
     to_egglog,
 )
 from factorflow.rewrite.match import Rule, Ruleset
-from factorflow.rewrite.terms import CONST, Term
+from factorflow.rewrite.terms import Term
 from factorflow.rewrite.termstream import Language, read_egraph, stream_terms
 
 #: Cost of one node given its op and payload; a term costs the sum over its nodes.
@@ -101,51 +108,74 @@ class Exploration:
     limits: Limits
     egraph: EGraph = field(repr=False)
     root: Any = field(repr=False)
+    associative: frozenset[str] = frozenset()
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def best(self, cost: CostModel = ast_size) -> Term:
-        """The cheapest term equal to the input (ties broken by egglog's extractor)."""
-        return from_egglog(self.egraph.extract(self.root, cost_model=_egglog_cost(cost)))
+        """The cheapest term equal to the input, flattened forms included (``cost`` must
+        be positive on every node)."""
+        language, root = self._language()
+        return language.cheapest(root, cost)
 
     def stream(self, *, max_terms: int | None = None,
                max_term_size: int | None = None) -> Iterator[Term]:
         """Lazily, each distinct term equal to the input once, smallest first (then in
         canonical order); bounded by the given limits, else by ``self.limits``."""
-        if "language" not in self._cache:
-            classes, root = read_egraph(self.egraph)
-            self._cache["language"] = (Language(classes), root)
-        language, root = self._cache["language"]
+        language, root = self._language()
         return stream_terms(
             language, root,
             max_terms=max_terms if max_terms is not None else self.limits.max_terms,
             max_term_size=max_term_size if max_term_size is not None
             else self.limits.max_term_size)
 
+    def _language(self) -> tuple[Language, Any]:
+        if "language" not in self._cache:
+            classes, root = read_egraph(self.egraph)
+            self._cache["language"] = (Language(classes, self.associative), root)
+        return self._cache["language"]
 
-_COMPILED: dict[tuple[Rule, ...], EggRuleset] = {}
+
+_COMPILED: dict[tuple[tuple[Rule, ...], bool], tuple[EggRuleset, frozenset[str]]] = {}
 
 
-def egglog_ruleset(rules: Ruleset | Sequence[Rule]) -> EggRuleset:
-    """The egglog ruleset of ``rules`` (compiled once per distinct rule tuple)."""
-    key = tuple(rules)
+def egglog_ruleset(rules: Ruleset | Sequence[Rule], *, lazy_associativity: bool = True
+                   ) -> tuple[EggRuleset, frozenset[str]]:
+    """The egglog ruleset of ``rules`` and the ops they declare associative (compiled once
+    per distinct rule tuple). With ``lazy_associativity`` the associativity rules are
+    replaced by the bridges of the other rules (:func:`compile_bridges`)."""
+    key = (tuple(rules), lazy_associativity)
     if key not in _COMPILED:
-        _COMPILED[key] = ruleset(*(compile_rule(r) for r in key),
-                                 name=f"factorflow_rules_{len(_COMPILED)}")
+        associative = frozenset(op for r in key[0] if (op := associative_op(r)) is not None)
+        if lazy_associativity:
+            others = [r for r in key[0] if associative_op(r) is None]
+            compiled = [compile_rule(r) for r in others]
+            compiled += [b for r in others for b in compile_bridges(r, associative)]
+        else:
+            compiled = [compile_rule(r) for r in key[0]]
+        _COMPILED[key] = (ruleset(*compiled, name=f"factorflow_rules_{len(_COMPILED)}"),
+                          associative)
     return _COMPILED[key]
 
 
-def explore(term: Term, rules: Ruleset | Sequence[Rule], limits: Limits = Limits()) -> Exploration:
+def explore(term: Term, rules: Ruleset | Sequence[Rule], limits: Limits = Limits(), *,
+            lazy_associativity: bool = True) -> Exploration:
     """Saturate ``term`` under ``rules`` within ``limits``.
 
     Each iteration saturates the built-in container rules, then applies every rule to
     every match once. Stops when an iteration changes nothing (``complete``), or at the
     first limit reached or projected to be passed by the next iteration
-    (``stop_reason``: ``"iterations"``, ``"nodes"`` or ``"time"``).
+    (``stop_reason``: ``"iterations"``, ``"nodes"`` or ``"time"``). The stream and
+    ``best`` are the same with ``lazy_associativity`` off (the associativity rules then
+    run as ordinary rewrites, which is exponential on balanced trees; for comparison).
     """
     start = time.perf_counter()
     egraph = EGraph()
     root = egraph.let("root", to_egglog(term))   # loaded once; read_egraph finds "$root"
-    step = CONTAINERS.saturate() + egglog_ruleset(rules)
+    compiled, associative = egglog_ruleset(rules, lazy_associativity=lazy_associativity)
+    index = CONTAINERS.saturate()
+    for op in sorted(associative) if lazy_associativity else ():
+        index = index + NESTING[op].saturate()
+    step = index + compiled
     complete, reason, iterations = False, "iterations", 0
     nodes = node_count(egraph)
     while iterations < limits.max_iterations:
@@ -165,25 +195,10 @@ def explore(term: Term, rules: Ruleset | Sequence[Rule], limits: Limits = Limits
             break
     egraph.run(CONTAINERS.saturate())   # one-element containers join their element
     return Exploration(term, complete, reason, iterations, node_count(egraph),
-                       time.perf_counter() - start, limits, egraph, root)
+                       time.perf_counter() - start, limits, egraph, root, associative)
 
 
 def node_count(egraph: EGraph) -> int:
     """The number of e-nodes of terms in ``egraph`` (the member index is not counted)."""
     return sum(size for fn, size in egraph.all_function_sizes()
                if resolve_callable(fn)[0].ident.name in OP_OF_NAME)
-
-
-def _egglog_cost(cost: CostModel) -> Callable[[EGraph, Any, list[float]], float]:
-    def model(egraph: EGraph, expr: Any, children: list[float]) -> float:
-        if isinstance(expr, MultiSet):
-            return sum(children, 0.0)
-        fn = get_callable_fn(expr)
-        name = resolve_callable(fn)[0].ident.name if fn is not None else None
-        if name not in OP_OF_NAME:
-            return 0.0
-        op = OP_OF_NAME[name]
-        payload = get_literal_value(get_callable_args(expr)[0]) if op == CONST else None
-        return cost(op, payload) + sum(children, 0.0)
-
-    return model

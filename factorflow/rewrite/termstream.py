@@ -72,24 +72,48 @@ def _enode(core: Any, op: str, inputs: list[Any]) -> ENode | None:
 
 
 class Language:
-    """The terms of each e-class, by size. ``terms(c, n)`` is sorted and duplicate-free."""
+    """The terms of each e-class, by size. ``terms(c, n)`` is sorted and duplicate-free.
 
-    def __init__(self, classes: dict[ClassId, tuple[ENode, ...]]) -> None:
+    For an op in ``associative`` the terms of its e-nodes include every flattening: an
+    argument whose class holds a term with the same op may be that term or, spliced in,
+    that term's arguments (``(a + b) + c`` and ``a + b + c``), recursively. A spliced
+    argument loses the node of its op, so flattened terms are smaller.
+    """
+
+    def __init__(self, classes: dict[ClassId, tuple[ENode, ...]],
+                 associative: frozenset[str] = frozenset()) -> None:
         self.classes = classes
+        self.associative = associative
         self.memo: dict[tuple[ClassId, int], tuple[Term, ...]] = {}
-        self.min_size = self._min_sizes()
+        self.pieces_memo: dict[tuple[ClassId, str, int], tuple[tuple[Term, ...], ...]] = {}
+        self.min_size, self.min_op_size = self._fixpoint(lambda op, payload: 1.0)
 
-    def _min_sizes(self) -> dict[ClassId, float]:
-        best = {c: float("inf") for c in self.classes}
+    def _fixpoint(self, cost: Any) -> tuple[dict[ClassId, float],
+                                            dict[tuple[ClassId, str], float]]:
+        """The least cost of each class, and of its terms with a given associative op on
+        top, over all (flattened) terms: Bellman-Ford over the e-graph."""
+        inf = float("inf")
+        best = {c: inf for c in self.classes}
+        best_op: dict[tuple[ClassId, str], float] = {}
         changed = True
         while changed:
             changed = False
             for c, nodes in self.classes.items():
                 for n in nodes:
-                    size = 1 + sum(best.get(ch, float("inf")) for ch in n.children)
-                    if size < best[c]:
-                        best[c], changed = size, True
-        return best
+                    value = cost(n.op, n.payload) + sum(
+                        self._piece_cost(best, best_op, ch, n.op, cost) for ch in n.children)
+                    if value < best[c]:
+                        best[c], changed = value, True
+                    if n.op in self.associative and value < best_op.get((c, n.op), inf):
+                        best_op[c, n.op], changed = value, True
+        return best, best_op
+
+    def _piece_cost(self, best: dict[ClassId, float], best_op: dict[tuple[ClassId, str], float],
+                    child: ClassId, op: str, cost: Any) -> float:
+        whole = best.get(child, float("inf"))
+        if op not in self.associative:
+            return whole
+        return min(whole, best_op.get((child, op), float("inf")) - cost(op, None))
 
     def max_size(self, root: ClassId) -> float:
         """The size of the largest term of ``root``'s class (inf when there are infinitely many)."""
@@ -114,28 +138,74 @@ class Language:
             found: dict[Term, None] = {}
             if n >= self.min_size.get(c, float("inf")):
                 for node in self.classes[c]:
-                    for args in self._splits(node.children, n - 1):
+                    for args in self._splits(node.op, node.children, n - 1):
                         found[Term(node.op, args, node.payload)] = None
             self.memo[key] = tuple(sorted(found, key=lambda t: t.order_key))
         return self.memo[key]
 
-    def _splits(self, children: tuple[ClassId, ...], total: int) -> Iterator[tuple[Term, ...]]:
+    def _pieces(self, c: ClassId, op: str, n: int) -> tuple[tuple[Term, ...], ...]:
+        """The argument lists of total size ``n`` that class ``c`` contributes to an ``op``
+        e-node: one term of ``c``, or (``op`` associative) the arguments of one of its
+        ``op`` terms."""
+        if op not in self.associative:
+            return tuple((t,) for t in self.terms(c, n))
+        key = (c, op, n)
+        if key not in self.pieces_memo:
+            whole = [(t,) for t in self.terms(c, n)]
+            spliced = [t.args for t in self.terms(c, n + 1) if t.op == op]
+            self.pieces_memo[key] = tuple(whole + spliced)
+        return self.pieces_memo[key]
+
+    def _piece_min(self, c: ClassId, op: str) -> float:
+        return self._piece_cost(self.min_size, self.min_op_size, c, op, lambda o, p: 1.0)
+
+    def _splits(self, op: str, children: tuple[ClassId, ...], total: int
+                ) -> Iterator[tuple[Term, ...]]:
         if not children:
             if total == 0:
                 yield ()
             return
         first, rest = children[0], children[1:]
-        rest_min = sum(self.min_size.get(ch, float("inf")) for ch in rest)
-        if first not in self.min_size or rest_min == float("inf"):
+        rest_min = sum(self._piece_min(ch, op) for ch in rest)
+        first_min = self._piece_min(first, op)
+        if first_min == float("inf") or rest_min == float("inf"):
             return
-        k = int(self.min_size[first])
+        k = int(first_min)
         while k + rest_min <= total:
-            heads = self.terms(first, k)
+            heads = self._pieces(first, op, k)
             if heads:
-                for tail in self._splits(rest, total - k):
+                for tail in self._splits(op, rest, total - k):
                     for head in heads:
-                        yield (head, *tail)
+                        yield (*head, *tail)
             k += 1
+
+    def cheapest(self, root: ClassId, cost: Any) -> Term:
+        """A term of least total ``cost`` (positive per node) in ``root``'s class."""
+        best, best_op = self._fixpoint(cost)
+        memo: dict[tuple[ClassId, str | None], Term] = {}
+
+        def build(c: ClassId, top: str | None) -> Term:
+            """The cheapest term of ``c`` (with ``top`` as its op, when given)."""
+            if (c, top) in memo:
+                return memo[c, top]
+            target = best[c] if top is None else best_op[c, top]
+            for n in self.classes[c]:
+                if top is not None and n.op != top:
+                    continue
+                pieces = [self._piece_cost(best, best_op, ch, n.op, cost) for ch in n.children]
+                if cost(n.op, n.payload) + sum(pieces) != target:
+                    continue
+                args: list[Term] = []
+                for ch, piece in zip(n.children, pieces, strict=True):
+                    if n.op in self.associative and piece < best.get(ch, float("inf")):
+                        args.extend(build(ch, n.op).args)
+                    else:
+                        args.append(build(ch, None))
+                memo[c, top] = Term(n.op, tuple(args), n.payload)
+                return memo[c, top]
+            raise RuntimeError(f"no e-node of class {c} reaches its least cost {target}")
+
+        return build(root, None)
 
 
 def stream_terms(language: Language, root: ClassId, *, max_terms: int | None = None,

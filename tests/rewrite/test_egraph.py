@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from factorflow.rewrite.egglog_terms import RuleCompileError, compile_rule, from_egglog, to_egglog
+from factorflow.rewrite.egglog_terms import (
+    RuleCompileError,
+    associative_op,
+    compile_rule,
+    from_egglog,
+    to_egglog,
+)
 from factorflow.rewrite.egraph import Limits, explore, term_cost
 from factorflow.rewrite.evaluate import evaluate
 from factorflow.rewrite.match import Ruleset, normalize, rule
 from factorflow.rewrite.naive import naive_explore
 from factorflow.rewrite.rules import ALGEBRA, ALGEBRA_EQUATIONS, SEED, S
 from factorflow.rewrite.terms import (
+    PROD,
     SUM,
     C,
     E,
@@ -121,6 +130,85 @@ def test_binary_associativity_would_explode_where_flattening_does_not():
     assert bracketings.complete and flattened.complete
     assert bracketings.nodes > 2 ** (n - 1)       # every sub-multiset gets an e-class
     assert flattened.nodes <= n * n               # one flat e-node per nesting level and prefix
+
+
+def balanced(blocks: int) -> Term:
+    """A balanced binary sum of ``log(exp(x_i + x_i)) + (x_i + x_i)`` blocks (nothing flat)."""
+    parts = []
+    for i in range(blocks):
+        pair = Term(SUM, (sym(f"x{i}"), sym(f"x{i}")))
+        parts.append(Term(SUM, (log(exp(pair)), pair)))
+    while len(parts) > 1:
+        parts = [Term(SUM, tuple(parts[j:j + 2])) for j in range(0, len(parts), 2)]
+    return parts[0]
+
+
+def test_associativity_is_lazy_so_balanced_trees_of_rewritable_sums_stay_linear():
+    t = balanced(128)                                   # 1,535 nodes, 2^128+ distinct graphs
+    ex = explore(t, SEED)
+    assert ex.complete and ex.stop_reason == "saturated"
+    assert ex.nodes <= 1.25 * t.size                    # one e-node per node, plus 2*x_i
+    eager = explore(balanced(8), SEED, Limits(max_nodes=3_000, timeout=5.0),
+                    lazy_associativity=False)
+    assert not eager.complete                           # flat forms multiply when eager
+    assert ex.best().size == 4 * 128 + 1                # x_i four times each, one flat sum
+    assert str(explore(balanced(2), SEED).best()) == "x0 + x0 + x0 + x0 + x1 + x1 + x1 + x1"
+
+
+def test_flattened_forms_are_streamed_and_cross_nesting_matches_fire():
+    x_, y_, z_ = sym("x"), sym("y"), sym("z")
+    t = Term(SUM, (Term(SUM, (x_, y_)), Term(SUM, (x_, z_))))   # (x + y) + (x + z)
+    terms = {str(u) for u in explore(t, SEED).stream()}
+    assert terms == {"x + y + (x + z)", "x + z + (x + y)", "x + x + y + z",
+                     "y + z + 2*x", "(x + z) + (x + y)"}
+
+
+def test_associativity_rules_are_recognised_by_shape():
+    assert associative_op(SEED["sum_assoc"]) == SUM
+    assert associative_op(ALGEBRA_EQUATIONS["prod_assoc"]) == PROD
+    assert associative_op(SEED["double"]) is None
+    assert associative_op(rule("odd", S(S(var("s", "rest")), var("r", "rest")),
+                               S(var("s", "rest")))) is None
+
+
+def _random_term(draw, depth: int) -> Term:
+    leaves = st.sampled_from([sym("x"), sym("y"), const(0), const(2)])
+    if depth == 0 or draw(st.integers(0, 3)) == 0:
+        return draw(leaves)
+    kind = draw(st.sampled_from(["sum", "prod", "sum3", "logexp", "log"]))
+    if kind == "sum3":
+        return Term(SUM, tuple(_random_term(draw, depth - 1) for _ in range(3)))
+    if kind in ("sum", "prod"):
+        return Term(SUM if kind == "sum" else PROD,
+                    (_random_term(draw, depth - 1), _random_term(draw, depth - 1)))
+    inner = _random_term(draw, depth - 1)
+    return log(exp(inner)) if kind == "logexp" else log(inner)
+
+
+MIXED = Ruleset("mixed", tuple(ALGEBRA_EQUATIONS[n] for n in (
+    "sum_assoc", "prod_assoc", "sum_consts", "prod_consts", "sum_zero", "prod_one", "prod_zero",
+    "double", "square", "log_exp", "collect_one", "log_prod", "pow_mul")))
+
+
+@st.composite
+def random_terms(draw) -> Term:
+    """Nested binary and ternary sums and products of x, y, 0, 2 under log and log(exp)."""
+    return _random_term(draw, 4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(random_terms(), st.sampled_from([SEED, MIXED]))
+def test_lazy_associativity_streams_exactly_what_eager_flattening_does(t, rules):
+    limits = Limits(max_nodes=3_000, timeout=3.0)
+    eager = explore(t, rules, limits, lazy_associativity=False)
+    if not eager.complete:       # eager flattening may explode; nothing to compare then
+        return
+    lazy = explore(t, rules, limits)
+    assert lazy.complete and lazy.nodes <= eager.nodes
+    bound = t.size + 1
+    assert (set(lazy.stream(max_term_size=bound, max_terms=50_000))
+            == set(eager.stream(max_term_size=bound, max_terms=50_000)))
+    assert lazy.best().size == eager.best().size
 
 
 def test_rules_that_never_terminate_give_an_incomplete_exploration():
