@@ -14,27 +14,37 @@ Derivation: every VMP message and ELBO term of a 20-factor model (Gaussian, Gamm
 Beta–Bernoulli, Gamma–Poisson, Dirichlet–Discrete, Beta–Binomial factors).
 
 Run: ``python benchmarks/bench_rewrite.py``. Output on the development machine (2 CPU
-cores, naive budget 10 s per row, ``--timeout 10``)::
+cores, naive budget 20 s or 20,000 graphs per row)::
 
                                       |   naive: clone per rewrite, BFS    |    e-graph (egglog)
             expression (rules)  nodes |   graphs allocations  seconds done |  e-nodes  seconds done
     -----------------------------------------------------------------------------------------------
-           seed example (SEED)      8 |       10          94    0.001  yes |       12    0.068  yes
-       generated 10 (no assoc)      9 |        6          38    0.001  yes |       10    0.012  yes
-      generated 100 (no assoc)    119 |     7550     1480916   10.000   no |      120    0.038  yes
-     generated 1000 (no assoc)   1249 |     1747     1319635   10.003   no |     1250    0.204  yes
-    generated 10000 (no assoc)  12499 |      138     1027501   10.153   no |    12500    3.055  yes
-           generated 10 (SEED)      9 |       13         131    0.002  yes |       12    0.011  yes
-           generated 30 (SEED)     29 |    13130     1032241   10.000   no |      118    0.017  yes
-          generated 100 (SEED)    119 |    10748     1512123   10.001   no |    72395    0.850   no
+           seed example (SEED)      8 |       10          94    0.001  yes |       12    0.025  yes
+       generated 10 (no assoc)      9 |        6          38    0.001  yes |       10    0.010  yes
+      generated 100 (no assoc)    119 |    15634     3694230   20.000   no |      120    0.023  yes
+     generated 1000 (no assoc)   1249 |     4936     3826026   20.002   no |     1250    0.242  yes
+    generated 10000 (no assoc)  12499 |      441     3300000   20.003   no |    12500    2.019  yes
+           generated 10 (SEED)      9 |       13         131    0.002  yes |       12    0.015  yes
+           generated 30 (SEED)     29 |    20000     1785325   13.002   no |       36    0.018  yes
+          generated 100 (SEED)    119 |    20000     3076091   16.831   no |      144    0.031  yes
+         generated 1000 (SEED)   1249 |     5015     3772582   20.001   no |     1500    0.208  yes
+        generated 10000 (SEED)  12499 |      441     3300000   20.020   no |    15000    2.386  yes
 
-    20-factor model, all 44 messages and ELBO terms derived: 441 ms (best of 5; first 463 ms)
+                                      | lazy (bridges + read-out) |    eager flattening
+             expression (SEED)  nodes |  e-nodes  seconds done |  e-nodes  seconds done
+    -----------------------------------------------------------------------------------
+                  generated 10      9 |       12    0.016  yes |       12    0.014  yes
+                  generated 30     29 |       36    0.103  yes |      118    0.014  yes
+                 generated 100    119 |      144    0.031  yes |    72395    0.539   no
 
-Reading it: without associativity the e-graph grows linearly (one e-node per new node)
-and saturates 12,499 nodes in about 3 s, while the naive search, paying a whole clone per
-rewrite, is still far from done after 10 s. With the associativity of ``+`` (``SEED``)
-the flattened multiset forms multiply on balanced trees of rewritable sums (last row):
-the e-graph stops at its node limit, marked incomplete (see :mod:`factorflow.rewrite.egraph`).
+    20-factor model, all 44 messages and ELBO terms derived: 272 ms (best of 5; first 285 ms)
+
+Reading it: the e-graph grows linearly (about one e-node per node, plus ``2*x_i`` per
+block) and saturates 12,499 nodes in 2 to 2.4 s with or without the associativity of
+``+``, while the naive search, paying a whole clone per rewrite, is far from done after
+20 s from 100 nodes on. Associativity is lazy (see :mod:`factorflow.rewrite.egraph`): run
+as an ordinary rewrite, the flattened forms of a balanced tree of rewritable sums
+multiply, and the e-graph stops at its node limit already at 119 nodes (last table).
 """
 
 from __future__ import annotations
@@ -93,6 +103,24 @@ def _row(name: str, term: Term, rules: Ruleset, args: argparse.Namespace) -> str
             f"{seconds:>8.3f} {'yes' if ex.complete else 'no':>4}")
 
 
+def bench_associativity(args: argparse.Namespace) -> list[str]:
+    """SEED on balanced sums: lazy associativity against the rule run as a rewrite."""
+    header = (f"{'expression (SEED)':>26} {'nodes':>6} | {'e-nodes':>8} {'seconds':>8} {'done':>4}"
+              f" | {'e-nodes':>8} {'seconds':>8} {'done':>4}")
+    rows = [f"{'':>33} | {'lazy (bridges + read-out)':^22} | {'eager flattening':^22}",
+            header, "-" * len(header)]
+    for n in args.eager_sizes:
+        term, cells = generated(n), []
+        for lazy in (True, False):
+            start = time.perf_counter()
+            ex = explore(term, SEED, Limits(max_nodes=args.max_nodes, timeout=60.0),
+                         lazy_associativity=lazy)
+            cells.append(f"{ex.nodes:>8} {time.perf_counter() - start:>8.3f} "
+                         f"{'yes' if ex.complete else 'no':>4}")
+        rows.append(f"{f'generated {n}':>26} {term.size:>6} | {cells[0]} | {cells[1]}")
+    return rows
+
+
 def bench_exploration(args: argparse.Namespace) -> list[str]:
     header = (f"{'expression (rules)':>26} {'nodes':>6} | {'graphs':>8} {'allocations':>11} "
               f"{'seconds':>8} {'done':>4} | {'e-nodes':>8} {'seconds':>8} {'done':>4}")
@@ -149,7 +177,8 @@ def bench_derivation(repeats: int) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="*", default=[10, 100, 1000, 10000])
-    parser.add_argument("--assoc-sizes", type=int, nargs="*", default=[10, 30, 100])
+    parser.add_argument("--assoc-sizes", type=int, nargs="*", default=[10, 30, 100, 1000, 10000])
+    parser.add_argument("--eager-sizes", type=int, nargs="*", default=[10, 30, 100])
     parser.add_argument("--max-nodes", type=int, default=200_000)
     parser.add_argument("--max-graphs", type=int, default=20_000)
     parser.add_argument("--max-allocations", type=int, default=20_000_000)
@@ -157,6 +186,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     print("\n".join(bench_exploration(args)))
+    print()
+    print("\n".join(bench_associativity(args)))
     print()
     print("\n".join(bench_derivation(args.repeats)))
 

@@ -28,7 +28,7 @@ of n terms, 2^n - 1 sub-sums and exponentially many e-nodes — the AC explosion
   into its parent only where the rule matches across the nesting, as in
   ``(x + y) + (x + z) -> 2x + y + z``. The e-graph then grows with the rewrites, not with
   the bracketings: a balanced sum of 12,499 nodes saturates under ``SEED`` in 15,000
-  e-nodes, where eager flattening stops incomplete at 200,000 e-nodes from 119 nodes
+  e-nodes, where eager flattening stops incomplete at 72,395 e-nodes from 119 nodes
   (``benchmarks/bench_rewrite.py``). ``explore(..., lazy_associativity=False)`` runs the
   eager form; a property test checks both stream the same terms.
 
