@@ -222,3 +222,16 @@ def test_rederived_count_operators_match_the_builtin_ones():
                                + k * log(p) + (n - k) * log(1 - p), p, "Beta")
     _check_against_builtin("Binomial", "p", {"sample": counts, "trials": trials}, binomial,
                            {"n": trials, "k": counts})
+
+
+def test_rederived_gamma_with_random_rate_matches_the_builtin_operators_and_elbo():
+    r, shape = sym("r"), data("a")
+    f = shape * log(r) - lgamma(shape) + (shape - 1) * log(x) - r * x
+    d = derive_messages(f, {x: "Gamma", r: "Gamma"})
+    q_x, q_r, a = Gamma(2.5, 1.5), Gamma(np.array([3.0, 0.7]), np.array([2.0, 4.0])), 1.7
+    post = {"x": q_x, "r": q_r, "a": a}
+    _check_against_builtin("Gamma", "sample", {"shape": a, "rate": q_r}, d[x], post)
+    _check_against_builtin("Gamma", "rate", {"sample": q_x, "shape": a}, d[r], post)
+    env = {**_moments_env([d[x].expected_log_factor], post), "a": a}
+    elbo = FACTORS["Gamma"].evidence["vmp"](sample=q_x, shape=a, rate=q_r)
+    assert_close(evaluate(d[x].expected_log_factor, env), elbo, rtol=1e-10, atol=1e-12)
