@@ -18,6 +18,7 @@ from factorflow.errors import (
 )
 from factorflow.model.core import Data, Model, Plate, Range, Variable
 from factorflow.model.dsl import Deterministic, digamma, exp, factor, lgamma, log
+from factorflow.model.dsl import sum_over as sum  # noqa: A004 - ff.sum(expr, "k")
 from factorflow.model.factories import (
     Bernoulli,
     Beta,
@@ -38,7 +39,7 @@ __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "constrain_true", "is_positive", "distributions",
-    "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
+    "factor", "log", "exp", "lgamma", "digamma", "sum", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError",
     "ImproperMessageError", "ScheduleWarning",
 ]

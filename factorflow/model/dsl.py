@@ -2,13 +2,22 @@
 
 ``@ff.factor(sample="real", mean="real", precision="positive")`` on a function that
 returns a log density written with the arguments as symbols (``+ - * / **``, ``ff.log``,
-``ff.exp``, ``ff.lgamma``, ``ff.digamma``) registers a factor whose VMP messages and
+``ff.exp``, ``ff.lgamma``, ``ff.digamma``, ``ff.sum``) registers a factor whose VMP messages and
 ELBO term are derived by the rewrite engine: the expected log factor is rewritten into
 ⟨natural parameters, E[sufficient statistics of the target]⟩ + constant for each
 argument whose family is conjugate (``factorflow.factors.derive``).  Where no conjugate
 form exists, the factor has no message to that argument and the compiler says which term
 blocks it.  Calling the decorated object inside a model creates the variable it defines
 (the first argument), like the built-in factories.
+
+Indices (VinDsl's inner and outer indices). An argument with a vector domain — a
+``"simplex"`` (Dirichlet family) or an ``"int"`` category (Discrete family, seen in the
+formula as its one-hot vector) — carries one *inner* index, written in the formula:
+``theta["k"]``, and summed with ``ff.sum(expr, "k")``; the formula's value must be a
+scalar, so every inner index is summed. Plates are the *outer* indices: they are never
+written, and the compiler sums the factor over them (one array operation per plate).
+When the factor is called in a model, the arguments sharing an inner index must have the
+same number of components; the output variable takes that number.
 """
 
 from __future__ import annotations
@@ -22,7 +31,14 @@ import numpy as np
 
 from factorflow.codegen.names import identifier
 from factorflow.distributions import moments
-from factorflow.distributions.families import Bernoulli, Beta, Gamma, Gaussian
+from factorflow.distributions.families import (
+    Bernoulli,
+    Beta,
+    Dirichlet,
+    Discrete,
+    Gamma,
+    Gaussian,
+)
 from factorflow.errors import ModelError
 from factorflow.factors.derive import Derivation, derive_naturals
 from factorflow.factors.registry import FACTORS, Factor, define_factor
@@ -33,10 +49,13 @@ from factorflow.rewrite.terms import (
     ELOG,
     ELOG1M,
     EXPECT,
+    INDEX,
     MOMENTS,
+    SYM,
     VARIANCE,
     Term,
     data,
+    index_sum,
     sym,
 )
 from factorflow.rewrite.terms import digamma as _digamma
@@ -51,7 +70,11 @@ _FAMILY: dict[str, tuple[str, Callable[..., Any]]] = {
     "positive": ("Gamma", lambda e1, e2: Gamma.from_natural(e1, e2)),
     "unit": ("Beta", lambda e1, e2: Beta.from_natural(e1, e2)),
     "bool": ("Bernoulli", lambda e1: Bernoulli.from_natural(e1)),
+    "simplex": ("Dirichlet", lambda e: Dirichlet.from_natural(e)),
+    "int": ("Discrete", lambda e: Discrete.from_natural(e)),
 }
+#: domains whose values are vectors with one inner index (an "int" is its one-hot vector)
+_VECTOR = frozenset({"simplex", "int"})
 #: domains an argument may have only as a known (observed or constant) value
 _KNOWN_ONLY = frozenset({"count"})
 #: the moment each atom of a derived formula asks of an argument
@@ -80,6 +103,14 @@ def digamma(x: Any) -> Term:
     return _digamma(x)
 
 
+def sum_over(x: Term, index: str) -> Term:
+    """The sum of ``x`` over the inner index ``index`` in a factor formula (``ff.sum``)."""
+    if not isinstance(x, Term) or not isinstance(index, str) or index not in x.indices:
+        raise ModelError(f"ff.sum(..., {index!r}): the summand must be a formula that carries "
+                         f"the index {index!r} (write the vector argument as arg[{index!r}]).")
+    return index_sum(x, index)
+
+
 def _atoms(term: Term) -> set[Term]:
     out: set[Term] = set()
     stack = [term]
@@ -92,19 +123,80 @@ def _atoms(term: Term) -> set[Term]:
     return out
 
 
-def _environment(terms: list[Term], args: dict[str, Any]) -> dict[Any, np.ndarray]:
+def _components(value: Any) -> int | None:
+    """The number of components of a vector argument's value or message, if it shows it."""
+    if isinstance(value, Dirichlet):
+        return int(np.shape(value.alpha)[-1])
+    if isinstance(value, Discrete):
+        return int(np.shape(value.probs)[-1])
+    return None
+
+
+def _environment(terms: list[Term], args: dict[str, Any],
+                 domains: dict[str, str] | None = None) -> dict[Any, np.ndarray]:
     """The value of every moment atom in ``terms`` from the arguments' posteriors, and of
-    every known argument (data) by name."""
-    env: dict[Any, np.ndarray] = {k: np.asarray(v, dtype=float) for k, v in args.items()
-                                  if moments.is_known(v)}
+    every known argument (data) by name; an "int" argument enters as its one-hot vector."""
+    domains = domains or {}
+    size = next((k for v in args.values() if (k := _components(v)) is not None), None)
+    size = size or next((int(np.shape(v)[-1]) for n, v in args.items()
+                         if domains.get(n) == "simplex" and moments.is_known(v)), None)
+
+    def one_hot(v: Any) -> np.ndarray:
+        return moments.Eonehot(v, size if size is not None else _components(v))
+
+    env: dict[Any, np.ndarray] = {
+        k: one_hot(v) if domains.get(k) == "int" else np.asarray(v, dtype=float)
+        for k, v in args.items() if moments.is_known(v)}
     for t in set().union(*(_atoms(x) for x in terms)):
         inner = t.args[0]
         name = inner.payload[0]
         if t.op not in _MOMENT or name not in args:
             raise ModelError(f"cannot evaluate {t}: factorflow knows E, V, Elog and Elog1m "
                              "of a factor's arguments")
-        env[t] = np.asarray(_MOMENT[t.op](args[name]), dtype=float)
+        if t.op == EXPECT and domains.get(name) == "int":
+            env[t] = one_hot(args[name])
+        else:
+            env[t] = np.asarray(_MOMENT[t.op](args[name]), dtype=float)
     return env
+
+
+def _inner_last(value: np.ndarray, term: Term) -> np.ndarray:
+    """``value`` of ``term`` with its free inner index (first axis) moved last."""
+    return np.moveaxis(value, 0, -1) if term.indices else value
+
+
+def _inner_indices(density: Term, arguments: dict[str, str], fname: str) -> dict[str, str]:
+    """The inner index of each vector argument; ModelError for a misuse of indices."""
+    if density.indices:
+        k = sorted(density.indices)[0]
+        raise ModelError(f"{fname}: the formula's value still carries the index {k!r}; sum it "
+                         f"with ff.sum(..., {k!r}) (a factor's log density is a scalar).")
+    found: dict[str, set[str]] = {}
+    bare: set[str] = set()
+    stack, seen = [density], set()
+    while stack:
+        t = stack.pop()
+        if t in seen:
+            continue
+        seen.add(t)
+        if t.op == INDEX and t.args[0].op == SYM:
+            found.setdefault(t.args[0].payload[0], set()).add(t.payload)
+            continue
+        if t.op == SYM:
+            bare.add(t.payload[0])
+        stack.extend(t.args)
+    for name, domain in arguments.items():
+        if domain not in _VECTOR and name in found:
+            raise ModelError(f"{fname}: argument {name!r} has the scalar domain {domain!r} but "
+                             f"is indexed as {name}[{sorted(found[name])[0]!r}]; index only "
+                             f"vector arguments ({sorted(_VECTOR)}).")
+        if domain in _VECTOR and (name in bare or name not in found):
+            raise ModelError(f"{fname}: the vector argument {name!r} ({domain}) must be used "
+                             f"with its inner index, as {name}['k'] inside ff.sum(..., 'k').")
+        if domain in _VECTOR and len(found[name]) > 1:
+            raise ModelError(f"{fname}: argument {name!r} is indexed by both "
+                             f"{sorted(found[name])}; a vector argument has one inner index.")
+    return {name: next(iter(ix)) for name, ix in found.items()}
 
 
 @dataclass
@@ -117,6 +209,8 @@ class UserFactor:
     derivations: dict[str, Derivation] = field(default_factory=dict)
     blocked: dict[str, str] = field(default_factory=dict)
     factor: Factor | None = None
+    #: the inner index of each vector argument
+    inner: dict[str, str] = field(default_factory=dict)
 
     def __call__(self, name: str, *, observed: Any = None, **args: Any) -> Variable:
         output = next(iter(self.arguments))
@@ -125,7 +219,37 @@ class UserFactor:
             raise ModelError(f"{self.name}({name!r}): give exactly the arguments "
                              f"{sorted(expected)}, got {sorted(args)}.")
         domains = {k: self.arguments[k] for k in args}
-        return new_variable(self.name, name, self.arguments[output], args, domains, observed)
+        sizes = self._sizes(name, args)
+        size = sizes.get(self.inner.get(output, ""))
+        if self.arguments[output] in _VECTOR and size is None:
+            raise ModelError(f"{self.name}({name!r}): the number of components of {output!r} "
+                             f"comes from an argument sharing its index "
+                             f"{self.inner[output]!r}, and there is none.")
+        return new_variable(self.name, name, self.arguments[output], args, domains, observed,
+                            size=size)
+
+    def _sizes(self, name: str, args: dict[str, Any]) -> dict[str, int]:
+        """The size of each inner index over the vector arguments that carry it, checked
+        to agree."""
+        sizes: dict[str, tuple[int, str]] = {}
+        for arg, value in args.items():
+            if arg not in self.inner:
+                continue
+            if isinstance(value, Variable):
+                k = value.size
+            else:
+                shape = np.shape(value)
+                k = int(shape[-1]) if self.arguments[arg] == "simplex" and shape else None
+            if k is None:
+                continue
+            index = self.inner[arg]
+            if index in sizes and sizes[index][0] != k:
+                other_k, other = sizes[index]
+                raise ModelError(f"{self.name}({name!r}): index {index!r} has {other_k} "
+                                 f"components in {other!r} but {k} in {arg!r}; arguments "
+                                 "sharing an inner index must have the same size.")
+            sizes[index] = (k, arg)
+        return {index: k for index, (k, _) in sizes.items()}
 
 
 def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
@@ -150,33 +274,41 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
         except NameError as exc:
             raise ModelError(f"{fn.__name__}: the formula uses an unknown name ({exc}).") \
                 from None
+        except (TypeError, AttributeError) as exc:
+            raise ModelError(f"{fn.__name__}: the formula applies an operation factorflow "
+                             f"cannot read symbolically ({exc}); write it with + - * / **, "
+                             "ff.log, ff.exp, ff.lgamma, ff.digamma and ff.sum.") from None
         if not isinstance(density, Term):
             raise ModelError(f"{fn.__name__}: the formula must involve its arguments.")
+        inner = _inner_indices(density, arguments, fn.__name__)
         name = identifier(fn.__name__)
         if name in FACTORS:
             raise ModelError(f"a factor named {name!r} already exists; rename the function.")
-        user = UserFactor(name, dict(arguments), density)
+        user = UserFactor(name, dict(arguments), density, inner=inner)
         registered = define_factor(name, *arguments.items(),
-                                   log_density=_numeric(density, list(arguments)))
+                                   log_density=_numeric(density, dict(arguments)))
         for target, domain in arguments.items():
             if domain in _KNOWN_ONLY:  # counts: observed or constant, never messages
                 registered.notes[("vmp", target)] = f"{domain} arguments must be observed"
                 continue
             family, to_message = _FAMILY[domain]
             try:
-                d = derive_naturals(density, sym(target), family)
+                d = derive_naturals(density, sym(target), family,
+                                    index=inner.get(target, "k"))
             except ModelError as exc:
                 user.blocked[target] = str(exc)
                 registered.notes[("vmp", target)] = str(exc)
                 continue
             user.derivations[target] = d
             others = tuple(a for a in arguments if a != target)
+            # a vector target's own message is read for its number of components
+            reads = (*others, target) if domain in _VECTOR else others
             registered.operator("vmp", target, proper=others)(
-                _operator(d, to_message, others))
+                _operator(d, to_message, reads, dict(arguments)))
         full = next(iter(user.derivations.values()), None)
         if full is not None:
             registered.evidence_operator("vmp")(_elbo(full.expected_log_factor,
-                                                      tuple(arguments)))
+                                                      dict(arguments)))
         user.factor = registered
         return user
 
@@ -189,29 +321,29 @@ def _signature(fn: Callable[..., Any], names: tuple[str, ...]) -> Callable[..., 
     return fn
 
 
-def _operator(d: Derivation, to_message: Callable[..., Any], others: tuple[str, ...]
-              ) -> Callable[..., Any]:
+def _operator(d: Derivation, to_message: Callable[..., Any], others: tuple[str, ...],
+              domains: dict[str, str]) -> Callable[..., Any]:
     naturals = list(d.naturals)
 
     def message(**args: Any) -> Any:
-        env = _environment(naturals, args)
-        values = [evaluate(n, env) for n in naturals]
+        env = _environment(naturals, args, domains)
+        values = [_inner_last(evaluate(n, env), n) for n in naturals]
         shape = np.broadcast_shapes(*(np.shape(v) for v in values))
         return to_message(*(np.broadcast_to(v, shape) for v in values))
 
     return _signature(message, others)
 
 
-def _elbo(term: Term, names: tuple[str, ...]) -> Callable[..., Any]:
+def _elbo(term: Term, domains: dict[str, str]) -> Callable[..., Any]:
     def average_log_factor(**args: Any) -> np.ndarray:
-        return evaluate(term, _environment([term], args))
+        return evaluate(term, _environment([term], args, domains))
 
-    return _signature(average_log_factor, names)
+    return _signature(average_log_factor, tuple(domains))
 
 
-def _numeric(density: Term, names: list[str]) -> Callable[..., Any]:
+def _numeric(density: Term, domains: dict[str, str]) -> Callable[..., Any]:
     def log_density(**values: Any) -> np.ndarray:
-        return evaluate(density, {n: values[n] for n in names})
+        return evaluate(density, _environment([], values, domains))
 
     return log_density
 

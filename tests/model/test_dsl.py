@@ -175,3 +175,85 @@ def test_rederived_poisson_binomial_gamma_messages_equal_the_builtins():
     _same_message(FACTORS["gamma_formula"].operators[("vmp", "sample")].fn(shape=2.5,
                                                                            rate=rate),
                   FACTORS["Gamma"].operators[("vmp", "sample")].fn(shape=2.5, rate=rate))
+
+
+# ----- vector arguments: inner indices (VinDsl) -------------------------------------------
+@ff.factor(z="int", theta="simplex")
+def categorical(z, theta):
+    return ff.sum(z["k"] * ff.log(theta["k"]), "k")
+
+
+ALPHA = np.array([1.0, 2.0, 0.5])
+CATEGORIES = np.array([0, 2, 2, 1, 0, 0, 2])
+POINTS = np.array([0, 1, 2, 5, 6, 7, 10, 11, 12.0])
+
+
+def test_observed_categories_give_the_conjugate_dirichlet_posterior():
+    results = []
+    for user in (True, False):
+        with ff.Model() as model:
+            theta = ff.Dirichlet("theta", ALPHA)
+            with ff.Plate(ff.Range("n", CATEGORIES.size)):
+                if user:
+                    categorical("z", theta=theta, observed=CATEGORIES)
+                else:
+                    ff.Discrete("z", theta, observed=CATEGORIES)
+        results.append(model.infer("vmp"))
+    exact = ALPHA + np.bincount(CATEGORIES, minlength=3)
+    assert_close(results[0]["theta"].alpha, exact, rtol=1e-12)
+    assert_close(results[0]["theta"].alpha, results[1]["theta"].alpha, rtol=1e-12)
+    assert_close(results[0].log_evidence, results[1].log_evidence, rtol=1e-12)
+
+
+def _mixture(user: bool) -> ff.Model:
+    with ff.Model("mixture") as model:
+        k = ff.Range("k", 3)
+        weights = ff.Dirichlet("weights", np.ones(3))
+        with ff.Plate(k):
+            means = ff.Gaussian("means", 6.0, variance=100.0)
+        with ff.Plate(ff.Range("n", POINTS.size)):
+            z = categorical("z", theta=weights) if user else ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.Gaussian("x", means[z], precision=1.0, observed=POINTS)
+    return model
+
+
+def test_latent_categories_in_a_mixture_match_the_builtin_discrete():
+    init = {"means": GaussianD(np.array([0.0, 5.0, 10.0]), np.ones(3))}
+    a = _mixture(True).infer("vmp", iterations=30, init=init)
+    b = _mixture(False).infer("vmp", iterations=30, init=init)
+    assert_close(a["z"].probs, b["z"].probs, rtol=1e-10, atol=1e-12)
+    assert_close(a["weights"].alpha, b["weights"].alpha, rtol=1e-10)
+    assert_close(a["means"].mean, b["means"].mean, rtol=1e-10)
+    assert_close(a.log_evidence, b.log_evidence, rtol=1e-10)
+    assert_close(a["means"].mean, [1.0, 6.0, 11.0], rtol=0, atol=0.2)
+
+
+@pytest.mark.parametrize(("formula", "domains", "message"), [
+    (lambda z, theta: z["k"] * ff.log(theta["k"]), dict(z="int", theta="simplex"),
+     r"still carries the index 'k'; sum it with ff.sum\(\.\.\., 'k'\)"),
+    (lambda x, theta: ff.sum(x["k"] * ff.log(theta["k"]), "k"), dict(x="real", theta="simplex"),
+     r"'x' has the scalar domain 'real' but is indexed"),
+    (lambda z, theta: z * ff.sum(ff.log(theta["k"]), "k"), dict(z="int", theta="simplex"),
+     r"vector argument 'z' \(int\) must be used with its inner index"),
+    (lambda z, theta: ff.sum(z["k"], "j"), dict(z="int", theta="simplex"),
+     r"ff.sum\(\.\.\., 'j'\): the summand must be a formula that carries the index 'j'"),
+    (lambda x, m: np.sin(x - m), dict(x="real", m="real"),
+     r"operation factorflow cannot read symbolically.*ff.log"),
+])
+def test_misused_indices_and_functions_are_named(formula, domains, message):
+    with pytest.raises(ff.ModelError, match=message):
+        ff.factor(**domains)(formula)
+
+
+def test_arguments_sharing_an_index_must_agree_in_size():
+    with ff.Model():
+        theta = ff.Dirichlet("theta", np.ones(3))
+        with pytest.raises(ff.ModelError, match=r"index 'k' has 3 components in 'theta' but 4 "
+                                                r"in 'probs'"):
+            both("z", theta=theta, probs=np.full(4, 0.25))
+
+
+@ff.factor(z="int", theta="simplex", probs="simplex")
+def both(z, theta, probs):
+    return ff.sum(z["k"] * (ff.log(theta["k"]) + ff.log(probs["k"])), "k")
