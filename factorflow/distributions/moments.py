@@ -91,6 +91,29 @@ def Eonehot(v: Any, size: int) -> np.ndarray:
     raise TypeError(f"one-hot expectation is not defined for {type(v).__name__}")
 
 
+def C(v: Any) -> np.ndarray:
+    """The covariance matrix over the last axis (VinDsl's C): zeros for a known vector,
+    ``diag(V)`` for independent components (Gaussian, Gamma, Beta, Bernoulli), the
+    closed forms of the Dirichlet and of a Discrete's one-hot vector."""
+    if is_known(v):
+        x = _value(v)
+        return np.zeros(x.shape + x.shape[-1:])
+    if isinstance(v, Dirichlet):
+        a = v.alpha
+        a0 = a.sum(axis=-1, keepdims=True)[..., None]
+        outer = a[..., :, None] * a[..., None, :]
+        return (_diag(a) * a0 - outer) / (a0**2 * (a0 + 1.0))
+    if isinstance(v, Discrete):
+        p = v.probs
+        return _diag(p) - p[..., :, None] * p[..., None, :]
+    return _diag(np.asarray(V(v), float))
+
+
+def _diag(x: np.ndarray) -> np.ndarray:
+    """Diagonal matrices with ``x`` (over its last axis) on their diagonals."""
+    return x[..., :, None] * np.eye(x.shape[-1])
+
+
 def Elogit(v: Any) -> np.ndarray:
     """E[log x] - E[log(1-x)]: the expected log-odds of a probability."""
     return Elog(v) - Elog1m(v)

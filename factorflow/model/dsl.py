@@ -46,6 +46,7 @@ from factorflow.model.core import Variable
 from factorflow.model.factories import new_variable
 from factorflow.rewrite.evaluate import evaluate
 from factorflow.rewrite.terms import (
+    COVARIANCE,
     ELOG,
     ELOG1M,
     EXPECT,
@@ -80,6 +81,7 @@ _KNOWN_ONLY = frozenset({"count"})
 #: the moment each atom of a derived formula asks of an argument
 _MOMENT: dict[str, Callable[[Any], np.ndarray]] = {
     EXPECT: moments.E, VARIANCE: moments.V, ELOG: moments.Elog, ELOG1M: moments.Elog1m,
+    COVARIANCE: moments.C,
 }
 
 
@@ -151,7 +153,7 @@ def _environment(terms: list[Term], args: dict[str, Any],
         inner = t.args[0]
         name = inner.payload[0]
         if t.op not in _MOMENT or name not in args:
-            raise ModelError(f"cannot evaluate {t}: factorflow knows E, V, Elog and Elog1m "
+            raise ModelError(f"cannot evaluate {t}: factorflow knows E, V, C, Elog and Elog1m "
                              "of a factor's arguments")
         if t.op == EXPECT and domains.get(name) == "int":
             env[t] = one_hot(args[name])

@@ -114,6 +114,13 @@ def _moment_names(t: Term) -> tuple[str, ...]:
 def _align(vals: list[Named]) -> tuple[list[np.ndarray], tuple[str, ...]]:
     """Put the values on one set of named leading axes and pad positional axes."""
     names = tuple(sorted({n for _, ns in vals for n in ns}))
+    sizes: dict[str, int] = {}
+    for a, ns in vals:
+        for axis, n in enumerate(ns):
+            if a.shape[axis] != 1 and sizes.setdefault(n, a.shape[axis]) != a.shape[axis]:
+                raise ModelError(f"index {n} has size {sizes[n]} in one operand and "
+                                 f"{a.shape[axis]} in another; the arrays named by {n} "
+                                 "must have the same length.")
     npos = max(a.ndim - len(ns) for a, ns in vals)
     out = []
     for a, ns in vals:

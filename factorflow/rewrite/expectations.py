@@ -49,7 +49,7 @@ def simplify_expectation(term: Term) -> Term:
         raise ModelError(
             f"cannot express {blocker.op}[{inner}] through moments of single variables: "
             f"the sub-expression {inner} is not a sum or product of independent factors "
-            "with known moments (E, V, Elog, Elog1m, Eloggamma, Elogdet of one variable)")
+            "with known moments (E, V, C, Elog, Elog1m, Eloggamma, Elogdet of one variable)")
     return out
 
 

@@ -31,6 +31,7 @@ from factorflow.rewrite.terms import (
     POW,
     PROD,
     SUM,
+    C,
     E,
     Elog,
     Elog1m,
@@ -45,6 +46,7 @@ from factorflow.rewrite.terms import (
     lgamma,
     log,
     logdet,
+    transpose,
     var,
 )
 
@@ -93,6 +95,18 @@ def _independent2(bs: Bindings) -> bool:
 
 def _nonrandom(bs: Bindings) -> bool:
     return not bs["a"].random_symbols
+
+
+def _random_symbol(bs: Bindings) -> bool:
+    return bs["a"].op == "sym" and bool(bs["a"].random_symbols)
+
+
+def _quadratic(bs: Bindings) -> bool:
+    return _random_symbol(bs) and not bs["b"].random_symbols
+
+
+#: the index names the covariance rules introduce (summed at once, so they never clash)
+_I, _J = "_i", "_j"
 
 
 def _integer(name: str):
@@ -196,6 +210,18 @@ EXPECTATION = Ruleset("expectation", (
     rule("v_scale", V(P(a, r)), P(Pow(a, 2), V(P(r))), when=_nonrandom),  # V[c*b] -> c**2 V[b]
     rule("v_moment", V(a), S(E(Pow(a, 2)), P(const(-1), Pow(E(a), 2))),
          when=lambda bs: bs["a"].op != "sym"),                   # V[a] -> E[a**2] - E[a]**2
+    rule("c_const", C(a), const(0), when=_nonrandom),            # C[a] -> 0
+    rule("c_sum", C(S(a, r)), S(C(a), C(S(r))), when=_independent),  # C[a + b] -> C[a] + C[b]
+    rule("c_scale", C(P(c, r)), P(Pow(c, 2), C(P(r)))),          # C[c*b] -> c**2 C[b]
+    rule("c_matmul", C(Term(MATMUL, (a, b))),
+         Term(MATMUL, (Term(MATMUL, (a, C(b))), transpose(a))),
+         when=_nonrandom),                                       # C[B z] -> B C[z] B^T
+    rule("e_dot_self", E(dot(a, a)), S(isum(at(V(a), _I), _I), dot(E(a), E(a))),
+         when=_random_symbol),                                   # E[x.x] -> ΣV[x] + E[x].E[x]
+    rule("e_quadratic", E(dot(a, Term(MATMUL, (b, a)))),
+         S(isum(isum(at(at(P(b, transpose(C(a))), _J), _I), _I), _J),
+           dot(E(a), Term(MATMUL, (b, E(a))))),
+         when=_quadratic),                                       # E[x.Bx] -> Σ B∘C[x]ᵀ + E.B E
 ))
 
 __all__ = ["ALGEBRA", "ALGEBRA_EQUATIONS", "EXPECTATION", "SEED", "Rule"]

@@ -15,6 +15,7 @@ import numpy as np
 
 from factorflow.rewrite.evaluate import evaluate
 from factorflow.rewrite.terms import (
+    COVARIANCE,
     ELOG,
     ELOG1M,
     ELOGDET,
@@ -50,7 +51,7 @@ def random_posterior(rng: np.random.Generator, shape: tuple[int, ...] = (), poin
 
 def _integrand(m: Term) -> Term:
     arg = m.args[0]
-    return {EXPECT: arg, VARIANCE: arg, ELOG: log(arg), ELOG1M: log(1 - arg),
+    return {EXPECT: arg, VARIANCE: arg, COVARIANCE: arg, ELOG: log(arg), ELOG1M: log(1 - arg),
             ELOGGAMMA: lgamma(arg), ELOGDET: logdet(arg)}[m.op]
 
 
@@ -70,9 +71,18 @@ def exact_value(term: Term, posteriors: Mapping[str, DiscretePosterior],
             point = {**env, **{n: posteriors[n].values[i] for n, i in zip(names, combo,
                                                                             strict=True)}}
             v = evaluate(f, point)
-            first, second = first + p * v, second + p * v * v
-        env[m] = second - first * first if m.op == VARIANCE else first
+            first, second = first + p * v, second + p * _square(v, m.op)
+        if m.op in (VARIANCE, COVARIANCE):
+            env[m] = second - _square(first, m.op)
+        else:
+            env[m] = first
     return evaluate(term, env)
+
+
+def _square(v: np.ndarray, op: str) -> np.ndarray:
+    """v² for a variance, the outer product over the last axis for a covariance."""
+    v = np.asarray(v)
+    return v[..., :, None] * v[..., None, :] if op == COVARIANCE else v * v
 
 
 def _moments_inner_first(term: Term) -> list[Term]:

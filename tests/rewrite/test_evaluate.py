@@ -87,3 +87,6 @@ def test_missing_atoms_and_bad_indices_are_model_errors():
         evaluate(index_sum(x, "k"), {"x": np.ones(3)})
     with pytest.raises(ModelError, match="no positional axis"):
         evaluate(at(sym("x", "i"), "k"), {"x": np.ones(3)})
+    with pytest.raises(ModelError, match="index k has size 3 in one operand and 4 in another"):
+        evaluate(index_sum(at(x, "k") * at(sym("y"), "k"), "k"),
+                 {"x": np.ones(3), "y": np.ones(4)})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 
 import numpy as np
@@ -10,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from factorflow.errors import ModelError
+from factorflow.rewrite.evaluate import evaluate
 from factorflow.rewrite.expectations import (
     deterministic_moments,
     expectation,
@@ -19,6 +21,7 @@ from factorflow.rewrite.expectations import (
     variance,
 )
 from factorflow.rewrite.terms import (
+    C,
     E,
     Elog,
     Elog1m,
@@ -27,6 +30,7 @@ from factorflow.rewrite.terms import (
     V,
     const,
     data,
+    dot,
     exp,
     lgamma,
     log,
@@ -111,3 +115,55 @@ def test_deterministic_nodes_get_their_moments_from_the_rules():
     assert moment_atoms(var) == {V(a), V(z)}
     assert variance(x) is V(x)
     assert moment_atoms(Elog(p) + Elog1m(p) * Eloggamma(a)) == {Elog(p), Elog1m(p), Eloggamma(a)}
+
+
+# ----- covariance matrices of linear forms (VinDsl's C) -----------------------------------
+def _bernoulli_states(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every 0/1 vector of len(p) independent Bernoulli components and its probability."""
+    states = np.array(list(itertools.product([0.0, 1.0], repeat=p.size)))
+    return states, np.prod(np.where(states == 1.0, p, 1.0 - p), axis=1)
+
+
+def test_covariance_of_a_linear_form_equals_exact_enumeration():
+    rng = np.random.default_rng(3)
+    p, b, a = rng.uniform(0.1, 0.9, 4), rng.normal(size=(2, 4)), rng.normal(size=2)
+    z = sym("z")
+    closed = simplify_expectation(C(data("a") + 2.5 * matmul(data("B"), z)))
+    assert str(closed) == "6.25*((data(B) @ C(z)) @ transpose(data(B)))"
+    states, w = _bernoulli_states(p)
+    y = a + 2.5 * states @ b.T
+    centred = y - w @ y
+    exact = (w[:, None] * centred).T @ centred
+    env = {"a": a, "B": b, C(z): np.diag(p * (1 - p))}
+    assert_close(evaluate(closed, env), exact, rtol=1e-12, atol=1e-14)
+
+
+def test_quadratic_forms_equal_exact_enumeration():
+    rng = np.random.default_rng(4)
+    p, a = rng.uniform(0.1, 0.9, 4), rng.normal(size=(4, 4))
+    z = sym("z")
+    states, w = _bernoulli_states(p)
+    env = {"A": a, E(z): p, V(z): p * (1 - p), C(z): np.diag(p * (1 - p))}
+    quadratic = simplify_expectation(E(dot(z, matmul(data("A"), z))))
+    assert_close(evaluate(quadratic, env), w @ np.einsum("si,ij,sj->s", states, a, states),
+                 rtol=1e-12)
+    square = simplify_expectation(E(dot(z, z)))
+    assert str(square) == "dot(E(z), E(z)) + sum[_i](at(V(z), _i))"
+    assert_close(evaluate(square, env), w @ (states**2).sum(axis=1), rtol=1e-12)
+
+
+def test_covariance_of_independent_sums_and_scalings():
+    x, y = sym("x"), sym("y")
+    assert str(simplify_expectation(C(x + y + data("a")))) == "C(x) + C(y)"
+    assert str(simplify_expectation(C(3.0 * x))) == "9*C(x)"
+    assert simplify_expectation(C(data("a"))) == const(0)
+
+
+@pytest.mark.parametrize(("term", "named"), [
+    (C(sym("z") * sym("z")), "C[z**2]"),
+    (C(matmul(sym("W"), sym("z"))), "C[W @ z]"),
+    (C(sym("z") + sym("z") * sym("w")), "C[z + w*z]"),
+])
+def test_covariances_that_cannot_be_closed_are_named(term, named):
+    with pytest.raises(ModelError, match=re.escape(named)):
+        simplify_expectation(term)

@@ -20,6 +20,19 @@ from tests.rewrite.instances import firing_instance
 
 SHAPES = {"e_index": {"a": (3,)}, "v_index": {"a": (3,)}, "e_dot": {"a": (3,), "b": (3,)},
           "e_matmul": {"a": (3, 3), "b": (3,)}, "e_logdet": {"x": (3, 3)}, "e_isum": {"a": (3,)}}
+#: rules on vectors: every symbol and datum is a 3-vector, except these 3×3 matrices
+VECTOR_RULES = {"c_const", "c_sum", "c_scale", "c_matmul", "e_dot_self", "e_quadratic"}
+MATRICES = {("c_matmul", "a_d"), ("e_quadratic", "b_d")}
+
+
+def _shape(rule_name: str, name: str) -> tuple[int, ...]:
+    if (rule_name, name) in MATRICES:
+        return (3, 3)
+    if rule_name in VECTOR_RULES:
+        return (3,)
+    return SHAPES.get(rule_name, {}).get(name.rstrip("_"), ())
+
+
 def _uses_logs(r: Rule) -> bool:
     text = f"{r.lhs} {r.rhs}"
     return bool(r.positive) or any(f"{op}(" in text for op in (LOG, LGAMMA, DIGAMMA))
@@ -39,14 +52,14 @@ def test_algebra_rule_preserves_values(r: Rule):
 @pytest.mark.parametrize("r", list(EXPECTATION), ids=lambda r: r.name)
 def test_expectation_rule_is_exact_under_independent_posteriors(r: Rule):
     rng = np.random.default_rng(abs(hash(r.name)) % 2**32)
-    shapes = SHAPES.get(r.name, {})
     candidates = {n: [sym(f"{n}_"), sym(f"{n}_") * sym(f"{n}2"), data(f"{n}_d")] for n in "ab"}
     lhs, results = firing_instance(r, candidates)
     posteriors = {}
     for name in lhs.symbols:
-        shape = shapes.get(name.rstrip("_"), ())
+        shape = _shape(r.name, name)
         posteriors[name] = random_posterior(rng, shape, points=2 if shape else 3)
-    env = {name: rng.uniform(0.1, 0.9) for name in lhs.symbols if name.endswith("_d")}
+    env = {name: rng.uniform(0.1, 0.9, size=_shape(r.name, name)) for name in lhs.symbols
+           if name.endswith("_d")}
     expected = exact_value(lhs, posteriors, env)
     for rhs in results:
         assert_close(exact_value(rhs, posteriors, env), expected, rtol=1e-12, atol=1e-12)
