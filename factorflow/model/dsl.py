@@ -135,28 +135,37 @@ def _components(value: Any) -> int | None:
 
 
 def _environment(terms: list[Term], args: dict[str, Any],
-                 domains: dict[str, str] | None = None) -> dict[Any, np.ndarray]:
+                 domains: dict[str, str] | None = None,
+                 inner: dict[str, str] | None = None) -> dict[Any, np.ndarray]:
     """The value of every moment atom in ``terms`` from the arguments' posteriors, and of
-    every known argument (data) by name; an "int" argument enters as its one-hot vector."""
-    domains = domains or {}
-    size = next((k for v in args.values() if (k := _components(v)) is not None), None)
-    size = size or next((int(np.shape(v)[-1]) for n, v in args.items()
-                         if domains.get(n) == "simplex" and moments.is_known(v)), None)
+    every known argument (data) by name; an "int" argument enters as its one-hot vector,
+    as long as the vector arguments sharing its inner index (``inner``) show."""
+    domains, inner = domains or {}, inner or {}
+    sizes: dict[str, int] = {}
+    for n, v in args.items():
+        k = _components(v)
+        if k is None and domains.get(n) == "simplex" and moments.is_known(v):
+            k = int(np.shape(v)[-1])
+        if k is not None and n in inner:
+            sizes.setdefault(inner[n], k)
 
-    def one_hot(v: Any) -> np.ndarray:
-        return moments.Eonehot(v, size if size is not None else _components(v))
+    def one_hot(name: str, v: Any) -> np.ndarray:
+        k = sizes.get(inner.get(name, ""), _components(v))
+        if k is None:
+            raise ModelError(f"the number of categories of {name!r} is unknown: give a vector "
+                             "argument that shares its inner index.")
+        return moments.Eonehot(v, k)
 
     env: dict[Any, np.ndarray] = {
-        k: one_hot(v) if domains.get(k) == "int" else np.asarray(v, dtype=float)
+        k: one_hot(k, v) if domains.get(k) == "int" else np.asarray(v, dtype=float)
         for k, v in args.items() if moments.is_known(v)}
     for t in set().union(*(_atoms(x) for x in terms)):
-        inner = t.args[0]
-        name = inner.payload[0]
+        name = t.args[0].payload[0]
         if t.op not in _MOMENT or name not in args:
             raise ModelError(f"cannot evaluate {t}: factorflow knows E, V, C, Elog and Elog1m "
                              "of a factor's arguments")
         if t.op == EXPECT and domains.get(name) == "int":
-            env[t] = one_hot(args[name])
+            env[t] = one_hot(name, args[name])
         else:
             env[t] = np.asarray(_MOMENT[t.op](args[name]), dtype=float)
     return env
@@ -288,7 +297,7 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
             raise ModelError(f"a factor named {name!r} already exists; rename the function.")
         user = UserFactor(name, dict(arguments), density, inner=inner)
         registered = define_factor(name, *arguments.items(),
-                                   log_density=_numeric(density, dict(arguments)))
+                                   log_density=_numeric(density, dict(arguments), inner))
         for target, domain in arguments.items():
             if domain in _KNOWN_ONLY:  # counts: observed or constant, never messages
                 registered.notes[("vmp", target)] = f"{domain} arguments must be observed"
@@ -306,11 +315,11 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
             # a vector target's own message is read for its number of components
             reads = (*others, target) if domain in _VECTOR else others
             registered.operator("vmp", target, proper=others)(
-                _operator(d, to_message, reads, dict(arguments)))
+                _operator(d, to_message, reads, dict(arguments), inner))
         full = next(iter(user.derivations.values()), None)
         if full is not None:
             registered.evidence_operator("vmp")(_elbo(full.expected_log_factor,
-                                                      dict(arguments)))
+                                                      dict(arguments), inner))
         user.factor = registered
         return user
 
@@ -324,11 +333,11 @@ def _signature(fn: Callable[..., Any], names: tuple[str, ...]) -> Callable[..., 
 
 
 def _operator(d: Derivation, to_message: Callable[..., Any], others: tuple[str, ...],
-              domains: dict[str, str]) -> Callable[..., Any]:
+              domains: dict[str, str], inner: dict[str, str]) -> Callable[..., Any]:
     naturals = list(d.naturals)
 
     def message(**args: Any) -> Any:
-        env = _environment(naturals, args, domains)
+        env = _environment(naturals, args, domains, inner)
         values = [_inner_last(evaluate(n, env), n) for n in naturals]
         shape = np.broadcast_shapes(*(np.shape(v) for v in values))
         return to_message(*(np.broadcast_to(v, shape) for v in values))
@@ -336,16 +345,17 @@ def _operator(d: Derivation, to_message: Callable[..., Any], others: tuple[str, 
     return _signature(message, others)
 
 
-def _elbo(term: Term, domains: dict[str, str]) -> Callable[..., Any]:
+def _elbo(term: Term, domains: dict[str, str], inner: dict[str, str]) -> Callable[..., Any]:
     def average_log_factor(**args: Any) -> np.ndarray:
-        return evaluate(term, _environment([term], args, domains))
+        return evaluate(term, _environment([term], args, domains, inner))
 
     return _signature(average_log_factor, tuple(domains))
 
 
-def _numeric(density: Term, domains: dict[str, str]) -> Callable[..., Any]:
+def _numeric(density: Term, domains: dict[str, str], inner: dict[str, str]
+             ) -> Callable[..., Any]:
     def log_density(**values: Any) -> np.ndarray:
-        return evaluate(density, _environment([], values, domains))
+        return evaluate(density, _environment([], values, domains, inner))
 
     return log_density
 

@@ -257,3 +257,22 @@ def test_arguments_sharing_an_index_must_agree_in_size():
 @ff.factor(z="int", theta="simplex", probs="simplex")
 def both(z, theta, probs):
     return ff.sum(z["k"] * (ff.log(theta["k"]) + ff.log(probs["k"])), "k")
+
+
+@ff.factor(z="int", theta="simplex", w="simplex")
+def categorical_and_tilt(z, theta, w):
+    return ff.sum(z["k"] * ff.log(theta["k"]), "k") + ff.sum(ff.log(w["j"]), "j")
+
+
+def test_inner_indices_of_different_sizes_stay_apart():
+    """theta has 3 categories (index k), w has 2 (index j); each datum adds its one-hot
+    count to theta and 1 to every component of w."""
+    with ff.Model() as model:
+        theta = ff.Dirichlet("theta", ALPHA)
+        w = ff.Dirichlet("w", np.ones(2))
+        with ff.Plate(ff.Range("n", CATEGORIES.size)):
+            categorical_and_tilt("z", theta=theta, w=w, observed=CATEGORIES)
+    result = model.infer("vmp")
+    assert model.variables["z"].size == 3
+    assert_close(result["theta"].alpha, ALPHA + np.bincount(CATEGORIES, minlength=3), rtol=1e-12)
+    assert_close(result["w"].alpha, np.full(2, 1.0 + CATEGORIES.size), rtol=1e-12)
