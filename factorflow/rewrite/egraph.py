@@ -26,7 +26,10 @@ of n terms, 2^n - 1 sub-sums and exponentially many e-nodes — the AC explosion
   arguments into its parent), and (2) each other rule gets *bridges*
   (:func:`~factorflow.rewrite.egglog_terms.compile_bridges`) that flatten a nested sum
   into its parent only where the rule matches across the nesting, as in
-  ``(x + y) + (x + z) -> 2x + y + z``. The e-graph then grows with the rewrites, not with
+  ``(x + y) + (x + z) -> 2x + y + z``; and (3) an e-node whose member, flattened one
+  level, is an e-node elsewhere is unioned with it, so two nestings of one sum
+  (``x + (0 + y)`` and ``0 + x + y``) are one class, as eager flattening would find.
+  The e-graph then grows with the rewrites, not with
   the bracketings: a balanced sum of 12,499 nodes saturates under ``SEED`` in 15,000
   e-nodes, where eager flattening stops incomplete at 72,395 e-nodes from 119 nodes
   (``benchmarks/bench_rewrite.py``). ``explore(..., lazy_associativity=False)`` runs the
@@ -53,6 +56,7 @@ from egglog.runtime import resolve_callable
 
 from factorflow.rewrite.egglog_terms import (
     CONTAINERS,
+    MERGING,
     NESTING,
     OP_OF_NAME,
     associative_op,
@@ -172,10 +176,10 @@ def explore(term: Term, rules: Ruleset | Sequence[Rule], limits: Limits = Limits
     egraph = EGraph()
     root = egraph.let("root", to_egglog(term))   # loaded once; read_egraph finds "$root"
     compiled, associative = egglog_ruleset(rules, lazy_associativity=lazy_associativity)
-    index = CONTAINERS.saturate()
+    index, step = CONTAINERS.saturate(), compiled
     for op in sorted(associative) if lazy_associativity else ():
-        index = index + NESTING[op].saturate()
-    step = index + compiled
+        index, step = index + NESTING[op].saturate(), step | MERGING[op]
+    step = index + step
     complete, reason, iterations = False, "iterations", 0
     nodes = node_count(egraph)
     while iterations < limits.max_iterations:
