@@ -29,11 +29,17 @@ of n terms, 2^n - 1 sub-sums and exponentially many e-nodes — the AC explosion
   ``(x + y) + (x + z) -> 2x + y + z``; and (3) an e-node whose member, flattened one
   level, is an e-node elsewhere is unioned with it, so two nestings of one sum
   (``x + (0 + y)`` and ``0 + x + y``) are one class, as eager flattening would find.
-  The e-graph then grows with the rewrites, not with
-  the bracketings: a balanced sum of 12,499 nodes saturates under ``SEED`` in 15,000
-  e-nodes, where eager flattening stops incomplete at 72,395 e-nodes from 119 nodes
-  (``benchmarks/bench_rewrite.py``). ``explore(..., lazy_associativity=False)`` runs the
-  eager form; a property test checks both stream the same terms.
+  The e-graph then grows with the rewrites, not with the bracketings: a balanced sum of
+  12,499 nodes saturates under ``SEED`` in 15,000 e-nodes, where eager flattening stops
+  incomplete at 72,395 e-nodes from 119 nodes (``benchmarks/bench_rewrite.py``).
+
+  Every term the lazy e-graph streams, eager flattening streams too (each step is one of
+  its equalities). The converse holds except where two nestings of one sum differ by more
+  than one level, ``a + (b + (c + d))`` beside ``a + b + c + d``: their classes are not
+  united, so terms that need them equal (``2*(a + b + c + d)`` there) are missing.
+  Uniting them would mean storing every full flattening of every class, which is the
+  exponential set this design avoids. ``explore(..., lazy_associativity=False)`` runs the
+  eager form; a property test checks that both stream the same terms on random terms.
 
 What the stream holds. An e-class is the set of terms *equal* to the input under the
 rules read as equations, which contains every term the rules reach left to right (the
