@@ -19,28 +19,28 @@ cores, naive budget 20 s or 20,000 graphs per row)::
                                       |   naive: clone per rewrite, BFS    |    e-graph (egglog)
             expression (rules)  nodes |   graphs allocations  seconds done |  e-nodes  seconds done
     -----------------------------------------------------------------------------------------------
-           seed example (SEED)      8 |       10          94    0.001  yes |       12    0.025  yes
-       generated 10 (no assoc)      9 |        6          38    0.001  yes |       10    0.010  yes
-      generated 100 (no assoc)    119 |    15634     3694230   20.000   no |      120    0.023  yes
-     generated 1000 (no assoc)   1249 |     4936     3826026   20.002   no |     1250    0.242  yes
-    generated 10000 (no assoc)  12499 |      441     3300000   20.003   no |    12500    2.019  yes
-           generated 10 (SEED)      9 |       13         131    0.002  yes |       12    0.015  yes
-           generated 30 (SEED)     29 |    20000     1785325   13.002   no |       36    0.018  yes
-          generated 100 (SEED)    119 |    20000     3076091   16.831   no |      144    0.031  yes
-         generated 1000 (SEED)   1249 |     5015     3772582   20.001   no |     1500    0.208  yes
-        generated 10000 (SEED)  12499 |      441     3300000   20.020   no |    15000    2.386  yes
+           seed example (SEED)      8 |       10          94    0.001  yes |       12    0.028  yes
+       generated 10 (no assoc)      9 |        6          38    0.001  yes |       10    0.011  yes
+      generated 100 (no assoc)    119 |    15561     3671205   20.000   no |      120    0.025  yes
+     generated 1000 (no assoc)   1249 |     4724     3662707   20.047   no |     1250    0.193  yes
+    generated 10000 (no assoc)  12499 |      359     2685000   20.021   no |    12500    2.240  yes
+           generated 10 (SEED)      9 |       13         131    0.002  yes |       12    0.018  yes
+           generated 30 (SEED)     29 |    20000     1785325   13.297   no |       36    0.020  yes
+          generated 100 (SEED)    119 |    20000     3076091   17.316   no |      144    0.036  yes
+         generated 1000 (SEED)   1249 |     4791     3604806   20.000   no |     1500    0.220  yes
+        generated 10000 (SEED)  12499 |      376     2812501   20.017   no |    15000    2.547  yes
 
                                       | lazy (bridges + read-out) |    eager flattening
              expression (SEED)  nodes |  e-nodes  seconds done |  e-nodes  seconds done
     -----------------------------------------------------------------------------------
-                  generated 10      9 |       12    0.016  yes |       12    0.014  yes
-                  generated 30     29 |       36    0.103  yes |      118    0.014  yes
-                 generated 100    119 |      144    0.031  yes |    72395    0.539   no
+                  generated 10      9 |       12    0.017  yes |       12    0.015  yes
+                  generated 30     29 |       36    0.102  yes |      118    0.014  yes
+                 generated 100    119 |      144    0.035  yes |    72395    0.600   no
 
-    20-factor model, all 44 messages and ELBO terms derived: 272 ms (best of 5; first 285 ms)
+    20-factor model, all 44 messages and ELBO terms derived: 273 ms (best of 5; first 284 ms)
 
 Reading it: the e-graph grows linearly (about one e-node per node, plus ``2*x_i`` per
-block) and saturates 12,499 nodes in 2 to 2.4 s with or without the associativity of
+block) and saturates 12,499 nodes in 2.2 to 2.5 s with or without the associativity of
 ``+``, while the naive search, paying a whole clone per rewrite, is far from done after
 20 s from 100 nodes on. Associativity is lazy (see :mod:`factorflow.rewrite.egraph`): run
 as an ordinary rewrite, the flattened forms of a balanced tree of rewritable sums
