@@ -17,8 +17,7 @@ from factorflow.errors import (
     UnsupportedFactorError,
 )
 from factorflow.model.core import Data, Model, Plate, Range, Variable
-from factorflow.model.dsl import Deterministic, digamma, exp, factor, lgamma, log
-from factorflow.model.dsl import sum_over as sum  # noqa: A004 - ff.sum(expr, "k")
+from factorflow.model.dsl import Deterministic, digamma, exp, factor, lgamma, log, sum_over
 from factorflow.model.factories import (
     Bernoulli,
     Beta,
@@ -33,13 +32,17 @@ from factorflow.model.factories import (
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
 
+#: ff.sum(expr, "k"), the sum over an inner index in a factor formula; left out of
+#: __all__ so that a star import keeps the built-in sum
+sum = sum_over  # noqa: A001
+
 __version__ = "0.1.0"
 
 __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "constrain_true", "is_positive", "distributions",
-    "factor", "log", "exp", "lgamma", "digamma", "sum", "Deterministic",
+    "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError",
     "ImproperMessageError", "ScheduleWarning",
 ]
