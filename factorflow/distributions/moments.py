@@ -1,7 +1,8 @@
 """Expectations of a factor argument that is either known (an array) or a distribution.
 
-Message operators are written with these (VinDsl's E, V, Elog), so one operator serves an
-observed argument and a random one alike: for a known value x, E(x) = x and V(x) = 0.
+Message operators are written with these (VinDsl's E, V, C, Elog), so one operator serves
+an observed argument and a random one alike: for a known value x, E(x) = x, V(x) = 0 and
+C(x) = 0 (a PointMass counts as known).
 """
 
 from __future__ import annotations
@@ -92,21 +93,38 @@ def Eonehot(v: Any, size: int) -> np.ndarray:
 
 
 def C(v: Any) -> np.ndarray:
-    """The covariance matrix over the last axis (VinDsl's C): zeros for a known vector,
-    ``diag(V)`` for independent components (Gaussian, Gamma, Beta, Bernoulli), the
-    closed forms of the Dirichlet and of a Discrete's one-hot vector."""
+    """Cov[x] over the last axis (VinDsl's C): an array of shape ``x.shape + x.shape[-1:]``,
+    one symmetric matrix per vector of the leading (batch) axes.
+
+    Exact closed forms: zeros for a known vector (or a PointMass); ``diag(V)`` for a
+    family whose components are independent scalars (Gaussian, Gamma, Beta, Bernoulli,
+    ...); for a Dirichlet ``(α_i δ_ij α0 - α_i α_j) / (α0² (α0 + 1))``; for a Discrete the
+    covariance ``diag(p) - p pᵀ`` of its one-hot vector (the vector its E is taken of in
+    factor formulas). Raises TypeError for a scalar (no last axis) and for a family with
+    vector events that has no formula here.
+    """
     if is_known(v):
         x = _value(v)
+        _need_vector(x.ndim, v)
         return np.zeros(x.shape + x.shape[-1:])
     if isinstance(v, Dirichlet):
         a = v.alpha
         a0 = a.sum(axis=-1, keepdims=True)[..., None]
-        outer = a[..., :, None] * a[..., None, :]
-        return (_diag(a) * a0 - outer) / (a0**2 * (a0 + 1.0))
+        return (_diag(a) * a0 - a[..., :, None] * a[..., None, :]) / (a0**2 * (a0 + 1.0))
     if isinstance(v, Discrete):
         p = v.probs
         return _diag(p) - p[..., :, None] * p[..., None, :]
-    return _diag(np.asarray(V(v), float))
+    if v.event_ndim:
+        raise TypeError(f"the covariance C is not defined for {type(v).__name__}")
+    var = np.asarray(V(v), float)
+    _need_vector(var.ndim, v)
+    return _diag(var)
+
+
+def _need_vector(ndim: int, v: Any) -> None:
+    if ndim == 0:
+        raise TypeError(f"the covariance C needs a vector (an array with a last axis), got a "
+                        f"scalar {type(v).__name__}")
 
 
 def _diag(x: np.ndarray) -> np.ndarray:
@@ -126,5 +144,5 @@ def gaussian_moments(v: Any) -> tuple[np.ndarray, np.ndarray]:
     raise TypeError(f"expected a real-valued argument, got {type(v).__name__}")
 
 
-__all__ = ["E", "V", "E2", "Elog", "Elog1m", "Eprob", "Eonehot", "Elogit", "is_known",
+__all__ = ["E", "V", "C", "E2", "Elog", "Elog1m", "Eprob", "Eonehot", "Elogit", "is_known",
            "gaussian_moments", "special"]

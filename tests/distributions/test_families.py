@@ -290,23 +290,3 @@ def test_constructors_and_descriptions():
     with pytest.raises(AttributeError):
         Gaussian(0.0, 1.0).eta = ()
     assert Gaussian(0.0, 1.0) == Gaussian(0.0, 1.0) and Gaussian(0.0, 1.0) != Gamma(1.0, 1.0)
-
-
-def test_covariance_matrices_of_vector_posteriors():
-    """moments.C: Discrete one-hot by enumeration, Dirichlet against scipy and its closed
-    form, independent components diagonal, known values zero."""
-    from factorflow.distributions import moments
-
-    p = np.array([0.2, 0.5, 0.3])
-    onehots = np.eye(3)
-    exact = (p[:, None] * (onehots - p)).T @ (onehots - p)
-    assert_close(moments.C(Discrete(p)), exact, rtol=1e-14, atol=1e-15)
-    alpha = np.array([1.5, 2.0, 0.7])
-    c = moments.C(Dirichlet(alpha))
-    assert_close(np.diag(c), stats.dirichlet(alpha).var(), rtol=1e-12)
-    a0 = alpha.sum()
-    assert_close(c[0, 1], -alpha[0] * alpha[1] / (a0**2 * (a0 + 1)), rtol=1e-12)
-    assert_close(c.sum(axis=1), np.zeros(3), atol=1e-15)    # the components sum to one
-    g = Gaussian(np.zeros((2, 3)), np.array([[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]]))
-    assert_close(moments.C(g)[1], 0.5 * np.eye(3), rtol=1e-14)
-    assert_close(moments.C(np.ones(4)), np.zeros((4, 4)), atol=0)
