@@ -14,13 +14,28 @@ of :mod:`factorflow.rewrite.rules`, applied to a normal form by
 * ``E[x²] = V[x] + E[x]²``, ``E[log x] = Elog(x)``, ``E[log(1 - x)] = Elog1m(x)``,
   ``E[lgamma x] = Eloggamma(x)``, ``E[logdet X] = Elogdet(X)`` for a variable ``x``;
 * ``V[c a + b] = c² V[a] + V[b]`` for independent parts, and ``V[a] = E[a²] - E[a]²``
-  otherwise.
+  otherwise;
+* covariance matrices ``C`` (over the last axis) of linear forms of random vectors:
+  ``C[a + B z] = B C[z] Bᵀ`` for nonrandom ``a``, ``B``; ``C[c z] = c² C[z]`` for a
+  constant ``c``; ``C[x + y] = C[x] + C[y]`` for independent ``x``, ``y``; ``C[a] = 0``
+  (the constant 0, broadcasting to the matrix);
+* variances and squares of linear forms: ``V[B z] = diag(B C[z] Bᵀ)``,
+  ``V[b·z] = b·C[z] b``, ``E[(b·z)²] = V[b·z] + E[b·z]²`` (so a regression's expected
+  squared error closes);
+* second moments and quadratic forms of a random vector ``y`` (a variable or any form the
+  rules above close): ``E[y·y] = Σ_i V[y]_i + E[y]·E[y]`` and
+  ``E[y·B y] = tr(E[B] C[y]) + E[y]·E[B] E[y]`` for ``B`` independent of ``y`` — VinDsl's
+  multivariate Gaussian factor ``tr(Λ̄ (C(x) + C(μ) + δδᵀ))`` with ``y = x - μ``.
+
+The full list, one rule per line, is ``EXPECTATION`` in :mod:`factorflow.rewrite.rules`.
+Matrix products are read as matrix @ vector (terms carry no shapes).
 
 The result is *closed* when every moment applies to a single random variable; such a
 term evaluates (:func:`~factorflow.rewrite.evaluate.evaluate`) from the moments each
-variable's posterior provides. What the rules cannot close — ``E[x exp(x)]``, or
-``E[x³]`` without a distribution — raises :class:`~factorflow.errors.ModelError` naming
-the sub-expression.
+variable's posterior provides (:mod:`factorflow.distributions.moments`). What the rules
+cannot close — ``E[x exp(x)]``, ``E[x³]`` without a distribution, ``C[z²]`` of an
+elementwise square, ``C[W z]`` with ``W`` random — raises
+:class:`~factorflow.errors.ModelError` naming the sub-expression.
 """
 
 from __future__ import annotations
@@ -37,10 +52,10 @@ EXPECTATION_RULES = Ruleset("expectation_algebra", ALGEBRA.rules + EXPECTATION.r
 def simplify_expectation(term: Term) -> Term:
     """``term`` with every moment pushed inside until it applies to single variables.
 
-    Guarantees: the result equals ``term`` under the mean-field posterior, is in the
-    normal form of ``ALGEBRA``, and every moment operator in it (``E``, ``V``, ``Elog``,
-    ...) applies to a random symbol. Raises ModelError naming the first sub-expression
-    whose moment the rules cannot express that way.
+    Guarantees: the result equals ``term`` under the mean-field posterior, no rule of
+    ``ALGEBRA + EXPECTATION`` applies anywhere in it, and every moment operator in it
+    (``E``, ``V``, ``C``, ``Elog``, ...) applies to a random symbol. Raises ModelError
+    naming the first sub-expression whose moment the rules cannot express that way.
     """
     out = normalize(term, EXPECTATION_RULES)
     blocker = unclosed_moment(out)
@@ -48,8 +63,9 @@ def simplify_expectation(term: Term) -> Term:
         inner = blocker.args[0]
         raise ModelError(
             f"cannot express {blocker.op}[{inner}] through moments of single variables: "
-            f"the sub-expression {inner} is not a sum or product of independent factors "
-            "with known moments (E, V, C, Elog, Elog1m, Eloggamma, Elogdet of one variable)")
+            f"the sub-expression {inner} is not a sum, product or linear form of independent "
+            "factors with known moments (E, V, C, Elog, Elog1m, Eloggamma, Elogdet of one "
+            "variable)")
     return out
 
 

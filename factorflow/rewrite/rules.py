@@ -12,7 +12,22 @@ name; ``[c + d]`` is a constant computed when the rule fires. ``S`` and ``P`` bu
   elementwise functions with indexing. Read left to right by ``normalize``.
 * ``EXPECTATION`` — VinDsl's expectation algebra under the mean-field posterior:
   linearity, independence of distinct variables, ``E[x²] = V[x] + E[x]²``, the moments
-  ``Elog``, ``Elog1m``, ``Eloggamma``, ``Elogdet``, and variances of linear forms.
+  ``Elog``, ``Elog1m``, ``Eloggamma``, ``Elogdet``, and variances of linear forms. For a
+  random vector ``y`` (``C`` is its covariance over the last axis; ``B``, ``b``, ``c`` are
+  not random, ``c`` a scalar constant):
+
+  - ``C[b] = 0`` (the constant 0, which broadcasts to any matrix shape),
+    ``C[b + y] = C[y]``, ``C[y + z] = C[y] + C[z]`` for ``y, z`` sharing no random
+    symbol, ``C[c y] = c² C[y]``, ``C[B y] = B C[y] Bᵀ``;
+  - variances of linear forms: ``V[B y] = diag(B C[y] Bᵀ)`` (written ``dot(B C[y], B)``),
+    ``V[b·y] = b·C[y] b``, and ``E[f²] = V[f] + E[f]²`` for those forms ``f``;
+  - second moments: ``E[y·y] = Σ_i V[y]_i + E[y]·E[y]`` and, for ``B`` nonrandom or
+    random but independent of ``y``, ``E[y·By] = E[By·y] = tr(E[B] C[y]) + E[y]·E[B]E[y]``
+    (VinDsl's Gaussian factor ``tr(Λ̄ (C(x) + C(μ) + δδᵀ))``), the trace written
+    ``Σ_ij E[B]_ij C[y]_ij`` as ``sum[_i](at(dot(E[B], C[y]), _i))``, C[y] being symmetric.
+
+  ``B @ y`` is a matrix times a vector: terms carry no shapes, so a rule on ``@`` assumes
+  its right operand has one positional axis (plates are named axes and map over it).
 
 Rules with a ``when=`` guard are for :func:`~factorflow.rewrite.match.normalize` only; the
 e-graph engine takes guard-free rules (``SEED``, ``ALGEBRA_EQUATIONS``).
@@ -26,7 +41,6 @@ from factorflow.rewrite.terms import (
     EXP,
     INDEX,
     INDEX_SUM,
-    MATMUL,
     NEG,
     POW,
     PROD,
@@ -46,6 +60,7 @@ from factorflow.rewrite.terms import (
     lgamma,
     log,
     logdet,
+    matmul,
     transpose,
     var,
 )
@@ -97,16 +112,16 @@ def _nonrandom(bs: Bindings) -> bool:
     return not bs["a"].random_symbols
 
 
-def _random_symbol(bs: Bindings) -> bool:
-    return bs["a"].op == "sym" and bool(bs["a"].random_symbols)
+def _random(bs: Bindings) -> bool:
+    return bool(bs["a"].random_symbols)
 
 
 def _quadratic(bs: Bindings) -> bool:
-    return _random_symbol(bs) and not bs["b"].random_symbols
+    return _random(bs) and not bs["a"].random_symbols & bs["b"].random_symbols
 
 
-#: the index names the covariance rules introduce (summed at once, so they never clash)
-_I, _J = "_i", "_j"
+#: the index name the quadratic-form rules sum over (bound at once, so it never clashes)
+_I = "_i"
 
 
 def _integer(name: str):
@@ -190,11 +205,21 @@ ALGEBRA = ALGEBRA_EQUATIONS + Ruleset("algebra_guarded", (
 ))
 ALGEBRA = Ruleset("algebra", ALGEBRA.rules)
 
+#: E[y·B y] for random y and B independent of y: trace(E[B] C[y]) + E[y]·E[B] E[y], the trace
+#: written Σ_ij E[B]_ij C[y]_ij (C[y] is symmetric; ``dot`` contracts j, ``sum[_i]`` sums i)
+_QUADRATIC = S(isum(at(dot(E(b), C(a)), _I), _I), dot(E(a), matmul(E(b), E(a))))
+
 EXPECTATION = Ruleset("expectation", (
     rule("e_const", E(a), a, when=_nonrandom),                   # E[c] -> c
     rule("e_sum", E(S(a, r)), S(E(a), E(S(r)))),                 # E[a + b] -> E[a] + E[b]
     rule("e_indep", E(P(a, r)), P(E(a), E(P(r))), when=_independent),  # E[a*b] -> E[a]*E[b]
     rule("e_square", E(Pow(x, 2)), S(V(x), Pow(E(x), 2))),       # E[x**2] -> V[x] + E[x]**2
+    rule("e_square_matmul", E(Pow(matmul(a, b), 2)), S(V(matmul(a, b)), Pow(E(matmul(a, b)), 2)),
+         when=_nonrandom),                                       # E[(B y)**2] -> V[B y] + E[B y]**2
+    rule("e_square_dot", E(Pow(dot(a, b), 2)), S(V(dot(a, b)), Pow(E(dot(a, b)), 2)),
+         when=_nonrandom),                                       # E[(b·y)**2] -> V[b·y] + E[b·y]**2
+    rule("e_square_dot_right", E(Pow(dot(b, a), 2)), S(V(dot(b, a)), Pow(E(dot(b, a)), 2)),
+         when=_nonrandom),                                       # E[(y·b)**2] -> V[y·b] + E[y·b]**2
     rule("e_log", E(log(x)), Elog(x)),                           # E[log x] -> Elog(x)
     rule("e_log1m", E(log(S(const(1), P(const(-1), x)))), Elog1m(x)),  # E[log(1-x)] -> Elog1m(x)
     rule("e_lgamma", E(lgamma(x)), Eloggamma(x)),                # E[lgamma x] -> Eloggamma(x)
@@ -202,26 +227,33 @@ EXPECTATION = Ruleset("expectation", (
     rule("e_index", E(at(a)), at(E(a))),                         # E[a_k] -> E[a]_k
     rule("e_isum", E(isum(a)), isum(E(a))),                      # E[Σ_k a] -> Σ_k E[a]
     rule("e_dot", E(dot(a, b)), dot(E(a), E(b)), when=_independent2),  # E[a·b] -> E[a]·E[b]
-    rule("e_matmul", E(Term(MATMUL, (a, b))), Term(MATMUL, (E(a), E(b))),
+    rule("e_matmul", E(matmul(a, b)), matmul(E(a), E(b)),
          when=_independent2),                                    # E[A z] -> E[A] E[z]
+    # variances (elementwise)
     rule("v_const", V(a), const(0), when=_nonrandom),            # V[c] -> 0
     rule("v_index", V(at(a)), at(V(a))),                         # V[a_k] -> V[a]_k
     rule("v_sum", V(S(a, r)), S(V(a), V(S(r))), when=_independent),  # V[a + b] -> V[a] + V[b]
     rule("v_scale", V(P(a, r)), P(Pow(a, 2), V(P(r))), when=_nonrandom),  # V[c*b] -> c**2 V[b]
+    rule("v_matmul", V(matmul(a, b)), dot(matmul(a, C(b)), a),
+         when=_nonrandom),                                       # V[B y] -> diag(B C[y] Bᵀ)
+    rule("v_dot", V(dot(a, b)), dot(a, matmul(C(b), a)), when=_nonrandom),  # V[b·y] -> b·C[y]b
+    rule("v_dot_right", V(dot(b, a)), dot(a, matmul(C(b), a)),
+         when=_nonrandom),                                       # V[y·b] -> b·C[y]b
     rule("v_moment", V(a), S(E(Pow(a, 2)), P(const(-1), Pow(E(a), 2))),
          when=lambda bs: bs["a"].op != "sym"),                   # V[a] -> E[a**2] - E[a]**2
-    rule("c_const", C(a), const(0), when=_nonrandom),            # C[a] -> 0
+    # vectors y (one positional axis, plates as named axes): covariance C over the last axis
+    rule("c_const", C(a), const(0), when=_nonrandom),            # C[a] -> 0 (broadcasts)
     rule("c_sum", C(S(a, r)), S(C(a), C(S(r))), when=_independent),  # C[a + b] -> C[a] + C[b]
     rule("c_scale", C(P(c, r)), P(Pow(c, 2), C(P(r)))),          # C[c*b] -> c**2 C[b]
-    rule("c_matmul", C(Term(MATMUL, (a, b))),
-         Term(MATMUL, (Term(MATMUL, (a, C(b))), transpose(a))),
-         when=_nonrandom),                                       # C[B z] -> B C[z] B^T
+    rule("c_matmul", C(matmul(a, b)), matmul(matmul(a, C(b)), transpose(a)),
+         when=_nonrandom),                                       # C[B y] -> B C[y] Bᵀ
+    # second moments of vectors: E[y·y] = tr C[y] + E[y]·E[y], quadratic forms
     rule("e_dot_self", E(dot(a, a)), S(isum(at(V(a), _I), _I), dot(E(a), E(a))),
-         when=_random_symbol),                                   # E[x.x] -> ΣV[x] + E[x].E[x]
-    rule("e_quadratic", E(dot(a, Term(MATMUL, (b, a)))),
-         S(isum(isum(at(at(P(b, transpose(C(a))), _J), _I), _I), _J),
-           dot(E(a), Term(MATMUL, (b, E(a))))),
-         when=_quadratic),                                       # E[x.Bx] -> Σ B∘C[x]ᵀ + E.B E
+         when=_random),                                          # E[y·y] -> Σ_i V[y]_i + E[y]·E[y]
+    rule("e_quadratic", E(dot(a, matmul(b, a))), _QUADRATIC,
+         when=_quadratic),                                       # E[y·By] -> tr(E[B]C[y]) + ...
+    rule("e_quadratic_left", E(dot(matmul(b, a), a)), _QUADRATIC,
+         when=_quadratic),                                       # E[By·y] -> tr(E[B]C[y]) + ...
 ))
 
 __all__ = ["ALGEBRA", "ALGEBRA_EQUATIONS", "EXPECTATION", "SEED", "Rule"]

@@ -9,8 +9,11 @@ from scipy import special
 from factorflow.errors import ModelError
 from factorflow.rewrite.evaluate import evaluate, evaluate_named
 from factorflow.rewrite.terms import (
+    SUM,
+    C,
     E,
     Elog,
+    Term,
     V,
     at,
     const,
@@ -24,6 +27,7 @@ from factorflow.rewrite.terms import (
     logdet,
     matmul,
     sym,
+    transpose,
     var,
 )
 from tests.conftest import assert_close
@@ -66,6 +70,23 @@ def test_inner_axes_are_named_by_at_and_contracted_by_dot_and_matmul():
     assert_close(evaluate(matmul(sym("B"), sym("M")), {"B": big_b, "M": m}), big_b @ m)
     spd = m @ m.T + 5 * np.eye(5)
     assert_close(evaluate(logdet(sym("L")), {"L": spd}), np.linalg.slogdet(spd)[1])
+
+
+def test_covariance_atoms_are_matrices_over_the_plate_axes():
+    """The shapes the covariance rules produce: B C Bᵀ per plate element, its diagonal as
+    dot(B C, B), and tr(A C) as sum[_i](at(dot(A, C), _i)) for a symmetric C."""
+    g = rng.normal(size=(2, 4, 4))
+    cov = g @ np.swapaxes(g, 1, 2)                               # C(z[i]): two 4×4 matrices
+    big_b, a = rng.normal(size=(3, 4)), rng.normal(size=(4, 4))
+    env = {C(sym("z", "i")): cov, "B": big_b, "A": a}
+    czi, b = C(sym("z", "i")), data("B")
+    assert_close(evaluate(matmul(matmul(b, czi), transpose(b)), env), big_b @ cov @ big_b.T)
+    assert_close(evaluate(dot(matmul(b, czi), b), env),
+                 np.diagonal(big_b @ cov @ big_b.T, axis1=1, axis2=2))
+    trace = index_sum(at(dot(data("A"), czi), "_i"), "_i")
+    assert_close(evaluate(trace, env), np.trace(a @ cov, axis1=1, axis2=2))
+    zero_plus = Term(SUM, (czi, const(0)))                       # C of a constant broadcasts
+    assert_close(evaluate(zero_plus, env), cov, atol=0)
 
 
 def test_moments_and_pattern_variables_are_atoms():

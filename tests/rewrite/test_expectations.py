@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from factorflow.distributions import Bernoulli, Discrete, moments
 from factorflow.errors import ModelError
 from factorflow.rewrite.evaluate import evaluate
 from factorflow.rewrite.expectations import (
@@ -117,53 +118,156 @@ def test_deterministic_nodes_get_their_moments_from_the_rules():
     assert moment_atoms(Elog(p) + Elog1m(p) * Eloggamma(a)) == {Elog(p), Elog1m(p), Eloggamma(a)}
 
 
-# ----- covariance matrices of linear forms (VinDsl's C) -----------------------------------
+# ----- covariance matrices, second moments and quadratic forms of vectors ---------------
+m, w, L = sym("m"), sym("w"), sym("L")                  # vectors, and L a random matrix
+A, Bd, ad, bd, t = data("A"), data("B"), data("a"), data("b"), data("t")
+
+VECTOR_FORMS = [
+    (C(ad + 2.5 * matmul(Bd, z)), "6.25*((data(B) @ C(z)) @ transpose(data(B)))"),
+    (C(2 * z + ad), "4*C(z)"),                                      # C[c z + a] = c² C[z]
+    (C(x + y + ad), "C(x) + C(y)"),                                 # independent x, y
+    (C(matmul(Bd, x) - y), "C(y) + (data(B) @ C(x)) @ transpose(data(B))"),
+    (C(matmul(Bd, matmul(A, z))),
+     "(data(B) @ ((data(A) @ C(z)) @ transpose(data(A)))) @ transpose(data(B))"),
+    (V(matmul(Bd, z) + ad), "dot(data(B) @ C(z), data(B))"),       # diag(B C[z] Bᵀ)
+    (V(dot(bd, z)), "dot(data(b), C(z) @ data(b))"),
+    (V(dot(z, bd)), "dot(data(b), C(z) @ data(b))"),
+    (E((t - dot(bd, z)) ** 2),                                      # a regression's error
+     "dot(data(b), C(z) @ data(b)) + data(t)**2 + dot(data(b), E(z))**2"
+     " - 2*data(t)*dot(data(b), E(z))"),
+    (E((ad - matmul(Bd, z)) ** 2),
+     "dot(data(B) @ C(z), data(B)) + data(a)**2 + (data(B) @ E(z))**2"
+     " - 2*data(a)*(data(B) @ E(z))"),
+    (E(dot(z, z)), "dot(E(z), E(z)) + sum[_i](at(V(z), _i))"),
+    (E(dot(matmul(Bd, z) + ad, matmul(Bd, z) + ad)),
+     "dot(data(a) + data(B) @ E(z), data(a) + data(B) @ E(z))"
+     " + sum[_i](at(dot(data(B) @ C(z), data(B)), _i))"),
+    (E(dot(z * w, z * w)),
+     "dot(E(w)*E(z), E(w)*E(z)) + sum[_i](at(V(z)*E(w)**2 + V(w)*V(z) + V(w)*E(z)**2, _i))"),
+    (E(dot(z, matmul(A, z))),
+     "dot(E(z), data(A) @ E(z)) + sum[_i](at(dot(data(A), C(z)), _i))"),
+    (E(dot(matmul(A, z), z)),
+     "dot(E(z), data(A) @ E(z)) + sum[_i](at(dot(data(A), C(z)), _i))"),
+    (E(dot(x - m, matmul(L, x - m))),                               # VinDsl's MvNormal factor
+     "sum[_i](at(dot(E(L), C(m) + C(x)), _i)) + dot(E(x) - E(m), E(L) @ (E(x) - E(m)))"),
+]
+
+
+@pytest.mark.parametrize(("term", "closed"), VECTOR_FORMS, ids=lambda v: str(v)[:40])
+def test_vector_closed_forms_are_golden(term, closed):
+    assert str(simplify_expectation(term)) == closed
+
+
+@pytest.mark.parametrize("term", [f for f, _ in VECTOR_FORMS], ids=lambda v: str(v)[:40])
+def test_vector_closed_forms_equal_exact_enumeration(term):
+    """Each symbol a discrete posterior over 3 whole vectors (correlated components) or, for
+    L, 3 symmetric positive definite matrices; every moment summed over the joint support."""
+    rng = np.random.default_rng(11)
+    posteriors = {n: random_posterior(rng, (3, 3) if n == "L" else (3,))
+                  for n in sorted(term.args[0].random_symbols)}
+    env = {"A": rng.normal(size=(3, 3)), "B": rng.normal(size=(3, 3)),
+           "a": rng.normal(size=3), "b": rng.normal(size=3), "t": rng.normal()}
+    closed = simplify_expectation(term)
+    assert unclosed_moment(closed) is None
+    assert_close(exact_value(closed, posteriors, env), exact_value(term, posteriors, env),
+                 rtol=1e-12, atol=1e-13)
+
+
 def _bernoulli_states(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every 0/1 vector of len(p) independent Bernoulli components and its probability."""
     states = np.array(list(itertools.product([0.0, 1.0], repeat=p.size)))
     return states, np.prod(np.where(states == 1.0, p, 1.0 - p), axis=1)
 
 
-def test_covariance_of_a_linear_form_equals_exact_enumeration():
+def _covariance(values: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Σ_s p_s (y_s - E y)(y_s - E y)ᵀ over the states s."""
+    centred = values - probs @ values
+    return (probs[:, None] * centred).T @ centred
+
+
+def _moments_of(name: str, q: Bernoulli) -> dict[Term, np.ndarray]:
+    """The atoms of ``name`` from its posterior, as the compiled factors get them."""
+    v = sym(name)
+    return {E(v): moments.E(q), V(v): moments.V(q), C(v): moments.C(q)}
+
+
+def test_covariance_of_a_linear_form_of_bernoulli_vectors_equals_enumeration():
     rng = np.random.default_rng(3)
     p, b, a = rng.uniform(0.1, 0.9, 4), rng.normal(size=(2, 4)), rng.normal(size=2)
-    z = sym("z")
-    closed = simplify_expectation(C(data("a") + 2.5 * matmul(data("B"), z)))
-    assert str(closed) == "6.25*((data(B) @ C(z)) @ transpose(data(B)))"
-    states, w = _bernoulli_states(p)
-    y = a + 2.5 * states @ b.T
-    centred = y - w @ y
-    exact = (w[:, None] * centred).T @ centred
-    env = {"a": a, "B": b, C(z): np.diag(p * (1 - p))}
-    assert_close(evaluate(closed, env), exact, rtol=1e-12, atol=1e-14)
+    closed = simplify_expectation(C(ad + 2.5 * matmul(Bd, z)))
+    states, prob = _bernoulli_states(p)
+    env = {"a": a, "B": b, **_moments_of("z", Bernoulli(p))}
+    assert_close(evaluate(closed, env), _covariance(a + 2.5 * states @ b.T, prob),
+                 rtol=1e-12, atol=1e-14)
 
 
-def test_quadratic_forms_equal_exact_enumeration():
+def test_covariance_of_independent_bernoulli_vectors_equals_enumeration():
+    """C[c x + a] and C[x - 2 y + a] over all 2^4 · 2^4 joint states of x and y."""
+    rng = np.random.default_rng(5)
+    px, py, a = rng.uniform(0.1, 0.9, 4), rng.uniform(0.1, 0.9, 4), rng.normal(size=4)
+    sx, wx = _bernoulli_states(px)
+    sy, wy = _bernoulli_states(py)
+    joint_x, joint_y = np.repeat(sx, len(sy), axis=0), np.tile(sy, (len(sx), 1))
+    joint_w = np.outer(wx, wy).ravel()
+    env = {"a": a, **_moments_of("x", Bernoulli(px)), **_moments_of("y", Bernoulli(py))}
+    scaled = simplify_expectation(C(-1.5 * x + ad))
+    assert_close(evaluate(scaled, env), _covariance(a - 1.5 * sx, wx), rtol=1e-12, atol=1e-15)
+    summed = simplify_expectation(C(x - 2 * y + ad))
+    assert str(summed) == "C(x) + 4*C(y)"
+    assert_close(evaluate(summed, env), _covariance(a + joint_x - 2 * joint_y, joint_w),
+                 rtol=1e-12, atol=1e-15)
+
+
+def test_quadratic_forms_of_bernoulli_vectors_equal_enumeration():
     rng = np.random.default_rng(4)
     p, a = rng.uniform(0.1, 0.9, 4), rng.normal(size=(4, 4))
-    z = sym("z")
-    states, w = _bernoulli_states(p)
-    env = {"A": a, E(z): p, V(z): p * (1 - p), C(z): np.diag(p * (1 - p))}
-    quadratic = simplify_expectation(E(dot(z, matmul(data("A"), z))))
-    assert_close(evaluate(quadratic, env), w @ np.einsum("si,ij,sj->s", states, a, states),
+    states, prob = _bernoulli_states(p)
+    env = {"A": a, **_moments_of("z", Bernoulli(p))}
+    quadratic = simplify_expectation(E(dot(z, matmul(A, z))))
+    assert_close(evaluate(quadratic, env), prob @ np.einsum("si,ij,sj->s", states, a, states),
                  rtol=1e-12)
     square = simplify_expectation(E(dot(z, z)))
-    assert str(square) == "dot(E(z), E(z)) + sum[_i](at(V(z), _i))"
-    assert_close(evaluate(square, env), w @ (states**2).sum(axis=1), rtol=1e-12)
+    assert_close(evaluate(square, env), prob @ (states**2).sum(axis=1), rtol=1e-12)
 
 
-def test_covariance_of_independent_sums_and_scalings():
-    x, y = sym("x"), sym("y")
-    assert str(simplify_expectation(C(x + y + data("a")))) == "C(x) + C(y)"
-    assert str(simplify_expectation(C(3.0 * x))) == "9*C(x)"
-    assert simplify_expectation(C(data("a"))) == const(0)
+def test_quadratic_form_of_a_one_hot_vector_equals_enumeration():
+    """z one-hot with Discrete probabilities p: E[zᵀ A z] = Σ_k p_k A_kk over the K outcomes."""
+    rng = np.random.default_rng(6)
+    q, a = Discrete(np.array([0.1, 0.2, 0.3, 0.4])), rng.normal(size=(4, 4))
+    env = {"A": a, E(z): moments.Eonehot(q, 4), C(z): moments.C(q)}
+    closed = simplify_expectation(E(dot(matmul(A, z), z)))
+    exact = sum(pk * e @ a @ e for pk, e in zip(q.probs, np.eye(4), strict=True))
+    assert_close(evaluate(closed, env), exact, rtol=1e-12)
+
+
+def test_covariances_of_a_plate_of_vectors_keep_the_plate_axis():
+    """C[a + B z[i]] for a plate of two Bernoulli vectors: one matrix per plate element."""
+    rng = np.random.default_rng(8)
+    p, b, a = rng.uniform(0.1, 0.9, (2, 4)), rng.normal(size=(3, 4)), rng.normal(size=3)
+    zi = sym("z", "i")
+    closed = simplify_expectation(C(ad + matmul(Bd, zi)))
+    assert str(closed) == "(data(B) @ C(z[i])) @ transpose(data(B))"
+    value = evaluate(closed, {"a": a, "B": b, C(zi): moments.C(Bernoulli(p))})
+    assert value.shape == (2, 3, 3)
+    for row, cov in zip(p, value, strict=True):
+        states, prob = _bernoulli_states(row)
+        assert_close(cov, _covariance(a + states @ b.T, prob), rtol=1e-12, atol=1e-14)
+
+
+def test_the_covariance_of_a_constant_is_a_zero_that_broadcasts():
+    assert simplify_expectation(C(ad + matmul(Bd, ad))) == const(0)
+    assert str(simplify_expectation(C(ad) + C(z))) == "C(z)"
+    assert_close(evaluate(C(z) + simplify_expectation(C(ad)), {C(z): np.eye(3)}), np.eye(3),
+                 atol=0)
 
 
 @pytest.mark.parametrize(("term", "named"), [
-    (C(sym("z") * sym("z")), "C[z**2]"),
-    (C(matmul(sym("W"), sym("z"))), "C[W @ z]"),
-    (C(sym("z") + sym("z") * sym("w")), "C[z + w*z]"),
+    (C(z * z), "C[z**2]"),                                      # an elementwise square
+    (C(matmul(sym("W"), z)), "C[W @ z]"),                       # a random matrix
+    (C(z + z * w), "C[z + w*z]"),                               # parts sharing z
+    (C(data("d") * z), "C[data(d)*z]"),                         # elementwise scaling
+    (E(dot(z, matmul(sym("W") * z, z))), "E[dot(z, (W*z) @ z)]"),  # B shares z
 ])
-def test_covariances_that_cannot_be_closed_are_named(term, named):
-    with pytest.raises(ModelError, match=re.escape(named)):
+def test_vector_moments_that_cannot_be_closed_are_named(term, named):
+    with pytest.raises(ModelError, match=re.escape(f"cannot express {named}")):
         simplify_expectation(term)

@@ -21,8 +21,11 @@ from tests.rewrite.instances import firing_instance
 SHAPES = {"e_index": {"a": (3,)}, "v_index": {"a": (3,)}, "e_dot": {"a": (3,), "b": (3,)},
           "e_matmul": {"a": (3, 3), "b": (3,)}, "e_logdet": {"x": (3, 3)}, "e_isum": {"a": (3,)}}
 #: rules on vectors: every symbol and datum is a 3-vector, except these 3×3 matrices
-VECTOR_RULES = {"c_const", "c_sum", "c_scale", "c_matmul", "e_dot_self", "e_quadratic"}
-MATRICES = {("c_matmul", "a_d"), ("e_quadratic", "b_d")}
+VECTOR_RULES = {"c_const", "c_sum", "c_scale", "c_matmul", "v_matmul", "v_dot", "v_dot_right",
+                "e_square_matmul", "e_square_dot", "e_square_dot_right", "e_dot_self",
+                "e_quadratic", "e_quadratic_left"}
+MATRICES = {("c_matmul", "a_d"), ("v_matmul", "a_d"), ("e_square_matmul", "a_d"),
+            ("e_quadratic", "b_"), ("e_quadratic_left", "b_")}
 
 
 def _shape(rule_name: str, name: str) -> tuple[int, ...]:
