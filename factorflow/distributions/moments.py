@@ -96,16 +96,17 @@ def C(v: Any) -> np.ndarray:
     """Cov[x] over the last axis (VinDsl's C): an array of shape ``x.shape + x.shape[-1:]``,
     one symmetric matrix per vector of the leading (batch) axes.
 
-    Exact closed forms: zeros for a known vector (or a PointMass); ``diag(V)`` for a
-    family whose components are independent scalars (Gaussian, Gamma, Beta, Bernoulli,
-    ...); for a Dirichlet ``(α_i δ_ij α0 - α_i α_j) / (α0² (α0 + 1))``; for a Discrete the
-    covariance ``diag(p) - p pᵀ`` of its one-hot vector (the vector its E is taken of in
-    factor formulas). Raises TypeError for a scalar (no last axis) and for a family with
-    vector events that has no formula here.
+    Exact closed forms: zeros for a known vector (or a PointMass), and the scalar 0 for a
+    known scalar (a category index, say, whose one-hot vector is known: 0 broadcasts to
+    its matrix, as the rule ``C[a] -> 0`` does); ``diag(V)`` for a family whose components
+    are independent scalars (Gaussian, Gamma, Beta, Bernoulli, ...); for a Dirichlet
+    ``(α_i δ_ij α0 - α_i α_j) / (α0² (α0 + 1))``; for a Discrete the covariance
+    ``diag(p) - p pᵀ`` of its one-hot vector (the vector its E is taken of in factor
+    formulas). Raises TypeError for a scalar distribution (no last axis) and for a family
+    with vector events that has no formula here.
     """
     if is_known(v):
         x = _value(v)
-        _need_vector(x.ndim, v)
         return np.zeros(x.shape + x.shape[-1:])
     if isinstance(v, Dirichlet):
         a = v.alpha
@@ -117,14 +118,10 @@ def C(v: Any) -> np.ndarray:
     if v.event_ndim:
         raise TypeError(f"the covariance C is not defined for {type(v).__name__}")
     var = np.asarray(V(v), float)
-    _need_vector(var.ndim, v)
-    return _diag(var)
-
-
-def _need_vector(ndim: int, v: Any) -> None:
-    if ndim == 0:
+    if var.ndim == 0:
         raise TypeError(f"the covariance C needs a vector (an array with a last axis), got a "
                         f"scalar {type(v).__name__}")
+    return _diag(var)
 
 
 def _diag(x: np.ndarray) -> np.ndarray:

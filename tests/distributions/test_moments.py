@@ -80,8 +80,15 @@ def test_known_values_have_zero_covariance(known):
     assert_close(moments.C(known), np.zeros(shape + shape[-1:]), atol=0)
 
 
-@pytest.mark.parametrize("scalar", [2.0, Gaussian(0.0, 1.0), Gamma(2.0, 1.0)],
-                         ids=["known", "gaussian", "gamma"])
-def test_a_scalar_has_no_covariance_matrix(scalar):
+def test_a_known_scalar_has_the_zero_that_broadcasts():
+    """A known category index stands for a known one-hot vector: its covariance is 0."""
+    assert moments.C(2).shape == () and moments.C(2) == 0.0
+    assert_close(moments.C(2) + moments.C(Discrete([0.5, 0.5])), [[0.25, -0.25], [-0.25, 0.25]],
+                 rtol=1e-15)
+
+
+@pytest.mark.parametrize("scalar", [Gaussian(0.0, 1.0), Gamma(2.0, 1.0)],
+                         ids=["gaussian", "gamma"])
+def test_a_scalar_distribution_has_no_covariance_matrix(scalar):
     with pytest.raises(TypeError, match="needs a vector"):
         moments.C(scalar)
