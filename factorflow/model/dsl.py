@@ -166,6 +166,8 @@ def _environment(terms: list[Term], args: dict[str, Any],
                              "of a factor's arguments")
         if t.op == EXPECT and domains.get(name) == "int":
             env[t] = one_hot(name, args[name])
+        elif t.op == COVARIANCE and domains.get(name) == "int" and moments.is_known(args[name]):
+            env[t] = moments.C(one_hot(name, args[name]))   # a known one-hot: zeros (K, K)
         else:
             env[t] = np.asarray(_MOMENT[t.op](args[name]), dtype=float)
     return env

@@ -276,3 +276,13 @@ def test_inner_indices_of_different_sizes_stay_apart():
     assert model.variables["z"].size == 3
     assert_close(result["theta"].alpha, ALPHA + np.bincount(CATEGORIES, minlength=3), rtol=1e-12)
     assert_close(result["w"].alpha, np.full(2, 1.0 + CATEGORIES.size), rtol=1e-12)
+
+
+def test_covariance_of_a_known_category_plate_is_one_zero_matrix_per_datum():
+    from factorflow.model.dsl import _environment
+    from factorflow.rewrite.terms import C, sym
+
+    env = _environment([C(sym("z"))], {"z": CATEGORIES, "theta": np.full(3, 1 / 3)},
+                       {"z": "int", "theta": "simplex"}, {"z": "k", "theta": "k"})
+    assert env[C(sym("z"))].shape == (CATEGORIES.size, 3, 3)
+    assert not env[C(sym("z"))].any()
