@@ -49,6 +49,10 @@ class Distribution(ABC):
 
     eta: tuple[np.ndarray, ...]
 
+    #: whether the all-zero natural parameters are a proper, normalised distribution
+    #: that operators average over (see ``log_normalizer_or_zero``)
+    uniform_is_proper: bool = False
+
     def __init__(self, *eta: Any) -> None:
         object.__setattr__(self, "eta", tuple(np.asarray(e, dtype=float) for e in eta))
 
@@ -225,8 +229,13 @@ def log_normalizer_or_zero(d: Distribution) -> np.ndarray:
     """A(eta), or 0 where the message is uniform (a uniform message is the weight 1).
 
     This is the convention of the evidence formulas: a message that carries no
-    information integrates its variable out instead of normalising it.
+    information integrates its variable out instead of normalising it.  A family whose
+    all-zero natural parameters are a proper distribution (``uniform_is_proper``: the
+    Dirichlet(1, …, 1), density Γ(K) on the simplex) keeps its normaliser, since the
+    operators read such a message as that distribution (E[p_k] = 1/K).
     """
+    if d.uniform_is_proper:
+        return d.log_normalizer()
     uniform = d.is_uniform()
     if not np.any(uniform):
         return d.log_normalizer()

@@ -318,6 +318,7 @@ class Dirichlet(Distribution):
 
     natural_names = ("alpha_minus_one",)
     event_ndim = 1
+    uniform_is_proper = True
 
     def __init__(self, alpha: Any):
         super().__init__(np.asarray(alpha, float) - 1.0)

@@ -76,6 +76,18 @@ def channels(program: Program) -> Program:
 
     body = rewrite(program.body, (), None)
     last_def = _last_definitions(body, set(random))
+    n_defs: dict[str, int] = {}
+    for s in _stmts(body):
+        for o in s.outputs:
+            n_defs[o.var] = n_defs.get(o.var, 0) + 1
+
+    def inline(o: Ref, masked: bool) -> bool:
+        """Whether the node of ``o``'s variable follows its definition in place: always,
+        except for a variable defined in several branches of an observed condition (its
+        node follows the condition, outside every branch).  A variable defined in one
+        observed branch only keeps its node inside it, so that the branch's mask covers
+        its evidence too (where the branch is off, the variable does not exist)."""
+        return not _by_element(o) and (not masked or n_defs[o.var] == 1)
 
     def node_for(v: str, where: str, gated: bool) -> Stmt:
         decl = random[v]
@@ -102,7 +114,7 @@ def channels(program: Program) -> Program:
             if isinstance(node, Stmt):
                 out.append(node)
                 for o in node.outputs:
-                    if last_def.get(o.var) is node and not _by_element(o) and not masked:
+                    if last_def.get(o.var) is node and inline(o, masked):
                         stmt = node_for(o.var, node.provenance, gated)
                         if id(node) in gated_at:  # the node's evidence goes to the same case
                             gate, loops = gated_at[id(node)]
@@ -114,7 +126,8 @@ def channels(program: Program) -> Program:
             elif isinstance(node, If):
                 known = node.condition.var not in random  # an observed condition masks
                 element = [(o.var, s.provenance) for s in _stmts(node.body) for o in s.outputs
-                           if last_def.get(o.var) is s and (_by_element(o) or known)]
+                           if last_def.get(o.var) is s and (_by_element(o) or known)
+                           and not inline(o, True)]
                 out.append(replace(node, body=add_nodes(node.body, gated or not known,
                                                         masked or known)))
                 if not masked:

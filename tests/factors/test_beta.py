@@ -106,10 +106,14 @@ def test_batched_operators_equal_elementwise_calls():
         assert_batched(fn, kwargs, (4,))
 
 
-def test_a_uniform_message_weighs_one_even_against_a_flat_prior():
-    """∫ Dir(x; 1, 1, 1) · 1 dx = 1, although the flat prior's natural parameters are 0."""
+def test_a_uniform_dirichlet_message_is_the_flat_dirichlet():
+    """The all-zero Dirichlet message is Dir(1, 1, 1), a proper density (Γ(3) = 2 on the
+    simplex) that the Discrete operators average over (E[p_k] = 1/3), so
+    ∫ Dir(x; 1, 1, 1) · Dir(x; 1, 1, 1) dx = Γ(3) = 2 — the convention that makes one
+    categorical draw under a flat Dirichlet have evidence 1/3.  Beta(1, 1) has density 1,
+    so there both readings agree."""
     flat = np.ones(3)
-    assert_close(evidence("Dirichlet", "ep")(sample=Dirichlet.uniform((), 3), alpha=flat), 0.0,
-                 atol=1e-12)
+    assert_close(evidence("Dirichlet", "ep")(sample=Dirichlet.uniform((), 3), alpha=flat),
+                 np.log(2.0), atol=1e-12)
     assert_close(evidence("Beta", "ep")(sample=Beta.uniform(()), alpha=1.0, beta=1.0), 0.0,
                  atol=1e-12)
