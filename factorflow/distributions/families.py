@@ -52,8 +52,11 @@ class Gaussian(Distribution):
             return 1.0 / self.eta[1]
 
     def log_normalizer(self) -> np.ndarray:
+        """A(η) = h²/2p − ½ log p + ½ log 2π; for an improper message (p < 0, as EP's
+        messages may be) the real part of its analytic continuation, log |p|, so that
+        evidence terms built from such messages still cancel exactly."""
         h, p = self.eta
-        return 0.5 * h * h / p - 0.5 * np.log(p) + 0.5 * LOG_2PI
+        return 0.5 * h * h / p - 0.5 * np.log(np.abs(p)) + 0.5 * LOG_2PI
 
     def expected_stats(self) -> tuple[np.ndarray, ...]:
         m = self.mean

@@ -91,6 +91,16 @@ class _Greedy:
         self.key: dict[int, tuple[int, ...]] = {}
         self.heap: list[tuple[int, ...]] = []
         self.steps: list[tuple[int, str]] = []
+        self.lenient = False  # see _unreadable
+
+    def _unreadable(self, s: int, state: int) -> bool:
+        """Whether a statement may not read message s in ``state``: s is invalid (a
+        trigger source changed since s ran).  Only when the init schedule is otherwise
+        stuck (``lenient``), a message that has not run yet may be read at its initial
+        value although statements before the loop triggered it: Infer.NET leaves those
+        statements out of the graph, and a cycle through a Required edge (an exit
+        variable's message to its definition, under EP) has no other way in."""
+        return not state & VALID and not (self.lenient and not state & RAN)
 
     def _get(self, trial: _Trial, a: int) -> int:
         return trial.ov[a] if a in trial.ov else self.st[a]
@@ -125,8 +135,8 @@ class _Greedy:
             why = f"fresh for {label[y]}"
             if need is None:
                 for s in lp.reads_src[y]:
-                    if s != y and not self._get(trial, s) & VALID:
-                        if not self.st[s] & VALID:
+                    if s != y and self._unreadable(s, self._get(trial, s)):
+                        if self._unreadable(s, self.st[s]):
                             return False  # invalid before this plan: the seed's rule
                         need, why = s, f"triggered by {label[trial.cause[s]]}, read by {label[y]}"
                         break
@@ -139,7 +149,7 @@ class _Greedy:
 
     def _plan(self, x: int) -> _Trial | None:
         st, lp = self.st, self.lp
-        if any(s != x and not st[s] & VALID for s in lp.reads_src[x]):
+        if any(s != x and self._unreadable(s, st[s]) for s in lp.reads_src[x]):
             return None
         if self.init_mode and any(not st[r] & RAN for r in lp.need_src[x]):
             return None
@@ -158,7 +168,7 @@ class _Greedy:
                 return (1, 0, 0, 0, x)
             penalty, invalidated = trial.penalty, trial.invalidated
         else:  # the plan is x alone: the same numbers without a trial
-            if any(s != x and not st[s] & VALID for s in lp.reads_src[x]) or (
+            if any(s != x and self._unreadable(s, st[s]) for s in lp.reads_src[x]) or (
                     self.init_mode and any(not st[r] & RAN for r in lp.need_src[x])):
                 return (1, 0, 0, 0, x)
             penalty = int(st[x] & (PRISTINE | VALID) == PRISTINE | VALID)
@@ -209,6 +219,11 @@ class _Greedy:
                 return x
             else:
                 heapq.heappush(self.heap, key)
+                if verified and self.init_mode and not self.lenient:
+                    self.lenient, verified = True, False  # for one step: see _unreadable
+                    for y in list(self.waiting):
+                        self._rescore(y)
+                    continue
                 if verified:
                     raise ScheduleError(self._stuck())
                 verified = True
@@ -219,7 +234,7 @@ class _Greedy:
         lp, label = self.lp, self.lp.labels
         lines = []
         for y in sorted(self.waiting)[:8]:
-            bad = [label[s] for s in lp.reads_src[y] if s != y and not self.st[s] & VALID]
+            bad = [label[s] for s in lp.reads_src[y] if s != y and self._unreadable(s, self.st[s])]
             unrun = [label[r] for r in lp.need_src[y] if not self.st[r] & RAN]
             lines.append(f"{label[y]} " + (f"reads invalid {', '.join(bad)}" if bad else
                          f"requires {', '.join(unrun)}, not yet run" if unrun else
@@ -230,6 +245,7 @@ class _Greedy:
     def _commit(self, x: int) -> None:
         trial = self._plan(x)
         assert trial is not None
+        self.lenient = False
         self.st.update(trial.ov)
         self.cause.update(trial.cause)
         lp, label = self.lp, self.lp.labels

@@ -73,3 +73,51 @@ def test_categorical_draws_under_a_dirichlet_against_the_closed_form():
         result = model.infer(algorithm)
         assert_close(result.log_evidence, expected, atol=1e-9)
         assert_close(result["w"].alpha, alpha + counts, atol=1e-9)
+
+
+def test_exit_variable_with_a_gaussian_child_under_ep():
+    """c ~ Bernoulli(0.5); y ~ N(3, 1) if c else N(0, 1); obs ~ N(y, 1/4) = 1.2.
+
+    One non-Gaussian site: EP is exact in P(c | obs), log Z and y's mean and variance."""
+    with ff.Model() as model:
+        c = ff.Bernoulli("c", 0.5)
+        with ff.If(c):
+            y = ff.Gaussian("y", 3.0, variance=1.0)
+        with ff.IfNot(c):
+            y = ff.Gaussian("y", 0.0, variance=1.0)
+        ff.Gaussian("obs", y, precision=4.0, observed=1.2)
+    result = model.infer("ep")
+    mu = np.array([3.0, 0.0])
+    joint = 0.5 * stats.norm.pdf(1.2, mu, np.sqrt(1.25))
+    w = joint / joint.sum()
+    assert_close(result["c"].p, 0.327393, atol=5e-7)
+    assert_close(result["c"].p, w[0], atol=1e-10)
+    assert_close(result.log_evidence, np.log(joint.sum()), atol=1e-10)
+    post_mean, post_var = (mu * 1.0 + 1.2 * 4.0) / 5.0, 1.0 / 5.0
+    mean = w @ post_mean
+    assert_close(result["y"].mean, mean, atol=1e-10)
+    assert_close(result["y"].variance, w @ (post_var + post_mean**2) - mean**2, atol=1e-10)
+
+
+def test_ep_mixture_of_three_components_and_one_datum():
+    """means ~ N([0, 2, 4], 1), z uniform, x ~ N(means[z], 1) = 1.3: EP is exact here
+    (one site), although the message to a mean is improper (a negative precision)."""
+    mu = np.array([0.0, 2.0, 4.0])
+    with ff.Model() as model:
+        with ff.Plate(ff.Range("k", 3)):
+            means = ff.Gaussian("means", mu, variance=1.0)
+        z = ff.Discrete("z", np.ones(3) / 3)
+        with ff.Switch(z):
+            ff.Gaussian("x", means[z], precision=1.0, observed=1.3)
+    result = model.infer("ep")
+    joint = stats.norm.pdf(1.3, mu, np.sqrt(2.0)) / 3
+    w = joint / joint.sum()
+    assert np.isfinite(result.log_evidence)
+    assert_close(result.log_evidence, np.log(joint.sum()), atol=1e-10)
+    assert_close(result["z"].probs, w, atol=1e-10)
+    # means[k] | z = k is N((mu_k + 1.3) / 2, 1/2), and the prior N(mu_k, 1) otherwise
+    cond_mean = (mu + 1.3) / 2
+    mean = w * cond_mean + (1 - w) * mu
+    second = w * (0.5 + cond_mean**2) + (1 - w) * (1.0 + mu**2)
+    assert_close(result["means"].mean, mean, atol=1e-10)
+    assert_close(result["means"].variance, second - mean**2, atol=1e-10)
