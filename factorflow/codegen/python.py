@@ -265,7 +265,7 @@ def generate(program: Program) -> Generated:
             else:
                 e.emit(f"{d.name} = {fam}.uniform({e.shape(d.plates)}{e.event(d)})", 1)
     e.emit("log_evidence = 0.0", 1)
-    internal = ("gate", "clone_of", "exit_of")  # the gate transform's own variables
+    internal = ("gate", "clone_of", "exit_of", "local_of")  # the gate transform's own
     outputs = [d for d in program.decls if d.role == "random"
                and not any(d.attr(a) is not None for a in internal)]
     result = "{" + ", ".join(f"{d.label!r}: {d.name}_marginal" for d in outputs) + "}"

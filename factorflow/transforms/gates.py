@@ -21,7 +21,8 @@ over the values of ``x``).  For a random condition ``c`` the output has
   alternative method);
 * each variable defined in every case (an *exit* variable, ``derived`` from then on)
   defined per case in ``x_cond_c[.., k]`` (attrs ``exit_of``, ``gate``; in a switch through
-  a local and ``Copy``) and merged after the last branch by
+  a local, attr ``local_of``, and ``Copy``, which makes the array ``derived``: under VMP
+  it has no posterior of its own) and merged after the last branch by
   ``x = Gate.Exit(cases=c_cases[..], values=x_cond_c[..])``.
 
 A deterministic (observed or constant) condition keeps its ``If`` around the converted
@@ -118,6 +119,13 @@ class _Gates:
                  event: int | None, label: str, attrs: tuple) -> None:
         self.new_decls.append(VarDecl(name, "random", domain, plates=plates, event=event,
                                       label=label, attrs=attrs))
+
+    def _mark_derived(self, name: str) -> None:
+        """Mark the declared variable ``name`` as derived (a deterministic function of
+        other variables: under VMP it has no posterior of its own)."""
+        self.new_decls = [replace(d, attrs=d.attrs + (("derived", True),))
+                          if d.name == name and not d.attr("derived") else d
+                          for d in self.new_decls]
 
     def _loops(self, upto: int | None = None) -> tuple[str, ...]:
         """The ranges of the ``for`` frames up to frame ``upto`` (all if None)."""
@@ -321,11 +329,13 @@ class _Gates:
                                              self._loops(at))
             self._declare(local.var, d.domain, local.index, d.event,
                           f"{d.label or clone.var} in case {case} of {format_ref(cond.lhs)}",
-                          (("derived", True),) if clone.kind == "enter" else ())
+                          (("local_of", clone.var),) + (
+                              (("derived", True),) if clone.kind == "enter" else ()))
             if clone.kind == "enter":
                 self.frames[at].items.append(Stmt("Copy", (local,),
                                                   (("value", clone.ref(case)),), (), prov))
             else:  # defined here: copied into the clone array once defined
                 copy = Stmt("Copy", (clone.ref(case),), (("value", local),), (), prov)
+                self._mark_derived(clone.name)  # a Copy defines the array: derived (VMP)
                 (post if m + 1 == len(self.levels) else cond.pending).append(copy)
         return local

@@ -121,3 +121,35 @@ def test_ep_mixture_of_three_components_and_one_datum():
     second = w * (0.5 + cond_mean**2) + (1 - w) * (1.0 + mu**2)
     assert_close(result["means"].mean, mean, atol=1e-10)
     assert_close(result["means"].variance, second - mean**2, atol=1e-10)
+
+
+def test_variable_defined_under_switch_with_an_observed_child():
+    """y defined by the same statement in every case of Switch(z), with an observed child:
+    z does not matter, and both algorithms are exact (one latent variable at a time)."""
+    with ff.Model() as model:
+        z = ff.Discrete("z", np.ones(3) / 3)
+        with ff.Switch(z):
+            y = ff.Bernoulli("y", 0.3)
+        with ff.If(y):
+            ff.Bernoulli("obs", 0.9, observed=True)
+        with ff.IfNot(y):
+            ff.Bernoulli("obs", 0.2, observed=True)
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm)
+        assert set(result) == {"z", "y"}  # the gate's own copies are not results
+        assert_close(result["y"].p, 0.27 / 0.41, atol=1e-10)
+        assert_close(result["z"].probs, np.ones(3) / 3, atol=1e-10)
+        assert_close(result.log_evidence, np.log(0.41), atol=1e-10)
+
+
+def test_gaussian_defined_under_switch_with_an_observed_child():
+    with ff.Model() as model:
+        z = ff.Discrete("z", np.ones(3) / 3)
+        with ff.Switch(z):
+            y = ff.Gaussian("y", 0.0, variance=1.0)
+        ff.Gaussian("obs", y, precision=1.0, observed=1.0)
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm)
+        assert_close(result["y"].mean, 0.5, atol=1e-10)
+        assert_close(result["y"].variance, 0.5, atol=1e-10)
+        assert_close(result.log_evidence, stats.norm.logpdf(1.0, 0.0, np.sqrt(2.0)), atol=1e-10)
