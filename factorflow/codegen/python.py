@@ -193,7 +193,7 @@ class _Emitter:
             var = self.decls[s.param("target")]
             fam = self.symbol(var_family(self.decls, out), "family", var_family(self.decls,
                                                                                out))
-            terms = [f"{fam}.uniform({self.shape(var.plates)}{self.event(var)})"]
+            terms = [f"{fam}.uniform({self.shape(var.plates)}{self.event(self.decls[out])})"]
             for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
                                               strict=True)):
                 terms.append(self.reduced(ins[f"use{k}"].var, how, up, var))

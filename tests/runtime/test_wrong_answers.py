@@ -153,3 +153,47 @@ def test_gaussian_defined_under_switch_with_an_observed_child():
         assert_close(result["y"].mean, 0.5, atol=1e-10)
         assert_close(result["y"].variance, 0.5, atol=1e-10)
         assert_close(result.log_evidence, stats.norm.logpdf(1.0, 0.0, np.sqrt(2.0)), atol=1e-10)
+
+
+def _chain_exact(prior, trans, like):
+    """Marginals and log Z of a discrete chain z0 → z1 → … with per-state likelihoods of
+    the last state, by enumeration."""
+    import itertools
+    n = len(trans) + 1
+    k = len(prior)
+    joint = np.zeros((k,) * n)
+    for states in itertools.product(range(k), repeat=n):
+        p = prior[states[0]]
+        for t, (a, b) in enumerate(itertools.pairwise(states)):
+            p *= trans[t][a, b]
+        joint[states] = p * like[states[-1]]
+    z = joint.sum()
+    margs = [joint.sum(axis=tuple(j for j in range(n) if j != i)) / z for i in range(n)]
+    return margs, np.log(z)
+
+
+def test_discrete_variables_chained_through_case_gates():
+    """Case(z0, j): z1 ~ Discrete(T[j]); Case(z1, i): y ~ Bernoulli(q_i) observed."""
+    prior = np.array([0.5, 0.5])
+    trans = [np.array([[0.7, 0.3], [0.2, 0.8]]), np.array([[0.6, 0.4], [0.1, 0.9]])]
+    q = np.array([0.9, 0.1])
+    for steps in (1, 2):
+        with ff.Model() as model:
+            zs = [ff.Discrete("z0", prior)]
+            for t in range(steps):
+                for j in range(2):
+                    with ff.Case(zs[-1], j):
+                        nxt = ff.Discrete(f"z{t + 1}", trans[t][j])
+                zs.append(nxt)
+            for i in range(2):
+                with ff.Case(zs[-1], i):
+                    ff.Bernoulli("y", q[i], observed=True)
+        margs, log_z = _chain_exact(prior, trans[:steps], q)
+        for algorithm in ("ep", "vmp"):
+            result = model.infer(algorithm)
+            for t in range(steps + 1):
+                assert_close(result[f"z{t}"].probs, margs[t], atol=1e-9)
+            if algorithm == "ep":
+                assert_close(result.log_evidence, log_z, atol=1e-9)
+            else:
+                assert result.log_evidence <= log_z + 1e-9
