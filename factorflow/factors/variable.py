@@ -30,15 +30,28 @@ from factorflow.factors.mixtures import log_average, log_weights
 #: message out is the marginal divided by the message in on that edge, so the marginal
 #: must reflect the latest messages in, and the messages out the latest marginal
 #: (Trigger) — which also lets a user's initial marginal be used before it is recomputed.
+#:
+#: VMP also asks for Fresh inputs (seed 000: "A must be up-to-date before executing B"):
+#: a posterior is computed from messages brought up to date with the latest posteriors of
+#: the variables they come from, through any chain of derived variables (a derived
+#: variable's messages, both ways, need fresh inputs; ``use.derived``).  With every VMP
+#: operator needing fresh inputs too (``dependency_info``), each variable is updated
+#: from the latest of the others — coordinate ascent, whose bound never decreases — not
+#: from a sweep-old state (which diverges on correlated regression weights).  The chains
+#: stop at a non-derived variable's messages out (Trigger only), so Fresh has no cycles.
 NODE_ANNOTATIONS: dict[tuple[str, str], str] = {
-    ("vmp", "marginal"): "trigger",
-    ("vmp", "marginal.def"): "required trigger",
+    ("vmp", "marginal"): "fresh",
+    ("vmp", "marginal.def"): "required fresh",
     ("vmp", "use"): "required trigger",
+    ("vmp", "use.derived"): "required fresh trigger",
     ("vmp", "backward"): "required trigger",
+    ("vmp", "backward.derived"): "fresh",
     ("ep", "marginal"): "trigger",
     ("ep", "marginal.def"): "required trigger",
     ("ep", "use"): "required trigger",
+    ("ep", "use.derived"): "required trigger",
     ("ep", "backward"): "required trigger",
+    ("ep", "backward.derived"): "required trigger",
 }
 
 

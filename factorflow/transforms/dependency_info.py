@@ -18,10 +18,26 @@ from factorflow.ir import Program, Ref, Stmt, refs_in
 from factorflow.transforms.dependencies import Dep, DependencyGraph
 
 
-def _operator_kind(stmt: Stmt, arg: str) -> Dep:
+def _vmp_read(posterior: bool) -> Dep:
+    """How a VMP factor reads a message that is not its own target's.
+
+    VMP is coordinate ascent (see factors.variable.NODE_ANNOTATIONS): messages through
+    derived variables are brought up to date before they are read (Fresh).  A posterior
+    q is always the latest (Trigger) and is read plainly, but must have been computed
+    once (Required; the first is its prior's message).  An operator reads its own
+    target's message (for a shape, or a selector's own weights) plainly: Fresh or
+    Required through it would close a cycle through the target."""
+    return Dep.DEPENDENCY | (Dep.REQUIRED if posterior else Dep.FRESH)
+
+
+def _operator_kind(stmt: Stmt, arg: str, posterior: bool) -> Dep:
+    """The kind of the edge by which an operator reads ``arg``; ``posterior``: the value
+    is a (non-derived) variable's posterior sent to the factor."""
     factor, algorithm, target = stmt.param("operator")
     op = FACTORS[factor].operators[(algorithm, target)]
     kind = Dep.DEPENDENCY
+    if algorithm == "vmp" and arg != target:
+        kind |= _vmp_read(posterior)
     if arg in op.skip_if_uniform or arg in op.proper:
         kind |= Dep.REQUIRED
     if arg in op.trigger:
@@ -35,17 +51,22 @@ _KIND = {"dependency": Dep.DEPENDENCY, "required": Dep.DEPENDENCY | Dep.REQUIRED
          "trigger": Dep.DEPENDENCY | Dep.TRIGGER,
          "required trigger": Dep.DEPENDENCY | Dep.REQUIRED | Dep.TRIGGER,
          "fresh": Dep.DEPENDENCY | Dep.FRESH,
+         "required fresh trigger": Dep.DEPENDENCY | Dep.REQUIRED | Dep.FRESH | Dep.TRIGGER,
          "required fresh": Dep.DEPENDENCY | Dep.REQUIRED | Dep.FRESH}
 
 
-def _node_kind(stmt: Stmt, arg: str) -> Dep:
-    if stmt.param("to_gate"):  # an evidence term sent to a gate's case reads plainly
-        return Dep.DEPENDENCY
+def _node_kind(stmt: Stmt, arg: str, derived: bool, posterior: bool) -> Dep:
+    if stmt.param("to_gate"):  # an evidence term sent to a gate's case: as a factor
+        evidence = stmt.param("evidence")
+        vmp = (evidence[1] if evidence else stmt.param("algorithm")) == "vmp"
+        return _vmp_read(posterior) if vmp else Dep.DEPENDENCY
     update = stmt.op.removeprefix("Variable.")
     if update == "use" and arg != "marginal":
         return Dep.DEPENDENCY
     if update == "marginal" and arg == "def":
         update = "marginal.def"
+    elif update in ("use", "backward") and derived:
+        update += ".derived"
     return _KIND[NODE_ANNOTATIONS[(stmt.param("algorithm"), update)]]
 
 
@@ -69,6 +90,10 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
     ``user_initialized`` (variable names) marks those variables' marginals.
     """
     stmts = [s for s in program.body if isinstance(s, Stmt)]
+    derived = {d.name for d in program.decls if d.attr("derived")}
+    posteriors = {o.var for s in stmts
+                  if s.op in ("Variable.marginal", "Variable.use", "Variable.backward")
+                  and s.param("target") not in derived for o in s.outputs}
     writer: dict[str, list[str]] = {}  # a message -> the labels of the statements writing it
     for s in stmts:
         for o in s.outputs:
@@ -90,8 +115,9 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
             for name in refs_in(value):
                 if name not in writer:
                     continue
-                kind = (_operator_kind(s, arg) if s.param("operator") else
-                        _node_kind(s, arg))
+                kind = (_operator_kind(s, arg, name in posteriors) if s.param("operator") else
+                        _node_kind(s, arg, s.param("target") in derived,
+                                   name in posteriors))
                 for source in writer[name]:
                     key = (source, label)
                     edges[key] = edges.get(key, Dep(0)) | kind

@@ -57,7 +57,7 @@ class _Loop:
 class _Trial:
     """Tentative effects of a plan on top of the real state."""
 
-    __slots__ = ("ov", "cause", "steps", "penalty", "invalidated", "hit")
+    __slots__ = ("ov", "cause", "steps", "penalty", "invalidated", "hit", "waived")
 
     def __init__(self) -> None:
         self.ov: dict[int, int] = {}
@@ -65,6 +65,7 @@ class _Trial:
         self.steps: list[tuple[int, str]] = []
         self.penalty = self.invalidated = 0
         self.hit: list[int] = []
+        self.waived: dict[int, list[int]] = {}  # node -> Fresh sources read as they are
 
 
 class _Greedy:
@@ -130,19 +131,29 @@ class _Greedy:
         """Run in ``trial`` what y needs first: stale Fresh sources (recursively), and
         sources that those runs invalidated. False if that cannot be done."""
         lp, label = self.lp, self.lp.labels
+        waived: set[int] = set()
         for _ in range(len(lp.needs_fresh[y]) + 4):
-            need = next((s for s in lp.needs_fresh[y] if not self._get(trial, s) & FRESH), None)
+            need = next((s for s in lp.needs_fresh[y] if not self._get(trial, s) & FRESH
+                         and s not in waived), None)
             why = f"fresh for {label[y]}"
             if need is None:
                 for s in lp.reads_src[y]:
                     if s != y and self._unreadable(s, self._get(trial, s)):
-                        if self._unreadable(s, self.st[s]):
-                            return False  # invalid before this plan: the seed's rule
-                        need, why = s, f"triggered by {label[trial.cause[s]]}, read by {label[y]}"
+                        # invalid (before this plan, or made so by it): brought up to
+                        # date first, as the statement it feeds needs it fresh
+                        cause = trial.cause.get(s, self.cause.get(s))
+                        need, why = s, (f"triggered by {label[cause]}, " if cause is not None
+                                        else "") + f"read by {label[y]}"
                         break
             if need is None:
                 return not self.init_mode or all(self._get(trial, r) & RAN for r in lp.need_src[y])
             if need in active or not self._ensure(need, trial, active | {need}):
+                if self.lenient and not self._get(trial, need) & RAN:
+                    # a stuck init schedule starts from initial values: a Fresh source
+                    # that cannot run yet (it requires what has not run) is read as is
+                    waived.add(need)
+                    trial.waived.setdefault(y, []).append(need)
+                    continue
                 return False
             self._apply(need, trial, why)
         return False
@@ -251,6 +262,9 @@ class _Greedy:
         lp, label = self.lp, self.lp.labels
         ran = [a for a, _ in trial.steps]
         for a, why in trial.steps:
+            if a in trial.waived:
+                why += "; starts from the initial " + ", ".join(
+                    label[s] for s in trial.waived[a]) + " (nothing can run first)"
             self.steps.append((a, why))
             self.done.add(a)
             if self.waiting.pop(a, None) is not None:
