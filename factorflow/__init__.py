@@ -9,6 +9,7 @@ import factorflow.factors  # noqa: F401  (registers every built-in factor)
 import factorflow.runtime.compiled  # noqa: F401  (the compiler, loaded once at import)
 from factorflow import distributions
 from factorflow.errors import (
+    ConvergenceWarning,
     DataError,
     ImproperMessageError,
     ModelError,
@@ -44,5 +45,5 @@ __all__ = [
     "constrain_true", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError",
-    "ImproperMessageError", "ScheduleWarning",
+    "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning",
 ]

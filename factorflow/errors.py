@@ -29,3 +29,9 @@ class ImproperMessageError(ArithmeticError):
 
 class ScheduleWarning(UserWarning):
     """A schedule ignores something the user asked for (such as an initialization)."""
+
+
+class ConvergenceWarning(UserWarning):
+    """Inference stopped before converging (the largest change of a posterior's natural
+    parameters, or of the VMP bound, was still above the tolerance), or the VMP bound
+    fell from one iteration to the next."""

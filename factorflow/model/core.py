@@ -315,13 +315,20 @@ class Model:
             self._compiled[key] = compile_model(self, algorithm, **options)
         return self._compiled[key]
 
-    def infer(self, algorithm: str = "ep", iterations: int = 50, init: dict | None = None,
-              data: dict | None = None, **options: Any) -> Any:
-        """Compile (once) and run inference; returns a ``factorflow.runtime.Result``."""
+    def infer(self, algorithm: str = "ep", iterations: int | None = None,
+              init: dict | None = None, data: dict | None = None, *,
+              tolerance: Any = "default", on_iteration: Any = None, **options: Any) -> Any:
+        """Compile (once) and run inference; returns a ``factorflow.runtime.Result``.
+
+        Runs until converged (``tolerance``, 1e-6 by default) or ``iterations`` sweeps
+        (50 by default), warning with ``ff.ConvergenceWarning`` if not converged; see
+        ``CompiledModel.run``."""
         if init:
             options["init"] = tuple(sorted(set(options.get("init", ())) | set(init)))
+        run: dict[str, Any] = {} if tolerance == "default" else {"tolerance": tolerance}
         return self.compile(algorithm, **options).run(iterations=iterations, init=init,
-                                                       data=data)
+                                                       data=data, on_iteration=on_iteration,
+                                                       **run)
 
 
 @contextmanager

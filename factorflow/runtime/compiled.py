@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +11,7 @@ import numpy as np
 
 import factorflow.distributions as dist
 from factorflow.codegen.python import Generated, generate
-from factorflow.errors import DataError, ImproperMessageError, ModelError
+from factorflow.errors import ConvergenceWarning, DataError, ImproperMessageError, ModelError
 from factorflow.factors.registry import FACTORS
 from factorflow.model.core import Model
 from factorflow.model.factories import check_support
@@ -29,6 +30,11 @@ def _resolve(kind: str, key: Any) -> Any:
         factor, algorithm = key
         return FACTORS[factor].evidence[algorithm]
     raise KeyError(kind)
+
+
+#: Infer.NET's default number of sweeps, and the default convergence tolerance
+DEFAULT_ITERATIONS = 50
+DEFAULT_TOLERANCE = 1e-10
 
 
 @dataclass
@@ -104,11 +110,31 @@ class CompiledModel:
                     raise DataError(f"{d.label}: the value contains NaN or inf.")
         return values
 
-    def run(self, iterations: int = 50, data: dict[str, Any] | None = None,
-            init: dict[str, Any] | None = None, on_iteration: Any = None) -> Result:
-        """Run ``iterations`` sweeps of message passing; returns the posteriors."""
-        if not isinstance(iterations, int | np.integer) or iterations < 0:
+    def run(self, iterations: int | None = None, data: dict[str, Any] | None = None,
+            init: dict[str, Any] | None = None, on_iteration: Any = None, *,
+            tolerance: float | None = DEFAULT_TOLERANCE) -> Result:
+        """Run message passing until it converges, at most ``iterations`` sweeps (50 by
+        default, Infer.NET's); returns the posteriors.
+
+        Converged means: the largest change of any posterior's natural parameters in
+        the last sweep (relative: |Δη| / (1 + |η|)), and (VMP) of the bound (relative
+        to 1 + |bound|), divided by 1 − r where r is its rate of decrease over the last
+        two sweeps (an estimate of the distance to the fixed point), is at most
+        ``tolerance`` (None: run all ``iterations``).  A run that ends unconverged warns
+        (``ff.ConvergenceWarning``, naming the variable that moved most), and so does a
+        VMP bound that falls.  ``on_iteration(iteration, posteriors)`` is called after
+        every sweep; returning True stops the run.  ``result.iterations`` is the number
+        of sweeps run, ``result.trace`` the log evidence (EP) or bound (VMP) after each.
+        """
+        if iterations is None:
+            iterations = DEFAULT_ITERATIONS
+        if isinstance(iterations, bool) or not isinstance(iterations, int | np.integer) \
+                or iterations < 0:
             raise ModelError(f"iterations must be a non-negative integer, got {iterations!r}.")
+        if tolerance is not None and not (isinstance(tolerance, int | float)
+                                          and np.isfinite(tolerance) and tolerance >= 0):
+            raise ModelError(f"tolerance must be a non-negative number or None, got "
+                             f"{tolerance!r}.")
         init = dict(self.model.initial) | dict(init or {})
         missing = {self.model.variable(k).name for k in init} - set(self.user_initialized)
         if missing:
@@ -117,21 +143,88 @@ class CompiledModel:
                              "model.compile(algorithm, init=[names]).")
         values = self._data(data)
         sizes = {ident: size for ident, size in self.compilation.final.ranges}
+        monitor = _Monitor(self.algorithm, tolerance, on_iteration)
         start = time.perf_counter()
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
-                                                   on_iteration)
+                                                   monitor)
         seconds = time.perf_counter() - start
         if not np.isfinite(log_evidence) and not np.isneginf(log_evidence):
-            raise ImproperMessageError(f"{self.model.name}: the log evidence is "
-                                       f"{log_evidence}; some message became improper.")
+            bad = next((k for k, v in posteriors.items() if not np.all(np.isfinite(
+                np.concatenate([np.ravel(e) for e in v.eta])))), None)
+            raise ImproperMessageError(
+                f"{self.model.name}: the log evidence is {log_evidence}"
+                + (f"; the posterior of {bad!r} is not finite" if bad else "")
+                + "; some message became improper.")
         b = self.compilation.bindings
         assert b is not None
         for ident, var in b.variables.items():
             if var.is_observed:
                 posteriors[var.name] = dist.PointMass(values[ident])
-        return Result(posteriors, float(log_evidence), self.algorithm, int(iterations),
-                      seconds)
+        converged = monitor.finish(self.model.name, int(iterations), float(log_evidence))
+        return Result(posteriors, float(log_evidence), self.algorithm, monitor.count,
+                      seconds, converged=converged, trace=tuple(monitor.trace))
+
+
+class _Monitor:
+    """The generated loop's hook: after each sweep, the change of every posterior's
+    natural parameters, the log evidence or bound, and the user's callback."""
+
+    def __init__(self, algorithm: str, tolerance: float | None, user: Any) -> None:
+        self.algorithm, self.tolerance, self.user = algorithm, tolerance, user
+        self.previous: dict[str, tuple[np.ndarray, ...]] = {}
+        self.trace: list[float] = []
+        self.count = 0
+        self.change, self.moved, self.distance = np.inf, "", np.inf
+        self.fell: tuple[int, float] | None = None
+
+    def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any) -> bool:
+        self.count = iteration + 1
+        change, moved = 0.0, ""
+        for name, post in posteriors.items():
+            eta = tuple(np.array(e, dtype=float) for e in post.eta)
+            old = self.previous.get(name)
+            if old is None:
+                change, moved = np.inf, name
+            else:
+                with np.errstate(invalid="ignore"):  # relative to the parameter's size
+                    d = max((float(np.max(np.abs(a - b) / (1.0 + np.abs(b)), initial=0.0))
+                             for a, b in zip(eta, old, strict=True)), default=0.0)
+                if not d <= change:  # NaN counts as the largest change
+                    change, moved = d, name
+            self.previous[name] = eta
+        if evidence is not None:
+            value = float(evidence())
+            if self.trace and self.algorithm == "vmp":
+                step = value - self.trace[-1]
+                change = max(change, abs(step) / (1.0 + abs(value)))
+                if step < -1e-9 * max(1.0, abs(value)) and self.fell is None:
+                    self.fell = (self.count, step)
+            self.trace.append(value)
+        # the distance to the fixed point, from the last change and the contraction
+        # rate r of the last two: change · 1/(1 − r) (geometric convergence)
+        rate = change / self.change if 0 < self.change < np.inf else 1.0
+        self.distance = change / (1.0 - rate) if rate < 1.0 else (0.0 if change == 0
+                                                                   else np.inf)
+        self.change, self.moved = change, moved
+        stop = bool(self.user(iteration, posteriors)) if self.user is not None else False
+        return stop or (self.tolerance is not None and self.distance <= self.tolerance)
+
+    def finish(self, model: str, iterations: int, log_evidence: float) -> bool:
+        """Whether the run converged; warns when it did not, or when the bound fell."""
+        if self.fell is not None:
+            warnings.warn(f"{model}: the VMP bound fell by {-self.fell[1]:.3g} at iteration "
+                          f"{self.fell[0]}; a message update is not coordinate ascent "
+                          "(report this model).", ConvergenceWarning, stacklevel=3)
+        if self.tolerance is None or iterations == 0:
+            return self.tolerance is None or iterations == 0
+        converged = self.distance <= self.tolerance
+        if not converged and self.count >= iterations:
+            warnings.warn(f"{model}: not converged after {self.count} iterations: the "
+                          f"posterior of {self.moved!r} still changed by {self.change:.3g} "
+                          f"(relative; tolerance {self.tolerance:g}); raise iterations=.",
+                          ConvergenceWarning, stacklevel=3)
+        return converged
 
 
 def compile_model(model: Model, algorithm: str = "ep", init: Any = (),

@@ -63,8 +63,10 @@ def align_plates(value: Any, positions: tuple[int, ...], ndim: int) -> Any:
     return lay(np.asarray(value), 0)
 
 
-def check_proper(d: Distribution, what: str) -> None:
-    d.check_proper(what)
+def check_proper(d: Distribution, what: str, iteration: int | None = None) -> None:
+    """ImproperMessageError naming ``what`` (a posterior and its model statement) and the
+    iteration (counted from 1) unless every element of ``d`` is proper."""
+    d.check_proper(what if iteration is None else f"{what}, at iteration {iteration + 1}")
 
 
 def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ...]

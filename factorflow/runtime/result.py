@@ -20,6 +20,10 @@ class Result:
     algorithm: str
     iterations: int
     seconds: float
+    #: whether the run met its tolerance (True when run without one)
+    converged: bool = True
+    #: the log evidence (EP) or bound (VMP) after each sweep
+    trace: tuple[float, ...] = ()
 
     def __getitem__(self, name: str) -> Any:
         try:
@@ -35,7 +39,8 @@ class Result:
         return iter(self.posteriors)
 
     def __repr__(self) -> str:
-        lines = [f"Result({self.algorithm.upper()}, {self.iterations} iterations, "
+        lines = [f"Result({self.algorithm.upper()}, {self.iterations} iterations"
+                 f"{'' if self.converged else ' (not converged)'}, "
                  f"log_evidence={self.log_evidence:.6g})"]
         lines += [f"  {k}: {v!r}" for k, v in self.posteriors.items()]
         return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""Convergence: tolerance, the true iteration count, the trace, ConvergenceWarning."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import factorflow as ff
+from tests.conftest import assert_close
+
+
+def _learning_gaussian() -> ff.Model:
+    with ff.Model("learning_gaussian") as model:
+        mean = ff.Gaussian("mean", 0.0, variance=100.0)
+        prec = ff.Gamma("prec", 1.0, rate=1.0)
+        with ff.Plate(ff.Range("n", 2)):
+            ff.Gaussian("x", mean, precision=prec, observed=[5.0, 7.0])
+    return model
+
+
+def test_a_converging_run_stops_early_and_says_so():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ff.ConvergenceWarning)
+        result = _learning_gaussian().infer("vmp", iterations=500)
+    assert result.converged
+    assert 2 <= result.iterations < 500
+    assert len(result.trace) == result.iterations
+    assert_close(result.trace[-1], result.log_evidence, rtol=0, atol=1e-12)
+    assert all(b >= a - 1e-12 for a, b in zip(result.trace, result.trace[1:], strict=False))
+    assert_close(result["mean"].mean, 5.9603207170807826, rtol=0, atol=1e-9)
+
+
+def test_an_unconverged_run_warns_naming_the_variable():
+    with pytest.warns(ff.ConvergenceWarning, match=r"not converged after 2 iterations.*'"):
+        result = _learning_gaussian().infer("vmp", iterations=2)
+    assert not result.converged and result.iterations == 2
+    assert "not converged" in repr(result)
+
+
+def test_tolerance_none_runs_every_sweep():
+    compiled = _learning_gaussian().compile("vmp")
+    result = compiled.run(iterations=30, tolerance=None)
+    assert result.iterations == 30 and result.converged
+
+
+def test_on_iteration_stops_and_the_count_is_true():
+    seen = []
+    result = _learning_gaussian().compile("vmp").run(
+        iterations=50, on_iteration=lambda i, post: seen.append(i) or i == 3)
+    assert seen == [0, 1, 2, 3] and result.iterations == 4
+
+
+@pytest.mark.parametrize("bad", [-1, "x", np.nan, np.inf])
+def test_bad_tolerance_is_refused(bad):
+    with pytest.raises(ff.ModelError, match="tolerance"):
+        _learning_gaussian().compile("vmp").run(tolerance=bad)
+
+
+def test_ep_trueskill_either_converges_or_warns():
+    """20 players, 500 games: after the default sweeps EP is converged or says it is not."""
+    rng = np.random.default_rng(0)
+    players, games = 20, 500
+    true = rng.normal(25, 5, players)
+    a, b = rng.integers(0, players, games), rng.integers(0, players, games)
+    keep = a != b
+    a, b = a[keep], b[keep]
+    perf_a = true[a] + rng.normal(0, 4, a.size)
+    perf_b = true[b] + rng.normal(0, 4, b.size)
+    winner, loser = np.where(perf_a > perf_b, a, b), np.where(perf_a > perf_b, b, a)
+    with ff.Model("trueskill") as model:
+        with ff.Plate(ff.Range("player", players)):
+            skill = ff.Gaussian("skill", 25.0, variance=70.0)
+        with ff.Plate(ff.Range("game", winner.size)):
+            pw = ff.Gaussian("pw", skill[winner], variance=16.0)
+            pl = ff.Gaussian("pl", skill[loser], variance=16.0)
+            ff.constrain_true(pw > pl)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ff.ConvergenceWarning)
+        result = model.infer("ep")
+    warned = any(issubclass(w.category, ff.ConvergenceWarning) for w in caught)
+    assert result.converged != warned
+    assert np.all(np.isfinite(result["skill"].mean))
