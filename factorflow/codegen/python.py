@@ -5,6 +5,11 @@ on_iteration)`` returning ``(posteriors, log_evidence)``; every statement is one
 whole arrays (no Python loop over plate elements); each block is preceded by a comment
 quoting the model statement it comes from; identifiers come only from the IR (already
 safe), user labels appear only as ``repr`` string literals or sanitised comments.
+
+Names: the program's own names (``GENERATED``: parameters, locals, builtins) and the
+runtime's helpers (``reserved``) are checked to be apart from every name of the IR, and
+resolved symbols (operators, families) get names apart from both (``names.symbol``), so
+with the scheme of ``factorflow.codegen.names`` no user name can shadow or be shadowed.
 """
 
 from __future__ import annotations
@@ -13,11 +18,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from factorflow.codegen.names import comment, identifier
+from factorflow.codegen.names import (
+    USER_PREFIX,
+    backward,
+    comment,
+    forward,
+    marginal,
+    split_derived,
+    symbol,
+)
 from factorflow.errors import ModelError
-from factorflow.ir import Const, Program, Ref, Stmt, VarDecl, While
+from factorflow.ir import Const, IRError, Program, Ref, Stmt, VarDecl, While
 from factorflow.ir.nodes import Arange
 from factorflow.ir.printer import format_stmt
+
+#: the names the generated function binds or reads itself: parameters, locals, builtins
+GENERATED = frozenset({"infer", "data", "sizes", "init", "iterations", "on_iteration",
+                       "log_evidence", "iteration", "range"})
 
 
 @dataclass(frozen=True)
@@ -28,17 +45,28 @@ class Generated:
 
 
 class _Emitter:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, reserved: frozenset[str]) -> None:
         self.p = program
         self.decls = {d.name: d for d in program.decls}
         self.symbols: dict[str, tuple[str, Any]] = {}
         self.lines: list[str] = []
         self.last_prov: str | None = None
+        own = [d.name for d in program.decls] + [r for r, _ in program.ranges]
+        clash = sorted({n for n in own if own.count(n) > 1} | (set(own) & (GENERATED
+                                                                            | reserved)))
+        if clash:
+            raise IRError(f"{program.name}: the name {clash[0]} is not the program's own "
+                          "(declared twice, or a name of the generated code).")
+        self.taken = set(own) | GENERATED | reserved
+        self.named: dict[tuple[str, Any], str] = {}
 
     # ----- operands ---------------------------------------------------------------
     def symbol(self, name: str, kind: str, key: Any) -> str:
-        ident = identifier(name)
-        self.symbols[ident] = (kind, key)
+        """The name of a resolved symbol: one per (kind, key), apart from every other."""
+        ident = self.named.get((kind, key))
+        if ident is None:
+            ident = self.named[(kind, key)] = symbol(name, self.taken)
+            self.symbols[ident] = (kind, key)
         return ident
 
     def shape(self, plates: tuple[str, ...]) -> str:
@@ -211,7 +239,7 @@ class _Emitter:
             return
         var = self.decls[s.param("target")]
         v = s.param("target")
-        edges = [f"({v}_F, {ins['def'].var}, None, ())"]
+        edges = [f"({forward(v)}, {ins['def'].var}, None, ())"]
         for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
                                           strict=True)):
             if how[0] == "gather":
@@ -223,7 +251,8 @@ class _Emitter:
                          how[0] == "element" else ("slots", tuple(how[1])))
             else:
                 h = "('same',)"
-            edges.append(f"({ins[f'use{k}'].var[:-2]}_B, {ins[f'use{k}'].var}, {h}, "
+            use_f = ins[f"use{k}"].var
+            edges.append(f"({backward(split_derived(use_f)[0])}, {use_f}, {h}, "
                          f"{self.shape(up)})")
         self.evidence_term(s, f"ep_variable_evidence({marg}, [{', '.join(edges)}], "
                               f"{self.shape(var.plates)})", depth)
@@ -244,9 +273,12 @@ def var_family(decls: dict[str, VarDecl], name: str) -> str:
     return family
 
 
-def generate(program: Program) -> Generated:
-    """Python source for a scheduled message program (see module docstring)."""
-    e = _Emitter(program)
+def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Generated:
+    """Python source for a scheduled message program (see module docstring); ``reserved``:
+    the names the runtime puts in the source's globals besides the symbols."""
+    if any(n.startswith(USER_PREFIX) for n in GENERATED | reserved):
+        raise IRError(f"a generated name starts with the user prefix {USER_PREFIX!r}.")
+    e = _Emitter(program, frozenset(reserved))
     algo = (program.algorithm or "").upper()
     e.emit("def infer(data, sizes, init, iterations, on_iteration=None):", 0)
     e.emit(f'"""{algo} for model {comment(program.name)!s}: generated by factorflow."""', 1)
@@ -268,7 +300,7 @@ def generate(program: Program) -> Generated:
     internal = ("gate", "clone_of", "exit_of")  # the gate transform's own variables
     outputs = [d for d in program.decls if d.role == "random"
                and not any(d.attr(a) is not None for a in internal)]
-    result = "{" + ", ".join(f"{d.label!r}: {d.name}_marginal" for d in outputs) + "}"
+    result = "{" + ", ".join(f"{d.label!r}: {marginal(d.name)}" for d in outputs) + "}"
     evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
     loops = [n for n in program.body if isinstance(n, While)]
     for node in program.body:

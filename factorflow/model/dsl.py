@@ -22,6 +22,7 @@ same number of components; the output variable takes that number.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.codegen.names import identifier
+from factorflow.codegen.names import sanitize
 from factorflow.distributions import moments
 from factorflow.distributions.families import (
     Bernoulli,
@@ -294,9 +295,13 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
         if not isinstance(density, Term):
             raise ModelError(f"{fn.__name__}: the formula must involve its arguments.")
         inner = _inner_indices(density, arguments, fn.__name__)
-        name = identifier(fn.__name__)
+        name = sanitize(fn.__name__)
+        known = _USER_FACTORS.get(name)
+        if known is not None and known.arguments == arguments and known.log_density is density:
+            return known  # the same definition again (a model built twice): one factor
         if name in FACTORS:
-            raise ModelError(f"a factor named {name!r} already exists; rename the function.")
+            raise ModelError(f"a factor named {name!r} already exists with another formula or "
+                             "arguments; rename the function.")
         user = UserFactor(name, dict(arguments), density, inner=inner)
         registered = define_factor(name, *arguments.items(),
                                    log_density=_numeric(density, dict(arguments), inner))
@@ -323,9 +328,14 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
             registered.evidence_operator("vmp")(_elbo(full.expected_log_factor,
                                                       dict(arguments), inner))
         user.factor = registered
+        _USER_FACTORS[name] = user
         return user
 
     return declare
+
+
+#: the user factors by registered name, so that declaring one again reuses it
+_USER_FACTORS: dict[str, UserFactor] = {}
 
 
 def _signature(fn: Callable[..., Any], names: tuple[str, ...]) -> Callable[..., Any]:
@@ -363,7 +373,11 @@ def _numeric(density: Term, domains: dict[str, str], inner: dict[str, str]
 
 
 # ----- expression nodes (VinDsl's @exprnode) ---------------------------------------------
-_COUNTER = [0]
+#: the factor of each expression node by name -> its content (parents, formula digest)
+_NODES: dict[str, tuple[tuple[str, ...], bytes]] = {}
+#: the children's message to the node, (η₁, η₂) of exp(η₁·value + η₂·value²): data names
+#: that no parent can take (a parent is a formula argument, a Python identifier)
+_ETA = ("children.eta1", "children.eta2")
 
 
 def Deterministic(name: str, formula: Callable[..., Term], **parents: Variable) -> Variable:
@@ -375,9 +389,11 @@ def Deterministic(name: str, formula: Callable[..., Term], **parents: Variable) 
     message to each parent is derived from E[η₁·formula + η₂·formula²], η being the
     message from the node's children.  A formula whose moments the rules cannot close
     raises ModelError naming the sub-expression.
-    """
-    from factorflow.rewrite.expectations import deterministic_moments
 
+    Guarantees: the node's factor is named from its content (the parents' names and the
+    formula's structure), so the same model built twice compiles to the same source and
+    registers one factor; any parent name works, ``value`` and ``eta1`` included.
+    """
     names = list(parents)
     params = list(inspect.signature(formula).parameters)
     if params != names:
@@ -390,11 +406,35 @@ def Deterministic(name: str, formula: Callable[..., Term], **parents: Variable) 
     expr = formula(*(sym(k) for k in names))
     if not isinstance(expr, Term):
         raise ModelError(f"Deterministic({name!r}): the formula must involve its parents.")
+    fname = _node_factor(expr, tuple(names))
+    return new_variable(fname, name, "real", dict(parents), {k: "real" for k in names},
+                        derived=True)
+
+
+def _node_factor(expr: Term, names: tuple[str, ...]) -> str:
+    """The name of the registered factor of the expression node ``expr`` over the parents
+    ``names``: ``Deterministic_<digest of the content>``, defined on first use only."""
+    content = (names, expr.digest)
+    digest = hashlib.blake2b(repr(names).encode() + expr.digest, digest_size=20).hexdigest()
+    fname = f"Deterministic_{digest[:10]}"
+    if fname in _NODES and _NODES[fname] != content:  # a short-digest collision
+        fname = f"Deterministic_{digest}"
+    if fname not in _NODES:
+        _define_node(fname, expr, names)
+        _NODES[fname] = content
+    return fname
+
+
+def _define_node(fname: str, expr: Term, names: tuple[str, ...]) -> None:
+    """Register the factor ``fname``: ``value = expr(parents)`` with its VMP messages."""
+    from factorflow.rewrite.expectations import deterministic_moments
+
     mean_t, var_t = deterministic_moments(expr)
-    child = data("eta1") * expr + data("eta2") * expr ** 2
-    _COUNTER[0] += 1
-    fname = f"Deterministic_{identifier(name)}_{_COUNTER[0]}"
-    registered = define_factor(fname, ("value", "real"), *((k, "real") for k in names),
+    child = data(_ETA[0]) * expr + data(_ETA[1]) * expr ** 2
+    out = "value"
+    while out in names:  # the output argument is named apart from the parents
+        out += "_"
+    registered = define_factor(fname, (out, "real"), *((k, "real") for k in names),
                                deterministic=True)
 
     def forward(**args: Any) -> Gaussian:
@@ -404,29 +444,25 @@ def Deterministic(name: str, formula: Callable[..., Term], **parents: Variable) 
         prec = 1.0 / np.broadcast_to(v, shape)
         return Gaussian.from_natural(np.broadcast_to(m, shape) * prec, prec)
 
-    registered.operator("vmp", "value", trigger=tuple(names))(
-        _signature(forward, tuple(names)))
+    registered.operator("vmp", out, trigger=names)(_signature(forward, names))
     for target in names:
         d = derive_naturals(child, sym(target), "Gaussian")
         others = tuple(k for k in names if k != target)
-        registered.operator("vmp", target, skip_if_uniform=("value",), proper=others)(
-            _backward(d, others))
-    registered.evidence_operator("vmp")(_signature(lambda **a: np.zeros(()), ("value",
-                                                                              *names)))
-    return new_variable(fname, name, "real", dict(parents), {k: "real" for k in names},
-                        derived=True)
+        registered.operator("vmp", target, skip_if_uniform=(out,), proper=others)(
+            _backward(d, out, others))
+    registered.evidence_operator("vmp")(_signature(lambda **a: np.zeros(()), (out, *names)))
 
 
-def _backward(d: Derivation, others: tuple[str, ...]) -> Callable[..., Any]:
+def _backward(d: Derivation, out: str, others: tuple[str, ...]) -> Callable[..., Any]:
     naturals = list(d.naturals)
 
     def message(**args: Any) -> Gaussian:
-        value = args.pop("value")  # the children's message to the node, natural form
+        value = args.pop(out)  # the children's message to the node, natural form
         env = _environment(naturals, args)
-        env_named = {**env, "eta1": value.eta[0], "eta2": -0.5 * value.eta[1]}
+        env_named = {**env, _ETA[0]: value.eta[0], _ETA[1]: -0.5 * value.eta[1]}
         e1, e2 = (evaluate(n, env_named) for n in naturals)
         shape = np.broadcast_shapes(np.shape(e1), np.shape(e2))
         return Gaussian.from_natural(np.broadcast_to(e1, shape), np.broadcast_to(-2.0 * e2,
                                                                                  shape))
 
-    return _signature(message, ("value", *others))
+    return _signature(message, (out, *others))

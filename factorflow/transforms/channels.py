@@ -2,9 +2,9 @@
 transform with UsesEqualDef / Replicate / GetItems folded into one variable node).
 
 Guarantees: each read of a latent (role ``random``) variable ``v`` is replaced by a read of
-a fresh use variable ``v_useK`` declared with the plates of the reading statement; one
-``Variable`` statement per latent variable defines all of ``v``'s uses, with a ``uses``
-parameter that says, per use, how the use's array relates to ``v``'s: ``("same",)``,
+a fresh use variable ``v__useK`` (``names.use``) declared with the plates of the reading
+statement; one ``Variable`` statement per latent variable defines all of ``v``'s uses, with
+a ``uses`` parameter that says, per use, how the use's array relates to ``v``'s: ``("same",)``,
 ``("broadcast", extra_plates)``, ``("gather", index_ref)`` or ``("element", fixed,
 extra_plates)`` (``fixed``: (axis, value) pairs for integer indices, as gate clones are
 read case by case).  The node follows ``v``'s definition, or, for a variable defined
@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from factorflow.codegen.names import use
 from factorflow.errors import ModelError
-from factorflow.ir import For, If, Node, Program, Ref, Stmt, VarDecl, While
+from factorflow.ir import For, If, IRError, Node, Program, Ref, Stmt, VarDecl, While
 
 
 def channels(program: Program) -> Program:
@@ -37,9 +38,9 @@ def channels(program: Program) -> Program:
         loops = tuple(loops) + tuple(i for i in ref.index if isinstance(i, str)
                                      and i not in loops)
         k = len(uses[ref.var])
-        name = f"{ref.var}_use{k}"
-        while name in taken:
-            name += "_"
+        name = use(ref.var, k)
+        if name in taken:  # impossible for names made by factorflow.codegen.names
+            raise IRError(f"{program.name}: the use name {name} is already declared.")
         taken.add(name)
         kind = kind or _use_kind(ref, decl, loops, where)
         uses[ref.var].append((name, kind))
