@@ -68,6 +68,14 @@ def identifier(text: str, taken: set[str] | None = None) -> str:
     return name
 
 
+def display(name: str) -> str:
+    """``name`` for people: a user name without ``USER_PREFIX`` (``v_n`` -> ``n``), any
+    other name as it is."""
+    if name.startswith(USER_PREFIX) and SEPARATOR not in name:
+        return name[len(USER_PREFIX):]
+    return name
+
+
 def token(*parts: object) -> str:
     """A tag made of readable parts (names, indices): each part without ``USER_PREFIX``,
     joined by ``_`` and put in the token grammar.  ``token("v_x", 2)`` is ``"x_2"``."""

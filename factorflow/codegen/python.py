@@ -14,6 +14,7 @@ with the scheme of ``factorflow.codegen.names`` no user name can shadow or be sh
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -51,9 +52,9 @@ class _Emitter:
         self.symbols: dict[str, tuple[str, Any]] = {}
         self.lines: list[str] = []
         self.last_prov: str | None = None
-        own = [d.name for d in program.decls] + [r for r, _ in program.ranges]
-        clash = sorted({n for n in own if own.count(n) > 1} | (set(own) & (GENERATED
-                                                                            | reserved)))
+        own = Counter([d.name for d in program.decls] + [r for r, _ in program.ranges])
+        twice = {n for n, k in own.items() if k > 1}
+        clash = sorted(twice | (set(own) & (GENERATED | reserved)))
         if clash:
             raise IRError(f"{program.name}: the name {clash[0]} is not the program's own "
                           "(declared twice, or a name of the generated code).")

@@ -41,11 +41,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from factorflow.codegen.names import fresh, split_derived, token
+from factorflow.codegen.names import display, fresh, split_derived, token
 from factorflow.errors import ModelError
 from factorflow.ir import For, If, Node, Program, Ref, Stmt, VarDecl, walk
 from factorflow.ir.printer import format_ref
-from factorflow.transforms.gate_analysis import analyze_gates, case_of, condition_key
+from factorflow.transforms.gate_analysis import (
+    analyze_gates,
+    case_of,
+    condition_key,
+    show_ref,
+)
 from factorflow.transforms.gate_blocks import (
     Clone,
     Cond,
@@ -105,6 +110,10 @@ class _Gates:
     def _fresh(self, base: str, *parts: object) -> str:
         """A new name derived from ``base`` with a tag made of ``parts`` (``names.fresh``)."""
         return fresh(base, token(*parts), self.taken)
+
+    def _show(self, ref: Ref) -> str:
+        """``ref`` as the user wrote it (labels, ranges without the user prefix)."""
+        return show_ref(ref, self.decls)
 
     def _axis(self, array: str, size: int) -> str:
         name = self._fresh(array, "k")
@@ -186,13 +195,14 @@ class _Gates:
         known = {i for c, _, _ in self.levels for i in c.lhs.index + (c.switch,)}
         bad = [r for r in loops if r not in set(lhs.index) | known]
         if bad:
-            raise ModelError(f"gate on {format_ref(lhs)}: the condition does not depend on "
-                             f"the loop over {bad[0]}; place the gate outside that loop.")
+            raise ModelError(f"gate on {self._show(lhs)}: the condition does not depend on "
+                             f"the loop over {display(bad[0])}; place the gate outside that "
+                             "loop.")
         selector = self._ref(lhs, False, "", [])
         cond.cases = self._fresh(lhs.var, *flat(lhs, loops)[1:], "cases")
         cond.axis = switch or self._axis(cond.cases, count)
         cond.plates = loops + (cond.axis,)
-        self._declare(cond.cases, "bool", cond.plates, None, f"cases of {format_ref(lhs)}",
+        self._declare(cond.cases, "bool", cond.plates, None, f"cases of {self._show(lhs)}",
                       (("derived", True), ("do_not_send_evidence", True),
                        ("gate", format_ref(lhs))))
         prov = next((s.provenance for s, _ in walk(node.body) if s.provenance), "")
@@ -280,7 +290,7 @@ class _Gates:
         d = self.decls[var]
         attrs = (("exit_of", var),) if kind == "exit" else (("clone_of", var), ("derived", True))
         self._declare(name, d.domain, clone.plates + ((axis,) if axis else ()), d.event,
-                      f"{d.label or var} in the gate on {format_ref(cond.lhs)}",
+                      f"{d.label or var} in the gate on {self._show(cond.lhs)}",
                       (("gate", cond.cases),) + attrs)
         if kind == "exit":
             return clone  # merged by Gate.Exit after the gate's last branch
@@ -319,7 +329,8 @@ class _Gates:
             local = clone.locals[case] = Ref(self._fresh(*split_derived(clone.name), case),
                                              self._loops(at))
             self._declare(local.var, d.domain, local.index, d.event,
-                          f"{d.label or clone.var} in case {case} of {format_ref(cond.lhs)}",
+                          f"{d.label or clone.var} in case {display(str(case))} of "
+                          f"{self._show(cond.lhs)}",
                           (("derived", True),) if clone.kind == "enter" else ())
             if clone.kind == "enter":
                 self.frames[at].items.append(Stmt("Copy", (local,),
