@@ -142,7 +142,8 @@ def symbol(text: str, taken: set[str]) -> str:
     """A generated name for a resolved symbol (an operator, a family): ``text`` sanitized,
     never starting with ``USER_PREFIX``, not a keyword, not in ``taken``; added to it."""
     base = sanitize(text)
-    if base.startswith(USER_PREFIX) or base[0].isdigit() or keyword.iskeyword(base) \
+    numbered = base + "_"  # the numbered candidates are base_2, base_3, ...
+    if numbered.startswith(USER_PREFIX) or base[0].isdigit() or keyword.iskeyword(base) \
             or keyword.issoftkeyword(base):
         base = "op_" + base
     name, k = base, 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from factorflow.codegen.names import use
+from factorflow.codegen.names import display, use
 from factorflow.errors import ModelError
 from factorflow.ir import For, If, IRError, Node, Program, Ref, Stmt, VarDecl, While
 
@@ -92,8 +92,9 @@ def channels(program: Program) -> Program:
             elif random[cases].plates == decl.plates:
                 inputs += (("gate", use_of(Ref(cases, decl.plates), decl.plates, where)),)
             else:
-                raise ModelError(f"{decl.label}: its gate's cases {cases} have plates "
-                                 f"{random[cases].plates}, not {decl.plates}.")
+                raise ModelError(f"{decl.label}: its gate's cases {random[cases].label} have "
+                                 f"plates {_show(random[cases].plates)}, not "
+                                 f"{_show(decl.plates)}.")
         return Stmt("Variable", tuple(Ref(n) for n, _ in uses[v]), inputs, (), where)
 
     def add_nodes(nodes: tuple[Node, ...], gated: bool, masked: bool = False
@@ -134,14 +135,19 @@ def _use_kind(ref: Ref, decl: VarDecl, loops: tuple[str, ...], where: str) -> tu
     own = tuple(p for i, p in enumerate(decl.plates) if i not in dict(fixed))
     it = iter(loops)
     if not all(p in it for p in own):
-        raise ModelError(f"{where}: {decl.label} is used inside plates {loops} whose order "
-                         f"differs from its own plates {decl.plates}.")
+        raise ModelError(f"{where}: {decl.label} is used inside plates {_show(loops)} whose "
+                         f"order differs from its own plates {_show(decl.plates)}.")
     extra = tuple(p for p in loops if p not in own)
     if fixed:
         return ("element", fixed, extra)
     if not extra:
         return ("same",)
     return ("broadcast", extra)
+
+
+def _show(plates: tuple[str, ...]) -> str:
+    """Plates as the user named them: ``(n, k)``."""
+    return "(" + ", ".join(display(p) for p in plates) + ")"
 
 
 def _by_element(ref: Ref) -> bool:

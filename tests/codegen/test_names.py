@@ -7,7 +7,7 @@ import ast
 import keyword
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import factorflow as ff
@@ -82,6 +82,8 @@ def test_token_reads_as_the_user_wrote_it():
 
 
 @given(st.text(), st.sets(st.text(min_size=1, max_size=6)))
+@example("v", {"v"})  # numbering "v" must not make "v_2"
+@example("v_thing", set())
 def test_symbols_are_apart_from_user_names_and_from_each_other(text, others):
     taken = set(GENERATED) | set(NAMESPACE) | set(others)
     before = set(taken)
