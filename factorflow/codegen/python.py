@@ -19,15 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from factorflow.codegen.names import (
-    USER_PREFIX,
-    backward,
-    comment,
-    forward,
-    marginal,
-    split_derived,
-    symbol,
-)
+from factorflow.codegen import variable_nodes
+from factorflow.codegen.names import USER_PREFIX, comment, marginal, symbol
 from factorflow.errors import ModelError
 from factorflow.ir import Const, IRError, Program, Ref, Stmt, VarDecl, While
 from factorflow.ir.nodes import Arange
@@ -166,97 +159,11 @@ class _Emitter:
         else:
             self.emit(f"log_evidence += total({term})", depth)
 
-    def reduced(self, name: str, how: tuple, use_plates: tuple[str, ...],
-                var: VarDecl) -> str:
-        if how[0] == "same":
-            return name
-        if how[0] == "broadcast":
-            axes = tuple(use_plates.index(p) for p in how[1])
-            return f"prod_over({name}, {self.shape(use_plates)}, axis={axes})"
-        if how[0] == "element":
-            axes = tuple(use_plates.index(p) for p in how[2])
-            return (f"place_element({name}, {tuple(how[1])}, {self.shape(use_plates)}, "
-                    f"{axes}, {self.shape(var.plates)})")
-        if how[0] == "slots":
-            return f"place_slots({name}, {tuple(how[1])}, {self.shape(var.plates)})"
-        size = var.plates[0]
-        return f"scatter_prod({name}, {how[1].var}, {self.shape(use_plates)}, {size})"
-
-    def stmt_Variable_marginal(self, s: Stmt, depth: int) -> None:
-        var = self.decls[s.param("target")]
-        hows, uplates = s.param("uses"), s.param("use_plates")
-        terms = [dict(s.inputs)["def"].var]
-        for k, (how, up) in enumerate(zip(hows, uplates, strict=True)):
-            key = f"use{k}"
-            if key in dict(s.inputs):
-                terms.append(self.reduced(dict(s.inputs)[key].var, how, up, var))
-        product = " * ".join(terms)
-        if var.plates:  # a message shared by the whole plate still gives one posterior each
-            product = f"fit_plates({product}, {self.shape(var.plates)})"
-        self.emit(f"{s.outputs[0].var} = {product}", depth)
-
-    def stmt_Variable_use(self, s: Stmt, depth: int) -> None:
-        var = self.decls[s.param("target")]
-        k = s.param("use")
-        how, up = s.param("uses")[k], s.param("use_plates")[k]
-        ins = dict(s.inputs)
-        marg = ins["marginal"].var
-        if how[0] == "gather":
-            marg = f"{marg}.take({how[1].var})"
-        elif how[0] == "element":
-            marg = f"take_element({marg}, {tuple(how[1])})"
-            rest = tuple(p for i, p in enumerate(var.plates) if i not in dict(how[1]))
-            if rest and up[-len(rest):] != rest:
-                marg = f"align_plates({marg}, {tuple(up.index(p) for p in rest)}, {len(up)})"
-        elif how[0] == "slots":
-            marg = f"take_slots({marg}, {tuple(how[1])})"
-        elif how[0] == "broadcast" and var.plates and up[-len(var.plates):] != var.plates:
-            marg = f"align_plates({marg}, {tuple(up.index(p) for p in var.plates)}, {len(up)})"
-        rhs = f"{marg} / {ins['use'].var}" if "use" in ins else marg
-        self.emit(f"{s.outputs[0].var} = {rhs}", depth)
-
-    def stmt_Variable_backward(self, s: Stmt, depth: int) -> None:
-        ins = dict(s.inputs)
-        out = s.outputs[0].var
-        if s.param("derived"):
-            var = self.decls[s.param("target")]
-            fam = self.symbol(var_family(self.decls, out), "family", var_family(self.decls,
-                                                                               out))
-            terms = [f"{fam}.uniform({self.shape(var.plates)}{self.event(var)})"]
-            for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
-                                              strict=True)):
-                terms.append(self.reduced(ins[f"use{k}"].var, how, up, var))
-            self.emit(f"{out} = {' * '.join(terms)}", depth)
-        elif "def" in ins:
-            self.emit(f"{out} = {ins['marginal'].var} / {ins['def'].var}", depth)
-        else:
-            self.emit(f"{out} = {ins['marginal'].var}", depth)
-
-    def stmt_Variable_evidence(self, s: Stmt, depth: int) -> None:
-        ins = dict(s.inputs)
-        marg = ins["marginal"].var
-        if s.param("algorithm") == "vmp":
-            self.evidence_term(s, f"vmp_variable_evidence({marg})", depth)
-            return
-        var = self.decls[s.param("target")]
-        v = s.param("target")
-        edges = [f"({forward(v)}, {ins['def'].var}, None, ())"]
-        for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
-                                          strict=True)):
-            if how[0] == "gather":
-                h = f"('gather', {how[1].var})"
-            elif how[0] == "broadcast":
-                h = f"('broadcast', None, {tuple(up.index(p) for p in how[1])})"
-            elif how[0] in ("element", "slots"):
-                h = repr((how[0], tuple(how[1]), tuple(up.index(p) for p in how[2])) if
-                         how[0] == "element" else ("slots", tuple(how[1])))
-            else:
-                h = "('same',)"
-            use_f = ins[f"use{k}"].var
-            edges.append(f"({backward(split_derived(use_f)[0])}, {use_f}, {h}, "
-                         f"{self.shape(up)})")
-        self.evidence_term(s, f"ep_variable_evidence({marg}, [{', '.join(edges)}], "
-                              f"{self.shape(var.plates)})", depth)
+    # the variable node's statements (factorflow.codegen.variable_nodes)
+    stmt_Variable_marginal = variable_nodes.marginal
+    stmt_Variable_use = variable_nodes.use
+    stmt_Variable_backward = variable_nodes.backward
+    stmt_Variable_evidence = variable_nodes.evidence
 
     def event(self, d: VarDecl) -> str:
         return f", {d.event}" if d.family in ("Discrete", "Dirichlet") else ""
@@ -266,12 +173,6 @@ def _fixed(ref: Ref) -> tuple[tuple[int, int], ...]:
     """(axis, value) of each integer index of a reference (a gate clone's slot)."""
     return tuple((i, int(item)) for i, item in enumerate(ref.index)
                  if isinstance(item, int) and not isinstance(item, bool))
-
-
-def var_family(decls: dict[str, VarDecl], name: str) -> str:
-    family = decls[name].family
-    assert family is not None
-    return family
 
 
 def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Generated:
