@@ -18,14 +18,22 @@ underscores, neither starting nor ending with ``_`` (so it never contains ``__``
 
 The guarantee: in a program lowered from a model, no two distinct things share a name.
 
-1. User and derived names start with ``USER_PREFIX``; generated names do not.
+1. User and derived names start with ``USER_PREFIX``; generated names do not (``symbol``
+   prefixes ``op_`` to any symbol whose name or numbering would).
 2. A user name has no ``__``; a derived name has one: they never meet.
-3. ``derived`` is injective: the separator is the *last* ``__`` of ``base__tag``, because a
-   tag holds no ``__`` and starts with no ``_``, so ``split_derived`` inverts it.
-4. Names derived by plain concatenation use only the tags of ``is_message_tag`` (``F``,
-   ``B``, ``marginal``, ``use<k>``) on distinct bases, so by 3 they are distinct; every other
-   derived name comes from ``fresh``, which refuses those tags and numbers the tag until
-   the name is not taken.  So a fresh name never equals a later concatenation either.
+3. ``derived`` is injective: no name ends with ``_`` and a tag holds no ``__`` and starts
+   with no ``_``, so the separator is the *last* ``__`` of ``base__tag`` and
+   ``split_derived`` inverts it.
+4. Names derived by plain concatenation (``forward``, ``backward``, ``marginal``, ``use``)
+   use only the tags of ``is_message_tag`` on distinct bases, so by 3 they are distinct;
+   every other derived name comes from ``fresh``, which refuses those tags and numbers
+   the tag until the name is not taken.  So a fresh name never equals a later
+   concatenation either.
+5. Symbols are allocated by ``symbol`` against everything already named (the program's
+   names, the generated program's own, the runtime's helpers, earlier symbols).
+
+The verifier (``ir.check``) and the emitter also refuse a program that names one thing
+twice (a range and a variable included) or uses a name of the generated code.
 """
 
 from __future__ import annotations
