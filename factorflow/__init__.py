@@ -18,7 +18,7 @@ from factorflow.errors import (
     UnsupportedFactorError,
 )
 from factorflow.model.core import Data, Model, Plate, Range, Variable
-from factorflow.model.dsl import Deterministic, digamma, exp, factor, lgamma, log, sum_over
+from factorflow.model.dsl import digamma, exp, factor, lgamma, log, sum_over
 from factorflow.model.factories import (
     Bernoulli,
     Beta,
@@ -32,6 +32,7 @@ from factorflow.model.factories import (
     is_positive,
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
+from factorflow.model.nodes import Deterministic
 
 #: ff.sum(expr, "k"), the sum over an inner index in a factor formula; left out of
 #: __all__ so that a star import keeps the built-in sum

@@ -5,19 +5,30 @@ on_iteration)`` returning ``(posteriors, log_evidence)``; every statement is one
 whole arrays (no Python loop over plate elements); each block is preceded by a comment
 quoting the model statement it comes from; identifiers come only from the IR (already
 safe), user labels appear only as ``repr`` string literals or sanitised comments.
+
+Names: the program's own names (``GENERATED``: parameters, locals, builtins) and the
+runtime's helpers (``reserved``) are checked to be apart from every name of the IR, and
+resolved symbols (operators, families) get names apart from both (``names.symbol``), so
+with the scheme of ``factorflow.codegen.names`` no user name can shadow or be shadowed.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from factorflow.codegen.names import comment, identifier
+from factorflow.codegen import variable_nodes
+from factorflow.codegen.names import USER_PREFIX, comment, marginal, symbol
 from factorflow.errors import ModelError
-from factorflow.ir import Const, Program, Ref, Stmt, VarDecl, While
+from factorflow.ir import Const, IRError, Program, Ref, Stmt, VarDecl, While
 from factorflow.ir.nodes import Arange
 from factorflow.ir.printer import format_stmt
+
+#: the names the generated function binds or reads itself: parameters, locals, builtins
+GENERATED = frozenset({"infer", "data", "sizes", "init", "iterations", "on_iteration",
+                       "log_evidence", "iteration", "range"})
 
 
 @dataclass(frozen=True)
@@ -28,17 +39,28 @@ class Generated:
 
 
 class _Emitter:
-    def __init__(self, program: Program) -> None:
+    def __init__(self, program: Program, reserved: frozenset[str]) -> None:
         self.p = program
         self.decls = {d.name: d for d in program.decls}
         self.symbols: dict[str, tuple[str, Any]] = {}
         self.lines: list[str] = []
         self.last_prov: str | None = None
+        own = Counter([d.name for d in program.decls] + [r for r, _ in program.ranges])
+        twice = {n for n, k in own.items() if k > 1}
+        clash = sorted(twice | (set(own) & (GENERATED | reserved)))
+        if clash:
+            raise IRError(f"{program.name}: the name {clash[0]} is not the program's own "
+                          "(declared twice, or a name of the generated code).")
+        self.taken = set(own) | GENERATED | reserved
+        self.named: dict[tuple[str, Any], str] = {}
 
     # ----- operands ---------------------------------------------------------------
     def symbol(self, name: str, kind: str, key: Any) -> str:
-        ident = identifier(name)
-        self.symbols[ident] = (kind, key)
+        """The name of a resolved symbol: one per (kind, key), apart from every other."""
+        ident = self.named.get((kind, key))
+        if ident is None:
+            ident = self.named[(kind, key)] = symbol(name, self.taken)
+            self.symbols[ident] = (kind, key)
         return ident
 
     def shape(self, plates: tuple[str, ...]) -> str:
@@ -138,96 +160,11 @@ class _Emitter:
         else:
             self.emit(f"log_evidence += total({term})", depth)
 
-    def reduced(self, name: str, how: tuple, use_plates: tuple[str, ...],
-                var: VarDecl) -> str:
-        if how[0] == "same":
-            return name
-        if how[0] == "broadcast":
-            axes = tuple(use_plates.index(p) for p in how[1])
-            return f"prod_over({name}, {self.shape(use_plates)}, axis={axes})"
-        if how[0] == "element":
-            axes = tuple(use_plates.index(p) for p in how[2])
-            return (f"place_element({name}, {tuple(how[1])}, {self.shape(use_plates)}, "
-                    f"{axes}, {self.shape(var.plates)})")
-        if how[0] == "slots":
-            return f"place_slots({name}, {tuple(how[1])}, {self.shape(var.plates)})"
-        size = var.plates[0]
-        return f"scatter_prod({name}, {how[1].var}, {self.shape(use_plates)}, {size})"
-
-    def stmt_Variable_marginal(self, s: Stmt, depth: int) -> None:
-        var = self.decls[s.param("target")]
-        hows, uplates = s.param("uses"), s.param("use_plates")
-        terms = [dict(s.inputs)["def"].var]
-        for k, (how, up) in enumerate(zip(hows, uplates, strict=True)):
-            key = f"use{k}"
-            if key in dict(s.inputs):
-                terms.append(self.reduced(dict(s.inputs)[key].var, how, up, var))
-        product = " * ".join(terms)
-        if var.plates:  # a message shared by the whole plate still gives one posterior each
-            product = f"fit_plates({product}, {self.shape(var.plates)})"
-        self.emit(f"{s.outputs[0].var} = {product}", depth)
-
-    def stmt_Variable_use(self, s: Stmt, depth: int) -> None:
-        var = self.decls[s.param("target")]
-        k = s.param("use")
-        how, up = s.param("uses")[k], s.param("use_plates")[k]
-        ins = dict(s.inputs)
-        marg = ins["marginal"].var
-        if how[0] == "gather":
-            marg = f"{marg}.take({how[1].var})"
-        elif how[0] == "element":
-            marg = f"take_element({marg}, {tuple(how[1])})"
-            rest = tuple(p for i, p in enumerate(var.plates) if i not in dict(how[1]))
-            if rest and up[-len(rest):] != rest:
-                marg = f"align_plates({marg}, {tuple(up.index(p) for p in rest)}, {len(up)})"
-        elif how[0] == "slots":
-            marg = f"take_slots({marg}, {tuple(how[1])})"
-        elif how[0] == "broadcast" and var.plates and up[-len(var.plates):] != var.plates:
-            marg = f"align_plates({marg}, {tuple(up.index(p) for p in var.plates)}, {len(up)})"
-        rhs = f"{marg} / {ins['use'].var}" if "use" in ins else marg
-        self.emit(f"{s.outputs[0].var} = {rhs}", depth)
-
-    def stmt_Variable_backward(self, s: Stmt, depth: int) -> None:
-        ins = dict(s.inputs)
-        out = s.outputs[0].var
-        if s.param("derived"):
-            var = self.decls[s.param("target")]
-            fam = self.symbol(var_family(self.decls, out), "family", var_family(self.decls,
-                                                                               out))
-            terms = [f"{fam}.uniform({self.shape(var.plates)}{self.event(self.decls[out])})"]
-            for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
-                                              strict=True)):
-                terms.append(self.reduced(ins[f"use{k}"].var, how, up, var))
-            self.emit(f"{out} = {' * '.join(terms)}", depth)
-        elif "def" in ins:
-            self.emit(f"{out} = {ins['marginal'].var} / {ins['def'].var}", depth)
-        else:
-            self.emit(f"{out} = {ins['marginal'].var}", depth)
-
-    def stmt_Variable_evidence(self, s: Stmt, depth: int) -> None:
-        ins = dict(s.inputs)
-        marg = ins["marginal"].var
-        if s.param("algorithm") == "vmp":
-            self.evidence_term(s, f"vmp_variable_evidence({marg})", depth)
-            return
-        var = self.decls[s.param("target")]
-        v = s.param("target")
-        edges = [f"({v}_F, {ins['def'].var}, None, ())"]
-        for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
-                                          strict=True)):
-            if how[0] == "gather":
-                h = f"('gather', {how[1].var})"
-            elif how[0] == "broadcast":
-                h = f"('broadcast', None, {tuple(up.index(p) for p in how[1])})"
-            elif how[0] in ("element", "slots"):
-                h = repr((how[0], tuple(how[1]), tuple(up.index(p) for p in how[2])) if
-                         how[0] == "element" else ("slots", tuple(how[1])))
-            else:
-                h = "('same',)"
-            edges.append(f"({ins[f'use{k}'].var[:-2]}_B, {ins[f'use{k}'].var}, {h}, "
-                         f"{self.shape(up)})")
-        self.evidence_term(s, f"ep_variable_evidence({marg}, [{', '.join(edges)}], "
-                              f"{self.shape(var.plates)})", depth)
+    # the variable node's statements (factorflow.codegen.variable_nodes)
+    stmt_Variable_marginal = variable_nodes.marginal
+    stmt_Variable_use = variable_nodes.use
+    stmt_Variable_backward = variable_nodes.backward
+    stmt_Variable_evidence = variable_nodes.evidence
 
     def event(self, d: VarDecl) -> str:
         return f", {d.event}" if d.family in ("Discrete", "Dirichlet") else ""
@@ -239,15 +176,12 @@ def _fixed(ref: Ref) -> tuple[tuple[int, int], ...]:
                  if isinstance(item, int) and not isinstance(item, bool))
 
 
-def var_family(decls: dict[str, VarDecl], name: str) -> str:
-    family = decls[name].family
-    assert family is not None
-    return family
-
-
-def generate(program: Program) -> Generated:
-    """Python source for a scheduled message program (see module docstring)."""
-    e = _Emitter(program)
+def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Generated:
+    """Python source for a scheduled message program (see module docstring); ``reserved``:
+    the names the runtime puts in the source's globals besides the symbols."""
+    if any(n.startswith(USER_PREFIX) for n in GENERATED | reserved):
+        raise IRError(f"a generated name starts with the user prefix {USER_PREFIX!r}.")
+    e = _Emitter(program, frozenset(reserved))
     algo = (program.algorithm or "").upper()
     e.emit("def infer(data, sizes, init, iterations, on_iteration=None):", 0)
     e.emit(f'"""{algo} for model {comment(program.name)!s}: generated by factorflow."""', 1)
@@ -268,7 +202,7 @@ def generate(program: Program) -> Generated:
     internal = ("gate", "clone_of", "exit_of", "local_of")  # the gate transform's own
     outputs = [d for d in program.decls if d.role == "random"
                and not any(d.attr(a) is not None for a in internal)]
-    result = "{" + ", ".join(f"{d.label!r}: {d.name}_marginal" for d in outputs) + "}"
+    result = "{" + ", ".join(f"{d.label!r}: {marginal(d.name)}" for d in outputs) + "}"
     evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
     loops = [n for n in program.body if isinstance(n, While)]
     # the statements after the last loop and the evidence form ``evidence()``, which the

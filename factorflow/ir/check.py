@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from factorflow.errors import ModelError
 from factorflow.ir.nodes import For, If, Node, Program, Ref, Stmt, While, refs_in
 
@@ -11,15 +13,16 @@ class IRError(ModelError):
 
 
 def check(program: Program) -> Program:
-    """Raise IRError unless every name is declared once, every reference is declared,
-    every ``for`` names a declared range, index items name declared ranges, and every
-    ``if`` condition is well formed (a switch names an enclosing ``for``; only a boolean
-    ``if`` is negated; case values are non-negative).
+    """Raise IRError unless every name is declared once (ranges and variables share one
+    namespace), every reference is declared, every ``for`` names a declared range, index
+    items name declared ranges, and every ``if`` condition is well formed (a switch names
+    an enclosing ``for``; only a boolean ``if`` is negated; case values are non-negative).
 
     (Flat message programs index by plate outside any ``for``: a plate index there means
     the whole plate axis.)"""
     names = [d.name for d in program.decls]
-    dup = {n for n in names if names.count(n) > 1}
+    counts = Counter(names + [r for r, _ in program.ranges])
+    dup = {n for n, k in counts.items() if k > 1}
     if dup:
         raise IRError(f"{program.name}: declared more than once: {sorted(dup)}")
     declared = set(names)

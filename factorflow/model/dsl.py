@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.codegen.names import identifier
+from factorflow.codegen.names import sanitize
 from factorflow.distributions import moments
 from factorflow.distributions.families import (
     Bernoulli,
@@ -294,9 +294,13 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
         if not isinstance(density, Term):
             raise ModelError(f"{fn.__name__}: the formula must involve its arguments.")
         inner = _inner_indices(density, arguments, fn.__name__)
-        name = identifier(fn.__name__)
+        name = sanitize(fn.__name__)
+        known = _USER_FACTORS.get(name)
+        if known is not None and known.arguments == arguments and known.log_density is density:
+            return known  # the same definition again (a model built twice): one factor
         if name in FACTORS:
-            raise ModelError(f"a factor named {name!r} already exists; rename the function.")
+            raise ModelError(f"a factor named {name!r} already exists with another formula or "
+                             "arguments; rename the function.")
         user = UserFactor(name, dict(arguments), density, inner=inner)
         registered = define_factor(name, *arguments.items(),
                                    log_density=_numeric(density, dict(arguments), inner))
@@ -323,9 +327,14 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
             registered.evidence_operator("vmp")(_elbo(full.expected_log_factor,
                                                       dict(arguments), inner))
         user.factor = registered
+        _USER_FACTORS[name] = user
         return user
 
     return declare
+
+
+#: the user factors by registered name, so that declaring one again reuses it
+_USER_FACTORS: dict[str, UserFactor] = {}
 
 
 def _signature(fn: Callable[..., Any], names: tuple[str, ...]) -> Callable[..., Any]:
@@ -360,73 +369,3 @@ def _numeric(density: Term, domains: dict[str, str], inner: dict[str, str]
         return evaluate(density, _environment([], values, domains, inner))
 
     return log_density
-
-
-# ----- expression nodes (VinDsl's @exprnode) ---------------------------------------------
-_COUNTER = [0]
-
-
-def Deterministic(name: str, formula: Callable[..., Term], **parents: Variable) -> Variable:
-    """A real variable defined as a formula of real random variables (VinDsl's
-    expression node): ``y = ff.Deterministic("y", lambda a, b: 2 * a + a * b, a=a, b=b)``.
-
-    Under VMP its posterior is the Gaussian with the moments E[formula] and V[formula]
-    that the expectation rules derive (parents independent under the mean field), and the
-    message to each parent is derived from E[η₁·formula + η₂·formula²], η being the
-    message from the node's children.  A formula whose moments the rules cannot close
-    raises ModelError naming the sub-expression.
-    """
-    from factorflow.rewrite.expectations import deterministic_moments
-
-    names = list(parents)
-    params = list(inspect.signature(formula).parameters)
-    if params != names:
-        raise ModelError(f"Deterministic({name!r}): the formula's arguments {params} must be "
-                         f"the parents given, {names}, in order.")
-    for k, v in parents.items():
-        if not isinstance(v, Variable) or v.domain != "real":
-            raise ModelError(f"Deterministic({name!r}): parent {k!r} must be a real random "
-                             "variable of the model.")
-    expr = formula(*(sym(k) for k in names))
-    if not isinstance(expr, Term):
-        raise ModelError(f"Deterministic({name!r}): the formula must involve its parents.")
-    mean_t, var_t = deterministic_moments(expr)
-    child = data("eta1") * expr + data("eta2") * expr ** 2
-    _COUNTER[0] += 1
-    fname = f"Deterministic_{identifier(name)}_{_COUNTER[0]}"
-    registered = define_factor(fname, ("value", "real"), *((k, "real") for k in names),
-                               deterministic=True)
-
-    def forward(**args: Any) -> Gaussian:
-        env = _environment([mean_t, var_t], args)
-        m, v = evaluate(mean_t, env), evaluate(var_t, env)
-        shape = np.broadcast_shapes(np.shape(m), np.shape(v))
-        prec = 1.0 / np.broadcast_to(v, shape)
-        return Gaussian.from_natural(np.broadcast_to(m, shape) * prec, prec)
-
-    registered.operator("vmp", "value", trigger=tuple(names))(
-        _signature(forward, tuple(names)))
-    for target in names:
-        d = derive_naturals(child, sym(target), "Gaussian")
-        others = tuple(k for k in names if k != target)
-        registered.operator("vmp", target, skip_if_uniform=("value",), proper=others)(
-            _backward(d, others))
-    registered.evidence_operator("vmp")(_signature(lambda **a: np.zeros(()), ("value",
-                                                                              *names)))
-    return new_variable(fname, name, "real", dict(parents), {k: "real" for k in names},
-                        derived=True)
-
-
-def _backward(d: Derivation, others: tuple[str, ...]) -> Callable[..., Any]:
-    naturals = list(d.naturals)
-
-    def message(**args: Any) -> Gaussian:
-        value = args.pop("value")  # the children's message to the node, natural form
-        env = _environment(naturals, args)
-        env_named = {**env, "eta1": value.eta[0], "eta2": -0.5 * value.eta[1]}
-        e1, e2 = (evaluate(n, env_named) for n in naturals)
-        shape = np.broadcast_shapes(np.shape(e1), np.shape(e2))
-        return Gaussian.from_natural(np.broadcast_to(e1, shape), np.broadcast_to(-2.0 * e2,
-                                                                                 shape))
-
-    return _signature(message, ("value", *others))

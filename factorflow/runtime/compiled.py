@@ -234,7 +234,7 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     names = frozenset(model.variable(n).name for n in (tuple(init) + tuple(model.initial)))
     start = time.perf_counter()
     compilation = compile_program(model, algorithm, names, debug)
-    generated = generate(compilation.final)
+    generated = generate(compilation.final, frozenset(NAMESPACE))
     seconds = time.perf_counter() - start
     return CompiledModel(model, algorithm, compilation, generated, seconds, names)
 

@@ -2,9 +2,9 @@
 transform with UsesEqualDef / Replicate / GetItems folded into one variable node).
 
 Guarantees: each read of a latent (role ``random``) variable ``v`` is replaced by a read of
-a fresh use variable ``v_useK`` declared with the plates of the reading statement; one
-``Variable`` statement per latent variable defines all of ``v``'s uses, with a ``uses``
-parameter that says, per use, how the use's array relates to ``v``'s: ``("same",)``,
+a fresh use variable ``v__useK`` (``names.use``) declared with the plates of the reading
+statement; one ``Variable`` statement per latent variable defines all of ``v``'s uses, with
+a ``uses`` parameter that says, per use, how the use's array relates to ``v``'s: ``("same",)``,
 ``("broadcast", extra_plates)``, ``("gather", index_ref)`` or ``("element", fixed,
 extra_plates)`` (``fixed``: (axis, value) pairs for integer indices, as gate clones are
 read case by case).  The node follows ``v``'s definition, or, for a variable defined
@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from factorflow.codegen.names import display, use
 from factorflow.errors import ModelError
-from factorflow.ir import For, If, Node, Program, Ref, Stmt, VarDecl, While
+from factorflow.ir import For, If, IRError, Node, Program, Ref, Stmt, VarDecl, While
 
 
 def channels(program: Program) -> Program:
@@ -37,9 +38,9 @@ def channels(program: Program) -> Program:
         loops = tuple(loops) + tuple(i for i in ref.index if isinstance(i, str)
                                      and i not in loops)
         k = len(uses[ref.var])
-        name = f"{ref.var}_use{k}"
-        while name in taken:
-            name += "_"
+        name = use(ref.var, k)
+        if name in taken:  # impossible for names made by factorflow.codegen.names
+            raise IRError(f"{program.name}: the use name {name} is already declared.")
         taken.add(name)
         kind = kind or _use_kind(ref, decl, loops, where)
         uses[ref.var].append((name, kind))
@@ -103,8 +104,9 @@ def channels(program: Program) -> Program:
             elif random[cases].plates == decl.plates:
                 inputs += (("gate", use_of(Ref(cases, decl.plates), decl.plates, where)),)
             else:
-                raise ModelError(f"{decl.label}: its gate's cases {cases} have plates "
-                                 f"{random[cases].plates}, not {decl.plates}.")
+                raise ModelError(f"{decl.label}: its gate's cases {random[cases].label} have "
+                                 f"plates {_show(random[cases].plates)}, not "
+                                 f"{_show(decl.plates)}.")
         return Stmt("Variable", tuple(Ref(n) for n, _ in uses[v]), inputs, (), where)
 
     def add_nodes(nodes: tuple[Node, ...], gated: bool, masked: bool = False
@@ -146,14 +148,19 @@ def _use_kind(ref: Ref, decl: VarDecl, loops: tuple[str, ...], where: str) -> tu
     own = tuple(p for i, p in enumerate(decl.plates) if i not in dict(fixed))
     it = iter(loops)
     if not all(p in it for p in own):
-        raise ModelError(f"{where}: {decl.label} is used inside plates {loops} whose order "
-                         f"differs from its own plates {decl.plates}.")
+        raise ModelError(f"{where}: {decl.label} is used inside plates {_show(loops)} whose "
+                         f"order differs from its own plates {_show(decl.plates)}.")
     extra = tuple(p for p in loops if p not in own)
     if fixed:
         return ("element", fixed, extra)
     if not extra:
         return ("same",)
     return ("broadcast", extra)
+
+
+def _show(plates: tuple[str, ...]) -> str:
+    """Plates as the user named them: ``(n, k)``."""
+    return "(" + ", ".join(display(p) for p in plates) + ")"
 
 
 def _by_element(ref: Ref) -> bool:

@@ -12,6 +12,7 @@ Nothing here knows an algorithm beyond what the statements and registry say.
 
 from __future__ import annotations
 
+from factorflow.codegen.names import marginal
 from factorflow.factors.registry import FACTORS
 from factorflow.factors.variable import NODE_ANNOTATIONS
 from factorflow.ir import Program, Ref, Stmt, refs_in
@@ -121,7 +122,7 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
                 for source in writer[name]:
                     key = (source, label)
                     edges[key] = edges.get(key, Dep(0)) | kind
-    inits = frozenset(f"{v}_marginal" for v in user_initialized) & set(nodes)
+    inits = frozenset(marginal(v) for v in user_initialized) & set(nodes)
     descriptions = {node_label(s): describe(s, program) for s in stmts if s.outputs}
     return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions),
             {node_label(s): s for s in stmts if s.outputs})

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from factorflow.codegen.names import display
 from factorflow.errors import ModelError
 from factorflow.ir import For, If, Node, Program, Ref, Stmt, VarDecl, While, refs_in
 from factorflow.ir.printer import format_ref
@@ -35,6 +36,18 @@ class GateAnalysis:
     home: Mapping[str, int]
     exits: Mapping[str, frozenset[tuple]]
     conditions: Mapping[tuple, tuple[int, str | None]]
+
+
+def show_ref(ref: Ref, decls: Mapping[str, VarDecl]) -> str:
+    """``ref`` as the user wrote it, for messages and labels: each variable by its label,
+    each range by its name without the user prefix (``v_z[v_n]`` -> ``z[n]``)."""
+    d = decls.get(ref.var)
+    name = d.label if d is not None and d.label else display(ref.var)
+    if not ref.index:
+        return name
+    items = ", ".join(show_ref(i, decls) if isinstance(i, Ref) else display(str(i))
+                      for i in ref.index)
+    return f"{name}[{items}]"
 
 
 def condition_key(path: Path, condition: Ref) -> tuple:
@@ -61,10 +74,10 @@ def case_of(node: If, decl: VarDecl, loops: tuple[str, ...], sizes: Mapping[str,
     count = decl.event
     if isinstance(v, str):
         if not loops or loops[-1] != v:
-            raise ModelError(f"{what}: a switch must sit directly in a for over {v}.")
+            raise ModelError(f"{what}: a switch must sit directly in a for over {display(v)}.")
         if count is not None and count != sizes[v]:
-            raise ModelError(f"{what}: the switch range {v} has {sizes[v]} values but {name} "
-                             f"has {count}.")
+            raise ModelError(f"{what}: the switch range {display(v)} has {sizes[v]} values but "
+                             f"{name} has {count}.")
         return v, sizes[v], v
     if count is None or not 0 <= int(v) < count:
         raise ModelError(f"{what}: case {v} is outside the values of {name} "
@@ -80,6 +93,7 @@ def analyze_gates(program: Program) -> GateAnalysis:
     defs: dict[str, list[Path]] = {}
     uses: dict[str, list[Path]] = {}
     conditions: dict[tuple, tuple[int, str | None]] = {}
+    shown: dict[tuple, str] = {}  # each condition as the user wrote it
 
     def visit(nodes: tuple[Node, ...], path: Path, loops: tuple[str, ...]) -> None:
         for node in nodes:
@@ -99,6 +113,7 @@ def analyze_gates(program: Program) -> GateAnalysis:
                 if decls[node.condition.var].role == "random":
                     key = condition_key(path, node.condition)
                     conditions[key] = (count, switch)
+                    shown[key] = show_ref(node.condition, decls)
                     inner = path + ((key, case),)
                 visit(node.body, inner, loops)
             elif isinstance(node, While):
@@ -117,7 +132,7 @@ def analyze_gates(program: Program) -> GateAnalysis:
                 break
         home[v] = len(prefix)
         exits[v] = frozenset(p[k][0] for p in where for k in range(len(prefix), len(p)))
-        _check_exit(decls[v], where, len(prefix), conditions)
+        _check_exit(decls[v], where, len(prefix), conditions, shown)
     return GateAnalysis(home, exits, conditions)
 
 
@@ -130,14 +145,15 @@ def _common_prefix(paths: list[Path]) -> Path:
 
 
 def _check_exit(decl: VarDecl, paths: list[Path], depth: int,
-                conditions: Mapping[tuple, tuple[int, str | None]]) -> None:
+                conditions: Mapping[tuple, tuple[int, str | None]],
+                shown: Mapping[tuple, str]) -> None:
     """A variable exiting the gate at ``depth`` is defined in all of its cases, below."""
     deeper = [p for p in paths if len(p) > depth]
     if not deeper:
         return
     name = decl.label or decl.name
     keys = {p[depth][0] for p in deeper}
-    gate = " / ".join(sorted(k[1] for k in keys))
+    gate = " / ".join(sorted(shown[k] for k in keys))
     if len(deeper) < len(paths) or len(keys) > 1:
         raise ModelError(f"{name} is defined both inside and outside the gate on {gate}.")
     key = keys.pop()
@@ -149,4 +165,5 @@ def _check_exit(decl: VarDecl, paths: list[Path], depth: int,
                          f"case(s) {missing}, and is read outside it: define {name} in every "
                          "case, or read it only inside.")
     for case in cases:
-        _check_exit(decl, [p for p in deeper if p[depth][1] == case], depth + 1, conditions)
+        _check_exit(decl, [p for p in deeper if p[depth][1] == case], depth + 1, conditions,
+                    shown)

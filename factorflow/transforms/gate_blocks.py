@@ -96,11 +96,16 @@ class Clone:
         return Ref(self.name, self.plates + (() if slot is None else (slot,)))
 
 
-def flat(ref: Ref, loops: tuple[str, ...]) -> str:
-    """A name for an expression: ``array[i, 2]`` -> ``array_i_2`` (whole axes omitted)."""
-    parts = [ref.var] + [flat(i, loops) if isinstance(i, Ref) else str(i)
-                         for i in ref.index if not isinstance(i, str) or i in loops]
-    return "_".join(parts)
+def flat(ref: Ref, loops: tuple[str, ...]) -> tuple[str, ...]:
+    """The readable parts of an expression: ``array[i, 2]`` -> ``("array", "i", "2")``
+    (whole axes omitted), for ``names.token``."""
+    parts: list[str] = [ref.var]
+    for i in ref.index:
+        if isinstance(i, Ref):
+            parts.extend(flat(i, loops))
+        elif not isinstance(i, str) or i in loops:
+            parts.append(str(i))
+    return tuple(parts)
 
 
 def wrap(items: list, level: int, condition: Ref) -> list:

@@ -4,36 +4,37 @@ Input: the model IR, whose ``If`` blocks are gates (``ir.nodes.If``: an *if* on 
 or its complement, a *case* ``x == literal``, a *switch* ``x == j`` directly in a ``for j``
 over the values of ``x``).  For a random condition ``c`` the output has
 
-* ``c_cases[.., c_cases_k] = Gate.Cases(selector=c)`` before the first ``If`` on ``c``
+* ``c__cases[.., c__cases__k] = Gate.Cases(selector=c)`` before the first ``If`` on ``c``
   (before the ``for j`` of a switch, whose range is then the case axis), declared random
   bool with attrs ``derived``, ``do_not_send_evidence`` and ``gate``;
-* every statement of the bodies inside ``if c_cases[.., k]`` (consecutive ones share one;
+* every statement of the bodies inside ``if c__cases[.., k]`` (consecutive ones share one;
   a ``for`` keeps its place and its body is wrapped);
 * each random variable defined outside and read inside (an *enter* variable) read through
   clones (attrs ``clone_of``, ``gate``, ``derived``):
-  ``x_cond_c[.., x_cond_c_k] = Gate.EnterPartial(cases=c_cases[..], value=x, indices:
+  ``x__cond_c[.., x__cond_c__k] = Gate.EnterPartial(cases=c__cases[..], value=x, indices:
   (k, ..))`` for the cases that read it; in a switch ``Gate.Enter(cases, value)`` for all
-  cases, read through ``x_cond_c_j = Copy(value=x_cond_c[.., j])``; for an expression
+  cases, read through ``x__cond_c_j = Copy(value=x__cond_c[.., j])``; for an expression
   indexed by the condition itself (``a[i]`` under ``i == 2`` or ``i == j``)
   ``Gate.EnterOne(cases, value, index: k)``.  A clone sits in the loops its expression
   needs: the body's own ``for`` loops when those are the outer ones, else fresh loops
   before the gate (``enter_whole_arrays``: whole arrays before the gate, the seed's
   alternative method);
 * each variable defined in every case (an *exit* variable, ``derived`` from then on)
-  defined per case in ``x_cond_c[.., k]`` (attrs ``exit_of``, ``gate``; in a switch through
+  defined per case in ``x__cond_c[.., k]`` (attrs ``exit_of``, ``gate``; in a switch through
   a local, attr ``local_of``, and ``Copy``, which makes the array ``derived``: under VMP
   it has no posterior of its own) and merged after the last branch by
-  ``x = Gate.Exit(cases=c_cases[..], values=x_cond_c[..])``.
+  ``x = Gate.Exit(cases=c__cases[..], values=x__cond_c[..])``.
 
 A deterministic (observed or constant) condition keeps its ``If`` around the converted
 block: nothing is cloned, no evidence is collected.
 
 Guarantees: no ``If`` on a random variable remains but those on cases-array elements; new
-names are fresh; new case axes are added to ``program.ranges``; the input is unchanged.
-ModelError, naming the variable and the gate, for a condition neither boolean nor
-discrete, a case value out of range, a switch loop whose size is not the variable's, a
-random condition inside a loop it does not depend on, or a variable defined inside a gate
-but not in all its cases and read outside.
+names are ``names.fresh`` names derived from the variable they are about (never a message
+tag, see ``factorflow.codegen.names``); new case axes are added to ``program.ranges``; the
+input is unchanged.  ModelError, naming the variable and the gate, for a condition neither
+boolean nor discrete, a case value out of range, a switch loop whose size is not the
+variable's, a random condition inside a loop it does not depend on, or a variable defined
+inside a gate but not in all its cases and read outside.
 """
 
 from __future__ import annotations
@@ -41,10 +42,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from factorflow.codegen.names import display, fresh, split_derived, token
 from factorflow.errors import ModelError
 from factorflow.ir import For, If, Node, Program, Ref, Stmt, VarDecl, walk
 from factorflow.ir.printer import format_ref
-from factorflow.transforms.gate_analysis import analyze_gates, case_of, condition_key
+from factorflow.transforms.gate_analysis import (
+    analyze_gates,
+    case_of,
+    condition_key,
+    show_ref,
+)
 from factorflow.transforms.gate_blocks import (
     Clone,
     Cond,
@@ -101,16 +108,16 @@ class _Gates:
                        body=freeze(self.frames[0].items), _by_name={})
 
     # ----- names, declarations, positions -----------------------------------------------
-    def _fresh(self, base: str) -> str:
-        name, n = base, 1
-        while name in self.taken:
-            n += 1
-            name = f"{base}{n}"
-        self.taken.add(name)
-        return name
+    def _fresh(self, base: str, *parts: object) -> str:
+        """A new name derived from ``base`` with a tag made of ``parts`` (``names.fresh``)."""
+        return fresh(base, token(*parts), self.taken)
+
+    def _show(self, ref: Ref) -> str:
+        """``ref`` as the user wrote it (labels, ranges without the user prefix)."""
+        return show_ref(ref, self.decls)
 
     def _axis(self, array: str, size: int) -> str:
-        name = self._fresh(f"{array}_k")
+        name = self._fresh(array, "k")
         self.sizes[name] = size
         self.new_ranges.append(name)
         return name
@@ -196,13 +203,14 @@ class _Gates:
         known = {i for c, _, _ in self.levels for i in c.lhs.index + (c.switch,)}
         bad = [r for r in loops if r not in set(lhs.index) | known]
         if bad:
-            raise ModelError(f"gate on {format_ref(lhs)}: the condition does not depend on "
-                             f"the loop over {bad[0]}; place the gate outside that loop.")
+            raise ModelError(f"gate on {self._show(lhs)}: the condition does not depend on "
+                             f"the loop over {display(bad[0])}; place the gate outside that "
+                             "loop.")
         selector = self._ref(lhs, False, "", [])
-        cond.cases = self._fresh(flat(lhs, loops) + "_cases")
+        cond.cases = self._fresh(lhs.var, *flat(lhs, loops)[1:], "cases")
         cond.axis = switch or self._axis(cond.cases, count)
         cond.plates = loops + (cond.axis,)
-        self._declare(cond.cases, "bool", cond.plates, None, f"cases of {format_ref(lhs)}",
+        self._declare(cond.cases, "bool", cond.plates, None, f"cases of {self._show(lhs)}",
                       (("derived", True), ("do_not_send_evidence", True),
                        ("gate", format_ref(lhs))))
         prov = next((s.provenance for s, _ in walk(node.body) if s.provenance), "")
@@ -282,14 +290,15 @@ class _Gates:
         loops = self._loops(at) + tuple(fresh)
         whole = tuple(dict.fromkeys(i for i in src.index if isinstance(i, str)
                                     and i not in loops))
-        name = self._fresh(f"{flat(src, loops)}_cond_{flat(cond.lhs, cond.plates[:-1])}")
+        name = self._fresh(src.var, *flat(src, loops)[1:], "cond",
+                           *flat(cond.lhs, cond.plates[:-1]))
         axis = self._axis(name, 0) if kind == "partial" else "" if kind == "one" else cond.axis
         clone = cond.clones[format_ref(src)] = Clone(kind, name, src, loops + whole, axis,
                                                         var=var, prov=prov)
         d = self.decls[var]
         attrs = (("exit_of", var),) if kind == "exit" else (("clone_of", var), ("derived", True))
         self._declare(name, d.domain, clone.plates + ((axis,) if axis else ()), d.event,
-                      f"{d.label or var} in the gate on {format_ref(cond.lhs)}",
+                      f"{d.label or var} in the gate on {self._show(cond.lhs)}",
                       (("gate", cond.cases),) + attrs)
         if kind == "exit":
             return clone  # merged by Gate.Exit after the gate's last branch
@@ -325,10 +334,11 @@ class _Gates:
         if local is None:
             d = self.decls[clone.var]
             at = self._inner(m)
-            local = clone.locals[case] = Ref(self._fresh(f"{clone.name}_{case}"),
+            local = clone.locals[case] = Ref(self._fresh(*split_derived(clone.name), case),
                                              self._loops(at))
             self._declare(local.var, d.domain, local.index, d.event,
-                          f"{d.label or clone.var} in case {case} of {format_ref(cond.lhs)}",
+                          f"{d.label or clone.var} in case {display(str(case))} of "
+                          f"{self._show(cond.lhs)}",
                           (("local_of", clone.var),) + (
                               (("derived", True),) if clone.kind == "enter" else ()))
             if clone.kind == "enter":

@@ -1,9 +1,12 @@
 """Lower a ``Model`` to the statement IR (MSL): declarations and factor calls in ``for``s.
 
 Guarantees: one ``Stmt`` per model statement, in model order, nested in ``For`` blocks for
-its plates (consecutive statements share blocks); every IR name is a safe identifier and
-the user's name is kept as the declaration's label; array constants and observed values
-are declared (role constant/observed) and bound by name in the returned ``Bindings``.
+its plates (consecutive statements share blocks); every IR name follows
+``factorflow.codegen.names``: each variable, range and ``ff.Data`` gets a unique user name
+(``v_mean``), an index or array constant a name derived from the variable it belongs to
+(``v_x__mean``, ``v_a__index``), a switch's new range ``v_z__cases``; the user's name is kept
+as the declaration's label.  Array constants and observed values are declared (role
+constant/observed) and bound by name in the returned ``Bindings``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.codegen.names import identifier
+from factorflow.codegen.names import USER_PREFIX, fresh, identifier, sanitize
 from factorflow.factors.registry import FACTORS
 from factorflow.ir import Const, For, If, Node, Program, Ref, Stmt, VarDecl
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
@@ -59,7 +62,9 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                                                                    for p in v.plates),
                              event=v.size, label=v.name, attrs=attrs))
 
-    def operand(value: Any, plates: tuple[str, ...], domain: str) -> Const | Ref:
+    def operand(value: Any, plates: tuple[str, ...], domain: str, owner: str, arg: str
+                ) -> Const | Ref:
+        """The IR operand for argument ``arg`` of a statement about the IR name ``owner``."""
         if isinstance(value, Variable):
             return Ref(b.names[value.name], tuple(rname[p.name] for p in value.plates))
         if isinstance(value, Data):
@@ -73,7 +78,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
             if isinstance(idx, Data):
                 index_ref = Ref(b.data[idx.name])
             else:
-                ident = identifier(f"{value.base.name}_index", taken)
+                ident = fresh(b.names[value.base.name], "index", taken)
                 b.values[ident] = np.asarray(idx, int)
                 decls.append(VarDecl(ident, "constant", "int", plates=plates,
                                      label=f"index into {value.base.name}"))
@@ -82,13 +87,13 @@ def lower(model: Model) -> tuple[Program, Bindings]:
         arr = np.asarray(value)
         if arr.ndim == 0:
             return Const(arr.item())
-        ident = identifier("const", taken)
+        ident = fresh(owner, arg, taken)
         b.values[ident] = arr
-        decls.append(VarDecl(ident, "constant", label="array constant",
+        decls.append(VarDecl(ident, "constant", label=f"{arg} of {_label(owner, decls)}",
                              attrs=(("shape", arr.shape),)))
         return Ref(ident)
 
-    switch_range = _switch_ranges(model, rname, taken)
+    switch_range = _switch_ranges(model, rname, b.names, taken)
     ranges += tuple((name, size) for name, size in switch_range.values()
                     if name not in dict(ranges))
 
@@ -109,11 +114,11 @@ def lower(model: Model) -> tuple[Program, Bindings]:
             else:
                 frames.append(("if", cond, f.value, f.negated, id(f)))
         stmts.append((tuple(frames), _statement(call, plates, operand, b)))
-    return Program(identifier(model.name), ranges, tuple(decls), _nest(stmts)), b
+    return Program(sanitize(model.name), ranges, tuple(decls), _nest(stmts)), b
 
 
-def _switch_ranges(model: Model, rname: dict[str, str], taken: set[str]
-                   ) -> dict[int, tuple[str, int]]:
+def _switch_ranges(model: Model, rname: dict[str, str], names: dict[str, str],
+                   taken: set[str]) -> dict[int, tuple[str, int]]:
     """The loop range of each Switch: the range of an array it indexes, else a new one."""
     out: dict[int, tuple[str, int]] = {}
     for call in model.statements:
@@ -126,7 +131,7 @@ def _switch_ranges(model: Model, rname: dict[str, str], taken: set[str]
     for call in model.statements:
         for f in call.frames:
             if isinstance(f, GateFrame) and f.kind == "switch" and id(f) not in out:
-                out[id(f)] = (identifier(f"{f.condition.name}_cases", taken),
+                out[id(f)] = (fresh(names[f.condition.name], "cases", taken),
                               int(f.condition.size or 0))
     return out
 
@@ -136,8 +141,17 @@ def _statement(call: FactorCall, plates: tuple[str, ...], operand, b: Bindings) 
     if call.output is not None:
         outputs = (Ref(b.names[call.output.name], plates),)
     factor = FACTORS[call.factor]
-    inputs = tuple((k, operand(v, plates, factor.arg(k).domain)) for k, v in call.args.items())
+    about = call.output if call.output is not None else next(
+        (v for v in call.args.values() if isinstance(v, Variable)), None)
+    owner = b.names[about.name] if about is not None else USER_PREFIX + "const"
+    inputs = tuple((k, operand(v, plates, factor.arg(k).domain, owner, k))
+                   for k, v in call.args.items())
     return Stmt(call.factor, outputs, inputs, provenance=call.provenance)
+
+
+def _label(name: str, decls: list[VarDecl]) -> str:
+    """The user's label of the declaration ``name`` (the name itself if undeclared)."""
+    return next((d.label for d in decls if d.name == name), name)
 
 
 def _nest(stmts: list[tuple[tuple, Stmt]]) -> tuple[Node, ...]:

@@ -2,8 +2,9 @@
 
 Input: the channel IR.  Output: a flat program of statements, each one array operation
 over its plates, with declarations for every message.  For a latent variable ``v`` with
-uses ``u``: ``v_F`` (defining factor → v), ``v_B`` (v → defining factor), ``u_B``
-(using factor → v), ``u_F`` (v → using factor) and ``v_marginal``.  Factor statements
+uses ``u``: ``v__F`` (defining factor → v), ``v__B`` (v → defining factor), ``u__B``
+(using factor → v), ``u__F`` (v → using factor) and ``v__marginal`` (names from
+``factorflow.codegen.names``: distinct from every other name of the program).  Factor statements
 become one operator call per random argument, looked up in the factor registry for the
 algorithm (an unsupported pair raises UnsupportedFactorError naming the statement), plus
 one evidence statement.  Every statement carries ``params``: ``target`` (the variable whose
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from factorflow.codegen.names import backward, forward, marginal
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.factors.registry import DOMAIN_FAMILY, FACTORS
 from factorflow.ir import Const, For, If, Program, Ref, Stmt, VarDecl
@@ -34,23 +36,23 @@ def messages(program: Program, algorithm: str) -> Program:
     vmp_derived = derived if algorithm == "vmp" else set()
     new_decls: list[VarDecl] = []
 
-    def message_decl(name: str, of: VarDecl, plates: tuple[str, ...], label: str) -> None:
+    def message_decl(name: str, of: VarDecl, plates: tuple[str, ...], label: str,
+                     role: str = "message") -> None:
         if of.domain == "count":
             raise ModelError(f"{of.label}: latent count variables are not supported by "
                              f"{algorithm.upper()}; observe {of.label!r}.")
-        new_decls.append(VarDecl(name, "message" if "marginal" not in name else "marginal",
-                                 of.domain, DOMAIN_FAMILY[of.domain], plates, of.event,
-                                 label))
+        new_decls.append(VarDecl(name, role, of.domain, DOMAIN_FAMILY[of.domain], plates,
+                                 of.event, label))
 
     for v, d in random.items():
-        message_decl(f"{v}_F", d, d.plates, f"message to {d.label} from its definition")
-        message_decl(f"{v}_B", d, d.plates, f"message from {d.label} to its definition")
-        message_decl(f"{v}_marginal", d, d.plates, f"posterior of {d.label}")
+        message_decl(forward(v), d, d.plates, f"message to {d.label} from its definition")
+        message_decl(backward(v), d, d.plates, f"message from {d.label} to its definition")
+        message_decl(marginal(v), d, d.plates, f"posterior of {d.label}", "marginal")
     for u, v in use_of.items():
         du = decls[u]
-        message_decl(f"{u}_B", random[v], du.plates, f"message to {random[v].label} "
+        message_decl(backward(u), random[v], du.plates, f"message to {random[v].label} "
                      f"from its {du.label.split(' of ')[0]}")
-        message_decl(f"{u}_F", random[v], du.plates, f"message from {random[v].label} "
+        message_decl(forward(u), random[v], du.plates, f"message from {random[v].label} "
                      f"to its {du.label.split(' of ')[0]}")
 
     body: list[Stmt] = []
@@ -85,9 +87,9 @@ def _edge_out(ref: Ref, decls: dict[str, VarDecl]) -> Ref | None:
     """The message carrying this variable towards the factor, or None if it is known."""
     d = decls[ref.var]
     if d.role == "use":
-        return Ref(f"{ref.var}_F", ref.index)
+        return Ref(forward(ref.var), ref.index)
     if d.role == "random":
-        return Ref(f"{ref.var}_B", ref.index)
+        return Ref(backward(ref.var), ref.index)
     return None
 
 
@@ -127,8 +129,8 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
                 f"{where}: {algorithm.upper()} needs {factor.name} argument {bad[0]!r} to be "
                 f"known (a constant or observed), but it is random; {hint}.")
         decl = decls[operand.var]
-        target = (Ref(f"{operand.var}_B", operand.index) if decl.role == "use"
-                  else Ref(f"{operand.var}_F", operand.index))
+        target = (Ref(backward(operand.var), operand.index) if decl.role == "use"
+                  else Ref(forward(operand.var), operand.index))
         var = decl.attr("of") if decl.role == "use" else operand.var
         reads = tuple((k, edges.get(k, args[k])) for k in op.reads if k in args)
         result.append(Stmt(op.qualname, (target,), reads,
@@ -157,7 +159,7 @@ def _to_gate(evidence: Stmt, gate: Operand | None, decls: dict[str, VarDecl]) ->
         return evidence
     assert isinstance(gate, Ref)
     cases = decls[gate.var].attr("of")
-    return replace(evidence, outputs=(Ref(f"{gate.var}_B", gate.index),),
+    return replace(evidence, outputs=(Ref(backward(gate.var), gate.index),),
                    params=evidence.params + (("to_gate", cases),))
 
 
@@ -171,15 +173,15 @@ def _variable_statements(stmt: Stmt, decls: dict[str, VarDecl], algorithm: str,
     derived = v.var in vmp_derived
     common = (("plates", d.plates), ("target", v.var), ("uses", hows),
               ("use_plates", tuple(decls[u].plates for u in uses)))
-    marg, fwd, back = Ref(f"{v.var}_marginal"), Ref(f"{v.var}_F"), Ref(f"{v.var}_B")
-    use_b = tuple((f"use{k}", Ref(f"{u}_B")) for k, u in enumerate(uses))
+    marg, fwd, back = Ref(marginal(v.var)), Ref(forward(v.var)), Ref(backward(v.var))
+    use_b = tuple((f"use{k}", Ref(backward(u))) for k, u in enumerate(uses))
     out = [Stmt("Variable.marginal", (marg,), (("def", fwd),) + (() if derived else use_b),
                 common + (("algorithm", algorithm), ("derived", derived)), stmt.provenance)]
     for k, u in enumerate(uses):
         inputs: tuple = (("marginal", marg),)
         if algorithm == "ep":
-            inputs += (("use", Ref(f"{u}_B")),)
-        out.append(Stmt("Variable.use", (Ref(f"{u}_F"),), inputs,
+            inputs += (("use", Ref(backward(u))),)
+        out.append(Stmt("Variable.use", (Ref(forward(u)),), inputs,
                         common + (("use", k), ("algorithm", algorithm)), stmt.provenance))
     back_inputs: tuple = use_b if derived else (("marginal", marg),) + (
         (("def", fwd),) if algorithm == "ep" else ())
@@ -191,7 +193,7 @@ def _variable_statements(stmt: Stmt, decls: dict[str, VarDecl], algorithm: str,
         return out
     if algorithm == "ep":
         ev = (("marginal", marg), ("def", back)) + tuple(
-            (f"use{k}", Ref(f"{u}_F")) for k, u in enumerate(uses))
+            (f"use{k}", Ref(forward(u))) for k, u in enumerate(uses))
         out.append(_to_gate(Stmt("Variable.evidence", (), ev, common + (
             ("algorithm", "ep"),), stmt.provenance), gate, decls))
     elif not derived:

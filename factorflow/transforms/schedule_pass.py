@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from factorflow.codegen.names import marginal
 from factorflow.ir import Node, Program, Stmt, While
 from factorflow.transforms.dependency_info import dependency_graph
 from factorflow.transforms.scheduling import Schedule, schedule
@@ -37,7 +38,7 @@ def schedule_program(program: Program, user_initialized: frozenset[str] = frozen
     if not sched.loop:
         body.append(While((), ()))
     body.extend(s for s in program.body if isinstance(s, Stmt) and not s.outputs)
-    marked = {f"{v}_marginal": program.decl(v).label for v in user_initialized}
+    marked = {marginal(v): program.decl(v).label for v in user_initialized}
     decls = tuple(replace(d, attrs=d.attrs + (("init", marked[d.name]),))
                   if d.name in marked else d for d in program.decls)
     return Scheduled(replace(program, decls=decls, body=tuple(body), _by_name={}), sched)

@@ -4,7 +4,7 @@
 rows, the exit variable, the alternative method, the Case statement and the Switch
 statement rows); each is built here as IR, converted, and compared as printer text with
 the seed's right column up to naming and layout (the case axis is an array's last axis;
-``x_cond_c[0]`` of a whole array reads ``x_cond_c[i, 0]``; the seed's switch rows leave out
+``x_cond_c[0]`` of a whole array reads ``x__cond_c[i, 0]``; the seed's switch rows leave out
 the definition of ``b``).  Every output also passes the IR verifier, and means what its
 input means: the same factors apply to the same values for every assignment of the
 conditions (``gate_semantics``).  Beyond the seed: both branches reading a variable, gates
@@ -137,252 +137,252 @@ MORE: dict[str, tuple[Program, list[str]]] = {
 #: the expected output of each example: new ranges and declarations, then the body
 EXPECTED = {
     "if_local": """\
-ranges c_cases_k=2
-random bool c_cases[c_cases_k]  # cases of c
-c_cases[c_cases_k] = Gate.Cases(selector=c)
-if c_cases[0]:
+ranges c__cases__k=2
+random bool c__cases[c__cases__k]  # cases of c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+if c__cases[0]:
     b = Bernoulli(p=0.1)
     ConstrainTrue(value=b)
 """,
     "if_enter": """\
-ranges c_cases_k=2, x_cond_c_k=1
-random bool c_cases[c_cases_k]  # cases of c
-random bool x_cond_c[x_cond_c_k]  # x in the gate on c
-c_cases[c_cases_k] = Gate.Cases(selector=c)
-x_cond_c[x_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=x, indices: (0))
-if c_cases[0]:
-    ConstrainEqualRandom(value=x_cond_c[0], dist=constDist)
+ranges c__cases__k=2, x__cond_c__k=1
+random bool c__cases[c__cases__k]  # cases of c
+random bool x__cond_c[x__cond_c__k]  # x in the gate on c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+x__cond_c[x__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], value=x, indices: (0))
+if c__cases[0]:
+    ConstrainEqualRandom(value=x__cond_c[0], dist=constDist)
 """,
     "if_enter_array": """\
-ranges i=3, c_cases_k=2, array_cond_c_k=1
-random bool c_cases[c_cases_k]  # cases of c
-random bool array_cond_c[i][array_cond_c_k]  # array in the gate on c
-c_cases[c_cases_k] = Gate.Cases(selector=c)
-array_cond_c[i, array_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=array[i], \
-indices: (0))
-if c_cases[0]:
-    sum = Sum(array=array_cond_c[i, 0])
+ranges i=3, c__cases__k=2, array__cond_c__k=1
+random bool c__cases[c__cases__k]  # cases of c
+random bool array__cond_c[i][array__cond_c__k]  # array in the gate on c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+array__cond_c[i, array__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], \
+value=array[i], indices: (0))
+if c__cases[0]:
+    sum = Sum(array=array__cond_c[i, 0])
 """,
     "if_in_loop": """\
-ranges i=3, c_i_cases_k=2
-random bool c_i_cases[i][c_i_cases_k]  # cases of c[i]
+ranges i=3, c__i_cases__k=2
+random bool c__i_cases[i][c__i_cases__k]  # cases of c[i]
 for i:
-    c_i_cases[i, c_i_cases_k] = Gate.Cases(selector=c[i])
-    if c_i_cases[i, 0]:
+    c__i_cases[i, c__i_cases__k] = Gate.Cases(selector=c[i])
+    if c__i_cases[i, 0]:
         b[i] = Bernoulli(p=0.1)
         ConstrainTrue(value=b[i])
 """,
     "if_in_loop_enter": """\
-ranges i=3, c_i_cases_k=2, array_i_cond_c_i_k=1
-random bool c_i_cases[i][c_i_cases_k]  # cases of c[i]
-random bool array_i_cond_c_i[i][array_i_cond_c_i_k]  # array in the gate on c[i]
+ranges i=3, c__i_cases__k=2, array__i_cond_c_i__k=1
+random bool c__i_cases[i][c__i_cases__k]  # cases of c[i]
+random bool array__i_cond_c_i[i][array__i_cond_c_i__k]  # array in the gate on c[i]
 for i:
-    c_i_cases[i, c_i_cases_k] = Gate.Cases(selector=c[i])
-    array_i_cond_c_i[i, array_i_cond_c_i_k] = Gate.EnterPartial(cases=c_i_cases[i, c_i_cases_k], \
-value=array[i], indices: (0))
-    if c_i_cases[i, 0]:
-        ConstrainEqualRandom(value=array_i_cond_c_i[i, 0], dist=constDist)
+    c__i_cases[i, c__i_cases__k] = Gate.Cases(selector=c[i])
+    array__i_cond_c_i[i, array__i_cond_c_i__k] = Gate.EnterPartial(cases=c__i_cases[i, \
+c__i_cases__k], value=array[i], indices: (0))
+    if c__i_cases[i, 0]:
+        ConstrainEqualRandom(value=array__i_cond_c_i[i, 0], dist=constDist)
 """,
     "if_around_loop": """\
-ranges i=3, c_cases_k=2, array_i_cond_c_k=1
-random bool c_cases[c_cases_k]  # cases of c
-random bool array_i_cond_c[i][array_i_cond_c_k]  # array in the gate on c
-c_cases[c_cases_k] = Gate.Cases(selector=c)
+ranges i=3, c__cases__k=2, array__i_cond_c__k=1
+random bool c__cases[c__cases__k]  # cases of c
+random bool array__i_cond_c[i][array__i_cond_c__k]  # array in the gate on c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
 for i:
-    array_i_cond_c[i, array_i_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], \
+    array__i_cond_c[i, array__i_cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], \
 value=array[i], indices: (0))
-    if c_cases[0]:
-        ConstrainEqualRandom(value=array_i_cond_c[i, 0], dist=constDist)
+    if c__cases[0]:
+        ConstrainEqualRandom(value=array__i_cond_c[i, 0], dist=constDist)
 """,
     "alternative": """\
-ranges i=3, c_cases_k=2, array_cond_c_k=1
-random bool c_cases[c_cases_k]  # cases of c
-random bool array_cond_c[i][array_cond_c_k]  # array in the gate on c
-c_cases[c_cases_k] = Gate.Cases(selector=c)
-array_cond_c[i, array_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=array[i], \
-indices: (0))
+ranges i=3, c__cases__k=2, array__cond_c__k=1
+random bool c__cases[c__cases__k]  # cases of c
+random bool array__cond_c[i][array__cond_c__k]  # array in the gate on c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+array__cond_c[i, array__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], \
+value=array[i], indices: (0))
 for i:
-    if c_cases[0]:
-        ConstrainEqualRandom(value=array_cond_c[i, 0], dist=constDist)
+    if c__cases[0]:
+        ConstrainEqualRandom(value=array__cond_c[i, 0], dist=constDist)
 """,
     "if_around_loops": """\
-ranges k=2, i=3, c_cases_k=2, array_i_cond_c_k=1
-random bool c_cases[c_cases_k]  # cases of c
-random bool array_i_cond_c[i][array_i_cond_c_k]  # array in the gate on c
-c_cases[c_cases_k] = Gate.Cases(selector=c)
+ranges k=2, i=3, c__cases__k=2, array__i_cond_c__k=1
+random bool c__cases[c__cases__k]  # cases of c
+random bool array__i_cond_c[i][array__i_cond_c__k]  # array in the gate on c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
 for i:
-    array_i_cond_c[i, array_i_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], \
+    array__i_cond_c[i, array__i_cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], \
 value=array[i], indices: (0))
 for k:
     for i:
-        if c_cases[0]:
-            ConstrainEqualRandom(value=array_i_cond_c[i, 0], dist=constDist)
+        if c__cases[0]:
+            ConstrainEqualRandom(value=array__i_cond_c[i, 0], dist=constDist)
 """,
     "if_in_loop_around_loop": """\
-ranges j=2, i=3, c_j_cases_k=2, array_i_j_cond_c_j_k=1
-random bool c_j_cases[j][c_j_cases_k]  # cases of c[j]
-random bool array_i_j_cond_c_j[j][i][array_i_j_cond_c_j_k]  # array in the gate on c[j]
+ranges j=2, i=3, c__j_cases__k=2, array__i_j_cond_c_j__k=1
+random bool c__j_cases[j][c__j_cases__k]  # cases of c[j]
+random bool array__i_j_cond_c_j[j][i][array__i_j_cond_c_j__k]  # array in the gate on c[j]
 for j:
-    c_j_cases[j, c_j_cases_k] = Gate.Cases(selector=c[j])
+    c__j_cases[j, c__j_cases__k] = Gate.Cases(selector=c[j])
     for i:
-        array_i_j_cond_c_j[j, i, array_i_j_cond_c_j_k] = Gate.EnterPartial(cases=c_j_cases[j, \
-c_j_cases_k], value=array[i, j], indices: (0))
-        if c_j_cases[j, 0]:
-            ConstrainEqualRandom(value=array_i_j_cond_c_j[j, i, 0], dist=constDist)
+        array__i_j_cond_c_j[j, i, array__i_j_cond_c_j__k] = Gate.EnterPartial(cases=c__j_cases[j, \
+c__j_cases__k], value=array[i, j], indices: (0))
+        if c__j_cases[j, 0]:
+            ConstrainEqualRandom(value=array__i_j_cond_c_j[j, i, 0], dist=constDist)
 """,
     "exit": """\
-ranges c_cases_k=2
-random bool c_cases[c_cases_k]  # cases of c
-random bool x_cond_c[c_cases_k]  # x in the gate on c
-c_cases[c_cases_k] = Gate.Cases(selector=c)
-if c_cases[0]:
-    x_cond_c[0] = Bernoulli(p=p)
-    ConstrainEqualRandom(value=x_cond_c[0], dist=constDist)
-if c_cases[1]:
-    x_cond_c[1] = Bernoulli(p=q)
-x = Gate.Exit(cases=c_cases[c_cases_k], values=x_cond_c[c_cases_k])
+ranges c__cases__k=2
+random bool c__cases[c__cases__k]  # cases of c
+random bool x__cond_c[c__cases__k]  # x in the gate on c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+if c__cases[0]:
+    x__cond_c[0] = Bernoulli(p=p)
+    ConstrainEqualRandom(value=x__cond_c[0], dist=constDist)
+if c__cases[1]:
+    x__cond_c[1] = Bernoulli(p=q)
+x = Gate.Exit(cases=c__cases[c__cases__k], values=x__cond_c[c__cases__k])
 """,
     "case": """\
-ranges n=3, i_cases_k=3, x_cond_i_k=1
-random bool i_cases[i_cases_k]  # cases of i
-random bool x_cond_i[x_cond_i_k]  # x in the gate on i
-random bool array_2_cond_i  # array in the gate on i
-i_cases[i_cases_k] = Gate.Cases(selector=i)
-if i_cases[0]:
+ranges n=3, i__cases__k=3, x__cond_i__k=1
+random bool i__cases[i__cases__k]  # cases of i
+random bool x__cond_i[x__cond_i__k]  # x in the gate on i
+random bool array__2_cond_i  # array in the gate on i
+i__cases[i__cases__k] = Gate.Cases(selector=i)
+if i__cases[0]:
     b = Bernoulli(p=0.1)
     ConstrainTrue(value=b)
-x_cond_i[x_cond_i_k] = Gate.EnterPartial(cases=i_cases[i_cases_k], value=x, indices: (1))
-if i_cases[1]:
-    ConstrainEqualRandom(value=x_cond_i[0], dist=constDist)
-array_2_cond_i = Gate.EnterOne(cases=i_cases[i_cases_k], value=array[2], index: 2)
-if i_cases[2]:
-    ConstrainEqualRandom(value=array_2_cond_i, dist=constDist)
+x__cond_i[x__cond_i__k] = Gate.EnterPartial(cases=i__cases[i__cases__k], value=x, indices: (1))
+if i__cases[1]:
+    ConstrainEqualRandom(value=x__cond_i[0], dist=constDist)
+array__2_cond_i = Gate.EnterOne(cases=i__cases[i__cases__k], value=array[2], index: 2)
+if i__cases[2]:
+    ConstrainEqualRandom(value=array__2_cond_i, dist=constDist)
 """,
     "switch_local": """\
 ranges j=3
-random bool i_cases[j]  # cases of i
-i_cases[j] = Gate.Cases(selector=i)
+random bool i__cases[j]  # cases of i
+i__cases[j] = Gate.Cases(selector=i)
 for j:
-    if i_cases[j]:
+    if i__cases[j]:
         b[j] = Bernoulli(p=0.1)
         ConstrainTrue(value=b[j])
 """,
     "switch_enter": """\
 ranges j=3
-random bool i_cases[j]  # cases of i
-random bool b_cond_i[j]  # b in the gate on i
-random bool b_cond_i_j[j]  # b in case j of i
+random bool i__cases[j]  # cases of i
+random bool b__cond_i[j]  # b in the gate on i
+random bool b__cond_i_j[j]  # b in case j of i
 b = Bernoulli(p=0.1)
-i_cases[j] = Gate.Cases(selector=i)
-b_cond_i[j] = Gate.Enter(cases=i_cases[j], value=b)
+i__cases[j] = Gate.Cases(selector=i)
+b__cond_i[j] = Gate.Enter(cases=i__cases[j], value=b)
 for j:
-    if i_cases[j]:
-        b_cond_i_j[j] = Copy(value=b_cond_i[j])
-        ConstrainTrue(value=b_cond_i_j[j])
+    if i__cases[j]:
+        b__cond_i_j[j] = Copy(value=b__cond_i[j])
+        ConstrainTrue(value=b__cond_i_j[j])
 """,
     "switch_enter_one": """\
 ranges j=3
-random bool i_cases[j]  # cases of i
-random bool x_j_cond_i[j]  # x in the gate on i
-i_cases[j] = Gate.Cases(selector=i)
+random bool i__cases[j]  # cases of i
+random bool x__j_cond_i[j]  # x in the gate on i
+i__cases[j] = Gate.Cases(selector=i)
 for j:
-    if i_cases[j]:
-        x_j_cond_i[j] = Gate.EnterOne(cases=i_cases[j], value=x[j], index: j)
-        ConstrainEqualRandom(value=x_j_cond_i[j], dist=constDist)
+    if i__cases[j]:
+        x__j_cond_i[j] = Gate.EnterOne(cases=i__cases[j], value=x[j], index: j)
+        ConstrainEqualRandom(value=x__j_cond_i[j], dist=constDist)
 """,
     "switch_exit": """\
 ranges j=3
-random bool i_cases[j]  # cases of i
-random bool x_cond_i[j]  # x in the gate on i
-random bool x_cond_i_j[j]  # x in case j of i
-i_cases[j] = Gate.Cases(selector=i)
+random bool i__cases[j]  # cases of i
+random bool x__cond_i[j]  # x in the gate on i
+random bool x__cond_i_j[j]  # x in case j of i
+i__cases[j] = Gate.Cases(selector=i)
 for j:
-    if i_cases[j]:
-        x_cond_i_j[j] = Bernoulli(p=const[j])
-        x_cond_i[j] = Copy(value=x_cond_i_j[j])
-        ConstrainEqualRandom(value=x_cond_i_j[j], dist=constDist[j])
-x = Gate.Exit(cases=i_cases[j], values=x_cond_i[j])
+    if i__cases[j]:
+        x__cond_i_j[j] = Bernoulli(p=const[j])
+        x__cond_i[j] = Copy(value=x__cond_i_j[j])
+        ConstrainEqualRandom(value=x__cond_i_j[j], dist=constDist[j])
+x = Gate.Exit(cases=i__cases[j], values=x__cond_i[j])
 """,
     "if_else_enter": """\
-ranges c_cases_k=2, x_cond_c_k=2
-random bool c_cases[c_cases_k]  # cases of c
-random bool x_cond_c[x_cond_c_k]  # x in the gate on c
-c_cases[c_cases_k] = Gate.Cases(selector=c)
-x_cond_c[x_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=x, indices: (0, 1))
-if c_cases[0]:
-    ConstrainEqualRandom(value=x_cond_c[0], dist=constDist)
-if c_cases[1]:
-    ConstrainEqualRandom(value=x_cond_c[1], dist=constDist)
+ranges c__cases__k=2, x__cond_c__k=2
+random bool c__cases[c__cases__k]  # cases of c
+random bool x__cond_c[x__cond_c__k]  # x in the gate on c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+x__cond_c[x__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], value=x, indices: (0, 1))
+if c__cases[0]:
+    ConstrainEqualRandom(value=x__cond_c[0], dist=constDist)
+if c__cases[1]:
+    ConstrainEqualRandom(value=x__cond_c[1], dist=constDist)
 """,
     "nested_enter": """\
-ranges c_cases_k=2, d_cond_c_k=1, d_cases_k=2, x_cond_c_k=1, x_cond_c_0_cond_d_k=1
-random bool c_cases[c_cases_k]  # cases of c
-random bool d_cond_c[d_cond_c_k]  # d in the gate on c
-random bool d_cases[d_cases_k]  # cases of d
-random bool x_cond_c[x_cond_c_k]  # x in the gate on c
-random bool x_cond_c_0_cond_d[x_cond_c_0_cond_d_k]  # x in the gate on d
-c_cases[c_cases_k] = Gate.Cases(selector=c)
-d_cond_c[d_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=d, indices: (0))
-x_cond_c[x_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=x, indices: (0))
-if c_cases[0]:
-    d_cases[d_cases_k] = Gate.Cases(selector=d_cond_c[0])
-    x_cond_c_0_cond_d[x_cond_c_0_cond_d_k] = Gate.EnterPartial(cases=d_cases[d_cases_k], \
-value=x_cond_c[0], indices: (0))
-    if d_cases[0]:
-        ConstrainEqualRandom(value=x_cond_c_0_cond_d[0], dist=constDist)
-    ConstrainTrue(value=d_cond_c[0])
+ranges c__cases__k=2, d__cond_c__k=1, d__cases__k=2, x__cond_c__k=1, x__cond_c__0_cond_d__k=1
+random bool c__cases[c__cases__k]  # cases of c
+random bool d__cond_c[d__cond_c__k]  # d in the gate on c
+random bool d__cases[d__cases__k]  # cases of d
+random bool x__cond_c[x__cond_c__k]  # x in the gate on c
+random bool x__cond_c__0_cond_d[x__cond_c__0_cond_d__k]  # x in the gate on d
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+d__cond_c[d__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], value=d, indices: (0))
+x__cond_c[x__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], value=x, indices: (0))
+if c__cases[0]:
+    d__cases[d__cases__k] = Gate.Cases(selector=d__cond_c[0])
+    x__cond_c__0_cond_d[x__cond_c__0_cond_d__k] = Gate.EnterPartial(cases=d__cases[d__cases__k], \
+value=x__cond_c[0], indices: (0))
+    if d__cases[0]:
+        ConstrainEqualRandom(value=x__cond_c__0_cond_d[0], dist=constDist)
+    ConstrainTrue(value=d__cond_c[0])
 """,
     "nested_exit": """\
-ranges c_cases_k=2, d_cond_c_k=1, d_cases_k=2
-random bool c_cases[c_cases_k]  # cases of c
-random bool d_cond_c[d_cond_c_k]  # d in the gate on c
-random bool d_cases[d_cases_k]  # cases of d
-random bool x_cond_c[c_cases_k]  # x in the gate on c
-random bool x_cond_c_0_cond_d[d_cases_k]  # x in the gate on d
-c_cases[c_cases_k] = Gate.Cases(selector=c)
-d_cond_c[d_cond_c_k] = Gate.EnterPartial(cases=c_cases[c_cases_k], value=d, indices: (0))
-if c_cases[0]:
-    d_cases[d_cases_k] = Gate.Cases(selector=d_cond_c[0])
-    if d_cases[0]:
-        x_cond_c_0_cond_d[0] = Bernoulli(p=0.1)
-    if d_cases[1]:
-        x_cond_c_0_cond_d[1] = Bernoulli(p=0.2)
-    x_cond_c[0] = Gate.Exit(cases=d_cases[d_cases_k], values=x_cond_c_0_cond_d[d_cases_k])
-if c_cases[1]:
-    x_cond_c[1] = Bernoulli(p=0.3)
-x = Gate.Exit(cases=c_cases[c_cases_k], values=x_cond_c[c_cases_k])
+ranges c__cases__k=2, d__cond_c__k=1, d__cases__k=2
+random bool c__cases[c__cases__k]  # cases of c
+random bool d__cond_c[d__cond_c__k]  # d in the gate on c
+random bool d__cases[d__cases__k]  # cases of d
+random bool x__cond_c[c__cases__k]  # x in the gate on c
+random bool x__cond_c__0_cond_d[d__cases__k]  # x in the gate on d
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+d__cond_c[d__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], value=d, indices: (0))
+if c__cases[0]:
+    d__cases[d__cases__k] = Gate.Cases(selector=d__cond_c[0])
+    if d__cases[0]:
+        x__cond_c__0_cond_d[0] = Bernoulli(p=0.1)
+    if d__cases[1]:
+        x__cond_c__0_cond_d[1] = Bernoulli(p=0.2)
+    x__cond_c[0] = Gate.Exit(cases=d__cases[d__cases__k], values=x__cond_c__0_cond_d[d__cases__k])
+if c__cases[1]:
+    x__cond_c[1] = Bernoulli(p=0.3)
+x = Gate.Exit(cases=c__cases[c__cases__k], values=x__cond_c[c__cases__k])
 ConstrainEqualRandom(value=x, dist=constDist)
 """,
     "observed_condition": """\
-ranges d_cases_k=2, x_cond_d_k=1
-random bool d_cases[d_cases_k]  # cases of d
-random bool x_cond_d[x_cond_d_k]  # x in the gate on d
+ranges d__cases__k=2, x__cond_d__k=1
+random bool d__cases[d__cases__k]  # cases of d
+random bool x__cond_d[x__cond_d__k]  # x in the gate on d
 if c:
-    d_cases[d_cases_k] = Gate.Cases(selector=d)
-    x_cond_d[x_cond_d_k] = Gate.EnterPartial(cases=d_cases[d_cases_k], value=x, indices: (0))
-    if d_cases[0]:
-        ConstrainEqualRandom(value=x_cond_d[0], dist=constDist)
+    d__cases[d__cases__k] = Gate.Cases(selector=d)
+    x__cond_d[x__cond_d__k] = Gate.EnterPartial(cases=d__cases[d__cases__k], value=x, indices: (0))
+    if d__cases[0]:
+        ConstrainEqualRandom(value=x__cond_d[0], dist=constDist)
     ConstrainEqualRandom(value=x, dist=constDist)
 """,
     "mixture": """\
 ranges n=2, k=3
-random bool z_n_cases[n][k]  # cases of z[n]
-random real means_k_cond_z_n[n][k]  # means in the gate on z[n]
-random positive prec_cond_z_n[n][k]  # prec in the gate on z[n]
-random positive prec_cond_z_n_k[n][k]  # prec in case k of z[n]
+random bool z__n_cases[n][k]  # cases of z[n]
+random real means__k_cond_z_n[n][k]  # means in the gate on z[n]
+random positive prec__cond_z_n[n][k]  # prec in the gate on z[n]
+random positive prec__cond_z_n_k[n][k]  # prec in case k of z[n]
 for k:
     means[k] = Gaussian(mean=0.0, precision=0.01)
 prec = Gamma(shape=1.0, rate=1.0)
 for n:
     z[n] = Discrete(probs=w)
-    z_n_cases[n, k] = Gate.Cases(selector=z[n])
-    prec_cond_z_n[n, k] = Gate.Enter(cases=z_n_cases[n, k], value=prec)
+    z__n_cases[n, k] = Gate.Cases(selector=z[n])
+    prec__cond_z_n[n, k] = Gate.Enter(cases=z__n_cases[n, k], value=prec)
     for k:
-        if z_n_cases[n, k]:
-            means_k_cond_z_n[n, k] = Gate.EnterOne(cases=z_n_cases[n, k], value=means[k], \
+        if z__n_cases[n, k]:
+            means__k_cond_z_n[n, k] = Gate.EnterOne(cases=z__n_cases[n, k], value=means[k], \
 index: k)
-            prec_cond_z_n_k[n, k] = Copy(value=prec_cond_z_n[n, k])
-            x[n] = Gaussian(mean=means_k_cond_z_n[n, k], precision=prec_cond_z_n_k[n, k])
+            prec__cond_z_n_k[n, k] = Copy(value=prec__cond_z_n[n, k])
+            x[n] = Gaussian(mean=means__k_cond_z_n[n, k], precision=prec__cond_z_n_k[n, k])
 """,
 }
 
@@ -420,7 +420,7 @@ def test_meaning_check_fails_on_a_wrong_gate() -> None:
     out, _ = gated(program)
     first, *rest = out.body[1:]
     assert isinstance(first, If)
-    wrong = If(Ref("c_cases", (1,)), first.body)
+    wrong = If(Ref("c__cases", (1,)), first.body)
     with pytest.raises(AssertionError, match="traces differ"):
         same_meaning(program, Program(out.name, out.ranges, out.decls,
                                       (out.body[0], wrong, *rest)), conditions)
@@ -430,11 +430,11 @@ def test_declarations() -> None:
     """Cases arrays do not send evidence; clones say what they clone; exits are derived."""
     out, _ = gated(SEED["exit"][0])
     decls = {d.name: d for d in out.decls}
-    assert decls["c_cases"].attr("do_not_send_evidence") and decls["c_cases"].attr("derived")
-    assert decls["x_cond_c"].attr("exit_of") == "x" and decls["x"].attr("derived")
+    assert decls["c__cases"].attr("do_not_send_evidence") and decls["c__cases"].attr("derived")
+    assert decls["x__cond_c"].attr("exit_of") == "x" and decls["x"].attr("derived")
     out, _ = gated(SEED["if_enter"][0])
-    clone = {d.name: d for d in out.decls}["x_cond_c"]
-    assert clone.attr("clone_of") == "x" and clone.attr("gate") == "c_cases"
+    clone = {d.name: d for d in out.decls}["x__cond_c"]
+    assert clone.attr("clone_of") == "x" and clone.attr("gate") == "c__cases"
 
 
 def test_pure() -> None:

@@ -18,8 +18,8 @@ def _unobserved_child() -> ff.Model:
 def test_message_up_from_an_unobserved_leaf_is_pruned_under_ep():
     compiled = _unobserved_child().compile("ep")
     uniform = always_uniform(compiled.compilation.stages["messages"])
-    assert uniform == {"y_B", "x_use0_B"}
-    assert "x_use0_B =" not in compiled.source.split("# every message starts uniform")[1] \
+    assert uniform == {"v_y__B", "v_x__use0__B"}
+    assert "v_x__use0__B =" not in compiled.source.split("# every message starts uniform")[1] \
         .split("log_evidence = 0.0")[1]
     result = compiled.run()
     # the leaf carries no information: x's posterior uses z alone

@@ -107,24 +107,24 @@ def test_schedule_is_printed_with_reasons():
     text = str(compiled.schedule)
     assert text == """\
 prefix:
-  mean_F  read by mean_marginal  # message to mean from its definition: Gaussian.sample (VMP)
-  prec_F  read by prec_marginal  # message to prec from its definition: Gamma.sample (VMP)
+  v_mean__F  read by v_mean__marginal  # message to mean from its definition: Gaussian.sample (VMP)
+  v_prec__F  read by v_prec__marginal  # message to prec from its definition: Gamma.sample (VMP)
 loop 1:
   init:
-    mean_marginal  required by mean_use0_F; starts from the initial mean_use0_B (nothing can run first)  # posterior of mean (VMP)
+    v_mean__marginal  required by v_mean__use0__F; starts from the initial v_mean__use0__B (nothing can run first)  # posterior of mean (VMP)
   iteration:
-    mean_use0_F    output  # message from mean to its use 0 (VMP)
-    prec_use0_B    read by prec_marginal  # message to prec from its use 0: Gaussian.precision (VMP)
-    prec_marginal  output  # posterior of prec (VMP)
-    prec_use0_F    output  # message from prec to its use 0 (VMP)
-    mean_use0_B    read by mean_marginal  # message to mean from its use 0: Gaussian.mean (VMP)
-    mean_marginal  output  # posterior of mean (VMP)
-    mean_use0_F    triggered by mean_marginal  # message from mean to its use 0 (VMP)
+    v_mean__use0__F   output  # message from mean to its use 0 (VMP)
+    v_prec__use0__B   read by v_prec__marginal  # message to prec from its use 0: Gaussian.precision (VMP)
+    v_prec__marginal  output  # posterior of prec (VMP)
+    v_prec__use0__F   output  # message from prec to its use 0 (VMP)
+    v_mean__use0__B   read by v_mean__marginal  # message to mean from its use 0: Gaussian.mean (VMP)
+    v_mean__marginal  output  # posterior of mean (VMP)
+    v_mean__use0__F   triggered by v_mean__marginal  # message from mean to its use 0 (VMP)
 after loop 1:
-  mean_B  output  # message from mean to its definition (VMP)
-  prec_B  output  # message from prec to its definition (VMP)"""
+  v_mean__B  output  # message from mean to its definition (VMP)
+  v_prec__B  output  # message from prec to its definition (VMP)"""
     dot = compiled.schedule.to_graphviz()
-    assert dot.startswith("digraph") and "trigger" in dot and "mean_use0_B" in dot
+    assert dot.startswith("digraph") and "trigger" in dot and "v_mean__use0__B" in dot
 
 
 def _mixture() -> ff.Model:
@@ -141,8 +141,8 @@ def test_user_initialisation_is_used_before_it_is_recomputed():
         warnings.simplefilter("error", ff.ScheduleWarning)
         schedule = _mixture().compile("vmp", init=("means",)).schedule
     loop = schedule.loop[0]
-    assert "means_marginal" not in schedule.init[0]
-    assert loop.index("means_use0_F") < loop.index("means_marginal")
+    assert "v_means__marginal" not in schedule.init[0]
+    assert loop.index("v_means__use0__F") < loop.index("v_means__marginal")
 
 
 def test_schedule_without_initialisation_is_deterministic():
@@ -153,9 +153,9 @@ def test_schedule_without_initialisation_is_deterministic():
 def test_too_many_initialisations_warn():
     # under VMP coordinate ascent the first update of one of the two reads the other's
     # initial posterior and overwrites its own; under EP z's is overwritten
-    with pytest.warns(ff.ScheduleWarning, match="mean_marginal is overwritten before"):
+    with pytest.warns(ff.ScheduleWarning, match="v_mean__marginal is overwritten before"):
         _learning_gaussian().compile("vmp", init=("mean", "prec"))
-    with pytest.warns(ff.ScheduleWarning, match="z_marginal is overwritten before"):
+    with pytest.warns(ff.ScheduleWarning, match="v_z__marginal is overwritten before"):
         _mixture().compile("ep", init=("means", "z", "weights"))
 
 

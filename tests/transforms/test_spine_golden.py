@@ -14,47 +14,47 @@ from tests.conftest import assert_close
 
 LOWERED = """\
 program known_precision
-ranges n=2
-random real mean
-observed real x[n]
-mean = Gaussian(mean=0.0, precision=0.01)
-for n:
-    x[n] = Gaussian(mean=mean, precision=1.0)
+ranges v_n=2
+random real v_mean  # mean
+observed real v_x[v_n]  # x
+v_mean = Gaussian(mean=0.0, precision=0.01)
+for v_n:
+    v_x[v_n] = Gaussian(mean=v_mean, precision=1.0)
 """
 
 CHANNELS = """\
 program known_precision
-ranges n=2
-random real mean
-observed real x[n]
-use real mean_use0[n]  # use 0 of mean
-mean = Gaussian(mean=0.0, precision=0.01)
-mean_use0 = Variable(def=mean, uses: ((broadcast, (n))))
-for n:
-    x[n] = Gaussian(mean=mean_use0[n], precision=1.0)
+ranges v_n=2
+random real v_mean  # mean
+observed real v_x[v_n]  # x
+use real v_mean__use0[v_n]  # use 0 of mean
+v_mean = Gaussian(mean=0.0, precision=0.01)
+v_mean__use0 = Variable(def=v_mean, uses: ((broadcast, (v_n))))
+for v_n:
+    v_x[v_n] = Gaussian(mean=v_mean__use0[v_n], precision=1.0)
 """
 
 MESSAGES_EP = """\
-mean_F = Gaussian.sample_average_conditional(mean=0.0, precision=0.01)
-Gaussian.log_average_factor(sample=mean_B, mean=0.0, precision=0.01)
-mean_marginal = Variable.marginal(def=mean_F, use0=mean_use0_B)
-mean_use0_F = Variable.use(marginal=mean_marginal, use=mean_use0_B)
-mean_B = Variable.backward(marginal=mean_marginal, def=mean_F)
-Variable.evidence(marginal=mean_marginal, def=mean_B, use0=mean_use0_F)
-mean_use0_B[n] = Gaussian.mean_average_conditional(sample=x[n], precision=1.0)
-Gaussian.log_average_factor(sample=x[n], mean=mean_use0_F[n], precision=1.0)
+v_mean__F = Gaussian.sample_average_conditional(mean=0.0, precision=0.01)
+Gaussian.log_average_factor(sample=v_mean__B, mean=0.0, precision=0.01)
+v_mean__marginal = Variable.marginal(def=v_mean__F, use0=v_mean__use0__B)
+v_mean__use0__F = Variable.use(marginal=v_mean__marginal, use=v_mean__use0__B)
+v_mean__B = Variable.backward(marginal=v_mean__marginal, def=v_mean__F)
+Variable.evidence(marginal=v_mean__marginal, def=v_mean__B, use0=v_mean__use0__F)
+v_mean__use0__B[v_n] = Gaussian.mean_average_conditional(sample=v_x[v_n], precision=1.0)
+Gaussian.log_average_factor(sample=v_x[v_n], mean=v_mean__use0__F[v_n], precision=1.0)
 """
 
 SCHEDULED_VMP = """\
-mean_F = Gaussian.sample_average_logarithm(mean=0.0, precision=0.01)
-mean_use0_B[n] = Gaussian.mean_average_logarithm(sample=x[n], precision=1.0)
-mean_marginal = Variable.marginal(def=mean_F, use0=mean_use0_B)
-mean_use0_F = Variable.use(marginal=mean_marginal)
-mean_B = Variable.backward(marginal=mean_marginal)
+v_mean__F = Gaussian.sample_average_logarithm(mean=0.0, precision=0.01)
+v_mean__use0__B[v_n] = Gaussian.mean_average_logarithm(sample=v_x[v_n], precision=1.0)
+v_mean__marginal = Variable.marginal(def=v_mean__F, use0=v_mean__use0__B)
+v_mean__use0__F = Variable.use(marginal=v_mean__marginal)
+v_mean__B = Variable.backward(marginal=v_mean__marginal)
 while:
-Gaussian.average_log_factor(sample=mean_B, mean=0.0, precision=0.01)
-Variable.evidence(marginal=mean_marginal)
-Gaussian.average_log_factor(sample=x[n], mean=mean_use0_F[n], precision=1.0)
+Gaussian.average_log_factor(sample=v_mean__B, mean=0.0, precision=0.01)
+Variable.evidence(marginal=v_mean__marginal)
+Gaussian.average_log_factor(sample=v_x[v_n], mean=v_mean__use0__F[v_n], precision=1.0)
 """
 
 
@@ -70,7 +70,7 @@ def test_lower_golden(known_precision_model):
     program, bindings = lower(known_precision_model)
     check(program)
     assert format_program(program) == LOWERED
-    assert_close(bindings.values["x"], [5.0, 7.0])
+    assert_close(bindings.values["v_x"], [5.0, 7.0])
 
 
 def test_channels_golden(known_precision_model):

@@ -1,0 +1,129 @@
+"""The emitter's rules for the statements of a variable node (``Variable.marginal``,
+``.use``, ``.backward``, ``.evidence``): products of a variable's messages over the
+plates its uses add, gathers and scatters, and EP's variable evidence.
+
+Each rule is a method of the emitter (``factorflow.codegen.python``), written here as a
+function of it: it writes one array statement through ``e.emit``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from factorflow.codegen import names
+from factorflow.ir import Stmt, VarDecl
+
+if TYPE_CHECKING:
+    from factorflow.codegen.python import _Emitter
+
+
+def reduced(e: _Emitter, name: str, how: tuple, use_plates: tuple[str, ...],
+            var: VarDecl) -> str:
+    """A use's message over the variable's own plates: multiplied over the plates the
+    use adds, placed at its slot, or scattered back through a gather's index."""
+    if how[0] == "same":
+        return name
+    if how[0] == "broadcast":
+        axes = tuple(use_plates.index(p) for p in how[1])
+        return f"prod_over({name}, {e.shape(use_plates)}, axis={axes})"
+    if how[0] == "element":
+        axes = tuple(use_plates.index(p) for p in how[2])
+        return (f"place_element({name}, {tuple(how[1])}, {e.shape(use_plates)}, "
+                f"{axes}, {e.shape(var.plates)})")
+    if how[0] == "slots":
+        return f"place_slots({name}, {tuple(how[1])}, {e.shape(var.plates)})"
+    size = var.plates[0]
+    return f"scatter_prod({name}, {how[1].var}, {e.shape(use_plates)}, {size})"
+
+
+def marginal(e: _Emitter, s: Stmt, depth: int) -> None:
+    """The posterior: the definition's message times every use's, reduced."""
+    var = e.decls[s.param("target")]
+    hows, uplates = s.param("uses"), s.param("use_plates")
+    terms = [dict(s.inputs)["def"].var]
+    for k, (how, up) in enumerate(zip(hows, uplates, strict=True)):
+        key = f"use{k}"
+        if key in dict(s.inputs):
+            terms.append(reduced(e, dict(s.inputs)[key].var, how, up, var))
+    product = " * ".join(terms)
+    if var.plates:  # a message shared by the whole plate still gives one posterior each
+        product = f"fit_plates({product}, {e.shape(var.plates)})"
+    e.emit(f"{s.outputs[0].var} = {product}", depth)
+
+
+def use(e: _Emitter, s: Stmt, depth: int) -> None:
+    """The message to a use: the posterior laid out on the use's plates (EP: divided by
+    the use's own message)."""
+    var = e.decls[s.param("target")]
+    k = s.param("use")
+    how, up = s.param("uses")[k], s.param("use_plates")[k]
+    ins = dict(s.inputs)
+    marg = ins["marginal"].var
+    if how[0] == "gather":
+        marg = f"{marg}.take({how[1].var})"
+    elif how[0] == "element":
+        marg = f"take_element({marg}, {tuple(how[1])})"
+        rest = tuple(p for i, p in enumerate(var.plates) if i not in dict(how[1]))
+        if rest and up[-len(rest):] != rest:
+            marg = f"align_plates({marg}, {tuple(up.index(p) for p in rest)}, {len(up)})"
+    elif how[0] == "slots":
+        marg = f"take_slots({marg}, {tuple(how[1])})"
+    elif how[0] == "broadcast" and var.plates and up[-len(var.plates):] != var.plates:
+        marg = f"align_plates({marg}, {tuple(up.index(p) for p in var.plates)}, {len(up)})"
+    rhs = f"{marg} / {ins['use'].var}" if "use" in ins else marg
+    e.emit(f"{s.outputs[0].var} = {rhs}", depth)
+
+
+def backward(e: _Emitter, s: Stmt, depth: int) -> None:
+    """The message to the definition: the uses' product for a derived variable, else the
+    posterior (EP: divided by the definition's message)."""
+    ins = dict(s.inputs)
+    out = s.outputs[0].var
+    if s.param("derived"):
+        var = e.decls[s.param("target")]
+        fam = e.symbol(var_family(e.decls, out), "family", var_family(e.decls,
+                                                                           out))
+        terms = [f"{fam}.uniform({e.shape(var.plates)}{e.event(e.decls[out])})"]
+        for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
+                                          strict=True)):
+            terms.append(reduced(e, ins[f"use{k}"].var, how, up, var))
+        e.emit(f"{out} = {' * '.join(terms)}", depth)
+    elif "def" in ins:
+        e.emit(f"{out} = {ins['marginal'].var} / {ins['def'].var}", depth)
+    else:
+        e.emit(f"{out} = {ins['marginal'].var}", depth)
+
+
+def evidence(e: _Emitter, s: Stmt, depth: int) -> None:
+    """The variable's evidence term: VMP's entropy term, or EP's edge corrections."""
+    ins = dict(s.inputs)
+    marg = ins["marginal"].var
+    if s.param("algorithm") == "vmp":
+        e.evidence_term(s, f"vmp_variable_evidence({marg})", depth)
+        return
+    var = e.decls[s.param("target")]
+    v = s.param("target")
+    edges = [f"({names.forward(v)}, {ins['def'].var}, None, ())"]
+    for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
+                                      strict=True)):
+        if how[0] == "gather":
+            h = f"('gather', {how[1].var})"
+        elif how[0] == "broadcast":
+            h = f"('broadcast', None, {tuple(up.index(p) for p in how[1])})"
+        elif how[0] in ("element", "slots"):
+            h = repr((how[0], tuple(how[1]), tuple(up.index(p) for p in how[2])) if
+                     how[0] == "element" else ("slots", tuple(how[1])))
+        else:
+            h = "('same',)"
+        use_f = ins[f"use{k}"].var
+        edges.append(f"({names.backward(names.split_derived(use_f)[0])}, {use_f}, {h}, "
+                     f"{e.shape(up)})")
+    e.evidence_term(s, f"ep_variable_evidence({marg}, [{', '.join(edges)}], "
+                          f"{e.shape(var.plates)})", depth)
+
+
+def var_family(decls: dict[str, VarDecl], name: str) -> str:
+    """The message family of the declaration ``name``."""
+    family = decls[name].family
+    assert family is not None
+    return family
