@@ -232,6 +232,24 @@ class _Emitter:
         return f", {d.event}" if d.family in ("Discrete", "Dirichlet") else ""
 
 
+#: the variable-node updates: each recomputes a posterior or an edge message from the
+#: messages as they stand, without any factor's operator
+_NODE_UPDATES = ("Variable.marginal", "Variable.use", "Variable.backward")
+
+
+def _no_sweep(e: _Emitter, loop: While) -> None:
+    """With ``iterations == 0`` the loop body never runs: recompute each posterior (and
+    the messages the evidence reads from it) once from the messages as initialised, so
+    that the result is the initialisation's, not stale uniform messages."""
+    updates = [s for s in loop.body if s.op in _NODE_UPDATES]
+    if not updates:
+        return
+    e.emit("if iterations == 0:  # no sweep: posteriors from the messages as initialised", 1)
+    for s in updates:
+        e.statement(s, 2, check=False)
+    e.last_prov = None
+
+
 def _fixed(ref: Ref) -> tuple[tuple[int, int], ...]:
     """(axis, value) of each integer index of a reference (a gate clone's slot)."""
     return tuple((i, int(item)) for i, item in enumerate(ref.index)
@@ -292,6 +310,7 @@ def generate(program: Program) -> Generated:
             e.emit(f"if on_iteration is not None and on_iteration(iteration, {result}):", 2)
             e.emit("break", 3)
             e.last_prov = None
+            _no_sweep(e, node)
     after = evidence
     e.emit("# ---- evidence", 1)
     e.last_prov = None
