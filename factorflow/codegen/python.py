@@ -15,6 +15,7 @@ from typing import Any
 
 from factorflow.codegen.names import comment, identifier
 from factorflow.errors import ModelError
+from factorflow.factors.registry import FACTORS
 from factorflow.ir import Const, Program, Ref, Stmt, VarDecl, While
 from factorflow.ir.nodes import Arange
 from factorflow.ir.printer import format_stmt
@@ -238,16 +239,30 @@ _NODE_UPDATES = ("Variable.marginal", "Variable.use", "Variable.backward")
 
 
 def _no_sweep(e: _Emitter, loop: While) -> None:
-    """With ``iterations == 0`` the loop body never runs: recompute each posterior (and
-    the messages the evidence reads from it) once from the messages as initialised, so
-    that the result is the initialisation's, not stale uniform messages."""
-    updates = [s for s in loop.body if s.op in _NODE_UPDATES]
+    """With ``iterations == 0`` the loop body never runs.  The result is then the state
+    before any evidence flows up the model: the messages as initialised (from the data,
+    and the user's initial posteriors, which stay as given), with the prior propagated
+    once down the model — each factor's message to the variable it defines, in schedule
+    order — and every posterior (and the messages the evidence reads) recomputed from
+    them, so that no posterior is left at its uniform starting value."""
+    initialised = {d.name for d in e.p.decls if d.attr("init") is not None}
+    updates = [s for s in loop.body if (s.op in _NODE_UPDATES or _forward(s))
+               and not (s.op == "Variable.marginal" and s.outputs[0].var in initialised)]
     if not updates:
         return
     e.emit("if iterations == 0:  # no sweep: posteriors from the messages as initialised", 1)
     for s in updates:
         e.statement(s, 2, check=False)
     e.last_prov = None
+
+
+def _forward(s: Stmt) -> bool:
+    """Whether ``s`` is a factor's message to the variable the factor defines."""
+    key = s.param("operator")
+    if s.param("evidence") or not isinstance(key, tuple) or len(key) != 3:
+        return False
+    factor = FACTORS.get(key[0])
+    return factor is not None and key[2] == factor.args[0].name
 
 
 def _fixed(ref: Ref) -> tuple[tuple[int, int], ...]:
