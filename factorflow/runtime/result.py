@@ -154,6 +154,9 @@ def _encode(array: Any, key: str, name: str, family: str, label: str) -> Any:
     elif arr.dtype.kind not in "bf":
         raise ModelError(f"to_netcdf: the {label} of {name!r} has dtype {arr.dtype}, "
                          "which is not numeric.")
+    if arr.size == 0 and arr.ndim != 1:  # netCDF-3 takes a 0-length axis as its one
+        attrs["factorflow_shape"] = json.dumps(arr.shape)   # record axis, first only
+        arr = arr.reshape(0)
     dims = tuple(f"{key}_{j}" for j in range(arr.ndim))
     return xr.Variable(dims, arr, attrs)
 
@@ -161,6 +164,9 @@ def _encode(array: Any, key: str, name: str, family: str, label: str) -> Any:
 def _decode(variable: Any) -> np.ndarray:
     arr = np.asarray(variable.values)
     dtype = variable.attrs.get("factorflow_dtype")
+    shape = variable.attrs.get("factorflow_shape")
+    if shape is not None:
+        arr = arr.reshape(tuple(json.loads(shape)))
     return arr.astype(dtype) if dtype else arr
 
 
