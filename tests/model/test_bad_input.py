@@ -318,6 +318,22 @@ def test_binomial_count_above_per_element_trials():
             ff.Binomial("k", np.array([5, 3]), p, observed=[5, 4])
 
 
+def test_binomial_trials_from_an_observed_variable_of_fewer_plates():
+    """trials[b] read inside plates (a, b): the check lines the axes up by plate."""
+    with ff.Model() as model:
+        p = ff.Beta("p", 1.0, 1.0)
+        a, b = ff.Range("a", 2), ff.Range("b", 3)
+        with ff.Plate(b):
+            trials = ff.Poisson("trials", 5.0, observed=[4, 5, 6])
+        with ff.Plate(a), ff.Plate(b):
+            ff.Binomial("k", trials, p, observed=[[1, 2, 3], [4, 5, 6]])
+            with pytest.raises(ff.DataError, match=r"'k2'.*count 7 is above its number of "
+                                                   r"trials 6 at index \(1, 2\)"):
+                ff.Binomial("k2", trials, p, observed=[[1, 2, 3], [4, 5, 7]])
+    result = model.infer("ep")   # Beta(1 + 21, 1 + 2·15 − 21)
+    assert_close([result["p"].alpha, result["p"].beta], [22.0, 10.0])
+
+
 @pytest.mark.parametrize("which", ["count", "trials"])
 def test_binomial_count_above_trials_given_at_run_time(which):
     with ff.Model() as model:
