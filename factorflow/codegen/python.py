@@ -250,7 +250,7 @@ def _no_sweep(e: _Emitter, loop: While) -> None:
                and not (s.op == "Variable.marginal" and s.outputs[0].var in initialised)]
     if not updates:
         return
-    e.emit("if iterations == 0:  # no sweep: posteriors from the messages as initialised", 1)
+    e.emit("if iterations == 0:  # no sweep: the initialisation, the prior sent down once", 1)
     for s in updates:
         e.statement(s, 2, check=False)
     e.last_prov = None
