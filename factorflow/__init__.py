@@ -33,6 +33,7 @@ from factorflow.model.factories import (
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
 from factorflow.model.nodes import Deterministic
+from factorflow.runtime.result import Result, load_result
 
 #: ff.sum(expr, "k"), the sum over an inner index in a factor formula; left out of
 #: __all__ so that a star import keeps the built-in sum
@@ -46,5 +47,5 @@ __all__ = [
     "constrain_true", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError",
-    "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning",
+    "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "Result", "load_result",
 ]

@@ -15,15 +15,48 @@ Binomial carry a base measure; they override what depends on it.)
 
 from __future__ import annotations
 
+import numbers
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 
-from factorflow.errors import ImproperMessageError
+from factorflow.errors import ImproperMessageError, ModelError
 
 D = TypeVar("D", bound="Distribution")
+
+
+def sample_shape(size: Any) -> tuple[int, ...]:
+    """``size`` of ``sample(size)`` as a shape: None -> (), n -> (n,), a tuple as is.
+    ModelError for anything but non-negative integers."""
+    if size is None:
+        return ()
+    dims = (size,) if isinstance(size, numbers.Integral) else size
+    try:
+        dims = tuple(dims)
+    except TypeError:
+        dims = (size,)
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool | np.bool_)
+               and d >= 0 for d in dims):
+        raise ModelError(f"sample: size must be a non-negative integer or a tuple of them, "
+                         f"got {size!r}.")
+    return tuple(int(d) for d in dims)
+
+
+def generator(rng: Any) -> np.random.Generator:
+    """``rng`` as a NumPy Generator: a Generator itself, or one seeded by ``rng`` (an int,
+    a SeedSequence, a BitGenerator, or None for fresh entropy).  ModelError otherwise."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, bool | np.bool_ | float):
+        raise ModelError(f"sample: rng must be a numpy.random.Generator, an integer seed or "
+                         f"None, got {rng!r}.")
+    try:
+        return np.random.default_rng(rng)
+    except (TypeError, ValueError):
+        raise ModelError(f"sample: rng must be a numpy.random.Generator, an integer seed or "
+                         f"None, got {rng!r}.") from None
 
 
 def _sub_naturals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -58,6 +91,16 @@ class Distribution(ABC):
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
+
+    # ----- pickle and copy: the slots are the whole state ------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """Every slot of the class hierarchy (``eta``, and e.g. a Binomial's ``trials``)."""
+        return {name: getattr(self, name) for cls in type(self).__mro__
+                for name in getattr(cls, "__slots__", ())}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
 
     # ----- construction ------------------------------------------------------------
     @classmethod
@@ -155,6 +198,24 @@ class Distribution(ABC):
     @abstractmethod
     def is_proper(self) -> np.ndarray:
         ...
+
+    @abstractmethod
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Independent draws of shape ``shape`` (= size + batch shape) + event shape."""
+        ...
+
+    def sample(self, size: int | Sequence[int] | None = None, rng: Any = None
+               ) -> np.ndarray:
+        """Independent draws, as NumPy's ``Generator`` methods and SciPy's ``rvs`` do.
+
+        ``size`` (an int or a tuple; None for one draw per batch element) leads the
+        shape of the result, ``size + batch_shape + event_shape`` (a Discrete's event is
+        the category index, so it adds no axis; a Dirichlet's adds K); a result of shape
+        () is a NumPy scalar.  ``rng`` is a ``numpy.random.Generator``, a seed (int or
+        SeedSequence), or None for fresh entropy; the same seed gives the same draws.
+        """
+        x = np.asarray(self._draw(generator(rng), sample_shape(size) + self.batch_shape))
+        return x[()] if x.ndim == 0 else x
 
     def log_base_measure(self, x: Any) -> np.ndarray:
         return np.zeros(np.shape(x)[: np.ndim(x) - self.event_ndim])

@@ -7,18 +7,15 @@ batched (see ``base.Distribution``).  Constructors take the parameters people us
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from scipy import special, stats
 
-from factorflow.distributions.base import Distribution
+from factorflow.distributions.base import Distribution, sample_shape
 
 LOG_2PI = float(np.log(2 * np.pi))
-
-
-def _rng(rng: Any) -> np.random.Generator:
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
 class Gaussian(Distribution):
@@ -69,9 +66,8 @@ class Gaussian(Distribution):
     def is_proper(self) -> np.ndarray:
         return self.eta[1] > 0
 
-    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
-        shape = tuple(size) + self.batch_shape
-        return self.mean + np.sqrt(self.variance) * _rng(rng).standard_normal(shape)
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return self.mean + np.sqrt(self.variance) * rng.standard_normal(shape)
 
     def to_scipy(self) -> Any:
         return stats.norm(self.mean, np.sqrt(self.variance))
@@ -128,9 +124,8 @@ class Gamma(Distribution):
     def is_proper(self) -> np.ndarray:
         return (self.shape_param > 0) & (self.rate > 0)
 
-    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
-        shape = tuple(size) + self.batch_shape
-        return _rng(rng).gamma(np.broadcast_to(self.shape_param, shape)) / self.rate
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return rng.gamma(np.broadcast_to(self.shape_param, shape)) / self.rate
 
     def to_scipy(self) -> Any:
         return stats.gamma(self.shape_param, scale=1.0 / self.rate)
@@ -179,10 +174,8 @@ class Beta(Distribution):
     def is_proper(self) -> np.ndarray:
         return (self.alpha > 0) & (self.beta > 0)
 
-    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
-        shape = tuple(size) + self.batch_shape
-        return _rng(rng).beta(np.broadcast_to(self.alpha, shape), np.broadcast_to(self.beta,
-                                                                                  shape))
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return rng.beta(np.broadcast_to(self.alpha, shape), np.broadcast_to(self.beta, shape))
 
     def to_scipy(self) -> Any:
         return stats.beta(self.alpha, self.beta)
@@ -236,9 +229,8 @@ class Bernoulli(Distribution):
         p = self.p
         return -(special.xlogy(p, p) + special.xlogy(1 - p, 1 - p))
 
-    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
-        shape = tuple(size) + self.batch_shape
-        return _rng(rng).random(shape) < self.p
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return rng.random(shape) < self.p
 
     def to_scipy(self) -> Any:
         return stats.bernoulli(self.p)
@@ -301,10 +293,9 @@ class Discrete(Distribution):
         p = self.probs
         return -np.sum(special.xlogy(p, p), axis=-1)
 
-    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
-        shape = tuple(size) + self.batch_shape
-        cdf = np.cumsum(self.probs, axis=-1)
-        u = _rng(rng).random(shape + (1,))
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        cdf = np.cumsum(self.probs, axis=-1)   # a category index: no event axis
+        u = rng.random(shape + (1,))
         return np.minimum(np.sum(u > cdf, axis=-1), self.size - 1)
 
     def to_scipy(self) -> Any:
@@ -364,9 +355,9 @@ class Dirichlet(Distribution):
     def is_proper(self) -> np.ndarray:
         return np.all(self.alpha > 0, axis=-1)
 
-    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
-        shape = tuple(size) + self.batch_shape + (self.alpha.shape[-1],)
-        g = _rng(rng).gamma(np.broadcast_to(self.alpha, shape))
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        shape = shape + (self.alpha.shape[-1],)
+        g = rng.gamma(np.broadcast_to(self.alpha, shape))
         return g / np.sum(g, axis=-1, keepdims=True)
 
     def to_scipy(self) -> Any:
@@ -421,8 +412,8 @@ class Poisson(Distribution):
             terms = np.where(np.isfinite(logp), np.exp(logp) * logp, 0.0)
         return -np.sum(terms, axis=-1)
 
-    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
-        return _rng(rng).poisson(np.broadcast_to(self.rate, tuple(size) + self.batch_shape))
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return rng.poisson(np.broadcast_to(self.rate, shape))
 
     def to_scipy(self) -> Any:
         return stats.poisson(self.rate)
@@ -516,10 +507,9 @@ class Binomial(Distribution):
     def entropy(self) -> np.ndarray:
         return self.to_scipy().entropy()
 
-    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
-        shape = tuple(size) + self.batch_shape
-        return _rng(rng).binomial(np.broadcast_to(self.trials, shape).astype(int),
-                                  np.broadcast_to(self.p, shape))
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        return rng.binomial(np.broadcast_to(self.trials, shape).astype(int),
+                            np.broadcast_to(self.p, shape))
 
     def to_scipy(self) -> Any:
         return stats.binom(self.trials, self.p)
@@ -543,6 +533,12 @@ class PointMass:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("PointMass is immutable")
 
+    def __getstate__(self) -> dict[str, Any]:
+        return {"value": self.value}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        object.__setattr__(self, "value", state["value"])
+
     @property
     def batch_shape(self) -> tuple[int, ...]:
         return self.value.shape
@@ -558,8 +554,13 @@ class PointMass:
     def log_prob(self, x: Any) -> np.ndarray:
         return np.where(np.asarray(x) == self.value, 0.0, -np.inf)
 
-    def sample(self, rng: Any = None, size: tuple[int, ...] = ()) -> np.ndarray:
-        return np.broadcast_to(self.value, tuple(size) + self.value.shape).copy()
+    def sample(self, size: int | Sequence[int] | None = None, rng: Any = None
+               ) -> np.ndarray:
+        """``size`` copies of the values: shape ``size + batch_shape`` (``rng`` unused;
+        accepted so that every posterior samples alike)."""
+        shape = sample_shape(size) + self.value.shape
+        out = np.broadcast_to(self.value, shape).copy()
+        return out[()] if out.ndim == 0 else out
 
     def __getitem__(self, index: Any) -> PointMass:
         return PointMass(self.value[index])

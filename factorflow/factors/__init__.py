@@ -22,4 +22,8 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
 )
 from factorflow.factors.registry import FACTORS, Factor, Operator, define_factor
 
-__all__ = ["FACTORS", "Factor", "Operator", "define_factor"]
+#: the factors every process has once factorflow is imported (not @ff.factor or
+#: ff.Deterministic ones, which exist only in the process that defined them)
+BUILTIN_FACTORS = frozenset(FACTORS)
+
+__all__ = ["FACTORS", "BUILTIN_FACTORS", "Factor", "Operator", "define_factor"]

@@ -32,6 +32,19 @@ BINOMIAL = define_factor("Binomial", ("sample", "count"), ("trials", "count"), (
                          log_density=_log_density)
 
 
+@BINOMIAL.check_values
+def _count_within_trials(sample, trials) -> str | None:
+    """A count above its number of trials has probability zero (no posterior exists)."""
+    k, n = np.broadcast_arrays(np.asarray(sample, float), np.asarray(trials, float))
+    above = k > n
+    if not np.any(above):
+        return None
+    where = tuple(int(i) for i in np.argwhere(above)[0])
+    at = f" at index {where}" if where else ""
+    return (f"the count {k[above].flat[0]:g} is above its number of trials "
+            f"{n[above].flat[0]:g}{at}; a Binomial count lies in 0..trials.")
+
+
 def _p_message(sample, trials) -> Beta:
     """The factor as a function of p: Beta natural parameters (k, n − k)."""
     s = broadcast_batch(sample, trials)

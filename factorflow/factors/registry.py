@@ -81,6 +81,24 @@ class Operator:
         return f"{self.factor}.{self.target}_{suffix}"
 
 
+@dataclass(frozen=True)
+class ValueCheck:
+    """A check of a factor's known argument values against each other (beyond each
+    value's own support), run where the model is written and at every run.
+
+    ``fn`` takes the arguments it names (``reads``) as arrays laid out over the
+    statement's plates and returns None, or what is wrong and what to do."""
+
+    fn: Callable[..., str | None]
+    reads: tuple[str, ...]
+
+    def run(self, known: Mapping[str, Any]) -> str | None:
+        """The problem ``fn`` finds, or None (also when an argument it reads is random)."""
+        if any(name not in known for name in self.reads):
+            return None
+        return self.fn(**{name: known[name] for name in self.reads})
+
+
 @dataclass
 class Factor:
     """A factor type: arguments, log density and operator tables."""
@@ -94,6 +112,8 @@ class Factor:
     evidence: dict[str, Callable[..., Any]] = field(default_factory=dict)
     #: why an (algorithm, target) has no operator, when that is known (derived factors)
     notes: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: how known argument values must relate (a Binomial count within its trials)
+    value_check: ValueCheck | None = None
 
     @property
     def arg_names(self) -> tuple[str, ...]:
@@ -135,6 +155,14 @@ class Factor:
             return fn
 
         return register
+
+    def check_values(self, fn: Callable[..., str | None]) -> Callable[..., str | None]:
+        """Decorator registering ``fn`` as this factor's ``ValueCheck``."""
+        reads = tuple(inspect.signature(fn).parameters)
+        for n in reads:
+            self.arg(n)
+        self.value_check = ValueCheck(fn, reads)
+        return fn
 
     def supported_algorithms(self, targets: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(a for a in ALGORITHMS if all((a, t) in self.operators for t in targets))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextvars
 import linecache
+import math
+import numbers
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,6 +23,44 @@ import numpy as np
 from factorflow.errors import ModelError
 
 _MODEL: contextvars.ContextVar[Model | None] = contextvars.ContextVar("ff_model", default=None)
+
+#: the most elements a plate (or a nest of open plates) may have: every message over it
+#: is held in memory as arrays of this many elements, several per variable
+MAX_PLATE_ELEMENTS = 10**8
+
+
+def check_label(name: Any, what: str) -> str:
+    """``name`` if it can name a model element: a non-empty ``str`` without NUL bytes
+    (NUL ends C strings, so file formats and tools would cut the name short).
+    ModelError naming ``what`` otherwise."""
+    if not isinstance(name, str) or not name:
+        raise ModelError(f"{what} needs a non-empty string name, got {name!r}.")
+    if "\0" in name:
+        raise ModelError(f"{what} name {name!r} contains a NUL byte ('\\x00'); remove it.")
+    return name
+
+
+def plate_size(size: Any, what: str) -> int:
+    """``size`` as a Python int if it is a whole number of elements: a non-negative
+    integer (an integral float such as 3.0 is accepted) of at most MAX_PLATE_ELEMENTS.
+    Booleans, fractions, NaN, strings and arrays are refused with ModelError naming
+    ``what``."""
+    if isinstance(size, bool | np.bool_):
+        raise ModelError(f"{what}: size must be a non-negative integer, got the boolean "
+                         f"{size!r}; give a number of elements.")
+    if isinstance(size, numbers.Integral):
+        n = int(size)
+    elif isinstance(size, numbers.Real) and math.isfinite(size) and float(size).is_integer():
+        n = int(size)
+    else:
+        raise ModelError(f"{what}: size must be a non-negative integer, got {size!r}.")
+    if n < 0:
+        raise ModelError(f"{what}: size must be a non-negative integer, got {size!r}.")
+    if n > MAX_PLATE_ELEMENTS:
+        raise ModelError(f"{what}: size {n:,} is above the limit of "
+                         f"{MAX_PLATE_ELEMENTS:,} elements that factorflow holds in memory "
+                         "per plate; split the data into batches.")
+    return n
 
 
 def current_model(what: str) -> Model:
@@ -51,9 +91,8 @@ class Range:
     size: int
 
     def __post_init__(self) -> None:
-        if not isinstance(self.size, int | np.integer) or self.size < 0:
-            raise ModelError(f"Range {self.name!r}: size must be a non-negative integer, "
-                             f"got {self.size!r}.")
+        check_label(self.name, "Range")
+        object.__setattr__(self, "size", plate_size(self.size, f"Range {self.name!r}"))
         model = current_model(f"Range {self.name!r}")
         model._add_range(self)
 
@@ -74,6 +113,7 @@ class Data:
     model: Model | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        check_label(self.name, "Data")
         self.model = current_model(f"Data {self.name!r}")
         self.model._add_data(self)
 
@@ -204,14 +244,31 @@ class GateFrame:
         return f"ff.Switch({name})"
 
 
+@dataclass(frozen=True)
+class DataUse:
+    """One place an ``ff.Data`` value is used: what the value must be there.
+
+    ``shape`` is the shape it must have (``exact``: observed values and indices) or
+    broadcast to (parameters); ``domain`` is the support it must lie in; ``size`` the
+    number of categories of an index or category."""
+
+    what: str
+    domain: str
+    shape: tuple[int, ...]
+    exact: bool
+    size: int | None = None
+
+
 class Model:
     """A probabilistic model: ``with ff.Model() as model: ...``.
 
-    Guarantees: statements are kept in the order they were written; names are unique.
+    Guarantees: statements are kept in the order they were written; names are unique;
+    a model survives ``pickle`` and ``copy.deepcopy`` (its compiled cache is dropped and
+    rebuilt on demand).
     """
 
     def __init__(self, name: str = "model") -> None:
-        self.name = name
+        self.name = check_label(name, "Model")
         self.ranges: dict[str, Range] = {}
         self.variables: dict[str, Variable] = {}
         self.data: dict[str, Data] = {}
@@ -223,6 +280,24 @@ class Model:
         self._tokens: list[contextvars.Token] = []
         self._compiled: dict[str, Any] = {}
         self._counter = 0
+        #: Data name -> every place its value is used (checked again at each run)
+        self.data_uses: dict[str, list[DataUse]] = {}
+
+    # ----- pickle and copy ----------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        """The model's statements, variables and data; not its compiled programs (they
+        hold generated functions) nor an open ``with`` block."""
+        if self._tokens or self._frames:
+            raise ModelError(f"model {self.name!r} cannot be saved while its `with` block "
+                             "(or a plate or gate in it) is open; save it after the block.")
+        state = dict(self.__dict__)
+        state["_compiled"] = {}
+        state["_tokens"] = []
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state.setdefault("data_uses", {})
+        self.__dict__.update(state)
 
     # ----- context --------------------------------------------------------------
     def __enter__(self) -> Model:
@@ -238,6 +313,13 @@ class Model:
             raise ModelError(f"Plate({rng.name!r}): the range belongs to another model.")
         if rng in self._frames:
             raise ModelError(f"Plate({rng.name!r}) is already open.")
+        elements = math.prod(r.size for r in self.plates) * rng.size
+        if elements > MAX_PLATE_ELEMENTS:
+            names = [r.name for r in self.plates] + [rng.name]
+            raise ModelError(f"Plate({rng.name!r}): the open plates {names} have "
+                             f"{elements:,} elements together, above the limit of "
+                             f"{MAX_PLATE_ELEMENTS:,} that factorflow holds in memory; "
+                             "split the data into batches.")
         self._frames.append(rng)
         try:
             yield rng
@@ -266,8 +348,7 @@ class Model:
 
     # ----- registration ----------------------------------------------------------
     def _check_name(self, name: str, what: str) -> None:
-        if not isinstance(name, str) or not name:
-            raise ModelError(f"{what} needs a non-empty string name, got {name!r}.")
+        check_label(name, what)
         if name in self.variables or name in self.data or name in self.ranges:
             raise ModelError(f"{what} {name!r}: the name is already used in this model; "
                              "choose another.")
@@ -308,8 +389,13 @@ class Model:
 
     # ----- inference entry points (see factorflow.runtime) ------------------------
     def compile(self, algorithm: str = "ep", **options: Any) -> Any:
-        """Compile for ``algorithm`` ("ep" or "vmp"); cached per algorithm and options."""
+        """Compile for ``algorithm`` ("ep" or "vmp"); cached per algorithm and options.
+
+        ``init`` names the variables whose posteriors ``run(init=...)`` will start from:
+        any iterable of names (a list, tuple or set; a dict's keys), or one name."""
         from factorflow.runtime.compiled import compile_model
+        if "init" in options:
+            options["init"] = init_names(options["init"])
         key = (algorithm, tuple(sorted(options.items())), len(self.statements))
         if key not in self._compiled:
             self._compiled[key] = compile_model(self, algorithm, **options)
@@ -320,15 +406,31 @@ class Model:
               tolerance: Any = "default", on_iteration: Any = None, **options: Any) -> Any:
         """Compile (once) and run inference; returns a ``factorflow.runtime.Result``.
 
-        Runs until converged (``tolerance``, 1e-6 by default) or ``iterations`` sweeps
+        Runs until converged (``tolerance``, 1e-10 by default) or ``iterations`` sweeps
         (50 by default), warning with ``ff.ConvergenceWarning`` if not converged; see
         ``CompiledModel.run``."""
         if init:
-            options["init"] = tuple(sorted(set(options.get("init", ())) | set(init)))
+            options["init"] = tuple(sorted(set(init_names(options.get("init", ())))
+                                           | set(init)))
         run: dict[str, Any] = {} if tolerance == "default" else {"tolerance": tolerance}
         return self.compile(algorithm, **options).run(iterations=iterations, init=init,
                                                        data=data, on_iteration=on_iteration,
                                                        **run)
+
+
+def init_names(init: Any) -> tuple[str, ...]:
+    """The variable names ``init`` lists, sorted and without repeats: an iterable of
+    names or a single name.  ModelError for anything that is not names."""
+    names = (init,) if isinstance(init, str) else init
+    try:
+        names = tuple(names)
+    except TypeError:
+        raise ModelError(f"init must list variable names (e.g. init=['mean']), got "
+                         f"{init!r}.") from None
+    bad = [n for n in names if not isinstance(n, str)]
+    if bad:
+        raise ModelError(f"init must list variable names (strings), got {bad[0]!r}.")
+    return tuple(sorted(set(names)))
 
 
 @contextmanager
@@ -341,5 +443,6 @@ def Plate(rng: Range) -> Iterator[Range]:
         yield rng
 
 
-__all__ = ["Model", "Range", "Plate", "Data", "Variable", "Indexed", "FactorCall", "GateFrame",
-           "current_model", "_provenance"]
+__all__ = ["Model", "Range", "Plate", "Data", "DataUse", "Variable", "Indexed", "FactorCall",
+           "GateFrame", "MAX_PLATE_ELEMENTS", "current_model", "check_label", "plate_size",
+           "init_names", "_provenance"]

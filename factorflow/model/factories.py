@@ -11,8 +11,10 @@ from typing import Any
 import numpy as np
 
 from factorflow.errors import DataError, ModelError
+from factorflow.model.checks import check_data_value, check_statement, check_support, numeric_array
 from factorflow.model.core import (
     Data,
+    DataUse,
     FactorCall,
     Indexed,
     Model,
@@ -25,46 +27,7 @@ from factorflow.model.gates import check_defined_for, open_switch
 Operand = Variable | Indexed | Data | np.ndarray
 
 
-# ----- validation of known values ---------------------------------------------------
-def check_support(value: Any, domain: str, what: str, size: int | None = None) -> np.ndarray:
-    """``value`` as an array if it lies in ``domain``; DataError naming ``what`` otherwise."""
-    try:
-        arr = np.asarray(value, dtype=bool if domain == "bool" else float)
-    except (TypeError, ValueError):
-        raise DataError(f"{what}: expected numbers, got {value!r}.") from None
-    if arr.dtype != bool and not np.all(np.isfinite(arr)):
-        raise DataError(f"{what} contains NaN or inf; remove or impute those values.")
-    bad = {
-        "real": lambda a: np.zeros(a.shape, bool),
-        "positive": lambda a: a <= 0,
-        "unit": lambda a: (a < 0) | (a > 1),
-        "bool": lambda a: np.zeros(a.shape, bool),
-        "count": lambda a: (a < 0) | (a != np.round(a)),
-        "int": lambda a: (a < 0) | (a != np.round(a)) | (a >= (size if size else np.inf)),
-        "simplex": lambda a: (a < 0),
-    }[domain](arr)
-    if np.any(bad):
-        first = arr[bad].flat[0].item()
-        need = {"positive": "values > 0", "unit": "probabilities in [0, 1]",
-                "count": "non-negative integers",
-                "int": f"integers in 0..{(size or 0) - 1}", "simplex": "non-negative weights",
-                }[domain]
-        raise DataError(f"{what}: {first!r} is outside the support ({need}).")
-    if domain == "bool" and np.asarray(value).dtype != bool:
-        raw = np.asarray(value, float)
-        if np.any((raw != 0) & (raw != 1)):
-            raise DataError(f"{what}: boolean values must be True/False or 0/1, got "
-                            f"{raw[(raw != 0) & (raw != 1)].flat[0]!r}.")
-    if domain == "simplex":
-        if arr.ndim == 0:
-            raise DataError(f"{what}: a probability vector needs at least one axis.")
-        sums = arr.sum(axis=-1)
-        if not np.allclose(sums, 1.0, rtol=0, atol=1e-9):
-            raise DataError(f"{what}: probabilities must sum to 1 (got a sum of "
-                            f"{float(np.ravel(sums)[0])!r}); normalise them.")
-    return arr
-
-
+# ----- validation of known values (see model.checks) ---------------------------------
 def _event_shape(domain: str, size: int | None) -> tuple[int, ...]:
     return (size,) if domain == "simplex" and size else ()
 
@@ -103,7 +66,12 @@ def _operand(model: Model, value: Any, domain: str, what: str,
                                  f"over range {base.plates[0].name!r}; they must match.")
             check_defined_for(model, base, what)
             return value
-        arr = index.value if isinstance(index, Data) else index
+        if isinstance(index, Data):
+            _use_data(model, index, DataUse(f"the index into {base.name!r}", "int",
+                                            tuple(p.size for p in plates), True,
+                                            base.plates[0].size))
+            return value
+        arr = index
         if arr is not None:
             arr = check_support(arr, "int", f"index of {base.name}", size=base.plates[0].size)
             shape = tuple(p.size for p in plates)
@@ -115,10 +83,19 @@ def _operand(model: Model, value: Any, domain: str, what: str,
     if isinstance(value, Data):
         if value.model is not model:
             raise ModelError(f"{what}: Data {value.name!r} belongs to another model.")
+        shape = tuple(p.size for p in plates) + _event_shape(domain, size)
+        _use_data(model, value, DataUse(what, domain, shape, False, size))
         return value
     arr = check_support(value, domain, what, size)
     _check_plate_shape(arr, model, what, _event_shape(domain, size))
     return arr
+
+
+def _use_data(model: Model, data: Data, use: DataUse) -> None:
+    """Record where ``data`` is used (checked again at every run) and check its value."""
+    model.data_uses.setdefault(data.name, []).append(use)
+    if data.value is not None:
+        check_data_value(model, data.name, data.value)
 
 
 def _check_domain(var: Variable, domain: str, what: str) -> None:
@@ -143,7 +120,15 @@ def _check_plate_shape(arr: np.ndarray, model: Model, what: str,
 
 def _observed(model: Model, name: str, observed: Any, domain: str,
               size: int | None) -> Any:
-    if observed is None or isinstance(observed, Data):
+    if isinstance(observed, Data):
+        if observed.model is not model:
+            raise ModelError(f"variable {name!r}: Data {observed.name!r} belongs to another "
+                             "model.")
+        shape = tuple(p.size for p in model.plates) + _event_shape(domain, size)
+        _use_data(model, observed, DataUse(f"the observed value of {name!r}", domain, shape,
+                                           True, size))
+        return observed
+    if observed is None:
         return observed
     arr = check_support(observed, domain, f"observed value of {name!r}", size)
     shape = tuple(p.size for p in model.plates) + _event_shape(domain, size)
@@ -167,7 +152,9 @@ def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
         var = Variable(name, domain, model.plates, model,
                        _observed(model, name, observed, domain, size), size, derived, prov)
         model.add_variable(var)
-    model.add_statement(FactorCall(factor, var, checked, model.plates, prov))
+    call = FactorCall(factor, var, checked, model.plates, prov)
+    check_statement(call, {})
+    model.add_statement(call)
     return var
 
 
@@ -268,7 +255,7 @@ def _categories(name: str, value: Any) -> int:
     if isinstance(value, Indexed | Data):
         raise ModelError(f"{name}: give the probabilities as a constant or a Dirichlet "
                          "variable.")
-    arr = np.asarray(value, float)
+    arr = numeric_array(value, f"variable {name!r}, argument 'probs'")
     if arr.ndim == 0:
         raise ModelError(f"{name}: probabilities must be a vector, got a scalar.")
     return int(arr.shape[-1])
@@ -283,7 +270,7 @@ def Discrete(name: str, probs: Any, *, observed: Any = None) -> Variable:
 
 def Dirichlet(name: str, alpha: Any, *, observed: Any = None) -> Variable:
     """A probability vector ~ Dirichlet(alpha) (alpha a constant K-vector)."""
-    arr = np.asarray(alpha, float)
+    arr = numeric_array(alpha, f"variable {name!r}, argument 'alpha'")
     if arr.ndim == 0:
         raise ModelError(f"{name}: alpha must be a vector of K pseudo-counts.")
     model = current_model(f"variable {name!r}")

@@ -8,9 +8,12 @@ like any other; a variable defined in only some branches can be read only inside
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import numpy as np
 
 from factorflow.errors import ModelError
 from factorflow.model.core import GateFrame, Model, Variable, _provenance, current_model
@@ -57,6 +60,8 @@ def Case(condition: Any, value: int) -> Iterator[GateFrame]:
     c = _condition(model, condition, f"ff.Case({getattr(condition, 'name', condition)}, "
                    f"{value})", ("int", "bool"))
     size = 2 if c.domain == "bool" else c.size
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool | np.bool_):
+        value = int(value)  # NumPy integers (np.int64(1)) name the same case as 1
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (size or 0):
         raise ModelError(f"ff.Case({c.name}, {value!r}): {c.name!r} takes values 0.."
                          f"{(size or 0) - 1}; the case value is outside that range.")

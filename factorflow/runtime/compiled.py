@@ -13,6 +13,7 @@ import factorflow.distributions as dist
 from factorflow.codegen.python import Generated, generate
 from factorflow.errors import ConvergenceWarning, DataError, ImproperMessageError, ModelError
 from factorflow.factors.registry import FACTORS
+from factorflow.model.checks import run_data
 from factorflow.model.core import Model
 from factorflow.model.factories import check_support
 from factorflow.runtime.kernels import NAMESPACE
@@ -62,6 +63,21 @@ class CompiledModel:
         there; ``compiled.schedule.to_graphviz()`` draws the dependency graph."""
         return self.compilation.schedule
 
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle (and deepcopy) as the model, the algorithm and the initialised names;
+        loading compiles again, which gives the same program and the same numbers."""
+        return _recompile, (self.model, self.algorithm, tuple(sorted(self.user_initialized)))
+
+    def save_module(self, path: Any, data: dict[str, Any] | None = None,
+                    init: dict[str, Any] | None = None) -> Any:
+        """Write this program as a standalone Python module at ``path`` (a .py file),
+        with the model's data beside it (same name, .npz).  The module's
+        ``run(iterations=50, init=None)`` returns ``(posteriors, log_evidence)``, the
+        numbers ``run`` gives.  ``data`` and ``init`` are as for ``run``; they are saved
+        with the module.  Returns the module's path (see ``runtime.standalone``)."""
+        from factorflow.runtime.standalone import write_module
+        return write_module(self, path, data, init)
+
     def __post_init__(self) -> None:
         namespace = dict(NAMESPACE)
         for ident, (kind, key) in self.generated.symbols.items():
@@ -79,9 +95,9 @@ class CompiledModel:
             raise ModelError(f"data given for {sorted(unknown)}, but the model declares "
                              f"ff.Data only for {sorted(b.data) or 'nothing'}.")
         values = dict(b.values)
+        current = run_data(self.model, data)  # given, or each Data's value now; checked
         for name, ident in b.data.items():
-            if name in data:
-                values[ident] = np.asarray(data[name])
+            values[ident] = current[name]
         program = self.compilation.final
         for d in program.decls:
             if d.role not in ("observed", "constant"):
@@ -149,6 +165,8 @@ class CompiledModel:
             posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
                                                    monitor)
         seconds = time.perf_counter() - start
+        if iterations == 0:
+            _check_initialised(posteriors)
         if not np.isfinite(log_evidence) and not np.isneginf(log_evidence):
             bad = next((k for k, v in posteriors.items() if not np.all(np.isfinite(
                 np.concatenate([np.ravel(e) for e in v.eta])))), None)
@@ -225,6 +243,27 @@ class _Monitor:
                           f"(relative; tolerance {self.tolerance:g}); raise iterations=.",
                           ConvergenceWarning, stacklevel=3)
         return converged
+
+
+def _check_initialised(posteriors: dict[str, Any]) -> None:
+    """ModelError naming a posterior that the initialisation leaves uniform (improper):
+    with ``iterations=0`` nothing but the initialisation informs it."""
+    for name, posterior in posteriors.items():
+        if not np.all(posterior.is_proper()):
+            raise ModelError(f"iterations=0 returns the posteriors as initialised, but no "
+                             f"message reaches {name!r} before the first sweep (its posterior "
+                             f"is uniform); run at least one iteration, or initialise it "
+                             f"with init={{{name!r}: ...}}.")
+
+
+def _recompile(model: Model, algorithm: str, init: tuple[str, ...]) -> CompiledModel:
+    """The compiled model ``pickle`` loads: ``model`` compiled again for ``algorithm``."""
+    missing = sorted({call.factor for call in model.statements} - set(FACTORS))
+    if missing:
+        raise ModelError(f"model {model.name!r} uses the factors {missing}, which are not "
+                         "defined in this process; run the code that defines them "
+                         "(@ff.factor, ff.Deterministic) before loading the model.")
+    return compile_model(model, algorithm, init)
 
 
 def compile_model(model: Model, algorithm: str = "ep", init: Any = (),

@@ -34,7 +34,9 @@ def prod_over(msg: Distribution, shape: tuple[int, ...], axis: tuple[int, ...]
         scale = 1.0
         sum_axes = []
         for ax in axis:
-            if e.shape[ax] == 1 or e.strides[ax] == 0:
+            if e.shape[ax] == 0:  # an empty plate: the product of no messages, summed
+                sum_axes.append(ax)
+            elif e.shape[ax] == 1 or e.strides[ax] == 0:
                 scale *= shape[ax]
             else:
                 sum_axes.append(ax)

@@ -1,11 +1,30 @@
-"""Inference results: posteriors by variable name, evidence, timing."""
+"""Inference results: posteriors by variable name, evidence, timing.
+
+A result survives ``pickle`` and ``copy.deepcopy``, and saves to netCDF through xarray
+(``result.to_netcdf(path)``, ``ff.load_result(path)``): the posteriors' parameters are
+written as they are held (natural parameters, float64), so loading gives back the same
+bits.  The file is netCDF-3 (SciPy's writer, no extra library); each array is a
+variable ``p<k>_<field>`` with attributes naming its posterior, family and parameter.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+import factorflow.distributions as dist
+from factorflow.distributions.base import Distribution
 from factorflow.errors import ModelError
+
+#: the version of the layout ``to_xarray`` writes
+FORMAT = 1
+#: integers up to this size are held exactly by float64 (netCDF-3 has no int64)
+_EXACT_INT = 2**53
 
 
 @dataclass(frozen=True)
@@ -44,3 +63,120 @@ class Result:
                  f"log_evidence={self.log_evidence:.6g})"]
         lines += [f"  {k}: {v!r}" for k, v in self.posteriors.items()]
         return "\n".join(lines)
+
+    # ----- saving and loading -----------------------------------------------------------
+    def to_xarray(self) -> Any:
+        """The result as an ``xarray.Dataset`` (the layout ``to_netcdf`` writes)."""
+        import xarray as xr
+
+        variables: dict[str, Any] = {}
+        entries = []
+        for k, (name, posterior) in enumerate(self.posteriors.items()):
+            family = type(posterior).__name__
+            if getattr(dist, family, None) is not type(posterior):
+                raise ModelError(f"to_netcdf: the posterior of {name!r} is a {family}, "
+                                 "which is not a factorflow distribution.")
+            fields: dict[str, list[str] | str] = {}
+            for field, value in posterior.__getstate__().items():
+                arrays = value if isinstance(value, tuple) else (value,)
+                labels = (getattr(posterior, "natural_names", ()) if field == "eta"
+                          else (field,))
+                keys = []
+                for i, (array, label) in enumerate(zip(arrays, labels, strict=True)):
+                    key = f"p{k}_{field}{i}" if isinstance(value, tuple) else f"p{k}_{field}"
+                    variables[key] = _encode(array, key, name, family, label)
+                    keys.append(key)
+                fields[field] = keys if isinstance(value, tuple) else keys[0]
+            entries.append({"name": name, "family": family, "fields": fields})
+        scalars = {f.name: _jsonable(getattr(self, f.name))
+                   for f in dataclasses.fields(self) if f.name != "posteriors"}
+        header = {"format": FORMAT, "posteriors": entries, "fields": scalars}
+        return xr.Dataset(variables, attrs={"title": "factorflow inference result",
+                                            "factorflow": json.dumps(header)})
+
+    def to_netcdf(self, path: str | os.PathLike[str]) -> None:
+        """Write the result to ``path`` (netCDF-3 through xarray's SciPy engine); every
+        float64 parameter is written bit for bit.  ``ff.load_result(path)`` reads it."""
+        ds = self.to_xarray()
+        encoding = {k: {"_FillValue": None} for k, v in ds.data_vars.items()
+                    if v.dtype.kind == "f"}
+        ds.to_netcdf(path, engine="scipy", encoding=encoding)
+
+    @classmethod
+    def from_xarray(cls, ds: Any) -> Result:
+        """The result a ``to_xarray`` dataset holds (ModelError if it holds none)."""
+        try:
+            header = json.loads(ds.attrs["factorflow"])
+        except (KeyError, TypeError, ValueError):
+            raise ModelError("the dataset is not a factorflow result (it has no "
+                             "'factorflow' attribute); write it with result.to_netcdf."
+                             ) from None
+        if header.get("format") != FORMAT:
+            raise ModelError(f"the result was written in layout {header.get('format')!r}; "
+                             f"this factorflow reads layout {FORMAT}.")
+        posteriors: dict[str, Any] = {}
+        for entry in header["posteriors"]:
+            family = getattr(dist, entry["family"], None)
+            if not (isinstance(family, type) and (issubclass(family, Distribution)
+                                                   or family is dist.PointMass)):
+                raise ModelError(f"the result holds an unknown family {entry['family']!r} "
+                                 f"for {entry['name']!r}.")
+            state = {field: tuple(_decode(ds[k]) for k in keys) if isinstance(keys, list)
+                     else _decode(ds[keys]) for field, keys in entry["fields"].items()}
+            posterior = family.__new__(family)
+            posterior.__setstate__(state)
+            posteriors[entry["name"]] = posterior
+        known = {f.name for f in dataclasses.fields(cls)}
+        scalars = {k: v for k, v in header["fields"].items() if k in known}
+        return cls(posteriors=posteriors, **scalars)
+
+    @classmethod
+    def from_netcdf(cls, path: str | os.PathLike[str]) -> Result:
+        """The result ``to_netcdf`` wrote to ``path``."""
+        import xarray as xr
+
+        return cls.from_xarray(xr.load_dataset(path, engine="scipy", mask_and_scale=False))
+
+
+def load_result(path: str | os.PathLike[str]) -> Result:
+    """Read a result written by ``result.to_netcdf(path)``: the same posteriors (bit for
+    bit), log evidence, algorithm, iterations and timing."""
+    return Result.from_netcdf(path)
+
+
+def _encode(array: Any, key: str, name: str, family: str, label: str) -> Any:
+    """One parameter array as an xarray variable that netCDF-3 holds exactly."""
+    import xarray as xr
+
+    arr = np.asarray(array)
+    attrs = {"posterior": name, "family": family, "parameter": label}
+    if arr.dtype.kind in "iu":  # netCDF-3 has no 64-bit integers: float64 is exact here
+        if arr.size and np.max(np.abs(arr.astype(float))) > _EXACT_INT:
+            raise ModelError(f"to_netcdf: the {label} of {name!r} holds integers above "
+                             "2**53, which netCDF-3 cannot store exactly.")
+        attrs["factorflow_dtype"] = str(arr.dtype)
+        arr = arr.astype(np.float64)
+    elif arr.dtype.kind not in "bf":
+        raise ModelError(f"to_netcdf: the {label} of {name!r} has dtype {arr.dtype}, "
+                         "which is not numeric.")
+    if arr.size == 0 and arr.ndim != 1:  # netCDF-3 takes a 0-length axis as its one
+        attrs["factorflow_shape"] = json.dumps(arr.shape)   # record axis, first only
+        arr = arr.reshape(0)
+    dims = tuple(f"{key}_{j}" for j in range(arr.ndim))
+    return xr.Variable(dims, arr, attrs)
+
+
+def _decode(variable: Any) -> np.ndarray:
+    arr = np.asarray(variable.values)
+    dtype = variable.attrs.get("factorflow_dtype")
+    shape = variable.attrs.get("factorflow_shape")
+    if shape is not None:
+        arr = arr.reshape(tuple(json.loads(shape)))
+    return arr.astype(dtype) if dtype else arr
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` as JSON can hold it exactly (NumPy scalars and arrays as Python ones)."""
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    return value

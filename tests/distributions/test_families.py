@@ -180,7 +180,7 @@ def test_one_object_holds_a_plate(case, rng):
     """Batched queries equal elementwise ones; products broadcast like NumPy."""
     d = case.make(rng, (3, 2))
     ref_shape = (3, 2)
-    x = d.sample(rng)
+    x = d.sample(rng=rng)
     assert x.shape[:2] == ref_shape and d.batch_shape == ref_shape
     queries = [lambda e, v: e.log_prob(v), lambda e, v: e.mean, lambda e, v: e.variance,
                lambda e, v: e.log_normalizer()]
@@ -227,7 +227,7 @@ def test_gather_scatter_and_broadcast_keep_batch_parameters():
 def test_sampling_moments(case, rng):
     d = case.make(rng, ())
     n = 40_000
-    x = np.asarray(d.sample(rng, size=(n,)), float)
+    x = np.asarray(d.sample(n, rng=rng), float)
     mean, var = float(d.mean), float(d.variance)
     standard_error = math.sqrt(var / n)
     assert abs(x.mean() - mean) < 6 * standard_error
@@ -261,7 +261,7 @@ def test_dirichlet_against_scipy_and_integration():
     cross = float(np.dot(other.alpha - 1, elog) - other.log_normalizer())
     assert_close(d.kl(other), -ref.entropy() - cross, rtol=1e-8)
     assert not np.any(d.is_uniform()) and np.all(Dirichlet.uniform((2,), 3).is_uniform())
-    x = d.sample(rng, size=(40_000,))
+    x = d.sample(40_000, rng=rng)
     assert np.all(np.abs(x.mean(axis=0) - d.mean) < 6 * np.sqrt(d.variance / 40_000))
 
 
@@ -275,7 +275,7 @@ def test_point_masses():
     np.testing.assert_array_equal(p.mean, [1.0, 2.0])
     np.testing.assert_array_equal(p.variance, [0.0, 0.0])
     np.testing.assert_array_equal(p.log_prob(np.array([1.0, 3.0])), [0.0, -np.inf])
-    assert p[1].value == 2.0 and p.sample(size=(3,)).shape == (3, 2)
+    assert p[1].value == 2.0 and p.sample(3).shape == (3, 2)
 
 
 def test_constructors_and_descriptions():

@@ -67,8 +67,9 @@ POINTS = {
 
 
 def test_importing_the_package_registers_the_catalogue():
-    assert set(factors.__all__) == {"FACTORS", "Factor", "Operator", "define_factor"}
-    assert set(CATALOGUE) <= set(FACTORS)
+    assert set(factors.__all__) == {"FACTORS", "BUILTIN_FACTORS", "Factor", "Operator",
+                                    "define_factor"}
+    assert set(CATALOGUE) <= factors.BUILTIN_FACTORS <= set(FACTORS)
     for name, (args, deterministic) in CATALOGUE.items():
         factor = FACTORS[name]
         assert tuple((a.name, a.domain) for a in factor.args) == args, name

@@ -43,11 +43,14 @@ def test_nan_message_during_inference_is_named(monkeypatch):
 
 
 def test_zero_precision_given_as_data_is_rejected():
-    with ff.Model() as model:
+    with ff.Model(), pytest.raises(ff.DataError, match=r"'p'.*values > 0"):
         p = ff.Data("p", 0.0)
+        ff.Gaussian("mean", 0.0, precision=p)   # refused where it is written
+    with ff.Model() as model:
+        p = ff.Data("p", 1.0)
         ff.Gaussian("mean", 0.0, precision=p)
     with pytest.raises(ff.DataError, match=r"'p'.*values > 0"):
-        model.infer("ep")
+        model.infer("ep", data={"p": 0.0})      # and at run time
 
 
 def test_init_of_wrong_family():

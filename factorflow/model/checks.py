@@ -1,0 +1,182 @@
+"""Checks of known values (constants, observed values, ``ff.Data``) against the model.
+
+Every check raises ``DataError`` naming the variable, argument or ``ff.Data`` it is about
+and saying what to do.  The same checks run where a value is written into the model and,
+for ``ff.Data`` (whose value may change between runs), again at every run:
+
+* ``numeric_array`` — real numbers only: complex, object, string and date arrays are
+  refused rather than cast (NumPy would drop an imaginary part with a warning);
+* ``check_support`` — the values lie in the domain of the argument (positive, [0, 1],
+  counts, categories ...);
+* ``check_data_value`` — an ``ff.Data`` value fits every place it is used (``DataUse``:
+  support and shape);
+* ``check_statement`` — the known arguments of one factor statement fit together, by
+  the factor's own ``value_check`` (for example a Binomial count within its trials).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from factorflow.errors import DataError
+from factorflow.factors.registry import FACTORS
+from factorflow.model.core import Data, FactorCall, Model, Variable
+
+#: NumPy kinds of real numbers: booleans, signed and unsigned integers, floats
+_REAL_KINDS = "biuf"
+_KIND_NAMES = {"c": "complex", "O": "Python object", "U": "string", "S": "byte string",
+               "M": "date", "m": "time interval", "V": "structured"}
+
+
+def numeric_array(value: Any, what: str) -> np.ndarray:
+    """``value`` as an array of real numbers (its own dtype kept), or DataError naming
+    ``what``: complex, object, string, date and structured data are refused, never cast."""
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as exc:  # ragged nested lists
+        raise DataError(f"{what}: expected an array of numbers, got {value!r} ({exc}).") \
+            from None
+    if arr.dtype.kind not in _REAL_KINDS:
+        kind = _KIND_NAMES.get(arr.dtype.kind, str(arr.dtype))
+        hint = ("keep the real part (np.real) or model the parts separately"
+                if arr.dtype.kind == "c" else "convert it to an array of numbers first "
+                "(for example np.asarray(x, dtype=float))")
+        raise DataError(f"{what}: expected real numbers, got {kind} data (dtype "
+                        f"{arr.dtype}); {hint}.")
+    return arr
+
+
+def check_support(value: Any, domain: str, what: str, size: int | None = None) -> np.ndarray:
+    """``value`` as an array if it lies in ``domain``; DataError naming ``what`` otherwise."""
+    raw = numeric_array(value, what)
+    arr = raw.astype(bool if domain == "bool" else float)
+    if arr.dtype != bool and not np.all(np.isfinite(arr)):
+        raise DataError(f"{what} contains NaN or inf; remove or impute those values.")
+    bad = {
+        "real": lambda a: np.zeros(a.shape, bool),
+        "positive": lambda a: a <= 0,
+        "unit": lambda a: (a < 0) | (a > 1),
+        "bool": lambda a: np.zeros(a.shape, bool),
+        "count": lambda a: (a < 0) | (a != np.round(a)),
+        "int": lambda a: (a < 0) | (a != np.round(a)) | (a >= (size if size else np.inf)),
+        "simplex": lambda a: (a < 0),
+    }[domain](arr)
+    if np.any(bad):
+        first = arr[bad].flat[0].item()
+        need = {"positive": "values > 0", "unit": "probabilities in [0, 1]",
+                "count": "non-negative integers",
+                "int": f"integers in 0..{(size or 0) - 1}", "simplex": "non-negative weights",
+                }[domain]
+        raise DataError(f"{what}: {first!r} is outside the support ({need}).")
+    if domain == "bool" and raw.dtype != bool:
+        real = raw.astype(float)
+        if np.any((real != 0) & (real != 1)):
+            raise DataError(f"{what}: boolean values must be True/False or 0/1, got "
+                            f"{real[(real != 0) & (real != 1)].flat[0]!r}.")
+    if domain == "simplex":
+        if arr.ndim == 0:
+            raise DataError(f"{what}: a probability vector needs at least one axis.")
+        sums = arr.sum(axis=-1)
+        if not np.allclose(sums, 1.0, rtol=0, atol=1e-9):
+            raise DataError(f"{what}: probabilities must sum to 1 (got a sum of "
+                            f"{float(np.ravel(sums)[0])!r}); normalise them.")
+    return arr
+
+
+def check_data_value(model: Model, name: str, value: Any) -> np.ndarray:
+    """The value of ``ff.Data(name)`` as an array, checked against every place the model
+    uses it (support and shape); DataError naming the Data and the use otherwise."""
+    arr = numeric_array(value, f"ff.Data({name!r})")
+    for use in model.data_uses.get(name, ()):
+        what = f"ff.Data({name!r}) as {use.what}"
+        checked = check_support(arr, use.domain, what, use.size)
+        if use.exact:
+            if checked.shape != use.shape:
+                raise DataError(f"{what} has shape {checked.shape}, but needs shape "
+                                f"{use.shape}; give one value per plate element.")
+        elif not _broadcasts(checked.shape, use.shape):
+            raise DataError(f"{what} has shape {checked.shape}, which does not broadcast "
+                            f"to the plates' shape {use.shape}; give one value per plate "
+                            "element or a single value.")
+    if arr.dtype.kind != "b" and not np.all(np.isfinite(arr)):
+        raise DataError(f"ff.Data({name!r}): the value contains NaN or inf; remove or impute "
+                        "those values.")
+    return arr
+
+
+def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether an array of ``shape`` broadcasts to exactly ``target`` (no new axes)."""
+    if len(shape) > len(target):
+        return False
+    try:
+        return np.broadcast_shapes(shape, target) == target
+    except ValueError:
+        return False
+
+
+def check_statement(call: FactorCall, data: Mapping[str, Any]) -> None:
+    """Run the factor's ``value_check`` on the known arguments of ``call`` (constants,
+    observed values, ``ff.Data`` values from ``data``, by name); a statement with an
+    unknown argument the check needs is skipped.  DataError naming the variable."""
+    factor = FACTORS.get(call.factor)
+    if factor is None or factor.value_check is None:
+        return
+    known: dict[str, np.ndarray] = {}
+    operands = dict(call.args)
+    if call.output is not None:
+        operands[factor.args[0].name] = call.output
+    for arg, operand in operands.items():
+        value = _known_value(operand, call.plates, data)
+        if value is not None:
+            known[arg] = value
+    problem = factor.value_check.run(known)
+    if problem is not None:
+        label = call.output.name if call.output is not None else call.factor
+        where = f" ({call.provenance})" if call.provenance else ""
+        raise DataError(f"variable {label!r}{where}: {problem}")
+
+
+def _known_value(operand: Any, plates: tuple, data: Mapping[str, Any]) -> np.ndarray | None:
+    """The array an operand holds before inference, laid out over ``plates``; None if it
+    is random or its ff.Data has no value."""
+    if isinstance(operand, Variable):
+        if not operand.is_observed:
+            return None
+        value = _known_value(operand.observed, plates, data)
+        if value is None:
+            return None
+        n = len(operand.plates)  # move its plate axes to where they sit among ``plates``
+        axes = [plates.index(p) for p in operand.plates]
+        order = sorted(range(n), key=lambda i: axes[i])
+        value = np.transpose(value, order + list(range(n, value.ndim)))
+        shape = [1] * len(plates)
+        for i in order:
+            shape[axes[i]] = operand.plates[i].size
+        return value.reshape(tuple(shape) + value.shape[n:])
+    if isinstance(operand, Data):
+        value = data.get(operand.name, operand.value)
+        return None if value is None else np.asarray(value, float)
+    if isinstance(operand, np.ndarray):
+        return operand
+    return None
+
+
+def run_data(model: Model, given: Mapping[str, Any]) -> dict[str, np.ndarray | None]:
+    """The value of every ``ff.Data`` of ``model`` for one run: ``given[name]`` where given,
+    else the Data's current ``value`` (so a value changed after compiling is used), each
+    checked against its uses; None for a Data with no value.  Statements whose factor
+    relates known values (``value_check``) are checked again when they read a Data."""
+    values = {}
+    for name, d in model.data.items():
+        value = given[name] if name in given else d.value
+        values[name] = None if value is None else check_data_value(model, name, value)
+    if values:
+        for call in model.statements:
+            if any(isinstance(v, Data) or (isinstance(v, Variable)
+                                           and isinstance(v.observed, Data))
+                   for v in (*call.args.values(), call.output)):
+                check_statement(call, values)
+    return values
