@@ -203,6 +203,20 @@ def _forward(s: Stmt) -> bool:
     return factor is not None and key[2] == factor.args[0].name
 
 
+def _refresh(program: Program, last: int) -> list[Stmt]:
+    """Under VMP, the last loop's updates other than the posteriors of non-derived
+    variables, in schedule order: run before the evidence terms, they recompute every
+    message from the current posteriors (a sweep leaves some, such as a gate's
+    messages to its cases, from before later posteriors moved), so that the bound
+    reported after a sweep is the ELBO of the posteriors reported with it."""
+    if program.algorithm != "vmp" or last < 0:
+        return []
+    loop = program.body[last]
+    assert isinstance(loop, While)
+    return [s for s in loop.body if s.outputs and not (
+        s.op == "Variable.marginal" and not s.param("derived"))]
+
+
 def _fixed(ref: Ref) -> tuple[tuple[int, int], ...]:
     """(axis, value) of each integer index of a reference (a gate clone's slot)."""
     return tuple((i, int(item)) for i, item in enumerate(ref.index)
@@ -243,16 +257,20 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
     # at the end; names it assigns are the function's own (nonlocal)
     last = max((i for i, n in enumerate(program.body) if isinstance(n, While)), default=-1)
     tail = [n for n in program.body[last + 1:] if isinstance(n, Stmt) and n.outputs]
+    refresh = _refresh(program, last)
     hook = "evidence" if tail or evidence else "None"
-    assigned = sorted({o.var for s in tail for o in s.outputs})
+    assigned = sorted({o.var for s in refresh + tail for o in s.outputs})
     e.emit("# ---- evidence: what runs after the last loop, then the evidence terms; the", 1)
     e.emit("# loop's hook may call it after any sweep (the bound per iteration)", 1)
     e.emit("def evidence():", 1)
     if assigned:
         e.emit(f"nonlocal {', '.join(assigned)}", 2)
     e.emit("log_evidence = 0.0", 2)
+    if refresh:
+        e.emit("# VMP: every message brought up to date with the current posteriors, so", 2)
+        e.emit("# that the bound is the bound of those posteriors", 2)
     e.last_prov = None
-    for s in tail + evidence:
+    for s in refresh + tail + evidence:
         e.statement(s, 2, check=False)
     e.emit("return log_evidence", 2)
     e.last_prov = None

@@ -171,25 +171,31 @@ class _Greedy:
         return trial
 
     def _score(self, x: int) -> tuple[int, ...]:
-        """(blocked, penalty, -sources already scheduled, invalidations, program order)."""
+        """(blocked, initial values read, penalty, -sources already scheduled,
+        invalidations, program order).  The second counts only when the init schedule
+        is stuck (``lenient``): it starts where the fewest initial values are read."""
         lp, st = self.lp, self.st
+        initial = 0
         if lp.needs_fresh[x]:
             trial = self._plan(x)
             if trial is None:
-                return (1, 0, 0, 0, x)
+                return (1, 0, 0, 0, 0, x)
             penalty, invalidated = trial.penalty, trial.invalidated
+            initial = sum(map(len, trial.waived.values()))
         else:  # the plan is x alone: the same numbers without a trial
             if any(s != x and self._unreadable(s, st[s]) for s in lp.reads_src[x]) or (
                     self.init_mode and any(not st[r] & RAN for r in lp.need_src[x])):
-                return (1, 0, 0, 0, x)
+                return (1, 0, 0, 0, 0, x)
             penalty = int(st[x] & (PRISTINE | VALID) == PRISTINE | VALID)
             invalidated = 0
             for t in lp.triggers[x]:
                 if st[t] & VALID:
                     invalidated += 1
                     penalty += bool(st[t] & PRISTINE) and t not in lp.reads_src[x]
+        if self.lenient:
+            initial += sum(s != x and not st[s] & (VALID | RAN) for s in lp.reads_src[x])
         done = sum(s in self.done for s in lp.reads_src[x])
-        return (0, penalty, -done, invalidated, x)
+        return (0, initial, penalty, -done, invalidated, x)
 
     def _rescore(self, x: int) -> None:
         key = self._score(x)
