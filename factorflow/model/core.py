@@ -403,7 +403,8 @@ class Model:
 
     def infer(self, algorithm: str = "ep", iterations: int | None = None,
               init: dict | None = None, data: dict | None = None, *,
-              tolerance: Any = "default", on_iteration: Any = None, **options: Any) -> Any:
+              tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
+              **options: Any) -> Any:
         """Compile (once) and run inference; returns a ``factorflow.runtime.Result``.
 
         Runs until converged (``tolerance``, 1e-10 by default) or ``iterations`` sweeps
@@ -413,6 +414,8 @@ class Model:
             options["init"] = tuple(sorted(set(init_names(options.get("init", ())))
                                            | set(init)))
         run: dict[str, Any] = {} if tolerance == "default" else {"tolerance": tolerance}
+        if damping is not None:
+            run["damping"] = damping
         return self.compile(algorithm, **options).run(iterations=iterations, init=init,
                                                        data=data, on_iteration=on_iteration,
                                                        **run)

@@ -33,6 +33,14 @@ def _resolve(kind: str, key: Any) -> Any:
     raise KeyError(kind)
 
 
+def _check_damping(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating) or not (
+            0.0 <= float(value) < 1.0):
+        raise ModelError(f"{what} must be a number in [0, 1) (the share of the old message "
+                         f"kept), got {value!r}.")
+    return float(value)
+
+
 #: Infer.NET's default number of sweeps, and the default convergence tolerance
 DEFAULT_ITERATIONS = 50
 DEFAULT_TOLERANCE = 1e-10
@@ -86,6 +94,21 @@ class CompiledModel:
         exec(code, namespace)
         self._infer = namespace["infer"]
 
+    def _damping(self, damping: Any) -> dict[str | None, float] | None:
+        """``damping`` as the generated code reads it: label -> d, None -> default."""
+        if damping is None:
+            return None
+        if self.algorithm != "ep":
+            raise ModelError(f"damping= applies to EP (VMP is coordinate ascent and needs "
+                             f"none); this model is compiled for {self.algorithm.upper()}.")
+        if not isinstance(damping, dict):
+            return {None: _check_damping(damping, "damping")}
+        out: dict[str | None, float] = {}
+        for name, d in damping.items():
+            label = self.model.variable(name).name
+            out[label] = _check_damping(d, f"damping[{name!r}]")
+        return out
+
     def _data(self, data: dict[str, Any] | None) -> dict[str, Any]:
         data = dict(data or {})
         b = self.compilation.bindings
@@ -128,7 +151,8 @@ class CompiledModel:
 
     def run(self, iterations: int | None = None, data: dict[str, Any] | None = None,
             init: dict[str, Any] | None = None, on_iteration: Any = None, *,
-            tolerance: float | None = DEFAULT_TOLERANCE) -> Result:
+            tolerance: float | None = DEFAULT_TOLERANCE,
+            damping: float | dict[str, float] | None = None) -> Result:
         """Run message passing until it converges, at most ``iterations`` sweeps (50 by
         default, Infer.NET's); returns the posteriors.
 
@@ -139,7 +163,10 @@ class CompiledModel:
         ``tolerance`` (None: run all ``iterations``).  A run that ends unconverged warns
         (``ff.ConvergenceWarning``, naming the variable that moved most), and so does a
         VMP bound that falls.  ``on_iteration(iteration, posteriors)`` is called after
-        every sweep; returning True stops the run.  ``result.iterations`` is the number
+        every sweep; returning True stops the run.  ``damping`` (EP): a number d in
+        [0, 1) for every variable, or ``{name: d}`` per variable; each new message to a
+        variable is mixed with the old one, η = d·η_old + (1 − d)·η_new — the fixed
+        points are the same, and oscillating EP settles.  ``result.iterations`` is the number
         of sweeps run, ``result.trace`` the log evidence (EP) or bound (VMP) after each.
         """
         if iterations is None:
@@ -159,11 +186,12 @@ class CompiledModel:
                              "model.compile(algorithm, init=[names]).")
         values = self._data(data)
         sizes = {ident: size for ident, size in self.compilation.final.ranges}
+        damp = self._damping(damping)
         monitor = _Monitor(self.algorithm, tolerance, on_iteration)
         start = time.perf_counter()
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
-                                                   monitor)
+                                                   monitor, damp)
         seconds = time.perf_counter() - start
         if iterations == 0:
             _check_initialised(posteriors)
@@ -194,6 +222,8 @@ class _Monitor:
         self.trace: list[float] = []
         self.count = 0
         self.change, self.moved, self.distance = np.inf, "", np.inf
+        self.steps: dict[str, np.ndarray] = {}  # each posterior's last step
+        self.turns: dict[str, list[bool]] = {}  # whether each step reversed the one before
         self.fell: tuple[int, float] | None = None
 
     def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any) -> bool:
@@ -202,11 +232,22 @@ class _Monitor:
         for name, post in posteriors.items():
             eta = tuple(np.array(e, dtype=float) for e in post.eta)
             old = self.previous.get(name)
+            if old is not None:  # does this step reverse the last one (oscillation)?
+                step = np.concatenate([np.ravel(np.where(a == b, 0.0, a - b))
+                                       for a, b in zip(eta, old, strict=True)])
+                last = self.steps.get(name)
+                if last is not None and last.shape == step.shape:
+                    with np.errstate(invalid="ignore"):
+                        turn = bool(np.nansum(step * last) < 0)
+                    self.turns.setdefault(name, []).append(turn)
+                self.steps[name] = step
             if old is None:
                 change, moved = np.inf, name
             else:
-                with np.errstate(invalid="ignore"):  # relative to the parameter's size
-                    d = max((float(np.max(np.abs(a - b) / (1.0 + np.abs(b)), initial=0.0))
+                with np.errstate(invalid="ignore"):  # relative to the parameter's size;
+                    # an unchanged infinite parameter (a point mass) has not moved
+                    d = max((float(np.max(np.where(a == b, 0.0, np.abs(a - b)
+                                                   / (1.0 + np.abs(b))), initial=0.0))
                              for a, b in zip(eta, old, strict=True)), default=0.0)
                 if not d <= change:  # NaN counts as the largest change
                     change, moved = d, name
@@ -238,9 +279,14 @@ class _Monitor:
             return self.tolerance is None or iterations == 0
         converged = self.distance <= self.tolerance
         if not converged and self.count >= iterations:
+            turns = self.turns.get(self.moved, [])[-10:]
+            oscillates = len(turns) >= 6 and sum(turns) >= 0.7 * len(turns)
+            hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
+                    f"{sum(turns)} times): use damping=0.5 (or damping={{{self.moved!r}: "
+                    "0.5}), or raise iterations=" if oscillates else "raise iterations=")
             warnings.warn(f"{model}: not converged after {self.count} iterations: the "
                           f"posterior of {self.moved!r} still changed by {self.change:.3g} "
-                          f"(relative; tolerance {self.tolerance:g}); raise iterations=.",
+                          f"(relative; tolerance {self.tolerance:g}); {hint}.",
                           ConvergenceWarning, stacklevel=3)
         return converged
 

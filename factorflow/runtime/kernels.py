@@ -187,7 +187,26 @@ def mask_term(mask: np.ndarray, term: Any) -> np.ndarray:
     return np.where(mask, term, 0.0)
 
 
+def damp(old: Distribution, new: Distribution, damping: dict[str, float] | None,
+         label: str) -> Distribution:
+    """EP damping: natural parameters d·η_old + (1 − d)·η_new, with d the damping of the
+    variable ``label`` (``damping[label]``, else ``damping[None]``, else none).  A
+    uniform old message (nothing sent yet) is not mixed in."""
+    if not damping:
+        return new
+    d = damping.get(label, damping.get(None, 0.0))
+    if not d:
+        return new
+    fresh = np.asarray(old.is_uniform())  # per element: nothing sent there yet
+    out = []
+    for a, b in zip(old.eta, new.eta, strict=True):
+        keep = np.where(fresh, 0.0, d).reshape(fresh.shape + (1,) * (np.ndim(a) - fresh.ndim))
+        out.append(keep * np.asarray(a) + (1.0 - keep) * np.asarray(b))
+    return new.from_natural(*out)
+
+
 NAMESPACE.update({
+    "damp": damp,
     "as_bool": as_bool,
     "where_mask": where_mask,
     "mask_term": mask_term,

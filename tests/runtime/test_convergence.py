@@ -82,3 +82,61 @@ def test_ep_trueskill_either_converges_or_warns():
     warned = any(issubclass(w.category, ff.ConvergenceWarning) for w in caught)
     assert result.converged != warned
     assert np.all(np.isfinite(result["skill"].mean))
+
+
+def _exit_model() -> ff.Model:
+    with ff.Model("exit") as model:
+        c = ff.Bernoulli("c", 0.5)
+        with ff.If(c):
+            y = ff.Gaussian("y", 3.0, variance=1.0)
+        with ff.IfNot(c):
+            y = ff.Gaussian("y", 0.0, variance=1.0)
+        ff.Gaussian("obs", y, precision=4.0, observed=1.2)
+    return model
+
+
+@pytest.mark.parametrize("damping", [0.0, 0.5, 0.9, {"c": 0.7}, {"y": 0.5, "c": 0.2}])
+def test_ep_damping_keeps_the_fixed_point(damping):
+    """Damping mixes each new message with the old one; the exact answer is unchanged."""
+    result = _exit_model().infer("ep", iterations=2000, damping=damping)
+    assert result.converged
+    assert_close(result["c"].p, 0.3273929829322395, rtol=0, atol=1e-9)
+    assert_close(result["y"].mean, 1.1564357897593438, rtol=0, atol=1e-9)
+    assert_close(result.log_evidence, -1.9030634424414987, rtol=0, atol=1e-9)
+
+
+def test_damping_slows_the_approach_to_the_fixed_point():
+    compiled = _exit_model().compile("ep")
+    plain = compiled.run(iterations=200)
+    damped = compiled.run(iterations=200, damping=0.8)
+    assert damped.iterations > plain.iterations
+
+
+@pytest.mark.parametrize(("damping", "match"), [
+    (1.0, r"damping must be a number in \[0, 1\)"),
+    (-0.1, r"damping must be a number in \[0, 1\)"),
+    ("0.5", r"damping must be a number in \[0, 1\)"),
+    ({"c": 2.0}, r"damping\['c'\] must be a number"),
+    ({"nope": 0.5}, r"no variable 'nope'"),
+])
+def test_bad_damping_is_refused(damping, match):
+    with pytest.raises(ff.ModelError, match=match):
+        _exit_model().compile("ep").run(damping=damping)
+
+
+def test_damping_is_for_ep():
+    with pytest.raises(ff.ModelError, match="damping= applies to EP"):
+        _learning_gaussian().infer("vmp", damping=0.5)
+
+
+def test_an_oscillating_posterior_is_named_with_the_damping_hint():
+    """The monitor sees a posterior that jumps back and forth sweep after sweep."""
+    from factorflow.distributions import Gaussian
+    from factorflow.runtime.compiled import _Monitor
+
+    monitor = _Monitor("ep", 1e-10, None)
+    for i in range(20):
+        monitor(i, {"steady": Gaussian(1.0, 1.0),
+                    "swing": Gaussian(1.0 + (-1.0) ** i * 0.5 / (i + 1) ** 0.1, 1.0)}, None)
+    with pytest.warns(ff.ConvergenceWarning, match=r"'swing'.*oscillates.*damping=0\.5"):
+        assert not monitor.finish("m", 20, 0.0)
