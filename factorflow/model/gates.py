@@ -55,7 +55,8 @@ def IfNot(condition: Any) -> Iterator[GateFrame]:
 
 @contextmanager
 def Case(condition: Any, value: int) -> Iterator[GateFrame]:
-    """Statements inside apply where the discrete ``condition`` equals ``value``."""
+    """Statements inside apply where the discrete ``condition`` equals ``value`` (for a
+    Bernoulli, 1 is True and 0 is False)."""
     model = current_model("ff.Case")
     c = _condition(model, condition, f"ff.Case({getattr(condition, 'name', condition)}, "
                    f"{value})", ("int", "bool"))
@@ -65,6 +66,8 @@ def Case(condition: Any, value: int) -> Iterator[GateFrame]:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < (size or 0):
         raise ModelError(f"ff.Case({c.name}, {value!r}): {c.name!r} takes values 0.."
                          f"{(size or 0) - 1}; the case value is outside that range.")
+    if c.domain == "bool":  # Case(b, 1) is If(b), Case(b, 0) is IfNot(b)
+        value = bool(value)
     with model._gate(GateFrame("case", c, value=value, provenance=_provenance())) as frame:
         yield frame
 

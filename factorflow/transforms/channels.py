@@ -101,8 +101,11 @@ def channels(program: Program) -> Program:
             if slots is not None:  # EnterPartial: clone slot s is case slots[s]
                 inputs += (("gate", use_of(Ref(cases), decl.plates, where,
                                            ("slots", tuple(slots)))),)
-            elif random[cases].plates == decl.plates:
-                inputs += (("gate", use_of(Ref(cases, decl.plates), decl.plates, where)),)
+            elif _within(random[cases].plates, decl.plates):
+                # the cases are shared by the clone's extra plates (a condition outside
+                # the plate of the variable it gates): the use broadcasts over them
+                inputs += (("gate", use_of(Ref(cases, random[cases].plates), decl.plates,
+                                           where)),)
             else:
                 raise ModelError(f"{decl.label}: its gate's cases {random[cases].label} have "
                                  f"plates {_show(random[cases].plates)}, not "
@@ -161,6 +164,12 @@ def _use_kind(ref: Ref, decl: VarDecl, loops: tuple[str, ...], where: str) -> tu
 def _show(plates: tuple[str, ...]) -> str:
     """Plates as the user named them: ``(n, k)``."""
     return "(" + ", ".join(display(p) for p in plates) + ")"
+
+
+def _within(inner: tuple[str, ...], outer: tuple[str, ...]) -> bool:
+    """Whether the plates ``inner`` appear in ``outer`` in the same order."""
+    it = iter(outer)
+    return all(p in it for p in inner)
 
 
 def _by_element(ref: Ref) -> bool:

@@ -113,7 +113,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                 frames.append(("if", cond, loop, False, id(f)))
             else:
                 frames.append(("if", cond, f.value, f.negated, id(f)))
-        stmts.append((tuple(frames), _statement(call, plates, operand, b)))
+        stmts.append((_gates_outside_loops(frames), _statement(call, plates, operand, b)))
     return Program(sanitize(model.name), ranges, tuple(decls), _nest(stmts)), b
 
 
@@ -152,6 +152,21 @@ def _statement(call: FactorCall, plates: tuple[str, ...], operand, b: Bindings) 
 def _label(name: str, decls: list[VarDecl]) -> str:
     """The user's label of the declaration ``name`` (the name itself if undeclared)."""
     return next((d.label for d in decls if d.name == name), name)
+
+
+def _gates_outside_loops(frames: list[tuple]) -> tuple:
+    """The frames with each If/Case moved outside the plate loops its condition does not
+    depend on (``for n: if c: …`` is ``if c: for n: …`` when c has no axis n), so that a
+    condition is met where it is defined, as the gate transform requires.  A switch's
+    ``if`` (on its own loop) never moves, so its loop and it stay together."""
+    out = list(frames)
+    for i in range(len(out)):
+        j = i
+        while (j > 0 and out[j][0] == "if" and not isinstance(out[j][2], str)
+               and out[j - 1][0] == "for" and out[j - 1][1] not in out[j][1].index):
+            out[j - 1], out[j] = out[j], out[j - 1]
+            j -= 1
+    return tuple(out)
 
 
 def _nest(stmts: list[tuple[tuple, Stmt]]) -> tuple[Node, ...]:
