@@ -130,13 +130,17 @@ def channels(program: Program) -> Program:
                 out.append(replace(node, body=add_nodes(node.body, gated, masked)))
             elif isinstance(node, If):
                 known = node.condition.var not in random  # an observed condition masks
-                element = [(o.var, s.provenance) for s in _stmts(node.body) for o in s.outputs
+                element = [(o.var, s.provenance)
+                           for s in _own_stmts(node.body, set(random), masked or known)
+                           for o in s.outputs
                            if last_def.get(o.var) is s and (_by_element(o) or known)
                            and not inline(o, True)]
                 out.append(replace(node, body=add_nodes(node.body, gated or not known,
                                                         masked or known)))
                 if not masked:
-                    out.extend(node_for(v, where, gated) for v, where in element)
+                    # a random gate's exit clones send their evidence to its own cases,
+                    # also inside an outer gate (whose cases hear it through Gate.Cases)
+                    out.extend(node_for(v, where, gated and known) for v, where in element)
         return tuple(out)
 
     body = add_nodes(body, False)
@@ -164,6 +168,20 @@ def _use_kind(ref: Ref, decl: VarDecl, loops: tuple[str, ...], where: str) -> tu
 def _show(plates: tuple[str, ...]) -> str:
     """Plates as the user named them: ``(n, k)``."""
     return "(" + ", ".join(display(p) for p in plates) + ")"
+
+
+def _own_stmts(nodes: tuple[Node, ...], random: set[str], masked: bool):
+    """The statements in ``nodes`` whose variable nodes this level adds: all of them,
+    except those inside a nested gate on a random condition that is not masked (such a
+    gate adds the nodes of its own element definitions)."""
+    for node in nodes:
+        if isinstance(node, Stmt):
+            yield node
+        elif isinstance(node, If):
+            if masked or node.condition.var not in random:
+                yield from _own_stmts(node.body, random, True)
+        else:
+            yield from _own_stmts(node.body, random, masked)
 
 
 def _within(inner: tuple[str, ...], outer: tuple[str, ...]) -> bool:

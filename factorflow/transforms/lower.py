@@ -94,7 +94,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
         return Ref(ident)
 
     switch_range = _switch_ranges(model, rname, b.names, taken)
-    ranges += tuple((name, size) for name, size in switch_range.values()
+    ranges += tuple((name, size) for name, size in dict(switch_range.values()).items()
                     if name not in dict(ranges))
 
     stmts: list[tuple[tuple, Stmt]] = []
@@ -119,20 +119,26 @@ def lower(model: Model) -> tuple[Program, Bindings]:
 
 def _switch_ranges(model: Model, rname: dict[str, str], names: dict[str, str],
                    taken: set[str]) -> dict[int, tuple[str, int]]:
-    """The loop range of each Switch: the range of an array it indexes, else a new one."""
-    out: dict[int, tuple[str, int]] = {}
+    """The loop range of each Switch: one per condition (every Switch on ``z`` loops over
+    the same range, so the cases of z have one axis): the range of an array indexed by z
+    inside one of them, else a new one."""
+    by_condition: dict[int, tuple[str, int]] = {}
     for call in model.statements:
         for f in call.frames:
             if isinstance(f, GateFrame) and f.kind == "switch":
                 for v in call.args.values():
                     if isinstance(v, Indexed) and v.index is f.condition:
-                        out.setdefault(id(f), (rname[v.base.plates[0].name],
-                                               v.base.plates[0].size))
+                        by_condition.setdefault(id(f.condition), (
+                            rname[v.base.plates[0].name], v.base.plates[0].size))
+    out: dict[int, tuple[str, int]] = {}
     for call in model.statements:
         for f in call.frames:
             if isinstance(f, GateFrame) and f.kind == "switch" and id(f) not in out:
-                out[id(f)] = (fresh(names[f.condition.name], "cases", taken),
-                              int(f.condition.size or 0))
+                if id(f.condition) not in by_condition:
+                    by_condition[id(f.condition)] = (
+                        fresh(names[f.condition.name], "cases", taken),
+                        int(f.condition.size or 0))
+                out[id(f)] = by_condition[id(f.condition)]
     return out
 
 
