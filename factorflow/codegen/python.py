@@ -257,6 +257,11 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
     outputs = [d for d in program.decls if d.role == "random"
                and not any(d.attr(a) is not None for a in internal)]
     result = "{" + ", ".join(f"{d.label!r}: {marginal(d.name)}" for d in outputs) + "}"
+    # the gate transform's own posteriors too, for the convergence check alone: messages
+    # may still be moving through them while the user's posteriors stand still
+    hidden = [d for d in program.decls if d.role == "random" and d not in outputs
+              and any(m.name == marginal(d.name) for m in program.decls)]
+    watched = "{" + ", ".join(f"{d.name!r}: {marginal(d.name)}" for d in hidden) + "}"
     evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
     loops = [n for n in program.body if isinstance(n, While)]
     # the statements after the last loop and the evidence form ``evidence()``, which the
@@ -301,7 +306,7 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
                        2)
             final = node is program.body[last]
             e.emit(f"if on_iteration is not None and on_iteration(iteration, {result}, "
-                   f"{hook if final else 'None'}):", 2)
+                   f"{hook if final else 'None'}, {watched}):", 2)
             e.emit("break", 3)
             e.last_prov = None
             _no_sweep(e, node)

@@ -222,14 +222,19 @@ class _Monitor:
         self.trace: list[float] = []
         self.count = 0
         self.change, self.moved, self.distance = np.inf, "", np.inf
+        self.settled = 0  # sweeps in a row that met the tolerance
         self.steps: dict[str, np.ndarray] = {}  # each posterior's last step
         self.turns: dict[str, list[bool]] = {}  # whether each step reversed the one before
         self.fell: tuple[int, float] | None = None
 
-    def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any) -> bool:
+    def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any,
+                 internal: dict[str, Any] | None = None) -> bool:
+        """After sweep ``iteration``: ``posteriors`` the user's, ``internal`` those of the
+        gate transform's own variables (watched too: messages may still move through
+        them while the user's stand still); True stops the run."""
         self.count = iteration + 1
         change, moved = 0.0, ""
-        for name, post in posteriors.items():
+        for name, post in (posteriors | (internal or {})).items():
             eta = tuple(np.array(e, dtype=float) for e in post.eta)
             old = self.previous.get(name)
             if old is not None:  # does this step reverse the last one (oscillation)?
@@ -267,7 +272,11 @@ class _Monitor:
                                                                    else np.inf)
         self.change, self.moved = change, moved
         stop = bool(self.user(iteration, posteriors)) if self.user is not None else False
-        return stop or (self.tolerance is not None and self.distance <= self.tolerance)
+        settled = self.tolerance is not None and self.distance <= self.tolerance
+        self.settled = self.settled + 1 if settled else 0
+        # two sweeps in a row: a posterior may stand still for one sweep while a message
+        # it has not yet been recomputed from moved
+        return stop or self.settled >= 2
 
     def finish(self, model: str, iterations: int, log_evidence: float) -> bool:
         """Whether the run converged; warns when it did not, or when the bound fell."""
@@ -277,7 +286,7 @@ class _Monitor:
                           "(report this model).", ConvergenceWarning, stacklevel=3)
         if self.tolerance is None or iterations == 0:
             return self.tolerance is None or iterations == 0
-        converged = self.distance <= self.tolerance
+        converged = self.settled >= 2 or (self.settled == 1 and self.count < iterations)
         if not converged and self.count >= iterations:
             turns = self.turns.get(self.moved, [])[-10:]
             oscillates = len(turns) >= 6 and sum(turns) >= 0.7 * len(turns)
