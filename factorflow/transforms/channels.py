@@ -112,6 +112,15 @@ def channels(program: Program) -> Program:
                                  f"{_show(decl.plates)}.")
         return Stmt("Variable", tuple(Ref(n) for n, _ in uses[v]), inputs, (), where)
 
+    def in_gate_of(definition: Stmt, stmt: Stmt) -> Stmt:
+        """The variable node ``stmt`` with the gate of its ``definition``, if it is in
+        one: the node's evidence goes to the same case."""
+        if id(definition) not in gated_at:
+            return stmt
+        gate, loops = gated_at[id(definition)]
+        return replace(stmt, inputs=stmt.inputs + (
+            ("gate", use_of(gate, loops, definition.provenance)),))
+
     def add_nodes(nodes: tuple[Node, ...], gated: bool, masked: bool = False
                   ) -> tuple[Node, ...]:
         out: list[Node] = []
@@ -120,17 +129,13 @@ def channels(program: Program) -> Program:
                 out.append(node)
                 for o in node.outputs:
                     if last_def.get(o.var) is node and inline(o, masked):
-                        stmt = node_for(o.var, node.provenance, gated)
-                        if id(node) in gated_at:  # the node's evidence goes to the same case
-                            gate, loops = gated_at[id(node)]
-                            stmt = replace(stmt, inputs=stmt.inputs + (
-                                ("gate", use_of(gate, loops, node.provenance)),))
-                        out.append(stmt)
+                        out.append(in_gate_of(node, node_for(o.var, node.provenance,
+                                                             gated)))
             elif isinstance(node, For | While):
                 out.append(replace(node, body=add_nodes(node.body, gated, masked)))
             elif isinstance(node, If):
                 known = node.condition.var not in random  # an observed condition masks
-                element = [(o.var, s.provenance)
+                element = [(o.var, s)
                            for s in _own_stmts(node.body, set(random), masked or known)
                            for o in s.outputs
                            if last_def.get(o.var) is s and (_by_element(o) or known)
@@ -140,7 +145,11 @@ def channels(program: Program) -> Program:
                 if not masked:
                     # a random gate's exit clones send their evidence to its own cases,
                     # also inside an outer gate (whose cases hear it through Gate.Cases)
-                    out.extend(node_for(v, where, gated and known) for v, where in element)
+                    # (and a variable defined in the branches of an observed condition,
+                    # inside a gate, sends its evidence to that gate's case)
+                    out.extend(node_for(v, d.provenance, False) if not known else
+                               in_gate_of(d, node_for(v, d.provenance, gated))
+                               for v, d in element)
         return tuple(out)
 
     body = add_nodes(body, False)

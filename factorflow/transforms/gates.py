@@ -226,9 +226,15 @@ class _Gates:
         for c in cond.clones.values():
             if c.kind == "exit" and not c.emitted and (cond.switch or len(c.used) == cond.count):
                 c.emitted = True
-                items.append(Stmt("Gate.Exit", (c.src,), (("cases", cond.ref()),
-                                                          ("values", c.ref(cond.axis))), (),
-                                  c.prov))
+                node: Any = Stmt("Gate.Exit", (c.src,), (("cases", cond.ref()),
+                                                        ("values", c.ref(cond.axis))), (),
+                                 c.prov)
+                # an array defined in loops inside the gate exits in those loops
+                here = self._loops()
+                for r in reversed([i for i in c.src.index if isinstance(i, str)
+                                   and i not in here]):
+                    node = ForB(r, [node])
+                items.append(node)
 
     # ----- statements and their references -----------------------------------------------
     def _stmt(self, s: Stmt) -> None:
