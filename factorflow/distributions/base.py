@@ -137,6 +137,7 @@ class Distribution(ABC):
 
     def take(self: D, indices: np.ndarray, axis: int = 0) -> D:
         """Gather batch elements: ``result[i] = self[indices[i]]`` along ``axis``."""
+        indices = as_index(indices)
         return self._map(lambda e, nd: np.take(e, indices, axis=axis))
 
     def broadcast_to(self: D, batch_shape: Sequence[int]) -> D:
@@ -159,6 +160,7 @@ class Distribution(ABC):
     def scatter_prod(self: D, indices: np.ndarray, size: int) -> D:
         """``out[j] = prod of self[i] over i with indices[i] == j``, for j < size (axis 0)."""
         out = []
+        indices = as_index(indices)
         for e in self._product_form():
             acc = np.zeros((size,) + e.shape[1:])
             np.add.at(acc, indices, e)
@@ -284,6 +286,13 @@ class Distribution(ABC):
             np.array_equal(a, b) for a, b in zip(self.eta, other.eta, strict=True)))
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def as_index(indices: Any) -> np.ndarray:
+    """Observed categories as array indices (observed values may be stored as floats;
+    they were checked to be integers in range when given)."""
+    indices = np.asarray(indices)
+    return indices if indices.dtype.kind in "iu" else indices.astype(np.intp)
 
 
 def log_normalizer_or_zero(d: Distribution) -> np.ndarray:

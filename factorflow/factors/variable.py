@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.distributions.base import Distribution, log_normalizer_or_zero
+from factorflow.distributions.base import Distribution, as_index, log_normalizer_or_zero
 from factorflow.factors.common import logsumexp
 from factorflow.factors.mixtures import log_average, log_weights
 
@@ -67,7 +67,7 @@ def _reduce_array(w: np.ndarray, how: tuple | None, use_shape: tuple[int, ...],
         return np.sum(full, axis=tuple(how[2])) if how[2] else full
     if how[0] == "gather":
         acc = np.zeros(tuple(var_shape) + tail)
-        np.add.at(acc, np.asarray(how[1]), full)
+        np.add.at(acc, as_index(how[1]), full)
         return acc
     if how[0] == "slots":  # clone slot s belongs to case how[1][s] (last plate axis)
         acc = np.zeros(tuple(var_shape) + tail)

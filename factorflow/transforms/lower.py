@@ -107,6 +107,8 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                 continue
             cond = Ref(b.names[f.condition.name], tuple(rname[p.name]
                                                           for p in f.condition.plates))
+            if f.kind == "switch" and f.condition.is_observed:
+                continue  # each element's case is its observed value: array[z] gathers
             if f.kind == "switch":
                 loop = switch_range[id(f)][0]
                 frames.append(("for", loop))
