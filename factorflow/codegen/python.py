@@ -144,9 +144,10 @@ class _Emitter:
 
     def assign(self, out: Ref, rhs: str, depth: int, stmt: Stmt | None = None) -> None:
         mask = self.mask(stmt) if stmt is not None else None
-        if mask is not None:
-            rhs = f"where_mask({mask}, {rhs}, {out.var})"
         fixed = _fixed(out)
+        if mask is not None:  # where the condition fails, the slot keeps its old value
+            old = f"take_element({out.var}, {fixed})" if fixed else out.var
+            rhs = f"where_mask({mask}, {rhs}, {old})"
         if fixed:
             self.emit(f"{out.var} = with_element({out.var}, {fixed}, {rhs})", depth)
         else:

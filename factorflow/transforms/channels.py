@@ -93,8 +93,7 @@ def channels(program: Program) -> Program:
     def node_for(v: str, where: str, gated: bool) -> Stmt:
         decl = random[v]
         inputs: tuple = (("def", Ref(v, decl.plates)),)
-        clone = decl.attr("clone_of") is not None or decl.attr("exit_of") is not None
-        cases = decl.attr("gate") if clone else None
+        cases = decl.attr("gate") if _is_clone(decl) else None
         if cases is not None and not gated and cases in random:
             definition = last_def.get(v)
             slots = definition.param("indices") if definition is not None else None
@@ -147,8 +146,8 @@ def channels(program: Program) -> Program:
                     # also inside an outer gate (whose cases hear it through Gate.Cases)
                     # (and a variable defined in the branches of an observed condition,
                     # inside a gate, sends its evidence to that gate's case)
-                    out.extend(node_for(v, d.provenance, False) if not known else
-                               in_gate_of(d, node_for(v, d.provenance, gated))
+                    out.extend(node_for(v, d.provenance, False) if _is_clone(random[v])
+                               else in_gate_of(d, node_for(v, d.provenance, gated))
                                for v, d in element)
         return tuple(out)
 
@@ -177,6 +176,11 @@ def _use_kind(ref: Ref, decl: VarDecl, loops: tuple[str, ...], where: str) -> tu
 def _show(plates: tuple[str, ...]) -> str:
     """Plates as the user named them: ``(n, k)``."""
     return "(" + ", ".join(display(p) for p in plates) + ")"
+
+
+def _is_clone(decl: VarDecl) -> bool:
+    """Whether the gate transform made ``decl`` as a gate's clone (enter or exit)."""
+    return decl.attr("clone_of") is not None or decl.attr("exit_of") is not None
 
 
 def _own_stmts(nodes: tuple[Node, ...], random: set[str], masked: bool):
