@@ -300,7 +300,7 @@ def _exit_values(exit, cases) -> Distribution:
     return expand(exit, np.broadcast_shapes(exit.batch_shape + (1,), np.shape(_logits(cases))))
 
 
-@EXIT.operator("ep", "cases", skip_if_uniform=("exit",))
+@EXIT.operator("ep", "cases")  # a uniform exit still weighs a uniform clone (log K)
 def _exit_cases_ep(exit, cases, values) -> Bernoulli:
     """log ∫ m̂_exit m̂_k."""
     _, x, m = _exits(exit, cases, values)
