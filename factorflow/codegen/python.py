@@ -344,9 +344,9 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
         elif isinstance(node, While):
             k = loops.index(node) + 1
             suffix = f" {k}" if len(loops) > 1 else ""
-            e.emit("if resume is None:  # (resuming, the state saved replaces all this)"
-                   if k == 1 else f"if resume is None or resume['loop'] < {k}:  # (resuming "
-                   f"at loop {k} or later, the state saved replaces all this)", 1)
+            e.emit("if resume is None:  # a fresh run (resuming: the saved state, below)"
+                   if k == 1 else f"if resume is None or resume['loop'] < {k}:  # a fresh "
+                   f"run, or one saved before loop {k}", 1)
             for s in pending:
                 e.statement(s, 2, check=False)
             e.emit(f"# ---- initialisation{suffix}", 2)

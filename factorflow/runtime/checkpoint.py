@@ -67,17 +67,21 @@ def _digest_value(value: Any) -> str:
     def feed(v: Any) -> None:
         if isinstance(v, Distribution | dist.PointMass):
             h.update(f"<{type(v).__name__}>".encode())
-            for name, slot in sorted(v.__getstate__().items()):
-                h.update(name.encode())
-                feed(slot)
-        elif isinstance(v, np.ndarray | np.generic | int | float | bool | list | tuple) \
-                and not isinstance(v, str):
-            a = np.asarray(v)
-            if a.dtype.kind == "O":
-                h.update(repr(v).encode())
-            else:
-                h.update(f"{a.dtype.str}{a.shape}".encode())
-                h.update(np.ascontiguousarray(a).tobytes())
+            feed(v.__getstate__())
+        elif isinstance(v, dict):
+            h.update(b"{")
+            for key in sorted(v, key=str):
+                h.update(f"{key!r}:".encode())
+                feed(v[key])
+            h.update(b"}")
+        elif isinstance(v, list | tuple):
+            h.update(f"<{type(v).__name__} {len(v)}>".encode())
+            for item in v:
+                feed(item)
+        elif isinstance(v, np.ndarray | np.generic | int | float) and (
+                a := np.asarray(v)).dtype.kind != "O":
+            h.update(f"{a.dtype.str}{a.shape}".encode())
+            h.update(np.ascontiguousarray(a).tobytes())
         else:
             h.update(repr(v).encode())
     feed(value)
@@ -107,12 +111,19 @@ def fingerprint(compiled: Any, values: dict[str, Any], sizes: dict[str, int],
     bare = dataclasses.replace(program, body=_without_provenance(program.body),
                                _by_name={})
     source = generate(bare, frozenset(NAMESPACE)).source
-    labels = {d.name: d.label or display(d.name) for d in program.decls}
+    labels = {d.name: d.label for d in program.decls if d.label}
+
+    def named(idents: dict[str, Any]) -> dict[str, Any]:
+        """By the user's label where it names one ident only, else by the ident."""
+        items = sorted(idents.items())
+        shown = [labels.get(k, display(k)) for k, _ in items]
+        return {(s if shown.count(s) == 1 else display(k)): v
+                for (k, v), s in zip(items, shown, strict=True)}
     return {
         "algorithm": compiled.algorithm,
         "program": hashlib.sha256(source.encode()).hexdigest(),
-        "sizes": {labels.get(k, display(k)): int(v) for k, v in sorted(sizes.items())},
-        "data": {labels.get(k, display(k)): _digest_value(v) for k, v in sorted(values.items())},
+        "sizes": named({k: int(v) for k, v in sizes.items()}),
+        "data": named({k: _digest_value(v) for k, v in values.items()}),
         "init": {k: _digest_value(v) for k, v in sorted(init.items())},
         "damping": None if damping is None else
         {("*" if k is None else k): v for k, v in sorted(damping.items(), key=str)},
