@@ -9,6 +9,7 @@ import factorflow.factors  # noqa: F401  (registers every built-in factor)
 import factorflow.runtime.compiled  # noqa: F401  (the compiler, loaded once at import)
 from factorflow import distributions
 from factorflow.errors import (
+    CheckpointError,
     ConvergenceWarning,
     DataError,
     ImproperMessageError,
@@ -46,6 +47,6 @@ __all__ = [
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "constrain_true", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
-    "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError",
+    "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "Result", "load_result",
 ]

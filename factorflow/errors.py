@@ -23,6 +23,11 @@ class ScheduleError(ModelError):
     """No valid message-passing schedule exists (for example a cycle of Required edges)."""
 
 
+class CheckpointError(ModelError):
+    """A checkpoint cannot be resumed: the file is not one, holds more sweeps than the
+    run asks for, or was written by another run (the error names what differs)."""
+
+
 class ImproperMessageError(ArithmeticError):
     """A message or posterior became improper (or NaN) during inference."""
 

@@ -404,11 +404,14 @@ class Model:
     def infer(self, algorithm: str = "ep", iterations: int | None = None,
               init: dict | None = None, data: dict | None = None, *,
               tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
+              checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
               **options: Any) -> Any:
         """Compile (once) and run inference; returns a ``factorflow.runtime.Result``.
 
         Runs until converged (``tolerance``, 1e-10 by default) or ``iterations`` sweeps
-        (50 by default), warning with ``ff.ConvergenceWarning`` if not converged; see
+        (50 by default), warning with ``ff.ConvergenceWarning`` if not converged;
+        ``checkpoint=path, every=k`` saves the run every k sweeps and resumes it from
+        ``path`` when run again (bit-identical to an uninterrupted run); see
         ``CompiledModel.run``."""
         if init:
             options["init"] = tuple(sorted(set(init_names(options.get("init", ())))
@@ -416,6 +419,8 @@ class Model:
         run: dict[str, Any] = {} if tolerance == "default" else {"tolerance": tolerance}
         if damping is not None:
             run["damping"] = damping
+        if checkpoint is not None or every is not None or resume is not None:
+            run.update(checkpoint=checkpoint, every=every, resume=resume)
         return self.compile(algorithm, **options).run(iterations=iterations, init=init,
                                                        data=data, on_iteration=on_iteration,
                                                        **run)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from factorflow.factors.registry import FACTORS
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model
 from factorflow.model.factories import check_support
+from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE
 from factorflow.runtime.result import Result
 from factorflow.transforms.pipeline import Compilation, compile_program
@@ -149,10 +151,27 @@ class CompiledModel:
                     raise DataError(f"{d.label}: the value contains NaN or inf.")
         return values
 
+    def _checkpoint(self, checkpoint: Any, every: Any, resume: Any, monitor: _Monitor,
+                    iterations: int, values: dict[str, Any], sizes: dict[str, int],
+                    init: dict[str, Any], damping: Any, tolerance: float | None
+                    ) -> tuple[Any, dict[str, Any] | None]:
+        """The loop's hook and the saved state to resume from (see ``run``): the monitor
+        and None without ``checkpoint``."""
+        if checkpoint is None:
+            if every is not None or resume is not None:
+                raise ModelError("every= and resume= apply to checkpoints; pass "
+                                 "checkpoint=path too.")
+            return monitor, None
+        saver = open_checkpoint(checkpoint, every, resume, monitor, iterations,
+                                fingerprint(self, values, sizes, init, damping, tolerance))
+        return saver, saver.resume
+
     def run(self, iterations: int | None = None, data: dict[str, Any] | None = None,
             init: dict[str, Any] | None = None, on_iteration: Any = None, *,
             tolerance: float | None = DEFAULT_TOLERANCE,
-            damping: float | dict[str, float] | None = None) -> Result:
+            damping: float | dict[str, float] | None = None,
+            checkpoint: str | os.PathLike[str] | None = None, every: int | None = None,
+            resume: bool | None = None) -> Result:
         """Run message passing until it converges, at most ``iterations`` sweeps (50 by
         default, Infer.NET's); returns the posteriors.
 
@@ -168,6 +187,20 @@ class CompiledModel:
         variable is mixed with the old one, η = d·η_old + (1 − d)·η_new — the fixed
         points are the same, and oscillating EP settles.  ``result.iterations`` is the number
         of sweeps run, ``result.trace`` the log evidence (EP) or bound (VMP) after each.
+
+        Checkpoints: with ``checkpoint=path`` the whole state of the run (every message
+        and posterior, the sweeps done, the convergence monitor's state) is written to
+        ``path`` after every ``every``-th sweep (1 by default), after the last sweep and
+        when the run stops, atomically (a temporary file beside it, fsync, rename), so
+        ``path`` always holds a complete checkpoint.  If ``path`` already holds one, the
+        run resumes from it (``resume=None``, the default; ``resume=True`` requires it,
+        ``resume=False`` starts afresh and overwrites it): run again with the same
+        arguments after a crash or a kill, and the result is bit-identical to a run never
+        interrupted — posteriors, log evidence, trace, ``iterations`` and ``converged``.
+        A finished run's checkpoint gives its result again at once, or continues it with
+        a larger ``iterations``.  A checkpoint of another run (algorithm, model, plate
+        sizes, data, init, damping or tolerance differ) raises ``ff.CheckpointError``
+        naming what differs; see ``factorflow.runtime.checkpoint``.
         """
         if iterations is None:
             iterations = DEFAULT_ITERATIONS
@@ -188,10 +221,12 @@ class CompiledModel:
         sizes = {ident: size for ident, size in self.compilation.final.ranges}
         damp = self._damping(damping)
         monitor = _Monitor(self.algorithm, tolerance, on_iteration)
+        hook, saved = self._checkpoint(checkpoint, every, resume, monitor, int(iterations),
+                                       values, sizes, init, damp, tolerance)
         start = time.perf_counter()
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
-                                                   monitor, damp)
+                                                   hook, damp, saved)
         seconds = time.perf_counter() - start
         if iterations == 0:
             _check_initialised(posteriors)
@@ -214,7 +249,12 @@ class CompiledModel:
 
 class _Monitor:
     """The generated loop's hook: after each sweep, the change of every posterior's
-    natural parameters, the log evidence or bound, and the user's callback."""
+    natural parameters, the log evidence or bound, and the user's callback (the loop's
+    ``state`` is for ``runtime.checkpoint.Checkpointer``, which wraps the monitor)."""
+
+    #: the attributes that change from sweep to sweep: what a checkpoint saves
+    STATE = ("previous", "trace", "count", "change", "moved", "distance", "steps", "turns",
+             "fell", "settled")
 
     def __init__(self, algorithm: str, tolerance: float | None, user: Any) -> None:
         self.algorithm, self.tolerance, self.user = algorithm, tolerance, user
@@ -228,7 +268,7 @@ class _Monitor:
         self.fell: tuple[int, float] | None = None
 
     def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any,
-                 internal: dict[str, Any] | None = None) -> bool:
+                 state: Any = None, internal: dict[str, Any] | None = None) -> bool:
         """After sweep ``iteration``: ``posteriors`` the user's, ``internal`` those of the
         gate transform's own variables (watched too: messages may still move through
         them while the user's stand still); True stops the run."""

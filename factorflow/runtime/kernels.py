@@ -86,8 +86,20 @@ def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ..
                          f"variable has shape {tuple(shape)}.") from None
 
 
+def first_sweep(resume: dict[str, Any] | None, loop: int, iterations: int) -> int:
+    """The first sweep loop ``loop`` runs: 0 on a fresh run (or a resumed one not yet
+    at this loop), the saved sweep count in the loop the state was saved in, and
+    ``iterations`` (none) in a loop the saved run had finished or stopped."""
+    if resume is None or resume["loop"] < loop:
+        return 0
+    if resume["loop"] > loop or resume.get("stopped"):
+        return iterations
+    return int(resume["sweeps"])
+
+
 NAMESPACE = {
     "np": np,
+    "first_sweep": first_sweep,
     "prod_over": prod_over,
     "scatter_prod": scatter_prod,
     "align_plates": align_plates,
