@@ -45,6 +45,7 @@ from factorflow.factors.mixtures import (
     expand,
     log1mexp,
     log_average,
+    log_mass,
     log_probs,
     log_weights,
     normalized,
@@ -124,9 +125,11 @@ def _slots(cases: Any, value: Distribution, clones: Distribution, indices: tuple
 
 
 def _enter_cases(cases, value, clones, indices) -> Bernoulli:
-    """EP: log ∫ m̂_value m̂_clone on each entered case, 0 on the others."""
+    """EP: log ∫ m̂_value m̂_clone on each entered case, log ∫ m̂_value on the others
+    (0 for a normalised message; log K for a uniform finite one, whose weight 1 on every
+    value the value's own evidence terms, outside the gate, count in every case)."""
     lw, v, m = _slots(cases, value, clones, indices)
-    out = np.zeros(lw.shape)
+    out = np.broadcast_to(np.expand_dims(log_mass(value), -1), lw.shape).copy()
     out[..., list(indices)] = log_average(v, m)
     return Bernoulli.from_natural(out)
 
@@ -168,7 +171,7 @@ def _enter_value_vmp(enter, cases) -> Distribution:
     return power_product(enter, np.exp(normalized(_logits(cases))))
 
 
-@ENTER.operator("ep", "cases", skip_if_uniform=("enter",))
+@ENTER.operator("ep", "cases")  # uniform clone and value still weigh log K
 def _enter_cases_ep(enter, cases, value) -> Bernoulli:
     return _enter_cases(cases, value, enter, _all(cases))
 
@@ -192,7 +195,7 @@ def _enter_partial_value_vmp(enter_partial, cases, indices) -> Distribution:
     return power_product(enter_partial, np.exp(normalized(_logits(cases)))[..., list(indices)])
 
 
-@ENTER_PARTIAL.operator("ep", "cases", skip_if_uniform=("enter_partial",))
+@ENTER_PARTIAL.operator("ep", "cases")  # (see Gate.Exit's)
 def _enter_partial_cases_ep(enter_partial, cases, value, indices) -> Bernoulli:
     return _enter_cases(cases, value, enter_partial, tuple(indices))
 
@@ -212,7 +215,9 @@ def _one(cases, value, clone, index, ep: bool = True
                                 lw.shape if aligned else lw.shape[:-1])
     v, m = value.broadcast_to(batch), clone.broadcast_to(batch)
     e = log_average(v, m) if ep else np.zeros(batch)
-    own = e if aligned else np.where(np.arange(lw.shape[-1]) == index, e[..., None], 0.0)
+    rest = log_mass(v) if ep else np.zeros(batch)  # the cases that do not read the value
+    own = e if aligned else np.where(np.arange(lw.shape[-1]) == index, e[..., None],
+                                     rest[..., None])
     full = normalized(lw + own)
     if aligned:
         lp = np.take_along_axis(np.broadcast_to(full, batch), np.broadcast_to(index, batch), -1)
@@ -246,7 +251,7 @@ def _enter_one_value_vmp(enter_one, cases, value, index) -> Distribution:
     return power_product(expand(m, m.batch_shape + (1,)), np.exp(lp)[..., None])
 
 
-@ENTER_ONE.operator("ep", "cases", skip_if_uniform=("enter_one",))
+@ENTER_ONE.operator("ep", "cases")  # (see Gate.Exit's)
 def _enter_one_cases_ep(enter_one, cases, value, index) -> Bernoulli:
     return Bernoulli.from_natural(_one(cases, value, enter_one, index)[3])
 

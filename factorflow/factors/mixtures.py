@@ -61,6 +61,16 @@ def log_average(a: Distribution, b: Distribution) -> np.ndarray:
                 - log_normalizer_or_zero(b))
 
 
+def log_mass(d: Distribution) -> np.ndarray:
+    """log ∫ m̂ under the evidence convention: log K for a uniform finite-family message
+    (it weighs 1 on every value), 0 for a normalised one and for continuous families."""
+    w = log_weights(d)
+    if w is None:
+        return np.zeros(d.batch_shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return logsumexp(w, axis=-1)
+
+
 def average_log(q: Distribution, p: Distribution) -> np.ndarray:
     """E_q[log p̂] (0 where p is uniform)."""
     with np.errstate(divide="ignore", invalid="ignore"):
