@@ -138,9 +138,13 @@ class _Emitter:
     def mask(self, s: Stmt) -> str | None:
         """The boolean array (over the statement's plates) of the observed conditions
         around ``s``, or None."""
-        parts = []
         plates = s.param("plates", self.decls[s.outputs[0].var].plates if s.outputs else ())
-        for cond, value, negated in s.param("mask", ()):
+        return self.mask_of(s.param("mask", ()), plates)
+
+    def mask_of(self, conditions: tuple, plates: tuple[str, ...]) -> str | None:
+        """The boolean array over ``plates`` of observed ``conditions``, or None."""
+        parts = []
+        for cond, value, negated in conditions:
             text = self.operand(cond, plates)
             if value is not None and not isinstance(value, str):
                 text = f"({text} == {int(value)})"

@@ -116,8 +116,10 @@ def evidence(e: _Emitter, s: Stmt, depth: int) -> None:
         else:
             h = "('same',)"
         use_f = ins[f"use{k}"].var
+        # a use inside an observed condition is an edge only where the condition holds
+        mask = e.mask_of(s.param("use_masks", ((),) * len(s.param("uses")))[k], up)
         edges.append(f"({names.backward(names.split_derived(use_f)[0])}, {use_f}, {h}, "
-                     f"{e.shape(up)})")
+                     f"{e.shape(up)}" + (f", {mask})" if mask else ")"))
     e.evidence_term(s, f"ep_variable_evidence({marg}, [{', '.join(edges)}], "
                           f"{e.shape(var.plates)})", depth)
 

@@ -94,27 +94,41 @@ def ep_variable_evidence(marginal: Distribution, edges: list[tuple], var_shape: 
 
         log ∫ Π_e m_{e→v}  −  Σ_e log ∫ m_{e→v} m_{v→e}
 
-    ``edges`` are (message in, message out, how, use shape): ``how`` None for the def edge,
-    otherwise the use's kind (see ``channels``), with a broadcast's axes at index 2.
+    ``edges`` are (message in, message out, how, use shape[, mask]): ``how`` None for the
+    def edge, otherwise the use's kind (see ``channels``), with a broadcast's axes at
+    index 2; ``mask`` (over the use's plates) where the use exists (inside an observed
+    condition it is not an edge where the condition fails, and counts nothing there).
     Finite families are summed in log weights so that point masses (certain booleans)
     stay exact.
     """
     total = np.zeros(tuple(var_shape))
+    edges = [e if len(e) == 5 else (*e, None) for e in edges]
+
+    def on(mask: Any, values: np.ndarray, use_shape: tuple[int, ...]) -> np.ndarray:
+        """``values`` where the edge exists (everywhere without a mask), else 0."""
+        if mask is None:
+            return values
+        full = np.broadcast_shapes(np.shape(values), tuple(use_shape))
+        return np.where(np.broadcast_to(np.asarray(mask, bool), full),
+                        np.broadcast_to(values, full), 0.0)
+
     if log_weights(marginal) is None:
         # continuous: the normalisers of the messages in cancel, leaving
         # (1 - d)·A(marginal) + Σ_e A(m_{v→e}), so an improper message in (EP's negative
         # precisions) does no harm
         count = np.zeros(tuple(var_shape))
-        for _, out, how, use_shape in edges:
+        for _, out, how, use_shape, mask in edges:
             ones = np.ones(np.broadcast_shapes(out.batch_shape, tuple(use_shape)))
-            count = count + _reduce_array(ones, how, use_shape, var_shape, 0)
-            total = total + _reduce_array(log_normalizer_or_zero(out), how, use_shape,
+            count = count + _reduce_array(on(mask, ones, use_shape), how, use_shape,
                                           var_shape, 0)
+            total = total + _reduce_array(on(mask, log_normalizer_or_zero(out), use_shape),
+                                          how, use_shape, var_shape, 0)
         return total + (1.0 - count) * log_normalizer_or_zero(marginal)
-    for inc, out, how, use_shape in edges:
-        total = total - _reduce_array(log_average(inc, out), how, use_shape, var_shape, 0)
+    for inc, out, how, use_shape, mask in edges:
+        total = total - _reduce_array(on(mask, log_average(inc, out), use_shape), how,
+                                      use_shape, var_shape, 0)
     acc = 0.0
-    for inc, _, how, use_shape in edges:
+    for inc, _, how, use_shape, _mask in edges:  # an absent edge's message is uniform
         w = log_weights(inc)
         assert w is not None
         acc = acc + _reduce_array(w, how, use_shape, var_shape, 1)

@@ -31,8 +31,8 @@ def channels(program: Program) -> Program:
     taken = {d.name for d in program.decls} | {r for r, _ in program.ranges}
     new_decls: list[VarDecl] = []
 
-    def use_of(ref: Ref, loops: tuple[str, ...], where: str, kind: tuple | None = None
-               ) -> Ref:
+    def use_of(ref: Ref, loops: tuple[str, ...], where: str, kind: tuple | None = None,
+               mask: tuple = ()) -> Ref:
         decl = random[ref.var]
         # an index by a range that is not a loop here reads that whole axis
         loops = tuple(loops) + tuple(i for i in ref.index if isinstance(i, str)
@@ -46,20 +46,24 @@ def channels(program: Program) -> Program:
         uses[ref.var].append((name, kind))
         new_decls.append(VarDecl(name, "use", decl.domain, plates=tuple(loops),
                                  event=decl.event, label=f"use {k} of {decl.label}",
-                                 attrs=(("of", ref.var),)))
+                                 attrs=(("of", ref.var),) + ((("mask", mask),) if mask
+                                                             else ())))
         return Ref(name, tuple(loops))
 
     gated_at: dict[int, tuple[Ref, tuple[str, ...]]] = {}  # id(stmt) -> its gate, loops
 
-    def rewrite(nodes: tuple[Node, ...], loops: tuple[str, ...], gate: Ref | None
-                ) -> tuple[Node, ...]:
+    def rewrite(nodes: tuple[Node, ...], loops: tuple[str, ...], gate: Ref | None,
+                mask: tuple = ()) -> tuple[Node, ...]:
+        """``mask``: the observed conditions around (a use made here exists only where
+        they hold: the variable's evidence counts its edge only there)."""
         out: list[Node] = []
         for node in nodes:
             if isinstance(node, Stmt):
                 where = node.provenance or node.op
                 inputs = tuple(
-                    (k, use_of(v, loops, where) if isinstance(v, Ref) and v.var in random
-                     else v) for k, v in node.inputs)
+                    (k, use_of(v, loops, where, mask=mask)
+                     if isinstance(v, Ref) and v.var in random else v)
+                    for k, v in node.inputs)
                 if gate is not None:
                     inputs += (("gate", use_of(gate, loops, where)),)
                 new = replace(node, inputs=inputs)
@@ -67,12 +71,15 @@ def channels(program: Program) -> Program:
                     gated_at[id(new)] = (gate, loops)
                 out.append(new)
             elif isinstance(node, For):
-                out.append(replace(node, body=rewrite(node.body, loops + (node.range,), gate)))
+                out.append(replace(node, body=rewrite(node.body, loops + (node.range,), gate,
+                                                      mask)))
             elif isinstance(node, If):
-                inner = node.condition if node.condition.var in random else gate
-                out.append(replace(node, body=rewrite(node.body, loops, inner)))
+                known = node.condition.var not in random
+                inner = gate if known else node.condition
+                more = ((node.condition, node.value, node.negated),) if known else ()
+                out.append(replace(node, body=rewrite(node.body, loops, inner, mask + more)))
             elif isinstance(node, While):
-                out.append(replace(node, body=rewrite(node.body, loops, gate)))
+                out.append(replace(node, body=rewrite(node.body, loops, gate, mask)))
         return tuple(out)
 
     body = rewrite(program.body, (), None)

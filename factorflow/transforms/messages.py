@@ -172,7 +172,8 @@ def _variable_statements(stmt: Stmt, decls: dict[str, VarDecl], algorithm: str,
     uses = [o.var for o in stmt.outputs]
     derived = v.var in vmp_derived
     common = (("plates", d.plates), ("target", v.var), ("uses", hows),
-              ("use_plates", tuple(decls[u].plates for u in uses)))
+              ("use_plates", tuple(decls[u].plates for u in uses)),
+              ("use_masks", tuple(decls[u].attr("mask") or () for u in uses)))
     marg, fwd, back = Ref(marginal(v.var)), Ref(forward(v.var)), Ref(backward(v.var))
     use_b = tuple((f"use{k}", Ref(backward(u))) for k, u in enumerate(uses))
     out = [Stmt("Variable.marginal", (marg,), (("def", fwd),) + (() if derived else use_b),
