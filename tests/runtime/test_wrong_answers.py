@@ -238,3 +238,88 @@ def test_vmp_bound_of_a_mixture_with_gamma_precisions_rises_and_is_the_elbo():
         assert result.converged
         assert_close(result.trace, exact, rtol=0, atol=1e-9)
         assert np.all(np.diff(result.trace) >= -1e-9)
+
+
+def _enumerate_bool(joint, names):
+    """Marginals P(name) and log Z of a joint over booleans given as a function."""
+    import itertools
+    table = {s: joint(dict(zip(names, s, strict=True)))
+             for s in itertools.product([True, False], repeat=len(names))}
+    z = sum(table.values())
+    return {n: sum(p for s, p in table.items() if s[i]) / z
+            for i, n in enumerate(names)}, np.log(z)
+
+
+def test_nested_gates_found_by_the_oracle():
+    """Models the differential oracle found wrong (each against enumeration, EP and VMP):
+    an exit variable under a gate nested in another; Case(b, 0/1) on a Bernoulli; two
+    Switch blocks on one condition; a gate inside a plate its condition does not depend
+    on; a uniform variable entered into one case."""
+    models = []
+    with ff.Model() as m1:  # exit variable inside a gate nested in another
+        c1 = ff.Bernoulli("c1", 0.1)
+        with ff.If(c1):
+            e2 = ff.Bernoulli("e2", 0.3)
+            with ff.If(e2):
+                ff.Bernoulli("e3", 0.2)
+            with ff.IfNot(e2):
+                ff.Bernoulli("e3", 0.6)
+            ff.Bernoulli("o", 0.8, observed=True)
+    models.append((m1, ["c1"], lambda v: (0.1 if v["c1"] else 0.9) * (0.8 if v["c1"] else 1)))
+    with ff.Model() as m2:  # Case(b, 0) is IfNot(b); a uniform c1 entered into one case
+        c1 = ff.Bernoulli("c1", 0.5)
+        c2 = ff.Bernoulli("c2", 0.1)
+        with ff.Case(c2, 0):
+            with ff.Case(c1, 0):
+                ff.Bernoulli("e3", 0.1)
+            with ff.Case(c1, 1):
+                ff.Bernoulli("e3", 0.1)
+            ff.Bernoulli("o", 0.3, observed=True)
+    models.append((m2, ["c1", "c2"],
+                   lambda v: 0.5 * (0.1 if v["c2"] else 0.9) * (1 if v["c2"] else 0.3)))
+    for model, names, joint in models:
+        exact, log_z = _enumerate_bool(joint, names)
+        for algorithm in ("ep", "vmp"):
+            result = model.infer(algorithm)
+            for n in names:
+                assert_close(result[n].p, exact[n], atol=1e-9)
+            if algorithm == "ep":
+                assert_close(result.log_evidence, log_z, atol=1e-9)
+            else:
+                assert result.log_evidence <= log_z + 1e-9
+
+
+def test_two_switches_on_one_condition_and_a_gate_inside_a_plate():
+    with ff.Model() as model:
+        z = ff.Discrete("z", [0.3, 0.7])
+        with ff.Switch(z):
+            ff.Bernoulli("a", 0.1)
+        with ff.Switch(z):
+            ff.Bernoulli("b", 0.4)
+        c = ff.Bernoulli("c", 0.3)
+        with ff.Plate(ff.Range("n", 2)):
+            with ff.If(c):
+                ff.Bernoulli("o", 0.2, observed=[True, False])
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm)
+        assert_close(result["z"].probs, [0.3, 0.7], atol=1e-12)
+        assert_close(result["a"].p, 0.1, atol=1e-12)
+        assert_close(result["c"].p, 0.3 * 0.16 / (0.3 * 0.16 + 0.7), atol=1e-9)
+
+
+def test_observed_switch_gathers_by_the_observed_value():
+    obs = [0, 2, 1, 2]
+    x = np.array([0.5, 1.5, 2.5, 3.5])
+    with ff.Model() as model:
+        with ff.Plate(ff.Range("k", 3)):
+            means = ff.Gaussian("means", np.array([0.0, 1.0, 2.0]), variance=1.0)
+        with ff.Plate(ff.Range("n", 4)):
+            z = ff.Discrete("z", np.ones(3) / 3, observed=obs)
+            with ff.Switch(z):
+                ff.Gaussian("x", means[z], precision=1.0, observed=x)
+    counts = np.bincount(obs, minlength=3)
+    sums = np.bincount(obs, weights=x, minlength=3)
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm)
+        assert_close(result["means"].mean, (np.arange(3.0) + sums) / (1 + counts), atol=1e-10)
+        assert_close(result["means"].variance, 1 / (1 + counts), atol=1e-10)
