@@ -152,10 +152,27 @@ def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
         var = Variable(name, domain, model.plates, model,
                        _observed(model, name, observed, domain, size), size, derived, prov)
         model.add_variable(var)
+    _distinct_random_arguments(factor, name, checked)
     call = FactorCall(factor, var, checked, model.plates, prov)
     check_statement(call, {})
     model.add_statement(call)
     return var
+
+
+def _distinct_random_arguments(factor: str, name: str, args: dict[str, Any]) -> None:
+    """ModelError if one random variable fills two arguments of a factor: message passing
+    treats a factor's arguments as separate edges, so ``x * x`` or ``N(x, precision=x)``
+    would be computed as if the two were independent (silently wrong)."""
+    seen: dict[int, str] = {}
+    for key, value in args.items():
+        if isinstance(value, Variable) and not value.is_observed:
+            if id(value) in seen:
+                raise ModelError(
+                    f"{name}: the random variable {value.name!r} is both argument "
+                    f"{seen[id(value)]!r} and argument {key!r} of {factor}; message passing "
+                    "would treat the two as independent.  Write x + x as 2 * x; otherwise "
+                    "introduce a second variable tied to the first.")
+            seen[id(value)] = key
 
 
 def _exclusive(a: tuple, b: tuple) -> bool:
@@ -310,11 +327,16 @@ def _is_random(v: Any) -> bool:
 
 
 def plus(a: Any, b: Any) -> Variable:
+    if a is b and _is_random(a):  # x + x is 2x: one edge, not two "independent" ones
+        return times(a, 2.0)
     return _derived("Plus", f"({_label(a)} + {_label(b)})", "real", {"a": a, "b": b},
                     {"a": "real", "b": "real"})
 
 
 def minus(a: Any, b: Any) -> Variable:
+    if a is b and _is_random(a):
+        raise ModelError(f"({_label(a)} - {_label(a)}) is the constant 0, not a random "
+                         "variable; write 0.0.")
     return _derived("Minus", f"({_label(a)} - {_label(b)})", "real", {"a": a, "b": b},
                     {"a": "real", "b": "real"})
 
