@@ -226,6 +226,7 @@ class _Gates:
         for c in cond.clones.values():
             if c.kind == "exit" and not c.emitted and (cond.switch or len(c.used) == cond.count):
                 c.emitted = True
+                self._mark_derived(c.src.var)  # a gate's own variable exiting a nested gate
                 node: Any = Stmt("Gate.Exit", (c.src,), (("cases", cond.ref()),
                                                         ("values", c.ref(cond.axis))), (),
                                  c.prov)

@@ -348,3 +348,21 @@ def test_one_variable_in_two_arguments_of_a_factor_is_refused():
             x * x
         with pytest.raises(ff.ModelError, match=r"\(x - x\) is the constant 0"):
             x - x
+
+
+def test_an_exit_inside_a_switch_case_is_derived():
+    """e4 defined in both cases of e2 inside a Switch: under VMP it went to 0 (and the
+    bound to log 0.9) because the switch case's own copy of e4 was not derived."""
+    with ff.Model() as model:
+        z1 = ff.Discrete("z1", [0.5, 0.5])
+        with ff.Switch(z1):
+            e2 = ff.Bernoulli("e2", 0.1)
+        with ff.Switch(z1):
+            with ff.Case(e2, 0):
+                ff.Bernoulli("e4", 0.3)
+            with ff.Case(e2, 1):
+                ff.Bernoulli("e4", 0.6)
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm)
+        assert_close(result["e4"].p, 0.1 * 0.6 + 0.9 * 0.3, atol=1e-10)
+        assert_close(result.log_evidence, 0.0, atol=1e-10)
