@@ -1,0 +1,236 @@
+"""Run a spec through factorflow and compare with its exact reference, check by check.
+
+A :class:`Check` holds one spec, one algorithm, the exact reference and the structural
+traits; each method is one claim with the tolerance its caller states, and records a
+:class:`Failure` (never raises) so that the long benchmark can count every kind.  In the
+tests, ``verdict()`` raises with the failures and the spec printed as factorflow code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tests.oracle.build import build
+from tests.oracle.exact import Reference, reference
+from tests.oracle.spec import Spec
+from tests.oracle.structure import Traits, analyse
+
+KINDS = ("exception", "not finite", "wrong logZ", "wrong marginal", "bound above logZ",
+         "bound decreased", "not converged")
+
+
+@dataclass
+class Failure:
+    kind: str  # one of KINDS
+    algorithm: str
+    what: str
+    expected: Any = None
+    got: Any = None
+
+    @property
+    def key(self) -> str:
+        """What makes two failures the same kind in the reports."""
+        return f"{self.algorithm}: {self.kind}" + (
+            f" ({self.what.split(':')[0]})" if self.kind == "exception" else "")
+
+    def __str__(self) -> str:
+        text = f"[{self.algorithm}] {self.kind}: {self.what}"
+        if self.expected is not None or self.got is not None:
+            text += f"\n    expected {_fmt(self.expected)}\n    got      {_fmt(self.got)}"
+        return text
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    with np.printoptions(precision=10, suppress=False):
+        return repr(np.asarray(v)) if np.ndim(v) else repr(float(v)) if v is not None \
+            else "None"
+
+
+@dataclass
+class Run:
+    result: Any
+    history: list  # per iteration: {name: flat array of posterior statistics}
+    warnings: list
+
+    @property
+    def log_evidence(self) -> float:
+        return float(self.result.log_evidence)
+
+
+def _statistics(dist: Any) -> np.ndarray:
+    for attr in ("probs", "p"):
+        if hasattr(dist, attr):
+            return np.array(getattr(dist, attr), float).ravel()
+    return np.concatenate([np.array(dist.mean, float).ravel(),
+                           np.array(dist.variance, float).ravel()])
+
+
+def _change(history: list) -> float:
+    """The largest move of any posterior statistic in the last sweep (NaN: infinite)."""
+    last, before = history[-1], history[-2]
+    with np.errstate(invalid="ignore"):
+        change = max((float(np.max(np.abs(last[k] - before[k]), initial=0.0))
+                      for k in last if k in before), default=0.0)
+    return change if change == change else np.inf
+
+
+@dataclass
+class Check:
+    spec: Spec
+    algorithm: str
+    ref: Reference = field(init=False)
+    traits: Traits = field(init=False)
+    failures: list[Failure] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.ref = reference(self.spec)
+        self.traits = analyse(self.spec)
+        self._compiled = None
+
+    # ----- running ---------------------------------------------------------------------
+    def fail(self, kind: str, what: str, expected: Any = None, got: Any = None) -> None:
+        self.failures.append(Failure(kind, self.algorithm, what, expected, got))
+
+    def _compile(self):
+        if self._compiled is None:
+            model, self.labels = build(self.spec)
+            self._compiled = model.compile(self.algorithm)
+        return self._compiled
+
+    def run(self, iterations: int, stop_at_fixed_point: bool = True) -> Run | None:
+        """One run of at most ``iterations`` sweeps, stopped early (through
+        ``on_iteration``) once no posterior statistic moves by more than 1e-13 in a sweep;
+        an exception is a failure (None returned)."""
+        history: list = []
+
+        def record(_iteration, posteriors):
+            history.append({k: _statistics(v) for k, v in posteriors.items()})
+            return stop_at_fixed_point and len(history) >= 2 and _change(history) <= 1e-13
+
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                result = self._compile().run(iterations=iterations, on_iteration=record)
+        except Exception as e:  # noqa: BLE001  (every exception is a finding)
+            self.fail("exception", f"{type(e).__name__}: {str(e)[:300]}")
+            return None
+        return Run(result, history, [w for w in caught])
+
+    def bounds(self, iterations) -> tuple[list[float], Run] | tuple[None, None]:
+        """The VMP bound after each number of iterations (one fresh, full run each), and
+        the last run."""
+        out = []
+        for k in iterations:
+            run = self.run(k, stop_at_fixed_point=False)
+            if run is None:
+                return None, None
+            out.append(run.log_evidence)
+        return out, run
+
+    # ----- claims ----------------------------------------------------------------------
+    def _posterior(self, run: Run, name: str):
+        label = self.labels[name]
+        return run.result.posteriors.get(label)
+
+    def finite(self, run: Run) -> None:
+        """The log evidence and every existing element's posterior are finite numbers."""
+        if not np.isfinite(run.log_evidence):
+            self.fail("not finite", "log evidence", self.ref.log_z, run.log_evidence)
+        for name, m in self.ref.marginals.items():
+            post = self._posterior(run, name)
+            if post is None:
+                continue
+            for stat in m.values:
+                got = np.asarray(getattr(post, stat), float)
+                exists = np.broadcast_to(m.exists > 1e-9, np.shape(m.values[stat])[
+                    :np.ndim(m.exists)])
+                if got.shape[:exists.ndim] == exists.shape and \
+                        not np.all(np.isfinite(got[exists])):
+                    self.fail("not finite", f"{stat} of {name}", m.values[stat], got)
+
+    def log_z(self, run: Run, atol: float) -> None:
+        """|log evidence - log Z| <= atol."""
+        if not abs(run.log_evidence - self.ref.log_z) <= atol:
+            self.fail("wrong logZ", f"log evidence (tolerance {atol:g})", self.ref.log_z,
+                      run.log_evidence)
+
+    def marginals(self, run: Run, atol: float, rtol: float = 0.0, names=None,
+                  statistics=("p", "probs", "mean", "variance")) -> None:
+        """Every existing element's posterior statistics within atol + rtol * |exact|
+        (``names``: which variables; default every latent one, derived included)."""
+        for name, m in self.ref.marginals.items():
+            if names is not None and name not in names:
+                continue
+            post = self._posterior(run, name)
+            if post is None:
+                self.fail("wrong marginal", f"no posterior for {name!r} "
+                          f"({self.labels[name]!r})")
+                continue
+            exists = m.exists > 1e-9
+            for stat, expected in m.values.items():
+                if stat not in statistics:
+                    continue
+                got = np.asarray(getattr(post, stat), float)
+                if got.shape != np.shape(expected):
+                    self.fail("wrong marginal", f"{stat} of {name}: shape {got.shape}",
+                              expected, got)
+                    continue
+                e = np.asarray(expected)
+                mask = np.broadcast_to(np.asarray(exists).reshape(
+                    np.shape(exists) + (1,) * (e.ndim - np.ndim(exists))), e.shape)
+                bad = mask & ~(np.abs(got - e) <= atol + rtol * np.abs(e))
+                if np.any(bad):
+                    self.fail("wrong marginal", f"{stat} of {name} (tolerance {atol:g}"
+                              + (f" + {rtol:g}|x|" if rtol else "") + ")",
+                              np.where(mask, e, np.nan), got)
+
+    def bound_below(self, run: Run, tol: float) -> None:
+        """VMP: bound <= log Z + tol * max(1, |log Z|)."""
+        if run.log_evidence > self.ref.log_z + tol * max(1.0, abs(self.ref.log_z)):
+            self.fail("bound above logZ", f"bound - log Z = "
+                      f"{run.log_evidence - self.ref.log_z:.3g} (tolerance {tol:g})",
+                      f"<= {self.ref.log_z!r}", run.log_evidence)
+
+    def monotone(self, bounds: list[float], iterations: list[int], tol: float) -> None:
+        """VMP: bound(k') >= bound(k) - tol * max(1, |bound(k)|) for k < k'."""
+        pairs = list(zip(iterations, bounds, strict=True))
+        for (k0, b0), (k1, b1) in itertools.pairwise(pairs):
+            if b1 < b0 - tol * max(1.0, abs(b0)):
+                self.fail("bound decreased", f"from {k0} to {k1} iterations by {b0 - b1:.3g}"
+                          f" (tolerance {tol:g})", b0, b1)
+                return
+
+    def converged_or_warned(self, run: Run, tol: float) -> bool:
+        """The posteriors moved by at most tol in the last iteration, or a warning said
+        that the run did not converge.  Returns whether it converged."""
+        h = run.history
+        if len(h) < 2:
+            return True
+        change = _change(h)
+        if not change <= tol:
+            if not any("Convergence" in type(w.message).__name__ or
+                       "converge" in str(w.message) for w in run.warnings):
+                self.fail("not converged", f"posteriors still move by {change:.3g} after "
+                          f"{len(h)} iterations, and no warning says so")
+            return False
+        return True
+
+    # ----- verdict ---------------------------------------------------------------------
+    def report(self) -> str:
+        lines = [f"{len(self.failures)} failed check(s) on this model:", "",
+                 str(self.spec).rstrip(), ""]
+        lines += [str(f) for f in self.failures]
+        return "\n".join(lines)
+
+    def verdict(self) -> None:
+        assert not self.failures, self.report()
+
+
+__all__ = ["Check", "Failure", "KINDS", "Run"]
