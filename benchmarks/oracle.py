@@ -120,13 +120,15 @@ def exceptions_table(results: dict[str, list[tuple]]) -> str:
 
 
 def findings(results: dict[str, list[tuple]]) -> dict[str, dict]:
-    """Per distinct failure: how many models, the first repro and the smallest."""
+    """Per distinct failure (an exception's normalised message; a wrong number by family):
+    how many models, the first repro and the smallest."""
     out: dict[str, dict] = {}
     for family, records in results.items():
         for _, spec, fs in records:
-            for sig, _, text in fs:
-                entry = out.setdefault(sig, {"count": 0, "first": None, "smallest": None,
-                                             "family": family})
+            for sig, kind, text in fs:
+                key = sig if kind == "exception" else f"{sig} [{family}]"
+                entry = out.setdefault(key, {"count": 0, "first": None, "smallest": None,
+                                             "family": family, "signature": sig})
                 entry["count"] += 1
                 if entry["first"] is None:
                     entry["first"] = (spec, text)
@@ -150,7 +152,7 @@ def minimal(sig: str, family: str, spec, budget: int) -> tuple:
 
 
 def _minimal_job(job: tuple) -> tuple:
-    return job[0], minimal(*job)
+    return job[0], minimal(*job[1:])
 
 
 def write_repros(path: Path, found: dict[str, dict], minimal: dict[str, tuple]) -> None:
@@ -194,8 +196,8 @@ def main() -> None:
     found = findings(results)
     shrunk = {}
     if args.shrink:
-        jobs = [(sig, e["smallest"][2], e["smallest"][0], args.shrink)
-                for sig, e in found.items()]
+        jobs = [(key, e["signature"], e["smallest"][2], e["smallest"][0], args.shrink)
+                for key, e in found.items()]
         with multiprocessing.Pool(args.jobs) as pool:
             shrunk = dict(pool.map(_minimal_job, jobs))
     write_repros(Path(args.repros), found, shrunk)
