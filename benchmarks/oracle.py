@@ -31,7 +31,7 @@ from tests.oracle import models  # noqa: E402
 from tests.oracle import test_oracle_discrete as discrete_plan  # noqa: E402
 from tests.oracle import test_oracle_gaussian as gaussian_plan  # noqa: E402
 from tests.oracle import test_oracle_quadrature as quadrature_plan  # noqa: E402
-from tests.oracle.checks import KINDS  # noqa: E402
+from tests.oracle.checks import KINDS, describe  # noqa: E402
 from tests.oracle.shrink import shrink  # noqa: E402
 
 FAMILIES = {  # name: (strategy, module holding ep_checks / vmp_checks, share of --n)
@@ -155,6 +155,13 @@ def _minimal_job(job: tuple) -> tuple:
     return job[0], minimal(*job[1:])
 
 
+def _describe(spec) -> str:
+    try:
+        return describe(spec)
+    except Exception as e:  # noqa: BLE001  (a report must not stop at one model)
+        return f"(not described: {type(e).__name__}: {e})"
+
+
 def write_repros(path: Path, found: dict[str, dict], minimal: dict[str, tuple]) -> None:
     lines = ["# Oracle failures: one repro per distinct failure", ""]
     for sig, entry in sorted(found.items(), key=lambda kv: -kv[1]["count"]):
@@ -163,7 +170,8 @@ def write_repros(path: Path, found: dict[str, dict], minimal: dict[str, tuple]) 
         spec, text = chosen
         label = "shrunk" if sig in minimal else "smallest seen"
         lines += [f"{label}:", "", "```python", str(spec).rstrip(), "```", "", "```",
-                  text, "```", ""]
+                  text, "```", "", "exact answer and factorflow's (200 iterations):", "",
+                  "```", _describe(spec), "```", ""]
         if entry["first"][0] != spec:
             lines += ["first seen:", "", "```python", str(entry["first"][0]).rstrip(), "```",
                       "", "```", entry["first"][1], "```", ""]

@@ -243,4 +243,34 @@ class Check:
         assert not self.failures, self.report()
 
 
-__all__ = ["Check", "Failure", "KINDS", "Run"]
+def _summary(stats: dict[str, Any]) -> str:
+    with np.printoptions(precision=6, suppress=True):
+        return ", ".join(f"{k}={np.round(np.asarray(v, float), 6)}" for k, v in stats.items())
+
+
+def describe(spec: Spec, iterations: int = 200) -> str:
+    """The exact answer and what EP and VMP return, side by side, for a report."""
+    ref = reference(spec)
+    lines = [f"exact:  log Z = {ref.log_z:.10g}"]
+    for name, m in ref.marginals.items():
+        if np.all(np.asarray(m.exists) <= 1e-9):
+            continue
+        lines.append(f"        {name}: {_summary(m.values)}")
+    for algorithm in ("ep", "vmp"):
+        check = Check(spec, algorithm)
+        run = check.run(iterations, stop_at_fixed_point=False)
+        if run is None:
+            lines.append(f"{algorithm + ':':7s} {check.failures[0].what}")
+            continue
+        label = "bound" if algorithm == "vmp" else "log Z"
+        lines.append(f"{algorithm + ':':7s} {label} = {run.log_evidence:.10g}")
+        for name in ref.marginals:
+            post = check._posterior(run, name)
+            stats = {k: getattr(post, k) for k in ref.marginals[name].values
+                     if post is not None and hasattr(post, k)}
+            if stats:
+                lines.append(f"        {name}: {_summary(stats)}")
+    return "\n".join(lines)
+
+
+__all__ = ["Check", "Failure", "KINDS", "Run", "describe"]
