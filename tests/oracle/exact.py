@@ -332,7 +332,8 @@ class _Walk:
 
     def scale(self, s: Scale, ctx: _Ctx) -> None:
         a = self.value(s.a, ctx)
-        x = a.scaled(s.c) if isinstance(a, Affine) else s.c * np.asarray(a)
+        c = float(self.value(s.c, ctx)) if isinstance(s.c, PerElement) else s.c
+        x = a.scaled(c) if isinstance(a, Affine) else c * np.asarray(a)
         self.define(self.slot(s.name, ctx), x, ctx.mask)
 
     def greater(self, s: Greater, ctx: _Ctx) -> None:
@@ -371,7 +372,7 @@ class Marginal:
     "variance"), one entry per plate element; ``exists`` is P(the element exists), the
     elements with exists > 1e-9 are the ones to compare."""
 
-    kind: str  # "bool" | "int" | "moments"
+    kind: str  # "bool" | "int" | "moments" | "simplex" (a Dirichlet's mean and variances)
     values: dict[str, np.ndarray]
     exists: np.ndarray
 
@@ -571,8 +572,8 @@ def _finish_quadrature(variables, walk: _Walk, logw, logq, count) -> Reference:
             else:
                 mean = (p[:, None] * x).sum(0)
                 var = (p[:, None] * x ** 2).sum(0) - mean ** 2
-            marginals[name] = Marginal("moments", {"mean": mean, "variance": var},
-                                       np.float64(1.0))
+            kind = "simplex" if x.ndim > 1 else "moments"
+            marginals[name] = Marginal(kind, {"mean": mean, "variance": var}, np.float64(1.0))
     return Reference(log_z, marginals, count)
 
 

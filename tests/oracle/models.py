@@ -6,7 +6,8 @@ Three families:
   (If/IfNot, Case, Switch; nested; exit variables; observed and latent conditions; observed
   variables with a different factor in each branch), an optional plate of size 0-4;
 * :func:`linear_gaussian` -- Gaussians with known precision, sums ``a + b`` and scalings
-  ``c * a``, observed children, an optional plate of size 0-4; with ``gated=True`` also
+  ``c * a``, observed children, an optional plate of size 0-4 (a hierarchy, observations,
+  or a regression ``y[n] ~ N(x1[n] * w1 + x2[n] * w2 (+ b), .)``); with ``gated=True`` also
   discrete conditions selecting the mean or precision of an observed Gaussian, Gaussian exit
   variables, a variable drawn identically in every case of a Switch, and mixtures
   (``Switch(z): x ~ N(means[z], .)``);
@@ -43,6 +44,7 @@ MEANS = (-2.0, -1.0, 0.0, 0.5, 1.0, 2.0, 3.0)
 PRECISIONS = (0.25, 0.5, 1.0, 2.0, 4.0)
 DATA = (-2.3, -1.1, -0.4, 0.0, 0.7, 1.2, 1.9, 2.6, 3.4)
 SCALES = (-2.0, -1.0, 0.5, 2.0, 3.0)
+FEATURES = (-1.5, -0.5, 0.0, 0.3, 1.0, 1.2, 2.0)
 
 
 class _Gen:
@@ -234,14 +236,41 @@ class _Gaussian:
         return out
 
     def plate(self, size):
+        """A plate of ``size`` (and the global weights of a regression): a latent Gaussian
+        per element with an observed child, observations of a global real, or a
+        regression ``y[n] ~ N(x1[n] * w1 + x2[n] * w2 (+ b), .)`` with fresh weights and
+        features that may be nearly collinear."""
         g = self.g
-        body = []
-        if g.flag(0.5):
+        body, before = [], []
+        choice = g.pick(("hierarchy", "observations", "regression"))
+        if choice == "regression":
+            terms, first = [], None
+            for _ in range(g.draw(st.integers(1, 3))):
+                w = self.gaussian([Const(0.0)], name=g.name("w"))
+                before.append(w)
+                if first is not None and g.flag(0.5):  # nearly the same feature again
+                    jitter = g.pick((-0.1, 0.0, 0.1))
+                    x = tuple(round(v + jitter * (i % 2), 2) for i, v in enumerate(first))
+                else:
+                    x = tuple(g.pick(FEATURES) for _ in range(size))
+                first = first or x
+                t = Scale(g.name("s"), PerElement(x), Ref(w.name))
+                body.append(t)
+                terms.append(t.name)
+            if g.flag(0.5):
+                terms.append(g.pick(self.reals))  # an intercept
+            total = terms[0]
+            for t in terms[1:]:
+                s = Sum(g.name("s"), Ref(total), Ref(t))
+                body.append(s)
+                total = s.name
+            body.append(self.gaussian([Ref(total)], size, latent=False))
+        elif choice == "hierarchy":
             x = self.gaussian(self.means())
             body += [x, self.gaussian([Ref(x.name)], size, latent=False)]
         else:
             body.append(self.gaussian(self.means(), size, latent=False))
-        return Plate("n", size, tuple(body))
+        return before + [Plate("n", size, tuple(body))]
 
     def selector(self, elements=None, discrete=False):
         """A latent or observed Bernoulli or Discrete condition."""
@@ -321,7 +350,7 @@ def linear_gaussian(draw, gated: bool = False, max_configurations: int = 64):
         for _ in range(draw(st.integers(1, 2))):
             body += G.gated()
     if draw(st.booleans()):
-        body.append(G.plate(draw(st.integers(0, 4))))
+        body += G.plate(draw(st.integers(0, 4)))
     return Spec("linear-Gaussian" + (" gated" if gated else ""), tuple(body))
 
 

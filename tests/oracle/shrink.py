@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 
-from tests.oracle.spec import Draw, Gate, PerElement, Plate, Spec
+from tests.oracle.spec import Draw, Gate, PerElement, Plate, Scale, Spec
 
 
 def _bodies(stmts: tuple) -> Iterator[tuple]:
@@ -48,6 +48,8 @@ def _fewer(plate: Plate) -> Plate:
                 out.append(replace(s, args=args, observed=obs))
             elif isinstance(s, Gate):
                 out.append(replace(s, branches=tuple((k, cut(b)) for k, b in s.branches)))
+            elif isinstance(s, Scale) and isinstance(s.c, PerElement):
+                out.append(replace(s, c=PerElement(s.c.values[:-1])))
             else:
                 out.append(s)
         return tuple(out)

@@ -93,10 +93,10 @@ class Sum:
 
 @dataclass(frozen=True)
 class Scale:
-    """``name = c * a``."""
+    """``name = c * a``; ``c`` a number, or :class:`PerElement` (printed ``a * [...]``)."""
 
     name: str
-    c: float
+    c: float | PerElement
     a: Arg
 
 
@@ -207,6 +207,8 @@ def _lines(stmts: tuple, depth: int, out: list[str]) -> None:
             out.append(pad + _draw(s))
         elif isinstance(s, Sum):
             out.append(f"{pad}{s.name} = {_arg(s.a)} + {_arg(s.b)}")
+        elif isinstance(s, Scale) and isinstance(s.c, PerElement):
+            out.append(f"{pad}{s.name} = {_arg(s.a)} * {_arg(s.c)}")
         elif isinstance(s, Scale):
             out.append(f"{pad}{s.name} = {_num(s.c)} * {_arg(s.a)}")
         elif isinstance(s, Greater):

@@ -309,3 +309,28 @@ def test_structure_of_loops():
                                          [Draw("y", "Gaussian", (C(3.0), C(1.0)),
                                                (0.1, 0.2))])))))
     assert analyse(spec).forest and analyse(spec).sites == 2 and not analyse(spec).ep_exact
+
+
+def test_bayesian_linear_regression():
+    """w0, w1 ~ N(0, 1), b ~ N(0, 4); y[n] ~ N(x0[n] w0 + x1[n] w1 + b, precision 2):
+    the closed-form posterior of a linear regression."""
+    x0, x1 = (1.0, 0.3, -0.5, 2.0), (1.2, 0.0, -0.5, 1.5)
+    y = (0.7, -0.4, 0.0, 2.6)
+    spec = Spec("t", (Draw("w0", "Gaussian", (C(0.0), C(1.0))),
+                      Draw("w1", "Gaussian", (C(0.0), C(1.0))),
+                      Draw("b", "Gaussian", (C(0.0), C(0.25))),
+                      Plate("n", 4, (Scale("t0", PerElement(x0), Ref("w0")),
+                                     Scale("t1", PerElement(x1), Ref("w1")),
+                                     Sum("s0", Ref("t0"), Ref("t1")), Sum("s1", Ref("s0"), Ref("b")),
+                                     Draw("y", "Gaussian", (Ref("s1"), C(2.0)), y)))))
+    X = np.column_stack([x0, x1, np.ones(4)])
+    prior = np.diag([1.0, 1.0, 4.0])
+    S = X @ prior @ X.T + np.eye(4) / 2
+    ref = reference(spec)
+    assert_close(ref.log_z, stats.multivariate_normal(np.zeros(4), S).logpdf(y), rtol=1e-12)
+    post_prec = np.linalg.inv(prior) + 2 * X.T @ X
+    mean = np.linalg.solve(post_prec, 2 * X.T @ np.array(y))
+    assert_close([ref.marginals[k].values["mean"] for k in ("w0", "w1", "b")], mean, rtol=1e-12)
+    assert_close([ref.marginals[k].values["variance"] for k in ("w0", "w1", "b")],
+                 np.diag(np.linalg.inv(post_prec)), rtol=1e-12)
+    assert analyse(spec).linear_gaussian and not analyse(spec).forest  # w0, w1, b share y[n]
