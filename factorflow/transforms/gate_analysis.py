@@ -159,6 +159,8 @@ def _check_exit(decl: VarDecl, paths: list[Path], depth: int,
     key = keys.pop()
     count, switch = conditions[key]
     cases = {p[depth][1] for p in deeper}
+    if any(isinstance(c, str) for c in cases):  # a Switch's body is in every case
+        cases = set(range(count))
     if switch is None and cases != set(range(count)):
         missing = sorted(set(range(count)) - cases)
         raise ModelError(f"{name} is defined inside the gate on {gate} but not in its "
