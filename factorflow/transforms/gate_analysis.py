@@ -112,7 +112,13 @@ def analyze_gates(program: Program) -> GateAnalysis:
                 inner = path
                 if decls[node.condition.var].role == "random":
                     key = condition_key(path, node.condition)
-                    conditions[key] = (count, switch)
+                    before = conditions.get(key, (0, None))[1]
+                    if switch and before is None and key in conditions:
+                        raise ModelError(
+                            f"gate on {show_ref(node.condition, decls)}: ff.Case gates on it "
+                            "come before an ff.Switch on it; write the Switch first (its "
+                            "loop is the axis every gate on the condition shares).")
+                    conditions[key] = (count, switch or before)
                     shown[key] = show_ref(node.condition, decls)
                     inner = path + ((key, case),)
                 visit(node.body, inner, loops)
