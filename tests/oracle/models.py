@@ -101,6 +101,7 @@ class _Discrete:
 
     def __init__(self, g: _Gen):
         self.g = g
+        self.cased: set[str] = set()  # conditions already met by a Case gate
 
     def draw_var(self, scope, elements, depth):
         g = self.g
@@ -139,8 +140,12 @@ class _Discrete:
             kind = "case" if g.flag(0.03) else "if"
             keys = (True, False) if kind == "if" else (0, 1)
         else:
-            kind = "switch" if g.flag(0.25) else "case"
+            # (a Switch after Case gates on the same condition is refused by factorflow
+            # with a ModelError asking for the Switch first: generated the other way)
+            kind = "switch" if g.flag(0.25) and name not in self.cased else "case"
             keys = (None,) if kind == "switch" else tuple(range(k))
+            if kind == "case":
+                self.cased.add(name)
         complete = kind == "switch" or g.flag(0.7)
         if not complete:
             keys = keys[:g.draw(st.integers(1, len(keys) - 1))] if len(keys) > 1 else keys
