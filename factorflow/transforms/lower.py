@@ -163,18 +163,28 @@ def _label(name: str, decls: list[VarDecl]) -> str:
 
 
 def _gates_outside_loops(frames: list[tuple]) -> tuple:
-    """The frames with each If/Case moved outside the plate loops its condition does not
+    """The frames with each gate moved outside the plate loops its condition does not
     depend on (``for n: if c: …`` is ``if c: for n: …`` when c has no axis n), so that a
-    condition is met where it is defined, as the gate transform requires.  A switch's
-    ``if`` (on its own loop) never moves, so its loop and it stay together."""
-    out = list(frames)
-    for i in range(len(out)):
+    condition is met where it is defined, as the gate transform requires.  A Switch moves
+    as a pair (its loop over the cases, then its ``if``), which stays together."""
+    blocks: list[list[tuple]] = []  # a plate loop, an If/Case, or a Switch's pair
+    for f in frames:
+        if f[0] == "if" and isinstance(f[2], str) and blocks and blocks[-1][-1][0] == "for" \
+                and blocks[-1][-1][1] == f[2]:
+            blocks[-1].append(f)
+        else:
+            blocks.append([f])
+
+    def gate(block: list[tuple]) -> Ref | None:
+        return block[-1][1] if block[-1][0] == "if" else None
+
+    for i in range(len(blocks)):
         j = i
-        while (j > 0 and out[j][0] == "if" and not isinstance(out[j][2], str)
-               and out[j - 1][0] == "for" and out[j - 1][1] not in out[j][1].index):
-            out[j - 1], out[j] = out[j], out[j - 1]
+        while (j > 0 and gate(blocks[j]) is not None and gate(blocks[j - 1]) is None
+               and blocks[j - 1][0][1] not in gate(blocks[j]).index):
+            blocks[j - 1], blocks[j] = blocks[j], blocks[j - 1]
             j -= 1
-    return tuple(out)
+    return tuple(f for block in blocks for f in block)
 
 
 def _nest(stmts: list[tuple[tuple, Stmt]]) -> tuple[Node, ...]:

@@ -108,13 +108,16 @@ class Check:
 
     def run(self, iterations: int, stop_at_fixed_point: bool = True) -> Run | None:
         """One run of at most ``iterations`` sweeps, stopped early (through
-        ``on_iteration``) once no posterior statistic moves by more than 1e-13 in a sweep;
+        ``on_iteration``) once no posterior statistic moves by more than 1e-13 in two sweeps;
         an exception is a failure (None returned)."""
         history: list = []
 
         def record(_iteration, posteriors):
             history.append({k: _statistics(v) for k, v in posteriors.items()})
-            return stop_at_fixed_point and len(history) >= 2 and _change(history) <= 1e-13
+            # two sweeps in a row without a move: a posterior may stand still for one sweep
+            # while messages still travel through a gate's own variables
+            return (stop_at_fixed_point and len(history) >= 3 and _change(history) <= 1e-13
+                    and _change(history[:-1]) <= 1e-13)
 
         try:
             with warnings.catch_warnings(record=True) as caught:

@@ -51,8 +51,9 @@ def vmp_checks(spec) -> Check:
     c.monotone(bounds, ks, tol=1e-9)  # coordinate ascent never lowers it
     if c.traits.linear_gaussian:
         # mean field on a Gaussian: at its fixed point, the exact means (it must get there
-        # in 200 iterations, or say that it did not)
-        if c.converged_or_warned(run, tol=1e-10):
+        # in 200 iterations, or say that it did not; factorflow stops at a relative change
+        # of 1e-10 in natural parameters, so a mean may still move by ~1e-9)
+        if c.converged_or_warned(run, tol=1e-8):
             c.marginals(run, atol=1e-6, rtol=1e-6, names=c.traits.latent,
                         statistics=("mean",))
     if c.traits.single_latent:  # one latent variable: mean field is exact
