@@ -69,7 +69,9 @@ def _gaussian(name: str, target: str, mean, var, *args) -> Gaussian:
     shape = broadcast_batch(*args)
     with np.errstate(divide="ignore"):
         prec = 1.0 / full(shape, var)
-    return Gaussian.from_natural(times_finite(prec, full(shape, mean)), prec)
+    m = full(shape, mean)
+    # a point mass at 0 (a zero scale: 0 · a) is (0, ∞), not (0 · ∞, ∞)
+    return Gaussian.from_natural(np.where(m == 0, 0.0, times_finite(prec, m)), prec)
 
 
 def _no_observed_output(name: str, out) -> None:

@@ -123,7 +123,11 @@ def ep_variable_evidence(marginal: Distribution, edges: list[tuple], var_shape: 
                                           var_shape, 0)
             total = total + _reduce_array(on(mask, log_normalizer_or_zero(out), use_shape),
                                           how, use_shape, var_shape, 0)
-        return total + (1.0 - count) * log_normalizer_or_zero(marginal)
+        a_marg = log_normalizer_or_zero(marginal)
+        with np.errstate(invalid="ignore"):
+            term = total + (1.0 - count) * a_marg
+        # a point mass (a zero scale: 0 · a) is determined by its parents: no evidence
+        return np.where(np.isinf(a_marg), 0.0, term)
     for inc, out, how, use_shape, mask in edges:
         total = total - _reduce_array(on(mask, log_average(inc, out), use_shape), how,
                                       use_shape, var_shape, 0)
