@@ -231,10 +231,10 @@ def test_vmp_bound_of_a_mixture_with_gamma_precisions_rises_and_is_the_elbo():
 
     compiled = model.compile("vmp", init=("means",))
     for start in ([0.0, 0.1, 0.2], [10.0, 11.0, 12.0], [-4.0, 0.0, 5.0]):
-        exact = []
+        exact: list[float] = []
         result = compiled.run(
             iterations=300, init={"means": dist.Gaussian(np.array(start), np.ones(3))},
-            on_iteration=lambda i, post: exact.append(elbo(post)))
+            on_iteration=lambda i, post, exact=exact: exact.append(elbo(post)))
         assert result.converged
         assert_close(result.trace, exact, rtol=0, atol=1e-9)
         assert np.all(np.diff(result.trace) >= -1e-9)
