@@ -146,8 +146,9 @@ class Outcome:
         """The failure with names and numbers blanked: equal for the same bug."""
         msg = re.sub(r"'[^']*'|\"[^\"]*\"", "'…'", self.detail)
         msg = re.sub(r"<fuzz>:\d+: [^)]*", "<stmt>", msg)
-        msg = re.sub(r"\d+(\.\d+)?", "N", msg)
-        msg = re.sub(r"\b[a-z]\d+\b", "v", msg)
+        msg = re.sub(r"\b\w*\d\w*\b", "N", msg)          # names and numbers
+        msg = re.sub(r"\((N,? ?)+\)|array\(shape=[^)]*\)\)?", "(…)", msg)  # shapes
+        msg = re.sub(r"\b(EP|VMP)\b", "ALG", msg)
         return f"{self.kind}/{self.stage}/{self.error}: {msg[:110]}"
 
 
