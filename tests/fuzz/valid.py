@@ -150,7 +150,7 @@ class Writer:
 
     def flip(self, p_true: float = 0.5) -> bool:
         """True with probability about ``p_true`` (shrinks to False)."""
-        return self.draw(st.integers(0, 99)) < int(p_true * 100)
+        return self.draw(st.integers(0, 99)) >= 100 - int(p_true * 100)
 
     def emit(self, line: str) -> None:
         self.lines.append("    " * self.depth + line)
