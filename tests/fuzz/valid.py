@@ -450,9 +450,9 @@ class Writer:
         else:
             b = self.operand("bool")
             roots = self.join(a.roots, self.roots(b))
-            if form == "&" and b.startswith(("True", "False", "np.")) and \
-                    not np.all(eval(b, {"np": np})):
-                roots = None  # a & False
+            if form == "&" and b not in self.roots_of and not (
+                    b.startswith(("True", "np.")) and np.all(eval(b, {"np": np}))):
+                roots = None  # a & False, or a & an ff.Data that may hold False
             var = self.derived(f"{a.ident} {form} {b}", "bool", roots)
         if self.flip(0.4):
             self.constrain_true(var)
