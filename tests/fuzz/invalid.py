@@ -760,27 +760,27 @@ def user_factor(w: FaultWriter) -> Fault:
     form = w.pick(("missing", "extra", "support", "category", "shape"))
     ones = lit(np.ones(w.shape)) if w.shape else "1.0"
     calls = {
-        "scaled_gaussian": {
-            "missing": "scaled_gaussian({n!r}, mean=0.0)",
-            "extra": "scaled_gaussian({n!r}, mean=0.0, precision=1.0, scale=2.0)",
-            "support": "scaled_gaussian({n!r}, mean=0.0, precision=-1.0)",
-            "shape": "scaled_gaussian({n!r}, mean=0.0, precision=1.0, observed={bad})"},
-        "categorical": {
-            "missing": "categorical({n!r})",
-            "extra": "categorical({n!r}, theta=np.ones(3) / 3, z=1)",
-            "support": "categorical({n!r}, theta=np.array([0.5, 0.6]))",
-            "category": "categorical({n!r}, theta=w, observed={cat})",
-            "shape": "categorical({n!r}, theta=w, observed={bad_int})"},
-        "coin": {
-            "missing": "coin({n!r})",
-            "extra": "coin({n!r}, p=0.5, q=0.5)",
-            "support": "coin({n!r}, p=0.5, observed={two})",
-            "shape": "coin({n!r}, p=0.5, observed={bad_bool})"},
-        "poisson_rate": {
-            "missing": "poisson_rate({n!r}, observed={one})",
-            "extra": "poisson_rate({n!r}, rate=1.0, k=1, observed={one})",
-            "support": "poisson_rate({n!r}, rate=1.0, observed={half})",
-            "shape": "poisson_rate({n!r}, rate=1.0, observed={bad_int})"},
+        "fuzz_gaussian": {
+            "missing": "fuzz_gaussian({n!r}, mean=0.0)",
+            "extra": "fuzz_gaussian({n!r}, mean=0.0, precision=1.0, scale=2.0)",
+            "support": "fuzz_gaussian({n!r}, mean=0.0, precision=-1.0)",
+            "shape": "fuzz_gaussian({n!r}, mean=0.0, precision=1.0, observed={bad})"},
+        "fuzz_categorical": {
+            "missing": "fuzz_categorical({n!r})",
+            "extra": "fuzz_categorical({n!r}, theta=np.ones(3) / 3, z=1)",
+            "support": "fuzz_categorical({n!r}, theta=np.array([0.5, 0.6]))",
+            "category": "fuzz_categorical({n!r}, theta=w, observed={cat})",
+            "shape": "fuzz_categorical({n!r}, theta=w, observed={bad_int})"},
+        "fuzz_coin": {
+            "missing": "fuzz_coin({n!r})",
+            "extra": "fuzz_coin({n!r}, p=0.5, q=0.5)",
+            "support": "fuzz_coin({n!r}, p=0.5, observed={two})",
+            "shape": "fuzz_coin({n!r}, p=0.5, observed={bad_bool})"},
+        "fuzz_poisson": {
+            "missing": "fuzz_poisson({n!r}, observed={one})",
+            "extra": "fuzz_poisson({n!r}, rate=1.0, k=1, observed={one})",
+            "support": "fuzz_poisson({n!r}, rate=1.0, observed={half})",
+            "shape": "fuzz_poisson({n!r}, rate=1.0, observed={bad_int})"},
     }[which]
     call = calls.get(form, calls["support"])
     bad_shape = w.shape + (2,)
@@ -792,7 +792,7 @@ def user_factor(w: FaultWriter) -> Fault:
         two=lit(np.full(w.shape, 2)), half=lit(np.full(w.shape, 1.5)),
         one=lit(np.full(w.shape, 1))).replace("{ones}", ones))
     expected = "ModelError" if form in ("missing", "extra") else "DataError"
-    if form == "category" and which != "categorical":
+    if form == "category" and which != "fuzz_categorical":
         form = "support"
     return Fault((name,), expected, f"@ff.factor {which}: {form}")
 

@@ -68,25 +68,25 @@ KINDS: dict[str, tuple[str, ...]] = {
 }
 
 USER_FACTORS = {
-    "scaled_gaussian": (
+    "fuzz_gaussian": (
         '@ff.factor(sample="real", mean="real", precision="positive")',
-        "def scaled_gaussian(sample, mean, precision):",
+        "def fuzz_gaussian(sample, mean, precision):",
         "    return 0.5 * ff.log(3.0 * precision) - 0.5 * np.log(2 * np.pi) \\",
         "        - 1.5 * precision * (sample - mean) ** 2",
     ),
-    "categorical": (
+    "fuzz_categorical": (
         '@ff.factor(z="int", theta="simplex")',
-        "def categorical(z, theta):",
+        "def fuzz_categorical(z, theta):",
         '    return ff.sum(z["k"] * ff.log(theta["k"]), "k")',
     ),
-    "coin": (
+    "fuzz_coin": (
         '@ff.factor(b="bool", p="unit")',
-        "def coin(b, p):",
+        "def fuzz_coin(b, p):",
         "    return b * ff.log(p) + (1 - b) * ff.log(1 - p)",
     ),
-    "poisson_rate": (
+    "fuzz_poisson": (
         '@ff.factor(k="count", rate="positive")',
-        "def poisson_rate(k, rate):",
+        "def fuzz_poisson(k, rate):",
         "    return k * ff.log(rate) - rate - ff.lgamma(k + 1)",
     ),
 }
@@ -525,29 +525,29 @@ class Writer:
         which = self.pick(tuple(USER_FACTORS))
         self.defs[which] = USER_FACTORS[which]
         ident, name = self.fresh()
-        if which == "scaled_gaussian":
+        if which == "fuzz_gaussian":
             observe = self.flip(0.6)
             obs = f", observed={self.observed('real')}" if observe else ""
-            self.emit(f"{ident} = scaled_gaussian({name!r}, mean={self.operand('real')}, "
+            self.emit(f"{ident} = fuzz_gaussian({name!r}, mean={self.operand('real')}, "
                       f"precision={self.operand('positive')}{obs})")
             self.scope.append(Var(ident, name, "real", tuple(self.plates), None, observe,
                                   None if observe else frozenset({ident})))
-        elif which == "categorical":
+        elif which == "fuzz_categorical":
             size = self.pick((2, 3))
             theta = self.operand("simplex", size)
             observe = self.flip(0.5)
             obs = f", observed={self.observed('int', size)}" if observe else ""
-            self.emit(f"{ident} = categorical({name!r}, theta={theta}{obs})")
+            self.emit(f"{ident} = fuzz_categorical({name!r}, theta={theta}{obs})")
             self.scope.append(Var(ident, name, "int", tuple(self.plates), size, observe,
                                   None if observe else frozenset({ident})))
-        elif which == "coin":
+        elif which == "fuzz_coin":
             observe = self.flip(0.6)
             obs = f", observed={self.observed('bool')}" if observe else ""
-            self.emit(f"{ident} = coin({name!r}, p={self.operand('unit')}{obs})")
+            self.emit(f"{ident} = fuzz_coin({name!r}, p={self.operand('unit')}{obs})")
             self.scope.append(Var(ident, name, "bool", tuple(self.plates), None, observe,
                                   None if observe else frozenset({ident})))
         else:
-            self.emit(f"{ident} = poisson_rate({name!r}, rate={self.operand('positive')}, "
+            self.emit(f"{ident} = fuzz_poisson({name!r}, rate={self.operand('positive')}, "
                       f"observed={lit(self.values('count', self.shape))})")
 
     def determ(self) -> None:
