@@ -1,0 +1,777 @@
+"""A hypothesis strategy of random valid models, as printable ``ModelSpec``s.
+
+``valid_models()`` draws a *profile* (the row of the fuzz table: what the model is
+about) and writes a model statement by statement.  Every construct it writes is allowed
+by factorflow's API as documented in README.md:
+
+* every factory (Gaussian with precision= or variance=, Gamma with rate= or scale=, Beta,
+  Bernoulli, Binomial, Discrete, Dirichlet, Poisson), latent or observed, with
+  constant, per-plate-element, random, indexed or ``ff.Data`` parameters;
+* ``a + b``, ``a - b``, ``c * a`` (constant or array ``c``, either side), ``a * b``,
+  ``a > b``, ``a < b``, ``ff.is_positive``, ``&``, ``|``, ``~``, ``ff.constrain_true``;
+* ``base[index]`` with ``index`` an observed integer array (or ``ff.Data``) over the
+  open plates;
+* ``ff.Data`` as a parameter, an observed value and an index, with new values at run time;
+* plates of size 0 to 4, nested up to three deep, ranges reused by several plates;
+* gates ``ff.If``/``ff.IfNot`` (one branch, or both with exit variables and observed
+  children with a factor per branch), ``ff.Case`` (some values, or all with exit
+  variables), ``ff.Switch`` with ``array[z]``, nested in each other and in plates;
+* ``@ff.factor`` factors with simple conjugate formulas, ``ff.Deterministic``.
+
+Names are ``v<k>`` (ranges ``r<k>``, data ``d<k>``), now and then a name that the
+generated program uses for itself (``data``, ``log_evidence``, ``total`` ...).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from hypothesis import strategies as st
+
+from tests.fuzz.spec import ModelSpec, lit
+
+# ----- values -----------------------------------------------------------------------------
+#: constants and observed values by domain, simplest first (hypothesis shrinks to index 0)
+REALS = (0.0, 1.0, -1.0, 0.5, 2.5, -3.0)
+POSITIVES = (1.0, 0.5, 2.0, 3.5, 0.2)
+UNITS = (0.5, 0.2, 0.8, 0.35, 0.95, 0.05)
+SIMPLEX = {2: ((0.5, 0.5), (0.3, 0.7), (0.9, 0.1)),
+           3: ((0.2, 0.3, 0.5), (0.6, 0.2, 0.2), (0.1, 0.1, 0.8)),
+           4: ((0.25, 0.25, 0.25, 0.25), (0.1, 0.2, 0.3, 0.4))}
+ALPHAS = {k: (tuple([1.0] * k), tuple(float(i + 1) for i in range(k)),
+              tuple([0.5] * k)) for k in SIMPLEX}
+
+#: names the generated program uses for itself (issue 10 item 1): valid user names too
+HOSTILE = ("data", "iterations", "log_evidence", "total", "Gaussian", "np", "value", "eta1",
+           "sizes", "init", "monitor", "mean_F", "x__B", "v_v0", "a b", "é", "x[0]")
+
+PROFILES = ("factories", "plates", "arithmetic", "logic", "indexing", "data", "if", "case",
+            "switch", "user-factor", "deterministic", "mixed")
+
+#: statement kinds each profile may write (beyond plain factories); its first is required
+KINDS: dict[str, tuple[str, ...]] = {
+    "factories": ("factory",),
+    "plates": ("plate", "factory"),
+    "arithmetic": ("arith", "factory", "plate"),
+    "logic": ("logic", "compare", "constrain", "factory", "plate"),
+    "indexing": ("index", "factory", "arith", "plate"),
+    "data": ("data", "factory", "plate"),
+    "if": ("if", "factory", "plate", "compare"),
+    "case": ("case", "factory", "plate", "if"),
+    "switch": ("switch", "factory", "plate"),
+    "user-factor": ("user", "factory", "plate"),
+    "deterministic": ("determ", "factory", "arith", "plate"),
+    "mixed": ("factory", "plate", "arith", "logic", "compare", "constrain", "index", "data",
+              "if", "case", "switch", "user", "determ"),
+}
+
+USER_FACTORS = {
+    "fuzz_gaussian": (
+        '@ff.factor(sample="real", mean="real", precision="positive")',
+        "def fuzz_gaussian(sample, mean, precision):",
+        "    return 0.5 * ff.log(3.0 * precision) - 0.5 * np.log(2 * np.pi) \\",
+        "        - 1.5 * precision * (sample - mean) ** 2",
+    ),
+    "fuzz_categorical": (
+        '@ff.factor(z="int", theta="simplex")',
+        "def fuzz_categorical(z, theta):",
+        '    return ff.sum(z["k"] * ff.log(theta["k"]), "k")',
+    ),
+    "fuzz_coin": (
+        '@ff.factor(b="bool", p="unit")',
+        "def fuzz_coin(b, p):",
+        "    return b * ff.log(p) + (1 - b) * ff.log(1 - p)",
+    ),
+    "fuzz_poisson": (
+        '@ff.factor(k="count", rate="positive")',
+        "def fuzz_poisson(k, rate):",
+        "    return k * ff.log(rate) - rate - ff.lgamma(k + 1)",
+    ),
+}
+
+FORMULAS = (
+    ("lambda a: 2.0 * a + 1.0", 1),
+    ("lambda a, b: a + b", 2),
+    ("lambda a, b: 2.0 * a - b", 2),
+    ("lambda a, b: a * b", 2),
+    ("lambda a, b: 0.5 * a + a * b", 2),
+)
+
+
+@dataclass
+class Rng:
+    ident: str
+    size: int
+
+
+@dataclass
+class Var:
+    ident: str                  # its Python name in the printed code
+    name: str                   # its name in the model
+    domain: str                 # real, positive, unit, bool, count, int, simplex
+    plates: tuple[Rng, ...]
+    size: int | None = None     # categories (int) or dimension (simplex)
+    observed: bool = False
+    #: the latent stochastic variables it is a deterministic function of (itself, for a
+    #: stochastic one); None where a constraint on it might have probability zero
+    roots: frozenset[str] | None = None
+
+
+@dataclass
+class Writer:
+    """Writes one model; ``draw`` is hypothesis's."""
+
+    draw: Any
+    profile: str
+    lines: list[str] = field(default_factory=list)
+    depth: int = 1
+    scope: list[Var] = field(default_factory=list)
+    ranges: list[Rng] = field(default_factory=list)
+    plates: list[Rng] = field(default_factory=list)
+    switches: list[Var] = field(default_factory=list)
+    gates: int = 0
+    counter: int = 0
+    budget: int = 8
+    used: set[str] = field(default_factory=set)
+    defs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    run_data: list[str] = field(default_factory=list)
+    names: set[str] = field(default_factory=set)
+    #: roots of operand texts written so far (see ``Var.roots``); constants: empty
+    roots_of: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    #: roots some ff.constrain_true already constrains (each at most once, so that the
+    #: constraints of a model can hold together: its evidence is never zero)
+    constrained: set[str] = field(default_factory=set)
+
+    # ----- small helpers --------------------------------------------------------------
+    def pick(self, options: Any) -> Any:
+        return self.draw(st.sampled_from(tuple(options)))
+
+    def flip(self, p_true: float = 0.5) -> bool:
+        """True with probability about ``p_true`` (shrinks to False)."""
+        return self.draw(st.integers(0, 99)) >= 100 - int(p_true * 100)
+
+    def emit(self, line: str) -> None:
+        self.lines.append("    " * self.depth + line)
+
+    def allowed(self, kind: str) -> bool:
+        return kind in KINDS[self.profile]
+
+    def fresh(self, prefix: str = "v") -> tuple[str, str]:
+        """(Python identifier, model name) for a new element."""
+        self.counter += 1
+        ident = f"{prefix}{self.counter}"
+        name = ident
+        if prefix == "v" and self.flip(0.06):
+            candidate = self.pick(HOSTILE)
+            if candidate not in self.names:
+                name = candidate
+        self.names.add(name)
+        return ident, name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(r.size for r in self.plates)
+
+    def visible(self, domain: str, size: int | None = None, observed: bool | None = None
+                ) -> list[Var]:
+        """Variables usable here: in scope, their plates open, of ``domain``."""
+        return [v for v in self.scope if v.domain == domain
+                and all(p in self.plates for p in v.plates)
+                and (size is None or v.size == size)
+                and (observed is None or v.observed == observed)]
+
+    # ----- values -------------------------------------------------------------------
+    def values(self, domain: str, shape: tuple[int, ...], size: int | None = None,
+               trials: int | None = None) -> np.ndarray:
+        n = int(np.prod(shape)) if shape else 1
+
+        def many(pool: Any) -> list[Any]:
+            return [self.pick(pool) for _ in range(n)]
+        if domain == "real":
+            out = np.array(many(REALS), float)
+        elif domain == "positive":
+            out = np.array(many(POSITIVES), float)
+        elif domain == "unit":
+            out = np.array(many(UNITS), float)
+        elif domain == "bool":
+            out = np.array(many((True, False)), bool)
+        elif domain == "count":
+            top = 5 if trials is None else trials
+            out = np.array([self.draw(st.integers(0, top)) for _ in range(n)], int)
+        elif domain == "int":
+            out = np.array([self.draw(st.integers(0, (size or 2) - 1)) for _ in range(n)], int)
+            if self.flip(0.1):  # categories written as whole floats (accepted by the checks)
+                out = out.astype(float)
+        else:  # simplex
+            assert size is not None
+            rows = [self.pick(SIMPLEX[size]) for _ in range(n)]
+            return np.array(rows, float).reshape(shape + (size,))
+        return out.reshape(shape)
+
+    def constant(self, domain: str, size: int | None = None) -> str:
+        """A constant operand: one value, or one per plate element."""
+        if domain == "simplex":
+            if self.plates and self.flip(0.3):
+                return lit(self.values("simplex", self.shape, size))
+            return lit(np.array(self.pick(SIMPLEX[size]), float))
+        if domain == "count":
+            return str(self.draw(st.integers(1, 5)))
+        if self.plates and self.flip(0.3):
+            return lit(self.values(domain, self.shape))
+        return lit(self.values(domain, ()))
+
+    # ----- operands -----------------------------------------------------------------
+    def operand(self, domain: str, size: int | None = None, random_ok: bool = True) -> str:
+        """Source text of an argument of ``domain`` here (a constant, a variable, an
+        indexed variable, an ``ff.Data``, or ``array[z]`` inside a switch)."""
+        options = ["const"]
+        if random_ok and self.visible(domain, size):
+            options += ["var", "var"]
+        if random_ok and (self.allowed("index") or self.flip(0.05)) and \
+                self.index_bases(domain, size):
+            options.append("index")
+        if ((self.allowed("data") and self.flip(0.4)) or self.flip(0.03)) and \
+                domain != "count":
+            options.append("data")
+        if random_ok and self.switch_bases(domain, size):
+            options += ["switch", "switch"]
+        choice = self.pick(options)
+        if choice == "var":
+            var = self.pick(self.visible(domain, size))
+            self.roots_of[var.ident] = var.roots
+            return var.ident
+        if choice == "index":
+            return self.indexed(self.pick(self.index_bases(domain, size)))
+        if choice == "data":
+            return self.data_value(domain, size)
+        if choice == "switch":
+            base, z = self.pick(self.switch_bases(domain, size))
+            text = f"{base.ident}[{z.ident}]"
+            self.roots_of[text] = self.join(base.roots, z.roots)
+            return text
+        return self.constant(domain, size)
+
+    def roots(self, text: str) -> frozenset[str] | None:
+        """The roots of an operand text (constants and data have none)."""
+        return self.roots_of.get(text, frozenset())
+
+    @staticmethod
+    def join(*parts: frozenset[str] | None) -> frozenset[str] | None:
+        """The roots of a deterministic function of ``parts``: None unless they are
+        known and pairwise disjoint (``x - x`` or ``x & ~x`` may be constant)."""
+        out: frozenset[str] = frozenset()
+        for part in parts:
+            if part is None or part & out:
+                return None
+            out |= part
+        return out
+
+    def index_bases(self, domain: str, size: int | None = None) -> list[Var]:
+        return [v for v in self.scope if v.domain == domain and len(v.plates) == 1
+                and v.plates[0] not in self.plates and (size is None or v.size == size)
+                and (v.plates[0].size > 0 or 0 in self.shape)]
+
+    def switch_bases(self, domain: str, size: int | None = None) -> list[tuple[Var, Var]]:
+        return [(v, z) for z in self.switches for v in self.scope
+                if v.domain == domain and len(v.plates) == 1 and v.plates[0].size == z.size
+                and v.plates[0] not in self.plates and (size is None or v.size == size)]
+
+    def indexed(self, base: Var) -> str:
+        self.used.add("index")
+        index = self.values("int", self.shape, base.plates[0].size)
+        if self.flip(0.1):  # whole numbers as floats: the checks accept them as indices
+            index = index.astype(float)
+        if self.flip(0.2):
+            ident, name = self.fresh("d")
+            self.emit(f"{ident} = ff.Data({name!r}, {lit(index)})")
+            self.used.add("data")
+            text = f"{base.ident}[{ident}]"
+        else:
+            text = f"{base.ident}[{lit(index)}]"
+        self.roots_of[text] = base.roots
+        return text
+
+    def data_value(self, domain: str, size: int | None = None, observed: bool = False) -> str:
+        """An ``ff.Data`` holding a value of ``domain`` here; sometimes given anew at run
+        time (``data=``)."""
+        self.used.add("data")
+        ident, name = self.fresh("d")
+        if domain == "simplex":
+            shape = self.shape if observed or self.flip(0.3) else ()
+            value, again = (self.values("simplex", shape, size) for _ in range(2))
+        elif observed or (self.plates and self.flip(0.5)):
+            value, again = (self.values(domain, self.shape) for _ in range(2))
+        else:
+            value, again = (self.values(domain, ()) for _ in range(2))
+        if self.flip(0.2):  # no value when compiling: only at run time
+            self.emit(f"{ident} = ff.Data({name!r})")
+            self.run_data.append(f"{name!r}: {lit(again)}")
+        else:
+            self.emit(f"{ident} = ff.Data({name!r}, {lit(value)})")
+            if self.flip(0.3):
+                self.run_data.append(f"{name!r}: {lit(again)}")
+        return ident
+
+    def observed(self, domain: str, size: int | None = None, trials: int | None = None
+                 ) -> str:
+        if (self.allowed("data") and self.flip(0.4)) or self.flip(0.03):
+            if domain != "count":
+                return self.data_value(domain, size, observed=True)
+        return lit(self.values(domain, self.shape, size, trials))
+
+    # ----- statements ---------------------------------------------------------------
+    def define(self, domain: str, observe: bool | None = None, name: tuple[str, str] |
+               None = None, size: int | None = None) -> Var:
+        """Write a factory statement defining a variable of ``domain``."""
+        ident, vname = name or self.fresh()
+        if observe is None:
+            observe = self.flip(0.8 if domain == "count" else 0.35)
+        obs = ""
+        if domain == "real":
+            mean = self.operand("real")
+            if self.flip(0.3):
+                spread = f"variance={self.constant('positive')}"
+            else:
+                spread = f"precision={self.operand('positive')}"
+            call = f"ff.Gaussian({vname!r}, {mean}, {spread}"
+        elif domain == "positive":
+            shape = self.constant("positive") if self.flip(0.9) else self.operand("positive")
+            if self.flip(0.2):
+                rate = f"scale={self.constant('positive')}"
+            else:
+                rate = f"rate={self.operand('positive')}"
+            call = f"ff.Gamma({vname!r}, {shape}, {rate}"
+        elif domain == "unit":
+            a = self.constant("positive") if self.flip(0.85) else self.operand("positive")
+            call = f"ff.Beta({vname!r}, {a}, {self.constant('positive')}"
+        elif domain == "bool":
+            call = f"ff.Bernoulli({vname!r}, {self.operand('unit')}"
+        elif domain == "count":
+            if self.flip(0.5):
+                trials = self.draw(st.integers(1, 5))
+                call = f"ff.Binomial({vname!r}, {trials}, {self.operand('unit')}"
+                if observe:
+                    obs = lit(self.values("count", self.shape, trials=trials))
+            else:
+                call = f"ff.Poisson({vname!r}, {self.operand('positive')}"
+        elif domain == "int":
+            size = size or self.pick((2, 3, 4))
+            call = f"ff.Discrete({vname!r}, {self.operand('simplex', size)}"
+        else:  # simplex
+            size = size or self.pick((2, 3, 4))
+            if self.plates and self.flip(0.3):
+                alpha = lit(np.array([self.pick(ALPHAS[size]) for _ in
+                                      range(int(np.prod(self.shape)))]
+                                     ).reshape(self.shape + (size,)))
+            else:
+                alpha = lit(np.array(self.pick(ALPHAS[size])))
+            call = f"ff.Dirichlet({vname!r}, {alpha}"
+        if observe and not obs:
+            obs = self.observed(domain, size)
+        call += f", observed={obs})" if observe else ")"
+        self.emit(f"{ident} = {call}")
+        var = Var(ident, vname, domain, tuple(self.plates), size, observe,
+                  None if observe else frozenset({ident}))
+        self.scope.append(var)
+        return var
+
+    def random_var(self, domain: str, size: int | None = None) -> Var:
+        """A latent variable of ``domain`` visible here, written first if there is none."""
+        found = self.visible(domain, size, observed=False)
+        if found and self.flip(0.8):
+            return self.pick(found)
+        return self.define(domain, observe=False, size=size)
+
+    def child(self, call: str) -> None:
+        """Write ``call`` (a format string with ``{name}``) as a new statement."""
+        ident, name = self.fresh()
+        self.emit(f"{ident} = {call.format(name=repr(name))}")
+
+    def derived(self, expr: str, domain: str, roots: frozenset[str] | None = None) -> Var:
+        ident, _ = self.fresh()
+        self.emit(f"{ident} = {expr}")
+        var = Var(ident, expr, domain, tuple(self.plates), roots=roots)
+        self.scope.append(var)
+        return var
+
+    def constrain_true(self, var: Var) -> None:
+        """``ff.constrain_true(var)`` if it cannot contradict the model (see roots)."""
+        if var.roots and not var.roots & self.constrained:
+            self.constrained |= var.roots
+            self.emit(f"ff.constrain_true({var.ident})")
+
+    def factory(self) -> None:
+        domain = self.pick(("real", "bool", "positive", "unit", "int", "simplex", "count"))
+        self.define(domain)
+
+    def arith(self) -> None:
+        self.used.add("arith")
+        a = self.random_var("real")
+        op = self.pick(("+", "-", "c*", "*c", "*", "r-"))
+        if op == "*":
+            b = self.random_var("real")
+            expr, roots = f"{a.ident} * {b.ident}", self.join(a.roots, b.roots)
+        elif op in ("c*", "*c"):
+            c = self.constant("real")
+            expr = f"{c} * {a.ident}" if op == "c*" else f"{a.ident} * {c}"
+            roots = a.roots if np.all(eval(c, {"np": np, "float": float}) != 0) else None
+        else:
+            b = self.operand("real")
+            expr = f"{b} - {a.ident}" if op == "r-" else f"{a.ident} {op} {b}"
+            roots = self.join(a.roots, self.roots(b))
+        var = self.derived(expr, "real", roots)
+        if self.flip(0.6):  # give it an observed child
+            self.child(f"ff.Gaussian({{name}}, {var.ident}, "
+                       f"precision={self.constant('positive')}, "
+                       f"observed={lit(self.values('real', self.shape))})")
+
+    def compare(self) -> None:
+        self.used.add("compare")
+        a = self.random_var("real")
+        form = self.pick(("gt", "lt", "pos"))
+        if form == "pos":
+            expr, roots = f"ff.is_positive({a.ident})", a.roots
+        else:
+            b = self.operand("real")
+            expr = f"{a.ident} {'>' if form == 'gt' else '<'} {b}"
+            roots = self.join(a.roots, self.roots(b))
+        var = self.derived(expr, "bool", roots)
+        if self.flip(0.5):
+            self.constrain_true(var)
+
+    def logic(self) -> None:
+        self.used.add("logic")
+        a = self.random_var("bool")
+        form = self.pick(("&", "|", "~"))
+        if form == "~":
+            var = self.derived(f"~{a.ident}", "bool", a.roots)
+        else:
+            b = self.operand("bool")
+            roots = self.join(a.roots, self.roots(b))
+            if form == "&" and b not in self.roots_of and not (
+                    b.startswith(("True", "np.")) and np.all(eval(b, {"np": np}))):
+                roots = None  # a & False, or a & an ff.Data that may hold False
+            var = self.derived(f"{a.ident} {form} {b}", "bool", roots)
+        if self.flip(0.4):
+            self.constrain_true(var)
+
+    def constrain(self) -> None:
+        self.used.add("logic")
+        candidates = [v for v in self.visible("bool") if v.roots
+                      and not v.roots & self.constrained]
+        var = self.pick(candidates) if candidates else self.define("bool", observe=False)
+        self.constrain_true(var)
+
+    def index(self) -> None:
+        """A statement reading ``base[index]``; at the top level, writes the base (an
+        array over a new range) and a plate to index it in if needed."""
+        domain = self.pick(("real", "unit", "positive"))
+        if self.plates:
+            self.use_index(domain)
+            return
+        bases = self.index_bases(domain)
+        if not bases or self.flip(0.3):
+            r = self.new_range(min_size=1)
+            with self.plate(r):
+                self.define(domain, observe=False)
+            bases = self.index_bases(domain)
+        if self.flip(0.8):
+            r = self.new_range(exclude=bases[0].plates[0])
+            with self.plate(r):
+                self.use_index(domain)
+        else:
+            self.use_index(domain)
+
+    def use_index(self, domain: str) -> None:
+        bases = self.index_bases(domain)
+        if not bases:
+            self.define(domain)
+            return
+        target = self.indexed(self.pick(bases))
+        if domain == "real" and self.flip(0.5):
+            other = self.index_bases("real")
+            b = self.indexed(self.pick(other)) if other else self.random_var("real").ident
+            expr = f"{target} - {b}" if self.flip(0.5) else f"{b} - {target}"
+            target = self.derived(expr, "real", self.join(self.roots(target),
+                                                          self.roots(b))).ident
+        out = {"real": "real", "unit": "bool", "positive": "count"}[domain]
+        call = {"real": "ff.Gaussian({name}, {t}, precision=1.0",
+                "unit": "ff.Bernoulli({name}, {t}",
+                "positive": "ff.Poisson({name}, {t}"}[domain]
+        self.child(call.replace("{t}", target)
+                   + f", observed={lit(self.values(out, self.shape))})")
+
+    def data(self) -> None:
+        self.used.add("data")
+        domain = self.pick(("real", "bool", "unit", "positive", "int"))
+        if domain == "int":
+            size = self.pick((2, 3))
+            d = self.data_value("simplex", size)
+            self.child(f"ff.Discrete({{name}}, {d}, observed={self.observed('int', size)})")
+        elif domain == "real":
+            d = self.data_value("real")
+            self.child(f"ff.Gaussian({{name}}, {d}, precision={self.operand('positive')}, "
+                       f"observed={self.data_value('real', observed=True)})")
+        elif domain == "bool":
+            self.child(f"ff.Bernoulli({{name}}, {self.operand('unit')}, "
+                       f"observed={self.data_value('bool', observed=True)})")
+        else:
+            self.define(domain, observe=True)
+
+    def user(self) -> None:
+        self.used.add("user")
+        which = self.pick(tuple(USER_FACTORS))
+        self.defs[which] = USER_FACTORS[which]
+        ident, name = self.fresh()
+        if which == "fuzz_gaussian":
+            observe = self.flip(0.6)
+            obs = f", observed={self.observed('real')}" if observe else ""
+            self.emit(f"{ident} = fuzz_gaussian({name!r}, mean={self.operand('real')}, "
+                      f"precision={self.operand('positive')}{obs})")
+            self.scope.append(Var(ident, name, "real", tuple(self.plates), None, observe,
+                                  None if observe else frozenset({ident})))
+        elif which == "fuzz_categorical":
+            size = self.pick((2, 3))
+            theta = self.operand("simplex", size)
+            observe = self.flip(0.5)
+            obs = f", observed={self.observed('int', size)}" if observe else ""
+            self.emit(f"{ident} = fuzz_categorical({name!r}, theta={theta}{obs})")
+            self.scope.append(Var(ident, name, "int", tuple(self.plates), size, observe,
+                                  None if observe else frozenset({ident})))
+        elif which == "fuzz_coin":
+            observe = self.flip(0.6)
+            obs = f", observed={self.observed('bool')}" if observe else ""
+            self.emit(f"{ident} = fuzz_coin({name!r}, p={self.operand('unit')}{obs})")
+            self.scope.append(Var(ident, name, "bool", tuple(self.plates), None, observe,
+                                  None if observe else frozenset({ident})))
+        else:
+            self.emit(f"{ident} = fuzz_poisson({name!r}, rate={self.operand('positive')}, "
+                      f"observed={lit(self.values('count', self.shape))})")
+
+    def determ(self) -> None:
+        self.used.add("determ")
+        formula, arity = self.pick(FORMULAS)
+        parents = [self.random_var("real") for _ in range(arity)]
+        ident, name = self.fresh()
+        args = ", ".join(f"{k}={p.ident}" for k, p in zip("ab", parents, strict=False))
+        self.emit(f"{ident} = ff.Deterministic({name!r}, {formula}, {args})")
+        var = Var(ident, name, "real", tuple(self.plates),
+                  roots=self.join(*(p.roots for p in parents)))
+        self.scope.append(var)
+        if self.flip(0.6):
+            self.child(f"ff.Gaussian({{name}}, {ident}, precision=1.0, "
+                       f"observed={lit(self.values('real', self.shape))})")
+
+    # ----- blocks ------------------------------------------------------------------
+    def new_range(self, min_size: int = 0, exclude: Rng | None = None) -> Rng:
+        reuse = [r for r in self.ranges if r not in self.plates and r is not exclude
+                 and r.size >= min_size]
+        if reuse and self.flip(0.3):
+            return self.pick(reuse)
+        ident, name = self.fresh("r")
+        size = self.draw(st.integers(min_size, 4))
+        self.emit(f"{ident} = ff.Range({name!r}, {size})")
+        r = Rng(ident, size)
+        self.ranges.append(r)
+        return r
+
+    class _Block:
+        def __init__(self, w: Writer, header: str, on_exit: Any = None) -> None:
+            self.w, self.header, self.on_exit = w, header, on_exit
+
+        def __enter__(self) -> None:
+            self.w.emit(self.header)
+            self.w.depth += 1
+            self.start = len(self.w.lines)
+
+        def __exit__(self, *exc: Any) -> None:
+            if len(self.w.lines) == self.start:
+                self.w.emit("pass")
+            self.w.depth -= 1
+            if self.on_exit is not None:
+                self.on_exit()
+
+    def plate(self, r: Rng) -> Any:
+        self.plates.append(r)
+        return self._Block(self, f"with ff.Plate({r.ident}):", lambda: self.plates.remove(r))
+
+    def gate(self, header: str) -> Any:
+        """A gate block: what is written inside goes out of scope when it closes."""
+        mark = len(self.scope)
+        self.gates += 1
+
+        def close() -> None:
+            del self.scope[mark:]
+            self.gates -= 1
+        return self._Block(self, header, close)
+
+    def block_plate(self) -> None:
+        self.used.add("plate")
+        r = self.new_range()
+        with self.plate(r):
+            self.statements(self.draw(st.integers(1, 3)))
+
+    def exits(self) -> list[tuple[str, str, str, int | None]]:
+        """Exit variables to define in every branch: (ident, name, domain, size)."""
+        out = []
+        for _ in range(self.draw(st.integers(0, 2))):
+            ident, name = self.fresh()
+            domain = self.pick(("real", "bool", "unit", "positive", "int"))
+            out.append((ident, name, domain, self.pick((2, 3)) if domain == "int" else None))
+        return out
+
+    def branch(self, header: str, exits: list[tuple[str, str, str, int | None]],
+               children: list[tuple[str, str, str]]) -> None:
+        with self.gate(header):
+            self.statements(self.draw(st.integers(0, 2)))
+            for ident, name, domain, size in exits:
+                self.define(domain, observe=False, name=(ident, name), size=size)
+            for ident, name, observed in children:  # an observed child, one factor each
+                self.emit(f"{ident} = ff.Bernoulli({name!r}, {self.operand('unit')}, "
+                          f"observed={observed})")
+
+    def condition(self, domain: str) -> Var:
+        found = self.visible(domain)
+        if domain == "bool" and self.allowed("compare") and self.flip(0.2):
+            self.compare()
+            return self.scope[-1]
+        if found and self.flip(0.75):
+            return self.pick(found)
+        return self.define(domain, observe=self.flip(0.2))
+
+    def block_if(self) -> None:
+        self.used.add("if")
+        c = self.condition("bool")
+        form = self.pick(("both", "if", "ifnot"))
+        if form != "both":
+            with self.gate(f"with ff.{'If' if form == 'if' else 'IfNot'}({c.ident}):"):
+                self.statements(self.draw(st.integers(1, 3)))
+            return
+        exits = self.exits()
+        children = []
+        if self.flip(0.4):
+            ident, name = self.fresh()
+            children.append((ident, name, lit(self.values("bool", self.shape))))
+        self.branch(f"with ff.If({c.ident}):", exits, children)
+        self.branch(f"with ff.IfNot({c.ident}):", exits, children)
+        self.add_exits(exits)
+
+    def add_exits(self, exits: list[tuple[str, str, str, int | None]]) -> None:
+        for ident, name, domain, size in exits:
+            self.scope.append(Var(ident, name, domain, tuple(self.plates), size,
+                                  roots=frozenset({ident})))
+
+    def block_case(self) -> None:
+        self.used.add("case")
+        z = self.condition(self.pick(("int", "bool")))
+        k = z.size if z.domain == "int" else 2
+        every = self.flip(0.6)
+        values = range(k) if every else sorted(set(
+            self.draw(st.lists(st.integers(0, k - 1), min_size=1, max_size=k))))
+        exits = self.exits() if every else []
+        for v in values:
+            value = f"np.int64({v})" if self.flip(0.15) else str(v)
+            self.branch(f"with ff.Case({z.ident}, {value}):", exits, [])
+        self.add_exits(exits)
+
+    def block_switch(self) -> None:
+        """``with ff.Switch(z):`` reading ``array[z]``.  At the top level it writes what it
+        needs (the array over a range of z's size, z in a plate); inside plates it uses
+        an array already written, or writes a plain factory statement."""
+        self.used.add("switch")
+        domain = self.pick(("real", "unit", "positive"))
+        ready = [z for z in self.visible("int") if z not in self.switches
+                 and self.switch_bases_for(z, domain)]
+        if ready and self.flip(0.5):
+            self.write_switch(self.pick(ready), domain)
+            return
+        if self.plates:
+            arrays = [v for v in self.scope if v.domain == domain and len(v.plates) == 1
+                      and v.plates[0] not in self.plates and v.plates[0].size >= 2]
+            if not arrays:
+                self.factory()
+                return
+            size = self.pick(arrays).plates[0].size
+            self.write_switch(self.define("int", size=size, observe=self.flip(0.15)), domain)
+            return
+        size = self.pick((2, 3, 4))
+        k = next((r for r in self.ranges if r.size == size), None)
+        if k is None:
+            ident, name = self.fresh("r")
+            self.emit(f"{ident} = ff.Range({name!r}, {size})")
+            k = Rng(ident, size)
+            self.ranges.append(k)
+        if not [v for v in self.scope if v.domain == domain and v.plates == (k,)] \
+                or self.flip(0.3):
+            with self.plate(k):
+                self.define(domain, observe=False)
+        if self.flip(0.8):
+            with self.plate(self.new_range(exclude=k)):
+                self.write_switch(self.define("int", size=size, observe=self.flip(0.15)),
+                                  domain)
+        else:
+            self.write_switch(self.define("int", size=size, observe=self.flip(0.15)), domain)
+
+    def write_switch(self, z: Var, domain: str) -> None:
+        with self.gate(f"with ff.Switch({z.ident}):"):
+            self.switches.append(z)
+            base = self.pick(self.switch_bases_for(z, domain))
+            out = {"real": "real", "unit": "bool", "positive": "count"}[domain]
+            call = {"real": f"ff.Gaussian({{name}}, {{t}}, precision={self.constant('positive')}",
+                    "unit": "ff.Bernoulli({name}, {t}",
+                    "positive": "ff.Poisson({name}, {t}"}[domain]
+            self.child(call.replace("{t}", f"{base.ident}[{z.ident}]")
+                       + f", observed={lit(self.values(out, self.shape))})")
+            mark = len(self.scope)
+            self.statements(self.draw(st.integers(0, 2)))
+            self.switches.remove(z)
+            defined = self.scope[mark:]
+        # what a switch defines is defined for every value of z: readable after it
+        self.scope += [v for v in defined if v.plates == tuple(self.plates)]
+
+    def switch_bases_for(self, z: Var, domain: str) -> list[Var]:
+        return [v for v in self.scope if v.domain == domain and len(v.plates) == 1
+                and v.plates[0].size == z.size and v.plates[0] not in self.plates]
+
+    # ----- driver -------------------------------------------------------------------
+    def statement(self, kind: str) -> None:
+        self.budget -= 1
+        nested = len(self.plates) + self.gates
+        if kind in ("plate", "if", "case", "switch") and nested >= 3:
+            kind = "factory"
+        if kind == "plate" and len(self.ranges) >= 4 and not [
+                r for r in self.ranges if r not in self.plates]:
+            kind = "factory"
+        getattr(self, {"plate": "block_plate", "if": "block_if", "case": "block_case",
+                       "switch": "block_switch"}.get(kind, kind))()
+
+    def statements(self, count: int) -> None:
+        for _ in range(count):
+            if self.budget <= 0:
+                return
+            self.statement(self.pick(KINDS[self.profile]))
+
+
+@st.composite
+def valid_models(draw: Any, profile: str | None = None) -> ModelSpec:
+    """A random valid model (see the module docstring)."""
+    if profile is None:
+        profile = draw(st.sampled_from(PROFILES))
+    w = Writer(draw, profile)
+    w.budget = draw(st.integers(2, 8))
+    required = KINDS[profile][0]
+    if draw(st.booleans()):
+        w.statement(required)
+    w.statements(draw(st.integers(1, 5)))
+    if required != "factory" and required not in w.used:
+        w.budget = 3
+        w.statement(required)
+    defs: list[str] = []
+    for lines in w.defs.values():
+        defs += [*lines, ""]
+    body = (*defs, 'with ff.Model("fuzz") as model:', *w.lines)
+    data = "{" + ", ".join(w.run_data) + "}" if w.run_data else ""
+    iterations = draw(st.sampled_from((10, 5, 20)))
+    return ModelSpec(profile, body, iterations=iterations, data=data)
