@@ -31,7 +31,30 @@ FUZZ = settings(derandomize=True, deadline=None, database=None,
                 suppress_health_check=list(HealthCheck))
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+# Profiles and kinds in which the fuzzer still finds open bugs, each listed in issue 10's
+# note (fuzz findings V1-V17, I1); strict: a profile that passes must lose its mark.
+OPEN = {
+    "arithmetic": "V5 arithmetic on indexed variables (s[i] - s[j]) is a raw TypeError; "
+                  "V7 an array on the left of * builds an object array",
+    "logic": "V9 EP Greater/IsPositive evidence NaN on nearly uniform booleans",
+    "indexing": "V1 latent Poisson/Binomial refused with a plain ModelError; V17 2-D indices",
+    "data": "V2 ff.Data as a probability vector is refused at build",
+    "if": "V10/V14 an exit variable read inside its own branch is refused; V13 improper "
+          "posterior in a branch switched off by an observed condition",
+    "case": "V10/V11 nested gates on one condition",
+    "switch": "V15 a Switch inside a Switch, plates opened inside a Switch",
+    "deterministic": "V6 0.0 * x and expression nodes with zero coefficients",
+    "mixed": "V15/V16 combinations of the above",
+}
+OPEN_INVALID = {"dtype": "I1 masked arrays lose their mask silently"}
+
+
+def _marked(values: tuple, open_bugs: dict[str, str]) -> list:
+    return [pytest.param(v, marks=pytest.mark.xfail(strict=True, reason=open_bugs[v]))
+            if v in open_bugs else v for v in values]
+
+
+@pytest.mark.parametrize("profile", _marked(tuple(PROFILES), OPEN))
 @settings(FUZZ, max_examples=VALID_EXAMPLES)
 @given(data=st.data())
 def test_valid_models_compile_and_run_with_finite_results(profile, data):
@@ -41,7 +64,7 @@ def test_valid_models_compile_and_run_with_finite_results(profile, data):
         assert outcome.kind in VALID_OK, failure_report(spec, algorithm, outcome)
 
 
-@pytest.mark.parametrize("kind", INVALID_KINDS)
+@pytest.mark.parametrize("kind", _marked(tuple(INVALID_KINDS), OPEN_INVALID))
 @settings(FUZZ, max_examples=INVALID_EXAMPLES)
 @given(data=st.data())
 def test_invalid_models_raise_a_model_error_naming_the_culprit(kind, data):
