@@ -39,8 +39,9 @@ def messages(program: Program, algorithm: str) -> Program:
     def message_decl(name: str, of: VarDecl, plates: tuple[str, ...], label: str,
                      role: str = "message") -> None:
         if of.domain == "count":
-            raise ModelError(f"{of.label}: latent count variables are not supported by "
-                             f"{algorithm.upper()}; observe {of.label!r}.")
+            raise UnsupportedFactorError(
+                f"{of.label}: latent count variables are not supported by "
+                f"{algorithm.upper()}; observe {of.label!r}.")
         new_decls.append(VarDecl(name, role, of.domain, DOMAIN_FAMILY[of.domain], plates,
                                  of.event, label))
 
