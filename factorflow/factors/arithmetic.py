@@ -90,11 +90,15 @@ def _linear_evidence(out, mean, var, *inputs) -> np.ndarray:
                 return np.where(y == mean, 0.0, -np.inf)
             return np.where(out.is_uniform(), 0.0, out.log_prob(mean))
         prec = 1.0 / np.asarray(var, float)
-        fwd = Gaussian.from_natural(times_finite(prec, mean), prec)
+        fwd = Gaussian.from_natural(np.where(np.asarray(mean) == 0, 0.0,
+                                             times_finite(prec, mean)), prec)
         if y is not None:
             return np.where(fwd.is_uniform(), 0.0, fwd.log_prob(y))
-        return (log_normalizer_or_zero(fwd * out) - log_normalizer_or_zero(out)
-                - log_normalizer_or_zero(fwd))
+        general = (log_normalizer_or_zero(fwd * out) - log_normalizer_or_zero(out)
+                   - log_normalizer_or_zero(fwd))
+        # g a point mass (a zero scale, var 0): the output is a constant, its own
+        # evidence terms are 0 (``ep_variable_evidence``) and so is this factor's
+        return np.where(np.asarray(var) == 0, 0.0, general)
 
 
 # ----- Plus: sum = a + b ------------------------------------------------------------

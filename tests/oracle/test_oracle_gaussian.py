@@ -64,9 +64,6 @@ def vmp_checks(spec) -> Check:
 
 
 @SETTINGS
-# Known open failures, each named in issue 9's note; strict: when fixed, the
-# test passes and this mark must go.
-@pytest.mark.xfail(strict=True, reason="open bug (issue 9): EP evidence is NaN when a weight is scaled by a zero feature (w * [0.0]); VMP is right")
 @given(models.linear_gaussian())
 def test_ep_on_linear_gaussian_models(spec):
     ep_checks(spec).verdict()
@@ -82,9 +79,6 @@ def test_vmp_on_linear_gaussian_models(spec):
 
 
 @SETTINGS
-# Known open failures, each named in issue 9's note; strict: when fixed, the
-# test passes and this mark must go.
-@pytest.mark.xfail(strict=True, reason="open bug (issue 9): EP evidence is NaN when a weight is scaled by a zero feature inside a gated model")
 @given(models.linear_gaussian(gated=True))
 def test_ep_on_gated_linear_gaussian_models(spec):
     ep_checks(spec).verdict()

@@ -366,3 +366,29 @@ def test_an_exit_inside_a_switch_case_is_derived():
         result = model.infer(algorithm)
         assert_close(result["e4"].p, 0.1 * 0.6 + 0.9 * 0.3, atol=1e-10)
         assert_close(result.log_evidence, 0.0, atol=1e-10)
+
+
+def test_a_zero_feature_is_a_point_mass_at_zero():
+    """y_n ~ N(w·x_n + g, 1) with x = [0, 1]: the zero feature makes w·x_0 the constant 0
+    (EP's evidence was NaN, VMP's posterior NaN); exact against Gaussian conditioning."""
+    with ff.Model() as model:
+        g = ff.Gaussian("g", 0.5, precision=0.25)
+        w = ff.Gaussian("w", 1.0, precision=0.25)
+        with ff.Plate(ff.Range("n", 2)):
+            ff.Gaussian("y", w * ff.Data("x", np.array([0.0, 1.0])) + g, precision=1.0,
+                        observed=[0.3, -1.0])
+    design = np.array([[0.0, 1.0], [1.0, 1.0]])  # columns: w, g
+    prior_mean, prior_prec = np.array([1.0, 0.5]), np.diag([0.25, 0.25])
+    y = np.array([0.3, -1.0])
+    prec = prior_prec + design.T @ design
+    mean = np.linalg.solve(prec, prior_prec @ prior_mean + design.T @ y)
+    log_z = stats.multivariate_normal(design @ prior_mean,
+                                      design @ np.linalg.inv(prior_prec) @ design.T
+                                      + np.eye(2)).logpdf(y)
+    ep = model.infer("ep")
+    assert_close([float(ep["w"].mean), float(ep["g"].mean)], mean, atol=1e-9)
+    assert_close(float(ep["w"].variance), np.linalg.inv(prec)[0, 0], atol=1e-9)
+    assert_close(ep.log_evidence, log_z, atol=1e-9)
+    vmp = model.infer("vmp", iterations=500)
+    assert_close([float(vmp["w"].mean), float(vmp["g"].mean)], mean, atol=1e-8)
+    assert vmp.log_evidence <= log_z + 1e-9
