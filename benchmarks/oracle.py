@@ -125,8 +125,11 @@ def findings(results: dict[str, list[tuple]]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for family, records in results.items():
         for _, spec, fs in records:
+            firsts = {}  # one failure per distinct finding and model
             for sig, kind, text in fs:
-                key = sig if kind == "exception" else f"{sig} [{family}]"
+                firsts.setdefault(sig if kind == "exception" else f"{sig} [{family}]",
+                                  (sig, text))
+            for key, (sig, text) in firsts.items():
                 entry = out.setdefault(key, {"count": 0, "first": None, "smallest": None,
                                              "family": family, "signature": sig})
                 entry["count"] += 1
