@@ -165,8 +165,8 @@ def _label(name: str, decls: list[VarDecl]) -> str:
 def _gates_outside_loops(frames: list[tuple]) -> tuple:
     """The frames with each gate moved outside the plate loops its condition does not
     depend on (``for n: if c: …`` is ``if c: for n: …`` when c has no axis n), so that a
-    condition is met where it is defined, as the gate transform requires.  A Switch moves
-    as a pair (its loop over the cases, then its ``if``), which stays together."""
+    condition is met where it is defined, as the gate transform requires.  A Switch (its
+    loop over the cases, then its ``if``) is kept together and not moved."""
     blocks: list[list[tuple]] = []  # a plate loop, an If/Case, or a Switch's pair
     for f in frames:
         if f[0] == "if" and isinstance(f[2], str) and blocks and blocks[-1][-1][0] == "for" \
@@ -180,7 +180,11 @@ def _gates_outside_loops(frames: list[tuple]) -> tuple:
 
     for i in range(len(blocks)):
         j = i
-        while (j > 0 and gate(blocks[j]) is not None and gate(blocks[j - 1]) is None
+        # a Switch stays where it is: moved out of a plate, its clones would be laid out
+        # (cases, plate) by its loop and (plate, cases) by the variables it defines; the
+        # gate transform then refuses it by name ("place the gate outside that loop")
+        while (j > 0 and len(blocks[j]) == 1 and gate(blocks[j]) is not None
+               and gate(blocks[j - 1]) is None
                and blocks[j - 1][0][1] not in gate(blocks[j]).index):
             blocks[j - 1], blocks[j] = blocks[j], blocks[j - 1]
             j -= 1
