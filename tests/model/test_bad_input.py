@@ -446,18 +446,8 @@ def test_bad_case_value(value):
 
 
 def _mixture():
-    data = np.array([0.1, -0.3, 5.2, 4.8, 10.1, 9.7])
-    with ff.Model("mixture") as model:
-        k = ff.Range("k", 3)
-        weights = ff.Dirichlet("weights", np.ones(3))
-        with ff.Plate(k):
-            means = ff.Gaussian("means", 0.0, variance=100.0)
-        n = ff.Range("n", data.size)
-        with ff.Plate(n):
-            z = ff.Discrete("z", weights)
-            with ff.Switch(z):
-                ff.Gaussian("x", means[z], precision=1.0, observed=data)
-    return model
+    from tests.runtime.test_gated_models import mixture
+    return mixture(np.array([0.1, -0.3, 5.2, 4.8, 10.1, 9.7]), prior_mean=0.0)
 
 
 MIXTURE_INIT = {"means": ff.distributions.Gaussian([0.0, 5.0, 10.0], [1.0, 1.0, 1.0])}

@@ -90,17 +90,19 @@ def test_sprinkler_with_observed_cloudy_is_exact():
 DATA = np.array([0, 1, 2, 5, 6, 7, 10, 11, 12.0])
 
 
-def mixture() -> ff.Model:
+def mixture(data: np.ndarray = DATA, prior_mean: float = 6.0) -> ff.Model:
+    """Three Gaussian components with unit precision, N(prior_mean, 100) means and
+    Dirichlet(1, 1, 1) weights, ``data`` observed."""
     with ff.Model("mixture") as model:
         k = ff.Range("k", 3)
         weights = ff.Dirichlet("weights", np.ones(3))
         with ff.Plate(k):
-            means = ff.Gaussian("means", 6.0, variance=100.0)
-        n = ff.Range("n", DATA.size)
+            means = ff.Gaussian("means", prior_mean, variance=100.0)
+        n = ff.Range("n", data.size)
         with ff.Plate(n):
             z = ff.Discrete("z", weights)
             with ff.Switch(z):
-                ff.Gaussian("x", means[z], precision=1.0, observed=DATA)
+                ff.Gaussian("x", means[z], precision=1.0, observed=data)
     return model
 
 
