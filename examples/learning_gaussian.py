@@ -29,7 +29,9 @@ def main() -> dict[str, object]:
     compiled = model.compile("vmp")
     compile_ms = (time.perf_counter() - start) * 1e3
     result = compiled.run(iterations=50)
-    print("Learning a Gaussian, VMP, 50 iterations, data {5, 7}")
+    state = "converged" if result.converged else "not converged"
+    print(f"Learning a Gaussian, VMP, data {{5, 7}}: {result.iterations} of at most 50 "
+          f"iterations ({state})")
     print(f"  mean ~ {result['mean']}")
     print(f"  prec ~ {result['prec']}")
     print(f"  evidence lower bound = {result.log_evidence:.6f}")
