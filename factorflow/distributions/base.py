@@ -158,11 +158,13 @@ class Distribution(ABC):
         return self.eta
 
     def scatter_prod(self: D, indices: np.ndarray, size: int) -> D:
-        """``out[j] = prod of self[i] over i with indices[i] == j``, for j < size (axis 0)."""
+        """``out[j] = prod of self[i] over i with indices[i] == j``, for j < size: the
+        batch axes that ``indices`` spans (its shape leads the batch shape) become one axis
+        of length ``size``."""
         out = []
         indices = as_index(indices)
         for e in self._product_form():
-            acc = np.zeros((size,) + e.shape[1:])
+            acc = np.zeros((size,) + e.shape[indices.ndim:])
             np.add.at(acc, indices, e)
             out.append(acc)
         return self.from_natural(*out)

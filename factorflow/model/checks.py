@@ -11,19 +11,21 @@ for ``ff.Data`` (whose value may change between runs), again at every run:
 * ``check_data_value`` — an ``ff.Data`` value fits every place it is used (``DataUse``:
   support and shape);
 * ``check_statement`` — the known arguments of one factor statement fit together, by
-  the factor's own ``value_check`` (for example a Binomial count within its trials).
+  the factor's own ``value_check`` (for example a Binomial count within its trials), and
+  no random element fills two of its arguments (``check_distinct_arguments``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import combinations
 from typing import Any
 
 import numpy as np
 
-from factorflow.errors import DataError
+from factorflow.errors import DataError, ModelError
 from factorflow.factors.registry import FACTORS
-from factorflow.model.core import Data, FactorCall, Model, Variable
+from factorflow.model.core import Data, FactorCall, Indexed, Model, Variable
 
 #: NumPy kinds of real numbers: booleans, signed and unsigned integers, floats
 _REAL_KINDS = "biuf"
@@ -33,7 +35,20 @@ _KIND_NAMES = {"c": "complex", "O": "Python object", "U": "string", "S": "byte s
 
 def numeric_array(value: Any, what: str) -> np.ndarray:
     """``value`` as an array of real numbers (its own dtype kept), or DataError naming
-    ``what``: complex, object, string, date and structured data are refused, never cast."""
+    ``what``: complex, object, string, date and structured data are refused, never cast;
+    so is a masked array with a masked element (factorflow has no missing observations,
+    and unmasking would silently use the values under the mask).  A masked array with no
+    element masked is its data."""
+    if isinstance(value, np.ma.MaskedArray):
+        masked = np.ma.getmaskarray(value)
+        if masked.any():
+            first = tuple(int(i) for i in np.argwhere(masked)[0])
+            raise DataError(f"{what}: a masked array with {int(masked.sum())} masked "
+                            f"element(s) (the first at {first}); factorflow does not read "
+                            "masked values as missing observations.  Give the observed "
+                            "elements only (over a plate of their size), or fill the masked "
+                            "ones (np.ma.filled) if they are real values.")
+        value = np.ma.getdata(value)
     try:
         arr = np.asarray(value)
     except (TypeError, ValueError) as exc:  # ragged nested lists
@@ -97,7 +112,11 @@ def check_data_value(model: Model, name: str, value: Any) -> np.ndarray:
             if checked.shape != use.shape:
                 raise DataError(f"{what} has shape {checked.shape}, but needs shape "
                                 f"{use.shape}; give one value per plate element.")
-        elif not _broadcasts(checked.shape, use.shape):
+        elif use.domain == "simplex" and checked.shape[-1:] != use.shape[-1:]:
+            raise DataError(f"{what} has {checked.shape[-1]} categories (its last axis), "
+                            f"but needs {use.shape[-1]}, the number fixed when the model was "
+                            "built.")
+        elif not broadcasts_to(checked.shape, use.shape):
             raise DataError(f"{what} has shape {checked.shape}, which does not broadcast "
                             f"to the plates' shape {use.shape}; give one value per plate "
                             "element or a single value.")
@@ -107,8 +126,8 @@ def check_data_value(model: Model, name: str, value: Any) -> np.ndarray:
     return arr
 
 
-def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
-    """Whether an array of ``shape`` broadcasts to exactly ``target`` (no new axes)."""
+def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether an array of ``shape`` broadcasts to exactly ``target`` (no more axes)."""
     if len(shape) > len(target):
         return False
     try:
@@ -120,7 +139,9 @@ def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
 def check_statement(call: FactorCall, data: Mapping[str, Any]) -> None:
     """Run the factor's ``value_check`` on the known arguments of ``call`` (constants,
     observed values, ``ff.Data`` values from ``data``, by name); a statement with an
-    unknown argument the check needs is skipped.  DataError naming the variable."""
+    unknown argument the check needs is skipped.  DataError naming the variable.  Then
+    ``check_distinct_arguments``."""
+    check_distinct_arguments(call, data)
     factor = FACTORS.get(call.factor)
     if factor is None or factor.value_check is None:
         return
@@ -137,6 +158,67 @@ def check_statement(call: FactorCall, data: Mapping[str, Any]) -> None:
         label = call.output.name if call.output is not None else call.factor
         where = f" ({call.provenance})" if call.provenance else ""
         raise DataError(f"variable {label!r}{where}: {problem}")
+
+
+def check_distinct_arguments(call: FactorCall, data: Mapping[str, Any]) -> None:
+    """ModelError if one random element fills two arguments of ``call`` at some plate
+    element: ``x * x``, ``N(x, precision=x)``, ``s[i] - s[j]`` where ``i`` and ``j`` pick
+    the same element of ``s`` somewhere, ``s[i] - s`` where ``i`` picks an element's own
+    position.  Message passing treats a factor's arguments as separate edges, so the two
+    would be computed as if independent (silently wrong).  An index held by an ``ff.Data``
+    is read from ``data`` (by name) or its current value, and a clash it causes is a
+    DataError; an index not known yet is not checked."""
+    uses = [(k, v) for k, v in call.args.items() if _random_base(v) is not None]
+    shape = tuple(p.size for p in call.plates)
+    for (k1, v1), (k2, v2) in combinations(uses, 2):
+        base = _random_base(v1)
+        if _random_base(v2) is not base:
+            continue
+        where = ""
+        if not (isinstance(v1, Variable) and isinstance(v2, Variable)):
+            e1, e2 = (_elements(v, call.plates, data) for v in (v1, v2))
+            if isinstance(e1, np.ndarray) and isinstance(e2, np.ndarray):
+                e1, e2 = np.broadcast_to(e1, shape), np.broadcast_to(e2, shape)
+                if not (e1 == e2).any():
+                    continue
+                at = tuple(int(i) for i in np.argwhere(e1 == e2)[0])
+                where = (f" at element {at} of the plates {[p.name for p in call.plates]}"
+                         f" (both are {base.name}[{int(e1[at])}])")
+            elif not (isinstance(e1, tuple) and e1 == e2):
+                continue  # not known yet, or a switch's element against a fixed one
+        label = call.output.name if call.output is not None else call.factor
+        error = DataError if any(isinstance(v, Indexed) and isinstance(v.index, Data)
+                                 for v in (v1, v2)) else ModelError
+        raise error(
+            f"{label}: the random variable {base.name!r} is both argument {k1!r} and "
+            f"argument {k2!r} of {call.factor}{where}; message passing would treat the two "
+            "as independent.  Write x + x as 2 * x; otherwise index distinct elements, or "
+            "introduce a second variable tied to the first.")
+
+
+def _random_base(operand: Any) -> Variable | None:
+    """The latent variable an argument reads (itself, or the array it indexes)."""
+    var = operand.base if isinstance(operand, Indexed) else operand
+    return var if isinstance(var, Variable) and not var.is_observed else None
+
+
+def _elements(operand: Variable | Indexed, plates: tuple, data: Mapping[str, Any]) -> Any:
+    """Which element of its one-plate base an argument reads at each plate element: an
+    integer array over ``plates``, a token (equal for equal reads) for an index by a
+    switch's variable, None where not known (yet)."""
+    if isinstance(operand, Variable):
+        if len(operand.plates) != 1 or operand.plates[0] not in plates:
+            return None
+        shape = [1] * len(plates)
+        shape[plates.index(operand.plates[0])] = operand.plates[0].size
+        return np.arange(operand.plates[0].size).reshape(shape)
+    index = operand.index
+    if isinstance(index, Variable):
+        return ("switch", id(index))
+    if isinstance(index, Data):
+        value = data.get(index.name, index.value)
+        return None if value is None else np.asarray(value, float).astype(int)
+    return np.asarray(index)
 
 
 def _known_value(operand: Any, plates: tuple, data: Mapping[str, Any]) -> np.ndarray | None:
@@ -177,6 +259,7 @@ def run_data(model: Model, given: Mapping[str, Any]) -> dict[str, np.ndarray | N
         for call in model.statements:
             if any(isinstance(v, Data) or (isinstance(v, Variable)
                                            and isinstance(v.observed, Data))
+                   or (isinstance(v, Indexed) and isinstance(v.index, Data))
                    for v in (*call.args.values(), call.output)):
                 check_statement(call, values)
     return values

@@ -118,8 +118,86 @@ class Data:
         self.model._add_data(self)
 
 
+class Operators:
+    """Python operators on model values (``Variable`` and ``Indexed``): each builds a
+    deterministic factor statement (see ``model.factories``) and returns its variable.
+
+    ``+ - *`` with a constant or another real value, unary ``-``, ``/`` by a known
+    non-zero constant, ``> <`` on reals, ``& | ~`` on booleans.  A NumPy array on the left
+    (``X[:, 0] * w``) defers to these operators (``__array_ufunc__ = None``) instead of
+    building an object array elementwise.
+    """
+
+    __slots__ = ()
+    __array_ufunc__ = None
+
+    def __add__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.plus(self, other)
+
+    def __radd__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.plus(other, self)
+
+    def __sub__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.minus(self, other)
+
+    def __rsub__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.minus(other, self)
+
+    def __mul__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.times(self, other)
+
+    def __rmul__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.times(other, self)
+
+    def __neg__(self) -> Variable:
+        from factorflow.model import factories
+        return factories.negate(self)
+
+    def __truediv__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.divide(self, other)
+
+    def __rtruediv__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.divide(other, self)
+
+    def __gt__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.greater(self, other)
+
+    def __lt__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.greater(other, self)
+
+    def __and__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.logic("And", self, other)
+
+    def __rand__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.logic("And", other, self)
+
+    def __or__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.logic("Or", self, other)
+
+    def __ror__(self, other: Any) -> Variable:
+        from factorflow.model import factories
+        return factories.logic("Or", other, self)
+
+    def __invert__(self) -> Variable:
+        from factorflow.model import factories
+        return factories.logic("Not", self)
+
+
 @dataclass(eq=False)
-class Variable:
+class Variable(Operators):
     """A random variable of a model (possibly observed), batched over its plates."""
 
     name: str
@@ -146,51 +224,6 @@ class Variable:
     def __hash__(self) -> int:
         return id(self)
 
-    # ----- operators build deterministic factors (see model.factories) --------------
-    def __add__(self, other: Any) -> Variable:
-        from factorflow.model import factories
-        return factories.plus(self, other)
-
-    __radd__ = __add__
-
-    def __sub__(self, other: Any) -> Variable:
-        from factorflow.model import factories
-        return factories.minus(self, other)
-
-    def __rsub__(self, other: Any) -> Variable:
-        from factorflow.model import factories
-        return factories.minus(other, self)
-
-    def __mul__(self, other: Any) -> Variable:
-        from factorflow.model import factories
-        return factories.times(self, other)
-
-    __rmul__ = __mul__
-
-    def __gt__(self, other: Any) -> Variable:  # type: ignore[override]
-        from factorflow.model import factories
-        return factories.greater(self, other)
-
-    def __lt__(self, other: Any) -> Variable:  # type: ignore[override]
-        from factorflow.model import factories
-        return factories.greater(other, self)
-
-    def __and__(self, other: Any) -> Variable:
-        from factorflow.model import factories
-        return factories.logic("And", self, other)
-
-    __rand__ = __and__
-
-    def __or__(self, other: Any) -> Variable:
-        from factorflow.model import factories
-        return factories.logic("Or", self, other)
-
-    __ror__ = __or__
-
-    def __invert__(self) -> Variable:
-        from factorflow.model import factories
-        return factories.logic("Not", self)
-
     def __bool__(self) -> bool:
         raise ModelError(f"variable {self.name!r} is random: it has no truth value in Python. "
                          "Use ff.If(...) for conditions and &, |, ~ for logic.")
@@ -204,11 +237,17 @@ class Variable:
 
 
 @dataclass(frozen=True, eq=False)
-class Indexed:
-    """``array_variable[index]``: an element chosen by observed integers, per plate element."""
+class Indexed(Operators):
+    """``array_variable[index]``: an element chosen by observed integers, per plate element.
+
+    It takes part in arithmetic, comparisons and logic like a variable (``s[i] - s[j]``)."""
 
     base: Variable
     index: Any  # an integer array (or Data) over the current plates
+
+    def __bool__(self) -> bool:
+        raise ModelError(f"{self.base.name}[...] is random: it has no truth value in Python. "
+                         "Use ff.If(...) for conditions and &, |, ~ for logic.")
 
 
 @dataclass(eq=False)

@@ -11,7 +11,13 @@ from typing import Any
 import numpy as np
 
 from factorflow.errors import DataError, ModelError
-from factorflow.model.checks import check_data_value, check_statement, check_support, numeric_array
+from factorflow.model.checks import (
+    broadcasts_to,
+    check_data_value,
+    check_statement,
+    check_support,
+    numeric_array,
+)
 from factorflow.model.core import (
     Data,
     DataUse,
@@ -71,15 +77,15 @@ def _operand(model: Model, value: Any, domain: str, what: str,
                                             tuple(p.size for p in plates), True,
                                             base.plates[0].size))
             return value
-        arr = index
-        if arr is not None:
-            arr = check_support(arr, "int", f"index of {base.name}", size=base.plates[0].size)
-            shape = tuple(p.size for p in plates)
-            if arr.shape != shape:
-                raise DataError(f"{what}: the index into {base.name!r} has shape {arr.shape}, "
-                                f"but the enclosing plates {[p.name for p in plates]} have "
-                                f"shape {shape}.")
-        return value
+        arr = check_support(index, "int", f"index of {base.name}", size=base.plates[0].size)
+        shape = tuple(p.size for p in plates)
+        if not broadcasts_to(arr.shape, shape):
+            raise DataError(f"{what}: the index into {base.name!r} has shape {arr.shape}, "
+                            f"which does not broadcast to the shape {shape} of the enclosing "
+                            f"plates {[p.name for p in plates]}; give one index per plate "
+                            "element or a single index.")
+        # one element index per plate element, as the lowering lays it out
+        return Indexed(base, np.array(np.broadcast_to(arr.astype(int), shape)))
     if isinstance(value, Data):
         if value.model is not model:
             raise ModelError(f"{what}: Data {value.name!r} belongs to another model.")
@@ -107,12 +113,7 @@ def _check_domain(var: Variable, domain: str, what: str) -> None:
 def _check_plate_shape(arr: np.ndarray, model: Model, what: str,
                        event: tuple[int, ...] = ()) -> None:
     shape = tuple(p.size for p in model.plates) + event
-    try:
-        np.broadcast_shapes(arr.shape, shape)
-        ok = len(arr.shape) <= len(shape) and np.broadcast_shapes(arr.shape, shape) == shape
-    except ValueError:
-        ok = False
-    if not ok:
+    if not broadcasts_to(arr.shape, shape):
         names = [p.name for p in model.plates]
         raise DataError(f"{what}: shape {arr.shape} does not match the plates {names} "
                         f"(shape {shape}); give one value per plate element.")
@@ -152,27 +153,10 @@ def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
         var = Variable(name, domain, model.plates, model,
                        _observed(model, name, observed, domain, size), size, derived, prov)
         model.add_variable(var)
-    _distinct_random_arguments(factor, name, checked)
     call = FactorCall(factor, var, checked, model.plates, prov)
     check_statement(call, {})
     model.add_statement(call)
     return var
-
-
-def _distinct_random_arguments(factor: str, name: str, args: dict[str, Any]) -> None:
-    """ModelError if one random variable fills two arguments of a factor: message passing
-    treats a factor's arguments as separate edges, so ``x * x`` or ``N(x, precision=x)``
-    would be computed as if the two were independent (silently wrong)."""
-    seen: dict[int, str] = {}
-    for key, value in args.items():
-        if isinstance(value, Variable) and not value.is_observed:
-            if id(value) in seen:
-                raise ModelError(
-                    f"{name}: the random variable {value.name!r} is both argument "
-                    f"{seen[id(value)]!r} and argument {key!r} of {factor}; message passing "
-                    "would treat the two as independent.  Write x + x as 2 * x; otherwise "
-                    "introduce a second variable tied to the first.")
-            seen[id(value)] = key
 
 
 def _exclusive(a: tuple, b: tuple) -> bool:
@@ -269,9 +253,16 @@ def _categories(name: str, value: Any) -> int:
         if value.size is None:
             raise ModelError(f"{name}: {value.name!r} is not a probability vector.")
         return value.size
-    if isinstance(value, Indexed | Data):
-        raise ModelError(f"{name}: give the probabilities as a constant or a Dirichlet "
-                         "variable.")
+    if isinstance(value, Indexed):
+        raise ModelError(f"{name}: give the probabilities as a constant, an ff.Data or a "
+                         "Dirichlet variable.")
+    if isinstance(value, Data):
+        if value.value is None:
+            raise ModelError(f"{name}: ff.Data({value.name!r}) gives the probabilities but "
+                             "has no value yet, so the number of categories is unknown; "
+                             f"give it a value when it is created (ff.Data({value.name!r}, "
+                             "probs)); a run can then change the value (data=).")
+        value = value.value
     arr = numeric_array(value, f"variable {name!r}, argument 'probs'")
     if arr.ndim == 0:
         raise ModelError(f"{name}: probabilities must be a vector, got a scalar.")
@@ -339,6 +330,35 @@ def minus(a: Any, b: Any) -> Variable:
                          "variable; write 0.0.")
     return _derived("Minus", f"({_label(a)} - {_label(b)})", "real", {"a": a, "b": b},
                     {"a": "real", "b": "real"})
+
+
+def negate(a: Any) -> Variable:
+    """``-a``: the real variable ``(-1) · a``."""
+    return _derived("ScaleBy", f"(-{_label(a)})", "real", {"a": a, "scale": -1.0},
+                    {"a": "real", "scale": "real"})
+
+
+def divide(a: Any, b: Any) -> Variable:
+    """``a / b`` for a known, finite, non-zero constant ``b`` (a number or an array over
+    the plates): the real variable ``(1 / b) · a``.  A random or ``ff.Data`` divisor, or a
+    constant divided by a random value, is refused with ModelError (no division factor)."""
+    label = f"({_label(a)} / {_label(b)})"
+    if isinstance(b, Variable | Indexed | Data):
+        what = "ff.Data" if isinstance(b, Data) else "random variable"
+        if isinstance(b, Variable) and b.is_observed:
+            what = "observed variable"
+        raise ModelError(f"{label}: dividing by the {what} {_label(b)!r} is not supported "
+                         "(there is no division factor); divide by a constant, or put a "
+                         "variable on the reciprocal.")
+    if not isinstance(a, Variable | Indexed):
+        raise ModelError(f"{label}: this divides by a model value; only division by a "
+                         "known constant is supported.")
+    divisor = numeric_array(b, f"{label}: divisor").astype(float)
+    if not np.all(np.isfinite(divisor)) or np.any(divisor == 0):
+        bad = divisor[~np.isfinite(divisor) | (divisor == 0)].flat[0]
+        raise DataError(f"{label}: the divisor must be finite and non-zero, got {bad!r}.")
+    return _derived("ScaleBy", label, "real", {"a": a, "scale": 1.0 / divisor},
+                    {"a": "real", "scale": "real"})
 
 
 def times(a: Any, b: Any) -> Variable:

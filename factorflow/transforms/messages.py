@@ -20,7 +20,7 @@ from factorflow.codegen.names import backward, forward, marginal
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.factors.registry import DOMAIN_FAMILY, FACTORS
 from factorflow.ir import Const, For, If, Program, Ref, Stmt, VarDecl
-from factorflow.ir.nodes import Arange, Operand
+from factorflow.ir.nodes import Arange, Operand, walk
 
 SUFFIX = {"ep": "average_conditional", "vmp": "average_logarithm"}
 EVIDENCE = {"ep": "log_average_factor", "vmp": "average_log_factor"}
@@ -36,12 +36,16 @@ def messages(program: Program, algorithm: str) -> Program:
     vmp_derived = derived if algorithm == "vmp" else set()
     new_decls: list[VarDecl] = []
 
+    defined_at = {o.var: stmt.provenance for stmt, _ in walk(program.body)
+                  for o in stmt.outputs}
+
     def message_decl(name: str, of: VarDecl, plates: tuple[str, ...], label: str,
                      role: str = "message") -> None:
         if of.domain == "count":
+            where = defined_at.get(of.name, "")
             raise UnsupportedFactorError(
-                f"{of.label}: latent count variables are not supported by "
-                f"{algorithm.upper()}; observe {of.label!r}.")
+                f"{of.label}{f' ({where})' if where else ''}: latent count variables are "
+                f"not supported by {algorithm.upper()}; observe {of.label!r}.")
         new_decls.append(VarDecl(name, role, of.domain, DOMAIN_FAMILY[of.domain], plates,
                                  of.event, label))
 

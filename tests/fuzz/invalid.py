@@ -410,8 +410,8 @@ def shape(w: FaultWriter) -> Fault:
         w.before_context([
             f"    k = ff.Range('k', {size})", "    with ff.Plate(k):",
             f"        base = ff.Gaussian({name!r}, 0.0, precision=1.0)"])
-        if form == "index-shape":
-            index = np.zeros(wrong(), int)
+        if form == "index-shape":  # an index broadcasts like a parameter
+            index = np.zeros(wrong(broadcasts=True), int)
         else:
             index = np.zeros(good, int)
             flat = index.reshape(-1)
@@ -569,9 +569,9 @@ def dtype(w: FaultWriter) -> Fault:
     name = w.culprit()
     w.open_plates()
     shape_ = w.shape
-    form = w.pick(("complex", "object", "string", "ragged", "dict", "set", "complex-scalar",
-                   "bytes", "masked", "bigint", "variable", "range"))
     n = int(np.prod(shape_)) if shape_ else 1
+    form = w.pick(("complex", "object", "string", "ragged", "dict", "set", "complex-scalar",
+                   "bytes", "bigint", "variable", "range") + (("masked",) if n else ()))
     if form == "complex":
         value = f"np.full({shape_!r}, 1.0 + 2.0j)" if shape_ else "np.array(1.0 + 2.0j)"
     elif form == "complex-scalar":
@@ -588,6 +588,7 @@ def dtype(w: FaultWriter) -> Fault:
     elif form == "set":
         value = "{1.0}"
     elif form == "masked":  # PyMC reads masked values as missing: refuse, never unmask
+        # (an empty masked array masks nothing: it is plain data, so never drawn empty)
         value = f"np.ma.masked_array(np.ones({shape_!r}), mask=True)"
     elif form == "bigint":
         value = f"np.full({shape_!r}, 2**70)" if shape_ else "2**70"
@@ -599,7 +600,6 @@ def dtype(w: FaultWriter) -> Fault:
         value = "k9"
     else:
         value = "b'1'"
-    del n
     where = w.pick(("observed", "mean", "p", "data", "precision", "index"))
     if form == "variable" and where in ("mean", "data"):
         where = "observed"  # a real variable is a fine mean

@@ -34,19 +34,12 @@ FUZZ = settings(derandomize=True, deadline=None, database=None,
 # Profiles and kinds in which the fuzzer still finds open bugs, each listed in issue 10's
 # note (fuzz findings V1-V17, I1); strict: a profile that passes must lose its mark.
 OPEN = {
-    "arithmetic": "V5 arithmetic on indexed variables (s[i] - s[j]) is a raw TypeError; "
-                  "V7 an array on the left of * builds an object array",
     "logic": "V9 EP Greater/IsPositive evidence NaN on nearly uniform booleans",
-    "indexing": "V1 latent Poisson/Binomial refused with a plain ModelError; V17 2-D indices",
-    "data": "V2 ff.Data as a probability vector is refused at build",
     "if": "V10/V14 an exit variable read inside its own branch is refused; V13 improper "
           "posterior in a branch switched off by an observed condition",
-    "case": "V10/V11 nested gates on one condition",
     "switch": "V15 a Switch inside a Switch, plates opened inside a Switch",
-    "deterministic": "V6 0.0 * x and expression nodes with zero coefficients",
-    "mixed": "V15/V16 combinations of the above",
 }
-OPEN_INVALID = {"dtype": "I1 masked arrays lose their mask silently"}
+OPEN_INVALID: dict[str, str] = {}
 
 
 def _marked(values: tuple, open_bugs: dict[str, str]) -> list:

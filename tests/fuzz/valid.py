@@ -140,6 +140,8 @@ class Writer:
     names: set[str] = field(default_factory=set)
     #: roots of operand texts written so far (see ``Var.roots``); constants: empty
     roots_of: dict[str, frozenset[str] | None] = field(default_factory=dict)
+    #: indexed operand texts -> (the array they index, the index)
+    index_of: dict[str, tuple[Var, np.ndarray]] = field(default_factory=dict)
     #: roots some ff.constrain_true already constrains (each at most once, so that the
     #: constraints of a model can hold together: its evidence is never zero)
     constrained: set[str] = field(default_factory=set)
@@ -253,6 +255,12 @@ class Writer:
             return text
         return self.constant(domain, size)
 
+    def second_operand(self, domain: str, first: Var) -> str:
+        """An operand for a factor whose other argument is ``first``: never ``first``
+        itself (a random variable filling two arguments of one factor is refused)."""
+        b = self.operand(domain)
+        return self.constant(domain) if b == first.ident else b
+
     def roots(self, text: str) -> frozenset[str] | None:
         """The roots of an operand text (constants and data have none)."""
         return self.roots_of.get(text, frozenset())
@@ -278,9 +286,15 @@ class Writer:
                 if v.domain == domain and len(v.plates) == 1 and v.plates[0].size == z.size
                 and v.plates[0] not in self.plates and (size is None or v.size == size)]
 
-    def indexed(self, base: Var) -> str:
+    def indexed(self, base: Var, avoid: np.ndarray | None = None) -> str:
+        """``base[index]`` with a random index per plate element; one that differs from
+        ``avoid`` at every element where given (two reads of one element by one factor
+        are refused), so then ``base`` needs two elements."""
         self.used.add("index")
-        index = self.values("int", self.shape, base.plates[0].size)
+        size = base.plates[0].size
+        index = self.values("int", self.shape, size)
+        if avoid is not None:
+            index = np.where(index == avoid, (avoid + 1) % size, index).astype(index.dtype)
         if self.flip(0.1):  # whole numbers as floats: the checks accept them as indices
             index = index.astype(float)
         if self.flip(0.2):
@@ -291,6 +305,7 @@ class Writer:
         else:
             text = f"{base.ident}[{lit(index)}]"
         self.roots_of[text] = base.roots
+        self.index_of[text] = (base, index)
         return text
 
     def data_value(self, domain: str, size: int | None = None, observed: bool = False) -> str:
@@ -305,7 +320,8 @@ class Writer:
             value, again = (self.values(domain, self.shape) for _ in range(2))
         else:
             value, again = (self.values(domain, ()) for _ in range(2))
-        if self.flip(0.2):  # no value when compiling: only at run time
+        if domain != "simplex" and self.flip(0.2):  # no value when compiling: only at
+            # run time (probabilities need one: it fixes the number of categories)
             self.emit(f"{ident} = ff.Data({name!r})")
             self.run_data.append(f"{name!r}: {lit(again)}")
         else:
@@ -409,16 +425,23 @@ class Writer:
     def arith(self) -> None:
         self.used.add("arith")
         a = self.random_var("real")
-        op = self.pick(("+", "-", "c*", "*c", "*", "r-"))
+        op = self.pick(("+", "-", "c*", "*c", "*", "r-", "neg", "/c"))
         if op == "*":
             b = self.random_var("real")
+            if b is a:  # x * x is refused (one variable in two arguments of Product)
+                b = self.define("real", observe=False)
             expr, roots = f"{a.ident} * {b.ident}", self.join(a.roots, b.roots)
-        elif op in ("c*", "*c"):
+        elif op in ("c*", "*c"):  # c* with an array c: an array on the left of *
             c = self.constant("real")
             expr = f"{c} * {a.ident}" if op == "c*" else f"{a.ident} * {c}"
             roots = a.roots if np.all(eval(c, {"np": np, "float": float}) != 0) else None
+        elif op == "neg":
+            expr, roots = f"-{a.ident}", a.roots
+        elif op == "/c":
+            c = self.constant("positive")
+            expr, roots = f"{a.ident} / {c if self.flip() else '-' + c}", a.roots
         else:
-            b = self.operand("real")
+            b = self.operand("real") if op == "+" else self.second_operand("real", a)
             expr = f"{b} - {a.ident}" if op == "r-" else f"{a.ident} {op} {b}"
             roots = self.join(a.roots, self.roots(b))
         var = self.derived(expr, "real", roots)
@@ -434,7 +457,7 @@ class Writer:
         if form == "pos":
             expr, roots = f"ff.is_positive({a.ident})", a.roots
         else:
-            b = self.operand("real")
+            b = self.second_operand("real", a)
             expr = f"{a.ident} {'>' if form == 'gt' else '<'} {b}"
             roots = self.join(a.roots, self.roots(b))
         var = self.derived(expr, "bool", roots)
@@ -448,7 +471,7 @@ class Writer:
         if form == "~":
             var = self.derived(f"~{a.ident}", "bool", a.roots)
         else:
-            b = self.operand("bool")
+            b = self.second_operand("bool", a)
             roots = self.join(a.roots, self.roots(b))
             if form == "&" and b not in self.roots_of and not (
                     b.startswith(("True", "np.")) and np.all(eval(b, {"np": np}))):
@@ -491,8 +514,14 @@ class Writer:
             return
         target = self.indexed(self.pick(bases))
         if domain == "real" and self.flip(0.5):
-            other = self.index_bases("real")
-            b = self.indexed(self.pick(other)) if other else self.random_var("real").ident
+            base, index = self.index_of[target]
+            other = [v for v in self.index_bases("real")
+                     if v is not base or v.plates[0].size > 1]
+            if other:
+                pick = self.pick(other)
+                b = self.indexed(pick, index if pick is base else None)
+            else:
+                b = self.random_var("real").ident
             expr = f"{target} - {b}" if self.flip(0.5) else f"{b} - {target}"
             target = self.derived(expr, "real", self.join(self.roots(target),
                                                           self.roots(b))).ident
@@ -553,7 +582,11 @@ class Writer:
     def determ(self) -> None:
         self.used.add("determ")
         formula, arity = self.pick(FORMULAS)
-        parents = [self.random_var("real") for _ in range(arity)]
+        parents = [self.random_var("real")]
+        if arity == 2:  # two distinct parents: one variable in two arguments is refused
+            second = self.random_var("real")
+            parents.append(second if second is not parents[0]
+                           else self.define("real", observe=False))
         ident, name = self.fresh()
         args = ", ".join(f"{k}={p.ident}" for k, p in zip("ab", parents, strict=False))
         self.emit(f"{ident} = ff.Deterministic({name!r}, {formula}, {args})")
