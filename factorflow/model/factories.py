@@ -305,7 +305,11 @@ def _label(v: Any) -> str:
     if isinstance(v, Variable):
         return v.name
     if isinstance(v, Indexed):
-        return f"{v.base.name}[...]"
+        index = v.index
+        if isinstance(index, Variable | Data):
+            return f"{v.base.name}[{index.name}]"
+        arr = np.asarray(index)
+        return f"{v.base.name}[{arr.item()}]" if arr.ndim == 0 else f"{v.base.name}[...]"
     if isinstance(v, Data):
         return v.name
     arr = np.asarray(v)
@@ -340,8 +344,8 @@ def negate(a: Any) -> Variable:
 
 def divide(a: Any, b: Any) -> Variable:
     """``a / b`` for a known, finite, non-zero constant ``b`` (a number or an array over
-    the plates): the real variable ``(1 / b) · a``.  A random or ``ff.Data`` divisor, or a
-    constant divided by a random value, is refused with ModelError (no division factor)."""
+    the plates): the real variable ``(1 / b) · a``.  A random, observed or ``ff.Data``
+    divisor is refused with ModelError (there is no division factor)."""
     label = f"({_label(a)} / {_label(b)})"
     if isinstance(b, Variable | Indexed | Data):
         what = "ff.Data" if isinstance(b, Data) else "random variable"
@@ -350,13 +354,10 @@ def divide(a: Any, b: Any) -> Variable:
         raise ModelError(f"{label}: dividing by the {what} {_label(b)!r} is not supported "
                          "(there is no division factor); divide by a constant, or put a "
                          "variable on the reciprocal.")
-    if not isinstance(a, Variable | Indexed):
-        raise ModelError(f"{label}: this divides by a model value; only division by a "
-                         "known constant is supported.")
     divisor = numeric_array(b, f"{label}: divisor").astype(float)
     if not np.all(np.isfinite(divisor)) or np.any(divisor == 0):
         bad = divisor[~np.isfinite(divisor) | (divisor == 0)].flat[0]
-        raise DataError(f"{label}: the divisor must be finite and non-zero, got {bad!r}.")
+        raise DataError(f"{label}: the divisor must be finite and non-zero, got {float(bad)!r}.")
     return _derived("ScaleBy", label, "real", {"a": a, "scale": 1.0 / divisor},
                     {"a": "real", "scale": "real"})
 

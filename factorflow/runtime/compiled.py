@@ -247,6 +247,10 @@ class CompiledModel:
                       seconds, converged=converged, trace=tuple(monitor.trace))
 
 
+#: a relative change this small is floating-point round-off, not movement
+ROUND_OFF = 64 * np.finfo(float).eps
+
+
 class _Monitor:
     """The generated loop's hook: after each sweep, the change of every posterior's
     natural parameters, the log evidence or bound, and the user's callback (the loop's
@@ -310,6 +314,8 @@ class _Monitor:
         rate = change / self.change if 0 < self.change < np.inf else 1.0
         self.distance = change / (1.0 - rate) if rate < 1.0 else (0.0 if change == 0
                                                                    else np.inf)
+        if change <= ROUND_OFF:  # changes at the round-off floor wander: no rate to read
+            self.distance = change
         self.change, self.moved = change, moved
         stop = bool(self.user(iteration, posteriors)) if self.user is not None else False
         settled = self.tolerance is not None and self.distance <= self.tolerance

@@ -260,6 +260,9 @@ BAD_VALUES = {
     "object": (np.array([1.0, 2.0], dtype=object), r"Python object data"),
     "string": (np.array(["1.0", "2.0"]), r"string data"),
     "ragged": ([[1.0], [1.0, 2.0]], r"expected an array of numbers"),
+    "masked": (np.ma.masked_array([1.0, 2.0], mask=[False, True]),
+               r"a masked array with 1 masked element\(s\) \(the first at \(1,\)\); "
+               "factorflow does not read masked values as missing observations"),
 }
 PLACES = {
     "observed": lambda v: ff.Gaussian("culprit", 0.0, precision=1.0, observed=v),
@@ -289,6 +292,75 @@ def test_non_real_vector_parameters(make, match):
         warnings.simplefilter("error")
         with ff.Model(), pytest.raises(ff.DataError, match=match):
             make()
+
+
+def test_masked_values_are_refused_as_indices_and_at_run_time():
+    masked = np.ma.masked_array([0, 1], mask=[True, False])
+    with ff.Model() as model:
+        k, n = ff.Range("k", 2), ff.Range("n", 2)
+        with ff.Plate(k):
+            s = ff.Gaussian("s", 0.0, precision=1.0)
+        with ff.Plate(n):
+            with pytest.raises(ff.DataError, match=r"index of s: a masked array"):
+                ff.Gaussian("y", s[masked], precision=1.0)
+            d = ff.Data("d", np.zeros(2))
+            ff.Gaussian("z", s[np.array([0, 1])], precision=1.0, observed=d)
+    with pytest.raises(ff.DataError, match=r"ff.Data\('d'\): a masked array with 2"):
+        model.infer("ep", data={"d": np.ma.masked_invalid([np.nan, np.inf])})
+
+
+def test_a_masked_array_with_nothing_masked_is_its_data():
+    def posterior(observed):
+        with ff.Model() as model:
+            m = ff.Gaussian("m", 0.0, precision=1.0)
+            n = ff.Range("n", 3)
+            with ff.Plate(n):
+                ff.Gaussian("y", m, precision=2.0, observed=observed)
+        return model.infer("ep")["m"]
+    y = np.array([0.5, 1.5, -1.0])
+    got, plain = posterior(np.ma.masked_invalid(y)), posterior(y)
+    assert_close([got.mean, got.variance], [plain.mean, plain.variance], rtol=0, atol=0)
+    assert_close(plain.mean, 2 * y.sum() / 7)
+
+
+def test_data_probabilities_of_a_discrete():
+    """ff.Data as the probability vector (V2): the evidence of an observed category is
+    the log of its probability, with the value given at each run."""
+    with ff.Model() as model:
+        probs = ff.Data("probs", np.array([0.2, 0.3, 0.5]))
+        z = ff.Data("z", 2)
+        ff.Discrete("x", probs, observed=z)
+        n = ff.Range("n", 2)
+        with ff.Plate(n):
+            rows = ff.Data("rows", np.array([[0.2, 0.8], [0.6, 0.4]]))
+            ff.Discrete("w", rows)
+    for algorithm in ("ep", "vmp"):
+        compiled = model.compile(algorithm)
+        result = compiled.run()
+        assert_close(result.log_evidence, np.log(0.5))
+        result = compiled.run(data={"probs": np.array([0.6, 0.3, 0.1]), "z": 0,
+                                    "rows": np.array([[0.1, 0.9], [0.7, 0.3]])})
+        assert_close(result.log_evidence, np.log(0.6))
+        assert_close(result["w"].probs, [[0.1, 0.9], [0.7, 0.3]])
+        with pytest.raises(ff.DataError, match=r"ff.Data\('probs'\) as variable 'x', "
+                           r"argument 'probs' has 1 categories .* needs 3"):
+            compiled.run(data={"probs": np.array([1.0])})
+
+
+def test_data_probabilities_need_a_value_when_built():
+    with ff.Model():
+        probs = ff.Data("probs")
+        with pytest.raises(ff.ModelError, match=r"x: ff.Data\('probs'\) gives the "
+                           "probabilities but has no value yet"):
+            ff.Discrete("x", probs)
+
+
+def test_a_latent_count_is_refused_naming_its_statement():
+    with ff.Model() as model:
+        ff.Poisson("k", 3.5)
+    with pytest.raises(ff.UnsupportedFactorError, match=r"k \(test_bad_input.py:\d+: "
+                       r"ff.Poisson\(\"k\", 3.5\)\): latent count"):
+        model.compile("ep")
 
 
 def test_complex_data_at_run_time():
