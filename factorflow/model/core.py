@@ -122,7 +122,7 @@ class Operators:
     """Python operators on model values (``Variable`` and ``Indexed``): each builds a
     deterministic factor statement (see ``model.factories``) and returns its variable.
 
-    ``+ - *`` with a constant or another real value, unary ``-``, ``/`` by a known
+    ``+ - *`` with a constant or another real value, unary ``-`` and ``+``, ``/`` by a known
     non-zero constant, ``> <`` on reals, ``& | ~`` on booleans.  A NumPy array on the left
     (``X[:, 0] * w``) defers to these operators (``__array_ufunc__ = None``) instead of
     building an object array elementwise.
@@ -158,6 +158,9 @@ class Operators:
     def __neg__(self) -> Variable:
         from factorflow.model import factories
         return factories.negate(self)
+
+    def __pos__(self) -> Operators:
+        return self
 
     def __truediv__(self, other: Any) -> Variable:
         from factorflow.model import factories

@@ -317,6 +317,7 @@ def test_negation_and_division_are_labelled_as_written():
         a = ff.Gaussian("a", 0.0, precision=1.0)
         assert (-a).name == "(-a)"
         assert (a / 2).name == "(a / 2)"
+        assert +a is a
 
 
 # ----- refused ---------------------------------------------------------------------------
