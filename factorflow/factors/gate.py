@@ -146,7 +146,15 @@ def _enter_value(clones, cases, value, indices) -> Distribution:
             log_w = np.concatenate([log_w, logsumexp(lw[..., rest], axis=-1,
                                                              keepdims=True)], axis=-1)
         comps = concat(comps, expand(value, v.batch_shape[:-1] + (1,)))
-    return project(comps, log_w) / value
+    message = project(comps, log_w) / value
+    # where every clone's message is uniform the mixture is the value itself: the message
+    # is exactly uniform (the projection's rounding would leave an improper residue)
+    silent = np.all(m.is_uniform(), axis=-1)
+    if not np.any(silent):
+        return message
+    return type(message).from_natural(*(
+        np.where(np.reshape(silent, silent.shape + (1,) * (np.ndim(e) - silent.ndim)), 0.0, e)
+        for e in message.eta))
 
 
 def _all(cases: Any) -> tuple[int, ...]:
