@@ -429,3 +429,21 @@ def test_shared_parents_cancel_compare_and_multiply_by_name():
     mean = np.trapezoid(grid * w, grid) / np.trapezoid(w, grid)
     assert_close(result["b"].mean, mean, atol=1e-6)
     assert_close(result.log_evidence, np.log(np.trapezoid(w, grid)), atol=1e-6)
+
+
+def test_ep_gamma_with_a_gated_poisson_child_has_exact_evidence():
+    """EP's message from a gate to a Gamma may have a negative rate (it is divided by the
+    prior); its normalizer was NaN, and so was the log evidence. Exact here: one site."""
+    with ff.Model() as model:
+        t = ff.Gamma("t", 1.0, rate=0.5)
+        c = ff.Bernoulli("c", 0.1)
+        with ff.If(c):
+            ff.Poisson("y", t, observed=0)
+        with ff.IfNot(c):
+            ff.Poisson("y", 0.5, observed=0)
+    z = 0.1 * (0.5 / 1.5) + 0.9 * np.exp(-0.5)    # ∫ Gamma(t; 1, 0.5) e^{-t} dt = 1/3
+    result = model.infer("ep")
+    assert_close(result.log_evidence, np.log(z), atol=1e-12)
+    assert_close(result["c"].p, 0.1 / 3 / z, atol=1e-12)
+    w = 0.1 / 3 / z                                # posterior: w Gamma(1, 1.5) + (1-w) Gamma(1, .5)
+    assert_close(result["t"].mean, w / 1.5 + (1 - w) / 0.5, atol=1e-10)
