@@ -142,7 +142,10 @@ class _Discrete:
         else:
             # (a Switch after Case gates on the same condition is refused by factorflow
             # with a ModelError asking for the Switch first: generated the other way)
-            kind = "switch" if g.flag(0.25) and name not in self.cased else "case"
+            # (a Switch inside a plate on a condition outside it is refused too, with a
+            # ModelError asking for the gate outside the plate: Case gates there instead)
+            kind = "switch" if g.flag(0.25) and name not in self.cased and (
+                elements is None or cond[4] is not None) else "case"
             keys = (None,) if kind == "switch" else tuple(range(k))
             if kind == "case":
                 self.cased.add(name)
