@@ -162,7 +162,7 @@ def _all(cases: Any) -> tuple[int, ...]:
 
 
 @ENTER.operator("ep", "enter")
-@ENTER.operator("vmp", "enter", trigger=("value", "cases"))
+@ENTER.operator("vmp", "enter", trigger=("value", "cases"), skip_if_uniform=("value",))
 def _enter(cases, value) -> Distribution:
     """``value`` in every case."""
     return expand(value, np.broadcast_shapes(value.batch_shape + (1,), np.shape(_logits(cases))))
@@ -185,7 +185,8 @@ def _enter_cases_ep(enter, cases, value) -> Bernoulli:
 
 
 @ENTER_PARTIAL.operator("ep", "enter_partial")
-@ENTER_PARTIAL.operator("vmp", "enter_partial", trigger=("value", "cases"))
+@ENTER_PARTIAL.operator("vmp", "enter_partial", trigger=("value", "cases"),
+                        skip_if_uniform=("value",))
 def _enter_partial(cases, value, indices) -> Distribution:
     """``value`` in each listed case."""
     batch = np.broadcast_shapes(value.batch_shape, np.shape(_logits(cases))[:-1])
@@ -235,7 +236,7 @@ def _one(cases, value, clone, index, ep: bool = True
 
 
 @ENTER_ONE.operator("ep", "enter_one")
-@ENTER_ONE.operator("vmp", "enter_one", trigger=("value", "cases"))
+@ENTER_ONE.operator("vmp", "enter_one", trigger=("value", "cases"), skip_if_uniform=("value",))
 def _enter_one(cases, value, index) -> Distribution:
     """``value`` itself, on the element batch."""
     lw = _logits(cases)

@@ -10,7 +10,6 @@ variable, a Gaussian drawn identically in every case of a Switch, or a mixture
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from tests.oracle import models
@@ -86,7 +85,6 @@ def test_ep_on_gated_linear_gaussian_models(spec):
 @SETTINGS
 # Known open failures, each named in issue 9's note; strict: when fixed, the
 # test passes and this mark must go.
-@pytest.mark.xfail(strict=True, reason="open bug (issue 9): a derived variable (2*g1) entered into a Switch and also into an If: the VMP initialisation schedule starts from its uniform forward message, an improper posterior")
 @given(models.linear_gaussian(gated=True))
 def test_vmp_on_gated_linear_gaussian_models(spec):
     vmp_checks(spec).verdict()

@@ -447,3 +447,25 @@ def test_ep_gamma_with_a_gated_poisson_child_has_exact_evidence():
     assert_close(result["c"].p, 0.1 / 3 / z, atol=1e-12)
     w = 0.1 / 3 / z                                # posterior: w Gamma(1, 1.5) + (1-w) Gamma(1, .5)
     assert_close(result["t"].mean, w / 1.5 + (1 - w) / 0.5, atol=1e-10)
+
+
+def test_vmp_derived_variable_entered_into_two_gates_starts_from_its_prior():
+    """2·g entered into a Switch and into an If: the initialisation schedule started the
+    Switch's clone from the derived variable's uniform forward message (an improper
+    posterior, NaN at the second sweep). Gate.Enter under VMP now requires the value."""
+    with ff.Model() as model:
+        g = ff.Gaussian("g", -2.0, precision=0.25)
+        s = g + g
+        z = ff.Discrete("z", [0.5, 0.5])
+        with ff.Switch(z):
+            ff.Gaussian("e", s, precision=0.25)
+        c = ff.Bernoulli("c", 0.1)
+        with ff.If(c):
+            ff.Gaussian("y", g, precision=0.25, observed=-2.3)
+        with ff.IfNot(c):
+            ff.Gaussian("y", s, precision=0.25, observed=-2.3)
+    log_z = np.log(0.1 * stats.norm.pdf(-2.3, -2.0, np.sqrt(8.0))
+                   + 0.9 * stats.norm.pdf(-2.3, -4.0, np.sqrt(20.0)))
+    trace = model.infer("vmp", iterations=200).trace
+    assert np.all(np.isfinite(trace)) and trace[-1] <= log_z + 1e-12
+    assert np.all(np.diff(trace) >= -1e-12)           # coordinate ascent: never falls
