@@ -33,7 +33,6 @@ FUZZ = settings(derandomize=True, deadline=None, database=None,
 
 # Profiles and kinds in which the fuzzer still finds open bugs, each listed in issue 10's
 # note (fuzz findings V1-V17, I1); strict: a profile that passes must lose its mark.
-import os
 OPEN = {
     "arithmetic": "V5 arithmetic on indexed variables (s[i] - s[j]) is a raw TypeError; "
                   "V7 an array on the left of * builds an object array",
@@ -47,8 +46,6 @@ OPEN = {
     "deterministic": "V6 0.0 * x and expression nodes with zero coefficients",
     "mixed": "V15/V16 combinations of the above",
 }
-for _k in os.environ.get("FUZZ_TRY", "").split(","):
-    OPEN.pop(_k, None)
 OPEN_INVALID = {"dtype": "I1 masked arrays lose their mask silently"}
 
 
