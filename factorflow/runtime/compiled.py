@@ -20,6 +20,7 @@ from factorflow.model.factories import check_support
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE
 from factorflow.runtime.result import Result
+from factorflow.transforms.gates import GateOptions
 from factorflow.transforms.pipeline import Compilation, compile_program
 
 
@@ -58,6 +59,8 @@ class CompiledModel:
     generated: Generated
     compile_seconds: float
     user_initialized: frozenset[str]
+    #: the gate transform's "alternative method": whole arrays enter gates (seed 001)
+    enter_whole_arrays: bool = False
 
     @property
     def source(self) -> str:
@@ -76,7 +79,8 @@ class CompiledModel:
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickle (and deepcopy) as the model, the algorithm and the initialised names;
         loading compiles again, which gives the same program and the same numbers."""
-        return _recompile, (self.model, self.algorithm, tuple(sorted(self.user_initialized)))
+        return _recompile, (self.model, self.algorithm, tuple(sorted(self.user_initialized)),
+                            self.enter_whole_arrays)
 
     def save_module(self, path: Any, data: dict[str, Any] | None = None,
                     init: dict[str, Any] | None = None) -> Any:
@@ -351,24 +355,34 @@ def _check_initialised(posteriors: dict[str, Any]) -> None:
                              f"with init={{{name!r}: ...}}.")
 
 
-def _recompile(model: Model, algorithm: str, init: tuple[str, ...]) -> CompiledModel:
+def _recompile(model: Model, algorithm: str, init: tuple[str, ...],
+               enter_whole_arrays: bool = False) -> CompiledModel:
     """The compiled model ``pickle`` loads: ``model`` compiled again for ``algorithm``."""
     missing = sorted({call.factor for call in model.statements} - set(FACTORS))
     if missing:
         raise ModelError(f"model {model.name!r} uses the factors {missing}, which are not "
                          "defined in this process; run the code that defines them "
                          "(@ff.factor, ff.Deterministic) before loading the model.")
-    return compile_model(model, algorithm, init)
+    return compile_model(model, algorithm, init, enter_whole_arrays=enter_whole_arrays)
 
 
 def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
-                  debug: bool = False) -> CompiledModel:
-    """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises."""
+                  debug: bool = False, enter_whole_arrays: bool = False) -> CompiledModel:
+    """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises.
+
+    ``enter_whole_arrays``: the gate transform's alternative method (seed 001): an array
+    used inside a gate enters it whole, before the gate, instead of the elements each
+    case uses (``Gate.EnterPartial``/``EnterOne``); the posteriors are the same."""
     algorithm = algorithm.lower()
+    if not isinstance(enter_whole_arrays, bool):
+        raise ModelError(f"enter_whole_arrays must be True or False, got "
+                         f"{enter_whole_arrays!r}.")
     names = frozenset(model.variable(n).name for n in (tuple(init) + tuple(model.initial)))
     start = time.perf_counter()
-    compilation = compile_program(model, algorithm, names, debug)
+    compilation = compile_program(model, algorithm, names, debug,
+                                  GateOptions(enter_whole_arrays=enter_whole_arrays))
     generated = generate(compilation.final, frozenset(NAMESPACE))
     seconds = time.perf_counter() - start
-    return CompiledModel(model, algorithm, compilation, generated, seconds, names)
+    return CompiledModel(model, algorithm, compilation, generated, seconds, names,
+                         enter_whole_arrays)
 
