@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from scipy import special, stats
 
-from factorflow.distributions.base import Distribution, sample_shape
+from factorflow.distributions.base import Distribution, format_values, sample_shape
 
 LOG_2PI = float(np.log(2 * np.pi))
 
@@ -566,5 +566,5 @@ class PointMass:
         return PointMass(self.value[index])
 
     def __repr__(self) -> str:
-        v = self.value
-        return f"PointMass({v.item()!r})" if v.ndim == 0 else f"PointMass(shape={v.shape})"
+        """``PointMass(2.0)``, or a batch's values as NumPy prints them (summarised)."""
+        return f"PointMass({format_values(self.value, 'PointMass(')})"

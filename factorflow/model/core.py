@@ -387,6 +387,21 @@ class Model:
             raise ModelError(f"the model has no variable {name!r}; it has "
                              f"{', '.join(self.variables) or 'none'}.") from None
 
+    # ----- seeing the model (see model.display) ------------------------------------
+    def __repr__(self) -> str:
+        """A few lines: plates, variables and one line per factor statement."""
+        from factorflow.model.display import summary
+        return summary(self)
+
+    def to_graphviz(self) -> Any:
+        """The factor graph as a ``factorflow.viz.Diagram``: DOT source (a ``str``) that
+        renders to SVG or PNG where Graphviz is installed (``.pipe("svg")``,
+        ``.render("model.svg")``, shown inline in Jupyter).  Variables are circles
+        (observed ones shaded), factors small squares, plates boxes and gates dashed
+        boxes; see ``model.display.factor_graph``."""
+        from factorflow.model.display import factor_graph
+        return factor_graph(self)
+
     # ----- inference entry points (see factorflow.runtime) ------------------------
     def compile(self, algorithm: str = "ep", **options: Any) -> Any:
         """Compile for ``algorithm`` ("ep" or "vmp"); cached per algorithm and options.

@@ -14,6 +14,7 @@ import factorflow.distributions as dist
 from factorflow.codegen.python import Generated, generate
 from factorflow.errors import ConvergenceWarning, DataError, ImproperMessageError, ModelError
 from factorflow.factors.registry import FACTORS
+from factorflow.ir.nodes import walk
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model
 from factorflow.model.factories import check_support
@@ -48,7 +49,7 @@ DEFAULT_ITERATIONS = 50
 DEFAULT_TOLERANCE = 1e-10
 
 
-@dataclass
+@dataclass(repr=False)
 class CompiledModel:
     """A model compiled for one algorithm.  ``source`` is the generated program."""
 
@@ -62,6 +63,14 @@ class CompiledModel:
     @property
     def source(self) -> str:
         return self.generated.source
+
+    def __repr__(self) -> str:
+        """One line: the model, the algorithm, its size; the program is ``.source``."""
+        statements = sum(1 for _ in walk(self.compilation.final.body))
+        n = len(self.model.variables)
+        return (f"CompiledModel({self.model.name!r}, {self.algorithm.upper()}: {n} "
+                f"variable{'' if n == 1 else 's'}, {statements} statements; "
+                "print .source for the program, .schedule for its schedule)")
 
     @property
     def program(self) -> Any:
