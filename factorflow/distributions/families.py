@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
 
 from factorflow.distributions.base import Distribution, format_values, sample_shape
+from factorflow.lazy import special, stats
 
 LOG_2PI = float(np.log(2 * np.pi))
 
