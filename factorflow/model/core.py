@@ -441,6 +441,16 @@ class Model:
                                                        **run)
 
 
+    def predictive(self, result: Any, n: int = 1000, rng: Any = None,
+                   variables: Any = None) -> dict[str, np.ndarray]:
+        """``n`` draws from the posterior predictive of the observed variables (or of the
+        observed names in ``variables``): each latent variable drawn from its posterior
+        in ``result``, then each observed one from the statements defining it.  Returns
+        name -> array of shape ``(n,) + plate sizes``; see ``runtime.predictive``."""
+        from factorflow.runtime.predictive import predictive
+        return predictive(self, result, n, rng, variables)
+
+
 def init_names(init: Any) -> tuple[str, ...]:
     """The variable names ``init`` lists, sorted and without repeats: an iterable of
     names or a single name.  ModelError for anything that is not names."""

@@ -252,8 +252,10 @@ class CompiledModel:
             if var.is_observed:
                 posteriors[var.name] = dist.PointMass(values[ident])
         converged = monitor.finish(self.model.name, int(iterations), float(log_evidence))
+        dims = {name: tuple(r.name for r in self.model.variables[name].plates)
+                for name in posteriors if name in self.model.variables}
         return Result(posteriors, float(log_evidence), self.algorithm, monitor.count,
-                      seconds, converged=converged, trace=tuple(monitor.trace))
+                      seconds, converged=converged, trace=tuple(monitor.trace), dims=dims)
 
 
 class _Monitor:
