@@ -420,13 +420,14 @@ class Model:
               init: dict | None = None, data: dict | None = None, *,
               tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
               checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
-              **options: Any) -> Any:
+              progress: bool = True, **options: Any) -> Any:
         """Compile (once) and run inference; returns a ``factorflow.runtime.Result``.
 
         Runs until converged (``tolerance``, 1e-10 by default) or ``iterations`` sweeps
         (50 by default), warning with ``ff.ConvergenceWarning`` if not converged;
         ``checkpoint=path, every=k`` saves the run every k sweeps and resumes it from
-        ``path`` when run again (bit-identical to an uninterrupted run); see
+        ``path`` when run again (bit-identical to an uninterrupted run); a run longer
+        than a second shows a progress bar on a terminal (``progress=False``: never); see
         ``CompiledModel.run``."""
         if init:
             options["init"] = tuple(sorted(set(init_names(options.get("init", ())))
@@ -438,7 +439,7 @@ class Model:
             run.update(checkpoint=checkpoint, every=every, resume=resume)
         return self.compile(algorithm, **options).run(iterations=iterations, init=init,
                                                        data=data, on_iteration=on_iteration,
-                                                       **run)
+                                                       progress=progress, **run)
 
 
     def predictive(self, result: Any, n: int = 1000, rng: Any = None,

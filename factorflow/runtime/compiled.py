@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -47,6 +48,21 @@ def _check_damping(value: Any, what: str) -> float:
 #: Infer.NET's default number of sweeps, and the default convergence tolerance
 DEFAULT_ITERATIONS = 50
 DEFAULT_TOLERANCE = 1e-10
+#: seconds a run goes before its progress bar appears (shorter runs show none)
+PROGRESS_DELAY = 1.0
+
+
+def progress_bar(enabled: bool, iterations: int, algorithm: str) -> Any:
+    """A ``tqdm`` bar over ``iterations`` sweeps on standard error, shown once the run
+    has gone PROGRESS_DELAY seconds; None when ``enabled`` is False or standard error is
+    not a terminal (a log file or a pipe gets no bar)."""
+    stream = sys.stderr
+    if not enabled or stream is None or not getattr(stream, "isatty", lambda: False)():
+        return None
+    from tqdm import tqdm   # imported only when a bar is shown
+
+    return tqdm(total=iterations, desc=f"{algorithm.upper()}", unit="sweep", file=stream,
+                delay=PROGRESS_DELAY, leave=False, dynamic_ncols=True)
 
 
 @dataclass(repr=False)
@@ -180,7 +196,7 @@ class CompiledModel:
             tolerance: float | None = DEFAULT_TOLERANCE,
             damping: float | dict[str, float] | None = None,
             checkpoint: str | os.PathLike[str] | None = None, every: int | None = None,
-            resume: bool | None = None) -> Result:
+            resume: bool | None = None, progress: bool = True) -> Result:
         """Run message passing until it converges, at most ``iterations`` sweeps (50 by
         default, Infer.NET's); returns the posteriors.
 
@@ -210,6 +226,11 @@ class CompiledModel:
         a larger ``iterations``.  A checkpoint of another run (algorithm, model, plate
         sizes, data, init, damping or tolerance differ) raises ``ff.CheckpointError``
         naming what differs; see ``factorflow.runtime.checkpoint``.
+
+        Progress: a run that goes on for more than a second shows a ``tqdm`` bar on
+        standard error — the sweep, the log evidence (EP) or bound (VMP), and the largest
+        relative change with the variable it moved — when standard error is a terminal;
+        ``progress=False`` turns it off.  ``result.plot_convergence()`` draws the trace.
         """
         if iterations is None:
             iterations = DEFAULT_ITERATIONS
@@ -233,9 +254,14 @@ class CompiledModel:
         hook, saved = self._checkpoint(checkpoint, every, resume, monitor, int(iterations),
                                        values, sizes, init, damp, tolerance)
         start = time.perf_counter()
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
-                                                   hook, damp, saved)
+        monitor.bar = progress_bar(progress, int(iterations), self.algorithm)
+        try:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
+                                                       hook, damp, saved)
+        finally:
+            if monitor.bar is not None:
+                monitor.bar.close()
         seconds = time.perf_counter() - start
         if iterations == 0:
             _check_initialised(posteriors)
@@ -277,6 +303,7 @@ class _Monitor:
         self.steps: dict[str, np.ndarray] = {}  # each posterior's last step
         self.turns: dict[str, list[bool]] = {}  # whether each step reversed the one before
         self.fell: tuple[int, float] | None = None
+        self.bar: Any = None  # the progress bar (see progress_bar), or None
 
     def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any,
                  state: Any = None, internal: dict[str, Any] | None = None) -> bool:
@@ -322,12 +349,23 @@ class _Monitor:
         self.distance = change / (1.0 - rate) if rate < 1.0 else (0.0 if change == 0
                                                                    else np.inf)
         self.change, self.moved = change, moved
+        if self.bar is not None:
+            self.show()
         stop = bool(self.user(iteration, posteriors)) if self.user is not None else False
         settled = self.tolerance is not None and self.distance <= self.tolerance
         self.settled = self.settled + 1 if settled else 0
         # two sweeps in a row: a posterior may stand still for one sweep while a message
         # it has not yet been recomputed from moved
         return stop or self.settled >= 2
+
+    def show(self) -> None:
+        """Bring the progress bar to this sweep: the sweeps done, the log evidence or
+        bound, and the largest change with the variable that made it."""
+        self.bar.update(self.count - self.bar.n)
+        what = "bound" if self.algorithm == "vmp" else "log_evidence"
+        value = f"{what}={self.trace[-1]:.6g}, " if self.trace else ""
+        self.bar.set_postfix_str(f"{value}change={self.change:.2e} ({self.moved})",
+                                 refresh=False)
 
     def finish(self, model: str, iterations: int, log_evidence: float) -> bool:
         """Whether the run converged; warns when it did not, or when the bound fell."""

@@ -66,6 +66,38 @@ class Result:
         lines += [f"  {k}: {v!r}" for k, v in self.posteriors.items()]
         return "\n".join(lines)
 
+    def plot_convergence(self, axes: Any = None) -> Any:
+        """Draw ``trace`` with matplotlib: the log evidence (EP) or bound (VMP) after
+        each sweep, and below it the size of each sweep's step |Δ| on a log scale (a
+        straight fall is geometric convergence).  ``axes``: two matplotlib Axes to draw
+        in (default: a new figure).  Returns the two Axes.  Needs matplotlib
+        (``pip install "factorflow[plot]"``)."""
+        if not self.trace:
+            raise ModelError("plot_convergence: the result has no trace (it ran 0 "
+                             "sweeps); run at least one iteration.")
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError:
+            raise ModelError("plot_convergence needs matplotlib: "
+                             'pip install "factorflow[plot]".') from None
+        if axes is None:
+            _, axes = plt.subplots(2, 1, sharex=True, figsize=(6, 5))
+        top, bottom = axes
+        sweeps = np.arange(1, len(self.trace) + 1)
+        trace = np.asarray(self.trace)
+        what = "ELBO (VMP bound)" if self.algorithm == "vmp" else "log evidence (EP)"
+        top.plot(sweeps, trace, marker=".")
+        top.set_ylabel(what)
+        top.set_title(f"{self.algorithm.upper()}: {self.iterations} sweeps, "
+                      f"{'converged' if self.converged else 'not converged'}")
+        steps = np.abs(np.diff(trace))
+        bottom.plot(sweeps[1:], np.where(steps > 0, steps, np.nan), marker=".")
+        if np.any(steps > 0):
+            bottom.set_yscale("log")
+        bottom.set_ylabel("|change| per sweep")
+        bottom.set_xlabel("sweep")
+        return axes
+
     # ----- tables: xarray and pandas ------------------------------------------------------
     def quantities(self, name: str) -> dict[str, np.ndarray]:
         """What a person reads of the posterior of ``name``: ``mean`` and ``variance``,
