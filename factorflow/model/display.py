@@ -119,19 +119,23 @@ def factor_graph(model: Model) -> Diagram:
     (labelled with the factor, ``xlabel`` the statement), an edge from each factor to
     every variable it reads (labelled with the argument) and to the one it defines
     (arrow); plates are solid boxes labelled ``name (size)``, gates dashed boxes labelled
-    ``If(c)``, ``Case(z, 1)``, ``Switch(z)``, nested as they were written.  A variable is
-    drawn in the plates and gates common to all the statements defining it (an exit
-    variable of a gate is drawn outside it).
+    ``If(c)``, ``Case(z, 1)``, ``Switch(z)``, nested as they were written, each joined
+    to its condition variable by a dashed edge.  A variable is drawn in the plates and
+    gates common to all the statements defining it (an exit variable of a gate is drawn
+    outside it).
     """
     ids: dict[int, str] = {}
     paths: dict[tuple[int, ...], list[str]] = {}  # frame path (ids) -> node lines in it
     frames_of: dict[tuple[int, ...], tuple[Any, ...]] = {}
+    first_factor: dict[tuple[int, ...], str] = {}  # the first factor inside each path
 
-    def place(path: tuple[Any, ...], line: str) -> None:
+    def place(path: tuple[Any, ...], line: str, factor: str | None = None) -> None:
         key = tuple(id(f) for f in path)
         for n in range(len(path) + 1):
             frames_of.setdefault(key[:n], path[:n])
             paths.setdefault(key[:n], [])
+            if factor is not None:
+                first_factor.setdefault(key[:n], factor)
         paths[key].append(line)
 
     defining: dict[str, list[tuple[Any, ...]]] = {}
@@ -154,7 +158,8 @@ def factor_graph(model: Model) -> Diagram:
         tooltip = describe_statement(call)
         place(call.frames, f"{node} [shape=square, style=filled, fillcolor=black, "
                            f"width=0.15, height=0.15, fixedsize=true, label=\"\", "
-                           f"xlabel={quote(call.factor)}, tooltip={quote(tooltip)}];")
+                           f"xlabel={quote(call.factor)}, tooltip={quote(tooltip)}];",
+              node)
         if call.output is not None:
             edges.append(f"{node} -> {ids[id(call.output)]};")
         for arg, value in call.args.items():
@@ -165,9 +170,9 @@ def factor_graph(model: Model) -> Diagram:
             if isinstance(value, Indexed) and isinstance(value.index, Variable):
                 edges.append(f"{ids[id(value.index)]} -> {node} [arrowhead=none, "
                              f"label={quote(arg + ' index')}];")
-    lines = [f"digraph {quote(model.name)} {{", "  node [fontsize=11];",
+    lines = [f"digraph {quote(model.name)} {{", "  compound=true;", "  node [fontsize=11];",
              "  edge [fontsize=9, color=gray30];"]
-    counter = iter(range(10**9))
+    clusters: list[tuple[tuple[int, ...], str]] = []
 
     def emit(key: tuple[int, ...], indent: str) -> None:
         lines.extend(indent + line for line in paths.get(key, ()))
@@ -175,12 +180,19 @@ def factor_graph(model: Model) -> Diagram:
         for child in children:
             frame = frames_of[child][-1]
             style = "solid" if isinstance(frame, Range) else "dashed"
-            lines.append(f"{indent}subgraph cluster_{next(counter)} {{")
+            name = f"cluster_{len(clusters)}"
+            clusters.append((child, name))
+            lines.append(f"{indent}subgraph {name} {{")
             lines.append(f"{indent}  label={quote(_frame_label(frame))}; style={style};")
             emit(child, indent + "  ")
             lines.append(f"{indent}}}")
 
     emit((), "  ")
+    for key, name in clusters:   # a gate's condition points at the gate's box
+        frame = frames_of[key][-1]
+        if isinstance(frame, GateFrame) and key in first_factor:
+            edges.append(f"{ids[id(frame.condition)]} -> {first_factor[key]} "
+                         f"[lhead={name}, style=dashed, arrowhead=none];")
     lines += [f"  {e}" for e in edges]
     lines.append("}")
     return Diagram("\n".join(lines))
