@@ -59,7 +59,7 @@ def progress_bar(enabled: bool, iterations: int, algorithm: str) -> Any:
     stream = sys.stderr
     if not enabled or stream is None or not getattr(stream, "isatty", lambda: False)():
         return None
-    from tqdm import tqdm   # imported only when a bar is shown
+    from tqdm import tqdm  # imported only when a bar is shown
 
     return tqdm(total=iterations, desc=f"{algorithm.upper()}", unit="sweep", file=stream,
                 delay=PROGRESS_DELAY, leave=False, dynamic_ncols=True)

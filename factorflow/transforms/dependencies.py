@@ -209,7 +209,7 @@ def topological_order(succ: Sequence[Sequence[int]]) -> list[int] | None:
 
 def strong_components(succ: Sequence[Sequence[int]]) -> np.ndarray:
     """Label of the strongly connected component of each node (scipy's Tarjan)."""
-    from scipy.sparse import csr_array   # here, not at import: see factorflow.lazy
+    from scipy.sparse import csr_array  # here, not at import: see factorflow.lazy
     from scipy.sparse.csgraph import connected_components
     n = len(succ)
     rows = np.fromiter((a for a in range(n) for _ in succ[a]), dtype=np.int64)
