@@ -9,19 +9,11 @@ import pytest
 
 import factorflow as ff
 import factorflow.viz as viz
+from tests.conftest import gaussian_mixture
 
 
 def mixture() -> ff.Model:
-    with ff.Model("mixture") as model:
-        weights = ff.Dirichlet("weights", np.ones(3))
-        with ff.Plate(ff.Range("k", 3)):
-            means = ff.Gaussian("means", 0.0, variance=100.0)
-        prec = ff.Gamma("prec", 1.0, rate=1.0)
-        with ff.Plate(ff.Range("n", 6)):
-            z = ff.Discrete("z", weights)
-            with ff.Switch(z):
-                ff.Gaussian("x", means[z], precision=prec, observed=np.arange(6.0))
-    return model
+    return gaussian_mixture(np.arange(6.0), components=3, learn_precision=True)
 
 
 def svg_texts(svg: bytes) -> set[str]:

@@ -3,6 +3,7 @@
 import numpy as np
 
 import factorflow as ff
+from tests.conftest import gaussian_mixture
 
 D = ff.distributions
 
@@ -23,15 +24,7 @@ def sprinkler() -> ff.Model:
 
 
 def mixture() -> ff.Model:
-    with ff.Model("mixture") as model:
-        weights = ff.Dirichlet("weights", np.ones(2))
-        with ff.Plate(ff.Range("k", 2)):
-            means = ff.Gaussian("means", 0.0, variance=100.0)
-        with ff.Plate(ff.Range("n", 4)):
-            z = ff.Discrete("z", weights)
-            with ff.Switch(z):
-                ff.Gaussian("x", means[z], precision=1.0, observed=[-1.0, 0.5, 5.0, 6.0])
-    return model
+    return gaussian_mixture([-1.0, 0.5, 5.0, 6.0])
 
 
 def test_model_repr() -> None:

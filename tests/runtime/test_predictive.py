@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import factorflow as ff
+from tests.conftest import gaussian_mixture
 
 N = 40_000
 
@@ -60,15 +61,7 @@ def test_poisson_gamma_is_negative_binomial() -> None:
 
 
 def test_mixture_through_switch() -> None:
-    data = np.array([-1.0, 0.5, 5.0, 6.0])
-    with ff.Model("mixture") as model:
-        weights = ff.Dirichlet("weights", np.ones(2))
-        with ff.Plate(ff.Range("k", 2)):
-            means = ff.Gaussian("means", 0.0, variance=100.0)
-        with ff.Plate(ff.Range("n", 4)):
-            z = ff.Discrete("z", weights)
-            with ff.Switch(z):
-                ff.Gaussian("x", means[z], precision=1.0, observed=data)
+    model = gaussian_mixture([-1.0, 0.5, 5.0, 6.0])
     result = model.infer("vmp", init={"means": ff.distributions.Gaussian([0, 5], [1, 1])})
     q, m, v = result["z"].probs, result["means"].mean, result["means"].variance
     mean = q @ m                                      # mixture over q(z_i) and q(means)

@@ -4,20 +4,12 @@ import numpy as np
 import pytest
 
 import factorflow as ff
+from tests.conftest import gaussian_mixture
 
 
 @pytest.fixture(scope="module")
 def mixture() -> ff.Result:
-    data = np.array([-1.0, 0.5, 5.0, 6.0, 4.0])
-    with ff.Model("mixture") as model:
-        weights = ff.Dirichlet("weights", np.ones(2))
-        with ff.Plate(ff.Range("k", 2)):
-            means = ff.Gaussian("means", 0.0, variance=100.0)
-        prec = ff.Gamma("prec", 1.0, rate=1.0)
-        with ff.Plate(ff.Range("n", 5)):
-            z = ff.Discrete("z", weights)
-            with ff.Switch(z):
-                ff.Gaussian("x", means[z], precision=prec, observed=data)
+    model = gaussian_mixture([-1.0, 0.5, 5.0, 6.0, 4.0], learn_precision=True)
     return model.infer("vmp", init={"means": ff.distributions.Gaussian([0, 5], [1, 1])})
 
 
