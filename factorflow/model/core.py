@@ -16,11 +16,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from factorflow.errors import ModelError
+
+if TYPE_CHECKING:
+    from factorflow.viz import Diagram
 
 _MODEL: contextvars.ContextVar[Model | None] = contextvars.ContextVar("ff_model", default=None)
 
@@ -393,7 +396,7 @@ class Model:
         from factorflow.model.display import summary
         return summary(self)
 
-    def to_graphviz(self) -> Any:
+    def to_graphviz(self) -> Diagram:
         """The factor graph as a ``factorflow.viz.Diagram``: DOT source (a ``str``) that
         renders to SVG or PNG where Graphviz is installed (``.pipe("svg")``,
         ``.render("model.svg")``, shown inline in Jupyter).  Variables are circles

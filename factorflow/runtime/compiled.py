@@ -241,6 +241,8 @@ class CompiledModel:
                                           and np.isfinite(tolerance) and tolerance >= 0):
             raise ModelError(f"tolerance must be a non-negative number or None, got "
                              f"{tolerance!r}.")
+        if not isinstance(progress, bool | np.bool_):
+            raise ModelError(f"progress must be True or False, got {progress!r}.")
         init = dict(self.model.initial) | dict(init or {})
         missing = {self.model.variable(k).name for k in init} - set(self.user_initialized)
         if missing:

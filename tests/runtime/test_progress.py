@@ -104,3 +104,8 @@ def test_plot_convergence_without_sweeps_says_so() -> None:
     result = model.infer("ep", iterations=0)
     with pytest.raises(ff.ModelError, match="no trace"):
         result.plot_convergence()
+
+
+def test_progress_must_be_a_boolean() -> None:
+    with pytest.raises(ff.ModelError, match="progress must be True or False, got 'yes'"):
+        gaussian_model().infer("vmp", progress="yes")
