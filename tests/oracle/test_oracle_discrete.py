@@ -59,7 +59,6 @@ def test_ep_on_discrete_models(spec):
 @SETTINGS
 # Known open failures, each named in issue 9's note; strict: when fixed, the
 # test passes and this mark must go.
-@pytest.mark.xfail(strict=True, reason="open bug (issue 9): a gate inside an empty plate (size 0) under VMP fails to broadcast (0, 2) to (2, 0)")
 @given(models.discrete())
 def test_vmp_on_discrete_models(spec):
     vmp_checks(spec).verdict()
