@@ -450,8 +450,8 @@ class Model:
         """``n`` draws from the posterior predictive of the observed variables (or of the
         observed names in ``variables``): each latent variable drawn from its posterior
         in ``result``, then each observed one from the statements defining it.  Returns
-        name -> array of shape ``(n,) + plate sizes``; see ``runtime.predictive``."""
-        from factorflow.runtime.predictive import predictive
+        name -> array of shape ``(n,) + plate sizes``; see ``model.predictive``."""
+        from factorflow.model.predictive import predictive
         return predictive(self, result, n, rng, variables)
 
 

@@ -95,7 +95,8 @@ class CompiledModel:
     @property
     def schedule(self) -> Any:
         """The schedule: ``print(compiled.schedule)`` lists each update and why it is
-        there; ``compiled.schedule.to_graphviz()`` draws the dependency graph."""
+        there; ``compiled.schedule.to_graphviz()`` draws the dependency graph (a
+        ``factorflow.viz.Diagram``: DOT text that renders to SVG/PNG)."""
         return self.compilation.schedule
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:

@@ -1,4 +1,7 @@
-"""The posterior predictive: new data drawn as the model would draw it, given the result.
+"""The posterior predictive: new data drawn as the model would draw it, given a result.
+
+``result`` is anything that maps variable names to posteriors with ``sample(n, rng)``
+(a ``factorflow.Result``; this module needs nothing from the runtime).
 
 ``model.predictive(result, n)`` draws ``n`` joint samples.  In each, every latent
 variable takes a value drawn from its posterior in ``result`` — independently of the
@@ -28,7 +31,6 @@ from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Range, V
 
 if TYPE_CHECKING:
     from factorflow.model.core import Model
-    from factorflow.runtime.result import Result
 
 #: each stochastic built-in factor as the distribution it draws from, given its arguments
 #: (the family's own sampler draws: one source of truth for sampling)
@@ -66,7 +68,7 @@ def _align(arr: np.ndarray, have: tuple[Range, ...], want: tuple[Range, ...], n_
 class _Draws:
     """The values of one set of ``n`` joint draws, computed on demand."""
 
-    def __init__(self, model: Model, result: Result, n: int, rng: np.random.Generator):
+    def __init__(self, model: Model, result: Any, n: int, rng: np.random.Generator):
         self.model, self.result, self.n, self.rng = model, result, n, rng
         self.values: dict[str, np.ndarray] = {}
 
@@ -145,7 +147,7 @@ class _Draws:
         return out
 
 
-def predictive(model: Model, result: Result, n: int = 1000, rng: Any = None,
+def predictive(model: Model, result: Any, n: int = 1000, rng: Any = None,
                variables: Any = None) -> dict[str, np.ndarray]:
     """``n`` draws from the posterior predictive of each observed variable of ``model``
     (or of the names in ``variables``): name -> array of shape ``(n,) + plate sizes``
