@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -161,7 +162,7 @@ class Result:
             columns: dict[str, np.ndarray] = {}
             for quantity, arr in self.quantities(name).items():
                 arr = np.broadcast_to(arr, batch + arr.shape[len(batch):])
-                flat = arr.reshape((int(np.prod(batch)), -1))
+                flat = arr.reshape((math.prod(batch), math.prod(arr.shape[len(batch):])))
                 if arr.ndim == len(batch):
                     columns[quantity] = flat[:, 0]
                 else:

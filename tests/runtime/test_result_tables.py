@@ -84,3 +84,20 @@ def test_two_plates_name_both_axes() -> None:
     # y = mu + noise with mu ~ N(0, 1): posterior mean y / 2, variance 1 / 2
     np.testing.assert_allclose(df.loc["mu", "mean"].to_numpy(), np.arange(6.0) / 2, rtol=1e-9)
     np.testing.assert_allclose(df.loc["mu", "variance"].to_numpy(), 0.5, rtol=1e-9)
+
+
+def test_empty_plates_give_empty_tables(tmp_path) -> None:
+    with ff.Model("empty") as model:
+        mean = ff.Gaussian("mean", 0.0, variance=1.0)
+        with ff.Plate(ff.Range("n", 0)):
+            mu = ff.Gaussian("mu", mean, variance=1.0)
+            ff.Gaussian("x", mu, precision=1.0, observed=np.zeros(0))
+    result = model.infer("ep")
+    df = result.to_dataframe(observed=True)
+    assert list(df.index) == [("mean", "")]
+    assert (df.loc[("mean", ""), "mean"], df.loc[("mean", ""), "variance"]) == (0.0, 1.0)
+    ds = result.to_xarray()
+    assert "mu_mean" not in ds and float(ds["mean_variance"]) == 1.0
+    result.to_netcdf(tmp_path / "empty.nc")
+    assert ff.load_result(tmp_path / "empty.nc")["mu"].batch_shape == (0,)
+    assert model.predictive(result, n=3)["x"].shape == (3, 0)
