@@ -126,3 +126,22 @@ def test_user_factor_has_no_sampler() -> None:
     result = model.infer("vmp")
     with pytest.raises(ff.UnsupportedFactorError, match="'y' is defined by the factor"):
         model.predictive(result)
+
+
+def test_indexing_by_observed_integers() -> None:
+    # skill[p] ~ N(0, 4); score[g] ~ N(skill[who[g]], 1): a new score of game g is
+    # N(m[who[g]], v[who[g]] + 1), each skill's posterior in closed form
+    who = np.array([0, 1, 1, 2, 0])
+    scores = np.array([1.0, 2.0, 2.5, -1.0, 0.5])
+    with ff.Model("skills") as model:
+        with ff.Plate(ff.Range("p", 3)):
+            skill = ff.Gaussian("skill", 0.0, variance=4.0)
+        index = ff.Data("who", who)
+        with ff.Plate(ff.Range("g", 5)):
+            ff.Gaussian("score", skill[index], precision=1.0, observed=scores)
+    result = model.infer("ep")
+    precision = 0.25 + np.bincount(who, minlength=3)
+    m, v = np.bincount(who, scores, minlength=3) / precision, 1.0 / precision
+    np.testing.assert_allclose(result["skill"].mean, m, rtol=1e-12)
+    draws = model.predictive(result, n=N, rng=4)["score"]
+    assert_moments(draws, m[who], v[who] + 1.0)
