@@ -145,3 +145,19 @@ def test_indexing_by_observed_integers() -> None:
     np.testing.assert_allclose(result["skill"].mean, m, rtol=1e-12)
     draws = model.predictive(result, n=N, rng=4)["score"]
     assert_moments(draws, m[who], v[who] + 1.0)
+
+
+def test_case_gates_pick_the_branch_of_each_draw() -> None:
+    with ff.Model("cases") as model:
+        z = ff.Discrete("z", [0.3, 0.7])
+        with ff.Case(z, 0):
+            ff.Gaussian("x", 0.0, variance=1.0, observed=2.0)
+        with ff.Case(z, 1):
+            ff.Gaussian("x", 3.0, variance=1.0, observed=2.0)
+    result = model.infer("ep")
+    like = np.array([0.3, 0.7]) * np.exp(-0.5 * (2.0 - np.array([0.0, 3.0])) ** 2)
+    q = like / like.sum()
+    np.testing.assert_allclose(result["z"].probs, q, rtol=1e-12)
+    draws = model.predictive(result, n=N, rng=5)["x"]
+    mean = q @ [0.0, 3.0]
+    assert_moments(draws, mean, q @ (1.0 + np.array([0.0, 9.0])) - mean**2)
