@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from factorflow.distributions.base import format_values
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Range, Variable
 from factorflow.viz import Diagram, quote
 
@@ -34,11 +35,8 @@ def describe_value(value: Any) -> str:
     if isinstance(value, Data):
         return f"Data({value.name})"
     arr = np.asarray(value)
-    if arr.ndim == 0:
-        item = arr.item()
-        return repr(float(item)) if isinstance(item, float) else repr(item)
-    if arr.ndim == 1 and arr.size <= 4:
-        return np.array2string(arr, separator=", ")
+    if arr.ndim == 0 or (arr.ndim == 1 and arr.size <= 4):
+        return format_values(arr)
     return f"array(shape={arr.shape})"
 
 
