@@ -111,7 +111,7 @@ class Result:
         out.update((k, np.asarray(v)) for k, v in posterior.describe().items())
         return out
 
-    def axes(self, name: str, ndim: int) -> tuple[str, ...]:
+    def _axes(self, name: str, ndim: int) -> tuple[str, ...]:
         """Names of the first ``ndim`` axes of an array about ``name``: its plates (from
         ``dims``), then ``<name>_category`` for an event axis (a Discrete's or
         Dirichlet's K)."""
@@ -140,7 +140,7 @@ class Result:
                     arr = arr.astype(np.int8)
                 elif arr.dtype.kind in "iu":
                     arr = arr.astype(np.float64)  # netCDF-3 has no int64
-                out[f"{name}_{quantity}"] = xr.Variable(self.axes(name, arr.ndim), arr, attrs)
+                out[f"{name}_{quantity}"] = xr.Variable(self._axes(name, arr.ndim), arr, attrs)
         return out
 
     def to_dataframe(self, observed: bool = False) -> Any:
@@ -158,7 +158,7 @@ class Result:
             if isinstance(posterior, dist.PointMass) and not observed:
                 continue
             batch = tuple(posterior.batch_shape)
-            plates = self.axes(name, len(batch))
+            plates = self._axes(name, len(batch))
             columns: dict[str, np.ndarray] = {}
             for quantity, arr in self.quantities(name).items():
                 arr = np.broadcast_to(arr, batch + arr.shape[len(batch):])
