@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions.base import Distribution, format_values, sample_shape
+from factorflow.errors import ModelError
 from factorflow.lazy import special, stats
 
 LOG_2PI = float(np.log(2 * np.pi))
@@ -303,7 +304,9 @@ class Discrete(Distribution):
 
     def to_scipy(self) -> Any:
         if self.batch_shape:
-            raise ValueError("to_scipy() of a batched Discrete: index one element first")
+            raise ModelError(f"to_scipy() of a batch of Discretes (shape {self.batch_shape}):"
+                             " SciPy has no batched categorical; convert one element, "
+                             "posterior[i].to_scipy().")
         return stats.rv_discrete(values=(np.arange(self.size), self.probs))
 
     def describe(self) -> dict[str, np.ndarray]:
@@ -365,7 +368,9 @@ class Dirichlet(Distribution):
 
     def to_scipy(self) -> Any:
         if self.batch_shape:
-            raise ValueError("to_scipy() of a batched Dirichlet: index one element first")
+            raise ModelError(f"to_scipy() of a batch of Dirichlets (shape {self.batch_shape}):"
+                             " SciPy has no batched Dirichlet; convert one element, "
+                             "posterior[i].to_scipy().")
         return stats.dirichlet(self.alpha)
 
     def describe(self) -> dict[str, np.ndarray]:
