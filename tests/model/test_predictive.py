@@ -161,3 +161,17 @@ def test_case_gates_pick_the_branch_of_each_draw() -> None:
     draws = model.predictive(result, n=N, rng=5)["x"]
     mean = q @ [0.0, 3.0]
     assert_moments(draws, mean, q @ (1.0 + np.array([0.0, 9.0])) - mean**2)
+
+
+def test_beta_binomial() -> None:
+    with ff.Model("coins") as model:
+        p = ff.Beta("p", 1.0, 1.0)
+        with ff.Plate(ff.Range("n", 3)):
+            ff.Binomial("k", 10, p, observed=[3, 4, 5])
+    result = model.infer("ep")
+    a, b = 1.0 + 12, 1.0 + 18                         # the exact posterior Beta(a, b)
+    assert (result["p"].alpha, result["p"].beta) == pytest.approx((a, b))
+    draws = model.predictive(result, n=N, rng=6)["k"]
+    mean = 10 * a / (a + b)
+    variance = 10 * a * b * (a + b + 10) / ((a + b) ** 2 * (a + b + 1))
+    assert_moments(draws, np.full(3, mean), np.full(3, variance))
