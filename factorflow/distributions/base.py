@@ -264,9 +264,14 @@ class Distribution(ABC):
         if not finite or not np.all(proper):
             bad = np.argwhere(~proper) if proper.ndim else []
             where = f" at index {tuple(int(i) for i in bad[0])}" if len(bad) else ""
-            raise ImproperMessageError(
-                f"{what} is improper{where}: {self!r}. Give the variable a proper prior, "
-                "observe more data, or initialise its messages (init=...).")
+            hint = (self.NO_VALUE_HINT if not finite and self.NO_VALUE_HINT else
+                    "Give the variable a proper prior, observe more data, or initialise "
+                    "its messages (init=...).")
+            raise ImproperMessageError(f"{what} is improper{where}: {self!r}. {hint}")
+
+    #: what a NaN parameter means for a family of finitely many values (every value was
+    #: given probability 0); None: the generic advice
+    NO_VALUE_HINT: str | None = None
 
     def _params(self) -> dict[str, np.ndarray]:
         return dict(zip(self.natural_names, self.eta, strict=True))

@@ -191,6 +191,11 @@ class Beta(Distribution):
 class Bernoulli(Distribution):
     """Bernoulli(x; p).  T(x) = x in {0, 1}; eta = log(p / (1 - p)), ±inf for certainty."""
 
+    NO_VALUE_HINT = ("Every value has probability 0 here: the constraints and observations "
+                     "around it contradict each other (the evidence is 0), or, in a loopy "
+                     "model, EP's messages ruled every value out; check the constraints "
+                     "(ff.constrain_true, observed values) that meet at this variable.")
+
     natural_names = ("log_odds",)
 
     def __init__(self, p: Any = 0.5):
@@ -245,6 +250,11 @@ class Bernoulli(Distribution):
 
 class Discrete(Distribution):
     """Categorical over {0..K-1}.  T(x) = one-hot(x); eta = log-probabilities (unnormalised)."""
+
+    NO_VALUE_HINT = ("Every value has probability 0 here: the constraints and observations "
+                     "around it contradict each other (the evidence is 0), or, in a loopy "
+                     "model, EP's messages ruled every value out; check the constraints "
+                     "(ff.constrain_true, observed values) that meet at this variable.")
 
     natural_names = ("log_probs",)
     event_ndim = 1

@@ -456,7 +456,7 @@ def _collect_shared(a: Any, b: Any, sign: float) -> Variable | None:
 
 
 def greater(a: Any, b: Any) -> Variable:
-    if _is_random(a) and _is_random(b) and _shared_leaves(a, b):
+    if a is not b and _is_random(a) and _is_random(b) and _shared_leaves(a, b):
         return is_positive(minus(a, b))  # a > b over shared parents: (a - b) > 0, collected
     return _derived("Greater", f"({_label(a)} > {_label(b)})", "bool", {"a": a, "b": b},
                     {"a": "real", "b": "real"})

@@ -469,3 +469,22 @@ def test_vmp_derived_variable_entered_into_two_gates_starts_from_its_prior():
     trace = model.infer("vmp", iterations=200).trace
     assert np.all(np.isfinite(trace)) and trace[-1] <= log_z + 1e-12
     assert np.all(np.diff(trace) >= -1e-12)           # coordinate ascent: never falls
+
+
+def test_switch_exit_variable_defined_in_both_branches_of_an_observed_condition():
+    """Inside Switch(z), e defined under If(o) and IfNot(o) with o observed False: the copy
+    of the case's e into the Switch's clone was written inside the first branch only, so e
+    stayed uniform (P = 0.5) and EP's log Z was +0.59 instead of log 0.9."""
+    for observed in (False, True):
+        with ff.Model() as model:
+            z = ff.Discrete("z", [0.5, 0.5])
+            o = ff.Bernoulli("o", 0.1, observed=observed)
+            with ff.Switch(z):
+                with ff.If(o):
+                    ff.Bernoulli("e", 0.3)
+                with ff.IfNot(o):
+                    ff.Bernoulli("e", 0.8)
+        for algorithm in ("ep", "vmp"):
+            result = model.infer(algorithm)
+            assert_close(result["e"].p, 0.3 if observed else 0.8, atol=1e-12)
+            assert_close(result.log_evidence, np.log(0.1 if observed else 0.9), atol=1e-12)
