@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
 
-from factorflow.distributions.base import Distribution, sample_shape
+from factorflow.distributions.base import Distribution, format_values, sample_shape
+from factorflow.errors import ModelError
+from factorflow.lazy import special, stats
 
 LOG_2PI = float(np.log(2 * np.pi))
 
@@ -313,7 +314,9 @@ class Discrete(Distribution):
 
     def to_scipy(self) -> Any:
         if self.batch_shape:
-            raise ValueError("to_scipy() of a batched Discrete: index one element first")
+            raise ModelError(f"to_scipy() of a batch of Discretes (shape {self.batch_shape}):"
+                             " SciPy has no batched categorical; convert one element, "
+                             "posterior[i].to_scipy().")
         return stats.rv_discrete(values=(np.arange(self.size), self.probs))
 
     def describe(self) -> dict[str, np.ndarray]:
@@ -375,7 +378,9 @@ class Dirichlet(Distribution):
 
     def to_scipy(self) -> Any:
         if self.batch_shape:
-            raise ValueError("to_scipy() of a batched Dirichlet: index one element first")
+            raise ModelError(f"to_scipy() of a batch of Dirichlets (shape {self.batch_shape}):"
+                             " SciPy has no batched Dirichlet; convert one element, "
+                             "posterior[i].to_scipy().")
         return stats.dirichlet(self.alpha)
 
     def describe(self) -> dict[str, np.ndarray]:
@@ -579,5 +584,5 @@ class PointMass:
         return PointMass(self.value[index])
 
     def __repr__(self) -> str:
-        v = self.value
-        return f"PointMass({v.item()!r})" if v.ndim == 0 else f"PointMass(shape={v.shape})"
+        """``PointMass(2.0)``, or a batch's values as NumPy prints them (summarised)."""
+        return f"PointMass({format_values(self.value, 'PointMass(')})"
