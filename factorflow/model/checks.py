@@ -176,7 +176,7 @@ def check_distinct_arguments(call: FactorCall, data: Mapping[str, Any]) -> None:
             continue
         where = ""
         if not (isinstance(v1, Variable) and isinstance(v2, Variable)):
-            e1, e2 = (_elements(v, call.plates, data) for v in (v1, v2))
+            e1, e2 = (read_elements(v, call.plates, data) for v in (v1, v2))
             if isinstance(e1, np.ndarray) and isinstance(e2, np.ndarray):
                 e1, e2 = np.broadcast_to(e1, shape), np.broadcast_to(e2, shape)
                 if not (e1 == e2).any():
@@ -202,10 +202,11 @@ def _random_base(operand: Any) -> Variable | None:
     return var if isinstance(var, Variable) and not var.is_observed else None
 
 
-def _elements(operand: Variable | Indexed, plates: tuple, data: Mapping[str, Any]) -> Any:
+def read_elements(operand: Variable | Indexed, plates: tuple, data: Mapping[str, Any]) -> Any:
     """Which element of its one-plate base an argument reads at each plate element: an
-    integer array over ``plates``, a token (equal for equal reads) for an index by a
-    switch's variable, None where not known (yet)."""
+    integer array broadcasting over ``plates``, a token (equal for equal reads) for an
+    index by a switch's variable, None where not known (yet) or not laid out over
+    ``plates``."""
     if isinstance(operand, Variable):
         if len(operand.plates) != 1 or operand.plates[0] not in plates:
             return None
@@ -216,9 +217,11 @@ def _elements(operand: Variable | Indexed, plates: tuple, data: Mapping[str, Any
     if isinstance(index, Variable):
         return ("switch", id(index))
     if isinstance(index, Data):
-        value = data.get(index.name, index.value)
-        return None if value is None else np.asarray(value, float).astype(int)
-    return np.asarray(index)
+        index = data.get(index.name, index.value)
+        if index is None:
+            return None
+    arr = np.asarray(index, float).astype(int)
+    return arr if broadcasts_to(arr.shape, tuple(p.size for p in plates)) else None
 
 
 def _known_value(operand: Any, plates: tuple, data: Mapping[str, Any]) -> np.ndarray | None:

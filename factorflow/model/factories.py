@@ -6,6 +6,7 @@ variable and says what to do before anything is compiled.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from factorflow.model.checks import (
     check_statement,
     check_support,
     numeric_array,
+    read_elements,
 )
 from factorflow.model.core import (
     Data,
@@ -415,13 +417,58 @@ def _linear_form(v: Any, coeff: Any = 1.0) -> tuple[dict[int, list], list[list]]
     call = _definition(v) if isinstance(v, Variable) else None
     if call is None or call.factor not in _LINEAR or (
             call.factor == "ScaleBy" and not _is_numeric(call.args["scale"])):
-        return {id(v): [v, coeff]}, []
+        return {_leaf_key(v): [v, coeff]}, []
     if call.factor == "ScaleBy":
         return _linear_form(call.args["a"], coeff * np.asarray(call.args["scale"], float))
     sign = 1.0 if call.factor == "Plus" else -1.0
     (ra, ca), (rb, cb) = _linear_form(call.args["a"], coeff), \
         _linear_form(call.args["b"], sign * coeff)
     return _merge(ra, rb), ca + cb
+
+
+def _leaf_key(v: Variable | Indexed) -> Hashable:
+    """Equal for two leaves that read the same elements: a variable by identity, an
+    indexed element by its array and its index (constant indices laid out over the open
+    plates, so ``s[0]`` written twice is one leaf)."""
+    if not isinstance(v, Indexed):
+        return id(v)
+    index = v.index
+    if isinstance(index, Variable | Data):
+        return (id(v.base), id(index))
+    arr = np.asarray(index).astype(int)
+    shape = tuple(p.size for p in v.base.model.plates)
+    if broadcasts_to(arr.shape, shape):
+        arr = np.broadcast_to(arr, shape)
+    if arr.size == 0:  # over an empty plate nothing is read: nothing is shared
+        return id(v)
+    return (id(v.base), arr.shape, arr.tobytes())
+
+
+def _meeting_reads(ra: dict[Hashable, list], rb: dict[Hashable, list]) -> str | None:
+    """Where two different reads of one array (``s[i]`` in one side of a sum, ``s[j]``
+    in the other) pick the same element at some plate element: collecting them by leaf
+    would miss it, and message passing would treat the two as independent."""
+    model_plates = None
+    for ka, (la, _) in ra.items():
+        for kb, (lb, _) in rb.items():
+            base_a = la.base if isinstance(la, Indexed) else la
+            base_b = lb.base if isinstance(lb, Indexed) else lb
+            if ka == kb or base_a is not base_b or not (
+                    isinstance(la, Indexed) or isinstance(lb, Indexed)):
+                continue
+            model_plates = model_plates or base_a.model.plates
+            ea, eb = (read_elements(leaf, model_plates, {}) for leaf in (la, lb))
+            if isinstance(ea, np.ndarray) and isinstance(eb, np.ndarray):
+                shape = tuple(p.size for p in model_plates)
+                ea, eb = np.broadcast_to(ea, shape), np.broadcast_to(eb, shape)
+                if (ea == eb).any():
+                    at = tuple(int(i) for i in np.argwhere(ea == eb)[0])
+                    return (f"{_label(la)} and {_label(lb)} both read {base_a.name}"
+                            f"[{int(ea[at])}] at element {at} of the plates "
+                            f"{[p.name for p in model_plates]}")
+            elif isinstance(ea, tuple) and ea == eb:
+                return f"{_label(la)} and {_label(lb)} read the same element"
+    return None
 
 
 def _merge(ra: dict[int, list], rb: dict[int, list]) -> dict[int, list]:
@@ -441,6 +488,11 @@ def _is_numeric(v: Any) -> bool:
 def _shared_leaves(a: Any, b: Any) -> list[str]:
     """The random variables that both ``a`` and ``b`` depend on through sums and scalings."""
     ra, rb = _linear_form(a)[0], _linear_form(b)[0]
+    meeting = _meeting_reads(ra, rb)
+    if meeting is not None:
+        raise ModelError(f"{meeting}; message passing would treat the two as "
+                         "independent.  Index distinct elements, or introduce a second "
+                         "variable tied to the first.")
     return [_label(ra[k][0]) for k in ra if k in rb]
 
 

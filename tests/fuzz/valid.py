@@ -357,7 +357,10 @@ class Writer:
             if self.flip(0.2):
                 rate = f"scale={self.constant('positive')}"
             else:
-                rate = f"rate={self.operand('positive')}"
+                rate = self.operand("positive")
+                if rate == shape and rate in self.roots_of:  # one variable (or element)
+                    rate = self.constant("positive")  # in both arguments is refused
+                rate = f"rate={rate}"
             call = f"ff.Gamma({vname!r}, {shape}, {rate}"
         elif domain == "unit":
             a = self.constant("positive") if self.flip(0.85) else self.operand("positive")

@@ -333,17 +333,31 @@ def _array_model():
 
 def test_two_reads_of_one_element_by_one_factor_are_refused_naming_it():
     model, s, k, n = _array_model()
+    with model:
+        with ff.Plate(k):
+            r = ff.Gamma("r", 1.0, rate=1.0)
     with model, ff.Plate(n):
         s[I] - s[J]  # never the same element: fine
-        with pytest.raises(ff.ModelError, match=r"'s' is both argument 'a' and argument 'b' "
-                           r"of Minus at element \(3,\) .* \(both are s\[0\]\)"):
+        with pytest.raises(ff.ModelError, match=r"s\[...\] and s\[...\] both read s\[0\] "
+                           r"at element \(3,\) of the plates \['n'\]"):
             s[I] - s[np.array([1, 0, 2, 0])]
-        with pytest.raises(ff.ModelError, match="'s' is both argument"):
-            s[0] + s[0]
+        with pytest.raises(ff.ModelError, match=r"both read s\[1\] at element \(0,\)"):
+            (s[J] + 1.0) * 2.0 - s[np.ones(N, int)]  # through a sum and a scaling
+        with pytest.raises(ff.ModelError, match=r"'r' is both argument 'shape' and argument "
+                           r"'rate' of Gamma at element \(3,\) .* \(both are r\[0\]\)"):
+            ff.Gamma("g", r[I], rate=r[np.array([1, 0, 2, 0])])  # not arithmetic
+        with pytest.raises(ff.ModelError, match="constant"):
+            s[I] - s[I]  # the same reads: collected, they cancel
     with model, ff.Plate(k):
         s[np.array([1, 2, 0])] - s  # s[k] against s[k+1]: fine
-        with pytest.raises(ff.ModelError, match=r"at element \(1,\) .*both are s\[1\]"):
+        with pytest.raises(ff.ModelError, match=r"s\[...\] and s both read s\[1\] at element "
+                           r"\(1,\) of the plates \['k'\]"):
             s[np.array([2, 1, 0])] - s
+
+
+def test_the_same_reads_twice_are_collected():
+    """s[0] + s[0] is 2 s[0] (one edge), as x + x is 2 x: exact."""
+    check([(True, lambda a, x: x[0] + x[0]), (False, lambda a, x: x[I[0]] * 3.0 - x[0])])
 
 
 def test_two_reads_of_one_element_through_data_are_refused_at_run_time():
