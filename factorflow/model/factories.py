@@ -408,8 +408,8 @@ def _definition(var: Variable) -> FactorCall | None:
     return None
 
 
-def _linear_form(v: Any, coeff: Any = 1.0) -> tuple[dict[int, list], list[list]]:
-    """``coeff · v`` as Σ cᵢ·leafᵢ + Σ dⱼ·constantⱼ: random leaves by identity -> [leaf, c],
+def _linear_form(v: Any, coeff: Any = 1.0) -> tuple[dict[Hashable, list], list[list]]:
+    """``coeff · v`` as Σ cᵢ·leafᵢ + Σ dⱼ·constantⱼ: random leaves by ``_leaf_key`` -> [leaf, c],
     and the constant terms [value, d]. Sums, differences and numeric scalings of derived
     variables are expanded; anything else is a leaf."""
     if not _is_random(v):
@@ -471,7 +471,7 @@ def _meeting_reads(ra: dict[Hashable, list], rb: dict[Hashable, list]) -> str | 
     return None
 
 
-def _merge(ra: dict[int, list], rb: dict[int, list]) -> dict[int, list]:
+def _merge(ra: dict[Hashable, list], rb: dict[Hashable, list]) -> dict[Hashable, list]:
     out = {k: list(v) for k, v in ra.items()}
     for k, (leaf, c) in rb.items():
         if k in out:
