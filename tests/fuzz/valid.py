@@ -266,6 +266,12 @@ class Writer:
         return self.roots_of.get(text, frozenset())
 
     @staticmethod
+    def shares(a: frozenset[str] | None, b: frozenset[str] | None) -> bool:
+        """Whether two operands are known to depend on a common latent variable (sums
+        and products over shared parents are collected or refused by the API)."""
+        return bool(a and b and a & b)
+
+    @staticmethod
     def join(*parts: frozenset[str] | None) -> frozenset[str] | None:
         """The roots of a deterministic function of ``parts``: None unless they are
         known and pairwise disjoint (``x - x`` or ``x & ~x`` may be constant)."""
@@ -431,7 +437,7 @@ class Writer:
         op = self.pick(("+", "-", "c*", "*c", "*", "r-", "neg", "/c"))
         if op == "*":
             b = self.random_var("real")
-            if b is a:  # x * x is refused (one variable in two arguments of Product)
+            if self.shares(a.roots, b.roots):  # a product of shared parents is refused
                 b = self.define("real", observe=False)
             expr, roots = f"{a.ident} * {b.ident}", self.join(a.roots, b.roots)
         elif op in ("c*", "*c"):  # c* with an array c: an array on the left of *
@@ -445,6 +451,8 @@ class Writer:
             expr, roots = f"{a.ident} / {c if self.flip() else '-' + c}", a.roots
         else:
             b = self.operand("real") if op == "+" else self.second_operand("real", a)
+            if b != a.ident and self.shares(a.roots, self.roots(b)):  # may cancel to a
+                b = self.constant("real")  # constant, which is refused (x + x is 2 x)
             expr = f"{b} - {a.ident}" if op == "r-" else f"{a.ident} {op} {b}"
             roots = self.join(a.roots, self.roots(b))
         var = self.derived(expr, "real", roots)
@@ -461,6 +469,8 @@ class Writer:
             expr, roots = f"ff.is_positive({a.ident})", a.roots
         else:
             b = self.second_operand("real", a)
+            if self.shares(a.roots, self.roots(b)):  # a - b may cancel to a constant
+                b = self.constant("real")
             expr = f"{a.ident} {'>' if form == 'gt' else '<'} {b}"
             roots = self.join(a.roots, self.roots(b))
         var = self.derived(expr, "bool", roots)
