@@ -42,7 +42,7 @@ from factorflow.distributions.families import (
 from factorflow.errors import ModelError
 from factorflow.factors.derive import Derivation, derive_naturals
 from factorflow.factors.registry import FACTORS, Factor, define_factor
-from factorflow.model.core import Variable
+from factorflow.model.core import Data, Variable
 from factorflow.model.factories import new_variable
 from factorflow.rewrite.evaluate import evaluate
 from factorflow.rewrite.terms import (
@@ -250,8 +250,8 @@ class UserFactor:
                 continue
             if isinstance(value, Variable):
                 k = value.size
-            else:
-                shape = np.shape(value)
+            else:  # a constant, or an ff.Data's value when built (it fixes the size)
+                shape = np.shape(value.value if isinstance(value, Data) else value)
                 k = int(shape[-1]) if self.arguments[arg] == "simplex" and shape else None
             if k is None:
                 continue

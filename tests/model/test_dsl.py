@@ -286,3 +286,20 @@ def test_covariance_of_a_known_category_plate_is_one_zero_matrix_per_datum():
                        {"z": "int", "theta": "simplex"}, {"z": "k", "theta": "k"})
     assert env[C(sym("z"))].shape == (CATEGORIES.size, 3, 3)
     assert not env[C(sym("z"))].any()
+
+
+def test_an_inner_index_sized_by_an_ff_data_value():
+    """A simplex argument given as ff.Data sizes its inner index from the value it has
+    when built; a run may change the value (VMP evidence: log theta[z])."""
+
+    @ff.factor(z="int", theta="simplex")
+    def data_categorical(z, theta):
+        return ff.sum(z["k"] * ff.log(theta["k"]), "k")
+
+    with ff.Model("data-sized") as model:
+        theta = ff.Data("theta", np.array([0.1, 0.1, 0.8]))
+        data_categorical("z", theta=theta, observed=2)
+    compiled = model.compile("vmp")
+    assert_close(compiled.run().log_evidence, np.log(0.8))
+    assert_close(compiled.run(data={"theta": np.array([0.2, 0.2, 0.6])}).log_evidence,
+                 np.log(0.6))
