@@ -14,6 +14,7 @@ from factorflow.errors import (
     DataError,
     ImproperMessageError,
     ModelError,
+    ParseError,
     ScheduleError,
     ScheduleWarning,
     UnsupportedFactorError,
@@ -35,6 +36,7 @@ from factorflow.model.factories import (
 from factorflow.model.gates import Case, If, IfNot, Switch
 from factorflow.model.nodes import Deterministic
 from factorflow.runtime.result import Result, load_result
+from factorflow.text import parse
 
 #: ff.sum(expr, "k"), the sum over an inner index in a factor formula; left out of
 #: __all__ so that a star import keeps the built-in sum
@@ -49,4 +51,5 @@ __all__ = [
     "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "Result", "load_result",
+    "parse", "ParseError",
 ]

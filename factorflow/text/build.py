@@ -1,0 +1,436 @@
+"""Build a ``Model`` from DSL text by calling the Python API, statement by statement.
+
+Each DSL statement becomes the Python API call a person would write (``x[i] ~ Gaussian(m,
+tau)`` is ``with ff.Plate(i): ff.Gaussian("x", m, precision=tau)``), so a DSL model and
+its Python twin lower to the same IR.  Index letters become ranges, created where first
+opened, with sizes read from the ``data`` arrays indexed by them (or ``data[letter]``),
+all checked against each other before anything is built.
+
+Guarantees: every error is a ``ModelError`` (or subclass) that names the line and column
+of the statement and shows it with a caret; an unknown distribution or name suggests the
+nearest known one; data entries the text never uses are refused (they are typos).
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from typing import Any
+
+import numpy as np
+from lark import Token, Tree
+
+from factorflow.errors import DataError, ModelError
+from factorflow.model import factories
+from factorflow.model.core import Data, Indexed, Model, Plate, Range, Variable, plate_size
+from factorflow.model.gates import Case, If, IfNot, Switch
+from factorflow.text.syntax import caret, parse_tree
+
+#: distribution name -> (factory, its positional parameters in the DSL)
+DISTRIBUTIONS: dict[str, tuple[Callable[..., Variable], tuple[str, ...]]] = {
+    "Gaussian": (factories.Gaussian, ("mean", "precision")),
+    "Gamma": (factories.Gamma, ("shape", "rate")),
+    "Beta": (factories.Beta, ("alpha", "beta")),
+    "Bernoulli": (factories.Bernoulli, ("p",)),
+    "Binomial": (factories.Binomial, ("trials", "p")),
+    "Discrete": (factories.Discrete, ("probs",)),
+    "Dirichlet": (factories.Dirichlet, ("alpha",)),
+    "Poisson": (factories.Poisson, ("rate",)),
+}
+#: functions usable inside expressions, and as statements
+FUNCTIONS: dict[str, Callable[..., Any]] = {"is_positive": factories.is_positive}
+STATEMENTS: dict[str, Callable[..., Any]] = {"constrain_true": factories.constrain_true}
+
+
+def _keywords(factory: Callable[..., Any]) -> tuple[str, ...]:
+    """The parameters a distribution takes by keyword (all but the name and observed=)."""
+    return tuple(p for p in inspect.signature(factory).parameters
+                 if p not in ("name", "observed"))
+
+
+def _suggest(name: str, known: Any) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+class _Located(Exception):
+    """Marks an error whose message already names its line (raised once, re-raised)."""
+
+
+class Builder:
+    """Walks a parse tree and builds the model (see the module docstring)."""
+
+    def __init__(self, text: str, data: dict[str, Any], name: str, filename: str) -> None:
+        self.lines = text.splitlines()
+        self.data = dict(data)
+        self.filename = filename
+        self.model = Model(name)
+        self.tree, self.margin = parse_tree(text, filename)
+        self.body = "\n".join(line[self.margin:] for line in self.lines)
+        self.env: dict[str, Any] = {}  # DSL name -> Variable (or a constant)
+        self.changeable: dict[str, Data] = {}  # names declared with `data`
+        self.used: set[str] = set()
+        self.defined = {str(t.children[0]) for t in self.tree.find_data("target")}
+        self.sizes: dict[str, tuple[int, str]] = {}
+
+    # ----- locations ------------------------------------------------------------------
+    def where(self, node: Tree | Token) -> str:
+        line = node.line if isinstance(node, Token) else node.meta.line
+        column = (node.column if isinstance(node, Token) else node.meta.column) + self.margin
+        return f"{self.filename}, line {line}, column {column}"
+
+    def fail(self, node: Tree | Token, message: str, kind: type = ModelError) -> ModelError:
+        """A ``kind`` error naming ``node``'s line and column, with a caret under it."""
+        line = node.line if isinstance(node, Token) else node.meta.line
+        column = (node.column if isinstance(node, Token) else node.meta.column) + self.margin
+        error = kind(f"{self.where(node)}: {message}\n{caret(self.lines, line, column)}")
+        error.located = True
+        return error
+
+    @contextmanager
+    def statement(self, node: Tree) -> Iterator[None]:
+        """Run the building of one statement: errors raised inside get its line, column
+        and caret; what it adds to the model gets it as provenance."""
+        first, known = len(self.model.statements), set(self.model.variables)
+        text = self.body.splitlines()[node.meta.line - 1].strip()
+        try:
+            yield
+        except ModelError as e:
+            if getattr(e, "located", False):
+                raise
+            raise self.fail(node, str(e), type(e)) from e
+        provenance = f"{self.filename}:{node.meta.line}: {text}"
+        for call in self.model.statements[first:]:
+            call.provenance = provenance
+        for name in set(self.model.variables) - known:
+            self.model.variables[name].provenance = provenance
+
+    # ----- index letters and their sizes ----------------------------------------------
+    def is_data_array(self, name: str) -> bool:
+        return name in self.data and np.ndim(self.data[name]) >= 1
+
+    def is_letter(self, ref: Tree) -> bool:
+        """Whether the index ``ref`` names a plate (not a variable or an index array)."""
+        name = str(ref.children[0])
+        return (len(ref.children) == 1 and name not in self.defined
+                and name not in self.changeable and not self.is_data_array(name))
+
+    def infer_sizes(self) -> None:
+        """Each index letter's size from the data arrays it indexes (and ``data[letter]``),
+        DataError naming both places where two disagree."""
+        for node in self.tree.iter_subtrees_topdown():
+            if node.data not in ("ref", "target"):
+                continue
+            name, *index = node.children
+            letters = [str(i) if isinstance(i, Token) else str(i.children[0]) for i in index]
+            if not index or not all(isinstance(i, Token) or self.is_letter(i) for i in index):
+                continue
+            if not self.is_data_array(str(name)):
+                continue
+            shape = np.shape(self.data[str(name)])
+            if len(shape) < len(letters):
+                raise self.fail(node, f"{name}[{', '.join(letters)}] has {len(letters)} "
+                                f"indices but data[{str(name)!r}] has shape {shape}.",
+                                DataError)
+            for axis, letter in enumerate(letters):
+                self.size(letter, shape[axis], f"{name} (axis {axis}, {self.where(node)})")
+        for letter in self.letters_in(self.tree):
+            if letter in self.data and np.ndim(self.data[letter]) == 0:
+                self.size(letter, plate_size(self.data[letter], f"data[{letter!r}]"),
+                          f"data[{letter!r}]")
+
+    def size(self, letter: str, size: int, source: str) -> None:
+        if letter in self.sizes and self.sizes[letter][0] != size:
+            known, where = self.sizes[letter]
+            raise DataError(f"index {letter!r} has size {known} from {where} but size "
+                            f"{size} from {source}; the sizes must match.")
+        self.sizes.setdefault(letter, (size, source))
+
+    def letters_in(self, tree: Tree) -> list[str]:
+        """The index letters written in ``tree``, in order of first appearance."""
+        out: list[str] = []
+        for node in tree.iter_subtrees_topdown():
+            if node.data == "target":
+                candidates = [str(t) for t in node.children[1:]]
+            elif node.data == "ref":
+                candidates = [str(r.children[0]) for r in node.children[1:]
+                              if self.is_letter(r)]
+            else:
+                continue
+            out += [c for c in candidates if c not in out]
+        return out
+
+    def range(self, letter: str) -> Range:
+        if letter in self.model.ranges:
+            return self.model.ranges[letter]
+        if letter not in self.sizes:
+            raise ModelError(f"the size of index {letter!r} is unknown: no data array is "
+                             f"indexed by it; give it in data, e.g. data={{{letter!r}: 3}}.")
+        if letter in self.data:
+            self.used.add(letter)
+        return Range(letter, self.sizes[letter][0])
+
+    def open_plates(self, stack: ExitStack, letters: list[str]) -> None:
+        """Open the plates ``letters`` (the open ones must come first, in order)."""
+        open_now = [p.name for p in self.model.plates]
+        if letters[:len(open_now)] != open_now:
+            raise ModelError(f"inside a block over {open_now}, a statement's indices must "
+                             f"start with {open_now}, got {letters}.")
+        for letter in letters[len(open_now):]:
+            stack.enter_context(Plate(self.range(letter)))
+
+    # ----- statements -----------------------------------------------------------------
+    def build(self) -> Model:
+        with self.model:
+            self.infer_sizes()
+            for node in self.tree.children:
+                self.run(node)
+        unused = sorted(set(self.data) - self.used)
+        if unused:
+            raise ModelError(f"data given for {unused}, but the model text never uses "
+                             f"{'it' if len(unused) == 1 else 'them'}; check the names.")
+        return self.model
+
+    def run(self, node: Tree) -> None:
+        if node.data in ("if_block", "switch_block"):
+            self.gate(node)
+            return
+        with self.statement(node), ExitStack() as stack:
+            getattr(self, node.data)(node, stack)
+
+    def suite(self, node: Tree) -> None:
+        for child in node.children:
+            self.run(child)
+
+    def data_decl(self, node: Tree, stack: ExitStack) -> None:
+        for token in node.children:
+            name = str(token)
+            self.used.add(name)
+            self.changeable[name] = Data(name, self.data.get(name))
+
+    def tilde(self, node: Tree, stack: ExitStack) -> None:
+        target, dist, *args = node.children
+        name, letters = str(target.children[0]), [str(t) for t in target.children[1:]]
+        if str(dist) not in DISTRIBUTIONS:
+            hint = _suggest(str(dist), DISTRIBUTIONS) or (
+                f"; the distributions are {', '.join(DISTRIBUTIONS)}")
+            raise self.fail(dist, f"unknown distribution {str(dist)!r}{hint}")
+        factory, positional = DISTRIBUTIONS[str(dist)]
+        self.open_plates(stack, letters)
+        kwargs = self.arguments(str(dist), args, positional, _keywords(factory))
+        observed = None
+        if name in self.changeable:
+            observed = self.changeable[name]
+        elif name in self.data:
+            self.used.add(name)
+            observed = self.data[name]
+        self.env[name] = factory(name, **kwargs, observed=observed)
+
+    def assign(self, node: Tree, stack: ExitStack) -> None:
+        target, expr = node.children
+        name = str(target.children[0])
+        self.open_plates(stack, [str(t) for t in target.children[1:]])
+        self.env[name] = self.expr(expr)
+
+    def call_stmt(self, node: Tree, stack: ExitStack) -> None:
+        function, *args = node.children
+        if str(function) not in STATEMENTS:
+            hint = _suggest(str(function), STATEMENTS) or (
+                f"; the statements that are calls are {', '.join(STATEMENTS)}")
+            raise self.fail(function, f"unknown statement {str(function)!r}{hint}")
+        open_now = [p.name for p in self.model.plates]
+        self.open_plates(stack, open_now + [x for x in self.letters_in(node)
+                                            if x not in open_now])
+        callee = STATEMENTS[str(function)]
+        callee(**self.arguments(str(function), args, tuple(inspect.signature(callee).parameters),
+                                ()))
+
+    def arguments(self, callee: str, args: list[Tree], positional: tuple[str, ...],
+                  keywords: tuple[str, ...]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for i, arg in enumerate(args):
+            if isinstance(arg, Tree) and arg.data == "keyword":
+                key, value = str(arg.children[0]), arg.children[1]
+                allowed = set(positional) | set(keywords)
+                if key not in allowed:
+                    raise self.fail(arg, f"{callee} has no parameter {key!r}"
+                                    f"{_suggest(key, allowed)} (it takes "
+                                    f"{', '.join(sorted(allowed))}).")
+            else:
+                if i >= len(positional):
+                    raise self.fail(arg, f"{callee} takes {len(positional)} positional "
+                                    f"argument(s) ({', '.join(positional)}).")
+                key, value = positional[i], arg
+            if key in out:
+                raise self.fail(arg, f"{callee}: {key!r} is given twice.")
+            out[key] = self.expr(value)
+        return out
+
+    # ----- gates ----------------------------------------------------------------------
+    def gate(self, node: Tree) -> None:
+        head, *suites = node.children
+        with ExitStack() as stack:
+            with self.statement(node):
+                self.open_plates(stack, [p.name for p in self.model.plates]
+                                 + [x for x in self.letters_in(head)
+                                    if x not in [p.name for p in self.model.plates]])
+                plates = list(self.model.plates)
+                if node.data == "switch_block":
+                    condition, gates = self.expr(head), [Switch]
+                elif head.data == "eq":
+                    condition, value = self.expr(head.children[0]), self.expr(head.children[1])
+                    if len(suites) > 1:
+                        raise ModelError("`else` after `if z == k:` is not supported; write "
+                                         "one `if z == k:` block for each value.")
+                    gates = [lambda c: Case(c, value)]
+                elif head.data == "not_":
+                    condition, gates = self.expr(head.children[0]), [IfNot, If]
+                else:
+                    condition, gates = self.expr(head), [If, IfNot]
+                stack.enter_context(gates[0](condition))
+            self.suite(suites[0])
+        if len(suites) > 1:
+            with ExitStack() as stack:
+                for rng in plates:
+                    stack.enter_context(Plate(rng))
+                stack.enter_context(gates[1](condition))
+                self.suite(suites[1])
+
+    # ----- expressions ----------------------------------------------------------------
+    def expr(self, node: Tree | Token) -> Any:
+        kind = node.data
+        if kind == "number":
+            text = str(node.children[0])
+            return float(text) if any(c in text for c in ".eE") else int(text)
+        if kind == "ref":
+            return self.ref(node)
+        if kind == "array":
+            values = [self.expr(c) for c in node.children]
+            if any(isinstance(v, Variable | Indexed | Data) for v in values):
+                raise self.fail(node, "an array [...] holds numbers only.")
+            return np.array(values, dtype=float)
+        if kind == "call":
+            function, *args = node.children
+            if str(function) not in FUNCTIONS:
+                hint = (" (distributions are used with ~: `name ~ "
+                        f"{function}(...)`)" if str(function) in DISTRIBUTIONS
+                        else _suggest(str(function), FUNCTIONS))
+                raise self.fail(function, f"unknown function {str(function)!r}{hint}")
+            callee = FUNCTIONS[str(function)]
+            return callee(**self.arguments(str(function), args,
+                                           tuple(inspect.signature(callee).parameters), ()))
+        if kind == "eq":
+            raise self.fail(node, "`==` is a gate condition only (`if z == 2:`).")
+        values = [self.expr(c) for c in node.children]
+        if not any(isinstance(v, Variable | Indexed | Data) for v in values):
+            return _CONSTANT[kind](*values)
+        return _RANDOM[kind](*values)
+
+    def ref(self, node: Tree) -> Any:
+        name, *index = node.children
+        name = str(name)
+        if name in self.env:
+            value = self.env[name]
+            if isinstance(value, Variable):
+                return self.indexed(node, value, index)
+            if index:
+                raise self.fail(node, f"{name!r} is a constant; it takes no index.")
+            return value
+        if name in self.changeable:
+            data = self.changeable[name]
+            letters = self.plate_letters(node, index)
+            open_now = [p.name for p in self.model.plates]
+            if letters and letters != open_now:
+                raise self.fail(node, f"the data {name!r} is indexed by {letters}; as "
+                                f"ff.Data it must be indexed by every open plate {open_now}, "
+                                "in order (or by none).")
+            return data
+        if name in self.data:
+            self.used.add(name)
+            if not index:
+                return self.data[name]
+            return self.aligned(np.asarray(self.data[name]), self.plate_letters(node, index))
+        known = set(self.env) | set(self.data) | set(self.changeable)
+        raise self.fail(node, f"{name!r} is not defined (by a statement before this one, "
+                        f"or in data){_suggest(name, known)}")
+
+    def plate_letters(self, node: Tree, index: list[Tree]) -> list[str]:
+        letters = []
+        for ref in index:
+            if not self.is_letter(ref):
+                raise self.fail(ref, "only a variable can be indexed by an index array "
+                                "or a random index.")
+            letter = str(ref.children[0])
+            if letter not in [p.name for p in self.model.plates]:
+                raise self.fail(ref, f"index {letter!r} is not a plate of this statement "
+                                f"(open: {[p.name for p in self.model.plates]}); index the "
+                                f"statement's left-hand side by {letter!r}.")
+            letters.append(letter)
+        return letters
+
+    def indexed(self, node: Tree, var: Variable, index: list[Tree]) -> Variable | Indexed:
+        plates = [p.name for p in var.plates]
+        if len(index) == 1 and not self.is_letter(index[0]):
+            return Indexed(var, self.expr(index[0]))  # skill[winner[g]], means[z[n]]
+        letters = [str(r.children[0]) for r in index]
+        if letters != plates:
+            written = f"{var.name}[{', '.join(plates)}]" if plates else var.name
+            raise self.fail(node, f"{var.name!r} is indexed by its plates {plates}; "
+                            f"write {written}.")
+        self.plate_letters(node, index)
+        return var
+
+    def aligned(self, value: np.ndarray, letters: list[str]) -> np.ndarray:
+        """A data array whose leading axes are ``letters``, laid out over the open plates
+        (axes reordered, size-1 axes for the plates it does not have)."""
+        plates = [p.name for p in self.model.plates]
+        inner = list(range(len(letters), value.ndim))
+        if letters == plates:
+            return value
+        order = [letters.index(p) for p in plates if p in letters]
+        value = np.transpose(value, order + inner)
+        shape = [self.sizes[p][0] if p in letters else 1 for p in plates]
+        return value.reshape(shape + [value.shape[i] for i in inner])
+
+
+def _flip(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``a op b`` as Python evaluates it: the left operand's method if it is a variable,
+    else the right one's reflected method (so a DSL expression and its Python twin build
+    the same factor, with the same argument order)."""
+    def call(a: Any, b: Any) -> Any:
+        return fn(b, a) if not isinstance(a, Variable) and isinstance(b, Variable) else fn(a, b)
+    return call
+
+
+_RANDOM: dict[str, Callable[..., Any]] = {
+    "add": _flip(factories.plus),
+    "sub": factories.minus,
+    "mul": _flip(factories.times),
+    "gt": factories.greater,
+    "lt": lambda a, b: factories.greater(b, a),
+    "and_": _flip(lambda a, b: factories.logic("And", a, b)),
+    "or_": _flip(lambda a, b: factories.logic("Or", a, b)),
+    "not_": lambda a: factories.logic("Not", a),
+    "neg": lambda a: factories.times(a, -1.0),
+}
+_CONSTANT: dict[str, Callable[..., Any]] = {
+    "add": np.add, "sub": np.subtract, "mul": np.multiply, "gt": np.greater,
+    "lt": np.less, "and_": np.logical_and, "or_": np.logical_or, "not_": np.logical_not,
+    "neg": np.negative,
+}
+
+
+def parse(text: str, data: dict[str, Any] | None = None, *, name: str = "model",
+          filename: str = "<text>") -> Model:
+    """The model written in DSL ``text``, with ``data`` giving observed values, constant
+    arrays, index arrays and plate sizes by name (see ``factorflow.text``).
+
+    Guarantees: the model is the one the equivalent Python API calls build (same IR);
+    a syntax error raises ``ff.ParseError`` with line, column and a caret; other bad
+    input raises ``ff.ModelError`` (or a subclass) naming the line and column."""
+    if data is not None and not isinstance(data, dict):
+        raise ModelError(f"ff.parse: data must be a dict of name -> value, got "
+                         f"{type(data).__name__}.")
+    return Builder(text, data or {}, name, filename).build()
