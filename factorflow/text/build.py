@@ -135,7 +135,8 @@ class Builder:
                                 f"indices but data[{str(name)!r}] has shape {shape}.",
                                 DataError)
             for axis, letter in enumerate(letters):
-                self.size(letter, shape[axis], f"{name} (axis {axis}, {self.where(node)})")
+                self.size(letter, shape[axis], f"data[{str(name)!r}] (axis {axis}, used "
+                          f"at line {node.meta.line}, column {node.meta.column + self.margin})")
         for letter in self.letters_in(self.tree):
             if letter in self.data and np.ndim(self.data[letter]) == 0:
                 self.size(letter, plate_size(self.data[letter], f"data[{letter!r}]"),
@@ -376,6 +377,9 @@ class Builder:
             return Indexed(var, self.expr(index[0]))  # skill[winner[g]], means[z[n]]
         letters = [str(r.children[0]) for r in index]
         if letters != plates:
+            if not plates:
+                raise self.fail(node, f"{var.name!r} has no plates; write {var.name} "
+                                "without an index.")
             written = f"{var.name}[{', '.join(plates)}]" if plates else var.name
             raise self.fail(node, f"{var.name!r} is indexed by its plates {plates}; "
                             f"write {written}.")
@@ -430,6 +434,8 @@ def parse(text: str, data: dict[str, Any] | None = None, *, name: str = "model",
     Guarantees: the model is the one the equivalent Python API calls build (same IR);
     a syntax error raises ``ff.ParseError`` with line, column and a caret; other bad
     input raises ``ff.ModelError`` (or a subclass) naming the line and column."""
+    if not isinstance(text, str):
+        raise ModelError(f"ff.parse needs the model as a string, got {type(text).__name__}.")
     if data is not None and not isinstance(data, dict):
         raise ModelError(f"ff.parse: data must be a dict of name -> value, got "
                          f"{type(data).__name__}.")

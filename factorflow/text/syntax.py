@@ -141,8 +141,6 @@ def parse_tree(text: str, filename: str = "<text>") -> tuple[Tree, int]:
     """The parse tree of ``text`` and the margin (common indentation) removed from every
     line before parsing: a node's column in ``text`` is its ``meta.column + margin``.
     ``ParseError`` (line, column, caret) if ``text`` is not in the language."""
-    if not isinstance(text, str):
-        raise ParseError(f"ff.parse needs the model as a string, got {type(text).__name__}.")
     lines = text.splitlines()
     body = textwrap.dedent(text)
     margin = next((len(a) - len(b) for a, b in zip(lines, body.splitlines(), strict=False)
@@ -151,7 +149,8 @@ def parse_tree(text: str, filename: str = "<text>") -> tuple[Tree, int]:
         return _parser().parse(body + "\n"), margin
     except UnexpectedInput as e:
         line, column = e.line, e.column
-        if isinstance(e, UnexpectedEOF) or line < 1:
+        end = getattr(getattr(e, "token", None), "type", None) == "$END"
+        if isinstance(e, UnexpectedEOF) or line < 1 or end:
             line = len(lines)
             column = len(lines[-1]) + 1 - margin if lines else 1
         if isinstance(e, UnexpectedCharacters):
@@ -164,6 +163,16 @@ def parse_tree(text: str, filename: str = "<text>") -> tuple[Tree, int]:
                      else f"unexpected {token.value!r}")
             expected = _readable(set(getattr(e, "expected", ()) or ())
                                  - ({"_NL"} if _inside_brackets(body, e.pos_in_stream) else set()))
+            if token is not None and token.type == "_INDENT":
+                line, column = token.end_line, token.end_column
+                found, expected = "unexpected indentation", ""
+            previous = body.splitlines()[:line - 1]
+            while previous and not previous[-1].strip():
+                previous.pop()
+            if previous and previous[-1].rstrip().endswith(":") and column == 1 + len(
+                    body.splitlines()[line - 1]) - len(body.splitlines()[line - 1].lstrip()):
+                found = f"expected an indented block after line {len(previous)}"
+                expected = ""
         column += margin
         message = f"{filename}, line {line}, column {column}: {found}"
         if expected:
