@@ -219,6 +219,12 @@ class Builder:
                 f"; the distributions are {', '.join(DISTRIBUTIONS)}")
             raise self.fail(dist, f"unknown distribution {str(dist)!r}{hint}")
         factory, positional = DISTRIBUTIONS[str(dist)]
+        unknown = [x for x in letters if x not in self.sizes]
+        if unknown and name not in self.data and name not in self.changeable:
+            raise ModelError(f"the size of index {unknown[0]!r} is unknown: no data array is "
+                             f"indexed by it.  If {name!r} is observed, data has no "
+                             f"{name!r}; otherwise give the size, e.g. data="
+                             f"{{{unknown[0]!r}: 3}}.")
         self.open_plates(stack, letters)
         kwargs = self.arguments(str(dist), args, positional, _keywords(factory))
         observed = None
