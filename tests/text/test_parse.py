@@ -35,11 +35,9 @@ def test_issue_example_hierarchical_gaussian():
 
 def test_example_learning_gaussian():
     data = [5.0, 7.0]
-    dsl = ff.parse("""
-        mean ~ Gaussian(0.0, variance=100.0)
-        prec ~ Gamma(1.0, rate=1.0)
-        x[n] ~ Gaussian(mean, prec)
-    """, data={"x": data}, name="learning_gaussian")
+    path = EXAMPLES / "learning_gaussian.ff"
+    dsl = ff.parse(path.read_text(), data={"x": data}, name="learning_gaussian",
+                   filename=str(path))
     assert_same_model(dsl, example("learning_gaussian")["build"](data), algorithms=("vmp",))
     assert_close(dsl.infer("vmp")["mean"].mean, 5.9603207170807826, rtol=1e-12)
 
