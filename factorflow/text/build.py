@@ -137,6 +137,17 @@ class Builder:
             for axis, letter in enumerate(letters):
                 self.size(letter, shape[axis], f"data[{str(name)!r}] (axis {axis}, used "
                           f"at line {node.meta.line}, column {node.meta.column + self.margin})")
+        for node in self.tree.find_data("tilde"):  # x[i] ~ ...(observed=values)
+            letters = [str(t) for t in node.children[0].children[1:]]
+            for arg in node.children[2:]:
+                value = arg.children[1] if arg.data == "keyword" else None
+                if (str(arg.children[0]) == "observed" and value.data == "ref"
+                        and len(value.children) == 1
+                        and self.is_data_array(str(value.children[0]))):
+                    shape = np.shape(self.data[str(value.children[0])])
+                    for axis, letter in enumerate(letters[:len(shape)]):
+                        self.size(letter, shape[axis], f"data[{str(value.children[0])!r}] "
+                                  f"(axis {axis}, observed at line {node.meta.line})")
         for letter in self.letters_in(self.tree):
             if letter in self.data and np.ndim(self.data[letter]) == 0:
                 self.size(letter, plate_size(self.data[letter], f"data[{letter!r}]"),
@@ -208,6 +219,10 @@ class Builder:
     def data_decl(self, node: Tree, stack: ExitStack) -> None:
         for token in node.children:
             name = str(token)
+            if name in self.defined:
+                raise self.fail(token, f"{name!r} is a variable of the model; an ff.Data "
+                                f"needs a name of its own: `data {name}_obs` and "
+                                f"`{name}[...] ~ ...(..., observed={name}_obs)`.")
             self.used.add(name)
             self.changeable[name] = Data(name, self.data.get(name))
 
@@ -226,13 +241,18 @@ class Builder:
                              f"{name!r}; otherwise give the size, e.g. data="
                              f"{{{unknown[0]!r}: 3}}.")
         self.open_plates(stack, letters)
-        kwargs = self.arguments(str(dist), args, positional, _keywords(factory))
-        observed = None
-        if name in self.changeable:
-            observed = self.changeable[name]
-        elif name in self.data:
+        kwargs = self.arguments(str(dist), args, positional,
+                                _keywords(factory) + ("observed",))
+        observed = kwargs.pop("observed", None)
+        if name in self.data:
+            if observed is not None:
+                raise ModelError(f"{name!r} is observed twice: by data[{name!r}] and by "
+                                 "observed=; give one.")
             self.used.add(name)
             observed = self.data[name]
+        elif isinstance(observed, Variable | Indexed):
+            raise ModelError(f"observed= takes data (an array or a `data` name), not the "
+                             f"random {getattr(observed, 'name', 'expression')!r}.")
         self.env[name] = factory(name, **kwargs, observed=observed)
 
     def assign(self, node: Tree, stack: ExitStack) -> None:

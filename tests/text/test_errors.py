@@ -95,6 +95,10 @@ def test_inconsistent_index_sizes_name_both():
      "has shape (2,)"),
     ("y[i] ~ Gaussian(0, 1)", {"y": [1.0, float("nan")]}, "observed value of 'y' contains NaN"),
     ("x ~ Gaussian(0, 1)\ny = x == 1", {}, "`==` is a gate condition only"),
+    ("data y\ny ~ Gaussian(0, 1)", {"y": 1.0}, "'y' is a variable of the model; an ff.Data "
+     "needs a name of its own: `data y_obs`"),
+    ("y ~ Gaussian(0, 1, observed=v)", {"y": 1.0, "v": 2.0}, "'y' is observed twice"),
+    ("a ~ Gaussian(0, 1)\ny ~ Gaussian(0, 1, observed=a)", {}, "observed= takes data"),
 ], ids=lambda v: v if isinstance(v, str) and len(v) < 30 else None)
 def test_bad_models_are_named(text, data, expected):
     assert expected in error(text, data)

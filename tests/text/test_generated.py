@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 import factorflow as ff
@@ -18,12 +18,13 @@ CONSTANTS = st.sampled_from([0.5, 1, 2.0, 3])
 def _program(draw) -> tuple[str, dict, list]:
     """DSL lines, data, and the same statements as (kind, name, args) for the twin."""
     lines, data, ops = [], {}, []
-    real, positive, unit = [], [], []
+    real, positive, unit, booleans = [], [], [], []
     size = draw(st.integers(1, 3))
-    for k in range(draw(st.integers(1, 6))):
+    for k in range(draw(st.integers(2, 6))):
         name = f"v{k}"
-        kind = draw(st.sampled_from(["gaussian", "gamma", "beta", "bernoulli", "observed",
-                                     "plus", "minus", "times", "greater"]))
+        kind = "bernoulli" if k == 0 and draw(st.booleans()) else draw(st.sampled_from(["gaussian", "gamma", "beta", "bernoulli", "bernoulli",
+                                     "observed", "plus", "minus", "times", "greater",
+                                     "gate", "gate", "gate"]))
         if kind == "gaussian":
             mean = draw(st.sampled_from(real + [0.0, 1]))
             prec = draw(st.sampled_from(positive + [1.0, 2]))
@@ -49,13 +50,28 @@ def _program(draw) -> tuple[str, dict, list]:
             p = draw(st.sampled_from(unit + [0.25]))
             lines.append(f"{name} ~ Bernoulli({p})")
             ops.append(("Bernoulli", name, (p,), {}))
+            booleans.append(name)
+        elif kind == "gate" and booleans:
+            # an exit variable: defined in both branches of `if c:` / `else:`
+            c, negated = draw(st.sampled_from(booleans)), draw(st.booleans())
+            first, second = draw(CONSTANTS), draw(st.sampled_from(real + [-1.0]))
+            head = f"if not {c}:" if negated else f"if {c}:"
+            if draw(st.booleans()):
+                block = (f"{head} {name} ~ Gaussian({first}, 1)\n"
+                         f"else: {name} ~ Gaussian({second}, 2)")
+            else:
+                block = (f"{head}\n    {name} ~ Gaussian({first}, 1)\n"
+                         f"else:\n    {name} ~ Gaussian({second}, 2)")
+            lines.append(block)
+            ops.append(("gate", name, (c, first, second), {"negated": negated}))
+            real.append(name)
         elif kind == "observed":
             mean = draw(st.sampled_from(real + [0.5]))
-            values = draw(st.lists(st.floats(-3, 3), min_size=size, max_size=size))
+            values = draw(st.lists(st.sampled_from([-1.5, 0.0, 2.0]), min_size=size, max_size=size))
             data[name] = np.array(values)
             lines.append(f"{name}[n] ~ Gaussian({mean}, 2)")
             ops.append(("observed", name, (mean,), {"precision": 2}))
-        elif real:
+        elif kind in OPERATORS and real:
             a = draw(st.sampled_from(real))
             b = draw(st.sampled_from([x for x in real if x != a] + [1.5]))
             symbol = {"plus": "+", "minus": "-", "times": "*", "greater": ">"}[kind]
@@ -81,6 +97,13 @@ def _python_twin(ops, data) -> ff.Model:
                 n = n or ff.Range("n", len(data[name]))
                 with ff.Plate(n):
                     env[name] = ff.Gaussian(name, *args, observed=data[name], **kwargs)
+            elif kind == "gate":
+                c, first, second = args
+                gates = (ff.IfNot, ff.If) if kwargs["negated"] else (ff.If, ff.IfNot)
+                with gates[0](c):
+                    env[name] = ff.Gaussian(name, first, precision=1)
+                with gates[1](c):
+                    ff.Gaussian(name, second, precision=2)
             elif kind in ("plus", "minus", "times", "greater"):
                 env[name] = getattr(operator, OPERATORS[kind])(*args)
             else:
@@ -88,10 +111,15 @@ def _python_twin(ops, data) -> ff.Model:
     return model
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_generated_programs_match_their_python_twins(data):
     lines, values, ops = _program(data.draw)
+    assume(lines)
     separator = data.draw(st.sampled_from(["\n", "; "]))
-    dsl = ff.parse(separator.join(lines), data=values)
+    text = lines[0]
+    for before, line in zip(lines, lines[1:], strict=False):
+        text += ("\n" if "\n" in before + line else separator) + line
+    event("gate" if "if " in text else "no gate")
+    dsl = ff.parse(text, data=values)
     assert ir_text(dsl) == ir_text(_python_twin(ops, values))
