@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import textwrap
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
@@ -68,7 +69,7 @@ class Builder:
         self.filename = filename
         self.model = Model(name)
         self.tree, self.margin = parse_tree(text, filename)
-        self.body = "\n".join(line[self.margin:] for line in self.lines)
+        self.body = textwrap.dedent(text)  # the text parsed: meta.start_pos indexes it
         self.env: dict[str, Any] = {}  # DSL name -> Variable (or a constant)
         self.changeable: dict[str, Data] = {}  # names declared with `data`
         self.used: set[str] = set()
@@ -76,16 +77,19 @@ class Builder:
         self.sizes: dict[str, tuple[int, str]] = {}
 
     # ----- locations ------------------------------------------------------------------
+    def position(self, node: Tree | Token) -> tuple[int, int]:
+        """``node``'s line and column (1-based) in the text as written."""
+        if isinstance(node, Token):
+            return node.line, node.column + self.margin
+        return node.meta.line, node.meta.column + self.margin
+
     def where(self, node: Tree | Token) -> str:
-        line = node.line if isinstance(node, Token) else node.meta.line
-        column = (node.column if isinstance(node, Token) else node.meta.column) + self.margin
+        line, column = self.position(node)
         return f"{self.filename}, line {line}, column {column}"
 
     def fail(self, node: Tree | Token, message: str, kind: type = ModelError) -> ModelError:
         """A ``kind`` error naming ``node``'s line and column, with a caret under it."""
-        line = node.line if isinstance(node, Token) else node.meta.line
-        column = (node.column if isinstance(node, Token) else node.meta.column) + self.margin
-        error = kind(f"{self.where(node)}: {message}\n{caret(self.lines, line, column)}")
+        error = kind(f"{self.where(node)}: {message}\n{caret(self.lines, *self.position(node))}")
         error.located = True
         return error
 
@@ -94,7 +98,7 @@ class Builder:
         """Run the building of one statement: errors raised inside get its line, column
         and caret; what it adds to the model gets it as provenance."""
         first, known = len(self.model.statements), set(self.model.variables)
-        text = self.body.splitlines()[node.meta.line - 1].strip()
+        text = self.body[node.meta.start_pos:node.meta.end_pos].splitlines()[0].strip()
         try:
             yield
         except ModelError as e:
@@ -136,7 +140,7 @@ class Builder:
                                 DataError)
             for axis, letter in enumerate(letters):
                 self.size(letter, shape[axis], f"data[{str(name)!r}] (axis {axis}, used "
-                          f"at line {node.meta.line}, column {node.meta.column + self.margin})")
+                          f"at line {self.position(node)[0]}, column {self.position(node)[1]})")
         for node in self.tree.find_data("tilde"):  # x[i] ~ ...(observed=values)
             letters = [str(t) for t in node.children[0].children[1:]]
             for arg in node.children[2:]:

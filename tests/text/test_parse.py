@@ -244,8 +244,11 @@ def test_data_arrays_are_laid_out_over_the_plates():
 
 
 def test_provenance_names_the_dsl_line():
-    model = ff.parse("a ~ Gaussian(0, 1)\n\nb ~ Gaussian(a, 2)", filename="m.ff")
+    model = ff.parse("a ~ Gaussian(0, 1)\n\nb ~ Gaussian(a, 2); c ~ Gamma(1, 1)",
+                     filename="m.ff")
     assert model.statements[1].provenance == "m.ff:3: b ~ Gaussian(a, 2)"
+    assert model.statements[2].provenance == "m.ff:3: c ~ Gamma(1, 1)"
+    assert model.variables["c"].provenance == "m.ff:3: c ~ Gamma(1, 1)"
     assert "m.ff:3: b ~ Gaussian(a, 2)" in model.compile("ep").source
 
 
