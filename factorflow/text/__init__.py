@@ -7,6 +7,7 @@
 Python API calls a person would write, so both give the same model and the same IR.
 """
 
-from factorflow.text.build import DISTRIBUTIONS, parse
+from factorflow.text.build import parse
+from factorflow.text.vocabulary import DISTRIBUTIONS
 
 __all__ = ["parse", "DISTRIBUTIONS"]

@@ -13,10 +13,9 @@ nearest known one; data entries the text never uses are refused (they are typos)
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -24,40 +23,18 @@ import numpy as np
 from lark import Token, Tree
 
 from factorflow.errors import DataError, ModelError
-from factorflow.model import factories
 from factorflow.model.core import Data, Indexed, Model, Plate, Range, Variable, plate_size
 from factorflow.model.gates import Case, If, IfNot, Switch
 from factorflow.text.syntax import caret, parse_tree
-
-#: distribution name -> (factory, its positional parameters in the DSL)
-DISTRIBUTIONS: dict[str, tuple[Callable[..., Variable], tuple[str, ...]]] = {
-    "Gaussian": (factories.Gaussian, ("mean", "precision")),
-    "Gamma": (factories.Gamma, ("shape", "rate")),
-    "Beta": (factories.Beta, ("alpha", "beta")),
-    "Bernoulli": (factories.Bernoulli, ("p",)),
-    "Binomial": (factories.Binomial, ("trials", "p")),
-    "Discrete": (factories.Discrete, ("probs",)),
-    "Dirichlet": (factories.Dirichlet, ("alpha",)),
-    "Poisson": (factories.Poisson, ("rate",)),
-}
-#: functions usable inside expressions, and as statements
-FUNCTIONS: dict[str, Callable[..., Any]] = {"is_positive": factories.is_positive}
-STATEMENTS: dict[str, Callable[..., Any]] = {"constrain_true": factories.constrain_true}
-
-
-def _keywords(factory: Callable[..., Any]) -> tuple[str, ...]:
-    """The parameters a distribution takes by keyword (all but the name and observed=)."""
-    return tuple(p for p in inspect.signature(factory).parameters
-                 if p not in ("name", "observed"))
-
-
-def _suggest(name: str, known: Any) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
-
-
-class _Located(Exception):
-    """Marks an error whose message already names its line (raised once, re-raised)."""
+from factorflow.text.vocabulary import (
+    CONSTANT_OPERATORS,
+    DISTRIBUTIONS,
+    FUNCTIONS,
+    RANDOM_OPERATORS,
+    STATEMENTS,
+    keywords,
+    suggest,
+)
 
 
 class Builder:
@@ -234,7 +211,7 @@ class Builder:
         target, dist, *args = node.children
         name, letters = str(target.children[0]), [str(t) for t in target.children[1:]]
         if str(dist) not in DISTRIBUTIONS:
-            hint = _suggest(str(dist), DISTRIBUTIONS) or (
+            hint = suggest(str(dist), DISTRIBUTIONS) or (
                 f"; the distributions are {', '.join(DISTRIBUTIONS)}")
             raise self.fail(dist, f"unknown distribution {str(dist)!r}{hint}")
         factory, positional = DISTRIBUTIONS[str(dist)]
@@ -246,7 +223,7 @@ class Builder:
                              f"{{{unknown[0]!r}: 3}}.")
         self.open_plates(stack, letters)
         kwargs = self.arguments(str(dist), args, positional,
-                                _keywords(factory) + ("observed",))
+                                keywords(factory) + ("observed",))
         observed = kwargs.pop("observed", None)
         if name in self.data:
             if observed is not None:
@@ -268,7 +245,7 @@ class Builder:
     def call_stmt(self, node: Tree, stack: ExitStack) -> None:
         function, *args = node.children
         if str(function) not in STATEMENTS:
-            hint = _suggest(str(function), STATEMENTS) or (
+            hint = suggest(str(function), STATEMENTS) or (
                 f"; the statements that are calls are {', '.join(STATEMENTS)}")
             raise self.fail(function, f"unknown statement {str(function)!r}{hint}")
         open_now = [p.name for p in self.model.plates]
@@ -287,7 +264,7 @@ class Builder:
                 allowed = set(positional) | set(keywords)
                 if key not in allowed:
                     raise self.fail(arg, f"{callee} has no parameter {key!r}"
-                                    f"{_suggest(key, allowed)} (it takes "
+                                    f"{suggest(key, allowed)} (it takes "
                                     f"{', '.join(sorted(allowed))}).")
             else:
                 if i >= len(positional):
@@ -347,7 +324,7 @@ class Builder:
             if str(function) not in FUNCTIONS:
                 hint = (" (distributions are used with ~: `name ~ "
                         f"{function}(...)`)" if str(function) in DISTRIBUTIONS
-                        else _suggest(str(function), FUNCTIONS))
+                        else suggest(str(function), FUNCTIONS))
                 raise self.fail(function, f"unknown function {str(function)!r}{hint}")
             callee = FUNCTIONS[str(function)]
             return callee(**self.arguments(str(function), args,
@@ -356,8 +333,8 @@ class Builder:
             raise self.fail(node, "`==` is a gate condition only (`if z == 2:`).")
         values = [self.expr(c) for c in node.children]
         if not any(isinstance(v, Variable | Indexed | Data) for v in values):
-            return _CONSTANT[kind](*values)
-        return _RANDOM[kind](*values)
+            return CONSTANT_OPERATORS[kind](*values)
+        return RANDOM_OPERATORS[kind](*values)
 
     def ref(self, node: Tree) -> Any:
         name, *index = node.children
@@ -385,7 +362,7 @@ class Builder:
             return self.aligned(np.asarray(self.data[name]), self.plate_letters(node, index))
         known = set(self.env) | set(self.data) | set(self.changeable)
         raise self.fail(node, f"{name!r} is not defined (by a statement before this one, "
-                        f"or in data){_suggest(name, known)}")
+                        f"or in data){suggest(name, known)}")
 
     def plate_letters(self, node: Tree, index: list[Tree]) -> list[str]:
         letters = []
@@ -427,33 +404,6 @@ class Builder:
         value = np.transpose(value, order + inner)
         shape = [self.sizes[p][0] if p in letters else 1 for p in plates]
         return value.reshape(shape + [value.shape[i] for i in inner])
-
-
-def _flip(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
-    """``a op b`` as Python evaluates it: the left operand's method if it is a variable,
-    else the right one's reflected method (so a DSL expression and its Python twin build
-    the same factor, with the same argument order)."""
-    def call(a: Any, b: Any) -> Any:
-        return fn(b, a) if not isinstance(a, Variable) and isinstance(b, Variable) else fn(a, b)
-    return call
-
-
-_RANDOM: dict[str, Callable[..., Any]] = {
-    "add": _flip(factories.plus),
-    "sub": factories.minus,
-    "mul": _flip(factories.times),
-    "gt": factories.greater,
-    "lt": lambda a, b: factories.greater(b, a),
-    "and_": _flip(lambda a, b: factories.logic("And", a, b)),
-    "or_": _flip(lambda a, b: factories.logic("Or", a, b)),
-    "not_": lambda a: factories.logic("Not", a),
-    "neg": lambda a: factories.times(a, -1.0),
-}
-_CONSTANT: dict[str, Callable[..., Any]] = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "gt": np.greater,
-    "lt": np.less, "and_": np.logical_and, "or_": np.logical_or, "not_": np.logical_not,
-    "neg": np.negative,
-}
 
 
 def parse(text: str, data: dict[str, Any] | None = None, *, name: str = "model",
