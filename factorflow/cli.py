@@ -1,6 +1,6 @@
 """The ``factorflow`` command line: run a model, show each compiler stage, run the demos.
 
-    factorflow run MODEL.py|MODEL.ff [--algorithm ep|vmp] [--data FILE] [--iterations N]
+    factorflow run MODEL.py|MODEL.ff [--algorithm ep|vmp|...] [--data FILE] [--iterations N]
     factorflow compile MODEL [--emit source|schedule|ir|graph] [--after PASS] [--data FILE]
     factorflow demo [NAME] [--list]
 
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.errors import DataError, ModelError
+from factorflow.factors.registry import ALGORITHMS
 from factorflow.model.core import Model
 
 #: the examples `factorflow demo` runs (a checkout's examples/ folder)
@@ -222,7 +223,7 @@ def parser() -> argparse.ArgumentParser:
     def model_command(name: str, helptext: str) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=helptext, description=helptext)
         sub.add_argument("model", help="a .py file defining `model`, or a .ff DSL file")
-        sub.add_argument("--algorithm", "-a", choices=["ep", "vmp"], default="ep")
+        sub.add_argument("--algorithm", "-a", choices=ALGORITHMS, default="ep")
         sub.add_argument("--data", "-d", help="a .csv, .npz or .nc file of named arrays")
         return sub
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import shlex
 from pathlib import Path
 
@@ -10,20 +9,21 @@ import numpy as np
 
 from factorflow import cli
 from tests.conftest import assert_close
+from tests.test_docs import blocks
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 
-def blocks(section: str, language: str) -> list[str]:
+def section_blocks(section: str, language: str) -> list[str]:
     """The ```language code blocks of the README section titled ``section``."""
     start = README.index(f"\n## {section}\n")
     end = README.find("\n## ", start + 1)
-    text = README[start:end if end != -1 else None]
-    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
+    return [code.strip("\n") + "\n" for code in
+            blocks(README[start:end if end != -1 else None], language)]
 
 
 def test_text_dsl_section_runs():
-    (code,) = blocks("The text DSL", "python")
+    (code,) = section_blocks("The text DSL", "python")
     namespace: dict = {}
     exec(compile(code, "README.md", "exec"), namespace)
     result = namespace["result"]
@@ -33,7 +33,7 @@ def test_text_dsl_section_runs():
 
 def test_command_line_section_runs(capsys, monkeypatch):
     monkeypatch.chdir(Path(__file__).resolve().parent.parent)
-    (code,) = blocks("Command line", "bash")
+    (code,) = section_blocks("Command line", "bash")
     commands = [shlex.split(line) for line in code.splitlines() if line.strip()]
     assert [c[:2] for c in commands] == [["factorflow", "run"], ["factorflow", "compile"],
                                          ["factorflow", "demo"]]
