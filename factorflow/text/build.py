@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
@@ -57,7 +57,7 @@ class Builder:
     def position(self, node: Tree | Token) -> tuple[int, int]:
         """``node``'s line and column (1-based) in the text as written."""
         if isinstance(node, Token):
-            return node.line, node.column + self.margin
+            return int(node.line or 0), int(node.column or 0) + self.margin
         return node.meta.line, node.meta.column + self.margin
 
     def where(self, node: Tree | Token) -> str:
@@ -121,9 +121,10 @@ class Builder:
         for node in self.tree.find_data("tilde"):  # x[i] ~ ...(observed=values)
             letters = [str(t) for t in node.children[0].children[1:]]
             for arg in node.children[2:]:
-                value = arg.children[1] if arg.data == "keyword" else None
-                if (str(arg.children[0]) == "observed" and value.data == "ref"
-                        and len(value.children) == 1
+                if arg.data != "keyword" or str(arg.children[0]) != "observed":
+                    continue
+                value = arg.children[1]
+                if (value.data == "ref" and len(value.children) == 1
                         and self.is_data_array(str(value.children[0]))):
                     shape = np.shape(self.data[str(value.children[0])])
                     for axis, letter in enumerate(letters[:len(shape)]):
@@ -285,6 +286,7 @@ class Builder:
                                  + [x for x in self.letters_in(head)
                                     if x not in [p.name for p in self.model.plates]])
                 plates = list(self.model.plates)
+                gates: list[Callable[[Any], Any]]
                 if node.data == "switch_block":
                     condition, gates = self.expr(head), [Switch]
                 elif head.data == "eq":
@@ -307,7 +309,7 @@ class Builder:
                 self.suite(suites[1])
 
     # ----- expressions ----------------------------------------------------------------
-    def expr(self, node: Tree | Token) -> Any:
+    def expr(self, node: Tree) -> Any:
         kind = node.data
         if kind == "number":
             text = str(node.children[0])

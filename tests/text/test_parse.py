@@ -292,3 +292,13 @@ def test_observed_keyword_takes_a_data_array():
     named = ff.parse("m ~ Gaussian(0, 1)\ny[n] ~ Gaussian(m, 1)", data={"y": values})
     assert_same_model(dsl, named, algorithms=("ep",))
     assert_close(dsl.infer("ep")["m"].mean, values.sum() / 4, rtol=1e-12)  # N(0,1) prior
+
+
+def test_a_variable_may_be_called_observed():
+    dsl = ff.parse("observed ~ Gaussian(0, 1); y ~ Gaussian(observed, 1, observed=v)",
+                   data={"v": 2.0})
+    with ff.Model() as python:
+        observed = ff.Gaussian("observed", 0, precision=1)
+        ff.Gaussian("y", observed, precision=1, observed=2.0)
+    assert_same_model(dsl, python, algorithms=("ep",))
+    assert_close(dsl.infer("ep")["observed"].mean, 1.0, rtol=1e-12)
