@@ -33,18 +33,22 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 # ----- data files ---------------------------------------------------------------------
 def _column(name: str, cells: list[str], path: Path) -> np.ndarray:
-    """A CSV column as booleans, integers or floats (the narrowest that reads every cell)."""
+    """A CSV column as booleans, integers or floats (the narrowest that reads every cell);
+    DataError naming the column and row of a cell that is none of them."""
     cells = [c.strip() for c in cells]
-    if cells and all(c.lower() in ("true", "false") for c in cells):
+    logical = [c.lower() in ("true", "false") for c in cells]
+    if cells and all(logical):
         return np.array([c.lower() == "true" for c in cells])
-    for kind in (int, float):
-        try:
-            return np.array([kind(c) for c in cells])
-        except ValueError:
-            continue
-    bad = next(c for c in cells if not _is_float(c))
-    raise DataError(f"{path}: column {name!r} holds {bad!r}, which is not a number or "
-                    "true/false.")
+    for row, (cell, is_logical) in enumerate(zip(cells, logical, strict=True), start=2):
+        if is_logical or not _is_float(cell):
+            what = ("true/false among numbers" if is_logical
+                    else "an empty cell" if not cell else repr(cell))
+            raise DataError(f"{path}: column {name!r}, row {row} holds {what}; a column is "
+                            "all numbers or all true/false.")
+    try:
+        return np.array([int(c) for c in cells])
+    except ValueError:
+        return np.array([float(c) for c in cells])
 
 
 def _is_float(text: str) -> bool:

@@ -155,14 +155,25 @@ def test_compile_emits_source_schedule_and_graph(files, capsys):
 @pytest.mark.parametrize("data, expected", [
     ("z\n5.0\n7.0\n", "If 'x' is observed, data has no 'x'"),
     ("x,y\n5.0,1\n7.0\n", "x.csv, row 3: 1 cells, but the header names 2 columns."),
-    ("x\n5.0\nseven\n", "column 'x' holds 'seven', which is not a number or true/false."),
-], ids=["missing", "ragged", "not-a-number"])
+    ("x\n5.0\nseven\n", "column 'x', row 3 holds 'seven'; a column is all numbers or all "
+     "true/false."),
+    ("x\n5.0\ntrue\n", "column 'x', row 3 holds true/false among numbers"),
+    ("x,y\n5.0,1\n,2\n", "column 'x', row 3 holds an empty cell"),
+], ids=["missing", "ragged", "not-a-number", "mixed", "empty"])
 def test_bad_csv_data_is_named(files, capsys, data, expected):
     (files / "x.csv").write_text(data)
     status, out, err = run_cli(capsys, "run", str(files / "learning.ff"), "-a", "vmp",
                                "-d", str(files / "x.csv"))
     assert status == 1 and out == ""
     assert expected in err
+
+
+def test_csv_columns_read_as_the_narrowest_type(tmp_path):
+    (tmp_path / "d.csv").write_text("b, i ,f\nTrue,1,1\nfalse,-2,2.5\n")
+    data = cli.load_data(tmp_path / "d.csv")
+    assert data["b"].dtype == bool and data["b"].tolist() == [True, False]
+    assert data["i"].dtype.kind == "i" and data["i"].tolist() == [1, -2]
+    assert data["f"].dtype.kind == "f" and data["f"].tolist() == [1.0, 2.5]
 
 
 def test_python_model_data_missing_or_misshapen(files, capsys):
