@@ -415,7 +415,13 @@ def parse(text: str, data: dict[str, Any] | None = None, *, name: str = "model",
 
     Guarantees: the model is the one the equivalent Python API calls build (same IR);
     a syntax error raises ``ff.ParseError`` with line, column and a caret; other bad
-    input raises ``ff.ModelError`` (or a subclass) naming the line and column."""
+    input raises ``ff.ModelError`` (or a subclass) naming the line and column.
+
+    >>> model = ff.parse("mean ~ Gaussian(0, variance=100); x[n] ~ Gaussian(mean, 1)",
+    ...                  data={"x": [5.0, 7.0]})   # x observed; n is its length
+    >>> round(float(model.infer("ep")["mean"].mean), 12)   # 12 / (1/100 + 2)
+    5.970149253731
+    """
     if not isinstance(text, str):
         raise ModelError(f"ff.parse needs the model as a string, got {type(text).__name__}.")
     if data is not None and not isinstance(data, dict):
