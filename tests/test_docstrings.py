@@ -13,7 +13,7 @@ import factorflow as ff
 
 #: modules whose public functions carry examples
 MODULES = ["factorflow.model.factories", "factorflow.model.gates", "factorflow.model.nodes",
-           "factorflow.text.build"]
+           "factorflow.text"]
 
 
 @pytest.mark.parametrize("name", MODULES)

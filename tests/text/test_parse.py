@@ -302,3 +302,14 @@ def test_a_variable_may_be_called_observed():
         ff.Gaussian("y", observed, precision=1, observed=2.0)
     assert_same_model(dsl, python, algorithms=("ep",))
     assert_close(dsl.infer("ep")["observed"].mean, 1.0, rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_import_factorflow_does_not_load_lark():
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parent.parent.parent
+    code = "import sys, factorflow; sys.exit('lark' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, timeout=60,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0
