@@ -30,6 +30,7 @@ from factorflow.text.vocabulary import (
     CONSTANT_OPERATORS,
     DISTRIBUTIONS,
     FUNCTIONS,
+    OTHER_NAMES,
     RANDOM_OPERATORS,
     STATEMENTS,
     keywords,
@@ -212,8 +213,9 @@ class Builder:
         target, dist, *args = node.children
         name, letters = str(target.children[0]), [str(t) for t in target.children[1:]]
         if str(dist) not in DISTRIBUTIONS:
-            hint = suggest(str(dist), DISTRIBUTIONS) or (
-                f"; the distributions are {', '.join(DISTRIBUTIONS)}")
+            hint = (f"; factorflow calls it {OTHER_NAMES[str(dist)]!r}"
+                    if str(dist) in OTHER_NAMES else suggest(str(dist), DISTRIBUTIONS)
+                    or f"; the distributions are {', '.join(DISTRIBUTIONS)}")
             raise self.fail(dist, f"unknown distribution {str(dist)!r}{hint}")
         factory, positional = DISTRIBUTIONS[str(dist)]
         unknown = [x for x in letters if x not in self.sizes]

@@ -24,6 +24,9 @@ DISTRIBUTIONS: dict[str, tuple[Callable[..., Variable], tuple[str, ...]]] = {
     "Dirichlet": (factories.Dirichlet, ("alpha",)),
     "Poisson": (factories.Poisson, ("rate",)),
 }
+#: other libraries' names for the distributions, suggested when used
+OTHER_NAMES = {"Normal": "Gaussian", "Categorical": "Discrete", "Multinomial": "Discrete",
+               "Bern": "Bernoulli", "Gauss": "Gaussian"}
 #: functions usable inside expressions, and as statements
 FUNCTIONS: dict[str, Callable[..., Any]] = {"is_positive": factories.is_positive}
 STATEMENTS: dict[str, Callable[..., Any]] = {"constrain_true": factories.constrain_true}

@@ -52,7 +52,9 @@ def test_unknown_distribution_suggests_the_nearest():
                                    "'Gausian'; did you mean 'Gaussian'?")
     assert msg.splitlines()[2] == "            ^"
     assert "did you mean 'Dirichlet'" in error("w ~ Dirichlt([1, 1])")
-    assert "the distributions are Gaussian, Gamma" in error("x ~ Normal(0, 1)")
+    assert "unknown distribution 'Normal'; factorflow calls it 'Gaussian'" in error(
+        "x ~ Normal(0, 1)")
+    assert "the distributions are Gaussian, Gamma" in error("x ~ Cauchy(0, 1)")
 
 
 def test_inconsistent_index_sizes_name_both():
