@@ -6,6 +6,8 @@ import pickle
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import factorflow as ff
 
@@ -110,3 +112,20 @@ def test_non_string_and_non_dict_input():
     assert "needs the model as a string" in error(42)
     with pytest.raises(ff.ModelError, match="data must be a dict"):
         ff.parse("x ~ Gaussian(0, 1)", data=[1, 2])
+
+
+TOKENS = ["x", "y", "z", "i", "j", "[", "]", "(", ")", ",", ";", ":", "=", "==", "~", "+",
+          "-", "*", "<", ">", "&", "|", "not", "#", " ", "\n", "\n    ", "0", "1.5", "[1, 2]",
+          "Gaussian", "Gamma", "Bernoulli", "Discrete", "Dirichlet", "if", "else", "switch",
+          "data", "constrain_true", "is_positive", "variance=", "observed=", "y[i]", "z[i]"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from(TOKENS), max_size=25))
+def test_any_text_gives_a_model_or_a_model_error(tokens):
+    """Whatever the text, ff.parse builds a model or raises ff.ModelError (never another
+    exception from lark, NumPy or the builder)."""
+    try:
+        ff.parse("".join(tokens), data={"y": np.array([0.5, 1.0, 2.0])})
+    except ff.ModelError:
+        pass
