@@ -225,7 +225,7 @@ class Builder:
                              f"{name!r}; otherwise give the size, e.g. data="
                              f"{{{unknown[0]!r}: 3}}.")
         self.open_plates(stack, letters)
-        kwargs = self.arguments(str(dist), args, positional,
+        kwargs = self.arguments(str(dist), factory, args, positional,
                                 keywords(factory) + ("observed",))
         observed = kwargs.pop("observed", None)
         if name in self.data:
@@ -255,11 +255,17 @@ class Builder:
         self.open_plates(stack, open_now + [x for x in self.letters_in(node)
                                             if x not in open_now])
         callee = STATEMENTS[str(function)]
-        callee(**self.arguments(str(function), args, tuple(inspect.signature(callee).parameters),
-                                ()))
+        callee(**self.arguments(str(function), callee, args))
 
-    def arguments(self, callee: str, args: list[Tree], positional: tuple[str, ...],
-                  keywords: tuple[str, ...]) -> dict[str, Any]:
+    def arguments(self, callee: str, fn: Callable[..., Any], args: list[Tree],
+                  positional: tuple[str, ...] | None = None, keywords: tuple[str, ...] = ()
+                  ) -> dict[str, Any]:
+        """The keyword arguments of ``fn`` that ``args`` give (``positional`` names the
+        positional ones: by default all of ``fn``'s), each evaluated; ModelError for an
+        unknown, repeated or missing one."""
+        parameters = inspect.signature(fn).parameters
+        if positional is None:
+            positional = tuple(parameters)
         out: dict[str, Any] = {}
         for i, arg in enumerate(args):
             if isinstance(arg, Tree) and arg.data == "keyword":
@@ -277,6 +283,11 @@ class Builder:
             if key in out:
                 raise self.fail(arg, f"{callee}: {key!r} is given twice.")
             out[key] = self.expr(value)
+        missing = [k for k, p in parameters.items() if k != "name" and k not in out
+                   and p.default is inspect.Parameter.empty]
+        if missing:
+            raise ModelError(f"{callee} needs {', '.join(missing)}: write "
+                             f"{callee}({', '.join(positional)}).")
         return out
 
     # ----- gates ----------------------------------------------------------------------
@@ -331,8 +342,7 @@ class Builder:
                         else suggest(str(function), FUNCTIONS))
                 raise self.fail(function, f"unknown function {str(function)!r}{hint}")
             callee = FUNCTIONS[str(function)]
-            return callee(**self.arguments(str(function), args,
-                                           tuple(inspect.signature(callee).parameters), ()))
+            return callee(**self.arguments(str(function), callee, args))
         if kind == "eq":
             raise self.fail(node, "`==` is a gate condition only (`if z == 2:`).")
         values = [self.expr(c) for c in node.children]

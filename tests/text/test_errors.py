@@ -6,7 +6,7 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 import factorflow as ff
@@ -84,6 +84,8 @@ def test_inconsistent_index_sizes_name_both():
     ("x ~ Gaussian(0, 1, 2)", {}, "Gaussian takes 2 positional argument(s) (mean, precision)"),
     ("x ~ Gaussian(0, varience=1)", {}, "no parameter 'varience'; did you mean 'variance'?"),
     ("x ~ Gaussian(0, precision=1, precision=2)", {}, "'precision' is given twice"),
+    ("x ~ Gamma()", {}, "line 1, column 1: Gamma needs shape: write Gamma(shape, rate)."),
+    ("constrain_true()", {}, "constrain_true needs b: write constrain_true(b)."),
     ("x ~ Gaussian(0, 1)\ny ~ Gaussian(x, variance=x)", {}, "line 2, column 1: y: a random "
      "variance is not supported"),
     ("x ~ Gaussian(0, 1)\nx ~ Gamma(1, 1)", {}, "line 2, column 1: Variable 'x': the name is "
@@ -129,3 +131,41 @@ def test_any_text_gives_a_model_or_a_model_error(tokens):
         ff.parse("".join(tokens), data={"y": np.array([0.5, 1.0, 2.0])})
     except ff.ModelError:
         pass
+
+
+NAMES = st.sampled_from(["x", "y", "z", "w", "i", "j"])
+REFS = st.one_of(NAMES, st.builds("{}[{}]".format, NAMES, NAMES),
+                 st.builds("{}[{}, {}]".format, NAMES, NAMES, NAMES),
+                 st.builds("{}[{}[{}]]".format, NAMES, NAMES, NAMES),
+                 st.sampled_from(["0", "1.5", "-2", "[0.5, 0.5]", "[1, 2, 3]"]))
+TARGETS = st.one_of(NAMES, st.builds("{}[{}]".format, NAMES, NAMES),
+                    st.builds("{}[{}, {}]".format, NAMES, NAMES, NAMES))
+EXPRS = st.one_of(REFS, st.builds("{} {} {}".format, REFS, st.sampled_from(
+    ["+", "-", "*", ">", "<", "&", "|", "=="]), REFS), st.builds("~{}".format, REFS))
+ARGS = st.lists(st.one_of(EXPRS, st.builds("{}={}".format, st.sampled_from(
+    ["variance", "precision", "rate", "scale", "observed"]), EXPRS)), max_size=3)
+STATEMENTS = st.one_of(
+    st.builds("{} ~ {}({})".format, TARGETS, st.sampled_from(list(ff.text.DISTRIBUTIONS)),
+              ARGS.map(", ".join)),
+    st.builds("{} = {}".format, TARGETS, EXPRS),
+    st.builds("constrain_true({})".format, EXPRS),
+    st.builds("data {}".format, NAMES),
+    st.builds("if {}:\n    {} ~ Gaussian(0, 1)\nelse:\n    {} ~ Gaussian(1, 1)".format,
+              EXPRS, TARGETS, TARGETS),
+    st.builds("switch {}:\n    {} ~ Gaussian({}, 1)".format, REFS, TARGETS, EXPRS))
+DATA = st.fixed_dictionaries({}, optional={
+    "y": st.sampled_from([np.array([0.5, 1.0, 2.0]), np.array([[1.0], [2.0]]), 1.0]),
+    "w": st.sampled_from([np.array([0, 1, 1]), np.array([True, False]), np.array([3, 0])]),
+    "j": st.sampled_from([2, 3, 0, -1, 2.5])})
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(STATEMENTS, min_size=1, max_size=5), DATA)
+def test_any_well_formed_program_gives_a_model_or_a_model_error(statements, data):
+    """Programs in the grammar, with arbitrary names, indices and data, build a model or
+    raise ff.ModelError: the builder never fails with another exception."""
+    try:
+        ff.parse("\n".join(statements), data=data)
+        event("built")
+    except ff.ModelError as error:
+        event(type(error).__name__)
