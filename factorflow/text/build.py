@@ -100,41 +100,42 @@ class Builder:
                 and name not in self.changeable and not self.is_data_array(name))
 
     def infer_sizes(self) -> None:
-        """Each index letter's size from the data arrays it indexes (and ``data[letter]``),
-        DataError naming both places where two disagree."""
+        """Each index letter's size from the data arrays it indexes (``y[i, j]``, or
+        ``x[i] ~ ...(observed=values)``) and from ``data[letter]``; DataError naming both
+        places where two disagree."""
         for node in self.tree.iter_subtrees_topdown():
             if node.data not in ("ref", "target"):
                 continue
             name, *index = node.children
-            letters = [str(i) if isinstance(i, Token) else str(i.children[0]) for i in index]
-            if not index or not all(isinstance(i, Token) or self.is_letter(i) for i in index):
-                continue
-            if not self.is_data_array(str(name)):
-                continue
-            shape = np.shape(self.data[str(name)])
-            if len(shape) < len(letters):
-                raise self.fail(node, f"{name}[{', '.join(letters)}] has {len(letters)} "
-                                f"indices but data[{str(name)!r}] has shape {shape}.",
-                                DataError)
-            for axis, letter in enumerate(letters):
-                self.size(letter, shape[axis], f"data[{str(name)!r}] (axis {axis}, used "
-                          f"at line {self.position(node)[0]}, column {self.position(node)[1]})")
-        for node in self.tree.find_data("tilde"):  # x[i] ~ ...(observed=values)
+            if index and all(isinstance(i, Token) or self.is_letter(i) for i in index):
+                letters = [str(i) if isinstance(i, Token) else str(i.children[0])
+                           for i in index]
+                self.sizes_from(str(name), letters, node, exact=True)
+        for node in self.tree.find_data("tilde"):
             letters = [str(t) for t in node.children[0].children[1:]]
             for arg in node.children[2:]:
-                if arg.data != "keyword" or str(arg.children[0]) != "observed":
-                    continue
-                value = arg.children[1]
-                if (value.data == "ref" and len(value.children) == 1
-                        and self.is_data_array(str(value.children[0]))):
-                    shape = np.shape(self.data[str(value.children[0])])
-                    for axis, letter in enumerate(letters[:len(shape)]):
-                        self.size(letter, shape[axis], f"data[{str(value.children[0])!r}] "
-                                  f"(axis {axis}, observed at line {node.meta.line})")
+                if arg.data == "keyword" and str(arg.children[0]) == "observed":
+                    value = arg.children[1]
+                    if value.data == "ref" and len(value.children) == 1:
+                        self.sizes_from(str(value.children[0]), letters, node, exact=False)
         for letter in self.letters_in(self.tree):
             if letter in self.data and np.ndim(self.data[letter]) == 0:
                 self.size(letter, plate_size(self.data[letter], f"data[{letter!r}]"),
                           f"data[{letter!r}]")
+
+    def sizes_from(self, name: str, letters: list[str], node: Tree, exact: bool) -> None:
+        """The sizes of ``letters`` from the leading axes of the data array ``name`` (if
+        it is one); with ``exact``, DataError if it has fewer axes than letters."""
+        if not self.is_data_array(name):
+            return
+        shape = np.shape(self.data[name])
+        if exact and len(shape) < len(letters):
+            raise self.fail(node, f"{name}[{', '.join(letters)}] has {len(letters)} "
+                            f"indices but data[{name!r}] has shape {shape}.", DataError)
+        line, column = self.position(node)
+        for axis, letter in enumerate(letters[:len(shape)]):
+            self.size(letter, shape[axis], f"data[{name!r}] (axis {axis}, used at line "
+                      f"{line}, column {column})")
 
     def size(self, letter: str, size: int, source: str) -> None:
         if letter in self.sizes and self.sizes[letter][0] != size:
