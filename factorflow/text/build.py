@@ -177,6 +177,14 @@ class Builder:
         for letter in letters[len(open_now):]:
             stack.enter_context(Plate(self.range(letter)))
 
+    def open_plates_of(self, stack: ExitStack, tree: Tree) -> list[Range]:
+        """Open, after those open now, the plates of the letters ``tree`` uses (in order
+        of appearance); returns the ranges it opened."""
+        open_now = [p.name for p in self.model.plates]
+        self.open_plates(stack, open_now + [x for x in self.letters_in(tree)
+                                            if x not in open_now])
+        return list(self.model.plates[len(open_now):])
+
     # ----- statements -----------------------------------------------------------------
     def build(self) -> Model:
         with self.model:
@@ -252,9 +260,7 @@ class Builder:
             hint = suggest(str(function), STATEMENTS) or (
                 f"; the statements that are calls are {', '.join(STATEMENTS)}")
             raise self.fail(function, f"unknown statement {str(function)!r}{hint}")
-        open_now = [p.name for p in self.model.plates]
-        self.open_plates(stack, open_now + [x for x in self.letters_in(node)
-                                            if x not in open_now])
+        self.open_plates_of(stack, node)
         callee = STATEMENTS[str(function)]
         callee(**self.arguments(str(function), callee, args))
 
@@ -296,10 +302,7 @@ class Builder:
         head, *suites = node.children
         with ExitStack() as stack:
             with self.statement(node):
-                self.open_plates(stack, [p.name for p in self.model.plates]
-                                 + [x for x in self.letters_in(head)
-                                    if x not in [p.name for p in self.model.plates]])
-                plates = list(self.model.plates)
+                opened = self.open_plates_of(stack, head)
                 gates: list[Callable[[Any], Any]]
                 if node.data == "switch_block":
                     condition, gates = self.expr(head), [Switch]
@@ -317,7 +320,7 @@ class Builder:
             self.suite(suites[0])
         if len(suites) > 1:
             with ExitStack() as stack:
-                for rng in plates:
+                for rng in opened:
                     stack.enter_context(Plate(rng))
                 stack.enter_context(gates[1](condition))
                 self.suite(suites[1])
