@@ -19,13 +19,14 @@ CONSTANTS = st.sampled_from([0.5, 1, 2.0, 3])
 def _program(draw) -> tuple[str, dict, list]:
     """DSL lines, data, and the same statements as (kind, name, args) for the twin."""
     lines, data, ops = [], {}, []
-    real, positive, unit, booleans = [], [], [], []
+    real, positive, unit, booleans, plated = [], [], [], [], []
     size = draw(st.integers(1, 3))
     for k in range(draw(st.integers(2, 6))):
         name = f"v{k}"
-        kind = "bernoulli" if k == 0 and draw(st.booleans()) else draw(st.sampled_from(["gaussian", "gamma", "beta", "bernoulli", "bernoulli",
+        kind = "bernoulli" if k == 0 and draw(st.booleans()) else draw(st.sampled_from([
+                                     "gaussian", "gamma", "beta", "bernoulli", "bernoulli",
                                      "observed", "plus", "minus", "times", "greater",
-                                     "gate", "gate", "gate"]))
+                                     "gate", "gate", "gate", "plated_gate", "plated_gate"]))
         if kind == "gaussian":
             mean = draw(st.sampled_from(real + [0.0, 1]))
             prec = draw(st.sampled_from(positive + [1.0, 2]))
@@ -66,11 +67,20 @@ def _program(draw) -> tuple[str, dict, list]:
             lines.append(block)
             ops.append(("gate", name, (c, first, second), {"negated": negated}))
             real.append(name)
+        elif kind == "plated_gate":
+            # a condition and an exit variable per element of the plate n
+            first, second = draw(st.sampled_from(real + [1.0])), draw(CONSTANTS)
+            lines.append(f"{name}c[n] ~ Bernoulli(0.3)\nif {name}c[n]:\n"
+                         f"    {name}[n] ~ Gaussian({first}, 1)\nelse:\n"
+                         f"    {name}[n] ~ Gaussian({second}, 2)")
+            data["n"] = size
+            ops.append(("plated_gate", name, (first, second), {"size": size}))
+            plated.append(name)
         elif kind == "observed":
-            mean = draw(st.sampled_from(real + [0.5]))
+            mean = draw(st.sampled_from(real + plated + [0.5]))
             values = draw(st.lists(st.sampled_from([-1.5, 0.0, 2.0]), min_size=size, max_size=size))
             data[name] = np.array(values)
-            lines.append(f"{name}[n] ~ Gaussian({mean}, 2)")
+            lines.append(f"{name}[n] ~ Gaussian({mean}{'[n]' if mean in plated else ''}, 2)")
             ops.append(("observed", name, (mean,), {"precision": 2}))
         elif kind in OPERATORS and real:
             a = draw(st.sampled_from(real))
@@ -94,7 +104,16 @@ def _python_twin(ops, data) -> ff.Model:
         for kind, name, args, kwargs in ops:
             args = tuple(value(a) for a in args)
             kwargs = {k: value(v) for k, v in kwargs.items()}
-            if kind == "observed":
+            if kind == "plated_gate":
+                n = n or ff.Range("n", kwargs["size"])
+                first, second = args
+                with ff.Plate(n):
+                    c = ff.Bernoulli(f"{name}c", 0.3)
+                    with ff.If(c):
+                        env[name] = ff.Gaussian(name, first, precision=1)
+                    with ff.IfNot(c):
+                        ff.Gaussian(name, second, precision=2)
+            elif kind == "observed":
                 n = n or ff.Range("n", len(data[name]))
                 with ff.Plate(n):
                     env[name] = ff.Gaussian(name, *args, observed=data[name], **kwargs)
