@@ -340,6 +340,6 @@ def test_nested_gates_inside_plates():
                 with ff.IfNot(c):
                     x = ff.Gaussian("x", 0, variance=4)
             ff.Gaussian("obs", x, precision=2, observed=[0.5, 1.5])
-    # VMP only: EP on this Python model fails inside the runtime (a raw NumPy ValueError
-    # from broadcast_to for an If inside a Switch inside a plate), reported to the lead
-    assert_same_model(dsl, python, algorithms=("vmp",), iterations=20)
+    # the IR only: compiling this model takes ~10 s (the gate passes on an If inside a
+    # Switch inside a plate), and the same IR is the same program, numbers included
+    assert ir_text(dsl) == ir_text(python)
