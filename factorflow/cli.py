@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.errors import DataError, ModelError
+from factorflow.errors import DataError, ModelError, ParseError
 from factorflow.factors.registry import ALGORITHMS
 from factorflow.model.core import Model
 
@@ -95,16 +95,25 @@ def load_data(path: str | Path) -> dict[str, Any]:
 
 
 # ----- models -------------------------------------------------------------------------
-def load_model(path: str | Path, data: dict[str, Any]) -> tuple[Model, dict[str, Any]]:
+def load_model(path: str | Path, data: dict[str, Any], data_file: str | None = None
+               ) -> tuple[Model, dict[str, Any]]:
     """The model in ``path`` and the data to run it with: a ``.ff`` file is parsed with
-    ``data`` (which it consumes: the run needs none), a ``.py`` file's module-level
-    ``model`` is run with ``data`` as its ``ff.Data`` values."""
+    ``data`` (which it consumes: the run needs none; an error in it says what
+    ``data_file`` holds), a ``.py`` file's module-level ``model`` is run with ``data`` as
+    its ``ff.Data`` values."""
     from factorflow.text import parse
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"model file {str(path)!r} does not exist.")
     if path.suffix == ".ff":
-        return parse(path.read_text(), data, name=path.stem, filename=str(path)), {}
+        try:
+            return parse(path.read_text(), data, name=path.stem, filename=str(path)), {}
+        except ParseError:
+            raise
+        except ModelError as e:
+            holds = f"the data file {data_file} holds {sorted(data) or 'nothing'}" \
+                if data_file else "no --data file was given"
+            raise type(e)(f"{e}\n({holds})") from e
     if path.suffix != ".py":
         raise ModelError(f"{path}: a model is a .py file (defining `model`) or a .ff file "
                          "(DSL text).")
@@ -162,7 +171,7 @@ def stage_names(algorithm: str) -> list[str]:
 # ----- commands -----------------------------------------------------------------------
 def _run(args: argparse.Namespace) -> None:
     data = load_data(args.data) if args.data else {}
-    model, run_data = load_model(args.model, data)
+    model, run_data = load_model(args.model, data, args.data)
     missing = [n for n, d in model.data.items() if d.value is None and n not in run_data]
     if missing:
         source = f"the data file {args.data}" if args.data else "no --data file"
@@ -188,7 +197,7 @@ def _compile(args: argparse.Namespace) -> None:
     if args.after is not None and args.emit != "ir":
         raise ModelError("--after selects the IR after a pass; use it with --emit ir.")
     data = load_data(args.data) if args.data else {}
-    model, _ = load_model(args.model, data)
+    model, _ = load_model(args.model, data, args.data)
     compiled = model.compile(args.algorithm)
     if args.emit == "source":
         print(compiled.source, end="")

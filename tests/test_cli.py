@@ -153,7 +153,8 @@ def test_compile_emits_source_schedule_and_graph(files, capsys):
 
 
 @pytest.mark.parametrize("data, expected", [
-    ("z\n5.0\n7.0\n", "If 'x' is observed, data has no 'x'"),
+    ("z\n5.0\n7.0\n", "If 'x' is observed, data has no 'x'; otherwise give the size, e.g. "
+     "data={'n': 3}.\n    x[n] ~ Gaussian(mean, prec)\n    ^\n(the data file "),
     ("x,y\n5.0,1\n7.0\n", "x.csv, row 3: 1 cells, but the header names 2 columns."),
     ("x\n5.0\nseven\n", "column 'x', row 3 holds 'seven'; a column is all numbers or all "
      "true/false."),
@@ -166,6 +167,8 @@ def test_bad_csv_data_is_named(files, capsys, data, expected):
                                "-d", str(files / "x.csv"))
     assert status == 1 and out == ""
     assert expected in err
+    if "(the data file" in expected:
+        assert err.rstrip().endswith("x.csv holds ['z'])")
 
 
 def test_csv_columns_read_as_the_narrowest_type(tmp_path):
