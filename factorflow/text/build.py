@@ -351,7 +351,12 @@ class Builder:
             raise self.fail(node, "`==` is a gate condition only (`if z == 2:`).")
         values = [self.expr(c) for c in node.children]
         if not any(isinstance(v, Variable | Indexed | Data) for v in values):
-            return CONSTANT_OPERATORS[kind](*values)
+            try:  # known values: computed now, as Python would
+                with np.errstate(all="raise"):
+                    return CONSTANT_OPERATORS[kind](*values)
+            except (ValueError, TypeError, FloatingPointError) as e:
+                raise self.fail(node, f"the known values here cannot be combined ({e}).",
+                                DataError) from None
         return RANDOM_OPERATORS[kind](*values)
 
     def ref(self, node: Tree) -> Any:

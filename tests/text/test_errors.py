@@ -85,6 +85,8 @@ def test_inconsistent_index_sizes_name_both():
     ("x ~ Gaussian(0, varience=1)", {}, "no parameter 'varience'; did you mean 'variance'?"),
     ("x ~ Gaussian(0, precision=1, precision=2)", {}, "'precision' is given twice"),
     ("x ~ Gamma()", {}, "line 1, column 1: Gamma needs shape: write Gamma(shape, rate)."),
+    ("constrain_true(y + w)", {"y": np.ones(3), "w": np.ones(2)}, "line 1, column 16: the "
+     "known values here cannot be combined (operands could not be broadcast together"),
     ("constrain_true()", {}, "constrain_true needs b: write constrain_true(b)."),
     ("x ~ Gaussian(0, 1)\ny ~ Gaussian(x, variance=x)", {}, "line 2, column 1: y: a random "
      "variance is not supported"),
