@@ -14,6 +14,7 @@ from factorflow.errors import (
     DataError,
     ImproperMessageError,
     ModelError,
+    ParseError,
     RenderError,
     ScheduleError,
     ScheduleWarning,
@@ -36,6 +37,7 @@ from factorflow.model.factories import (
 from factorflow.model.gates import Case, If, IfNot, Switch
 from factorflow.model.nodes import Deterministic
 from factorflow.runtime.result import Result, load_result
+from factorflow.text import parse
 
 #: ff.sum(expr, "k"), the sum over an inner index in a factor formula; left out of
 #: __all__ so that a star import keeps the built-in sum
@@ -50,5 +52,5 @@ __all__ = [
     "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
-    "load_result",
+    "load_result", "parse", "ParseError",
 ]

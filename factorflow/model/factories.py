@@ -225,7 +225,15 @@ def _reciprocal(value: Any, name: str, what: str) -> np.ndarray:
 
 def Gaussian(name: str, mean: Any = 0.0, *, precision: Any = None, variance: Any = None,
              observed: Any = None) -> Variable:
-    """A real variable ~ N(mean, 1/precision); ``variance=`` must then be a constant."""
+    """A real variable ~ N(mean, 1/precision); ``variance=`` must then be a constant.
+
+    >>> with ff.Model() as model:
+    ...     x = ff.Gaussian("x", 1.0, variance=4.0)
+    ...     y = ff.Gaussian("y", x, precision=1.0, observed=3.0)
+    >>> posterior = model.infer("ep")["x"]      # precision 1/4 + 1, mean (1/4 + 3) / 1.25
+    >>> round(float(posterior.mean), 12), round(float(posterior.variance), 12)
+    (2.6, 0.8)
+    """
     key, value = _one_of(name, "spread", precision=precision, variance=variance)
     prec = value if key == "precision" else _reciprocal(value, name, "variance")
     return new_variable("Gaussian", name, "real", {"mean": mean, "precision": prec},
@@ -234,7 +242,16 @@ def Gaussian(name: str, mean: Any = 0.0, *, precision: Any = None, variance: Any
 
 def Gamma(name: str, shape: Any, *, rate: Any = None, scale: Any = None,
           observed: Any = None) -> Variable:
-    """A positive variable ~ Gamma(shape, rate); ``scale=`` must be a constant."""
+    """A positive variable ~ Gamma(shape, rate); ``scale=`` must be a constant.
+
+    >>> with ff.Model() as model:
+    ...     tau = ff.Gamma("tau", 2.0, rate=1.0)
+    ...     with ff.Plate(ff.Range("n", 2)):
+    ...         y = ff.Gaussian("y", 0.0, precision=tau, observed=[1.0, -1.0])
+    >>> posterior = model.infer("vmp")["tau"]   # shape 2 + 2/2, rate 1 + (1 + 1)/2
+    >>> float(posterior.shape_param), float(posterior.rate)
+    (3.0, 2.0)
+    """
     key, value = _one_of(name, "rate", rate=rate, scale=scale)
     r = value if key == "rate" else _reciprocal(value, name, "scale")
     return new_variable("Gamma", name, "positive", {"shape": shape, "rate": r},
@@ -242,24 +259,57 @@ def Gamma(name: str, shape: Any, *, rate: Any = None, scale: Any = None,
 
 
 def Beta(name: str, alpha: Any, beta: Any, *, observed: Any = None) -> Variable:
-    """A probability ~ Beta(alpha, beta)."""
+    """A probability ~ Beta(alpha, beta).
+
+    >>> with ff.Model() as model:
+    ...     p = ff.Beta("p", 1.0, 1.0)
+    ...     with ff.Plate(ff.Range("n", 3)):
+    ...         flips = ff.Bernoulli("flips", p, observed=[True, True, False])
+    >>> posterior = model.infer("ep")["p"]      # Beta(1 + 2, 1 + 1)
+    >>> float(posterior.alpha), float(posterior.beta)
+    (3.0, 2.0)
+    """
     return new_variable("Beta", name, "unit", {"alpha": alpha, "beta": beta},
                         {"alpha": "positive", "beta": "positive"}, observed)
 
 
 def Bernoulli(name: str, p: Any, *, observed: Any = None) -> Variable:
-    """A boolean variable, true with probability ``p`` (a constant or a Beta variable)."""
+    """A boolean variable, true with probability ``p`` (a constant or a Beta variable).
+
+    >>> with ff.Model() as model:
+    ...     a, b = ff.Bernoulli("a", 0.5), ff.Bernoulli("b", 0.5)
+    ...     ff.constrain_true(a | b)
+    >>> round(float(model.infer("ep")["a"].p), 12)  # P(a | a or b) = (1/2) / (3/4)
+    0.666666666667
+    """
     return new_variable("Bernoulli", name, "bool", {"p": p}, {"p": "unit"}, observed)
 
 
 def Binomial(name: str, trials: Any, p: Any, *, observed: Any = None) -> Variable:
-    """A count of successes in ``trials`` (constant) with success probability ``p``."""
+    """A count of successes in ``trials`` (constant) with success probability ``p``.
+
+    >>> with ff.Model() as model:
+    ...     p = ff.Beta("p", 1.0, 1.0)
+    ...     k = ff.Binomial("k", 10, p, observed=7)
+    >>> posterior = model.infer("ep")["p"]      # Beta(1 + 7, 1 + 3)
+    >>> float(posterior.alpha), float(posterior.beta)
+    (8.0, 4.0)
+    """
     return new_variable("Binomial", name, "count", {"trials": trials, "p": p},
                         {"trials": "count", "p": "unit"}, observed)
 
 
 def Poisson(name: str, rate: Any, *, observed: Any = None) -> Variable:
-    """A count ~ Poisson(rate)."""
+    """A count ~ Poisson(rate).
+
+    >>> with ff.Model() as model:
+    ...     rate = ff.Gamma("rate", 1.0, rate=1.0)
+    ...     with ff.Plate(ff.Range("n", 3)):
+    ...         counts = ff.Poisson("counts", rate, observed=[2, 0, 4])
+    >>> posterior = model.infer("vmp")["rate"]  # Gamma(1 + 6, 1 + 3)
+    >>> float(posterior.shape_param), float(posterior.rate)
+    (7.0, 4.0)
+    """
     return new_variable("Poisson", name, "count", {"rate": rate}, {"rate": "positive"},
                         observed)
 
@@ -279,14 +329,23 @@ def _categories(name: str, value: Any) -> int:
 
 
 def Discrete(name: str, probs: Any, *, observed: Any = None) -> Variable:
-    """An integer in 0..K-1 with probabilities ``probs`` (a K-vector or Dirichlet)."""
+    """An integer in 0..K-1 with probabilities ``probs`` (a K-vector or Dirichlet).
+
+    >>> with ff.Model() as model:
+    ...     w = ff.Dirichlet("w", np.ones(3))
+    ...     with ff.Plate(ff.Range("n", 4)):
+    ...         z = ff.Discrete("z", w, observed=[0, 2, 2, 1])
+    >>> model.infer("vmp")["w"].alpha.tolist()   # 1 + the count of each value
+    [2.0, 2.0, 3.0]
+    """
     k = _categories(name, probs)
     return new_variable("Discrete", name, "int", {"probs": probs}, {"probs": "simplex"},
                         observed, size=k)
 
 
 def Dirichlet(name: str, alpha: Any, *, observed: Any = None) -> Variable:
-    """A probability vector ~ Dirichlet(alpha) (alpha a constant K-vector)."""
+    """A probability vector ~ Dirichlet(alpha) (alpha a constant K-vector); see
+    ``Discrete`` for an example."""
     arr = numeric_array(alpha, f"variable {name!r}, argument 'alpha'")
     if arr.ndim == 0:
         raise ModelError(f"{name}: alpha must be a vector of K pseudo-counts.")
@@ -463,7 +522,14 @@ def greater(a: Any, b: Any) -> Variable:
 
 
 def is_positive(x: Any) -> Variable:
-    """The boolean variable ``x > 0``."""
+    """The boolean variable ``x > 0``.
+
+    >>> with ff.Model() as model:
+    ...     x = ff.Gaussian("x", 0.0, variance=1.0)
+    ...     positive = ff.is_positive(x)
+    >>> positive.name, float(model.infer("ep")[positive.name].p)
+    ('(x > 0)', 0.5)
+    """
     return _derived("IsPositive", f"({_label(x)} > 0)", "bool", {"x": x}, {"x": "real"})
 
 
@@ -476,7 +542,14 @@ def logic(op: str, a: Any, b: Any = None) -> Variable:
 
 
 def constrain_true(b: Any) -> None:
-    """Constrain the boolean variable ``b`` to be true (adds evidence)."""
+    """Constrain the boolean variable ``b`` to be true (adds evidence); see ``Bernoulli``.
+
+    >>> with ff.Model() as model:
+    ...     x = ff.Gaussian("x", 0.0, variance=1.0)
+    ...     ff.constrain_true(x > 0.5)
+    >>> round(float(np.exp(model.infer("ep").log_evidence)), 9)   # P(x > 0.5)
+    0.308537539
+    """
     model = current_model("constrain_true")
     checked = _operand(model, b, "bool", "constrain_true: argument")
     model.add_statement(FactorCall("ConstrainTrue", None, {"value": checked}, model.plates,
