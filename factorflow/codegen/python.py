@@ -118,7 +118,10 @@ class _Emitter:
             d = self.decls[s.param("target")]
             where = f"posterior of {d.label} ({comment(s.provenance)})" if s.provenance \
                 else f"posterior of {d.label}"
-            self.emit(f"check_proper({s.outputs[0].var}, {where!r}, iteration)", depth)
+            mask = self.mask(s)  # a variable inside an observed condition's branch: it
+            # exists (and must be proper) only where the condition holds
+            only = f", where={mask}" if mask is not None else ""
+            self.emit(f"check_proper({s.outputs[0].var}, {where!r}, iteration{only})", depth)
 
     def stmt_operator(self, s: Stmt, depth: int) -> None:
         if s.param("evidence"):

@@ -65,9 +65,19 @@ def align_plates(value: Any, positions: tuple[int, ...], ndim: int) -> Any:
     return lay(np.asarray(value), 0)
 
 
-def check_proper(d: Distribution, what: str, iteration: int | None = None) -> None:
+def check_proper(d: Distribution, what: str, iteration: int | None = None,
+                 where: Any = None) -> None:
     """ImproperMessageError naming ``what`` (a posterior and its model statement) and the
-    iteration (counted from 1) unless every element of ``d`` is proper."""
+    iteration (counted from 1) unless every element of ``d`` is proper; with ``where`` (a
+    boolean mask over the elements), only the elements where it holds are checked (the
+    variable exists only there: a branch of an observed condition)."""
+    if where is not None:
+        where = np.broadcast_to(np.asarray(where, bool), d.batch_shape)
+        if not np.any(where):
+            return
+        if not np.all(where):  # the elements where it exists, as one flat batch
+            keep = np.flatnonzero(where.ravel())
+            d = d._map(lambda e, nd: np.reshape(e, (-1,) + e.shape[e.ndim - nd:])[keep])
     d.check_proper(what if iteration is None else f"{what}, at iteration {iteration + 1}")
 
 

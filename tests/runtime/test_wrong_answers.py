@@ -516,3 +516,26 @@ def test_a_continuous_value_entered_into_nested_gates(outer):
     assert_close(result.log_evidence, np.log(z_total), atol=1e-10)
     assert_close(result["c"].p, p_c, atol=1e-10)
     assert model.infer("vmp").log_evidence <= np.log(z_total) + 1e-12
+
+
+def test_a_variable_in_a_branch_an_observed_condition_switches_off():
+    """e exists only where the observed c[n] is False: VMP raised ImproperMessageError for
+    its (uniform) posterior where c[n] is True. Now it exists, and is checked, only where
+    the branch is on; elsewhere it is reported uniform, under EP and VMP alike."""
+    with ff.Model() as model:
+        g = ff.Gaussian("g", -2.0, precision=0.25)
+        ff.Gaussian("y", g, precision=0.25, observed=-2.3)
+        with ff.Plate(ff.Range("n", 3)):
+            c = ff.Bernoulli("c", 0.1, observed=np.array([True, False, True]))
+            with ff.IfNot(c):
+                ff.Gaussian("e", g, precision=0.25)
+    log_z = stats.norm.logpdf(-2.3, -2.0, np.sqrt(8.0)) + 2 * np.log(0.1) + np.log(0.9)
+    ep, vmp = model.infer("ep"), model.infer("vmp")
+    assert_close(ep["g"].mean, -2.15, atol=1e-12)
+    assert_close(ep["e"].mean[1], -2.15, atol=1e-12)
+    assert_close(ep["e"].variance[1], 2.0 + 4.0, atol=1e-12)        # exact: a tree
+    assert_close(ep.log_evidence, log_z, atol=1e-10)
+    assert_close(vmp["e"].mean[1], vmp["g"].mean, atol=1e-12)        # mean field
+    assert vmp.log_evidence <= log_z
+    for result in (ep, vmp):
+        assert np.all(np.isinf(result["e"].variance[[0, 2]]))
