@@ -20,6 +20,7 @@ from collections.abc import Callable
 from factorflow.rewrite.terms import DATA, SYM, Term, at, index_sum, lgamma, log
 
 LOG_2PI = math.log(2 * math.pi)
+LOG_PI, LOG_2 = math.log(math.pi), math.log(2.0)
 K = "k"  # the inner index of vector arguments
 
 #: factor name -> log density over its arguments' terms (keyword arguments by name)
@@ -48,6 +49,27 @@ LOG_DENSITY: dict[str, Callable[..., Term]] = {
     "Dirichlet": lambda sample, alpha: (
         index_sum((at(alpha, K) - 1) * log(at(sample, K)), K)
         + lgamma(index_sum(at(alpha, K), K)) - index_sum(lgamma(at(alpha, K)), K)),
+    # log Γ((ν+1)/2) − log Γ(ν/2) − ½ log ν − ½ log π + ½ log τ − (ν+1)/2 log(1 + τ(x−μ)²/ν)
+    "StudentT": lambda sample, mean, nu, precision: (
+        lgamma((nu + 1) * 0.5) - lgamma(nu * 0.5) - 0.5 * log(nu) - 0.5 * LOG_PI
+        + 0.5 * log(precision)
+        - (nu + 1) * 0.5 * log(1 + precision * (sample - mean) ** 2 * nu**-1)),
+    # −log 2 − log b − ((x − μ)²)^½ / b
+    "Laplace": lambda sample, mean, scale: (
+        -LOG_2 - log(scale) - ((sample - mean) ** 2) ** 0.5 * scale**-1),
+    # log 2 − log π + log s − log(s² + x²)
+    "HalfCauchy": lambda sample, scale: (
+        LOG_2 - LOG_PI + log(scale) - log(scale**2 + sample**2)),
+    # −log s − ½ log 2π − ½ (x − μ)² / s²
+    "GaussianScale": lambda sample, mean, scale: (
+        -log(scale) - 0.5 * LOG_2PI - 0.5 * (sample - mean) ** 2 * scale**-2),
+    # a log b − log Γ(a) − (a + 1) log x − b / x
+    "InverseGamma": lambda sample, shape, scale: (
+        shape * log(scale) - lgamma(shape) - (shape + 1) * log(sample) - scale * sample**-1),
+    # log 2 + a log b − log Γ(a) − (2a + 1) log x − b / x²   (x² ~ InverseGamma(a, b))
+    "RootInverseGamma": lambda sample, shape, scale: (
+        LOG_2 + shape * log(scale) - lgamma(shape) - (2 * shape + 1) * log(sample)
+        - scale * sample**-2),
 }
 
 #: deterministic factor name -> the expression of its output over its inputs

@@ -59,6 +59,14 @@ def _inverse_gamma(rng: np.random.Generator, eta: list[np.ndarray], what: str) -
     return scale / rng.standard_gamma(shape)
 
 
+def _root_inverse_gamma(rng: np.random.Generator, eta: list[np.ndarray], what: str
+                        ) -> np.ndarray:
+    """x^η₁ exp(η₂ / x²): x² is inverse Gamma with shape −(η₁ + 1)/2 and scale −η₂."""
+    shape = _positive(-(eta[0] + 1.0) / 2, what, "inverse Gamma (of the square)", "shape")
+    scale = _positive(-eta[1], what, "inverse Gamma (of the square)", "scale")
+    return np.sqrt(scale / rng.standard_gamma(shape))
+
+
 def _gig(rng: np.random.Generator, eta: list[np.ndarray], what: str) -> np.ndarray:
     """x^(p−1) exp(−(a x + b / x) / 2): p = η₁ + 1, a = −2η₂, b = −2η₃ (a, b > 0)."""
     p, a, b = np.broadcast_arrays(eta[0] + 1.0, -2.0 * eta[1], -2.0 * eta[2])
@@ -86,6 +94,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("Gaussian", lambda x, k: (x, x**2), _gaussian),
     Family("Gamma", lambda x, k: (log(x), x), _gamma),
     Family("InverseGamma", lambda x, k: (log(x), x**-1), _inverse_gamma),
+    Family("RootInverseGamma", lambda x, k: (log(x), x**-2), _root_inverse_gamma),
     Family("GIG", lambda x, k: (log(x), x, x**-1), _gig),
     Family("Beta", lambda x, k: (log(x), log(1 - x)), _beta),
     Family("Dirichlet", lambda x, k: (log(at(x, k)),), _dirichlet),
@@ -94,7 +103,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
 #: the conjugate families tried for a variable of each domain, most specific first
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "real": ("Gaussian",),
-    "positive": ("Gamma", "InverseGamma", "GIG"),
+    "positive": ("Gamma", "InverseGamma", "RootInverseGamma", "GIG"),
     "unit": ("Beta",),
     "simplex": ("Dirichlet",),
 }

@@ -26,7 +26,7 @@ from factorflow.model.checks import run_data
 from factorflow.model.core import Model, Variable
 from factorflow.samplers.conditionals import Conditional, conditional
 from factorflow.samplers.result import SamplingResult
-from factorflow.samplers.sites import Site, read_sites
+from factorflow.samplers.sites import Site, model_statements, read_sites
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class GibbsModel:
     def __init__(self, model: Model) -> None:
         start = time.perf_counter()
         self.model = model
-        sites = read_sites(model)
+        sites = read_sites(*model_statements(model))
         latent = [v for v in model.variables.values() if not v.is_observed and not v.derived]
         self.conditionals = [conditional(v, sites) for v in latent]
         discrete = [c for c in self.conditionals if c.kind == "enumerate"]

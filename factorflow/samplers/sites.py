@@ -183,14 +183,20 @@ class Site:
         return None if out is None else out.astype(float)
 
 
-def read_sites(model: Model) -> list[Site]:
-    """Every factor statement of ``model`` that is not deterministic, as a Site.
+def read_sites(statements: list[FactorCall], definitions: dict[str, int]) -> list[Site]:
+    """Every factor statement that is not deterministic, as a Site; ``definitions``
+    counts the statements defining each variable (several: an exit variable of a gate).
 
     Raises UnsupportedFactorError naming the statement for a factor with no log-density
     formula, a deterministic factor that is not an expression (``>``, logic), or a
     constraint."""
-    builder = _Builder(model)
-    return [builder.site(call) for call in model.statements if not _is_expression(call)]
+    builder = _Builder(statements, definitions)
+    return [builder.site(call) for call in statements if not _is_expression(call)]
+
+
+def model_statements(model: Model) -> tuple[list[FactorCall], dict[str, int]]:
+    """The statements of ``model`` and the number of definitions of each variable."""
+    return list(model.statements), {k: len(v) for k, v in model.definitions.items()}
 
 
 def _is_expression(call: FactorCall) -> bool:
@@ -198,10 +204,10 @@ def _is_expression(call: FactorCall) -> bool:
 
 
 class _Builder:
-    def __init__(self, model: Model) -> None:
-        self.model = model
+    def __init__(self, statements: list[FactorCall], definitions: dict[str, int]) -> None:
+        self.definitions = definitions
         self.count = 0
-        self.defining = {c.output.name: c for c in model.statements
+        self.defining = {c.output.name: c for c in statements
                          if c.output is not None and c.output.derived}
 
     def site(self, call: FactorCall) -> Site:
@@ -217,7 +223,7 @@ class _Builder:
         args[first] = self.term(call.output, call.plates, accesses, call)
         gates = tuple(f for f in call.frames if isinstance(f, GateFrame) and f.kind != "switch")
         out = call.output
-        if not out.is_observed and len(self.model.definitions.get(out.name, ())) == 1:
+        if not out.is_observed and self.definitions.get(out.name, 0) == 1:
             gates = ()  # the prior of a variable local to its gates applies in every case
         return Site(call, formula(**args), accesses, call.plates, gates)
 
@@ -244,7 +250,7 @@ class _Builder:
                     f"{definition.provenance or value.name}: the deterministic variable "
                     f"{value.name!r} ({definition.factor}) is not an expression Gibbs "
                     "sampling can read; use 'ep' or 'vmp'.")
-            if len(self.model.definitions.get(value.name, ())) > 1:
+            if self.definitions.get(value.name, 0) > 1:
                 raise UnsupportedFactorError(
                     f"{value.name!r} is defined in several branches of a gate; Gibbs sampling "
                     "reads only deterministic variables with one definition.")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from factorflow.factors.registry import FACTORS
 from factorflow.rewrite.terms import data
@@ -27,6 +28,17 @@ VALUES = {
     "Poisson": dict(sample=RNG.poisson(3.0, N).astype(float), rate=RNG.gamma(2.0, size=N)),
     "Discrete": dict(sample=RNG.integers(0, 3, N), probs=RNG.dirichlet(np.ones(3), N)),
     "Dirichlet": dict(sample=RNG.dirichlet(np.ones(3), N), alpha=RNG.gamma(2.0, size=(N, 3))),
+    "StudentT": dict(sample=RNG.normal(size=N), mean=RNG.normal(size=N),
+                     nu=RNG.gamma(2.0, size=N) + 0.5, precision=RNG.gamma(2.0, size=N)),
+    "Laplace": dict(sample=RNG.normal(size=N), mean=RNG.normal(size=N),
+                    scale=RNG.gamma(2.0, size=N)),
+    "HalfCauchy": dict(sample=RNG.gamma(2.0, size=N), scale=RNG.gamma(2.0, size=N)),
+    "GaussianScale": dict(sample=RNG.normal(size=N), mean=RNG.normal(size=N),
+                          scale=RNG.gamma(2.0, size=N)),
+    "InverseGamma": dict(sample=RNG.gamma(2.0, size=N), shape=RNG.gamma(2.0, size=N),
+                         scale=RNG.gamma(2.0, size=N)),
+    "RootInverseGamma": dict(sample=RNG.gamma(2.0, size=N), shape=RNG.gamma(2.0, size=N),
+                             scale=RNG.gamma(2.0, size=N)),
 }
 
 
@@ -50,3 +62,18 @@ def test_expressions(factor, expected):
     a, b = FACTORS[factor].arg_names[1:]
     fn, _ = compile_term(EXPRESSION[factor](**{a: data(a), b: data(b)}))
     assert fn({a: 2.0, b: 3.0}) == expected
+
+
+@pytest.mark.parametrize("factor,scipy_logpdf", [
+    ("StudentT", lambda v: stats.t.logpdf(v["sample"], v["nu"], v["mean"],
+                                          v["precision"] ** -0.5)),
+    ("Laplace", lambda v: stats.laplace.logpdf(v["sample"], v["mean"], v["scale"])),
+    ("HalfCauchy", lambda v: stats.halfcauchy.logpdf(v["sample"], 0, v["scale"])),
+    ("GaussianScale", lambda v: stats.norm.logpdf(v["sample"], v["mean"], v["scale"])),
+    ("InverseGamma", lambda v: stats.invgamma.logpdf(v["sample"], v["shape"], 0, v["scale"])),
+    ("RootInverseGamma", lambda v: stats.invgamma.logpdf(v["sample"] ** 2, v["shape"], 0,
+                                                         v["scale"]) + np.log(2 * v["sample"])),
+])
+def test_scale_factors_are_scipy_densities(factor, scipy_logpdf):
+    assert_close(FACTORS[factor].log_density(**VALUES[factor]), scipy_logpdf(VALUES[factor]),
+                 rtol=1e-10, atol=1e-12)
