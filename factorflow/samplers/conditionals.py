@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 
 from factorflow.errors import ModelError, UnsupportedFactorError
-from factorflow.factors.derive import derive_naturals
+from factorflow.factors.derive import split_statistics
 from factorflow.model.core import Variable
-from factorflow.rewrite.terms import Term, sym
+from factorflow.rewrite.match import normalize
+from factorflow.rewrite.rules import ALGEBRA
+from factorflow.rewrite.terms import Term, add, sym
 from factorflow.samplers.densities import K
 from factorflow.samplers.families import CANDIDATES, FAMILIES
 from factorflow.samplers.numpy_terms import compile_term
@@ -170,6 +172,6 @@ def _piece(site: Site, var: Variable, family: str) -> Piece:
     access = accesses[0]
     target = sym(access.name)
     stats = FAMILIES[family].statistics(target, K)
-    derivation = derive_naturals(site.term_for(access), target, stats, index=K)
-    return Piece(site, access, derivation.naturals,
-                 tuple(compile_term(n)[0] for n in derivation.naturals))
+    _, _, coefficients, _ = split_statistics(site.term_for(access), target, stats, index=K)
+    naturals = tuple(normalize(add(*c), ALGEBRA) for c in coefficients)
+    return Piece(site, access, naturals, tuple(compile_term(n)[0] for n in naturals))

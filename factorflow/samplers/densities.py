@@ -78,6 +78,8 @@ EXPRESSION: dict[str, Callable[..., Term]] = {
     "Minus": lambda a, b: a - b,
     "ScaleBy": lambda a, scale: a * scale,
     "Product": lambda a, b: a * b,
+    "Reciprocal": lambda a: a**-1,   # the samplers' own: scale-mixture parameters
+    "Square": lambda a: a**2,
 }
 
 

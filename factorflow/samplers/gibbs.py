@@ -25,8 +25,9 @@ from factorflow.errors import ModelError
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model, Variable
 from factorflow.samplers.conditionals import Conditional, conditional
+from factorflow.samplers.plan import choose_plan
 from factorflow.samplers.result import SamplingResult
-from factorflow.samplers.sites import Site, model_statements, read_sites
+from factorflow.samplers.sites import Site, read_sites
 
 
 @dataclass(frozen=True)
@@ -69,19 +70,26 @@ class GibbsModel:
     def __init__(self, model: Model) -> None:
         start = time.perf_counter()
         self.model = model
-        sites = read_sites(*model_statements(model))
-        latent = [v for v in model.variables.values() if not v.is_observed and not v.derived]
-        self.conditionals = [conditional(v, sites) for v in latent]
+        self.plan = choose_plan(model)
+        sites = read_sites(self.plan.statements, self.plan.definitions)
+        self.conditionals = [conditional(v, sites) for v in self.plan.latent]
         discrete = [c for c in self.conditionals if c.kind == "enumerate"]
         self.updates: list[Conditional] = discrete + [c for c in self.conditionals
                                                       if c.kind != "enumerate"]
-        self.priors = {v.name: _prior(v, sites) for v in latent}
+        first = {}
+        for i, call in enumerate(self.plan.statements):
+            if call.output is not None:
+                first.setdefault(call.output.name, i)
+        ancestral = sorted(self.plan.latent, key=lambda v: first[v.name])
+        self.priors = {v.name: _prior(v, sites) for v in ancestral}
         self.compile_seconds = time.perf_counter() - start
 
     @property
     def samplers(self) -> SamplerTable:
         return SamplerTable(
-            SamplerChoice(c.variable.name, _describe(c), c.rewrites) for c in self.updates)
+            SamplerChoice(c.variable.name, _describe(c),
+                          self.plan.rewrites.get(c.variable.name, ()) + c.rewrites)
+            for c in self.updates)
 
     @property
     def schedule(self) -> str:
@@ -113,7 +121,7 @@ class GibbsModel:
         values = self._initial(rng, known, chains, init or {})
         kept = {c.variable.name: np.empty((chains, draws, *values[c.variable.name].shape[1:]),
                                           dtype=values[c.variable.name].dtype)
-                for c in self.updates}
+                for c in self.updates if c.variable.name in self.model.variables}
         start = time.perf_counter()
         for sweep in range(burn + draws * thin):
             for c in self.updates:
@@ -136,7 +144,7 @@ class GibbsModel:
         values: dict[str, np.ndarray] = {}
         for name, prior in self.priors.items():
             if name in init:
-                values[name] = _given(self.model.variables[name], init[name], chains)
+                values[name] = _given(self.plan.variables[name], init[name], chains)
             else:
                 values[name] = prior.draw(rng, values, known, chains)
         return values
