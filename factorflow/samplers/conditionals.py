@@ -14,7 +14,9 @@ samples and summed over the sites (and plates) at each draw.
 
 A finite discrete variable (boolean, category) has its conditional by enumeration: the
 log density of every site that reads it, gates and ``ff.Switch`` indexing included, at
-each of its values. A count (unbounded) variable has neither and is refused.
+each of its values. A scalar continuous variable with no conjugate family falls back to
+slice sampling (:mod:`.slice`) of the same summed log density. A count (unbounded)
+variable has neither and is refused, as is a non-conjugate simplex.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from factorflow.samplers.densities import K
 from factorflow.samplers.families import CANDIDATES, FAMILIES
 from factorflow.samplers.numpy_terms import compile_term
 from factorflow.samplers.sites import Access, Site
+from factorflow.samplers.slice import SLICE_DOMAINS, slice_step
 
 
 @dataclass(frozen=True)
@@ -52,8 +55,8 @@ class Piece:
 class Conditional:
     """How one variable is drawn given all the others.
 
-    ``kind`` is "conjugate" (``family`` and its ``pieces``) or "enumerate" (over the
-    ``sites`` that read the variable); ``rewrites`` says how it was found, for
+    ``kind`` is "conjugate" (``family`` and its ``pieces``), "enumerate" or "slice" (over
+    the ``sites`` that read the variable); ``rewrites`` says how it was found, for
     ``compiled.samplers``."""
 
     variable: Variable
@@ -74,6 +77,9 @@ class Conditional:
         sample), laid out ``(chains, *plates, *event)``."""
         if self.kind == "conjugate":
             return self._draw_conjugate(rng, values, known, chains)
+        if self.kind == "slice":
+            return slice_step(lambda x: self.log_density_at(x, values, known, chains),
+                              values[self.variable.name], self.variable.domain, rng)
         return self._draw_enumerated(rng, values, known, chains)
 
     def _draw_conjugate(self, rng: np.random.Generator, values: dict[str, np.ndarray],
@@ -93,6 +99,24 @@ class Conditional:
         assert eta is not None
         return family.draw(rng, eta, self.variable.name)
 
+    def log_density_at(self, value: np.ndarray, values: dict[str, np.ndarray],
+                       known: dict[str, Any], chains: int) -> np.ndarray:
+        """The log conditional of the variable, up to a constant, at ``value`` (its
+        layout), elementwise: the sum of the sites that read it, masked by their gates."""
+        var = self.variable
+        trial = {**values, var.name: value}
+        total = np.zeros((chains, *var.shape))
+        for site in self.sites:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lp = site.log_density(site.environment(trial, known))
+            mask = site.mask(trial, known)
+            if mask is not None:
+                lp = np.where(mask > 0, lp, 0.0)
+            indexed = [a for a in site.accesses_of(var) if a.index is not None]
+            access = indexed[0] if indexed else Access("", var, None, site.plates)
+            total += access.gather(lp, trial, known, chains)
+        return total
+
     def log_weights(self, values: dict[str, np.ndarray], known: dict[str, Any],
                     chains: int) -> np.ndarray:
         """The unnormalised log conditional of each value of a finite discrete variable,
@@ -100,20 +124,9 @@ class Conditional:
         var = self.variable
         count = 2 if var.domain == "bool" else int(var.size)
         shape = (chains, *var.shape)
-        out = np.zeros((*shape, count))
-        trial = dict(values)
-        for value in range(count):
-            trial[var.name] = np.full(shape, value, dtype=np.int64)
-            total = np.zeros(shape)
-            for site in self.sites:
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    lp = site.log_density(site.environment(trial, known))
-                mask = site.mask(trial, known)
-                if mask is not None:
-                    lp = np.where(mask > 0, lp, 0.0)
-                total += Access("", var, None, site.plates).gather(lp, trial, known, chains)
-            out[..., value] = total
-        return out
+        return np.stack([self.log_density_at(np.full(shape, value, dtype=np.int64), values,
+                                             known, chains) for value in range(count)],
+                        axis=-1)
 
     def _draw_enumerated(self, rng: np.random.Generator, values: dict[str, np.ndarray],
                          known: dict[str, Any], chains: int) -> np.ndarray:
@@ -154,10 +167,14 @@ def conditional(var: Variable, sites: list[Site]) -> Conditional:
         found = tuple(f"{p.site.label}: log density linear in {_stats(family)}"
                       for p in pieces)
         return Conditional(var, "conjugate", mine, family, pieces, found)
+    if var.domain in SLICE_DOMAINS:
+        return Conditional(var, "slice", mine, rewrites=(
+            f"no conjugate family: {', '.join(CANDIDATES[var.domain])} refused",
+            f"slice sampling in {SLICE_DOMAINS[var.domain]}"))
     raise UnsupportedFactorError(
         f"no sampler for {var.name!r}: its conditional is in no conjugate family "
-        f"({'; '.join(reasons)}); fallbacks refused: slice sampling (not available for "
-        f"{var.domain} variables in this version). Use 'ep' or 'vmp', or change its prior.")
+        f"({'; '.join(reasons)}); fallbacks refused: slice sampling (univariate only, and "
+        f"{var.name!r} is a {var.domain} vector). Use 'ep' or 'vmp', or change its prior.")
 
 
 def _stats(family: str) -> str:

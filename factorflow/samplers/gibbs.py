@@ -30,6 +30,11 @@ from factorflow.samplers.result import SamplingResult
 from factorflow.samplers.sites import Site, read_sites
 
 
+#: where a slice-sampled variable starts, and the slice steps on its prior from there
+SLICE_START = {"real": 0.0, "positive": 1.0, "unit": 0.5}
+SLICE_WARMUP = 10
+
+
 @dataclass(frozen=True)
 class SamplerChoice:
     """The sampler chosen for one variable and how the compiler found it."""
@@ -145,6 +150,11 @@ class GibbsModel:
         for name, prior in self.priors.items():
             if name in init:
                 values[name] = _given(self.plan.variables[name], init[name], chains)
+            elif prior.kind == "slice":  # no exact prior draw: slice steps from a start
+                values[name] = np.full((chains, *prior.variable.shape),
+                                       SLICE_START[prior.variable.domain])
+                for _ in range(SLICE_WARMUP):
+                    values[name] = prior.draw(rng, values, known, chains)
             else:
                 values[name] = prior.draw(rng, values, known, chains)
         return values
@@ -187,6 +197,8 @@ def _count(value: Any, what: str, least: int) -> int:
 def _describe(c: Conditional) -> str:
     if c.kind == "conjugate":
         return f"{c.family} (conjugate)"
+    if c.kind == "slice":
+        return "slice sampling (no conjugate conditional)"
     return "Discrete by enumeration" if c.variable.domain == "int" else \
         "Bernoulli by enumeration"
 

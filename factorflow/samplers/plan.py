@@ -4,8 +4,9 @@
 (:func:`factorflow.samplers.expansions.explore_statements`), and for each combination of
 forms (at most :data:`MAX_COMBINATIONS`, else one statement at a time) derives the
 conditional of every latent variable, the auxiliaries included. The plan kept has the
-fewest variables without a sampler, then the fewest auxiliaries; a statement keeps its own
-form unless an expansion does better — never the first match, the best found.
+fewest variables without a sampler, then the fewest left to slice sampling (the most
+conjugate conditionals), then the fewest auxiliaries; a statement keeps its own form
+unless an expansion does better — never the first match, the best found.
 """
 
 from __future__ import annotations
@@ -66,10 +67,10 @@ def choose_plan(model: Model) -> Plan:
         choice = {i: 0 for i in keys}
         for i in keys:
             choice[i] = min(range(len(options[i])), key=lambda j, i=i: _score(
-                _build(base, options, {**choice, i: j}))[:2])
+                _build(base, options, {**choice, i: j}))[:3])
         return _build(base, options, choice)
     plans = [_build(base, options, dict(zip(keys, c, strict=True))) for c in combos]
-    return min(plans, key=lambda p: _score(p)[:2])
+    return min(plans, key=lambda p: _score(p)[:3])
 
 
 def _build(base: Plan, options: dict[int, list[tuple[Form, Expansion | None]]],
@@ -96,16 +97,18 @@ def _build(base: Plan, options: dict[int, list[tuple[Form, Expansion | None]]],
     return Plan(statements, definitions, latent, rewrites, base.forms)
 
 
-def _score(plan: Plan) -> tuple[int, int, list[str]]:
-    """(variables without a sampler, auxiliaries, their names) of ``plan``."""
+def _score(plan: Plan) -> tuple[int, int, int, list[str]]:
+    """(variables without a sampler, variables left to slice sampling, variables, the
+    names of the first two kinds) of ``plan``: the lower the better."""
     try:
         sites = read_sites(plan.statements, plan.definitions)
     except ModelError:
-        return (len(plan.latent) + 1, 0, ["<unreadable>"])
-    failed = []
+        return (len(plan.latent) + 1, 0, 0, ["<unreadable>"])
+    failed, sliced = [], []
     for v in plan.latent:
         try:
-            conditional(v, sites)
+            if conditional(v, sites).kind == "slice":
+                sliced.append(v.name)
         except ModelError:
             failed.append(v.name)
-    return len(failed), len(plan.latent), failed
+    return len(failed), len(sliced), len(plan.latent), failed + sliced

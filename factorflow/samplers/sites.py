@@ -100,21 +100,52 @@ class Access:
         by the index."""
         var = self.variable
         assert var is not None
-        full = (chains, *(p.size for p in self.plates), *event)
-        contribution = np.broadcast_to(contribution, full)
+        plates = (chains, *(p.size for p in self.plates))
         if self.index is None:
-            axes = tuple(1 + i for i, p in enumerate(self.plates) if p not in var.plates)
-            summed = contribution.sum(axis=axes)
-            kept = tuple(p for p in self.plates if p in var.plates)
-            perm = [kept.index(p) for p in var.plates]
-            ev = list(range(1 + len(kept), summed.ndim))
-            return summed.transpose(0, *(1 + i for i in perm), *ev)
-        idx = np.broadcast_to(self.index_value(values, known), full[: 1 + len(self.plates)])
+            out = _sum_onto(np.asarray(contribution), chains, self.plates, var.plates,
+                            len(event))
+            return np.broadcast_to(out, (chains, *var.shape, *event))
+        full = (*plates, *event)
+        contribution = np.broadcast_to(contribution, full)
+        idx = np.broadcast_to(self.index_value(values, known), plates)
         out = np.zeros((chains, var.plates[0].size, *event))
         lead = np.broadcast_to(np.arange(chains).reshape((-1,) + (1,) * len(self.plates)),
                                idx.shape)
         np.add.at(out, (lead, idx), contribution)
         return out
+
+    @property
+    def is_random(self) -> bool:
+        """Whether the value read changes between sweeps (a latent variable or index)."""
+        return any(isinstance(v, Variable) and not v.is_observed
+                   for v in (self.source, self.index))
+
+
+def _sum_onto(c: np.ndarray, chains: int, site: tuple[Range, ...], var: tuple[Range, ...],
+              event_ndim: int) -> np.ndarray:
+    """Sum ``c`` (laid out over ``site`` plates + event, broadcastable) over the plates
+    ``var`` lacks (an axis of size 1 counts its plate size times, never broadcast),
+    then lay the rest out in ``var``'s order; the result has the full shape."""
+    ndim = 1 + len(site) + event_ndim
+    c = c.reshape((1,) * (ndim - c.ndim) + c.shape)
+    real, factor = [], 1
+    for axis, p in enumerate(site, start=1):
+        if p not in var:
+            if c.shape[axis] == 1:
+                factor *= p.size
+            else:
+                real.append(axis)
+    if real:
+        c = c.sum(axis=tuple(real), keepdims=True)
+    if factor != 1:
+        c = c * factor
+    kept = [p for p in site if p in var]
+    c = c.reshape((c.shape[0], *(c.shape[1 + i] for i, p in enumerate(site) if p in var),
+                   *c.shape[1 + len(site):]))
+    if kept != list(var):
+        perm = [kept.index(p) for p in var]
+        c = c.transpose(0, *(1 + i for i in perm), *range(1 + len(var), c.ndim))
+    return np.broadcast_to(c, (chains, *(p.size for p in var), *c.shape[1 + len(var):]))
 
 
 def _known(value: Any, known: dict[str, Any]) -> np.ndarray:
@@ -138,6 +169,7 @@ class Site:
     plates: tuple[Range, ...]
     gates: tuple[GateFrame, ...]
     _terms: dict[str, Term] = field(default_factory=dict, repr=False)
+    _static: Any = field(default=None, repr=False)
 
     @property
     def label(self) -> str:
@@ -168,8 +200,18 @@ class Site:
 
     def environment(self, values: dict[str, np.ndarray], known: dict[str, Any],
                     skip: str | None = None) -> dict[str, np.ndarray]:
-        return {name: a.read(values, known) for name, a in self.accesses.items()
-                if name != skip}
+        """Every access's value at the site (but ``skip``'s): the random ones read from
+        ``values``, the known ones read once per run (``known`` is the run's data)."""
+        cached = self._static
+        if cached is None or cached[0] is not known:
+            cached = self._static = (known, {name: a.read(values, known)
+                                             for name, a in self.accesses.items()
+                                             if not a.is_random})
+        env = dict(cached[1])
+        for name, a in self.accesses.items():
+            if name != skip and a.is_random:
+                env[name] = a.read(values, known)
+        return env
 
     def mask(self, values: dict[str, np.ndarray], known: dict[str, Any]) -> np.ndarray | None:
         """1.0 where every gate around the site is on, else 0.0 (None: no gate)."""

@@ -235,15 +235,16 @@ def test_latent_count_is_refused_at_compile_time():
         model.compile("gibbs")
 
 
-def test_non_conjugate_variable_is_named_with_the_fallbacks_refused():
-    @ff.factor(sample="real", mean="real")
-    def quartic_gibbs(sample, mean):
-        return -((sample - mean) ** 4)
+def test_non_conjugate_simplex_is_named_with_the_fallbacks_refused():
+    @ff.factor(sample="real", w="simplex")
+    def squared_weights_gibbs(sample, w):
+        return -sample * ff.sum(w["k"] * w["k"], "k")
 
     with ff.Model() as model:
-        m = ff.Gaussian("m", 0.0, variance=1.0)
-        quartic_gibbs("y", mean=m, observed=1.0)
-    with pytest.raises(ff.ModelError, match="no sampler for 'm'.*fallbacks refused"):
+        w = ff.Dirichlet("w", np.ones(3))
+        squared_weights_gibbs("y", w=w, observed=1.0)
+    with pytest.raises(ff.ModelError, match="no sampler for 'w'.*Dirichlet.*fallbacks refused: "
+                                            "slice sampling"):
         model.compile("gibbs")
 
 
