@@ -78,7 +78,7 @@ class Conditional:
         if self.kind == "conjugate":
             return self._draw_conjugate(rng, values, known, chains)
         if self.kind == "slice":
-            return slice_step(lambda x: self.log_density_at(x, values, known, chains),
+            return slice_step(self.log_density(values, known, chains),
                               values[self.variable.name], self.variable.domain, rng)
         return self._draw_enumerated(rng, values, known, chains)
 
@@ -87,7 +87,7 @@ class Conditional:
         family = FAMILIES[self.family]
         eta: list[np.ndarray] | None = None
         for piece in self.pieces:
-            env = piece.site.environment(values, known, skip=piece.access.name)
+            env = piece.site.environment(values, known, skip=(piece.access.name,))
             mask = piece.site.mask(values, known)
             parts = []
             for fn in piece.functions:
@@ -99,23 +99,36 @@ class Conditional:
         assert eta is not None
         return family.draw(rng, eta, self.variable.name)
 
-    def log_density_at(self, value: np.ndarray, values: dict[str, np.ndarray],
-                       known: dict[str, Any], chains: int) -> np.ndarray:
-        """The log conditional of the variable, up to a constant, at ``value`` (its
-        layout), elementwise: the sum of the sites that read it, masked by their gates."""
+    def log_density(self, values: dict[str, np.ndarray], known: dict[str, Any],
+                    chains: int) -> Callable[[np.ndarray], np.ndarray]:
+        """The log conditional of the variable, up to a constant, as a function of its
+        value (its layout), elementwise: the sum of the sites that read it, masked by
+        their gates. Everything but the variable's own reads is read once, here."""
         var = self.variable
-        trial = {**values, var.name: value}
-        total = np.zeros((chains, *var.shape))
+        parts = []
         for site in self.sites:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                lp = site.log_density(site.environment(trial, known))
-            mask = site.mask(trial, known)
-            if mask is not None:
-                lp = np.where(mask > 0, lp, 0.0)
+            own = [a for a in site.accesses.values() if a.source is var or a.index is var]
+            env = site.environment(values, known, skip={a.name for a in own})
             indexed = [a for a in site.accesses_of(var) if a.index is not None]
-            access = indexed[0] if indexed else Access("", var, None, site.plates)
-            total += access.gather(lp, trial, known, chains)
-        return total
+            gather = indexed[0] if indexed else Access("", var, None, site.plates)
+            gated = any(g.condition is var for g in site.gates)
+            parts.append((site, own, env, gather, gated))
+
+        def density(value: np.ndarray) -> np.ndarray:
+            trial = {**values, var.name: value}
+            total = np.zeros((chains, *var.shape))
+            for site, own, env, gather, gated in parts:
+                for a in own:
+                    env[a.name] = a.read(trial, known)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    lp = site.log_density(env)
+                mask = site.mask(trial, known) if gated or site.gates else None
+                if mask is not None:
+                    lp = np.where(mask > 0, lp, 0.0)
+                total += gather.gather(lp, trial, known, chains)
+            return total
+
+        return density
 
     def log_weights(self, values: dict[str, np.ndarray], known: dict[str, Any],
                     chains: int) -> np.ndarray:
@@ -124,9 +137,9 @@ class Conditional:
         var = self.variable
         count = 2 if var.domain == "bool" else int(var.size)
         shape = (chains, *var.shape)
-        return np.stack([self.log_density_at(np.full(shape, value, dtype=np.int64), values,
-                                             known, chains) for value in range(count)],
-                        axis=-1)
+        density = self.log_density(values, known, chains)
+        return np.stack([density(np.full(shape, value, dtype=np.int64))
+                         for value in range(count)], axis=-1)
 
     def _draw_enumerated(self, rng: np.random.Generator, values: dict[str, np.ndarray],
                          known: dict[str, Any], chains: int) -> np.ndarray:

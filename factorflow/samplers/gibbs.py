@@ -29,7 +29,6 @@ from factorflow.samplers.plan import choose_plan
 from factorflow.samplers.result import SamplingResult
 from factorflow.samplers.sites import Site, read_sites
 
-
 #: where a slice-sampled variable starts, and the slice steps on its prior from there
 SLICE_START = {"real": 0.0, "positive": 1.0, "unit": 0.5}
 SLICE_WARMUP = 10

@@ -104,7 +104,8 @@ class Access:
         if self.index is None:
             out = _sum_onto(np.asarray(contribution), chains, self.plates, var.plates,
                             len(event))
-            return np.broadcast_to(out, (chains, *var.shape, *event))
+            full = (chains, *var.shape, *event)
+            return out if out.shape == full else np.broadcast_to(out, full)
         full = (*plates, *event)
         contribution = np.broadcast_to(contribution, full)
         idx = np.broadcast_to(self.index_value(values, known), plates)
@@ -125,7 +126,7 @@ def _sum_onto(c: np.ndarray, chains: int, site: tuple[Range, ...], var: tuple[Ra
               event_ndim: int) -> np.ndarray:
     """Sum ``c`` (laid out over ``site`` plates + event, broadcastable) over the plates
     ``var`` lacks (an axis of size 1 counts its plate size times, never broadcast),
-    then lay the rest out in ``var``'s order; the result has the full shape."""
+    then lay the rest out in ``var``'s order (axes of size 1 stay: broadcast it)."""
     ndim = 1 + len(site) + event_ndim
     c = c.reshape((1,) * (ndim - c.ndim) + c.shape)
     real, factor = [], 1
@@ -145,7 +146,7 @@ def _sum_onto(c: np.ndarray, chains: int, site: tuple[Range, ...], var: tuple[Ra
     if kept != list(var):
         perm = [kept.index(p) for p in var]
         c = c.transpose(0, *(1 + i for i in perm), *range(1 + len(var), c.ndim))
-    return np.broadcast_to(c, (chains, *(p.size for p in var), *c.shape[1 + len(var):]))
+    return c
 
 
 def _known(value: Any, known: dict[str, Any]) -> np.ndarray:
@@ -199,8 +200,9 @@ class Site:
         return self._terms[access.name]
 
     def environment(self, values: dict[str, np.ndarray], known: dict[str, Any],
-                    skip: str | None = None) -> dict[str, np.ndarray]:
-        """Every access's value at the site (but ``skip``'s): the random ones read from
+                    skip: Any = ()) -> dict[str, np.ndarray]:
+        """Every access's value at the site (but those named in ``skip``): the random ones
+        read from
         ``values``, the known ones read once per run (``known`` is the run's data)."""
         cached = self._static
         if cached is None or cached[0] is not known:
@@ -209,7 +211,7 @@ class Site:
                                              if not a.is_random})
         env = dict(cached[1])
         for name, a in self.accesses.items():
-            if name != skip and a.is_random:
+            if a.is_random and name not in skip:
                 env[name] = a.read(values, known)
         return env
 
