@@ -172,10 +172,15 @@ def conditional(var: Variable, sites: list[Site]) -> Conditional:
             "finite support). Observe it, or give it a bounded domain.")
     reasons = []
     for family in CANDIDATES[var.domain]:
-        try:
-            pieces = [_piece(s, var, family) for s in mine]
-        except ModelError as exc:
-            reasons.append(f"{family}: {exc}")
+        pieces, reason = [], None
+        for site in mine:
+            try:
+                pieces.append(_piece(site, var, family))
+            except ModelError as exc:
+                reason = f"{family}: in {site.label}, {site.describe(str(exc))}"
+                break
+        if reason is not None:
+            reasons.append(reason)
             continue
         found = tuple(f"{p.site.label}: log density linear in {_stats(family)}"
                       for p in pieces)

@@ -19,6 +19,7 @@ the whole plate.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,9 @@ from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, R
 from factorflow.rewrite.terms import Term, data, sym
 from factorflow.samplers.densities import EXPRESSION, log_density_term, substitute
 from factorflow.samplers.numpy_terms import compile_term
+
+#: an access in a printed term: ``data(a3)`` or ``a3``
+_ACCESS = re.compile(r"data\((a\d+)\)|\b(a\d+)\b")
 
 
 def align(value: np.ndarray, have: tuple[Range, ...], want: tuple[Range, ...],
@@ -60,6 +64,19 @@ class Access:
     @property
     def variable(self) -> Variable | None:
         return self.source if isinstance(self.source, Variable) else None
+
+    @property
+    def label(self) -> str:
+        src = self.source
+        if isinstance(src, Variable | Data):
+            name = src.name
+        else:
+            arr = np.asarray(src)
+            name = repr(float(arr)) if arr.ndim == 0 else "<array>"
+        if self.index is None:
+            return name
+        index = self.index.name if isinstance(self.index, Variable | Data) else "<index>"
+        return f"{name}[{index}]"
 
     @property
     def domain(self) -> str:
@@ -177,6 +194,15 @@ class Site:
         out = self.statement.output
         name = out.name if out is not None else "constraint"
         return f"{self.statement.factor}({name})"
+
+    def describe(self, text: str) -> str:
+        """``text`` (a term, an error) with each access name replaced by what it reads:
+        ``data(a3)`` and ``a3`` become ``mu``, ``means[z]`` or a constant's value."""
+        def label(match: re.Match[str]) -> str:
+            a = self.accesses.get(match.group(1) or match.group(2))
+            return match.group(0) if a is None else a.label
+
+        return _ACCESS.sub(label, text)
 
     def accesses_of(self, var: Variable) -> list[Access]:
         return [a for a in self.accesses.values() if a.source is var]

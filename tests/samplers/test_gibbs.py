@@ -290,3 +290,17 @@ def test_generated_conjugate_models(a, b, counts, family):
                 ff.Gaussian("y", x, precision=0.5, observed=np.asarray(counts, float))
     result = model.infer("gibbs", draws=300, chains=4, seed=len(counts))
     assert_mean_within(result.samples("x"), exact)
+
+
+def test_compiled_sampler_pickles_and_prints_its_schedule():
+    import pickle
+
+    compiled = beta_binomial().compile("gibbs")
+    again = pickle.loads(pickle.dumps(compiled))
+    a = compiled.run(draws=20, chains=2, seed=3).samples("p")
+    assert np.array_equal(a, again.run(draws=20, chains=2, seed=3).samples("p"))
+    assert compiled.schedule == "1. draw p ~ Beta (conjugate)   reads nothing random"
+    assert str(compiled.samplers) == (
+        "p: Beta (conjugate)\n"
+        "    Beta(p): log density linear in (log(x), log(1 - x))\n"
+        "    Binomial(k): log density linear in (log(x), log(1 - x))")
