@@ -165,6 +165,14 @@ def conditional(var: Variable, sites: list[Site]) -> Conditional:
         return Conditional(var, "enumerate", mine,
                            rewrites=(f"enumerate {2 if var.domain == 'bool' else var.size} "
                                      "values",))
+    coupled = [s for s in mine if len(s.accesses_of(var)) > 1
+               and any(a.index is not None for a in s.accesses_of(var))]
+    if coupled:
+        raise UnsupportedFactorError(
+            f"{coupled[0].label} reads several elements of {var.name!r} through indices "
+            f"({', '.join(a.label for a in coupled[0].accesses_of(var))}): they are coupled, "
+            "and Gibbs sampling draws the elements of a variable together; give each read "
+            "its own variable (e.g. a Gaussian performance per player).")
     if var.domain not in CANDIDATES:
         raise UnsupportedFactorError(
             f"{var.name!r} is a latent {var.domain} variable with unbounded support and no "

@@ -13,21 +13,17 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 from factorflow.errors import ModelError
 from factorflow.model.core import FactorCall, Model, Variable
 from factorflow.samplers.conditionals import conditional
-from factorflow.samplers.expansions import (
-    Expansion,
-    Form,
-    explore_statements,
-    materialize,
-    rules_behind,
-    show,
-)
 from factorflow.samplers.sites import model_statements, read_sites
 
 MAX_COMBINATIONS = 64
+#: the factors the scale-mixture rules rewrite: only a model with one of them loads the
+#: e-graph engine (``tests/samplers/test_expansions.py`` checks this against the rules)
+EXPANDABLE = frozenset({"StudentT", "Laplace", "HalfCauchy"})
 
 
 @dataclass
@@ -51,12 +47,16 @@ def choose_plan(model: Model) -> Plan:
     """The best plan for ``model`` (see the module docstring)."""
     statements, definitions = model_statements(model)
     latent = [v for v in model.variables.values() if not v.is_observed and not v.derived]
+    if not any(call.factor in EXPANDABLE for call in statements):
+        return Plan(statements, definitions, latent)
+    from factorflow.samplers.expansions import explore_statements, materialize
+
     forms = explore_statements(statements)
     base = Plan(statements, definitions, latent, forms=sum(len(f) for f in forms.values()))
     if not forms:
         return base
     taken = set(model.variables) | set(model.data) | set(model.ranges)
-    options: dict[int, list[tuple[Form, Expansion | None]]] = {}
+    options: dict[int, list[tuple[Any, Any]]] = {}
     for i, fs in forms.items():
         options[i] = [(fs[0], None)] + [
             (f, e) for f in fs[1:] if (e := materialize(statements[i], f, taken)) is not None]
@@ -73,8 +73,12 @@ def choose_plan(model: Model) -> Plan:
     return min(plans, key=lambda p: _score(p)[:3])
 
 
-def _build(base: Plan, options: dict[int, list[tuple[Form, Expansion | None]]],
+def _build(base: Plan, options: dict[int, list[tuple[Any, Any]]],
            choice: dict[int, int]) -> Plan:
+    """``base`` with statement ``i`` replaced by its option ``choice[i]`` (a form and its
+    expansion, or None for the statement as written)."""
+    from factorflow.samplers.expansions import rules_behind, show
+
     statements: list[FactorCall] = []
     definitions = dict(base.definitions)
     latent = list(base.latent)

@@ -119,3 +119,11 @@ def test_message_passing_refuses_scale_factors_and_says_to_sample():
     model = student_t_location(np.array([0.5, 1.5]))
     with pytest.raises(ff.ModelError, match="gibbs"):
         model.infer("vmp")
+
+
+def test_expandable_factors_are_the_ones_the_rules_rewrite():
+    from factorflow.samplers.expansions import _ELIMINATES, ENCODE
+    from factorflow.samplers.plan import EXPANDABLE
+
+    rewritten = set(_ELIMINATES.values())
+    assert EXPANDABLE == {f for f, (law, _) in ENCODE.items() if law in rewritten}

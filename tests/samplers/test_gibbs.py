@@ -269,26 +269,42 @@ def test_iterations_is_refused_for_gibbs():
 @settings(max_examples=12, deadline=None, derandomize=True)
 @given(a=st.floats(0.5, 5.0), b=st.floats(0.5, 5.0),
        counts=st.lists(st.integers(0, 6), min_size=0, max_size=5),
-       family=st.sampled_from(["beta_binomial", "gamma_poisson", "normal_normal"]))
+       family=st.sampled_from(["beta_binomial", "gamma_poisson", "normal_normal",
+                               "normal_gamma", "dirichlet_discrete"]))
 def test_generated_conjugate_models(a, b, counts, family):
+    """Small conjugate models with random priors and data (an empty plate included)
+    against their closed-form posterior means."""
+    y = np.asarray(counts, float)
     with ff.Model() as model:
         if family == "beta_binomial":
             x = ff.Beta("x", a, b)
-            exact = (a + sum(counts)) / (a + b + 6 * len(counts))
+            exact = (a + y.sum()) / (a + b + 6 * len(y))
         elif family == "gamma_poisson":
             x = ff.Gamma("x", a, rate=b)
-            exact = (a + sum(counts)) / (b + len(counts))
-        else:
+            exact = (a + y.sum()) / (b + len(y))
+        elif family == "normal_normal":
             x = ff.Gaussian("x", a, precision=b)
-            exact = (a * b + 0.5 * sum(counts)) / (b + 0.5 * len(counts))
-        with ff.Plate(ff.Range("n", len(counts))):
+            exact = (a * b + 0.5 * y.sum()) / (b + 0.5 * len(y))
+        elif family == "normal_gamma":
+            x = ff.Gamma("x", a, rate=b)
+            exact = (a + len(y) / 2) / (b + ((y - 3.0) ** 2).sum() / 2)
+        else:
+            alpha = np.array([a, b, 1.0])
+            x = ff.Dirichlet("x", alpha)
+            post = alpha + np.bincount(np.asarray(counts, int) % 3, minlength=3)
+            exact = post / post.sum()
+        with ff.Plate(ff.Range("n", len(y))):
             if family == "beta_binomial":
                 ff.Binomial("y", 6, x, observed=counts)
             elif family == "gamma_poisson":
                 ff.Poisson("y", x, observed=counts)
+            elif family == "normal_normal":
+                ff.Gaussian("y", x, precision=0.5, observed=y)
+            elif family == "normal_gamma":
+                ff.Gaussian("y", 3.0, precision=x, observed=y)
             else:
-                ff.Gaussian("y", x, precision=0.5, observed=np.asarray(counts, float))
-    result = model.infer("gibbs", draws=300, chains=4, seed=len(counts))
+                ff.Discrete("y", x, observed=np.asarray(counts, int) % 3)
+    result = model.infer("gibbs", draws=200, chains=4, seed=len(counts))
     assert_mean_within(result.samples("x"), exact)
 
 
@@ -304,3 +320,25 @@ def test_compiled_sampler_pickles_and_prints_its_schedule():
         "p: Beta (conjugate)\n"
         "    Beta(p): log density linear in (log(x), log(1 - x))\n"
         "    Binomial(k): log density linear in (log(x), log(1 - x))")
+
+
+def test_coupled_elements_are_refused():
+    from factorflow.model.factories import minus
+
+    with ff.Model() as model:
+        with ff.Plate(ff.Range("p", 3)):
+            skill = ff.Gaussian("skill", 0.0, variance=1.0)
+        with ff.Plate(ff.Range("g", 2)):
+            diff = minus(skill[np.array([0, 1])], skill[np.array([1, 2])])
+            ff.Gaussian("y", diff, precision=1.0, observed=[1.0, 0.5])
+    with pytest.raises(ff.ModelError, match="several elements of 'skill'.*coupled"):
+        model.compile("gibbs")
+
+
+def test_logic_factors_are_refused_by_name():
+    with ff.Model() as model:
+        a = ff.Gaussian("a", 0.0, variance=1.0)
+        b = ff.Gaussian("b", 0.0, variance=1.0)
+        ff.constrain_true(a > b)
+    with pytest.raises(ff.UnsupportedFactorError, match="ConstrainTrue.*use 'ep' or 'vmp'"):
+        model.compile("gibbs")
