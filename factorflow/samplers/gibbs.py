@@ -1,13 +1,13 @@
 """Block Gibbs sampling: ``model.compile("gibbs")`` and ``model.infer("gibbs", ...)``.
 
 Compiling reads the model's sites (:mod:`.sites`), derives each latent variable's full
-conditional (:mod:`.conditionals`) and orders the updates: the finite discrete variables
-first (a mixture's indicators), then the others in model order. Each update reads the
-latest sample of every variable it depends on — the Trigger semantics of seed 000's
-Gibbs row: a conditional is recomputed from the samples that triggered it, never from
-stale ones. Every update draws a whole variable (all plate elements, all chains) with a
-few array operations; elements of one variable are conditionally independent given the
-rest, because every site reads one element of it.
+conditional (:mod:`.conditionals`) and orders the updates with the message scheduler
+(:func:`gibbs_schedule`): each sample triggers the conditionals that read it — the
+Trigger semantics of seed 000's Gibbs row: a conditional is recomputed from the latest
+samples, never from stale ones. Ties go to the finite discrete variables first (a
+mixture's indicators), then model order. Every update draws a whole variable (all plate
+elements, all chains) with a few array operations; elements of one variable are
+conditionally independent given the rest, because every site reads one element of it.
 
 Chains are a leading array axis: ``chains`` chains run in the same array operations.
 A run is reproducible: the same ``seed`` gives the same draws, bit for bit.
@@ -28,6 +28,8 @@ from factorflow.samplers.conditionals import Conditional, conditional
 from factorflow.samplers.plan import choose_plan
 from factorflow.samplers.result import SamplingResult
 from factorflow.samplers.sites import Site, read_sites
+from factorflow.transforms.dependencies import Dep, DependencyGraph
+from factorflow.transforms.scheduling import Schedule, schedule
 
 #: where a slice-sampled variable starts, and the slice steps on its prior from there
 SLICE_START = {"real": 0.0, "positive": 1.0, "unit": 0.5}
@@ -78,8 +80,12 @@ class GibbsModel:
         sites = read_sites(self.plan.statements, self.plan.definitions)
         self.conditionals = [conditional(v, sites) for v in self.plan.latent]
         discrete = [c for c in self.conditionals if c.kind == "enumerate"]
-        self.updates: list[Conditional] = discrete + [c for c in self.conditionals
-                                                      if c.kind != "enumerate"]
+        ordered = discrete + [c for c in self.conditionals if c.kind != "enumerate"]
+        self.schedule = gibbs_schedule(ordered)
+        by_label = {_sample(c): c for c in ordered}
+        self.updates: list[Conditional] = [
+            by_label[label] for part in (self.schedule.prefix, *self.schedule.loop)
+            for label in part if label in by_label]
         first = {}
         for i, call in enumerate(self.plan.statements):
             if call.output is not None:
@@ -94,18 +100,6 @@ class GibbsModel:
             SamplerChoice(c.variable.name, _describe(c),
                           self.plan.rewrites.get(c.variable.name, ()) + c.rewrites)
             for c in self.updates)
-
-    @property
-    def schedule(self) -> str:
-        """One sweep, in order: each update and the variables whose latest samples it
-        reads."""
-        lines = []
-        for i, c in enumerate(self.updates, 1):
-            reads = sorted({v.name for s in c.sites for v in _random_reads(s)}
-                           - {c.variable.name})
-            lines.append(f"{i}. draw {c.variable.name} ~ {_describe(c)}   reads "
-                         f"{', '.join(reads) or 'nothing random'}")
-        return "\n".join(lines)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return GibbsModel, (self.model,)
@@ -200,6 +194,35 @@ def _describe(c: Conditional) -> str:
         return "slice sampling (no conjugate conditional)"
     return "Discrete by enumeration" if c.variable.domain == "int" else \
         "Bernoulli by enumeration"
+
+
+def _sample(c: Conditional) -> str:
+    return f"sample {c.variable.name}"
+
+
+def gibbs_schedule(conditionals: list[Conditional]) -> Schedule:
+    """The sweep, from the message scheduler (seed 000's Gibbs row): per variable a node
+    computing its conditional and a node drawing its sample (which requires the
+    conditional); each sample *triggers* the conditionals that read it, so a conditional
+    is recomputed from the latest samples before its variable is drawn. The sample nodes
+    are the outputs; ties go to the order given (indicators first). Every sample is drawn
+    once per sweep, in the order of the schedule's sample nodes; the chains start from
+    prior draws (the scheduler's initial values)."""
+    nodes: list[str] = []
+    edges: dict[tuple[str, str], Dep] = {}
+    describe: dict[str, str] = {}
+    for c in conditionals:
+        name = c.variable.name
+        cond, sample = f"conditional of {name}", _sample(c)
+        nodes += [cond, sample]
+        describe[sample] = f"draw {name} ~ {_describe(c)}"
+        edges[(cond, sample)] = Dep.DEPENDENCY | Dep.REQUIRED
+        for v in sorted({v.name for s in c.sites for v in _random_reads(s)} - {name}):
+            edges[(f"sample {v}", cond)] = Dep.TRIGGER
+    graph = DependencyGraph(tuple(nodes), edges,
+                            outputs=frozenset(_sample(c) for c in conditionals),
+                            describe=describe)
+    return schedule(graph)
 
 
 def _random_reads(site: Site) -> set[Variable]:

@@ -172,7 +172,11 @@ def test_mixture_agrees_with_vmp_on_separated_data():
                                                                         [1.0, 1.0])})
     gibbs = mixture.infer("gibbs", draws=300, chains=2, seed=0,
                           init={"means": [-1.0, 1.0]})
-    assert [c.variable for c in mixture.compile("gibbs").samplers][0] == "z"
+    compiled = mixture.compile("gibbs")
+    assert [c.variable for c in compiled.samplers] == ["z", "weights", "means"]
+    loop = compiled.schedule.loop[0]  # each sample triggers the conditionals that read it
+    assert loop.index("sample z") < loop.index("conditional of means") < loop.index(
+        "sample means")
     assert_close(gibbs["means"].mean, vmp["means"].mean, atol=0.05, rtol=0)
     assert_close(gibbs["weights"].mean, vmp["weights"].mean, atol=0.02, rtol=0)
     # the indicators: each point's component, as VMP's responsibilities
@@ -315,7 +319,9 @@ def test_compiled_sampler_pickles_and_prints_its_schedule():
     again = pickle.loads(pickle.dumps(compiled))
     a = compiled.run(draws=20, chains=2, seed=3).samples("p")
     assert np.array_equal(a, again.run(draws=20, chains=2, seed=3).samples("p"))
-    assert compiled.schedule == "1. draw p ~ Beta (conjugate)   reads nothing random"
+    assert str(compiled.schedule) == (
+        "prefix:\n  conditional of p  read by sample p\n"
+        "  sample p          output  # draw p ~ Beta (conjugate)")
     assert str(compiled.samplers) == (
         "p: Beta (conjugate)\n"
         "    Beta(p): log density linear in (log(x), log(1 - x))\n"
@@ -342,3 +348,44 @@ def test_logic_factors_are_refused_by_name():
         ff.constrain_true(a > b)
     with pytest.raises(ff.UnsupportedFactorError, match="ConstrainTrue.*use 'ep' or 'vmp'"):
         model.compile("gibbs")
+
+
+def test_continuous_exit_variable_of_a_gate():
+    """x is N(0, 1) if c else N(5, 1); y = 4 ~ N(x, 1): P(c | y) and E[x | y] exactly."""
+    with ff.Model() as model:
+        c = ff.Bernoulli("c", 0.3)
+        with ff.If(c):
+            x = ff.Gaussian("x", 0.0, variance=1.0)
+        with ff.IfNot(c):
+            x = ff.Gaussian("x", 5.0, variance=1.0)
+        ff.Gaussian("y", x, precision=1.0, observed=4.0)
+    w1, w0 = 0.3 * stats.norm.pdf(4, 0, 2**0.5), 0.7 * stats.norm.pdf(4, 5, 2**0.5)
+    p1 = w1 / (w1 + w0)
+    result = model.infer("gibbs", draws=1500, chains=4, seed=0)
+    assert_mean_within(result.samples("x"), p1 * 2.0 + (1 - p1) * 4.5)
+
+
+def test_latent_coins_with_a_beta_prior_against_enumeration():
+    """f[n] ~ Bernoulli(p), p ~ Beta(1, 1), o[n] ~ N(f[n], 1/4): every configuration of f
+    enumerated with p integrated out (Beta function)."""
+    import itertools
+
+    from scipy import special
+
+    o = np.array([1.1, 0.9, 0.0, 1.2])
+    with ff.Model() as model:
+        p = ff.Beta("p", 1.0, 1.0)
+        with ff.Plate(ff.Range("n", len(o))):
+            f = ff.Bernoulli("f", p)
+            with ff.If(f):
+                ff.Gaussian("o", 1.0, precision=4.0, observed=o)
+            with ff.IfNot(f):
+                ff.Gaussian("o", 0.0, precision=4.0, observed=o)
+    configs = np.array(list(itertools.product([0, 1], repeat=len(o))))
+    k = configs.sum(axis=1)
+    weight = np.exp(special.betaln(1 + k, 1 + len(o) - k)
+                    + stats.norm.logpdf(o, configs, 0.5).sum(axis=1))
+    weight /= weight.sum()
+    result = model.infer("gibbs", draws=1000, chains=4, seed=0)
+    assert_mean_within(result.samples("f"), weight @ configs)
+    assert_mean_within(result.samples("p"), weight @ ((1 + k) / (2 + len(o))))
