@@ -422,10 +422,11 @@ class Model:
         burn=500, thin=1, chains=4, seed=0)`` returns a ``SamplingResult`` (see
         ``factorflow.samplers.gibbs.GibbsModel.run``)."""
         if algorithm == "gibbs":
-            if iterations is not None:
-                raise ModelError("Gibbs sampling takes draws= (and burn=, thin=), not "
-                                 "iterations=.")
-            return self.compile("gibbs").run(init=init, data=data, **options)
+            from factorflow.samplers.gibbs import infer_gibbs
+            passing = {"iterations": iterations, "tolerance": None if tolerance == "default"
+                       else tolerance, "on_iteration": on_iteration, "damping": damping,
+                       "checkpoint": checkpoint, "every": every, "resume": resume}
+            return infer_gibbs(self, init, data, passing, options)
         if init:
             options["init"] = tuple(sorted(set(init_names(options.get("init", ())))
                                            | set(init)))

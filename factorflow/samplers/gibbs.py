@@ -153,6 +153,25 @@ class GibbsModel:
         return values
 
 
+#: the options of a sampling run (``GibbsModel.run``'s keywords)
+RUN_OPTIONS = ("draws", "burn", "thin", "chains", "seed")
+
+
+def infer_gibbs(model: Model, init: dict[str, Any] | None, data: dict[str, Any] | None,
+                message_passing: dict[str, Any], options: dict[str, Any]) -> SamplingResult:
+    """``model.infer("gibbs", ...)``: ModelError for message-passing options given a
+    value (``iterations=``, ``damping=`` ...) or unknown ones, else ``run``'s result."""
+    given = sorted(k for k, v in message_passing.items() if v is not None)
+    if given:
+        raise ModelError(f"{', '.join(k + '=' for k in given)} belong to message passing; "
+                         f"Gibbs sampling takes {', '.join(k + '=' for k in RUN_OPTIONS)}.")
+    unknown = sorted(set(options) - set(RUN_OPTIONS))
+    if unknown:
+        raise ModelError(f"unknown option {', '.join(k + '=' for k in unknown)} for Gibbs "
+                         f"sampling; it takes {', '.join(k + '=' for k in RUN_OPTIONS)}.")
+    return compile_gibbs(model).run(init=init, data=data, **options)
+
+
 def compile_gibbs(model: Model) -> GibbsModel:
     """``model`` compiled for Gibbs sampling, cached on the model (until it changes)."""
     key = ("gibbs", len(model.statements))

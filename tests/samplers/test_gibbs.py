@@ -264,9 +264,14 @@ def test_bad_run_options(options, match):
         beta_binomial().infer("gibbs", **options)
 
 
-def test_iterations_is_refused_for_gibbs():
-    with pytest.raises(ff.ModelError, match="draws="):
-        beta_binomial().infer("gibbs", 10)
+@pytest.mark.parametrize("args,options,match", [
+    ((10,), {}, "iterations= belong to message passing"),
+    ((), {"damping": 0.5}, "damping= belong to message passing"),
+    ((), {"draw": 10}, "unknown option draw="),
+])
+def test_message_passing_options_are_refused_for_gibbs(args, options, match):
+    with pytest.raises(ff.ModelError, match=match):
+        beta_binomial().infer("gibbs", *args, **options)
 
 
 # ----- generated conjugate models ------------------------------------------------------
