@@ -190,7 +190,8 @@ def conditional(var: Variable, sites: list[Site]) -> Conditional:
         if reason is not None:
             reasons.append(reason)
             continue
-        found = tuple(f"{p.site.label}: log density linear in {_stats(family)}"
+        found = tuple(f"{p.site.label}: log density linear in {_stats(family)}, "
+                      f"coefficients ({', '.join(p.site.describe(str(n)) for n in p.naturals)})"
                       for p in pieces)
         return Conditional(var, "conjugate", mine, family, pieces, found)
     if var.domain in SLICE_DOMAINS:
@@ -210,9 +211,9 @@ def _stats(family: str) -> str:
 
 def _piece(site: Site, var: Variable, family: str) -> Piece:
     accesses = site.accesses_of(var)
-    if len(accesses) != 1:
+    if len(accesses) != 1 and any(a.index is not None for a in accesses):
         raise ModelError(f"{site.label} reads {var.name!r} {len(accesses)} times")
-    access = accesses[0]
+    access = accesses[0]  # direct reads of one variable read one element: one symbol
     target = sym(access.name)
     stats = FAMILIES[family].statistics(target, K)
     _, _, coefficients, _ = split_statistics(site.term_for(access), target, stats, index=K)

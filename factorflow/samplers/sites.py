@@ -220,9 +220,13 @@ class Site:
         return self._compiled(env)
 
     def term_for(self, access: Access) -> Term:
-        """The site's term with ``access`` as the random symbol and the rest as data."""
+        """The site's term with ``access`` as the random symbol and the rest as data; the
+        other direct reads of the same variable (``x + 2 * x``) are that symbol too."""
         if access.name not in self._terms:
-            self._terms[access.name] = substitute(self.term, {access.name: sym(access.name)})
+            same = {a.name: sym(access.name) for a in self.accesses.values()
+                    if a.source is access.source and a.index is None and access.index is None}
+            self._terms[access.name] = substitute(self.term, {**same,
+                                                              access.name: sym(access.name)})
         return self._terms[access.name]
 
     def environment(self, values: dict[str, np.ndarray], known: dict[str, Any],

@@ -394,3 +394,18 @@ def test_latent_coins_with_a_beta_prior_against_enumeration():
     result = model.infer("gibbs", draws=1000, chains=4, seed=0)
     assert_mean_within(result.samples("f"), weight @ configs)
     assert_mean_within(result.samples("p"), weight @ ((1 + k) / (2 + len(o))))
+
+
+def test_a_variable_read_twice_by_one_expression_stays_conjugate():
+    """y ~ N(m + 2m, 1): one element of m read twice, the conditional is Gaussian with
+    coefficient 3 (closed form)."""
+    y = np.array([3.0, 4.5])
+    with ff.Model() as model:
+        m = ff.Gaussian("m", 0.0, variance=1.0)
+        with ff.Plate(ff.Range("n", len(y))):
+            ff.Gaussian("y", m + 2.0 * m, precision=1.0, observed=y)
+    compiled = model.compile("gibbs")
+    assert compiled.samplers["m"].sampler == "Gaussian (conjugate)"
+    prec = 1.0 + 9.0 * len(y)
+    result = compiled.run(draws=500, chains=4, seed=0)
+    assert_mean_within(result.samples("m"), 3.0 * y.sum() / prec)
