@@ -329,8 +329,10 @@ def test_compiled_sampler_pickles_and_prints_its_schedule():
         "  sample p          output  # draw p ~ Beta (conjugate)")
     assert str(compiled.samplers) == (
         "p: Beta (conjugate)\n"
-        "    Beta(p): log density linear in (log(x), log(1 - x))\n"
-        "    Binomial(k): log density linear in (log(x), log(1 - x))")
+        "    Beta(p): log density linear in (log(x), log(1 - x)), coefficients "
+        "(-1 + 2.0, -1 + 3.0)\n"
+        "    Binomial(k): log density linear in (log(x), log(1 - x)), coefficients "
+        "(k, 10.0 - k)")
 
 
 def test_coupled_elements_are_refused():
