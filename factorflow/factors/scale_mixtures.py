@@ -16,9 +16,9 @@ expansions that make them conditionally conjugate (``samplers/expansions.py``).
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from factorflow.factors.registry import define_factor
+from factorflow.lazy import special
 
 _SAMPLE_IT = "sample the model with 'gibbs', which expands it as a scale mixture"
 
