@@ -97,7 +97,13 @@ class Access:
         src = self.source
         if not isinstance(src, Variable):
             arr = _known(src, known)
-            return arr.reshape((1, *arr.shape))
+            if self.index_plates == self.plates:  # laid out over the site's plates
+                return arr.reshape((1, *arr.shape))
+            # inside an expression's plates (scalar arguments): right-aligned to them
+            ctx = self.index_plates
+            arr = arr.reshape((1,) * (len(ctx) - arr.ndim) + arr.shape)
+            return align(np.broadcast_to(arr, tuple(p.size for p in ctx))[None], ctx,
+                         self.plates)
         base = values[src.name] if src.name in values else _known(src.observed, known)[None]
         event = 1 if src.domain == "simplex" else 0
         if self.index is None:

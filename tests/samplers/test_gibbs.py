@@ -411,3 +411,18 @@ def test_a_variable_read_twice_by_one_expression_stays_conjugate():
     prec = 1.0 + 9.0 * len(y)
     result = compiled.run(draws=500, chains=4, seed=0)
     assert_mean_within(result.samples("m"), 3.0 * y.sum() / prec)
+
+
+def test_constant_inside_an_expression_over_outer_plates():
+    """mu[k] + offset[k] used inside the nested plate n: each mu[k] is Gaussian with the
+    data shifted by its offset (closed form)."""
+    y = np.array([[1.0, 2.0, 1.5], [-3.0, -2.0, -2.5]])
+    offset = np.array([1.0, -1.0])
+    with ff.Model() as model:
+        with ff.Plate(ff.Range("k", 2)):
+            mu = ff.Gaussian("mu", 0.0, variance=10.0)
+            shifted = mu + offset
+            with ff.Plate(ff.Range("n", 3)):
+                ff.Gaussian("y", shifted, precision=1.0, observed=y)
+    result = model.infer("gibbs", draws=500, chains=4, seed=0)
+    assert_mean_within(result.samples("mu"), (y - offset[:, None]).sum(axis=1) / 3.1)
