@@ -426,3 +426,17 @@ def test_constant_inside_an_expression_over_outer_plates():
                 ff.Gaussian("y", shifted, precision=1.0, observed=y)
     result = model.infer("gibbs", draws=500, chains=4, seed=0)
     assert_mean_within(result.samples("mu"), (y - offset[:, None]).sum(axis=1) / 3.1)
+
+
+def test_plates_opened_in_another_order():
+    """mu has plates (k, n); its data sit in plates (n, k): mu[k, n] = y[n, k] / 2."""
+    y = np.arange(6.0).reshape(3, 2)
+    with ff.Model() as model:
+        k, n = ff.Range("k", 2), ff.Range("n", 3)
+        with ff.Plate(k), ff.Plate(n):
+            mu = ff.Gaussian("mu", 0.0, variance=1.0)
+        with ff.Plate(n), ff.Plate(k):
+            ff.Gaussian("y", mu, precision=1.0, observed=y)
+    result = model.infer("gibbs", draws=500, chains=4, seed=0)
+    assert result.samples("mu").shape == (4, 500, 2, 3)
+    assert_mean_within(result.samples("mu"), y.T / 2)
