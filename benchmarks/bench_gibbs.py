@@ -16,6 +16,21 @@ ESS is ArviZ's bulk ESS, the smallest over the model's parameters (the slowest-m
 one decides), per second of sampling (warm-up included; NumPyro's compilation is timed
 apart: its first run, minus a second identical run). Run ``python
 benchmarks/bench_gibbs.py [--draws 2000]``; NumPyro is used only when installed.
+
+Output on the development machine (2 CPU cores shared with other jobs, load about 7;
+NumPyro 0.22 on JAX 0.10 CPU, chains vectorized), ``--draws 1000``::
+
+    4 chains x 1000 draws (+ 500 warm-up); ESS: smallest bulk ESS over the parameters
+         model |         factorflow Gibbs         |           NumPyro NUTS           | ratio
+               |  min ESS  sample s    ESS/s compile |  min ESS  sample s    ESS/s   jit s |
+    ----------------------------------------------------------------------------------------
+          rats |       91      4.78       19    1.24 |     1078     45.78       24   10.30 |   0.8x
+     horseshoe |       75      1.26       59    1.09 |      188     63.61        3   21.73 |  20.1x
+     student_t |     2197      0.68     3215    0.12 |     1368     15.80       87    3.91 |  37.1x
+
+The rats hyperparameters a and b have no conjugate conditional and are slice-sampled one
+at a time; their posterior is strongly correlated, which one-at-a-time updates mix
+slowly (NUTS moves them jointly): there factorflow is not ahead.
 """
 
 from __future__ import annotations
