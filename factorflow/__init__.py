@@ -30,7 +30,10 @@ from factorflow.model.factories import (
     Discrete,
     Gamma,
     Gaussian,
+    HalfCauchy,
+    Laplace,
     Poisson,
+    StudentT,
     constrain_true,
     is_positive,
 )
@@ -48,7 +51,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
-    "constrain_true", "is_positive", "distributions",
+    "StudentT", "Laplace", "HalfCauchy", "constrain_true", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",

@@ -23,6 +23,8 @@ def test_example_runs(path, capsys):
         assert abs(out["p_effective"] - 2772 / 3672) < 1e-6
     if path.stem == "truncated_gaussian":
         assert abs(np.exp(out[0.5]) - 0.308537538725987) < 1e-9
+    if path.stem == "horseshoe_gibbs":  # large means kept, the zero ones shrunk
+        assert np.all(np.abs(out["median"][:3]) > 3) and np.median(np.abs(out["median"][3:])) < 0.2
     if path.stem == "learning_gaussian":
         assert abs(float(out["result"]["mean"].mean) - 5.9603207170807826) < 1e-9
 

@@ -19,6 +19,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     gaussian,
     logic,
     poisson,
+    scale_mixtures,
 )
 from factorflow.factors.registry import FACTORS, Factor, Operator, define_factor
 

@@ -71,6 +71,20 @@ def derive_naturals(log_density: Term, target: Term, statistics: Sequence[Term] 
     ModelError naming the term that blocks conjugacy, or when the expectation over the
     other arguments cannot be closed.
     """
+    form, stats, coefficients, constant = split_statistics(log_density, target, statistics,
+                                                           index=index)
+    naturals = tuple(simplify_expectation(E(add(*c))) for c in coefficients)
+    return Derivation(target, stats, naturals, simplify_expectation(E(add(*constant))),
+                      simplify_expectation(E(form)))
+
+
+def split_statistics(log_density: Term, target: Term, statistics: Sequence[Term] | str, *,
+                     index: str = "k") -> tuple[Term, tuple[Term, ...], list[list[Term]],
+                                                list[Term]]:
+    """``log_density`` brought to the ``ALGEBRA`` normal form and split by the statistics
+    of ``target``: ``(form, statistics, coefficients, constant)`` with ``form = Σ_i
+    Σ coefficients[i] · statistics[i] + Σ constant``, no coefficient or constant term
+    involving ``target``. Raises ModelError naming the monomial that is no statistic."""
     if target.op != SYM:
         raise ModelError(f"the target of a message must be a random variable, got {target}")
     if isinstance(statistics, str):
@@ -98,9 +112,7 @@ def derive_naturals(log_density: Term, target: Term, statistics: Sequence[Term] 
                 f"of its sufficient statistics {', '.join(map(str, stats))}")
         own = _own_index(stats[i])
         coefficients[i].append(rest if bound is None else rename_index(rest, bound, own))
-    naturals = tuple(simplify_expectation(E(add(*c))) for c in coefficients)
-    return Derivation(target, stats, naturals, simplify_expectation(E(add(*constant))),
-                      simplify_expectation(E(form)))
+    return form, stats, coefficients, constant
 
 
 def _own_index(statistic: Term) -> str | None:

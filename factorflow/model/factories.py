@@ -224,8 +224,10 @@ def _reciprocal(value: Any, name: str, what: str) -> np.ndarray:
 
 
 def Gaussian(name: str, mean: Any = 0.0, *, precision: Any = None, variance: Any = None,
-             observed: Any = None) -> Variable:
-    """A real variable ~ N(mean, 1/precision); ``variance=`` must then be a constant.
+             scale: Any = None, observed: Any = None) -> Variable:
+    """A real variable ~ N(mean, 1/precision); ``variance=`` must then be a constant;
+    ``scale=`` (the standard deviation) may be a positive random variable (a scale
+    mixture such as the horseshoe; Gibbs sampling only).
 
     >>> with ff.Model() as model:
     ...     x = ff.Gaussian("x", 1.0, variance=4.0)
@@ -234,7 +236,14 @@ def Gaussian(name: str, mean: Any = 0.0, *, precision: Any = None, variance: Any
     >>> round(float(posterior.mean), 12), round(float(posterior.variance), 12)
     (2.6, 0.8)
     """
-    key, value = _one_of(name, "spread", precision=precision, variance=variance)
+    key, value = _one_of(name, "spread", precision=precision, variance=variance,
+                         scale=scale)
+    if key == "scale" and isinstance(value, Variable | Indexed | Data):
+        return new_variable("GaussianScale", name, "real", {"mean": mean, "scale": value},
+                            {"mean": "real", "scale": "positive"}, observed)
+    if key == "scale":
+        value = np.asarray(check_support(value, "positive", f"{name}: scale")) ** 2
+        key = "variance"
     prec = value if key == "precision" else _reciprocal(value, name, "variance")
     return new_variable("Gaussian", name, "real", {"mean": mean, "precision": prec},
                         {"mean": "real", "precision": "positive"}, observed)
@@ -297,6 +306,32 @@ def Binomial(name: str, trials: Any, p: Any, *, observed: Any = None) -> Variabl
     """
     return new_variable("Binomial", name, "count", {"trials": trials, "p": p},
                         {"trials": "count", "p": "unit"}, observed)
+
+
+def StudentT(name: str, mean: Any = 0.0, nu: Any = 1.0, *, precision: Any = 1.0,
+             observed: Any = None) -> Variable:
+    """A real variable with Student's t law: location ``mean``, ``nu`` degrees of freedom
+    (a constant) and precision ``precision`` (1 / scale²). Gibbs sampling only: it is
+    sampled as a Gaussian whose precision is scaled by a Gamma(ν/2, ν/2) auxiliary."""
+    nu = check_support(nu, "positive", f"{name}: nu") if not isinstance(
+        nu, Variable | Indexed | Data) else nu
+    return new_variable("StudentT", name, "real",
+                        {"mean": mean, "nu": nu, "precision": precision},
+                        {"mean": "real", "nu": "positive", "precision": "positive"}, observed)
+
+
+def Laplace(name: str, mean: Any = 0.0, scale: Any = 1.0, *, observed: Any = None) -> Variable:
+    """A real variable with density exp(−|x − mean| / scale) / (2 scale). Gibbs sampling
+    only: a Gaussian whose variance has an Exponential prior."""
+    return new_variable("Laplace", name, "real", {"mean": mean, "scale": scale},
+                        {"mean": "real", "scale": "positive"}, observed)
+
+
+def HalfCauchy(name: str, scale: Any = 1.0, *, observed: Any = None) -> Variable:
+    """A positive variable with density 2 scale / (π (scale² + x²)) (the horseshoe's
+    scales). Gibbs sampling only: x² is inverse Gamma given an inverse-Gamma auxiliary."""
+    return new_variable("HalfCauchy", name, "positive", {"scale": scale},
+                        {"scale": "positive"}, observed)
 
 
 def Poisson(name: str, rate: Any, *, observed: Any = None) -> Variable:
