@@ -34,6 +34,7 @@ from factorflow.model.factories import (
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
 from factorflow.model.nodes import Deterministic
+from factorflow.model.vectors import VectorGaussian, Wishart, inner
 from factorflow.runtime.result import Result, load_result
 
 #: ff.sum(expr, "k"), the sum over an inner index in a factor formula; left out of
@@ -45,7 +46,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
-    "constrain_true", "is_positive", "distributions",
+    "VectorGaussian", "Wishart", "inner", "constrain_true", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "Result", "load_result",

@@ -185,7 +185,8 @@ class _Emitter:
     stmt_Variable_evidence = variable_nodes.evidence
 
     def event(self, d: VarDecl) -> str:
-        return f", {d.event}" if d.family in ("Discrete", "Dirichlet") else ""
+        return f", {d.event}" if d.family in ("Discrete", "Dirichlet", "VectorGaussian",
+                                              "Wishart") else ""
 
 
 #: the variable-node updates: each recomputes a posterior or an edge message from the

@@ -17,8 +17,11 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     gamma,
     gate,
     gaussian,
+    inner_product,
     logic,
     poisson,
+    vector_gaussian,
+    wishart,
 )
 from factorflow.factors.registry import FACTORS, Factor, Operator, define_factor
 

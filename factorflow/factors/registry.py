@@ -37,6 +37,8 @@ DOMAIN_FAMILY: Mapping[str, str] = {
     "int": "Discrete",
     "simplex": "Dirichlet",
     "count": "Poisson",
+    "vector": "VectorGaussian",
+    "posdef": "Wishart",
 }
 
 
