@@ -188,10 +188,25 @@ class VectorGaussian(Distribution):
 
     def log_normalizer(self) -> np.ndarray:
         """A(η) = hᵀ P⁻¹ h / 2 − log |P| / 2 + D log(2π) / 2 (log |det P| for an improper
-        message, as the scalar Gaussian does)."""
-        h = self.eta[0][..., 0]
-        return (0.5 * np.sum(h * self.mean, axis=-1) - 0.5 * logdet(self.eta[1])
-                + 0.5 * self.dim * LOG_2PI)
+        message, as the scalar Gaussian does).
+
+        A message of singular precision (EP's message from a few rank-one factors, fewer
+        than D) is uniform along the null space of P; as for a uniform message (see
+        ``base.log_normalizer_or_zero``) that part weighs 1, so A is taken over the range
+        of P: pseudo-inverse, pseudo-determinant and rank · log(2π) / 2.  The evidence
+        terms that read such a message cancel its A exactly, as they cancel a uniform
+        message's 0."""
+        h, p = self.eta[0][..., 0], self.eta[1]
+        if p.size == 0:
+            return np.zeros(self.batch_shape)
+        w, v = np.linalg.eigh(p)
+        scale = np.max(np.abs(w), axis=-1, keepdims=True)
+        live = np.abs(w) > self.dim * np.finfo(float).eps * scale
+        proj = np.einsum("...ji,...j->...i", v, h, optimize=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            quad = np.sum(np.where(live, proj * proj / w, 0.0), axis=-1)
+            logdet_p = np.sum(np.where(live, np.log(np.abs(w)), 0.0), axis=-1)
+        return 0.5 * quad - 0.5 * logdet_p + 0.5 * np.sum(live, axis=-1) * LOG_2PI
 
     def expected_stats(self) -> tuple[np.ndarray, ...]:
         m, cov = self.mean_and_covariance()

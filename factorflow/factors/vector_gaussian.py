@@ -30,6 +30,7 @@ from factorflow.distributions.multivariate import (
     logdet,
     outer,
     quad_form,
+    solve,
     trace_product,
 )
 from factorflow.factors.registry import define_factor
@@ -147,15 +148,30 @@ def _mean_ep(sample, precision) -> VectorGaussian:
     return convolve(sample, precision)
 
 
+def _through_constant(msg: VectorGaussian, precision: np.ndarray) -> np.ndarray:
+    """K in ∫ exp(⟨η_μ, T(μ)⟩) N(x; μ, Λ⁻¹) dμ = exp(⟨η', T(x)⟩ + K), η' = convolve(η_μ):
+    K = ½ hᵀ (Λ + P)⁻¹ h − ½ log |Λ + P| + ½ log |Λ|.  For a proper message K = A(η');
+    written out, it holds for a message of singular precision too."""
+    lam = np.asarray(precision, float)
+    h, total = msg.eta[0][..., 0], lam + msg.eta[1]
+    return (0.5 * np.sum(h * solve(total, h), axis=-1) - 0.5 * logdet(total)
+            + 0.5 * logdet(lam))
+
+
 @VECTOR_GAUSSIAN.evidence_operator("ep")
 def _log_average_factor(sample, mean, precision) -> np.ndarray:
-    """log ∫∫ N(x; μ, Λ⁻¹) m_x(x) m_μ(μ) with normalised messages (a uniform one weighs 1)."""
+    """log ∫∫ N(x; μ, Λ⁻¹) m_x(x) m_μ(μ) with normalised messages (a uniform one weighs 1;
+    a message of singular precision is normalised over the range of its precision, as
+    ``VectorGaussian.log_normalizer`` says, and that normaliser cancels against the
+    variable's evidence term)."""
     if not is_known(sample) and not is_known(mean):
         through = convolve(mean, precision)
-        return (log_normalizer_or_zero(through * sample) - log_normalizer_or_zero(sample)
-                - log_normalizer_or_zero(through))
+        return (log_normalizer_or_zero(through * sample) + _through_constant(mean, precision)
+                - log_normalizer_or_zero(sample) - log_normalizer_or_zero(mean))
     known, msg = (sample, mean) if is_known(sample) else (mean, sample)
     if is_known(msg):
         return _log_density(np.asarray(known, float), np.asarray(msg, float), precision)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(msg.is_uniform(), 0.0, convolve(msg, precision).log_prob(known))
+    # the factor as a function of the random argument is N(·; known, Λ⁻¹)
+    factor = convolve(np.asarray(known, float), precision)
+    return (log_normalizer_or_zero(factor * msg) - factor.log_normalizer()
+            - log_normalizer_or_zero(msg))
