@@ -50,6 +50,9 @@ def _forward_moments(a, b) -> tuple[np.ndarray, np.ndarray]:
         var = var + quad_form(cb, ma)
     if np.ndim(ca) and np.ndim(cb):
         var = var + trace_product(ca, cb)
+    for v in (a, b):  # a uniform vector leaves aᵀb uniform: infinite variance
+        if not is_known(v):
+            var = np.where(v.is_uniform(), np.inf, var)
     return mean, var
 
 

@@ -125,8 +125,9 @@ def _average_log_factor(sample, mean, precision) -> np.ndarray:
 
 # ----- EP (known precision) -----------------------------------------------------------------
 def convolve(msg: Any, precision: Any) -> VectorGaussian:
-    """The message through N(· ; ·, Λ⁻¹) with Λ known: Λ − Λ (Λ + P)⁻¹ Λ and
-    Λ (Λ + P)⁻¹ h for a message (h, P); N(x, Λ⁻¹) itself for a known x."""
+    """The message through N(· ; ·, Λ⁻¹) with Λ known: precision Λ (Λ + P)⁻¹ P
+    (= Λ − Λ (Λ + P)⁻¹ Λ, exactly 0 for a uniform message) and Λ (Λ + P)⁻¹ h for a
+    message (h, P); N(x, Λ⁻¹) itself for a known x."""
     lam = np.asarray(precision, float)
     if is_known(msg):
         return vector_gaussian(_matvec(lam, np.asarray(msg, float)), lam)
@@ -134,7 +135,7 @@ def convolve(msg: Any, precision: Any) -> VectorGaussian:
     # (Λ + P)⁻¹ Λ, transposed: Λ (Λ + P)⁻¹ (both symmetric)
     gain = np.swapaxes(np.linalg.solve(lam + p, np.broadcast_to(lam, np.broadcast_shapes(
         lam.shape, p.shape))), -1, -2)
-    new_p = lam - np.einsum("...ij,...jk->...ik", gain, lam, optimize=True)
+    new_p = np.einsum("...ij,...jk->...ik", gain, p, optimize=True)  # = Λ − gain Λ
     return vector_gaussian(_matvec(gain, h), 0.5 * (new_p + np.swapaxes(new_p, -1, -2)))
 
 

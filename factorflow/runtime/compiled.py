@@ -16,7 +16,7 @@ from factorflow.errors import ConvergenceWarning, DataError, ImproperMessageErro
 from factorflow.factors.registry import FACTORS
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model
-from factorflow.model.factories import event_shape, check_support
+from factorflow.model.factories import check_support, event_shape
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE
 from factorflow.runtime.result import Result

@@ -73,8 +73,12 @@ def test_inner_product_with_a_constant_vector_and_either_order():
     for order in ("w @ c", "c @ w", "inner"):
         with ff.Model() as model:
             w = ff.VectorGaussian("w", np.zeros(3), precision=p0)
-            s = {"w @ c": lambda: w @ c, "c @ w": lambda: c @ w,
-                 "inner": lambda: ff.inner(c, w)}[order]()
+            if order == "w @ c":
+                s = w @ c
+            elif order == "c @ w":
+                s = c @ w
+            else:
+                s = ff.inner(c, w)
             ff.Gaussian("y", s, precision=2.0, observed=1.5)
         mean, cov, _ = closed_form(c[None, :], np.array([1.5]), 2.0, np.zeros(3), p0)
         for algorithm in ("ep", "vmp"):
