@@ -21,14 +21,16 @@ from factorflow.model.core import Data, Indexed, Variable, current_model
 from factorflow.model.factories import _derived, _label, _one_of, new_variable
 
 
-def _describe(value: Any) -> str:
-    """How an argument is named in an error: the variable, or the constant's shape."""
+def _describe(value: Any, dim: int, domain: str) -> str:
+    """How an argument is named in an error: the variable or Data with its shape (per
+    plate element), or the constant's shape."""
+    event = (dim,) if domain == "vector" else (dim, dim)
     if isinstance(value, Variable):
-        return f"variable {value.name!r}"
+        return f"variable {value.name!r} of shape {event}"
     if isinstance(value, Indexed):
-        return f"{value.base.name}[...]"
+        return f"{value.base.name}[...] of shape {event}"
     if isinstance(value, Data):
-        return f"ff.Data({value.name!r})"
+        return f"ff.Data({value.name!r}) of shape {np.shape(value.value)}"
     return f"a constant of shape {np.shape(value)}"
 
 
@@ -58,18 +60,18 @@ def _dimension(name: str, arg: str, value: Any, domain: str) -> int | None:
 def _common_dimension(name: str, args: dict[str, tuple[Any, str]]) -> int:
     """The D that all ``args`` (arg name -> (value, domain)) share; ModelError naming the
     two that disagree, with their shapes, or asking for one that fixes D."""
-    seen: list[tuple[str, Any, int]] = []
+    seen: list[tuple[str, str, int]] = []
     for arg, (value, domain) in args.items():
         d = _dimension(name, arg, value, domain)
         if d is None:
             continue
-        for other, other_value, other_d in seen:
+        for other, other_text, other_d in seen:
             if other_d != d:
                 raise ModelError(
-                    f"{name}: dimension mismatch: {other!r} is {_describe(other_value)} "
-                    f"with D = {other_d}, but {arg!r} is {_describe(value)} with D = {d}; "
-                    "give arguments of one dimension.")
-        seen.append((arg, value, d))
+                    f"{name}: dimension mismatch: {other!r} is {other_text} (D = {other_d}), "
+                    f"but {arg!r} is {_describe(value, d, domain)} (D = {d}); give "
+                    "arguments of one dimension D.")
+        seen.append((arg, _describe(value, d, domain), d))
     if not seen:
         raise ModelError(f"{name}: cannot tell the dimension D; give a vector or matrix "
                          "argument (not only scalars).")
