@@ -126,6 +126,8 @@ class _Emitter:
         fn = self.symbol(s.op, "operator", s.param("operator"))
         plates = s.param("plates", ())
         args = ", ".join(f"{k}={self.operand(v, plates)}" for k, v in s.inputs)
+        if s.param("reduce"):  # the messages multiplied over these plate axes, fused
+            args += f", reduce=({self.shape(plates)}, {s.param('reduce')!r})"
         rhs = f"{fn}({args})"
         if self.p.algorithm == "ep" and s.param("target") in self.decls:
             # EP damping: the new message to the variable mixed with the old one

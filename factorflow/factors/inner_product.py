@@ -25,7 +25,7 @@ from factorflow.distributions import Gaussian, VectorGaussian
 from factorflow.distributions.moments import is_known
 from factorflow.distributions.multivariate import outer, quad_form, trace_product
 from factorflow.factors.arithmetic import _linear_evidence, _no_observed_output
-from factorflow.factors.common import times_finite, unsupported
+from factorflow.factors.common import Reduce, plate_einsum, times_finite, unsupported
 from factorflow.factors.registry import define_factor
 from factorflow.factors.vector_gaussian import mean_cov, vector_gaussian
 
@@ -67,16 +67,22 @@ def _forward(a, b) -> Gaussian:
     return Gaussian.from_natural(np.where(mean == 0, 0.0, times_finite(prec, mean)), prec)
 
 
-def _backward(product, other) -> VectorGaussian:
-    """Naturals (h E[b], τ E[b bᵀ]) from the product's message (h, τ)."""
+def _backward(product, other, reduce: Reduce | None = None) -> VectorGaussian:
+    """Naturals (h E[b], τ E[b bᵀ]) from the product's message (h, τ); with ``reduce``,
+    their sums over its plate axes (Σ h E[b], Σ τ E[b] E[b]ᵀ + Σ τ Cov b) by one einsum
+    each, without the per-element D × D matrices."""
     if is_known(product):
         raise unsupported("InnerProduct", "message passing", "cannot send a message to a "
                           "vector from an observed inner product (a point mass on a "
                           "hyperplane); observe the vector, or add noise with ff.Gaussian.")
     h, tau = product.eta
     m, cov = mean_cov(other)
-    second = outer(m, m) + cov
-    return vector_gaussian(h[..., None] * m, tau[..., None, None] * second)
+    if reduce is None:
+        return vector_gaussian(h[..., None] * m, tau[..., None, None] * (outer(m, m) + cov))
+    prec = plate_einsum("ij", [(tau, ""), (m, "i"), (m, "j")], reduce)
+    if np.ndim(cov):
+        prec = prec + plate_einsum("ij", [(tau, ""), (cov, "ij")], reduce)
+    return vector_gaussian(plate_einsum("i", [(h, ""), (m, "i")], reduce), prec)
 
 
 # ----- EP (b known) -------------------------------------------------------------------------
@@ -107,14 +113,15 @@ def _product_vmp(a, b) -> Gaussian:
 
 
 @INNER_PRODUCT.operator("vmp", "a", skip_if_uniform=("product",), proper=("b",))
-def _a_vmp(product, b) -> VectorGaussian:
-    """exp E_b[log m_product(aᵀ b)]: naturals (h E[b], τ E[b bᵀ])."""
+def _a_vmp(product, b, *, reduce: Reduce | None = None) -> VectorGaussian:
+    """exp E_b[log m_product(aᵀ b)]: naturals (h E[b], τ E[b bᵀ]) (their product over the
+    plate axes of ``reduce``, fused)."""
     _no_observed_output("InnerProduct", product)
-    return _backward(product, b)
+    return _backward(product, b, reduce)
 
 
 @INNER_PRODUCT.operator("vmp", "b", skip_if_uniform=("product",), proper=("a",))
-def _b_vmp(product, a) -> VectorGaussian:
-    """exp E_a[log m_product(aᵀ b)]: naturals (h E[a], τ E[a aᵀ])."""
+def _b_vmp(product, a, *, reduce: Reduce | None = None) -> VectorGaussian:
+    """exp E_a[log m_product(aᵀ b)]: naturals (h E[a], τ E[a aᵀ]) (fused as ``_a_vmp``)."""
     _no_observed_output("InnerProduct", product)
-    return _backward(product, a)
+    return _backward(product, a, reduce)

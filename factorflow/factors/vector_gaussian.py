@@ -33,6 +33,7 @@ from factorflow.distributions.multivariate import (
     solve,
     trace_product,
 )
+from factorflow.factors.common import Reduce, plate_einsum
 from factorflow.factors.registry import define_factor
 
 
@@ -107,10 +108,16 @@ def _mean_vmp(sample, precision) -> VectorGaussian:
 
 
 @VECTOR_GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))
-def _precision_vmp(sample, mean) -> Wishart:
-    """Wishart naturals (½, −½ E[(x − μ)(x − μ)ᵀ])."""
+def _precision_vmp(sample, mean, *, reduce: Reduce | None = None) -> Wishart:
+    """Wishart naturals (½, −½ E[(x − μ)(x − μ)ᵀ]); with ``reduce``, their sums over its
+    plate axes (Σ d dᵀ by one einsum: no D × D matrix per plate element)."""
     d, cov = _expected_outer_diff(sample, mean)
-    return wishart_from_naturals(0.5, -0.5 * (outer(d, d) + cov))
+    if reduce is None:
+        return wishart_from_naturals(0.5, -0.5 * (outer(d, d) + cov))
+    spread = plate_einsum("ij", [(d, "i"), (d, "j")], reduce)
+    if np.ndim(cov):
+        spread = spread + plate_einsum("ij", [(cov, "ij")], reduce)
+    return wishart_from_naturals(plate_einsum("", [(0.5, "")], reduce), -0.5 * spread)
 
 
 @VECTOR_GAUSSIAN.evidence_operator("vmp")

@@ -237,3 +237,55 @@ def test_known_mean_wishart_posterior_is_conjugate_under_ep():
     q = model.infer("vmp")["lam"]
     assert_close(q.dof, 13.0, rtol=1e-12)
     assert_close(q.rate, np.eye(2) + d.T @ d, rtol=1e-12)
+
+
+# ----- fused reductions over plates (VMP) --------------------------------------------------
+def test_vmp_messages_to_a_shared_vector_are_reduced_by_their_operator():
+    """The weights' messages from N data are summed inside the operator (one einsum): the
+    message is declared over the weights' plates, and no prod_over follows it."""
+    rng = np.random.default_rng(14)
+    X, y = rng.normal(size=(6, 3)), rng.normal(size=6)
+    source = regression(X, y, 2.0, np.zeros(3), np.eye(3)).compile("vmp").source
+    assert "InnerProduct_a_average_logarithm(product=v_w_X__B, b=v_X, reduce=((v_n,), (0,)))" \
+        in source.replace("v_w_array", "v_w_X").replace("b=v_w_X__b", "b=v_X")
+    assert "v_w__use0__B = VectorGaussian.uniform((), 3)" in source
+    assert "prod_over(v_w__use0__B" not in source
+    with ff.Model() as mvn:
+        mu = ff.VectorGaussian("mu", 0.0, precision=np.eye(2))
+        lam = ff.Wishart("lam", 3.0, rate=np.eye(2))
+        with ff.Plate(ff.Range("n", 5)):
+            ff.VectorGaussian("x", mu, precision=lam, observed=rng.normal(size=(5, 2)))
+    source = mvn.compile("vmp").source
+    assert "VectorGaussian_precision_average_logarithm(sample=v_x, mean=v_mu__use0__F, " \
+        "reduce=((v_n,), (0,)))" in source
+    # EP keeps one message per datum: its cavities need them
+    assert "reduce=" not in regression(X, y, 2.0, np.zeros(3), np.eye(3)).compile("ep").source
+
+
+def test_fused_operators_equal_the_product_of_their_messages():
+    from factorflow.factors import FACTORS
+    from factorflow.runtime.kernels import prod_over
+
+    rng = np.random.default_rng(15)
+    K, N, D = 3, 5, 2
+    m_out = ff.distributions.Gaussian(rng.normal(size=(K, N)), rng.uniform(0.5, 2, (K, N)))
+    b = rng.normal(size=(N, D))        # a design matrix shared by the K groups
+    q_b = ff.distributions.VectorGaussian(rng.normal(size=(K, N, D)),
+                                          np.broadcast_to(np.eye(D), (K, N, D, D)))
+    to_a = FACTORS["InnerProduct"].operators[("vmp", "a")].fn
+    for other in (b, q_b):
+        fused = to_a(product=m_out, b=other, reduce=((K, N), (1,)))
+        plain = prod_over(to_a(product=m_out, b=other), (K, N), (1,))
+        assert fused.batch_shape == (K,)
+        for e_fused, e_plain in zip(fused.eta, plain.eta, strict=True):
+            assert_close(e_fused, e_plain, rtol=1e-12, atol=1e-12)
+    to_lam = FACTORS["VectorGaussian"].operators[("vmp", "precision")].fn
+    x = rng.normal(size=(N, D))
+    q_mu = ff.distributions.VectorGaussian(rng.normal(size=(K, 1, D)), 0.5 * np.eye(D))
+    fused = to_lam(sample=x, mean=q_mu, reduce=((K, N), (1,)))
+    plain = prod_over(to_lam(sample=x, mean=q_mu), (K, N), (1,))
+    for e_fused, e_plain in zip(fused.eta, plain.eta, strict=True):
+        assert_close(e_fused, e_plain, rtol=1e-12, atol=1e-12)
+    # a term constant along the summed axis counts once per element
+    assert_close(to_lam(sample=np.zeros(D), mean=q_mu, reduce=((K, N), (1,))).dof,
+                 np.full(K, N + D + 1.0), rtol=1e-12)
