@@ -107,6 +107,17 @@ def multi_digamma(a: np.ndarray, dim: int) -> np.ndarray:
     return np.sum(special.digamma(a[..., None] - np.arange(dim) / 2.0), axis=-1)
 
 
+def _matrix_or_inverse(family: str, name: str, value: Any, inverse_name: str,
+                       inverse_value: Any) -> np.ndarray:
+    """The matrix given as ``name=`` or by its inverse as ``inverse_name=`` (exactly one),
+    checked symmetric positive definite."""
+    if (value is None) == (inverse_value is None):
+        raise TypeError(f"{family} takes exactly one of {inverse_name}= or {name}=")
+    if value is None:
+        return inverse(check_positive_definite(inverse_value, f"{family} {inverse_name}"))
+    return check_positive_definite(value, f"{family} {name}")
+
+
 def _as_matrix(value: Any) -> np.ndarray:
     """A scalar parameter as a 1 × 1 matrix per batch element."""
     return np.asarray(value, float)[..., None, None]
@@ -130,12 +141,8 @@ class VectorGaussian(Distribution):
     event_ndim = 2
 
     def __init__(self, mean: Any, covariance: Any = None, *, precision: Any = None):
-        if (covariance is None) == (precision is None):
-            raise TypeError("VectorGaussian takes exactly one of covariance= or precision=")
-        if precision is None:
-            prec = inverse(check_positive_definite(covariance, "VectorGaussian covariance"))
-        else:
-            prec = check_positive_definite(precision, "VectorGaussian precision")
+        prec = _matrix_or_inverse("VectorGaussian", "precision", precision, "covariance",
+                                  covariance)
         mean = np.asarray(mean, float)
         if mean.ndim == 0 or mean.shape[-1] != prec.shape[-1]:
             raise DataError(f"VectorGaussian: the mean has shape {mean.shape} but the "
@@ -261,12 +268,7 @@ class Wishart(Distribution):
     event_ndim = 2
 
     def __init__(self, dof: Any, rate: Any = None, *, scale: Any = None):
-        if (rate is None) == (scale is None):
-            raise TypeError("Wishart takes exactly one of rate= or scale=")
-        if rate is None:
-            r = inverse(check_positive_definite(scale, "Wishart scale"))
-        else:
-            r = check_positive_definite(rate, "Wishart rate")
+        r = _matrix_or_inverse("Wishart", "rate", rate, "scale", scale)
         dim = r.shape[-1]
         dof = np.asarray(dof, float)
         if np.any(dof <= dim - 1):

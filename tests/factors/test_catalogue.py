@@ -7,6 +7,16 @@ import numpy as np
 import pytest
 
 import factorflow.factors as factors
+from factorflow.distributions import (
+    Bernoulli,
+    Beta,
+    Dirichlet,
+    Discrete,
+    Gamma,
+    Gaussian,
+    VectorGaussian,
+    Wishart,
+)
 from factorflow.factors import FACTORS
 from tests.conftest import assert_close
 
@@ -243,17 +253,6 @@ def test_annotation_table():
 
 
 def _uniform_like(domain: str, value):
-    from factorflow.distributions import (
-        Bernoulli,
-        Beta,
-        Dirichlet,
-        Discrete,
-        Gamma,
-        Gaussian,
-        VectorGaussian,
-        Wishart,
-    )
-
     if domain in ("vector", "posdef"):
         family = VectorGaussian if domain == "vector" else Wishart
         return family.uniform((), np.shape(value)[-1])
@@ -282,17 +281,6 @@ def test_ep_evidence_with_a_uniform_message_is_a_number(name):
 
 def _typical(domain: str, value):
     """A typical message of the domain's family (the known value where there is none)."""
-    from factorflow.distributions import (
-        Bernoulli,
-        Beta,
-        Dirichlet,
-        Discrete,
-        Gamma,
-        Gaussian,
-        VectorGaussian,
-        Wishart,
-    )
-
     spd = np.array([[1.2, 0.3], [0.3, 0.8]])
     return {"real": lambda: Gaussian(0.3, 1.2), "positive": lambda: Gamma(2.0, 1.5),
             "vector": lambda: VectorGaussian(np.array([0.3, -0.5]), spd),
