@@ -37,6 +37,10 @@ GENERATED = frozenset({"infer", "data", "sizes", "init", "iterations", "on_itera
                        "iteration", "range"})
 
 
+#: the event axes of a known value of each domain (a vector's one, a matrix's two)
+_EVENT_NDIM = {"simplex": 1, "vector": 1, "posdef": 2}
+
+
 @dataclass(frozen=True)
 class Generated:
     source: str
@@ -97,7 +101,10 @@ class _Emitter:
         if own and stmt_plates and tuple(stmt_plates[-len(own):]) != own and len(own) < len(
                 stmt_plates):
             positions = tuple(stmt_plates.index(p) for p in own)
-            return f"align_plates({text}, {positions}, {len(stmt_plates)})"
+            event = _EVENT_NDIM.get(self.decls[op.var].domain or "", 0) if self.decls[
+                op.var].role in ("observed", "constant") else 0
+            return (f"align_plates({text}, {positions}, {len(stmt_plates)}"
+                    + (f", {event})" if event else ")"))
         return text
 
     def emit(self, line: str, depth: int) -> None:

@@ -289,3 +289,92 @@ def test_fused_operators_equal_the_product_of_their_messages():
     # a term constant along the summed axis counts once per element
     assert_close(to_lam(sample=np.zeros(D), mean=q_mu, reduce=((K, N), (1,))).dof,
                  np.full(K, N + D + 1.0), rtol=1e-12)
+
+
+# ----- a D-dimensional Gaussian mixture with Wishart precisions (VMP) ---------------------
+def gmm_by_hand(x, k, init_means, m0, p0, nu0, r0, alpha0, sweeps=2000):
+    """Bishop's variational mixture (§10.2) with μ_k ⊥ Λ_k, written out: coordinate ascent
+    on q(z) q(π) Π q(μ_k) q(Λ_k), starting from q(μ_k) = N(init_means[k], I) and the
+    other factors at their priors.  Returns the posteriors' parameters and the ELBO."""
+    n, dim = x.shape
+    m, s = init_means.copy(), np.broadcast_to(np.eye(dim), (k, dim, dim)).copy()
+    nu, r = np.full(k, nu0), np.broadcast_to(r0, (k, dim, dim)).copy()
+    alpha = np.full(k, alpha0)
+    for _ in range(sweeps):
+        before = m.copy()
+        e_lam = nu[:, None, None] * np.linalg.inv(r)
+        e_logdet = (np.sum(special.digamma((nu[:, None] - np.arange(dim)) / 2), axis=1)
+                    + dim * np.log(2) - np.linalg.slogdet(r)[1])
+        e_logpi = special.digamma(alpha) - special.digamma(alpha.sum())
+        d = x[:, None, :] - m[None]                                   # (n, k, D)
+        quad = (np.einsum("nki,kij,nkj->nk", d, e_lam, d)
+                + np.einsum("kij,kji->k", e_lam, s))
+        log_rho = e_logpi + 0.5 * e_logdet - 0.5 * dim * np.log(2 * np.pi) - 0.5 * quad
+        resp = np.exp(log_rho - special.logsumexp(log_rho, axis=1, keepdims=True))
+        counts = resp.sum(axis=0)
+        alpha = alpha0 + counts
+        p = p0 + counts[:, None, None] * e_lam
+        s = np.linalg.inv(p)
+        m = np.einsum("kij,kj->ki", s, p0 @ m0 + np.einsum("kij,kj->ki", e_lam, resp.T @ x))
+        d = x[:, None, :] - m[None]
+        nu = nu0 + counts
+        r = r0 + np.einsum("nk,nki,nkj->kij", resp, d, d) + counts[:, None, None] * s
+        if np.max(np.abs(m - before)) < 1e-14:
+            break
+    # the ELBO at the final posteriors, each term written from its definition
+    e_lam = nu[:, None, None] * np.linalg.inv(r)
+    e_logdet = (np.sum(special.digamma((nu[:, None] - np.arange(dim)) / 2), axis=1)
+                + dim * np.log(2) - np.linalg.slogdet(r)[1])
+    e_logpi = special.digamma(alpha) - special.digamma(alpha.sum())
+    d = x[:, None, :] - m[None]
+    quad = np.einsum("nki,kij,nkj->nk", d, e_lam, d) + np.einsum("kij,kji->k", e_lam, s)
+    log_rho = e_logpi + 0.5 * e_logdet - 0.5 * dim * np.log(2 * np.pi) - 0.5 * quad
+    resp = np.exp(log_rho - special.logsumexp(log_rho, axis=1, keepdims=True))
+    dm = m - m0
+    elbo = (np.sum(resp * log_rho) - np.sum(special.xlogy(resp, resp))
+            + special.gammaln(k * alpha0) - k * special.gammaln(alpha0)
+            + (alpha0 - 1) * e_logpi.sum() + stats.dirichlet(alpha).entropy()
+            + np.sum(0.5 * np.linalg.slogdet(p0)[1] - 0.5 * dim * np.log(2 * np.pi)
+                     - 0.5 * (np.einsum("ki,ij,kj->k", dm, p0, dm)
+                              + np.einsum("ij,kji->k", p0, s)))
+            + np.sum(0.5 * (nu0 - dim - 1) * e_logdet - 0.5 * np.einsum("ij,kji->k", r0, e_lam)
+                     + 0.5 * nu0 * np.linalg.slogdet(r0)[1] - 0.5 * nu0 * dim * np.log(2)
+                     - special.multigammaln(nu0 / 2, dim))
+            + sum(stats.multivariate_normal(m[j], s[j]).entropy()
+                  + stats.wishart(df=nu[j], scale=np.linalg.inv(r[j])).entropy()
+                  for j in range(k)))
+    return {"means": m, "covariances": s, "dof": nu, "rates": r, "alpha": alpha,
+            "elbo": elbo}
+
+
+def gmm_data(seed=0, n=60):
+    rng = np.random.default_rng(seed)
+    centers = np.array([[0.0, 0.0], [5.0, 5.0], [-5.0, 5.0]])
+    x = centers[rng.integers(0, 3, n)] + rng.normal(size=(n, 2))
+    return x, centers + 0.5
+
+
+def test_gaussian_mixture_with_wishart_precisions_matches_hand_written_vmp():
+    x, init = gmm_data()
+    k, dim = 3, 2
+    with ff.Model("gmm") as model:
+        weights = ff.Dirichlet("weights", np.ones(k))
+        with ff.Plate(ff.Range("k", k)):
+            means = ff.VectorGaussian("means", np.zeros(dim), precision=0.01 * np.eye(dim))
+            precs = ff.Wishart("precs", dim + 1.0, rate=np.eye(dim))
+        with ff.Plate(ff.Range("n", len(x))):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.VectorGaussian("x", means[z], precision=precs[z], observed=x)
+    start = ff.distributions.VectorGaussian(init, np.broadcast_to(np.eye(dim), (k, dim, dim)))
+    result = model.infer("vmp", init={"means": start}, iterations=500)
+    assert result.converged
+    assert np.all(np.diff(result.trace) > -1e-9 * abs(result.trace[-1]))
+    ref = gmm_by_hand(x, k, init, np.zeros(dim), 0.01 * np.eye(dim), dim + 1.0, np.eye(dim),
+                      1.0)
+    assert_close(result["means"].mean, ref["means"], rtol=1e-7, atol=1e-8)
+    assert_close(result["means"].covariance, ref["covariances"], rtol=1e-7, atol=1e-10)
+    assert_close(result["precs"].dof, ref["dof"], rtol=1e-8)
+    assert_close(result["precs"].rate, ref["rates"], rtol=1e-7)
+    assert_close(result["weights"].alpha, ref["alpha"], rtol=1e-8)
+    assert_close(result.log_evidence, ref["elbo"], rtol=1e-9)
