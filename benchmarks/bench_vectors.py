@@ -41,43 +41,52 @@ def _peak_mb(fn) -> float:
     return peak / 2**20
 
 
+def _row(n: int, dim: int, sweeps: int = 10) -> str:
+    """One line of the table: N data points of dimension ``dim``."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, dim))
+    y = X @ rng.normal(size=dim) + rng.normal(size=n)
+    with ff.Model("regression") as model:
+        w = ff.VectorGaussian("w", 0.0, precision=np.eye(dim))
+        tau = ff.Gamma("tau", 1.0, rate=1.0)
+        with ff.Plate(ff.Range("n", n)):
+            ff.Gaussian("y", X @ w, precision=tau, observed=y)
+    compiled = model.compile("vmp")
+    ff_ms = _best(lambda: compiled.run(iterations=sweeps, tolerance=None)) / sweeps
+
+    def by_hand() -> None:
+        xtx, xty = X.T @ X, X.T @ y
+        e_tau = 1.0
+        for _ in range(sweeps):
+            cov = np.linalg.inv(np.eye(dim) + e_tau * xtx)
+            m = cov @ (e_tau * xty)
+            resid = np.sum((y - X @ m) ** 2) + np.einsum("ij,ji->", xtx, cov)
+            e_tau = (1.0 + n / 2) / (1.0 + 0.5 * resid)
+
+    hand_ms = _best(by_hand) / sweeps
+    to_w = FACTORS["InnerProduct"].operators[("vmp", "a")].fn
+    msg = Gaussian(y, np.full(n, 2.0))
+
+    def fused() -> object:
+        return to_w(product=msg, b=X, reduce=((n,), (0,)))
+
+    def per_datum() -> object:
+        return prod_over(to_w(product=msg, b=X), (n,), (0,))
+
+    t_fused, t_plain = _best(fused), _best(per_datum)
+    return (f"{n:>9,} | {ff_ms * 1e3:>10.2f} {hand_ms * 1e3:>10.2f} {ff_ms / hand_ms:>6.1f} | "
+            f"{t_fused * 1e3:>9.2f} {t_plain * 1e3:>9.2f} {t_plain / t_fused:>7.1f} | "
+            f"{_peak_mb(fused):>9.1f} {_peak_mb(per_datum):>13.1f}")
+
+
 def main(dim: int) -> None:
     print(f"VMP linear regression, D = {dim}, Gamma noise; time per sweep (ms) and peak "
           "memory of the weights' message (MiB)")
     print(f"{'N':>9} | {'factorflow':>10} {'hand NumPy':>10} {'ratio':>6} | "
           f"{'fused msg':>9} {'per-datum':>9} {'speedup':>7} | {'fused MiB':>9} "
           f"{'per-datum MiB':>13}")
-    to_w = FACTORS["InnerProduct"].operators[("vmp", "a")].fn
     for n in (10**3, 10**4, 10**5, 10**6):
-        rng = np.random.default_rng(0)
-        X = rng.normal(size=(n, dim))
-        y = X @ rng.normal(size=dim) + rng.normal(size=n)
-        with ff.Model("regression") as model:
-            w = ff.VectorGaussian("w", 0.0, precision=np.eye(dim))
-            tau = ff.Gamma("tau", 1.0, rate=1.0)
-            with ff.Plate(ff.Range("n", n)):
-                ff.Gaussian("y", X @ w, precision=tau, observed=y)
-        compiled = model.compile("vmp")
-        sweeps = 10
-        ff_ms = _best(lambda c=compiled: c.run(iterations=sweeps, tolerance=None)) / sweeps
-
-        def by_hand(X=X, y=y, n=n):
-            xtx, xty = X.T @ X, X.T @ y
-            e_tau = 1.0
-            for _ in range(sweeps):
-                cov = np.linalg.inv(np.eye(dim) + e_tau * xtx)
-                m = cov @ (e_tau * xty)
-                resid = np.sum((y - X @ m) ** 2) + np.einsum("ij,ji->", xtx, cov)
-                e_tau = (1.0 + n / 2) / (1.0 + 0.5 * resid)
-        hand_ms = _best(by_hand) / sweeps
-        msg = Gaussian(y, np.full(n, 2.0))
-        fused = _best(lambda: to_w(product=msg, b=X, reduce=((n,), (0,))))
-        plain = _best(lambda: prod_over(to_w(product=msg, b=X), (n,), (0,)))
-        fused_mb = _peak_mb(lambda: to_w(product=msg, b=X, reduce=((n,), (0,))))
-        plain_mb = _peak_mb(lambda: prod_over(to_w(product=msg, b=X), (n,), (0,)))
-        print(f"{n:>9,} | {ff_ms * 1e3:>10.2f} {hand_ms * 1e3:>10.2f} "
-              f"{ff_ms / hand_ms:>6.1f} | {fused * 1e3:>9.2f} {plain * 1e3:>9.2f} "
-              f"{plain / fused:>7.1f} | {fused_mb:>9.1f} {plain_mb:>13.1f}")
+        print(_row(n, dim))
 
 
 if __name__ == "__main__":
