@@ -83,7 +83,11 @@ def outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def quad_form(matrix: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """xᵀ M x for stacks (broadcast over the leading axes), without forming x xᵀ."""
+    """xᵀ M x for stacks (broadcast over the leading axes), without forming x xᵀ; one
+    matrix product for a single matrix and many vectors (a plate of data)."""
+    matrix, x = np.asarray(matrix, float), np.asarray(x, float)
+    if matrix.ndim == 2:
+        return np.sum((x @ matrix) * x, axis=-1)
     return np.einsum("...i,...ij,...j->...", x, matrix, x, optimize=True)
 
 

@@ -139,6 +139,16 @@ def plate_einsum(out_event: str, terms: list[tuple[Any, str]], reduce: Reduce) -
     plates = _PLATE_LETTERS[: len(shape)]
     subs, arrays = [], []
     constant = set(axes)
+    scalars = [np.asarray(a, float) for a, event in terms if not event]
+    terms = [(a, event) for a, event in terms if event]
+    if scalars and terms:  # fold the per-element weights into the first vector term, so
+        # that einsum contracts two operands (a matrix product) instead of three
+        weight = np.prod(np.broadcast_arrays(*scalars), axis=0) if len(scalars) > 1 \
+            else scalars[0]
+        first, event = terms[0]
+        terms[0] = (weight[(...,) + (None,) * len(event)] * np.asarray(first, float), event)
+    elif scalars:
+        terms = [(np.prod(np.broadcast_arrays(*scalars), axis=0), "")]
     for arr, event in terms:
         arr = np.asarray(arr, float)
         nb = arr.ndim - len(event)
