@@ -145,13 +145,16 @@ class Factor:
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             params = inspect.signature(fn).parameters
-            reads = tuple(n for n, p in params.items() if p.kind != p.KEYWORD_ONLY)
+            # ``*, reduce=None``: the fused form (an argument may still be named reduce)
+            fuses = "reduce" in params and params["reduce"].kind == params[
+                "reduce"].KEYWORD_ONLY and params["reduce"].default is None
+            reads = tuple(n for n in params if not (fuses and n == "reduce"))
             for n in reads:
                 self.arg(n)
             self.operators[(algorithm, target)] = Operator(
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
-                frozenset(known), "reduce" in params)
+                frozenset(known), fuses)
             return fn
 
         return register

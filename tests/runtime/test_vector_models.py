@@ -378,3 +378,30 @@ def test_gaussian_mixture_with_wishart_precisions_matches_hand_written_vmp():
     assert_close(result["precs"].rate, ref["rates"], rtol=1e-7)
     assert_close(result["weights"].alpha, ref["alpha"], rtol=1e-8)
     assert_close(result.log_evidence, ref["elbo"], rtol=1e-9)
+
+
+def test_vector_results_save_resume_and_run_standalone(tmp_path):
+    rng = np.random.default_rng(16)
+    X, y = rng.normal(size=(5, 3)), rng.normal(size=5)
+    with ff.Model("saved") as model:
+        w = ff.VectorGaussian("w", 0.0, precision=np.eye(3))
+        lam = ff.Wishart("lam", 4.0, rate=np.eye(3))
+        tau = ff.Gamma("tau", 1.0, rate=1.0)
+        with ff.Plate(ff.Range("n", 5)):
+            ff.Gaussian("y", X @ w, precision=tau, observed=y)
+            ff.VectorGaussian("x", w, precision=lam, observed=X)
+    compiled = model.compile("vmp")
+    result = compiled.run(iterations=100)
+    result.to_netcdf(tmp_path / "r.nc")
+    loaded = ff.load_result(tmp_path / "r.nc")
+    for name in ("w", "lam"):
+        for a, b in zip(loaded[name].eta, result[name].eta, strict=True):
+            assert np.array_equal(a, b)
+    first = compiled.run(iterations=20, checkpoint=tmp_path / "c.ckpt", every=3)
+    again = compiled.run(iterations=20, checkpoint=tmp_path / "c.ckpt")
+    assert np.array_equal(first["lam"].eta[1], again["lam"].eta[1])
+    compiled.save_module(tmp_path / "standalone.py")
+    import runpy
+    posteriors, log_evidence = runpy.run_path(str(tmp_path / "standalone.py"))["run"](100)
+    assert_close(posteriors["w"].mean, result["w"].mean, rtol=1e-12)
+    assert_close(log_evidence, result.log_evidence, rtol=1e-12)
