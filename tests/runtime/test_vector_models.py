@@ -405,3 +405,50 @@ def test_vector_results_save_resume_and_run_standalone(tmp_path):
     posteriors, log_evidence = runpy.run_path(str(tmp_path / "standalone.py"))["run"](100)
     assert_close(posteriors["w"].mean, result["w"].mean, rtol=1e-12)
     assert_close(log_evidence, result.log_evidence, rtol=1e-12)
+
+
+def test_an_observed_vector_variable_is_a_design_matrix():
+    rng = np.random.default_rng(17)
+    X, y = rng.normal(size=(6, 3)), rng.normal(size=6)
+    with ff.Model() as model:
+        w = ff.VectorGaussian("w", 0.0, precision=np.eye(3))
+        with ff.Plate(ff.Range("n", 6)):
+            x = ff.VectorGaussian("x", 0.0, precision=np.eye(3), observed=X)
+            ff.Gaussian("y", x @ w, precision=2.0, observed=y)
+    mean, cov, _ = closed_form(X, y, 2.0, np.zeros(3), np.eye(3))
+    for algorithm in ("ep", "vmp"):
+        q = model.infer(algorithm)["w"]
+        assert_close(q.mean, mean, rtol=1e-10, atol=1e-12)
+        assert_close(q.covariance, cov, rtol=1e-10, atol=1e-12)
+
+
+def test_inner_product_of_two_random_vectors_under_vmp():
+    """y[n] ~ N(w · z[n], 1/τ), w and z[n] VectorGaussian: mean-field VMP written out."""
+    rng = np.random.default_rng(18)
+    n, dim, tau = 8, 2, 3.0
+    y = rng.normal(size=n) + 1.0
+    with ff.Model() as model:
+        w = ff.VectorGaussian("w", np.ones(dim), precision=np.eye(dim))
+        with ff.Plate(ff.Range("n", n)):
+            z = ff.VectorGaussian("z", 0.5, precision=2.0 * np.eye(dim))
+            ff.Gaussian("y", w @ z, precision=tau, observed=y)
+    result = model.infer("vmp", iterations=2000, tolerance=1e-13)
+    # by hand: q(w) = N(mw, Sw), q(z_n) = N(mz_n, Sz_n), coordinate ascent to convergence
+    mw, sw = np.ones(dim), np.eye(dim)
+    pz0, mz0 = 2.0 * np.eye(dim), np.full(dim, 0.5)
+    for _ in range(5000):
+        ww = np.outer(mw, mw) + sw
+        sz = np.linalg.inv(pz0 + tau * ww)
+        mz = (sz @ (pz0 @ mz0 + tau * np.outer(y, mw)).T).T            # (n, D)
+        zz = np.einsum("ni,nj->ij", mz, mz) + n * sz
+        sw_new = np.linalg.inv(np.eye(dim) + tau * zz)
+        mw_new = sw_new @ (np.ones(dim) + tau * mz.T @ y)
+        done = np.max(np.abs(mw_new - mw)) < 1e-15
+        mw, sw = mw_new, sw_new
+        if done:
+            break
+    assert result.converged
+    assert np.all(np.diff(result.trace) > -1e-9 * abs(result.trace[-1]))
+    assert_close(result["w"].mean, mw, rtol=1e-8, atol=1e-10)
+    assert_close(result["w"].covariance, sw, rtol=1e-8)
+    assert_close(result["z"].mean, mz, rtol=1e-8, atol=1e-10)
