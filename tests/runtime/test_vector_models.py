@@ -452,3 +452,27 @@ def test_inner_product_of_two_random_vectors_under_vmp():
     assert_close(result["w"].mean, mw, rtol=1e-8, atol=1e-10)
     assert_close(result["w"].covariance, sw, rtol=1e-8)
     assert_close(result["z"].mean, mz, rtol=1e-8, atol=1e-10)
+
+
+def test_a_wishart_rate_is_conjugate_to_the_wishart():
+    """R ~ W(ν0, R0), Λ[n] ~ W(ν, R) observed: R's posterior is W(ν0 + N ν, R0 + Σ Λ[n])
+    (exact under VMP and EP: R is the only latent variable)."""
+    rng = np.random.default_rng(19)
+    lams = np.array([spd(rng, 2) for _ in range(4)])
+    with ff.Model() as model:
+        rate = ff.Wishart("rate", 3.0, rate=np.eye(2))
+        with ff.Plate(ff.Range("n", 4)):
+            ff.Wishart("lam", 2.5, rate=rate, observed=lams)
+    ref = stats.wishart(df=3.0 + 4 * 2.5, scale=np.linalg.inv(np.eye(2) + lams.sum(axis=0)))
+    for algorithm in ("vmp", "ep"):
+        result = model.infer(algorithm)
+        q = result["rate"]
+        assert_close(q.dof, 13.0, rtol=1e-12)
+        assert_close(q.rate, np.eye(2) + lams.sum(axis=0), rtol=1e-12)
+        assert_close(q.entropy(), ref.entropy(), rtol=1e-10)
+    # the evidence: Π_n W(Λ_n; ν, R) integrated over R's prior, by the normalisers
+    prior, post = ff.distributions.Wishart(3.0, np.eye(2)), q
+    log_z = (post.log_normalizer() - prior.log_normalizer()
+             + np.sum(0.5 * (2.5 - 3) * np.linalg.slogdet(lams)[1]
+                      - 0.5 * 2.5 * 2 * np.log(2) - special.multigammaln(1.25, 2)))
+    assert_close(model.infer("ep").log_evidence, log_z, rtol=1e-10)
