@@ -25,9 +25,9 @@ def data(n: int = 300, seed: int = 0) -> np.ndarray:
     return CENTERS[z] + scales[z, None] * rng.normal(size=(n, 2))
 
 
-def main() -> dict[str, object]:
-    x = data()
-    k, dim = 3, x.shape[1]
+def mixture(x: np.ndarray, k: int) -> ff.Model:
+    """The model of ``k`` components for the data ``x`` (N × D)."""
+    dim = x.shape[1]
     with ff.Model("gaussian_mixture") as model:
         weights = ff.Dirichlet("weights", np.ones(k))
         with ff.Plate(ff.Range("k", k)):
@@ -37,6 +37,13 @@ def main() -> dict[str, object]:
             z = ff.Discrete("z", weights)
             with ff.Switch(z):
                 ff.VectorGaussian("x", means[z], precision=precs[z], observed=x)
+    return model
+
+
+def main() -> dict[str, object]:
+    x = data()
+    k, dim = 3, x.shape[1]
+    model = mixture(x, k)
     start = ff.distributions.VectorGaussian(CENTERS + 0.5,
                                             np.broadcast_to(np.eye(dim), (k, dim, dim)))
     compiled = model.compile("vmp", init=["means"])

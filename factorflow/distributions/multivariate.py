@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
 
 from factorflow.distributions.base import Distribution
 from factorflow.errors import DataError
+from factorflow.lazy import special, stats
 
 LOG_2PI = float(np.log(2 * np.pi))
 LOG_PI = float(np.log(np.pi))

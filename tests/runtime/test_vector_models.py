@@ -11,6 +11,9 @@
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -355,17 +358,11 @@ def gmm_data(seed=0, n=60):
 
 
 def test_gaussian_mixture_with_wishart_precisions_matches_hand_written_vmp():
+    """The gallery's model (examples/gaussian_mixture.py) on other data."""
     x, init = gmm_data()
     k, dim = 3, 2
-    with ff.Model("gmm") as model:
-        weights = ff.Dirichlet("weights", np.ones(k))
-        with ff.Plate(ff.Range("k", k)):
-            means = ff.VectorGaussian("means", np.zeros(dim), precision=0.01 * np.eye(dim))
-            precs = ff.Wishart("precs", dim + 1.0, rate=np.eye(dim))
-        with ff.Plate(ff.Range("n", len(x))):
-            z = ff.Discrete("z", weights)
-            with ff.Switch(z):
-                ff.VectorGaussian("x", means[z], precision=precs[z], observed=x)
+    example = Path(__file__).parents[2] / "examples" / "gaussian_mixture.py"
+    model = runpy.run_path(str(example))["mixture"](x, k)
     start = ff.distributions.VectorGaussian(init, np.broadcast_to(np.eye(dim), (k, dim, dim)))
     result = model.infer("vmp", init={"means": start}, iterations=500)
     assert result.converged
@@ -401,7 +398,6 @@ def test_vector_results_save_resume_and_run_standalone(tmp_path):
     again = compiled.run(iterations=20, checkpoint=tmp_path / "c.ckpt")
     assert np.array_equal(first["lam"].eta[1], again["lam"].eta[1])
     compiled.save_module(tmp_path / "standalone.py")
-    import runpy
     posteriors, log_evidence = runpy.run_path(str(tmp_path / "standalone.py"))["run"](100)
     assert_close(posteriors["w"].mean, result["w"].mean, rtol=1e-12)
     assert_close(log_evidence, result.log_evidence, rtol=1e-12)
