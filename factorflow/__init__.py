@@ -39,6 +39,7 @@ from factorflow.model.factories import (
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
 from factorflow.model.nodes import Deterministic
+from factorflow.model.vectors import VectorGaussian, Wishart, inner
 from factorflow.runtime.result import Result, load_result
 from factorflow.text import parse
 
@@ -51,7 +52,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
-    "StudentT", "Laplace", "HalfCauchy", "constrain_true", "is_positive", "distributions",
+    "StudentT", "Laplace", "HalfCauchy", "VectorGaussian", "Wishart", "inner",
+    "constrain_true", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",

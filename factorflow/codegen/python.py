@@ -37,6 +37,10 @@ GENERATED = frozenset({"infer", "data", "sizes", "init", "iterations", "on_itera
                        "iteration", "range"})
 
 
+#: the event axes of a known value of each domain (a vector's one, a matrix's two)
+_EVENT_NDIM = {"simplex": 1, "vector": 1, "posdef": 2}
+
+
 @dataclass(frozen=True)
 class Generated:
     source: str
@@ -97,7 +101,10 @@ class _Emitter:
         if own and stmt_plates and tuple(stmt_plates[-len(own):]) != own and len(own) < len(
                 stmt_plates):
             positions = tuple(stmt_plates.index(p) for p in own)
-            return f"align_plates({text}, {positions}, {len(stmt_plates)})"
+            event = _EVENT_NDIM.get(self.decls[op.var].domain or "", 0) if self.decls[
+                op.var].role in ("observed", "constant") else 0
+            return (f"align_plates({text}, {positions}, {len(stmt_plates)}"
+                    + (f", {event})" if event else ")"))
         return text
 
     def emit(self, line: str, depth: int) -> None:
@@ -129,6 +136,8 @@ class _Emitter:
         fn = self.symbol(s.op, "operator", s.param("operator"))
         plates = s.param("plates", ())
         args = ", ".join(f"{k}={self.operand(v, plates)}" for k, v in s.inputs)
+        if s.param("reduce"):  # the messages multiplied over these plate axes, fused
+            args += f", reduce=({self.shape(plates)}, {s.param('reduce')!r})"
         rhs = f"{fn}({args})"
         if self.p.algorithm == "ep" and s.param("target") in self.decls:
             # EP damping: the new message to the variable mixed with the old one
@@ -188,7 +197,8 @@ class _Emitter:
     stmt_Variable_evidence = variable_nodes.evidence
 
     def event(self, d: VarDecl) -> str:
-        return f", {d.event}" if d.family in ("Discrete", "Dirichlet") else ""
+        return f", {d.event}" if d.family in ("Discrete", "Dirichlet", "VectorGaussian",
+                                              "Wishart") else ""
 
 
 #: the variable-node updates: each recomputes a posterior or an edge message from the

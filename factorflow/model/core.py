@@ -170,6 +170,17 @@ class Variable:
 
     __rmul__ = __mul__
 
+    #: above NumPy's arrays, so that ``X @ w`` with an array X calls ``w.__rmatmul__``
+    __array_priority__ = 1000
+
+    def __matmul__(self, other: Any) -> Variable:
+        from factorflow.model import vectors
+        return vectors.inner(self, other)
+
+    def __rmatmul__(self, other: Any) -> Variable:
+        from factorflow.model import vectors
+        return vectors.inner(other, self)
+
     def __gt__(self, other: Any) -> Variable:  # type: ignore[override]
         from factorflow.model import factories
         return factories.greater(self, other)

@@ -28,8 +28,14 @@ Operand = Variable | Indexed | Data | np.ndarray
 
 
 # ----- validation of known values (see model.checks) ---------------------------------
-def _event_shape(domain: str, size: int | None) -> tuple[int, ...]:
-    return (size,) if domain == "simplex" and size else ()
+#: the domains whose values have an event shape set by the variable's ``size``
+SIZED_DOMAINS = ("simplex", "int", "vector", "posdef")
+
+
+def event_shape(domain: str, size: int | None) -> tuple[int, ...]:
+    if not size:
+        return ()
+    return {"simplex": (size,), "vector": (size,), "posdef": (size, size)}.get(domain, ())
 
 
 def _operand(model: Model, value: Any, domain: str, what: str,
@@ -83,11 +89,11 @@ def _operand(model: Model, value: Any, domain: str, what: str,
     if isinstance(value, Data):
         if value.model is not model:
             raise ModelError(f"{what}: Data {value.name!r} belongs to another model.")
-        shape = tuple(p.size for p in plates) + _event_shape(domain, size)
+        shape = tuple(p.size for p in plates) + event_shape(domain, size)
         _use_data(model, value, DataUse(what, domain, shape, False, size))
         return value
     arr = check_support(value, domain, what, size)
-    _check_plate_shape(arr, model, what, _event_shape(domain, size))
+    _check_plate_shape(arr, model, what, event_shape(domain, size))
     return arr
 
 
@@ -124,14 +130,14 @@ def _observed(model: Model, name: str, observed: Any, domain: str,
         if observed.model is not model:
             raise ModelError(f"variable {name!r}: Data {observed.name!r} belongs to another "
                              "model.")
-        shape = tuple(p.size for p in model.plates) + _event_shape(domain, size)
+        shape = tuple(p.size for p in model.plates) + event_shape(domain, size)
         _use_data(model, observed, DataUse(f"the observed value of {name!r}", domain, shape,
                                            True, size))
         return observed
     if observed is None:
         return observed
     arr = check_support(observed, domain, f"observed value of {name!r}", size)
-    shape = tuple(p.size for p in model.plates) + _event_shape(domain, size)
+    shape = tuple(p.size for p in model.plates) + event_shape(domain, size)
     if arr.shape != shape:
         raise DataError(f"observed value of {name!r} has shape {arr.shape}, but its plates "
                         f"{[p.name for p in model.plates]} need shape {shape}.")
@@ -140,12 +146,15 @@ def _observed(model: Model, name: str, observed: Any, domain: str,
 
 def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
                  arg_domains: dict[str, str], observed: Any = None, size: int | None = None,
-                 derived: bool = False) -> Variable:
-    """Create ``name = factor(args)`` in the current model and plates."""
+                 derived: bool = False, arg_size: int | None = None) -> Variable:
+    """Create ``name = factor(args)`` in the current model and plates; ``size`` is the
+    variable's number of categories or dimension, ``arg_size`` that of its vector
+    arguments when it differs (an inner product: a scalar of two D-vectors)."""
     model = current_model(f"variable {name!r}")
     prov = _provenance()
+    asize = size if arg_size is None else arg_size
     checked = {k: _operand(model, v, arg_domains[k], f"variable {name!r}, argument {k!r}",
-                           size if arg_domains[k] in ("simplex", "int") else None)
+                           asize if arg_domains[k] in SIZED_DOMAINS else None)
                for k, v in args.items()}
     var = _redefinition(model, name, domain, observed)
     if var is None:
@@ -398,10 +407,11 @@ def Dirichlet(name: str, alpha: Any, *, observed: Any = None) -> Variable:
 
 # ----- deterministic factors ----------------------------------------------------------
 def _derived(factor: str, label: str, domain: str, args: dict[str, Any],
-             arg_domains: dict[str, str]) -> Variable:
+             arg_domains: dict[str, str], arg_size: int | None = None) -> Variable:
     model = current_model(label)
     name = label if label not in model.variables else model.fresh_name(label)
-    return new_variable(factor, name, domain, args, arg_domains, derived=True)
+    return new_variable(factor, name, domain, args, arg_domains, derived=True,
+                        arg_size=arg_size)
 
 
 def _label(v: Any) -> str:

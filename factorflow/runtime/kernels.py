@@ -53,8 +53,10 @@ def scatter_prod(msg: Distribution, index: np.ndarray, use_shape: tuple[int, ...
     return full.scatter_prod(np.asarray(index), size)
 
 
-def align_plates(value: Any, positions: tuple[int, ...], ndim: int) -> Any:
-    """Lay out ``value``'s plate axes at ``positions`` among ``ndim`` plate axes."""
+def align_plates(value: Any, positions: tuple[int, ...], ndim: int, event_ndim: int = 0
+                 ) -> Any:
+    """Lay out ``value``'s plate axes at ``positions`` among ``ndim`` plate axes (a known
+    array's last ``event_ndim`` axes are its event: a vector's one, a matrix's two)."""
     def lay(e: np.ndarray, nd: int) -> np.ndarray:
         new = [1] * ndim
         for pos, size in zip(positions, e.shape[: e.ndim - nd], strict=True):
@@ -62,7 +64,7 @@ def align_plates(value: Any, positions: tuple[int, ...], ndim: int) -> Any:
         return e.reshape(tuple(new) + e.shape[e.ndim - nd:])
     if isinstance(value, Distribution):
         return value._map(lay)
-    return lay(np.asarray(value), 0)
+    return lay(np.asarray(value), event_ndim)
 
 
 def check_proper(d: Distribution, what: str, iteration: int | None = None,
