@@ -22,6 +22,7 @@ one e-graph, but not sorted (sorting a size would build all of its terms first).
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -353,7 +354,7 @@ def stream_terms(language: Language, root: ClassId, *, max_terms: int | None = N
         while True:
             if max_terms is not None and count >= max_terms:
                 return
-            with _collection_paused():
+            with _collection_paused(), recursion_limit(20_000):
                 t = terms.get(i)
             if t is None:
                 break
@@ -374,3 +375,16 @@ def _collection_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+@contextmanager
+def recursion_limit(limit: int) -> Iterator[None]:
+    """Raise Python's recursion limit to at least ``limit`` inside the block: egglog
+    converts a term with some eight nested calls per level, so a chain of 200 nested
+    sums passes the default limit of 1,000."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)
