@@ -49,6 +49,8 @@ from factorflow.rewrite.terms import (
     COVARIANCE,
     ELOG,
     ELOG1M,
+    ELOGDET,
+    ELOGGAMMA,
     EXPECT,
     INDEX,
     MOMENTS,
@@ -81,7 +83,7 @@ _KNOWN_ONLY = frozenset({"count"})
 #: the moment each atom of a derived formula asks of an argument
 _MOMENT: dict[str, Callable[[Any], np.ndarray]] = {
     EXPECT: moments.E, VARIANCE: moments.V, ELOG: moments.Elog, ELOG1M: moments.Elog1m,
-    COVARIANCE: moments.C,
+    COVARIANCE: moments.C, ELOGGAMMA: moments.Eloggamma, ELOGDET: moments.Elogdet,
 }
 
 
@@ -162,8 +164,8 @@ def _environment(terms: list[Term], args: dict[str, Any],
     for t in set().union(*(_atoms(x) for x in terms)):
         name = t.args[0].payload[0]
         if t.op not in _MOMENT or name not in args:
-            raise ModelError(f"cannot evaluate {t}: factorflow knows E, V, C, Elog and Elog1m "
-                             "of a factor's arguments")
+            raise ModelError(f"cannot evaluate {t}: factorflow knows E, V, C, Elog, Elog1m, "
+                             "Eloggamma and Elogdet of a factor's arguments")
         if t.op == EXPECT and domains.get(name) == "int":
             env[t] = one_hot(name, args[name])
         elif t.op == COVARIANCE and domains.get(name) == "int" and moments.is_known(args[name]):
