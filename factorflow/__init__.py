@@ -34,6 +34,7 @@ from factorflow.model.factories import (
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
 from factorflow.model.nodes import Deterministic
+from factorflow.rewrite.user import function, simplify_rule
 from factorflow.runtime.result import Result, load_result
 
 #: ff.sum(expr, "k"), the sum over an inner index in a factor formula; left out of
@@ -46,7 +47,7 @@ __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "constrain_true", "is_positive", "distributions",
-    "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
+    "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "Result", "load_result",
 ]

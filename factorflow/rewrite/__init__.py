@@ -58,6 +58,7 @@ from factorflow.rewrite.terms import (
     transpose,
     var,
 )
+from factorflow.rewrite.user import function, simplify_rule, user_rules
 
 _LAZY = {
     "explore": "egraph", "Exploration": "egraph", "Limits": "egraph", "CostModel": "egraph",
@@ -79,5 +80,5 @@ __all__ = [
     "const", "data", "deterministic_moments", "digamma", "dot", "evaluate", "evaluate_named",
     "exp", "expectation", "index_sum", "instantiate", "lgamma", "log", "logdet", "match",
     "matmul", "mul", "neg", "normalize", "power", "rule", "show", "simplify_expectation", "sym",
-    "transpose", "var", "variance", *_LAZY,
+    "transpose", "var", "variance", "function", "simplify_rule", "user_rules", *_LAZY,
 ]
