@@ -10,6 +10,14 @@ once. A generated expression is a balanced binary sum of blocks
 ``log(exp(x_i + x_i)) + (x_i + x_i)``, one distinct variable per block, so the number of
 distinct graphs grows exponentially with its size.
 
+Stream: seconds to the first 1, 5 and 100 terms of a generated sum's class (the lazy
+stream), against building every term of a size before yielding any of them (the former
+stream; 3,124 terms of 6,250 nodes before the second term of the 12,499-node class).
+
+Chains: ``log(a1 + (a2 + (... + an))) + log(a1 + ... + an)``, whose two sums differ by up
+to n - 1 levels of nesting: one class, so ``2*log(a1 + ... + an)`` is its best term, with
+complete lazy associativity; eager flattening stores about n²/2 flattenings.
+
 Derivation: every VMP message and ELBO term of a 20-factor model (Gaussian, Gamma,
 Beta–Bernoulli, Gamma–Poisson, Dirichlet–Discrete, Beta–Binomial factors).
 

@@ -19,7 +19,7 @@ from factorflow.errors import (
     UnsupportedFactorError,
 )
 from factorflow.model.core import Data, Model, Plate, Range, Variable
-from factorflow.model.dsl import digamma, exp, factor, lgamma, log, sum_over
+from factorflow.model.dsl import E, Elog, V, digamma, exp, factor, lgamma, log, sum_over
 from factorflow.model.factories import (
     Bernoulli,
     Beta,
@@ -33,6 +33,7 @@ from factorflow.model.factories import (
     is_positive,
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
+from factorflow.model.naturals import naturals
 from factorflow.model.nodes import Deterministic
 from factorflow.rewrite.user import function, simplify_rule
 from factorflow.runtime.result import Result, load_result
@@ -48,6 +49,7 @@ __all__ = [
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "constrain_true", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
+    "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "Result", "load_result",
 ]

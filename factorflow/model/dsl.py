@@ -61,6 +61,9 @@ from factorflow.rewrite.terms import (
     index_sum,
     sym,
 )
+from factorflow.rewrite.terms import E as _E
+from factorflow.rewrite.terms import Elog as _Elog
+from factorflow.rewrite.terms import V as _V
 from factorflow.rewrite.terms import digamma as _digamma
 from factorflow.rewrite.terms import exp as _exp
 from factorflow.rewrite.terms import lgamma as _lgamma
@@ -105,6 +108,21 @@ def lgamma(x: Any) -> Term:
 def digamma(x: Any) -> Term:
     """ψ(x) in a factor formula."""
     return _digamma(x)
+
+
+def E(x: Any) -> Term:  # noqa: N802 - VinDsl's name
+    """E[x] in a natural-parameter update (``@ff.naturals``)."""
+    return _E(x)
+
+
+def V(x: Any) -> Term:  # noqa: N802
+    """Var[x] in a natural-parameter update."""
+    return _V(x)
+
+
+def Elog(x: Any) -> Term:  # noqa: N802
+    """E[log x] in a natural-parameter update."""
+    return _Elog(x)
 
 
 def sum_over(x: Term, index: str) -> Term:
@@ -226,6 +244,9 @@ class UserFactor:
     factor: Factor | None = None
     #: the inner index of each vector argument
     inner: dict[str, str] = field(default_factory=dict)
+    #: the arguments whose update the user wrote (``@ff.naturals``), checked against the
+    #: derived one
+    custom: set[str] = field(default_factory=set)
 
     def __call__(self, name: str, *, observed: Any = None, **args: Any) -> Variable:
         output = next(iter(self.arguments))
