@@ -6,9 +6,12 @@
 * :mod:`~factorflow.rewrite.match` and :mod:`~factorflow.rewrite.rules` — rewrite rules
   as data and the normalizing engine;
 * :mod:`~factorflow.rewrite.egraph` — equality saturation on egglog: every term the rules
-  reach, the cheapest by a cost model, a lazy smallest-first stream
+  reach, the cheapest by a cost model, a lazy stream by nondecreasing size
   (:mod:`~factorflow.rewrite.naive` is the clone-per-rewrite baseline);
-* :mod:`~factorflow.rewrite.expectations` — VinDsl's expectation algebra.
+* :mod:`~factorflow.rewrite.flattening` — complete lazy associativity (classes that share
+  a flattening are united);
+* :mod:`~factorflow.rewrite.expectations` — VinDsl's expectation algebra;
+* :mod:`~factorflow.rewrite.user` — the user's functions and simplify rules (``@simplify``).
 
 The e-graph names are imported on first use, so term-only code does not load egglog.
 """

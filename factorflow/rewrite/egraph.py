@@ -133,8 +133,9 @@ class Exploration:
 
     def stream(self, *, max_terms: int | None = None,
                max_term_size: int | None = None) -> Iterator[Term]:
-        """Lazily, each distinct term equal to the input once, smallest first (then in
-        canonical order); bounded by the given limits, else by ``self.limits``."""
+        """Lazily, each distinct term equal to the input once, by nondecreasing size (within
+        one size in the e-graph's order, see :mod:`~factorflow.rewrite.termstream`); each
+        term is built when requested. Bounded by the given limits, else by ``self.limits``."""
         language, root = self._language()
         return stream_terms(
             language, root,

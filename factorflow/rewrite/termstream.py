@@ -5,8 +5,10 @@ e-nodes ``(op, payload, child classes)``. The terms of size exactly ``n`` in a c
 a given op on top are produced by a generator over the e-nodes with that op and every
 split of ``n - 1`` among their children, and memoized as a *lazy sequence*: an element is
 built when some consumer first asks for it, so the first term of a class costs one path
-of the recursion, not every term of its size (a balanced sum of 12,499 nodes gives its
-first terms in milliseconds, where building each size in full took some 40 s). Sizes
+of the recursion, not every term of its size (the first five terms of the class of a
+balanced sum of 12,499 nodes come in about as long as reading the e-graph takes, under a
+second, where building each size in full took 40 s to minutes:
+``benchmarks/bench_rewrite.py``). Sizes
 strictly decrease towards children, so the recursion terminates even when the e-graph
 has cycles (``log(exp(a)) = a`` makes one): then the language is infinite and the stream
 is unbounded unless limited. Sum and product e-nodes with fewer than two arguments are
