@@ -129,7 +129,8 @@ class Exploration:
         """The cheapest term equal to the input, flattened forms included (``cost`` must
         be positive on every node)."""
         language, root = self._language()
-        return language.cheapest(root, cost)
+        with recursion_limit(20_000):       # one level per nesting of the term
+            return language.cheapest(root, cost)
 
     def stream(self, *, max_terms: int | None = None,
                max_term_size: int | None = None) -> Iterator[Term]:
