@@ -14,6 +14,7 @@ from factorflow.errors import (
     DataError,
     ImproperMessageError,
     ModelError,
+    RenderError,
     ScheduleError,
     ScheduleWarning,
     UnsupportedFactorError,
@@ -51,5 +52,6 @@ __all__ = [
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
-    "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "Result", "load_result",
+    "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
+    "load_result",
 ]

@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
 
-from factorflow.distributions.base import Distribution, sample_shape
+from factorflow.distributions.base import Distribution, format_values, sample_shape
+from factorflow.errors import ModelError
+from factorflow.lazy import special, stats
 
 LOG_2PI = float(np.log(2 * np.pi))
 
@@ -111,8 +112,11 @@ class Gamma(Distribution):
         return special.digamma(self.shape_param) - np.log(self.rate)
 
     def log_normalizer(self) -> np.ndarray:
+        """A(η) = log Γ(a) − a log b; for an improper message (b < 0 or a < 0, as EP's
+        messages may be) log |Γ(a)| − a log |b|, so that evidence terms built from such
+        messages still cancel exactly (as Gaussian's)."""
         a = self.shape_param
-        return special.gammaln(a) - a * np.log(self.rate)
+        return special.gammaln(a) - a * np.log(np.abs(self.rate))
 
     def expected_stats(self) -> tuple[np.ndarray, ...]:
         return self.mean_log(), self.mean
@@ -187,6 +191,11 @@ class Beta(Distribution):
 class Bernoulli(Distribution):
     """Bernoulli(x; p).  T(x) = x in {0, 1}; eta = log(p / (1 - p)), ±inf for certainty."""
 
+    NO_VALUE_HINT = ("Every value has probability 0 here: the constraints and observations "
+                     "around it contradict each other (the evidence is 0), or, in a loopy "
+                     "model, EP's messages ruled every value out; check the constraints "
+                     "(ff.constrain_true, observed values) that meet at this variable.")
+
     natural_names = ("log_odds",)
 
     def __init__(self, p: Any = 0.5):
@@ -241,6 +250,11 @@ class Bernoulli(Distribution):
 
 class Discrete(Distribution):
     """Categorical over {0..K-1}.  T(x) = one-hot(x); eta = log-probabilities (unnormalised)."""
+
+    NO_VALUE_HINT = ("Every value has probability 0 here: the constraints and observations "
+                     "around it contradict each other (the evidence is 0), or, in a loopy "
+                     "model, EP's messages ruled every value out; check the constraints "
+                     "(ff.constrain_true, observed values) that meet at this variable.")
 
     natural_names = ("log_probs",)
     event_ndim = 1
@@ -300,7 +314,9 @@ class Discrete(Distribution):
 
     def to_scipy(self) -> Any:
         if self.batch_shape:
-            raise ValueError("to_scipy() of a batched Discrete: index one element first")
+            raise ModelError(f"to_scipy() of a batch of Discretes (shape {self.batch_shape}):"
+                             " SciPy has no batched categorical; convert one element, "
+                             "posterior[i].to_scipy().")
         return stats.rv_discrete(values=(np.arange(self.size), self.probs))
 
     def describe(self) -> dict[str, np.ndarray]:
@@ -362,7 +378,9 @@ class Dirichlet(Distribution):
 
     def to_scipy(self) -> Any:
         if self.batch_shape:
-            raise ValueError("to_scipy() of a batched Dirichlet: index one element first")
+            raise ModelError(f"to_scipy() of a batch of Dirichlets (shape {self.batch_shape}):"
+                             " SciPy has no batched Dirichlet; convert one element, "
+                             "posterior[i].to_scipy().")
         return stats.dirichlet(self.alpha)
 
     def describe(self) -> dict[str, np.ndarray]:
@@ -566,5 +584,5 @@ class PointMass:
         return PointMass(self.value[index])
 
     def __repr__(self) -> str:
-        v = self.value
-        return f"PointMass({v.item()!r})" if v.ndim == 0 else f"PointMass(shape={v.shape})"
+        """``PointMass(2.0)``, or a batch's values as NumPy prints them (summarised)."""
+        return f"PointMass({format_values(self.value, 'PointMass(')})"

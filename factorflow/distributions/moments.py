@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions.base import Distribution
 from factorflow.distributions.families import (
@@ -28,6 +27,7 @@ from factorflow.distributions.families import (
     PointMass,
 )
 from factorflow.errors import ModelError
+from factorflow.lazy import special
 
 
 def is_known(v: Any) -> bool:
