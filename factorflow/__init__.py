@@ -21,7 +21,7 @@ from factorflow.errors import (
     UnsupportedFactorError,
 )
 from factorflow.model.core import Data, Model, Plate, Range, Variable
-from factorflow.model.dsl import digamma, exp, factor, lgamma, log, sum_over
+from factorflow.model.dsl import E, Elog, V, digamma, exp, factor, lgamma, log, sum_over
 from factorflow.model.factories import (
     Bernoulli,
     Beta,
@@ -38,8 +38,10 @@ from factorflow.model.factories import (
     is_positive,
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
+from factorflow.model.naturals import naturals
 from factorflow.model.nodes import Deterministic
 from factorflow.model.vectors import VectorGaussian, Wishart, inner
+from factorflow.rewrite.user import function, simplify_rule
 from factorflow.runtime.result import Result, load_result
 from factorflow.text import parse
 
@@ -54,7 +56,8 @@ __all__ = [
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "StudentT", "Laplace", "HalfCauchy", "VectorGaussian", "Wishart", "inner",
     "constrain_true", "is_positive", "distributions",
-    "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
+    "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
+    "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
     "load_result", "parse", "ParseError",
