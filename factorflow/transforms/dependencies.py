@@ -67,7 +67,9 @@ class DependencyGraph:
     maps ``(A, B)`` to the kinds by which B depends on A (Required, Trigger and Fresh
     imply Dependency, which is added when missing); ``outputs`` are the statements
     whose values are needed at the end (marginals, evidence); ``user_initialized`` the
-    messages the user gave initial values; ``describe`` optional text per node.
+    messages the user gave initial values; ``describe`` optional text per node;
+    ``parallel`` the marginals swept in parallel (see ``scheduling``), each with the plate
+    its messages come from.
     """
 
     nodes: tuple[str, ...]
@@ -75,6 +77,7 @@ class DependencyGraph:
     outputs: frozenset[str] = frozenset()
     user_initialized: frozenset[str] = frozenset()
     describe: Mapping[str, str] = field(default_factory=dict)
+    parallel: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         nodes = tuple(self.nodes)
@@ -98,6 +101,10 @@ class DependencyGraph:
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "edges", MappingProxyType(edges))
         object.__setattr__(self, "describe", MappingProxyType(dict(self.describe)))
+        extra = set(self.parallel) - known
+        if extra:
+            raise ScheduleError(f"parallel names unknown statements: {sorted(extra)}")
+        object.__setattr__(self, "parallel", MappingProxyType(dict(self.parallel)))
 
     @cached_property
     def index(self) -> GraphIndex:

@@ -49,6 +49,9 @@ class _Loop:
         self.live_out = set(after(ix.all_dst)) | {a for a in inside
                                                   if ix.labels[a] in graph.outputs}
         self.exit_fresh = {a: f"fresh for {ix.labels[b]}" for a, b in after(ix.fresh_for).items()}
+        # parallel sweeps (``dependency_info``): the hubs, and what invalidates them
+        self.hubs = {ix.pos[h] for h in graph.parallel} & inside
+        self.feeds_hub = {a for a in self.members if self.hubs & set(self.triggers[a])}
         self.first_why = {a: "output" if ix.labels[a] in graph.outputs else
                           f"read by {ix.labels[(self.reads_dst[a] or ix.all_dst[a])[0]]}"
                           for a in self.members}
@@ -170,22 +173,36 @@ class _Greedy:
         self._apply(x, trial, self.waiting.get(x, ""))
         return trial
 
+    def _deferred(self, x: int) -> bool:
+        """In a parallel sweep, whether x would change a hub's posterior (and the messages
+        it sends) while a waiting statement still has to read those messages this pass:
+        running x then would give that statement a newer cavity than the ones read before
+        it (a sequential sweep)."""
+        if self.selective or x not in self.lp.feeds_hub:
+            return False
+        lp = self.lp
+        hit = set(lp.triggers[x])
+        return any(y != x and y not in hit and (hit.intersection(lp.reads_src[y])
+                                                 or hit.intersection(lp.needs_fresh[y]))
+                   for y in self.waiting)
+
     def _score(self, x: int) -> tuple[int, ...]:
-        """(blocked, initial values read, penalty, -sources already scheduled,
-        invalidations, program order).  The second counts only when the init schedule
+        """(blocked, deferred, initial values read, penalty, -sources already scheduled,
+        invalidations, program order).  The second holds back, in a parallel sweep, the
+        messages into a hub (``_deferred``).  The third counts only when the init schedule
         is stuck (``lenient``): it starts where the fewest initial values are read."""
         lp, st = self.lp, self.st
         initial = 0
         if lp.needs_fresh[x]:
             trial = self._plan(x)
             if trial is None:
-                return (1, 0, 0, 0, 0, x)
+                return (1, 0, 0, 0, 0, 0, x)
             penalty, invalidated = trial.penalty, trial.invalidated
             initial = sum(map(len, trial.waived.values()))
         else:  # the plan is x alone: the same numbers without a trial
             if any(s != x and self._unreadable(s, st[s]) for s in lp.reads_src[x]) or (
                     self.init_mode and any(not st[r] & RAN for r in lp.need_src[x])):
-                return (1, 0, 0, 0, 0, x)
+                return (1, 0, 0, 0, 0, 0, x)
             penalty = int(st[x] & (PRISTINE | VALID) == PRISTINE | VALID)
             invalidated = 0
             for t in lp.triggers[x]:
@@ -195,7 +212,7 @@ class _Greedy:
         if self.lenient:
             initial += sum(s != x and not st[s] & (VALID | RAN) for s in lp.reads_src[x])
         done = sum(s in self.done for s in lp.reads_src[x])
-        return (0, initial, penalty, -done, invalidated, x)
+        return (0, int(self._deferred(x)), initial, penalty, -done, invalidated, x)
 
     def _rescore(self, x: int) -> None:
         key = self._score(x)
@@ -299,6 +316,8 @@ class _Greedy:
             dirty.update(lp.reads_dst[t], lp.triggered_by[t])
             for u in lp.reads_dst[t]:
                 dirty.update(lp.fresh_for[u])
+        if lp.feeds_hub and not self.selective:  # the waiting set changed
+            dirty.update(lp.feeds_hub)
         for y in dirty:
             if y in self.waiting:
                 self._rescore(y)
