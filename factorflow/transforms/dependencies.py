@@ -68,8 +68,9 @@ class DependencyGraph:
     imply Dependency, which is added when missing); ``outputs`` are the statements
     whose values are needed at the end (marginals, evidence); ``user_initialized`` the
     messages the user gave initial values; ``describe`` optional text per node;
-    ``parallel`` the marginals swept in parallel (see ``scheduling``), each with the plate
-    its messages come from.
+    ``sweeps`` the marginals that receive messages from several uses over a plate, each
+    with how its loop sweeps them: ``("parallel" | "sequential", why)`` (see
+    ``dependency_info``); the scheduler holds back updates of the parallel ones.
     """
 
     nodes: tuple[str, ...]
@@ -77,7 +78,7 @@ class DependencyGraph:
     outputs: frozenset[str] = frozenset()
     user_initialized: frozenset[str] = frozenset()
     describe: Mapping[str, str] = field(default_factory=dict)
-    parallel: Mapping[str, str] = field(default_factory=dict)
+    sweeps: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         nodes = tuple(self.nodes)
@@ -101,10 +102,10 @@ class DependencyGraph:
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "edges", MappingProxyType(edges))
         object.__setattr__(self, "describe", MappingProxyType(dict(self.describe)))
-        extra = set(self.parallel) - known
+        extra = set(self.sweeps) - known
         if extra:
-            raise ScheduleError(f"parallel names unknown statements: {sorted(extra)}")
-        object.__setattr__(self, "parallel", MappingProxyType(dict(self.parallel)))
+            raise ScheduleError(f"sweeps names unknown statements: {sorted(extra)}")
+        object.__setattr__(self, "sweeps", MappingProxyType(dict(self.sweeps)))
 
     @cached_property
     def index(self) -> GraphIndex:

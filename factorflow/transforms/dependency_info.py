@@ -150,9 +150,10 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
                         consistent.add(key)
     inits = frozenset(marginal(v) for v in user_initialized) & set(nodes)
     descriptions = {node_label(s): describe(s, program) for s in stmts if s.outputs}
-    hubs = {node_label(s): plates for s in stmts if (plates := _hub_plates(s))}
-    parallel = _parallel_sweeps(nodes, edges, consistent, hubs)
-    return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions, parallel),
+    hubs = {node_label(s): (s.param("algorithm"), plates) for s in stmts
+            if (plates := _hub_plates(s))}
+    sweeps = _sweeps(nodes, edges, consistent, hubs)
+    return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions, sweeps),
             {node_label(s): s for s in stmts if s.outputs})
 
 
@@ -161,9 +162,9 @@ _SPREAD = ("gather", "broadcast")
 
 
 def _hub_plates(stmt: Stmt) -> str:
-    """For an EP posterior with two or more uses over plates its variable lacks, those
+    """For a posterior with two or more uses over plates its variable lacks, those
     plates (``"v_game"``); otherwise the empty string."""
-    if stmt.op != "Variable.marginal" or stmt.param("algorithm") != "ep":
+    if stmt.op != "Variable.marginal":
         return ""
     uses = stmt.param("uses", ())
     spread = [i for i, use in enumerate(uses) if use and use[0] in _SPREAD]
@@ -190,10 +191,12 @@ def _generative_read(stmt: Stmt, arg: str) -> bool:
     return (update, arg) in (("use", "marginal"), ("marginal", "def"))
 
 
-def _parallel_sweeps(nodes: tuple[str, ...], edges: dict[tuple[str, str], Dep],
-                     consistent: set[tuple[str, str]], hubs: dict[str, str]) -> dict[str, str]:
-    """The hubs swept in parallel; adds Fresh to ``consistent`` reads inside their loops
-    (in place).  A loop whose Fresh reads would form a cycle stays sequential."""
+def _sweeps(nodes: tuple[str, ...], edges: dict[tuple[str, str], Dep],
+            consistent: set[tuple[str, str]], hubs: dict[str, tuple[str, str]]
+            ) -> dict[str, tuple[str, str]]:
+    """How each hub is swept, ``(mode, why)``; adds Fresh to the ``consistent`` reads
+    inside the loops of the hubs swept in parallel (in place).  EP sweeps in parallel
+    unless those Fresh reads would form a cycle; VMP sequentially."""
     if not hubs:
         return {}
     pos = {label: i for i, label in enumerate(nodes)}
@@ -202,19 +205,27 @@ def _parallel_sweeps(nodes: tuple[str, ...], edges: dict[tuple[str, str], Dep],
         if kind & USES:
             succ[pos[a]].append(pos[b])
     comp = strong_components(succ)
-    parallel: dict[str, str] = {}
-    for c in dict.fromkeys(int(comp[pos[h]]) for h in hubs):
+    out: dict[str, tuple[str, str]] = {}
+    for h, (algorithm, plates) in hubs.items():
+        if algorithm != "ep":
+            out[h] = ("sequential", f"over {plates}: coordinate ascent, each posterior "
+                      "from the latest of the others")
+    for c in dict.fromkeys(int(comp[pos[h]]) for h in hubs if h not in out):
         inside = [key for key in consistent if comp[pos[key[0]]] == c == comp[pos[key[1]]]]
         fresh: list[list[int]] = [[] for _ in nodes]
         for (a, b), kind in edges.items():
             if kind & Dep.FRESH or (a, b) in inside:
                 fresh[pos[a]].append(pos[b])
+        mine = [h for h in hubs if h not in out and comp[pos[h]] == c]
         if topological_order(fresh) is None:
+            out.update((h, ("sequential", f"over {hubs[h][1]}: consistent cavities would "
+                            "need a cycle of Fresh reads")) for h in mine)
             continue
         for key in inside:
             edges[key] |= Dep.FRESH
-        parallel.update({h: p for h, p in hubs.items() if comp[pos[h]] == c})
-    return parallel
+        out.update((h, ("parallel", f"over {hubs[h][1]}: every message into it computed "
+                        "from one posterior per sweep")) for h in mine)
+    return out
 
 
 def node_label(stmt: Stmt) -> str:

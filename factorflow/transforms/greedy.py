@@ -50,7 +50,8 @@ class _Loop:
                                                   if ix.labels[a] in graph.outputs}
         self.exit_fresh = {a: f"fresh for {ix.labels[b]}" for a, b in after(ix.fresh_for).items()}
         # parallel sweeps (``dependency_info``): the hubs, and what invalidates them
-        self.hubs = {ix.pos[h] for h in graph.parallel} & inside
+        self.hubs = {ix.pos[h] for h, (how, _) in graph.sweeps.items()
+                     if how == "parallel"} & inside
         self.feeds_hub = {a for a in self.members if self.hubs & set(self.triggers[a])}
         self.first_why = {a: "output" if ix.labels[a] in graph.outputs else
                           f"read by {ix.labels[(self.reads_dst[a] or ix.all_dst[a])[0]]}"
