@@ -1,10 +1,12 @@
 """Sweeps to converge and time per sweep: factorflow against hand-written message passing.
 
 For each model, a hand-written vectorised NumPy implementation of the same algorithm
-gives the reference fixed point (run until a sweep changes nothing by more than 1e-13);
-both are then run sweep by sweep and the table shows how many sweeps each needs to come
-within ``--tol`` (default 1e-3) of that fixed point — the largest difference of any
-posterior mean or variance — and the time per sweep, side by side with their ratios.
+(``tests/runtime/handwritten.py``) gives the reference fixed point (run until the distance
+to it, estimated from the rate at which its steps shrink, is below 1e-9); both are then
+run sweep by sweep, and the table shows how many sweeps each needs to stay within
+``--tol`` (default 1e-3) of that fixed point — the largest difference of any posterior
+mean or variance — and the time per sweep, side by side with their ratios; "ff final"
+is factorflow's distance after its last sweep.
 
 * EP TrueSkill: ``skill[winner]``, ``skill[loser]`` (prior N(25, 70)), performance noise of
   variance 16, ``constrain_true(pw > pl)``; the hand-written EP gathers the skills,
@@ -12,7 +14,7 @@ posterior mean or variance — and the time per sweep, side by side with their r
   of every game at once and scatters the new messages back with ``np.bincount`` (a
   parallel sweep: every game reads the posteriors of the previous sweep).
 * VMP Gaussian mixture (3 components, unit precision, Dirichlet(1) weights, means
-  N(0, 100), the README's mixture): coordinate ascent z -> weights -> means by hand.
+  N(0, 100), the README's mixture): coordinate ascent weights -> z -> means by hand.
 
 Run: ``python benchmarks/convergence.py`` (``--quick`` for the small sizes only).
 """
@@ -70,10 +72,10 @@ def main() -> None:
           ", and ms per sweep")
     print(f"{'model':<34} {'ff':>8} {'hand':>8} {'ratio':>6}   {'ff ms':>9} {'hand ms':>9}"
           f" {'ratio':>6}   {'ff final':>9}")
-    sizes = [(20, 500, 300)] if args.quick else [(20, 500, 300), (1000, 100_000, 600)]
+    sizes = [(20, 500, 300)] if args.quick else [(20, 500, 300), (1000, 100_000, 900)]
     for players, games, sweeps in sizes:
         winner, loser = trueskill_games(players, games)
-        ref = trueskill_ep(players, winner, loser, 20_000, stop=1e-13)[-1]
+        ref = trueskill_ep(players, winner, loser, 20_000, stop=1e-9)[-1]
         hand = trueskill_ep(players, winner, loser, sweeps)
         hand_sec = hand_time(lambda s: trueskill_ep(players, winner, loser, s),  # noqa: B023
                              min(sweeps, 100))
@@ -83,7 +85,7 @@ def main() -> None:
                   hand, hand_sec, ref, args.tol))
     for n in [200] if args.quick else [200, 20_000]:
         x = mixture_data(n)
-        ref = mixture_vmp(x, 20_000, stop=1e-13)[-1]
+        ref = mixture_vmp(x, 20_000, stop=1e-9)[-1]
         hand = mixture_vmp(x, 200)
         hand_sec = hand_time(lambda s: mixture_vmp(x, s), 200)  # noqa: B023
         init = {"means": ff.distributions.Gaussian(MIX_INIT, np.ones(MIX_K))}

@@ -30,7 +30,7 @@ the loop stays sequential.
 from __future__ import annotations
 
 from factorflow.codegen.names import marginal
-from factorflow.factors.registry import FACTORS
+from factorflow.factors.registry import FACTORS, Operator
 from factorflow.factors.variable import NODE_ANNOTATIONS
 from factorflow.ir import Program, Ref, Stmt, refs_in
 from factorflow.transforms.dependencies import (
@@ -54,11 +54,16 @@ def _vmp_read(posterior: bool) -> Dep:
     return Dep.DEPENDENCY | (Dep.REQUIRED if posterior else Dep.FRESH)
 
 
+def _operator(stmt: Stmt) -> Operator:
+    factor, algorithm, target = stmt.param("operator")
+    return FACTORS[factor].operators[(algorithm, target)]
+
+
 def _operator_kind(stmt: Stmt, arg: str, posterior: bool) -> Dep:
     """The kind of the edge by which an operator reads ``arg``; ``posterior``: the value
     is a (non-derived) variable's posterior sent to the factor."""
-    factor, algorithm, target = stmt.param("operator")
-    op = FACTORS[factor].operators[(algorithm, target)]
+    algorithm, target = stmt.param("operator")[1:]
+    op = _operator(stmt)
     kind = Dep.DEPENDENCY
     if algorithm == "vmp" and arg != target:
         kind |= _vmp_read(posterior)
@@ -153,7 +158,10 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
     hubs = {node_label(s): (s.param("algorithm"), plates) for s in stmts
             if (plates := _hub_plates(s))}
     sweeps = _sweeps(nodes, edges, consistent, hubs)
-    return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions, sweeps),
+    no_init = frozenset(node_label(s) for s in stmts if s.outputs and s.param("operator")
+                        and _operator(s).no_init)
+    return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions, sweeps,
+                            no_init),
             {node_label(s): s for s in stmts if s.outputs})
 
 

@@ -34,8 +34,9 @@ class _Loop:
         self.triggers, self.triggered_by = local(ix.triggers), local(ix.triggered_by)
         self.needs_fresh, self.fresh_for = local(ix.needs_fresh), local(ix.fresh_for)
         self.user = {ix.pos[x] for x in graph.user_initialized} & inside
+        self.no_init = {ix.pos[x] for x in graph.no_init} & inside
         before = {a: [t for t in ix.triggered_by[a] if t in keep and t not in inside]
-                  for a in self.members if a not in self.user}
+                  for a in self.members if a not in self.user | self.no_init}
         self.invalid_on_entry = {a: t[0] for a, t in before.items() if t}
         # a user's initial value is up to date when placed; it matters where read fresh
         self.fresh_on_entry = {a for a in self.user if self.fresh_for[a]}
@@ -87,7 +88,7 @@ class _Greedy:
         self.lp, self.keep_valid = lp, keep_valid or {}
         self.init_mode, self.selective = mode == "init", mode != "iteration"
         self.st = dict(st) if st is not None else {
-            a: VALID | (RAN if a in lp.user or mode != "init" else 0)
+            a: VALID | (RAN if a in lp.user or a in lp.no_init or mode != "init" else 0)
             | (PRISTINE if a in lp.user else 0) | (FRESH if a in lp.fresh_on_entry else 0)
             for a in lp.members}
         self.cause: dict[int, int] = {}
@@ -100,12 +101,19 @@ class _Greedy:
 
     def _unreadable(self, s: int, state: int) -> bool:
         """Whether a statement may not read message s in ``state``: s is invalid (a
-        trigger source changed since s ran).  Only when the init schedule is otherwise
-        stuck (``lenient``), a message that has not run yet may be read at its initial
-        value although statements before the loop triggered it: Infer.NET leaves those
-        statements out of the graph, and a cycle through a Required edge (an exit
-        variable's message to its definition, under EP) has no other way in."""
+        trigger source changed since s ran), and not NoInit in the init schedule.  Only
+        when the init schedule is otherwise stuck (``lenient``), a message that has not
+        run yet may be read at its initial value although statements before the loop
+        triggered it: Infer.NET leaves those statements out of the graph, and a cycle
+        through a Required edge (an exit variable's message to its definition, under EP)
+        has no other way in."""
+        if self._unreadable_ok(s):
+            return False
         return not state & VALID and not (self.lenient and not state & RAN)
+
+    def _unreadable_ok(self, s: int) -> bool:
+        """NoInit: in the init schedule s is read as it is (its initial value), never run."""
+        return self.init_mode and s in self.lp.no_init
 
     def _get(self, trial: _Trial, a: int) -> int:
         return trial.ov[a] if a in trial.ov else self.st[a]
@@ -237,7 +245,8 @@ class _Greedy:
                 todo += [(r, f"required by {label}") for r in self.lp.need_src[p]
                          if not self.st[r] & RAN]
                 todo += [(s, f"triggered by {self.lp.labels[self.cause[s]]}, read by {label}")
-                         for s in self.lp.reads_src[p] if s != p and not self.st[s] & VALID]
+                         for s in self.lp.reads_src[p] if s != p and not self.st[s] & VALID
+                         and not self._unreadable_ok(s)]
 
     def _best(self) -> int:
         verified = False
@@ -294,7 +303,7 @@ class _Greedy:
             if self.waiting.pop(a, None) is not None:
                 del self.key[a]
         for t in dict.fromkeys(trial.hit):
-            if self.st[t] & VALID or t in self.waiting:
+            if self.st[t] & VALID or t in self.waiting or self._unreadable_ok(t):
                 continue
             why = f"triggered by {label[self.cause[t]]}"
             need = self.keep_valid.get(t)

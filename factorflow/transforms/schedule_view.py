@@ -59,7 +59,8 @@ def format_schedule(schedule: Schedule, graph: DependencyGraph | None = None) ->
         out += ["prefix:", *_lines(schedule.prefix, "prefix", 0, schedule, graph, "  ")]
     for k, (init, body, after) in enumerate(zip(schedule.init, schedule.loop, schedule.suffix,
                                                 strict=True)):
-        out += [f"loop {k + 1}:", *_sweep_lines(body, graph), "  init:", *_lines(init, "init", k, schedule, graph, "    "),
+        out += [f"loop {k + 1}:", *_sweep_lines(body, graph),
+                "  init:", *_lines(init, "init", k, schedule, graph, "    "),
                 "  iteration:", *_lines(body, "loop", k, schedule, graph, "    ")]
         if after:
             out += [f"after loop {k + 1}:", *_lines(after, "suffix", k, schedule, graph, "  ")]

@@ -51,7 +51,7 @@ def trueskill_model(players: int, winner: np.ndarray, loser: np.ndarray) -> ff.M
 
 def trueskill_ep(players: int, winner: np.ndarray, loser: np.ndarray, sweeps: int,
                  stop: float | None = None) -> Trace:
-    """Parallel EP by hand; stops early once a sweep moves nothing by more than ``stop``."""
+    """Parallel EP by hand, ``sweeps`` sweeps, or fewer once ``settled(trace, stop)``."""
     n = winner.size
     tau0, h0 = 1 / PRIOR_VAR, PRIOR_MEAN / PRIOR_VAR
     tw, hw, tl, hl = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
@@ -73,7 +73,7 @@ def trueskill_ep(players: int, winner: np.ndarray, loser: np.ndarray, sweeps: in
         tau = tau0 + np.bincount(winner, tw, players) + np.bincount(loser, tl, players)
         h = h0 + np.bincount(winner, hw, players) + np.bincount(loser, hl, players)
         trace.append((h / tau, 1 / tau))
-        if stop is not None and len(trace) > 1 and distance(trace[-1], trace[-2]) < stop:
+        if stop is not None and settled(trace, stop):
             break
     return trace
 
@@ -103,7 +103,8 @@ def mixture_model(x: np.ndarray) -> ff.Model:
 
 def mixture_vmp(x: np.ndarray, sweeps: int, stop: float | None = None) -> Trace:
     """Coordinate ascent by hand, in factorflow's order: responsibilities from the
-    initial means and the prior weights, then per sweep weights, responsibilities, means."""
+    initial means and the prior weights, then per sweep weights, responsibilities, means;
+    stops early as ``trueskill_ep``."""
     m, v = MIX_INIT.copy(), np.ones(MIX_K)
 
     def responsibilities(elog_w: np.ndarray) -> np.ndarray:
@@ -118,12 +119,21 @@ def mixture_vmp(x: np.ndarray, sweeps: int, stop: float | None = None) -> Trace:
         prec = 1 / MIX_PRIOR_VAR + r.sum(0)
         m, v = (r * x[:, None]).sum(0) / prec, 1 / prec
         trace.append((m.copy(), v.copy()))
-        if stop is not None and len(trace) > 1 and distance(trace[-1], trace[-2]) < stop:
+        if stop is not None and settled(trace, stop):
             break
     return trace
 
 
 # ----- measuring ---------------------------------------------------------------------
+def settled(trace: Trace, stop: float) -> bool:
+    """Whether the last step, divided by 1 - r (r: the ratio of the last two steps, the
+    rate of a geometric approach), puts the fixed point within ``stop``."""
+    if len(trace) < 3:
+        return False
+    step, before = distance(trace[-1], trace[-2]), distance(trace[-2], trace[-3])
+    return step == 0 or (step < before and step / (1 - step / before) < stop)
+
+
 def distance(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
     return float(max(np.max(np.abs(a[0] - b[0])), np.max(np.abs(a[1] - b[1]))))
 
