@@ -104,18 +104,18 @@ def _x_message(out, mean, var) -> Gaussian:
     m = np.where(uniform, 0.0, mean)
     s = np.sqrt(v)
     z = m / s
-    log_true = lw_true + special.log_ndtr(z)
-    log_false = lw_false + special.log_ndtr(-z)
-    with np.errstate(invalid="ignore"):
-        total = np.logaddexp(log_true, log_false)
-        w1, w0 = np.exp(log_true - total), np.exp(log_false - total)
-    if not np.any(w0):  # out is certainly true (a constraint): one half
+    if np.all(lw_false == -np.inf):  # out is certainly true (a constraint): one half
         excess1, var1 = truncated_normal_moments(-z)
         t_mean, t_var = s * excess1, v * var1
-    elif not np.any(w1):
+    elif np.all(lw_true == -np.inf):
         excess0, var0 = truncated_normal_moments(z)
         t_mean, t_var = -s * excess0, v * var0
     else:
+        log_true = lw_true + special.log_ndtr(z)
+        log_false = lw_false + special.log_ndtr(-z)
+        with np.errstate(invalid="ignore"):
+            total = np.logaddexp(log_true, log_false)
+            w1, w0 = np.exp(log_true - total), np.exp(log_false - total)
         excess1, var1 = truncated_normal_moments(-z)
         excess0, var0 = truncated_normal_moments(z)
         mean1, mean0 = s * excess1, -s * excess0
