@@ -111,8 +111,11 @@ class Gamma(Distribution):
         return special.digamma(self.shape_param) - np.log(self.rate)
 
     def log_normalizer(self) -> np.ndarray:
+        """A(η) = log Γ(a) − a log b; for an improper message (b < 0 or a < 0, as EP's
+        messages may be) log |Γ(a)| − a log |b|, so that evidence terms built from such
+        messages still cancel exactly (as Gaussian's)."""
         a = self.shape_param
-        return special.gammaln(a) - a * np.log(self.rate)
+        return special.gammaln(a) - a * np.log(np.abs(self.rate))
 
     def expected_stats(self) -> tuple[np.ndarray, ...]:
         return self.mean_log(), self.mean

@@ -146,7 +146,15 @@ def _enter_value(clones, cases, value, indices) -> Distribution:
             log_w = np.concatenate([log_w, logsumexp(lw[..., rest], axis=-1,
                                                              keepdims=True)], axis=-1)
         comps = concat(comps, expand(value, v.batch_shape[:-1] + (1,)))
-    return project(comps, log_w) / value
+    message = project(comps, log_w) / value
+    # where every clone's message is uniform the mixture is the value itself: the message
+    # is exactly uniform (the projection's rounding would leave an improper residue)
+    silent = np.all(m.is_uniform(), axis=-1)
+    if not np.any(silent):
+        return message
+    return type(message).from_natural(*(
+        np.where(np.reshape(silent, silent.shape + (1,) * (np.ndim(e) - silent.ndim)), 0.0, e)
+        for e in message.eta))
 
 
 def _all(cases: Any) -> tuple[int, ...]:
@@ -154,7 +162,7 @@ def _all(cases: Any) -> tuple[int, ...]:
 
 
 @ENTER.operator("ep", "enter")
-@ENTER.operator("vmp", "enter", trigger=("value", "cases"))
+@ENTER.operator("vmp", "enter", trigger=("value", "cases"), skip_if_uniform=("value",))
 def _enter(cases, value) -> Distribution:
     """``value`` in every case."""
     return expand(value, np.broadcast_shapes(value.batch_shape + (1,), np.shape(_logits(cases))))
@@ -177,7 +185,8 @@ def _enter_cases_ep(enter, cases, value) -> Bernoulli:
 
 
 @ENTER_PARTIAL.operator("ep", "enter_partial")
-@ENTER_PARTIAL.operator("vmp", "enter_partial", trigger=("value", "cases"))
+@ENTER_PARTIAL.operator("vmp", "enter_partial", trigger=("value", "cases"),
+                        skip_if_uniform=("value",))
 def _enter_partial(cases, value, indices) -> Distribution:
     """``value`` in each listed case."""
     batch = np.broadcast_shapes(value.batch_shape, np.shape(_logits(cases))[:-1])
@@ -227,7 +236,7 @@ def _one(cases, value, clone, index, ep: bool = True
 
 
 @ENTER_ONE.operator("ep", "enter_one")
-@ENTER_ONE.operator("vmp", "enter_one", trigger=("value", "cases"))
+@ENTER_ONE.operator("vmp", "enter_one", trigger=("value", "cases"), skip_if_uniform=("value",))
 def _enter_one(cases, value, index) -> Distribution:
     """``value`` itself, on the element batch."""
     lw = _logits(cases)

@@ -329,6 +329,9 @@ def _is_random(v: Any) -> bool:
 def plus(a: Any, b: Any) -> Variable:
     if a is b and _is_random(a):  # x + x is 2x: one edge, not two "independent" ones
         return times(a, 2.0)
+    collected = _collect_shared(a, b, 1.0)
+    if collected is not None:
+        return collected
     return _derived("Plus", f"({_label(a)} + {_label(b)})", "real", {"a": a, "b": b},
                     {"a": "real", "b": "real"})
 
@@ -337,6 +340,9 @@ def minus(a: Any, b: Any) -> Variable:
     if a is b and _is_random(a):
         raise ModelError(f"({_label(a)} - {_label(a)}) is the constant 0, not a random "
                          "variable; write 0.0.")
+    collected = _collect_shared(a, b, -1.0)
+    if collected is not None:
+        return collected
     return _derived("Minus", f"({_label(a)} - {_label(b)})", "real", {"a": a, "b": b},
                     {"a": "real", "b": "real"})
 
@@ -346,13 +352,112 @@ def times(a: Any, b: Any) -> Variable:
         a, b = b, a
     label = f"({_label(a)} * {_label(b)})"
     if _is_random(b):
+        shared = a is not b and _shared_leaves(a, b)  # (x * x: refused below, by name)
+        if shared:
+            raise ModelError(
+                f"{label}: both factors depend on {', '.join(repr(n) for n in shared)}, but "
+                "message passing treats the arguments of a product as independent (the "
+                "result would be silently wrong). Introduce the product differently, e.g. "
+                "multiply by an independent variable.")
         return _derived("Product", label, "real", {"a": a, "b": b},
                         {"a": "real", "b": "real"})
     return _derived("ScaleBy", label, "real", {"a": a, "scale": b},
                     {"a": "real", "scale": "real"})
 
 
+# ----- sums that meet their own parents -------------------------------------------------
+# Message passing treats the arguments of a factor as separate edges. A sum whose two sides
+# depend on one random variable through other sums and scalings (``g + (g + g)``, ``a - (a +
+# b)``) is therefore rewritten as the linear combination it is (``3 g``, ``-b``) of distinct
+# random variables, each entering once: exact under EP and VMP instead of double-counted.
+_LINEAR = ("Plus", "Minus", "ScaleBy")
+
+
+def _definition(var: Variable) -> FactorCall | None:
+    """The statement defining the derived variable ``var`` when it can be expanded where the
+    current statement is built: one definition, under the gates open now."""
+    model = var.model
+    if not var.derived or var.is_observed or model.definitions.get(var.name) != [model.gates]:
+        return None
+    for call in reversed(model.statements):
+        if call.output is var:
+            return call
+    return None
+
+
+def _linear_form(v: Any, coeff: Any = 1.0) -> tuple[dict[int, list], list[list]]:
+    """``coeff · v`` as Σ cᵢ·leafᵢ + Σ dⱼ·constantⱼ: random leaves by identity -> [leaf, c],
+    and the constant terms [value, d]. Sums, differences and numeric scalings of derived
+    variables are expanded; anything else is a leaf."""
+    if not _is_random(v):
+        return {}, [[v, coeff]]
+    call = _definition(v) if isinstance(v, Variable) else None
+    if call is None or call.factor not in _LINEAR or (
+            call.factor == "ScaleBy" and not _is_numeric(call.args["scale"])):
+        return {id(v): [v, coeff]}, []
+    if call.factor == "ScaleBy":
+        return _linear_form(call.args["a"], coeff * np.asarray(call.args["scale"], float))
+    sign = 1.0 if call.factor == "Plus" else -1.0
+    (ra, ca), (rb, cb) = _linear_form(call.args["a"], coeff), \
+        _linear_form(call.args["b"], sign * coeff)
+    return _merge(ra, rb), ca + cb
+
+
+def _merge(ra: dict[int, list], rb: dict[int, list]) -> dict[int, list]:
+    out = {k: list(v) for k, v in ra.items()}
+    for k, (leaf, c) in rb.items():
+        if k in out:
+            out[k][1] = out[k][1] + c
+        else:
+            out[k] = [leaf, c]
+    return out
+
+
+def _is_numeric(v: Any) -> bool:
+    return not isinstance(v, Variable | Indexed | Data)
+
+
+def _shared_leaves(a: Any, b: Any) -> list[str]:
+    """The random variables that both ``a`` and ``b`` depend on through sums and scalings."""
+    ra, rb = _linear_form(a)[0], _linear_form(b)[0]
+    return [_label(ra[k][0]) for k in ra if k in rb]
+
+
+def _collect_shared(a: Any, b: Any, sign: float) -> Variable | None:
+    """``a + sign·b`` as a combination of distinct random variables when its two sides share
+    one; None when they do not (the ordinary factor is exact then)."""
+    if not _shared_leaves(a, b):
+        return None
+    ra, ca = _linear_form(a)
+    rb, cb = _linear_form(b, sign)
+    terms = [(leaf, c) for leaf, c in _merge(ra, rb).values() if np.any(np.asarray(c) != 0)]
+    label = f"({_label(a)} {'+' if sign > 0 else '-'} {_label(b)})"
+    if not terms:
+        raise ModelError(f"{label} is a constant, not a random variable (its random parts "
+                         "cancel); write the constant.")
+    numeric = [np.asarray(d, float) * np.asarray(v, float) for v, d in ca + cb
+               if _is_numeric(v)]
+    symbolic = [(v, d) for v, d in ca + cb if not _is_numeric(v)]
+    result: Any = None
+    for leaf, c in terms:
+        scaled = leaf if np.all(np.asarray(c) == 1.0) else times(leaf, c)
+        result = scaled if result is None else plus(result, scaled)
+    for value, d in symbolic:
+        if np.ndim(d) or abs(float(d)) != 1.0:
+            raise ModelError(f"{label}: the observed value {_label(value)} enters this sum "
+                             f"scaled by {d}; write the sum of distinct variables directly.")
+        result = plus(result, value) if float(d) > 0 else minus(result, value)
+    offset = sum(numeric, np.zeros(()))
+    if np.any(offset != 0):
+        result = plus(result, offset)
+    if result is a or result is b or not isinstance(result, Variable) or not result.derived:
+        result = times(result, 1.0)  # a statement of its own: the sum is a new variable
+    return result
+
+
 def greater(a: Any, b: Any) -> Variable:
+    if a is not b and _is_random(a) and _is_random(b) and _shared_leaves(a, b):
+        return is_positive(minus(a, b))  # a > b over shared parents: (a - b) > 0, collected
     return _derived("Greater", f"({_label(a)} > {_label(b)})", "bool", {"a": a, "b": b},
                     {"a": "real", "b": "real"})
 

@@ -354,5 +354,11 @@ class _Gates:
             else:  # defined here: copied into the clone array once defined
                 copy = Stmt("Copy", (clone.ref(case),), (("value", local),), (), prov)
                 self._mark_derived(clone.name)  # a Copy defines the array: derived (VMP)
-                (post if m + 1 == len(self.levels) else cond.pending).append(copy)
+                # after the statement; but after the whole case when the definition is
+                # inside an observed condition's branches (each branch defines the local:
+                # copied once, wherever the condition holds) or a deeper gate
+                level_frame = self.frames.index(self.levels[m][2])
+                inline = m + 1 == len(self.levels) and not any(
+                    f.kind == "det" for f in self.frames[level_frame + 1:])
+                (post if inline else cond.pending).append(copy)
         return local

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.codegen.names import USER_PREFIX, fresh, identifier, sanitize
+from factorflow.errors import ModelError
 from factorflow.factors.registry import FACTORS
 from factorflow.ir import Const, For, If, Node, Program, Ref, Stmt, VarDecl
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
@@ -101,8 +102,16 @@ def lower(model: Model) -> tuple[Program, Bindings]:
     for call in model.statements:
         plates = tuple(rname[p.name] for p in call.plates)
         frames: list[tuple] = []
+        switched: dict[str, GateFrame] = {}  # user range -> the Switch looping over it
         for f in call.frames:
             if isinstance(f, Range):
+                if rname[f.name] in switched:
+                    g = switched[rname[f.name]]
+                    raise ModelError(
+                        f"{call.provenance or 'a statement'}: ff.Plate({f.name}) is opened "
+                        f"inside {g.describe()}, which loops over {f.name} itself (an array "
+                        f"over {f.name} is indexed by {g.condition.name} inside it); open "
+                        "the plate outside the Switch.")
                 frames.append(("for", rname[f.name]))
                 continue
             cond = Ref(b.names[f.condition.name], tuple(rname[p.name]
@@ -111,6 +120,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                 continue  # each element's case is its observed value: array[z] gathers
             if f.kind == "switch":
                 loop = switch_range[id(f)][0]
+                switched[loop] = f
                 frames.append(("for", loop))
                 frames.append(("if", cond, loop, False, id(f)))
             else:

@@ -142,7 +142,10 @@ class _Discrete:
         else:
             # (a Switch after Case gates on the same condition is refused by factorflow
             # with a ModelError asking for the Switch first: generated the other way)
-            kind = "switch" if g.flag(0.25) and name not in self.cased else "case"
+            # (a Switch inside a plate on a condition outside it is refused too, with a
+            # ModelError asking for the gate outside the plate: Case gates there instead)
+            kind = "switch" if g.flag(0.25) and name not in self.cased and (
+                elements is None or cond[4] is not None) else "case"
             keys = (None,) if kind == "switch" else tuple(range(k))
             if kind == "case":
                 self.cased.add(name)
@@ -198,6 +201,12 @@ class _Gaussian:
     def __init__(self, g: _Gen):
         self.g = g
         self.reals: list[str] = []  # global latent reals (drawn or derived)
+        #: a derived real as Σ c·(drawn real): a sum whose random parts cancel (g - g) is a
+        #: constant, which the model API refuses, so the generator never writes one
+        self.forms: dict[str, dict[str, float]] = {}
+
+    def form(self, name: str) -> dict[str, float]:
+        return self.forms.get(name, {name: 1.0})
 
     def gaussian(self, mean_choices, observed_elements=None, latent=True, name=None):
         g = self.g
@@ -228,10 +237,17 @@ class _Gaussian:
                 self.reals.append(s.name)
             elif choice == "sum":
                 a, b = g.pick(self.reals), g.pick(self.reals)
-                s = Sum(g.name("s"), Ref(a), Ref(b) if g.flag(0.85) else Const(g.pick(MEANS)))
+                form = dict(self.form(a))
+                for k, c in self.form(b).items():
+                    form[k] = form.get(k, 0.0) + c
+                random_b = g.flag(0.85) and any(c != 0 for c in form.values())
+                s = Sum(g.name("s"), Ref(a), Ref(b) if random_b else Const(g.pick(MEANS)))
+                self.forms[s.name] = form if random_b else self.form(a)
                 self.reals.append(s.name)
             elif choice == "scale":
-                s = Scale(g.name("s"), g.pick(SCALES), Ref(g.pick(self.reals)))
+                c, a = g.pick(SCALES), g.pick(self.reals)
+                s = Scale(g.name("s"), c, Ref(a))
+                self.forms[s.name] = {k: c * v for k, v in self.form(a).items()}
                 self.reals.append(s.name)
             else:
                 s = self.gaussian(self.means(), latent=False)

@@ -7,7 +7,6 @@ of size 0-4; ``tests.oracle.exact`` enumerates every configuration of its latent
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from tests.oracle import models
@@ -50,7 +49,6 @@ def vmp_checks(spec) -> Check:
 @SETTINGS
 # Known open failures, each named in issue 9's note; strict: when fixed, the
 # test passes and this mark must go.
-@pytest.mark.xfail(strict=True, reason="open bug (issue 9): an observed variable defined under Switch(z1) and then used as a Case condition inside another Switch(z1) gives EP a wrong log Z and P(e3)")
 @given(models.discrete())
 def test_ep_on_discrete_models(spec):
     ep_checks(spec).verdict()
@@ -59,7 +57,6 @@ def test_ep_on_discrete_models(spec):
 @SETTINGS
 # Known open failures, each named in issue 9's note; strict: when fixed, the
 # test passes and this mark must go.
-@pytest.mark.xfail(strict=True, reason="open bug (issue 9): a gate inside an empty plate (size 0) under VMP fails to broadcast (0, 2) to (2, 0)")
 @given(models.discrete())
 def test_vmp_on_discrete_models(spec):
     vmp_checks(spec).verdict()

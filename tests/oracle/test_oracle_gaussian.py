@@ -10,7 +10,6 @@ variable, a Gaussian drawn identically in every case of a Switch, or a mixture
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from tests.oracle import models
@@ -72,7 +71,6 @@ def test_ep_on_linear_gaussian_models(spec):
 @SETTINGS
 # Known open failures, each named in issue 9's note; strict: when fixed, the
 # test passes and this mark must go.
-@pytest.mark.xfail(strict=True, reason="open bug (issue 9): a sum that meets its own parent through a derived variable (g1 + (g1 + g1)) is treated as two independent arguments: the VMP bound exceeds log Z")
 @given(models.linear_gaussian())
 def test_vmp_on_linear_gaussian_models(spec):
     vmp_checks(spec).verdict()
@@ -87,7 +85,6 @@ def test_ep_on_gated_linear_gaussian_models(spec):
 @SETTINGS
 # Known open failures, each named in issue 9's note; strict: when fixed, the
 # test passes and this mark must go.
-@pytest.mark.xfail(strict=True, reason="open bug (issue 9): a derived 2*g1 entered into a Switch gives an improper VMP posterior")
 @given(models.linear_gaussian(gated=True))
 def test_vmp_on_gated_linear_gaussian_models(spec):
     vmp_checks(spec).verdict()

@@ -80,7 +80,6 @@ def vmp_checks(spec) -> Check:
 @SETTINGS
 # Known open failures, each named in issue 9's note; strict: when fixed, the
 # test passes and this mark must go.
-@pytest.mark.xfail(strict=True, reason="open bug (issue 9): EP on a Gamma with Poisson children under a gate gives a NaN log evidence")
 @given(models.one_continuous())
 def test_ep_with_one_continuous_variable(spec):
     ep_checks(spec).verdict()
