@@ -139,9 +139,11 @@ class _Emitter:
         self.assign(s.outputs[0], rhs, depth, s)
 
     def check_proper_inputs(self, s: Stmt, depth: int) -> None:
-        """Before an operator annotated ``proper`` for some arguments (seed 000: its output
-        is not defined on a uniform input), a run-time check of those inputs."""
+        """Before an EP operator annotated ``proper`` for some arguments (seed 000: its
+        output is not defined on a uniform input), a run-time check of those inputs."""
         factor, algorithm, target = s.param("operator")
+        if algorithm != "ep":  # VMP reads posteriors; a derived variable's message may
+            return  # be uniform before the first sweep and its operators accept that
         plates = s.param("plates", ())
         mask = self.mask(s)
         for arg, value in s.inputs:

@@ -111,12 +111,13 @@ def describe(stmt: Stmt, program: Program) -> str:
     return f"{label} ({stmt.param('algorithm', '').upper()})"
 
 
-def dependency_graph(program: Program, user_initialized: frozenset[str] = frozenset()
-                     ) -> tuple[DependencyGraph, dict[str, Stmt]]:
+def dependency_graph(program: Program, user_initialized: frozenset[str] = frozenset(),
+                     parallel: bool = True) -> tuple[DependencyGraph, dict[str, Stmt]]:
     """The graph of ``program``'s message updates and the statement behind each node.
 
     ``outputs`` are the marginals and every message an evidence statement reads;
-    ``user_initialized`` (variable names) marks those variables' marginals.
+    ``user_initialized`` (variable names) marks those variables' marginals;
+    ``parallel=False`` sweeps every hub sequentially (see the module docstring).
     """
     stmts = [s for s in program.body if isinstance(s, Stmt)]
     derived = {d.name for d in program.decls if d.attr("derived")}
@@ -157,7 +158,8 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
     descriptions = {node_label(s): describe(s, program) for s in stmts if s.outputs}
     hubs = {node_label(s): (s.param("algorithm"), plates) for s in stmts
             if (plates := _hub_plates(s))}
-    sweeps = _sweeps(nodes, edges, consistent, hubs)
+    gated = {node_label(s) for s in stmts if s.outputs and _gated(s)}
+    sweeps = _sweeps(nodes, edges, consistent if parallel else set(), hubs, gated)
     no_init = frozenset(node_label(s) for s in stmts if s.outputs and s.param("operator")
                         and _operator(s).no_init)
     return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions, sweeps,
@@ -185,6 +187,14 @@ def _hub_plates(stmt: Stmt) -> str:
     return ", ".join(found) or "its uses"
 
 
+def _gated(stmt: Stmt) -> bool:
+    """Whether a statement belongs to a gate's machinery (parallel sweeps through gates
+    are not attempted)."""
+    op = stmt.param("operator")
+    return bool(stmt.param("to_gate") or stmt.param("mask")
+                or (op and op[0].startswith("Gate")))
+
+
 def _generative_read(stmt: Stmt, arg: str) -> bool:
     """Whether ``stmt`` reads ``arg`` along the generative direction under EP: an operator
     reading a message into its factor, a message out reading the posterior, a posterior
@@ -200,11 +210,13 @@ def _generative_read(stmt: Stmt, arg: str) -> bool:
 
 
 def _sweeps(nodes: tuple[str, ...], edges: dict[tuple[str, str], Dep],
-            consistent: set[tuple[str, str]], hubs: dict[str, tuple[str, str]]
-            ) -> dict[str, tuple[str, str]]:
+            consistent: set[tuple[str, str]], hubs: dict[str, tuple[str, str]],
+            gated: set[str]) -> dict[str, tuple[str, str]]:
     """How each hub is swept, ``(mode, why)``; adds Fresh to the ``consistent`` reads
     inside the loops of the hubs swept in parallel (in place).  EP sweeps in parallel
-    unless those Fresh reads would form a cycle; VMP sequentially."""
+    unless the loop holds gates, those Fresh reads would form a cycle, or there are
+    none (``consistent`` empty: the caller asks for sequential sweeps); VMP
+    sequentially."""
     if not hubs:
         return {}
     pos = {label: i for i, label in enumerate(nodes)}
@@ -225,9 +237,12 @@ def _sweeps(nodes: tuple[str, ...], edges: dict[tuple[str, str], Dep],
             if kind & Dep.FRESH or (a, b) in inside:
                 fresh[pos[a]].append(pos[b])
         mine = [h for h in hubs if h not in out and comp[pos[h]] == c]
-        if topological_order(fresh) is None:
-            out.update((h, ("sequential", f"over {hubs[h][1]}: consistent cavities would "
-                            "need a cycle of Fresh reads")) for h in mine)
+        why = ("the loop holds gates" if any(comp[pos[g]] == c for g in gated) else
+               "parallel sweeps could not be scheduled" if not inside else
+               "consistent cavities would need a cycle of Fresh reads"
+               if topological_order(fresh) is None else "")
+        if why:
+            out.update((h, ("sequential", f"over {hubs[h][1]}: {why}")) for h in mine)
             continue
         for key in inside:
             edges[key] |= Dep.FRESH
