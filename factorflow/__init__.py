@@ -14,6 +14,7 @@ from factorflow.errors import (
     DataError,
     ImproperMessageError,
     ModelError,
+    RenderError,
     ScheduleError,
     ScheduleWarning,
     UnsupportedFactorError,
@@ -48,5 +49,6 @@ __all__ = [
     "constrain_true", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
-    "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "Result", "load_result",
+    "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
+    "load_result",
 ]

@@ -40,3 +40,8 @@ class ConvergenceWarning(UserWarning):
     """Inference stopped before converging (the largest change of a posterior's natural
     parameters, or of the VMP bound, was still above the tolerance), or the VMP bound
     fell from one iteration to the next."""
+
+
+class RenderError(ModelError):
+    """A diagram cannot be rendered: no Graphviz program is installed (the message says
+    how to install one), or the one found failed."""

@@ -23,3 +23,19 @@ def known_precision_model():
         with ff.Plate(n):
             ff.Gaussian("x", mean, precision=1.0, observed=[5.0, 7.0])
     return model
+
+
+def gaussian_mixture(data, components: int = 2, learn_precision: bool = False) -> ff.Model:
+    """The mixture of the README: weights ~ Dirichlet(1, …, 1); means[k] ~ N(0, 100);
+    (prec ~ Gamma(1, 1) when ``learn_precision``, else 1); z[n] ~ Discrete(weights);
+    x[n] ~ N(means[z], prec) inside ff.Switch(z), observed ``data``."""
+    with ff.Model("mixture") as model:
+        weights = ff.Dirichlet("weights", np.ones(components))
+        with ff.Plate(ff.Range("k", components)):
+            means = ff.Gaussian("means", 0.0, variance=100.0)
+        prec = ff.Gamma("prec", 1.0, rate=1.0) if learn_precision else 1.0
+        with ff.Plate(ff.Range("n", len(data))):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.Gaussian("x", means[z], precision=prec, observed=np.asarray(data, float))
+    return model

@@ -264,18 +264,25 @@ class Distribution(ABC):
         if not finite or not np.all(proper):
             bad = np.argwhere(~proper) if proper.ndim else []
             where = f" at index {tuple(int(i) for i in bad[0])}" if len(bad) else ""
-            raise ImproperMessageError(
-                f"{what} is improper{where}: {self!r}. Give the variable a proper prior, "
-                "observe more data, or initialise its messages (init=...).")
+            hint = (self.NO_VALUE_HINT if not finite and self.NO_VALUE_HINT else
+                    "Give the variable a proper prior, observe more data, or initialise "
+                    "its messages (init=...).")
+            raise ImproperMessageError(f"{what} is improper{where}: {self!r}. {hint}")
+
+    #: what a NaN parameter means for a family of finitely many values (every value was
+    #: given probability 0); None: the generic advice
+    NO_VALUE_HINT: str | None = None
 
     def _params(self) -> dict[str, np.ndarray]:
         return dict(zip(self.natural_names, self.eta, strict=True))
 
     def __repr__(self) -> str:
-        def fmt(v: np.ndarray) -> str:
-            return repr(float(v)) if v.ndim == 0 else f"array(shape={v.shape})"
-        body = ", ".join(f"{k}={fmt(np.asarray(v))}" for k, v in self.describe().items())
-        return f"{type(self).__name__}({body})"
+        """``Gaussian(mean=0.5, variance=2.0)``; a batch shows its values as NumPy does
+        (``mean=[0.1, 0.2, 0.3]``), summarised with ``...`` above 12 elements."""
+        name = type(self).__name__
+        body = ", ".join(f"{k}={format_values(v, f'{name}({k}=')}"
+                         for k, v in self.describe().items())
+        return f"{name}({body})"
 
     def describe(self) -> dict[str, np.ndarray]:
         """The parameters a person reads (mean and variance, shape and rate, ...)."""
@@ -286,6 +293,22 @@ class Distribution(ABC):
             np.array_equal(a, b) for a, b in zip(self.eta, other.eta, strict=True)))
 
     __hash__ = None  # type: ignore[assignment]
+
+
+#: arrays with more elements than this print summarised (first and last 3 per axis)
+REPR_THRESHOLD = 12
+
+
+def format_values(value: Any, prefix: str = "") -> str:
+    """``value`` as a repr shows it: a scalar as Python's ``repr`` (every digit), an
+    array as NumPy prints it (current precision; summarised above REPR_THRESHOLD
+    elements), continuation lines aligned after ``prefix``."""
+    arr = np.asarray(value)
+    if arr.ndim == 0:
+        item = arr.item()
+        return repr(float(item)) if isinstance(item, float) else repr(item)
+    return np.array2string(arr, separator=", ", prefix=prefix, threshold=REPR_THRESHOLD,
+                           edgeitems=3)
 
 
 def as_index(indices: Any) -> np.ndarray:

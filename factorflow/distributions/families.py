@@ -11,9 +11,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy import special, stats
 
-from factorflow.distributions.base import Distribution, sample_shape
+from factorflow.distributions.base import Distribution, format_values, sample_shape
+from factorflow.errors import ModelError
+from factorflow.lazy import special, stats
 
 LOG_2PI = float(np.log(2 * np.pi))
 
@@ -190,6 +191,11 @@ class Beta(Distribution):
 class Bernoulli(Distribution):
     """Bernoulli(x; p).  T(x) = x in {0, 1}; eta = log(p / (1 - p)), ±inf for certainty."""
 
+    NO_VALUE_HINT = ("Every value has probability 0 here: the constraints and observations "
+                     "around it contradict each other (the evidence is 0), or, in a loopy "
+                     "model, EP's messages ruled every value out; check the constraints "
+                     "(ff.constrain_true, observed values) that meet at this variable.")
+
     natural_names = ("log_odds",)
 
     def __init__(self, p: Any = 0.5):
@@ -244,6 +250,11 @@ class Bernoulli(Distribution):
 
 class Discrete(Distribution):
     """Categorical over {0..K-1}.  T(x) = one-hot(x); eta = log-probabilities (unnormalised)."""
+
+    NO_VALUE_HINT = ("Every value has probability 0 here: the constraints and observations "
+                     "around it contradict each other (the evidence is 0), or, in a loopy "
+                     "model, EP's messages ruled every value out; check the constraints "
+                     "(ff.constrain_true, observed values) that meet at this variable.")
 
     natural_names = ("log_probs",)
     event_ndim = 1
@@ -303,7 +314,9 @@ class Discrete(Distribution):
 
     def to_scipy(self) -> Any:
         if self.batch_shape:
-            raise ValueError("to_scipy() of a batched Discrete: index one element first")
+            raise ModelError(f"to_scipy() of a batch of Discretes (shape {self.batch_shape}):"
+                             " SciPy has no batched categorical; convert one element, "
+                             "posterior[i].to_scipy().")
         return stats.rv_discrete(values=(np.arange(self.size), self.probs))
 
     def describe(self) -> dict[str, np.ndarray]:
@@ -365,7 +378,9 @@ class Dirichlet(Distribution):
 
     def to_scipy(self) -> Any:
         if self.batch_shape:
-            raise ValueError("to_scipy() of a batched Dirichlet: index one element first")
+            raise ModelError(f"to_scipy() of a batch of Dirichlets (shape {self.batch_shape}):"
+                             " SciPy has no batched Dirichlet; convert one element, "
+                             "posterior[i].to_scipy().")
         return stats.dirichlet(self.alpha)
 
     def describe(self) -> dict[str, np.ndarray]:
@@ -569,5 +584,5 @@ class PointMass:
         return PointMass(self.value[index])
 
     def __repr__(self) -> str:
-        v = self.value
-        return f"PointMass({v.item()!r})" if v.ndim == 0 else f"PointMass(shape={v.shape})"
+        """``PointMass(2.0)``, or a batch's values as NumPy prints them (summarised)."""
+        return f"PointMass({format_values(self.value, 'PointMass(')})"

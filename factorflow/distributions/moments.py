@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions.base import Distribution
 from factorflow.distributions.families import (
@@ -22,6 +21,7 @@ from factorflow.distributions.families import (
     Gaussian,
     PointMass,
 )
+from factorflow.lazy import special
 
 
 def is_known(v: Any) -> bool:

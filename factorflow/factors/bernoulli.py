@@ -11,7 +11,6 @@ BernoulliFromBetaOp with ``Beta.AllowImproperSum``).
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import Bernoulli, Beta
 from factorflow.distributions.moments import E, Elog, Elog1m, Eprob, is_known
@@ -24,6 +23,7 @@ from factorflow.factors.common import (
     times_finite,
 )
 from factorflow.factors.registry import define_factor
+from factorflow.lazy import special
 
 
 def _log_density(sample, p):

@@ -8,13 +8,13 @@ The factor is itself a Beta message to its sample, under EP and VMP alike.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import Beta
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, Elog, Elog1m, is_known
 from factorflow.factors.common import broadcast_batch, full
 from factorflow.factors.registry import define_factor
+from factorflow.lazy import special
 
 
 def _log_density(sample, alpha, beta):

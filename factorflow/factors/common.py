@@ -10,12 +10,12 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import Bernoulli, Distribution
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, is_known
 from factorflow.errors import UnsupportedFactorError
+from factorflow.lazy import special
 
 
 def batch_shape(v: Any, event_ndim: int = 0) -> tuple[int, ...]:

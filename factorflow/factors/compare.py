@@ -24,12 +24,12 @@ left unregistered and the compiler reports the pair as unsupported.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import Bernoulli, Gaussian
 from factorflow.distributions.moments import E, V, gaussian_moments, is_known
 from factorflow.factors.common import bool_log_weights, broadcast_batch, full, times_finite
 from factorflow.factors.registry import define_factor
+from factorflow.lazy import special
 
 _SQRT_2_OVER_PI = float(np.sqrt(2 / np.pi))
 #: above this standardised threshold the continued fraction replaces the direct formula

@@ -9,12 +9,12 @@ Dirichlet message to its sample, under EP and VMP alike.
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import Dirichlet
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.factors.registry import define_factor
+from factorflow.lazy import special
 
 
 def _log_normalizer(alpha):

@@ -9,13 +9,13 @@ which makes the Gamma conjugate to its own rate (Infer.NET's GammaFromShapeAndRa
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import Gamma
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.factors.common import broadcast_batch, full, unsupported
 from factorflow.factors.registry import define_factor
+from factorflow.lazy import special
 
 
 def _log_density(sample, shape, rate):

@@ -10,13 +10,13 @@ Gamma message of shape k + 1 and rate 1 to λ — conjugate and exact under both
 from __future__ import annotations
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import Gamma
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.factors.common import times_finite, unsupported
 from factorflow.factors.registry import define_factor
+from factorflow.lazy import special
 
 
 def _log_density(sample, rate):

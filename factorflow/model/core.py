@@ -16,11 +16,14 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from factorflow.errors import ModelError
+
+if TYPE_CHECKING:
+    from factorflow.viz import Diagram
 
 _MODEL: contextvars.ContextVar[Model | None] = contextvars.ContextVar("ff_model", default=None)
 
@@ -387,6 +390,21 @@ class Model:
             raise ModelError(f"the model has no variable {name!r}; it has "
                              f"{', '.join(self.variables) or 'none'}.") from None
 
+    # ----- seeing the model (see model.display) ------------------------------------
+    def __repr__(self) -> str:
+        """A few lines: plates, variables and one line per factor statement."""
+        from factorflow.model.display import summary
+        return summary(self)
+
+    def to_graphviz(self) -> Diagram:
+        """The factor graph as a ``factorflow.viz.Diagram``: DOT source (a ``str``) that
+        renders to SVG or PNG where Graphviz is installed (``.pipe("svg")``,
+        ``.render("model.svg")``, shown inline in Jupyter).  Variables are circles
+        (observed ones shaded), factors small squares, plates boxes and gates dashed
+        boxes; see ``model.display.factor_graph``."""
+        from factorflow.model.display import factor_graph
+        return factor_graph(self)
+
     # ----- inference entry points (see factorflow.runtime) ------------------------
     def compile(self, algorithm: str = "ep", **options: Any) -> Any:
         """Compile for ``algorithm`` ("ep" or "vmp"); cached per algorithm and options.
@@ -405,13 +423,14 @@ class Model:
               init: dict | None = None, data: dict | None = None, *,
               tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
               checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
-              **options: Any) -> Any:
+              progress: bool = True, **options: Any) -> Any:
         """Compile (once) and run inference; returns a ``factorflow.runtime.Result``.
 
         Runs until converged (``tolerance``, 1e-10 by default) or ``iterations`` sweeps
         (50 by default), warning with ``ff.ConvergenceWarning`` if not converged;
         ``checkpoint=path, every=k`` saves the run every k sweeps and resumes it from
-        ``path`` when run again (bit-identical to an uninterrupted run); see
+        ``path`` when run again (bit-identical to an uninterrupted run); a run longer
+        than a second shows a progress bar on a terminal (``progress=False``: never); see
         ``CompiledModel.run``."""
         if init:
             options["init"] = tuple(sorted(set(init_names(options.get("init", ())))
@@ -423,7 +442,17 @@ class Model:
             run.update(checkpoint=checkpoint, every=every, resume=resume)
         return self.compile(algorithm, **options).run(iterations=iterations, init=init,
                                                        data=data, on_iteration=on_iteration,
-                                                       **run)
+                                                       progress=progress, **run)
+
+
+    def predictive(self, result: Any, n: int = 1000, rng: Any = None,
+                   variables: Any = None) -> dict[str, np.ndarray]:
+        """``n`` draws from the posterior predictive of the observed variables (or of the
+        observed names in ``variables``): each latent variable drawn from its posterior
+        in ``result``, then each observed one from the statements defining it.  Returns
+        name -> array of shape ``(n,) + plate sizes``; see ``model.predictive``."""
+        from factorflow.model.predictive import predictive
+        return predictive(self, result, n, rng, variables)
 
 
 def init_names(init: Any) -> tuple[str, ...]:

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import special
 
 from factorflow.errors import ModelError
+from factorflow.lazy import special
 from factorflow.rewrite.terms import (
     CALC,
     CONST,
@@ -51,7 +51,9 @@ from factorflow.rewrite.terms import (
 Named = tuple[np.ndarray, tuple[str, ...]]
 
 _ELEMENTWISE: dict[str, Any] = {
-    NEG: np.negative, LOG: np.log, EXP: np.exp, LGAMMA: special.gammaln, DIGAMMA: special.digamma,
+    NEG: np.negative, LOG: np.log, EXP: np.exp,
+    LGAMMA: lambda x: special.gammaln(x),    # looked up at the call: SciPy loads lazily
+    DIGAMMA: lambda x: special.digamma(x),
 }
 _CALC = {"add": np.add, "mul": np.multiply, "pow": np.power}
 

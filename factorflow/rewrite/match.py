@@ -21,15 +21,16 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scipy import special
-
 from factorflow.errors import ModelError
+from factorflow.lazy import special
 from factorflow.rewrite.terms import CALC, COMMUTATIVE, CONST, SYM, VAR, NameVar, Term, const
 
 Bindings = Mapping[str, Any]
 _CALC: dict[str, Callable[..., float]] = {
     "add": lambda a, b: a + b, "mul": lambda a, b: a * b, "pow": lambda a, b: a**b,
-    "log": math.log, "exp": math.exp, "lgamma": special.gammaln, "digamma": special.digamma,
+    "log": math.log, "exp": math.exp,
+    "lgamma": lambda x: special.gammaln(x),    # looked up at the call: SciPy loads lazily
+    "digamma": lambda x: special.digamma(x),
 }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -14,12 +15,14 @@ import factorflow.distributions as dist
 from factorflow.codegen.python import Generated, generate
 from factorflow.errors import ConvergenceWarning, DataError, ImproperMessageError, ModelError
 from factorflow.factors.registry import FACTORS
+from factorflow.ir.nodes import walk
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model
 from factorflow.model.factories import check_support
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE
 from factorflow.runtime.result import Result
+from factorflow.transforms.gates import GateOptions
 from factorflow.transforms.pipeline import Compilation, compile_program
 
 
@@ -46,9 +49,24 @@ def _check_damping(value: Any, what: str) -> float:
 #: Infer.NET's default number of sweeps, and the default convergence tolerance
 DEFAULT_ITERATIONS = 50
 DEFAULT_TOLERANCE = 1e-10
+#: seconds a run goes before its progress bar appears (shorter runs show none)
+PROGRESS_DELAY = 1.0
 
 
-@dataclass
+def progress_bar(enabled: bool, iterations: int, algorithm: str) -> Any:
+    """A ``tqdm`` bar over ``iterations`` sweeps on standard error, shown once the run
+    has gone PROGRESS_DELAY seconds; None when ``enabled`` is False or standard error is
+    not a terminal (a log file or a pipe gets no bar)."""
+    stream = sys.stderr
+    if not enabled or stream is None or not getattr(stream, "isatty", lambda: False)():
+        return None
+    from tqdm import tqdm  # imported only when a bar is shown
+
+    return tqdm(total=iterations, desc=f"{algorithm.upper()}", unit="sweep", file=stream,
+                delay=PROGRESS_DELAY, leave=False, dynamic_ncols=True)
+
+
+@dataclass(repr=False)
 class CompiledModel:
     """A model compiled for one algorithm.  ``source`` is the generated program."""
 
@@ -58,10 +76,20 @@ class CompiledModel:
     generated: Generated
     compile_seconds: float
     user_initialized: frozenset[str]
+    #: the gate transform's "alternative method": whole arrays enter gates (seed 001)
+    enter_whole_arrays: bool = False
 
     @property
     def source(self) -> str:
         return self.generated.source
+
+    def __repr__(self) -> str:
+        """One line: the model, the algorithm, its size; the program is ``.source``."""
+        statements = sum(1 for _ in walk(self.compilation.final.body))
+        n = len(self.model.variables)
+        return (f"CompiledModel({self.model.name!r}, {self.algorithm.upper()}: {n} "
+                f"variable{'' if n == 1 else 's'}, {statements} statements; "
+                "print .source for the program, .schedule for its schedule)")
 
     @property
     def program(self) -> Any:
@@ -70,13 +98,15 @@ class CompiledModel:
     @property
     def schedule(self) -> Any:
         """The schedule: ``print(compiled.schedule)`` lists each update and why it is
-        there; ``compiled.schedule.to_graphviz()`` draws the dependency graph."""
+        there; ``compiled.schedule.to_graphviz()`` draws the dependency graph (a
+        ``factorflow.viz.Diagram``: DOT text that renders to SVG/PNG)."""
         return self.compilation.schedule
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickle (and deepcopy) as the model, the algorithm and the initialised names;
         loading compiles again, which gives the same program and the same numbers."""
-        return _recompile, (self.model, self.algorithm, tuple(sorted(self.user_initialized)))
+        return _recompile, (self.model, self.algorithm, tuple(sorted(self.user_initialized)),
+                            self.enter_whole_arrays)
 
     def save_module(self, path: Any, data: dict[str, Any] | None = None,
                     init: dict[str, Any] | None = None) -> Any:
@@ -171,7 +201,7 @@ class CompiledModel:
             tolerance: float | None = DEFAULT_TOLERANCE,
             damping: float | dict[str, float] | None = None,
             checkpoint: str | os.PathLike[str] | None = None, every: int | None = None,
-            resume: bool | None = None) -> Result:
+            resume: bool | None = None, progress: bool = True) -> Result:
         """Run message passing until it converges, at most ``iterations`` sweeps (50 by
         default, Infer.NET's); returns the posteriors.
 
@@ -201,6 +231,11 @@ class CompiledModel:
         a larger ``iterations``.  A checkpoint of another run (algorithm, model, plate
         sizes, data, init, damping or tolerance differ) raises ``ff.CheckpointError``
         naming what differs; see ``factorflow.runtime.checkpoint``.
+
+        Progress: a run that goes on for more than a second shows a ``tqdm`` bar on
+        standard error — the sweep, the log evidence (EP) or bound (VMP), and the largest
+        relative change with the variable it moved — when standard error is a terminal;
+        ``progress=False`` turns it off.  ``result.plot_convergence()`` draws the trace.
         """
         if iterations is None:
             iterations = DEFAULT_ITERATIONS
@@ -211,6 +246,8 @@ class CompiledModel:
                                           and np.isfinite(tolerance) and tolerance >= 0):
             raise ModelError(f"tolerance must be a non-negative number or None, got "
                              f"{tolerance!r}.")
+        if not isinstance(progress, bool | np.bool_):
+            raise ModelError(f"progress must be True or False, got {progress!r}.")
         init = dict(self.model.initial) | dict(init or {})
         missing = {self.model.variable(k).name for k in init} - set(self.user_initialized)
         if missing:
@@ -224,9 +261,14 @@ class CompiledModel:
         hook, saved = self._checkpoint(checkpoint, every, resume, monitor, int(iterations),
                                        values, sizes, init, damp, tolerance)
         start = time.perf_counter()
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
-                                                   hook, damp, saved)
+        monitor.bar = progress_bar(progress, int(iterations), self.algorithm)
+        try:
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
+                                                       hook, damp, saved)
+        finally:
+            if monitor.bar is not None:
+                monitor.bar.close()
         seconds = time.perf_counter() - start
         if iterations == 0:
             _check_initialised(posteriors)
@@ -243,8 +285,10 @@ class CompiledModel:
             if var.is_observed:
                 posteriors[var.name] = dist.PointMass(values[ident])
         converged = monitor.finish(self.model.name, int(iterations), float(log_evidence))
+        dims = {name: tuple(r.name for r in self.model.variables[name].plates)
+                for name in posteriors if name in self.model.variables}
         return Result(posteriors, float(log_evidence), self.algorithm, monitor.count,
-                      seconds, converged=converged, trace=tuple(monitor.trace))
+                      seconds, converged=converged, trace=tuple(monitor.trace), dims=dims)
 
 
 class _Monitor:
@@ -266,6 +310,7 @@ class _Monitor:
         self.steps: dict[str, np.ndarray] = {}  # each posterior's last step
         self.turns: dict[str, list[bool]] = {}  # whether each step reversed the one before
         self.fell: tuple[int, float] | None = None
+        self.bar: Any = None  # the progress bar (see progress_bar), or None
 
     def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any,
                  state: Any = None, internal: dict[str, Any] | None = None) -> bool:
@@ -311,12 +356,23 @@ class _Monitor:
         self.distance = change / (1.0 - rate) if rate < 1.0 else (0.0 if change == 0
                                                                    else np.inf)
         self.change, self.moved = change, moved
+        if self.bar is not None:
+            self.show()
         stop = bool(self.user(iteration, posteriors)) if self.user is not None else False
         settled = self.tolerance is not None and self.distance <= self.tolerance
         self.settled = self.settled + 1 if settled else 0
         # two sweeps in a row: a posterior may stand still for one sweep while a message
         # it has not yet been recomputed from moved
         return stop or self.settled >= 2
+
+    def show(self) -> None:
+        """Bring the progress bar to this sweep: the sweeps done, the log evidence or
+        bound, and the largest change with the variable that made it."""
+        self.bar.update(self.count - self.bar.n)
+        what = "bound" if self.algorithm == "vmp" else "log_evidence"
+        value = f"{what}={self.trace[-1]:.6g}, " if self.trace else ""
+        self.bar.set_postfix_str(f"{value}change={self.change:.2e} ({self.moved})",
+                                 refresh=False)
 
     def finish(self, model: str, iterations: int, log_evidence: float) -> bool:
         """Whether the run converged; warns when it did not, or when the bound fell."""
@@ -351,24 +407,34 @@ def _check_initialised(posteriors: dict[str, Any]) -> None:
                              f"with init={{{name!r}: ...}}.")
 
 
-def _recompile(model: Model, algorithm: str, init: tuple[str, ...]) -> CompiledModel:
+def _recompile(model: Model, algorithm: str, init: tuple[str, ...],
+               enter_whole_arrays: bool = False) -> CompiledModel:
     """The compiled model ``pickle`` loads: ``model`` compiled again for ``algorithm``."""
     missing = sorted({call.factor for call in model.statements} - set(FACTORS))
     if missing:
         raise ModelError(f"model {model.name!r} uses the factors {missing}, which are not "
                          "defined in this process; run the code that defines them "
                          "(@ff.factor, ff.Deterministic) before loading the model.")
-    return compile_model(model, algorithm, init)
+    return compile_model(model, algorithm, init, enter_whole_arrays=enter_whole_arrays)
 
 
 def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
-                  debug: bool = False) -> CompiledModel:
-    """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises."""
+                  debug: bool = False, enter_whole_arrays: bool = False) -> CompiledModel:
+    """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises.
+
+    ``enter_whole_arrays``: the gate transform's alternative method (seed 001): an array
+    used inside a gate enters it whole, before the gate, instead of the elements each
+    case uses (``Gate.EnterPartial``/``EnterOne``); the posteriors are the same."""
     algorithm = algorithm.lower()
+    if not isinstance(enter_whole_arrays, bool):
+        raise ModelError(f"enter_whole_arrays must be True or False, got "
+                         f"{enter_whole_arrays!r}.")
     names = frozenset(model.variable(n).name for n in (tuple(init) + tuple(model.initial)))
     start = time.perf_counter()
-    compilation = compile_program(model, algorithm, names, debug)
+    compilation = compile_program(model, algorithm, names, debug,
+                                  GateOptions(enter_whole_arrays=enter_whole_arrays))
     generated = generate(compilation.final, frozenset(NAMESPACE))
     seconds = time.perf_counter() - start
-    return CompiledModel(model, algorithm, compilation, generated, seconds, names)
+    return CompiledModel(model, algorithm, compilation, generated, seconds, names,
+                         enter_whole_arrays)
 

@@ -182,10 +182,14 @@ def place_element(msg: Distribution, fixed: tuple[tuple[int, int], ...],
 
 def place_slots(msg: Distribution, slots: tuple[int, ...], var_shape: tuple[int, ...]
                 ) -> Distribution:
-    """Slot s of the last plate axis goes to case ``slots[s]``; other cases uniform."""
+    """Slot s of the last plate axis goes to case ``slots[s]``; other cases uniform.  Plate
+    axes of ``msg`` before the variable's (a gate inside a plate, on a condition outside
+    it) are multiplied out: the variable receives the product over them."""
     out = []
+    extra = tuple(range(len(msg.batch_shape) - len(var_shape)))
     for e in msg._product_form():
-        acc = np.zeros(tuple(var_shape) + e.shape[len(msg.batch_shape):])
+        e = np.sum(e, axis=extra) if extra else e
+        acc = np.zeros(tuple(var_shape) + e.shape[len(msg.batch_shape) - len(extra):])
         acc[(Ellipsis, list(slots)) + (slice(None),) * msg.event_ndim] += e
         out.append(acc)
     return msg.from_natural(*out)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,8 @@ class Result:
     converged: bool = True
     #: the log evidence (EP) or bound (VMP) after each sweep
     trace: tuple[float, ...] = ()
+    #: each posterior's plate names, one per batch axis (the model's ``ff.Range`` names)
+    dims: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Any:
         try:
@@ -64,9 +67,124 @@ class Result:
         lines += [f"  {k}: {v!r}" for k, v in self.posteriors.items()]
         return "\n".join(lines)
 
+    def plot_convergence(self, axes: Any = None) -> Any:
+        """Draw ``trace`` with matplotlib: the log evidence (EP) or bound (VMP) after
+        each sweep, and below it the size of each sweep's step |Δ| on a log scale (a
+        straight fall is geometric convergence).  ``axes``: two matplotlib Axes to draw
+        in (default: a new figure).  Returns the two Axes.  Needs matplotlib
+        (``pip install "factorflow[plot]"``)."""
+        if not self.trace:
+            raise ModelError("plot_convergence: the result has no trace (it ran 0 "
+                             "sweeps); run at least one iteration.")
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError:
+            raise ModelError("plot_convergence needs matplotlib: "
+                             'pip install "factorflow[plot]".') from None
+        if axes is None:
+            _, axes = plt.subplots(2, 1, sharex=True, figsize=(6, 5))
+        top, bottom = axes
+        sweeps = np.arange(1, len(self.trace) + 1)
+        trace = np.asarray(self.trace)
+        what = "ELBO (VMP bound)" if self.algorithm == "vmp" else "log evidence (EP)"
+        top.plot(sweeps, trace, marker=".")
+        top.set_ylabel(what)
+        top.set_title(f"{self.algorithm.upper()}: {self.iterations} sweeps, "
+                      f"{'converged' if self.converged else 'not converged'}")
+        steps = np.abs(np.diff(trace))
+        bottom.plot(sweeps[1:], np.where(steps > 0, steps, np.nan), marker=".")
+        if np.any(steps > 0):
+            bottom.set_yscale("log")
+        bottom.set_ylabel("|change| per sweep")
+        bottom.set_xlabel("sweep")
+        return axes
+
+    # ----- tables: xarray and pandas ------------------------------------------------------
+    def quantities(self, name: str) -> dict[str, np.ndarray]:
+        """What a person reads of the posterior of ``name``: ``mean`` and ``variance``,
+        then the parameters its family is written with (``shape``/``rate``, ``probs``,
+        ...); an observed variable's ``value``.  Arrays of shape batch (+ event)."""
+        posterior = self[name]
+        if isinstance(posterior, dist.PointMass):
+            return {"value": np.asarray(posterior.value)}
+        out = {"mean": np.asarray(posterior.mean), "variance": np.asarray(posterior.variance)}
+        out.update((k, np.asarray(v)) for k, v in posterior.describe().items())
+        return out
+
+    def _axes(self, name: str, ndim: int) -> tuple[str, ...]:
+        """Names of the first ``ndim`` axes of an array about ``name``: its plates (from
+        ``dims``), then ``<name>_category`` for an event axis (a Discrete's or
+        Dirichlet's K)."""
+        plates = self.dims.get(name, ())
+        batch = len(self[name].batch_shape)
+        if len(plates) != batch:   # a result without plate names (or from elsewhere)
+            plates = tuple(f"{name}_axis{j}" for j in range(batch))
+        extra = ndim - batch
+        events = ((f"{name}_category",) if extra == 1
+                  else tuple(f"{name}_event{j}" for j in range(extra)))
+        return (plates + events)[:ndim]
+
+    def _readable(self) -> dict[str, Any]:
+        """``<name>_<quantity>`` variables of ``quantities``, plate names as dimensions
+        (empty posteriors left out: netCDF-3 holds one zero-length dimension at most)."""
+        import xarray as xr
+
+        out = {}
+        for name, posterior in self.posteriors.items():
+            for quantity, arr in self.quantities(name).items():
+                if arr.size == 0:
+                    continue
+                attrs = {"posterior": name, "family": type(posterior).__name__,
+                         "quantity": quantity}
+                if arr.dtype.kind == "b":
+                    arr = arr.astype(np.int8)
+                elif arr.dtype.kind in "iu":
+                    arr = arr.astype(np.float64)  # netCDF-3 has no int64
+                out[f"{name}_{quantity}"] = xr.Variable(self._axes(name, arr.ndim), arr, attrs)
+        return out
+
+    def to_dataframe(self, observed: bool = False) -> Any:
+        """The posteriors as a ``pandas.DataFrame``: one row per plate element of each
+        posterior, indexed by (``variable``, ``element``) where ``element`` names the
+        plate indices (``"k=1"``, ``"n=3, j=0"``; ``""`` for an unbatched variable);
+        columns ``family`` then ``quantities`` (an event-valued one, such as a
+        Discrete's ``probs``, as ``probs[0]``, ``probs[1]``, ...).  Observed variables
+        (their ``value``) only with ``observed=True``."""
+        import pandas as pd
+
+        rows: list[dict[str, Any]] = []
+        index: list[tuple[str, str]] = []
+        for name, posterior in self.posteriors.items():
+            if isinstance(posterior, dist.PointMass) and not observed:
+                continue
+            batch = tuple(posterior.batch_shape)
+            plates = self._axes(name, len(batch))
+            columns: dict[str, np.ndarray] = {}
+            for quantity, arr in self.quantities(name).items():
+                arr = np.broadcast_to(arr, batch + arr.shape[len(batch):])
+                flat = arr.reshape((math.prod(batch), math.prod(arr.shape[len(batch):])))
+                if arr.ndim == len(batch):
+                    columns[quantity] = flat[:, 0]
+                else:
+                    columns.update((f"{quantity}[{j}]", flat[:, j])
+                                   for j in range(flat.shape[1]))
+            for i, element in enumerate(np.ndindex(*batch)):
+                index.append((name, ", ".join(f"{p}={e}" for p, e in zip(plates, element,
+                                                                          strict=True))))
+                rows.append({"family": type(posterior).__name__}
+                            | {c: v[i].item() for c, v in columns.items()})
+        return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(
+            index, names=["variable", "element"]))
+
     # ----- saving and loading -----------------------------------------------------------
     def to_xarray(self) -> Any:
-        """The result as an ``xarray.Dataset`` (the layout ``to_netcdf`` writes)."""
+        """The result as an ``xarray.Dataset`` (the layout ``to_netcdf`` writes).
+
+        For reading: ``<name>_<quantity>`` for each of ``quantities`` (``means_mean``,
+        ``means_variance``, ``prec_shape``, ``z_probs``, ``x_value``), with the model's
+        plate names as dimensions (``<name>_category`` for an event axis).  For loading
+        back bit for bit: ``p<k>_<field>``, the parameters as held (natural parameters),
+        described by the ``factorflow`` attribute."""
         import xarray as xr
 
         variables: dict[str, Any] = {}
@@ -91,8 +209,13 @@ class Result:
         scalars = {f.name: _jsonable(getattr(self, f.name))
                    for f in dataclasses.fields(self) if f.name != "posteriors"}
         header = {"format": FORMAT, "posteriors": entries, "fields": scalars}
-        return xr.Dataset(variables, attrs={"title": "factorflow inference result",
-                                            "factorflow": json.dumps(header)})
+        variables = self._readable() | variables    # readable first, once all are known
+        try:
+            return xr.Dataset(variables, attrs={"title": "factorflow inference result",
+                                                "factorflow": json.dumps(header)})
+        except ValueError as err:  # a plate named like another's derived dimension
+            raise ModelError(f"to_xarray: the posteriors' dimensions conflict ({err}); "
+                             "rename the plate or variable involved.") from None
 
     def to_netcdf(self, path: str | os.PathLike[str]) -> None:
         """Write the result to ``path`` (netCDF-3 through xarray's SciPy engine); every
@@ -128,6 +251,10 @@ class Result:
             posteriors[entry["name"]] = posterior
         known = {f.name for f in dataclasses.fields(cls)}
         scalars = {k: v for k, v in header["fields"].items() if k in known}
+        if "dims" in scalars:
+            scalars["dims"] = {k: tuple(v) for k, v in scalars["dims"].items()}
+        if "trace" in scalars:
+            scalars["trace"] = tuple(scalars["trace"])
         return cls(posteriors=posteriors, **scalars)
 
     @classmethod
@@ -179,4 +306,6 @@ def _jsonable(value: Any) -> Any:
     """``value`` as JSON can hold it exactly (NumPy scalars and arrays as Python ones)."""
     if isinstance(value, np.generic | np.ndarray):
         return value.tolist()
+    if isinstance(value, dict):
+        return {k: list(v) for k, v in value.items()}
     return value

@@ -60,8 +60,18 @@ def channels(program: Program) -> Program:
         for node in nodes:
             if isinstance(node, Stmt):
                 where = node.provenance or node.op
+                # a gate entering a whole array (the gate transform's alternative method):
+                # a range indexing both the clone and the value entered, outside every
+                # loop, is a loop of the statement, as if written inside ``for``
+                here = loops
+                if node.op.startswith("Gate.Enter"):
+                    value = node.input("value")
+                    read = set(value.index) if isinstance(value, Ref) else set()
+                    here += tuple(dict.fromkeys(
+                        i for o in node.outputs for i in o.index
+                        if isinstance(i, str) and i not in loops and i in read))
                 inputs = tuple(
-                    (k, use_of(v, loops, where, mask=mask)
+                    (k, use_of(v, here, where, mask=mask)
                      if isinstance(v, Ref) and v.var in random else v)
                     for k, v in node.inputs)
                 if gate is not None:

@@ -34,8 +34,6 @@ from functools import cached_property
 from types import MappingProxyType
 
 import numpy as np
-from scipy.sparse import csr_array
-from scipy.sparse.csgraph import breadth_first_order, connected_components
 
 from factorflow.errors import ScheduleError
 
@@ -222,6 +220,8 @@ def topological_order(succ: Sequence[Sequence[int]]) -> list[int] | None:
 
 def strong_components(succ: Sequence[Sequence[int]]) -> np.ndarray:
     """Label of the strongly connected component of each node (scipy's Tarjan)."""
+    from scipy.sparse import csr_array  # here, not at import: see factorflow.lazy
+    from scipy.sparse.csgraph import connected_components
     n = len(succ)
     rows = np.fromiter((a for a in range(n) for _ in succ[a]), dtype=np.int64)
     cols = np.fromiter((b for a in range(n) for b in succ[a]), dtype=np.int64)
@@ -285,6 +285,8 @@ def check(graph: DependencyGraph) -> None:
 
 def needed(graph: DependencyGraph) -> frozenset[str]:
     """Statements from which an output can be reached along edges of any kind."""
+    from scipy.sparse import csr_array
+    from scipy.sparse.csgraph import breadth_first_order
     ix = graph.index
     n = len(ix.labels)
     if not graph.outputs:

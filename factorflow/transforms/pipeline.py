@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from factorflow.ir import Program, check, format_program
 from factorflow.model.core import Model
 from factorflow.transforms.channels import channels
-from factorflow.transforms.gates import gates
+from factorflow.transforms.gates import GateOptions, gates
 from factorflow.transforms.lower import Bindings, lower
 from factorflow.transforms.messages import messages
 from factorflow.transforms.pruning import prune
@@ -41,7 +41,8 @@ class Compilation:
 
 
 def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
-             result: Compilation | None = None) -> list[Stage]:
+             result: Compilation | None = None, gate_options: GateOptions | None = None
+             ) -> list[Stage]:
     """The passes after lowering, in order (the schedule is kept on ``result``)."""
 
     def scheduled(program: Program) -> Program:
@@ -51,7 +52,7 @@ def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
         return out.program
 
     return [
-        Stage("gates", gates),
+        Stage("gates", lambda p: gates(p, gate_options or GateOptions())),
         Stage("channels", channels),
         Stage("messages", lambda p: messages(p, algorithm)),
         Stage("pruning", prune),
@@ -60,7 +61,8 @@ def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
 
 
 def compile_program(model: Model, algorithm: str, user_initialized: frozenset[str] = frozenset(),
-                    debug: bool = False) -> Compilation:
+                    debug: bool = False, gate_options: GateOptions | None = None
+                    ) -> Compilation:
     """Lower ``model`` and run every pass; with ``debug`` the verifier runs after each.
 
     ``user_initialized`` names (model names) the variables whose posteriors the user
@@ -70,7 +72,7 @@ def compile_program(model: Model, algorithm: str, user_initialized: frozenset[st
     result = Compilation({"model": program}, bindings)
     if debug:
         check(program)
-    for stage in pipeline(algorithm, user_initialized, result):
+    for stage in pipeline(algorithm, user_initialized, result, gate_options):
         program = stage.run(program)
         if debug:
             check(program)

@@ -3,8 +3,9 @@
 ``format_schedule`` prints one line per update, with its label and why it is there
 (``output``, ``read by X``, ``required by X``, ``triggered by Y``, ``fresh for Z``),
 grouped into the straight-line part, and per loop its initialization and iteration.
-``to_graphviz`` returns DOT text (no graphviz package needed) with edge kinds drawn
-as styles. Both are deterministic, so tests compare golden text.
+``to_graphviz`` returns the DOT text as a ``factorflow.viz.Diagram`` (a ``str`` that
+renders to SVG/PNG where Graphviz is installed) with edge kinds drawn as styles. Both are
+deterministic, so tests compare golden text.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from factorflow.transforms.dependencies import Dep, DependencyGraph
+from factorflow.viz import Diagram
+from factorflow.viz import quote as _quote
 
 if TYPE_CHECKING:
     from factorflow.transforms.scheduling import Schedule
@@ -67,12 +70,7 @@ def format_schedule(schedule: Schedule, graph: DependencyGraph | None = None) ->
     return "\n".join(out)
 
 
-def _quote(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{escaped}"'
-
-
-def to_graphviz(graph: DependencyGraph, schedule: Schedule | None = None) -> str:
+def to_graphviz(graph: DependencyGraph, schedule: Schedule | None = None) -> Diagram:
     """DOT source for ``graph``: outputs drawn double, user-initialized messages filled,
     edges styled by kind (several kinds: the first of trigger, fresh, required,
     dependency, initializer, declaration); with a ``schedule``, each loop a cluster."""
@@ -100,4 +98,4 @@ def to_graphviz(graph: DependencyGraph, schedule: Schedule | None = None) -> str
         style = next(s for k, s in _EDGE_STYLE if kind & k)
         lines.append(f"  {_quote(a)} -> {_quote(b)}" + (f" [{style}];" if style else ";"))
     lines.append("}")
-    return "\n".join(lines)
+    return Diagram("\n".join(lines))

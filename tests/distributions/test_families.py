@@ -290,3 +290,14 @@ def test_constructors_and_descriptions():
     with pytest.raises(AttributeError):
         Gaussian(0.0, 1.0).eta = ()
     assert Gaussian(0.0, 1.0) == Gaussian(0.0, 1.0) and Gaussian(0.0, 1.0) != Gamma(1.0, 1.0)
+
+
+def test_to_scipy_of_a_categorical_batch_says_to_index() -> None:
+    import factorflow as ff
+    probs = np.array([[0.2, 0.8], [0.5, 0.5]])
+    with pytest.raises(ff.ModelError, match=r"shape \(2,\).*posterior\[i\]\.to_scipy\(\)"):
+        Discrete(probs).to_scipy()
+    with pytest.raises(ff.ModelError, match=r"batch of Dirichlets"):
+        Dirichlet(probs + 1.0).to_scipy()
+    np.testing.assert_allclose(Discrete(probs)[1].to_scipy().pmf([0, 1]), [0.5, 0.5])
+    np.testing.assert_allclose(Dirichlet(probs + 1.0)[0].to_scipy().mean(), [0.4, 0.6])

@@ -1,0 +1,43 @@
+"""Posteriors print their values as NumPy does (summarised for large batches)."""
+
+import numpy as np
+
+import factorflow as ff
+
+D = ff.distributions
+
+
+def test_scalars_print_every_digit() -> None:
+    assert repr(D.Gaussian(0.5, 2.0)) == "Gaussian(mean=0.5, variance=2.0)"
+    assert repr(D.Gamma(2.0, rate=0.1)) == "Gamma(shape=2.0, rate=0.1)"
+    assert repr(D.Beta(1.5, 3.0)) == "Beta(alpha=1.5, beta=3.0)"
+    assert repr(D.PointMass(3)) == "PointMass(3)"
+    assert repr(D.PointMass(2.5)) == "PointMass(2.5)"
+
+
+def test_batches_print_their_values() -> None:
+    assert repr(D.Gaussian([0.1, 0.2, 0.3], [1.0, 1.0, 1.0])) == \
+        "Gaussian(mean=[0.1, 0.2, 0.3], variance=[1., 1., 1.])"
+    assert repr(D.Gamma(2.0, rate=[1.0, 4.0])) == "Gamma(shape=2.0, rate=[1., 4.])"
+    assert repr(D.PointMass([True, False])) == "PointMass([ True, False])"
+    assert repr(D.Discrete([[0.25, 0.75], [0.5, 0.5]])) == """\
+Discrete(probs=[[0.25, 0.75],
+                [0.5 , 0.5 ]])"""
+
+
+def test_large_batches_are_summarised() -> None:
+    assert repr(D.Gaussian(np.arange(100.0), np.ones(100))) == (
+        "Gaussian(mean=[ 0.,  1.,  2., ..., 97., 98., 99.], "
+        "variance=[1., 1., 1., ..., 1., 1., 1.])")
+    assert repr(D.PointMass(np.arange(20))) == "PointMass([ 0,  1,  2, ..., 17, 18, 19])"
+    assert repr(D.Discrete(np.full((30, 2), 0.5))) == """\
+Discrete(probs=[[0.5, 0.5],
+                [0.5, 0.5],
+                [0.5, 0.5],
+                ...,
+                [0.5, 0.5],
+                [0.5, 0.5],
+                [0.5, 0.5]])"""
+    # at the threshold (12 elements) nothing is left out
+    assert "..." not in repr(D.Gaussian(np.arange(12.0), np.ones(12)))
+    assert "..." in repr(D.Gaussian(np.arange(13.0), np.ones(13)))
