@@ -83,7 +83,7 @@ def check_proper_input(value: Any, what: str, iteration: int | None = None, mask
     proper = np.asarray(value.is_proper())
     for e in value.eta:  # a NaN parameter is no message either
         nan = np.isnan(e)
-        proper = proper & ~(nan.reshape(nan.shape[:proper.ndim] + (-1,)).any(-1)
+        proper = proper & ~(nan.any(axis=tuple(range(proper.ndim, nan.ndim)))
                             if nan.ndim > proper.ndim else nan)
     if mask is not None:
         proper, where_applies = np.broadcast_arrays(proper, np.asarray(mask, bool))

@@ -109,3 +109,15 @@ def test_the_registry_annotation_reaches_the_graph():
                 ff.Gaussian("x", 0.0, precision=1.0, observed=[0.0, 1.0, 2.0])
     graph = model.compile("ep").schedule.graph
     assert graph.no_init == {"v_weights__use0__B"}
+
+
+def test_the_proper_check_takes_empty_plates_and_vector_messages():
+    """Elements of an empty plate and Dirichlet-like event axes: nothing to refuse."""
+    from factorflow.distributions import Dirichlet
+    from factorflow.runtime.kernels import check_proper_input
+
+    empty = Dirichlet(np.ones((0, 3)))
+    assert check_proper_input(empty, "nothing") is empty
+    bad = Dirichlet.from_natural(np.array([[0.0, 1.0], [np.nan, 1.0]]))
+    with pytest.raises(ff.ImproperMessageError, match=r"x needs a proper message.*index \(1,\)"):
+        check_proper_input(bad, "x", 2)
