@@ -55,6 +55,7 @@ class _Emitter:
         self.symbols: dict[str, tuple[str, Any]] = {}
         self.lines: list[str] = []
         self.last_prov: str | None = None
+        self.iteration = "None"  # the run-time iteration where a statement is emitted
         own = Counter([d.name for d in program.decls] + [r for r, _ in program.ranges])
         twice = {n for n, k in own.items() if k > 1}
         clash = sorted(twice | (set(own) & (GENERATED | reserved)))
@@ -118,6 +119,7 @@ class _Emitter:
     # ----- statements -------------------------------------------------------------
     def statement(self, s: Stmt, depth: int, check: bool) -> None:
         self.provenance(s, depth)
+        self.iteration = "iteration" if check else "None"
         emit: Callable[[Stmt, int], None] = getattr(
             self, "stmt_" + s.op.replace(".", "_"), self.stmt_operator)
         emit(s, depth)
@@ -139,6 +141,7 @@ class _Emitter:
         if s.param("reduce"):  # the messages multiplied over these plate axes, fused
             args += f", reduce=({self.shape(plates)}, {s.param('reduce')!r})"
         rhs = f"{fn}({args})"
+        self.check_proper_inputs(s, depth)
         if self.p.algorithm == "ep" and s.param("target") in self.decls:
             # EP damping: the new message to the variable mixed with the old one
             out, fixed = s.outputs[0], _fixed(s.outputs[0])
@@ -146,6 +149,24 @@ class _Emitter:
             label = self.decls[s.param("target")].label
             rhs = f"damp({old}, {rhs}, damping, {label!r})"
         self.assign(s.outputs[0], rhs, depth, s)
+
+    def check_proper_inputs(self, s: Stmt, depth: int) -> None:
+        """Before an EP operator annotated ``proper`` for some arguments (seed 000: its
+        output is not defined on a uniform input), a run-time check of those inputs."""
+        factor, algorithm, target = s.param("operator")
+        if algorithm != "ep":  # VMP reads posteriors; a derived variable's message may
+            return  # be uniform before the first sweep and its operators accept that
+        plates = s.param("plates", ())
+        mask = self.mask(s)
+        for arg, value in s.inputs:
+            if arg not in FACTORS[factor].operators[(algorithm, target)].proper:
+                continue
+            what = f"{factor}'s message to {target!r}, from argument {arg!r}"
+            if s.provenance:
+                what += f" ({comment(s.provenance)})"
+            extra = f", {mask}" if mask is not None else ""
+            self.emit(f"check_proper_input({self.operand(value, plates)}, {what!r}, "
+                      f"{self.iteration}{extra})", depth)
 
     def mask(self, s: Stmt) -> str | None:
         """The boolean array (over the statement's plates) of the observed conditions

@@ -64,7 +64,9 @@ class Operator:
     * ``proper`` — the input must be proper, or the operator cannot run;
     * ``trigger`` — whenever that input changes, this message must be recomputed;
     * ``fresh`` — that input must be up to date before this operator runs;
-    * ``no_init`` — the message needs no initialisation before the iteration loop.
+    * ``no_init`` — the message needs no initialisation before the iteration loop: the
+      initialization schedule never computes it, and the loop starts from its initial
+      (uniform) value, even where another operator requires it.
     """
 
     factor: str

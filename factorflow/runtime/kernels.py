@@ -8,7 +8,7 @@ import numpy as np
 
 from factorflow.distributions import Bernoulli
 from factorflow.distributions.base import Distribution
-from factorflow.errors import ModelError
+from factorflow.errors import ImproperMessageError, ModelError
 from factorflow.factors.variable import (
     ep_variable_evidence,
     slot,
@@ -83,6 +83,35 @@ def check_proper(d: Distribution, what: str, iteration: int | None = None,
     d.check_proper(what if iteration is None else f"{what}, at iteration {iteration + 1}")
 
 
+def check_proper_input(value: Any, what: str, iteration: int | None = None, mask: Any = None
+                 ) -> Any:
+    """An operator annotated ``proper`` for an argument cannot run on an improper or
+    uniform message there: ImproperMessageError naming ``what`` (the factor, the message
+    it computes and the argument) and the iteration (counted from 1).  Known values pass;
+    ``mask`` (over the statement's plates) limits the check to where the statement
+    applies.  Returns ``value``."""
+    if not isinstance(value, Distribution):
+        return value
+    proper = np.asarray(value.is_proper())
+    for e in value.eta:  # a NaN parameter is no message either
+        nan = np.isnan(e)
+        proper = proper & ~(nan.any(axis=tuple(range(proper.ndim, nan.ndim)))
+                            if nan.ndim > proper.ndim else nan)
+    if mask is not None:
+        proper, where_applies = np.broadcast_arrays(proper, np.asarray(mask, bool))
+        proper = proper | ~where_applies
+    if np.all(proper):
+        return value
+    bad = np.argwhere(~proper)
+    where = f" at index {tuple(int(i) for i in bad[0])}" if proper.ndim else ""
+    when = "before the first iteration" if iteration is None else \
+        f"at iteration {iteration + 1}"
+    raise ImproperMessageError(
+        f"{what} needs a proper message, got an improper or uniform one{where} {when}: "
+        f"{value!r}. Give the variables around it proper priors, or initialise them "
+        "(init=...).")
+
+
 def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ...]
             ) -> Distribution:
     """The user's initial posterior for ``label``, broadcast to the variable's plates."""
@@ -116,6 +145,7 @@ NAMESPACE = {
     "scatter_prod": scatter_prod,
     "align_plates": align_plates,
     "check_proper": check_proper,
+    "check_proper_input": check_proper_input,
     "initial": initial,
     "total": total,
     "ep_variable_evidence": ep_variable_evidence,
