@@ -14,13 +14,14 @@ from factorflow.errors import (
     DataError,
     ImproperMessageError,
     ModelError,
+    ParseError,
     RenderError,
     ScheduleError,
     ScheduleWarning,
     UnsupportedFactorError,
 )
 from factorflow.model.core import Data, Model, Plate, Range, Variable
-from factorflow.model.dsl import digamma, exp, factor, lgamma, log, sum_over
+from factorflow.model.dsl import E, Elog, V, digamma, exp, factor, lgamma, log, sum_over
 from factorflow.model.factories import (
     Bernoulli,
     Beta,
@@ -29,13 +30,20 @@ from factorflow.model.factories import (
     Discrete,
     Gamma,
     Gaussian,
+    HalfCauchy,
+    Laplace,
     Poisson,
+    StudentT,
     constrain_true,
     is_positive,
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
+from factorflow.model.naturals import naturals
 from factorflow.model.nodes import Deterministic
+from factorflow.model.vectors import VectorGaussian, Wishart, inner
+from factorflow.rewrite.user import function, simplify_rule
 from factorflow.runtime.result import Result, load_result
+from factorflow.text import parse
 
 #: ff.sum(expr, "k"), the sum over an inner index in a factor formula; left out of
 #: __all__ so that a star import keeps the built-in sum
@@ -46,9 +54,11 @@ __version__ = "0.1.0"
 __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
+    "StudentT", "Laplace", "HalfCauchy", "VectorGaussian", "Wishart", "inner",
     "constrain_true", "is_positive", "distributions",
-    "factor", "log", "exp", "lgamma", "digamma", "Deterministic",
+    "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
+    "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
-    "load_result",
+    "load_result", "parse", "ParseError",
 ]

@@ -15,6 +15,18 @@ class DataError(ModelError):
     """Observed data has the wrong shape, contains NaN/inf, or lies outside its support."""
 
 
+class ParseError(ModelError):
+    """Model text (``ff.parse``) is not in the DSL's grammar; the message shows the line,
+    the column and a caret under the offending character."""
+
+    def __init__(self, message: str, line: int = 0, column: int = 0) -> None:
+        super().__init__(message)
+        self.line, self.column = line, column
+
+    def __reduce__(self) -> tuple:
+        return type(self), (self.args[0], self.line, self.column)
+
+
 class UnsupportedFactorError(ModelError):
     """A factor has no message operator for the requested algorithm."""
 

@@ -23,9 +23,24 @@ def test_example_runs(path, capsys):
         assert abs(out["p_effective"] - 2772 / 3672) < 1e-6
     if path.stem == "truncated_gaussian":
         assert abs(np.exp(out[0.5]) - 0.308537538725987) < 1e-9
+    if path.stem == "horseshoe_gibbs":  # large means kept, the zero ones shrunk
+        assert np.all(np.abs(out["median"][:3]) > 3) and np.median(np.abs(out["median"][3:])) < 0.2
+    if path.stem == "linear_regression":
+        assert out["ep_error"] < 1e-12 and out["vmp_error"] < 1e-12
+        assert abs(out["ep_log_evidence"] - out["exact_log_evidence"]) < 1e-9
+        assert abs(out["vmp_log_evidence"] - out["exact_log_evidence"]) < 1e-9
+    if path.stem == "gaussian_mixture":
+        from tests.runtime.test_vector_models import gmm_by_hand
+        ref = gmm_by_hand(out["x"], 3, out["init"], np.zeros(2), 0.01 * np.eye(2), 3.0,
+                          np.eye(2), 1.0)
+        result = out["result"]
+        assert np.max(np.abs(result["means"].mean - ref["means"])) < 1e-7
+        assert np.max(np.abs(result["precs"].rate - ref["rates"])) < 1e-6
+        assert abs(result.log_evidence - ref["elbo"]) < 1e-7
     if path.stem == "learning_gaussian":
         assert abs(float(out["result"]["mean"].mean) - 5.9603207170807826) < 1e-9
 
 
 def test_there_are_examples():
-    assert {p.stem for p in EXAMPLES} >= {"learning_gaussian", "two_coins", "clinical_trial"}
+    assert {p.stem for p in EXAMPLES} >= {"learning_gaussian", "two_coins", "clinical_trial",
+                                          "linear_regression", "gaussian_mixture"}

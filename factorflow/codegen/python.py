@@ -37,6 +37,10 @@ GENERATED = frozenset({"infer", "data", "sizes", "init", "iterations", "on_itera
                        "iteration", "range"})
 
 
+#: the event axes of a known value of each domain (a vector's one, a matrix's two)
+_EVENT_NDIM = {"simplex": 1, "vector": 1, "posdef": 2}
+
+
 @dataclass(frozen=True)
 class Generated:
     source: str
@@ -51,6 +55,7 @@ class _Emitter:
         self.symbols: dict[str, tuple[str, Any]] = {}
         self.lines: list[str] = []
         self.last_prov: str | None = None
+        self.iteration = "None"  # the run-time iteration where a statement is emitted
         own = Counter([d.name for d in program.decls] + [r for r, _ in program.ranges])
         twice = {n for n, k in own.items() if k > 1}
         clash = sorted(twice | (set(own) & (GENERATED | reserved)))
@@ -97,7 +102,10 @@ class _Emitter:
         if own and stmt_plates and tuple(stmt_plates[-len(own):]) != own and len(own) < len(
                 stmt_plates):
             positions = tuple(stmt_plates.index(p) for p in own)
-            return f"align_plates({text}, {positions}, {len(stmt_plates)})"
+            event = _EVENT_NDIM.get(self.decls[op.var].domain or "", 0) if self.decls[
+                op.var].role in ("observed", "constant") else 0
+            return (f"align_plates({text}, {positions}, {len(stmt_plates)}"
+                    + (f", {event})" if event else ")"))
         return text
 
     def emit(self, line: str, depth: int) -> None:
@@ -111,6 +119,7 @@ class _Emitter:
     # ----- statements -------------------------------------------------------------
     def statement(self, s: Stmt, depth: int, check: bool) -> None:
         self.provenance(s, depth)
+        self.iteration = "iteration" if check else "None"
         emit: Callable[[Stmt, int], None] = getattr(
             self, "stmt_" + s.op.replace(".", "_"), self.stmt_operator)
         emit(s, depth)
@@ -118,7 +127,10 @@ class _Emitter:
             d = self.decls[s.param("target")]
             where = f"posterior of {d.label} ({comment(s.provenance)})" if s.provenance \
                 else f"posterior of {d.label}"
-            self.emit(f"check_proper({s.outputs[0].var}, {where!r}, iteration)", depth)
+            mask = self.mask(s)  # a variable inside an observed condition's branch: it
+            # exists (and must be proper) only where the condition holds
+            only = f", where={mask}" if mask is not None else ""
+            self.emit(f"check_proper({s.outputs[0].var}, {where!r}, iteration{only})", depth)
 
     def stmt_operator(self, s: Stmt, depth: int) -> None:
         if s.param("evidence"):
@@ -126,7 +138,10 @@ class _Emitter:
         fn = self.symbol(s.op, "operator", s.param("operator"))
         plates = s.param("plates", ())
         args = ", ".join(f"{k}={self.operand(v, plates)}" for k, v in s.inputs)
+        if s.param("reduce"):  # the messages multiplied over these plate axes, fused
+            args += f", reduce=({self.shape(plates)}, {s.param('reduce')!r})"
         rhs = f"{fn}({args})"
+        self.check_proper_inputs(s, depth)
         if self.p.algorithm == "ep" and s.param("target") in self.decls:
             # EP damping: the new message to the variable mixed with the old one
             out, fixed = s.outputs[0], _fixed(s.outputs[0])
@@ -134,6 +149,24 @@ class _Emitter:
             label = self.decls[s.param("target")].label
             rhs = f"damp({old}, {rhs}, damping, {label!r})"
         self.assign(s.outputs[0], rhs, depth, s)
+
+    def check_proper_inputs(self, s: Stmt, depth: int) -> None:
+        """Before an EP operator annotated ``proper`` for some arguments (seed 000: its
+        output is not defined on a uniform input), a run-time check of those inputs."""
+        factor, algorithm, target = s.param("operator")
+        if algorithm != "ep":  # VMP reads posteriors; a derived variable's message may
+            return  # be uniform before the first sweep and its operators accept that
+        plates = s.param("plates", ())
+        mask = self.mask(s)
+        for arg, value in s.inputs:
+            if arg not in FACTORS[factor].operators[(algorithm, target)].proper:
+                continue
+            what = f"{factor}'s message to {target!r}, from argument {arg!r}"
+            if s.provenance:
+                what += f" ({comment(s.provenance)})"
+            extra = f", {mask}" if mask is not None else ""
+            self.emit(f"check_proper_input({self.operand(value, plates)}, {what!r}, "
+                      f"{self.iteration}{extra})", depth)
 
     def mask(self, s: Stmt) -> str | None:
         """The boolean array (over the statement's plates) of the observed conditions
@@ -185,7 +218,8 @@ class _Emitter:
     stmt_Variable_evidence = variable_nodes.evidence
 
     def event(self, d: VarDecl) -> str:
-        return f", {d.event}" if d.family in ("Discrete", "Dirichlet") else ""
+        return f", {d.event}" if d.family in ("Discrete", "Dirichlet", "VectorGaussian",
+                                              "Wishart") else ""
 
 
 #: the variable-node updates: each recomputes a posterior or an edge message from the

@@ -41,10 +41,12 @@ def marginal(e: _Emitter, s: Stmt, depth: int) -> None:
     var = e.decls[s.param("target")]
     hows, uplates = s.param("uses"), s.param("use_plates")
     terms = [dict(s.inputs)["def"].var]
+    done = s.param("reduced_uses", ())  # multiplied over their plates by their operator
     for k, (how, up) in enumerate(zip(hows, uplates, strict=True)):
         key = f"use{k}"
         if key in dict(s.inputs):
-            terms.append(reduced(e, dict(s.inputs)[key].var, how, up, var))
+            name = dict(s.inputs)[key].var
+            terms.append(name if k in done else reduced(e, name, how, up, var))
     product = " * ".join(terms)
     if var.plates:  # a message shared by the whole plate still gives one posterior each
         product = f"fit_plates({product}, {e.shape(var.plates)})"
@@ -84,9 +86,11 @@ def backward(e: _Emitter, s: Stmt, depth: int) -> None:
         fam = e.symbol(var_family(e.decls, out), "family", var_family(e.decls,
                                                                            out))
         terms = [f"{fam}.uniform({e.shape(var.plates)}{e.event(e.decls[out])})"]
+        done = s.param("reduced_uses", ())
         for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
                                           strict=True)):
-            terms.append(reduced(e, ins[f"use{k}"].var, how, up, var))
+            name = ins[f"use{k}"].var
+            terms.append(name if k in done else reduced(e, name, how, up, var))
         e.emit(f"{out} = {' * '.join(terms)}", depth)
     elif "def" in ins:
         e.emit(f"{out} = {ins['marginal'].var} / {ins['def'].var}", depth)

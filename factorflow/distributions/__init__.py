@@ -12,6 +12,7 @@ from factorflow.distributions.families import (
     PointMass,
     Poisson,
 )
+from factorflow.distributions.multivariate import VectorGaussian, Wishart
 
 __all__ = ["Distribution", "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete",
-           "Dirichlet", "Poisson", "PointMass"]
+           "Dirichlet", "Poisson", "PointMass", "VectorGaussian", "Wishart"]

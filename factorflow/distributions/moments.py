@@ -1,13 +1,18 @@
 """Expectations of a factor argument that is either known (an array) or a distribution.
 
-Message operators are written with these (VinDsl's E, V, C, Elog), so one operator serves
-an observed argument and a random one alike: for a known value x, E(x) = x, V(x) = 0 and
-C(x) = 0 (a PointMass counts as known).
+Message operators are written with these (VinDsl's E, V, C, Elog, Eloggamma, Elogdet),
+so one operator serves an observed argument and a random one alike: for a known value x,
+E(x) = x, V(x) = 0 and C(x) = 0 (a PointMass counts as known).
+
+``Eloggamma`` and ``Elogdet`` look the family up in a table (:func:`register_moment`), the
+extension point for new families: a matrix family such as a Wishart registers its
+``Elogdet`` (Σ_i ψ((ν + 1 - i)/2) + p log 2 + log det S) where it is defined.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -21,6 +26,7 @@ from factorflow.distributions.families import (
     Gaussian,
     PointMass,
 )
+from factorflow.errors import ModelError
 from factorflow.lazy import special
 
 
@@ -71,6 +77,99 @@ def Elog1m(v: Any) -> np.ndarray:
     if isinstance(v, Beta):
         return v.expected_stats()[1]
     raise TypeError(f"E[log(1-x)] is not defined for {type(v).__name__}")
+
+
+Moment = TypeVar("Moment", bound=Callable[[Any], np.ndarray])
+#: (moment name, family) -> the moment of a distribution of that family
+_BY_FAMILY: dict[tuple[str, type], Callable[[Any], np.ndarray]] = {}
+
+
+def register_moment(name: str, family: type) -> Callable[[Moment], Moment]:
+    """Register ``fn(distribution) -> array`` as the moment ``name`` (``"Eloggamma"``,
+    ``"Elogdet"``) of ``family`` and its subclasses; use as a decorator."""
+    def register(fn: Moment) -> Moment:
+        _BY_FAMILY[name, family] = fn
+        return fn
+
+    return register
+
+
+def _by_family(name: str, v: Any) -> np.ndarray:
+    for cls in type(v).__mro__:
+        fn = _BY_FAMILY.get((name, cls))
+        if fn is not None:
+            return fn(v)
+    raise TypeError(f"{name} is not defined for {type(v).__name__} (register it with "
+                    f"factorflow.distributions.moments.register_moment({name!r}, "
+                    f"{type(v).__name__}))")
+
+
+def Eloggamma(v: Any) -> np.ndarray:
+    """E[log Γ(x)] for positive x: ``gammaln`` of a known value, else the family's
+    registered moment (Gamma: :func:`gamma_eloggamma`)."""
+    if is_known(v):
+        return special.gammaln(_value(v))
+    return _by_family("Eloggamma", v)
+
+
+def Elogdet(v: Any) -> np.ndarray:
+    """E[log det x]: of a known positive-definite matrix (over the last two axes) its log
+    determinant, else the family's registered moment. A vector of positive components
+    (Gamma, Dirichlet) stands for the diagonal matrix ``diag(x)``:
+    E[log det diag(x)] = Σ_k E[log x_k] over the last axis."""
+    if is_known(v):
+        x = _value(v)
+        if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+            raise ModelError(f"log det needs square matrices over the last two axes, got "
+                             f"an array of shape {x.shape}")
+        sign, logdet = np.linalg.slogdet(x)
+        if np.any(sign <= 0):
+            raise ModelError("log det of a known matrix that is not positive definite "
+                             "(its determinant is not positive)")
+        return logdet
+    return _by_family("Elogdet", v)
+
+
+#: E[log Γ(x+1)] = ∫_0^∞ e^{-t} (E[x] - (1 - E[e^{-xt}]) / (1 - e^{-t})) dt / t (Malmsten's
+#: integral for log Γ, averaged under x), on the double-exponential grid
+#: t = exp(s - e^{-s}) for integrands that decay like e^{-t} (Ooura and Mori), step 1/32
+_STEP = 1.0 / 32.0
+_S = np.arange(-5.0, 5.0 + _STEP / 2, _STEP)
+_T = np.exp(_S - np.exp(-_S))
+_W = _STEP * _T * (1.0 + np.exp(-_S))
+
+
+@register_moment("Eloggamma", Gamma)
+def gamma_eloggamma(v: Gamma) -> np.ndarray:
+    """E[log Γ(x)] for x ~ Gamma(a, rate b), with no closed form: log Γ(x) = log Γ(x + 1) -
+    log x, E[log x] = ψ(a) - log b, and E[log Γ(x + 1)] by quadrature of Malmsten's
+    integral, in which E[e^{-xt}] = (1 + t/b)^{-a} is closed. The integrand is smooth and
+    decays like e^{-t}; on 321 double-exponential points the result agrees with adaptive
+    quadrature of log Γ(x) p(x) to about 1e-12 relative for shapes 0.05 to 10⁴."""
+    a = np.asarray(v.shape_param, float)[..., None]
+    b = np.asarray(v.rate, float)[..., None]
+    survival = -np.expm1(-a * np.log1p(_T / b)) / -np.expm1(-_T)   # (1 - E e^{-xt})/(1 - e^{-t})
+    integrand = np.exp(-_T) * (a / b - survival) / _T
+    return (integrand * _W).sum(axis=-1) - v.mean_log()
+
+
+@register_moment("Elogdet", Gamma)
+def gamma_elogdet(v: Gamma) -> np.ndarray:
+    """E[log det diag(x)] = Σ_k E[log x_k] for independent Gamma components (last axis)."""
+    return _sum_last(v.mean_log(), "Gamma")
+
+
+@register_moment("Elogdet", Dirichlet)
+def dirichlet_elogdet(v: Dirichlet) -> np.ndarray:
+    """E[log det diag(θ)] = Σ_k (ψ(α_k) - ψ(α_0)) over the simplex's components."""
+    return _sum_last(v.mean_log(), "Dirichlet")
+
+
+def _sum_last(mean_log: np.ndarray, family: str) -> np.ndarray:
+    if np.ndim(mean_log) == 0:
+        raise TypeError(f"Elogdet of a scalar {family} is undefined: give a vector (the "
+                        "diagonal of a matrix) with a last axis")
+    return np.sum(mean_log, axis=-1)
 
 
 def Eprob(v: Any) -> np.ndarray:
@@ -141,5 +240,5 @@ def gaussian_moments(v: Any) -> tuple[np.ndarray, np.ndarray]:
     raise TypeError(f"expected a real-valued argument, got {type(v).__name__}")
 
 
-__all__ = ["E", "V", "C", "E2", "Elog", "Elog1m", "Eprob", "Eonehot", "Elogit", "is_known",
-           "gaussian_moments", "special"]
+__all__ = ["E", "V", "C", "E2", "Elog", "Elog1m", "Eloggamma", "Elogdet", "Eprob", "Eonehot",
+           "Elogit", "is_known", "gaussian_moments", "register_moment", "special"]

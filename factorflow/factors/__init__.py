@@ -17,8 +17,12 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     gamma,
     gate,
     gaussian,
+    inner_product,
     logic,
     poisson,
+    scale_mixtures,
+    vector_gaussian,
+    wishart,
 )
 from factorflow.factors.registry import FACTORS, Factor, Operator, define_factor
 

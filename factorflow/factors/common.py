@@ -117,3 +117,52 @@ def project_dirichlet_mixture(alpha: np.ndarray, log_w: np.ndarray) -> np.ndarra
     total_var = np.sum(within + between, axis=-1, keepdims=True)
     total_count = np.sum(mean * (1 - mean), axis=-1, keepdims=True) / total_var - 1
     return mean * total_count
+
+
+# ----- reductions over plates fused into operators -------------------------------------
+#: einsum subscripts of plate axes (event axes are written with i, j)
+_PLATE_LETTERS = "abcdefghklmnopqrstuvwxyz"
+
+#: ``reduce=`` of an operator: (the statement's plate shape, the plate axes to multiply
+#: the messages over); see ``Factor.operator`` and ``transforms.messages``
+Reduce = tuple[tuple[int, ...], tuple[int, ...]]
+
+
+def plate_einsum(out_event: str, terms: list[tuple[Any, str]], reduce: Reduce) -> np.ndarray:
+    """Σ over the plate axes ``reduce[1]`` of the product of ``terms``, each (array, its
+    event subscripts), whose leading plate axes broadcast (right-aligned) to the plate
+    shape ``reduce[0]``: one ``np.einsum`` (optimize=True), so the per-element products
+    (an (N, D, D) array of outer products, say) are never formed.  The result has the
+    kept plate axes, then ``out_event``; an axis along which every term is constant is
+    multiplied by its length instead of summed."""
+    shape, axes = reduce
+    plates = _PLATE_LETTERS[: len(shape)]
+    subs, arrays = [], []
+    constant = set(axes)
+    scalars = [np.asarray(a, float) for a, event in terms if not event]
+    terms = [(a, event) for a, event in terms if event]
+    if scalars and terms:  # fold the per-element weights into the first vector term, so
+        # that einsum contracts two operands (a matrix product) instead of three
+        weight = np.prod(np.broadcast_arrays(*scalars), axis=0) if len(scalars) > 1 \
+            else scalars[0]
+        first, event = terms[0]
+        terms[0] = (weight[(...,) + (None,) * len(event)] * np.asarray(first, float), event)
+    elif scalars:
+        terms = [(np.prod(np.broadcast_arrays(*scalars), axis=0), "")]
+    for arr, event in terms:
+        arr = np.asarray(arr, float)
+        nb = arr.ndim - len(event)
+        arr = arr.reshape((1,) * (len(shape) - nb) + arr.shape)
+        constant -= {ax for ax in axes if arr.shape[ax] != 1}
+        subs.append(plates + event)
+        arrays.append(arr)
+    kept = "".join(p for k, p in enumerate(plates) if k not in axes)
+    out = np.einsum(",".join(subs) + "->" + kept + out_event, *arrays, optimize=True)
+    count = np.prod([shape[ax] for ax in constant]) if constant else 1
+    return out * count if count != 1 else out
+
+
+def reduced_shape(reduce: Reduce) -> tuple[int, ...]:
+    """The plate shape left after ``reduce``."""
+    shape, axes = reduce
+    return tuple(n for k, n in enumerate(shape) if k not in axes)

@@ -64,14 +64,15 @@ def truncated_normal_moments(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         excess = lam - t
         var = 1 - lam * excess
     tail = t > _TAIL
-    if np.any(tail):
-        tt = np.where(tail, t, _TAIL)
+    if np.any(tail):  # the continued fraction, on the tail elements only
+        tt = t[tail]
         d = tt
         for k in range(_CF_TERMS, 1, -1):
             d = tt + (k + 1) / d
         d1 = tt + 2 / d
-        excess = np.where(tail, 1 / d1, excess)
-        var = np.where(tail, (2 / d - 1 / d1) / d1, var)
+        excess, var = np.array(excess, float), np.array(var, float)
+        excess[tail] = 1 / d1
+        var[tail] = (2 / d - 1 / d1) / d1
     return excess, var
 
 
@@ -103,16 +104,23 @@ def _x_message(out, mean, var) -> Gaussian:
     m = np.where(uniform, 0.0, mean)
     s = np.sqrt(v)
     z = m / s
-    log_true = lw_true + special.log_ndtr(z)
-    log_false = lw_false + special.log_ndtr(-z)
-    with np.errstate(invalid="ignore"):
-        total = np.logaddexp(log_true, log_false)
-        w1, w0 = np.exp(log_true - total), np.exp(log_false - total)
-    excess1, var1 = truncated_normal_moments(-z)
-    excess0, var0 = truncated_normal_moments(z)
-    mean1, mean0 = s * excess1, -s * excess0
-    t_mean = w1 * mean1 + w0 * mean0
-    t_var = v * (w1 * var1 + w0 * var0) + w1 * w0 * (mean1 - mean0) ** 2
+    if np.all(lw_false == -np.inf):  # out is certainly true (a constraint): one half
+        excess1, var1 = truncated_normal_moments(-z)
+        t_mean, t_var = s * excess1, v * var1
+    elif np.all(lw_true == -np.inf):
+        excess0, var0 = truncated_normal_moments(z)
+        t_mean, t_var = -s * excess0, v * var0
+    else:
+        log_true = lw_true + special.log_ndtr(z)
+        log_false = lw_false + special.log_ndtr(-z)
+        with np.errstate(invalid="ignore"):
+            total = np.logaddexp(log_true, log_false)
+            w1, w0 = np.exp(log_true - total), np.exp(log_false - total)
+        excess1, var1 = truncated_normal_moments(-z)
+        excess0, var0 = truncated_normal_moments(z)
+        mean1, mean0 = s * excess1, -s * excess0
+        t_mean = w1 * mean1 + w0 * mean0
+        t_var = v * (w1 * var1 + w0 * var0) + w1 * w0 * (mean1 - mean0) ** 2
     with np.errstate(divide="ignore", invalid="ignore"):
         prec = 1 / t_var - 1 / v
         mtp = t_mean / t_var - m / v

@@ -3,7 +3,8 @@
 VinDsl's ``@defnaturals`` asks the author of a factor to write, for each node, the
 natural-parameter message the factor sends it. Here it is derived: the log density is
 brought to the normal form of :data:`~factorflow.rewrite.rules.ALGEBRA` (a sum of
-monomials), each monomial is split into the factors that involve the target and those
+monomials; with the user's rules of :mod:`factorflow.rewrite.user` after the built-in
+ones), each monomial is split into the factors that involve the target and those
 that do not, and the target part must be one of the target family's sufficient
 statistics ``T_i``. Then
 
@@ -27,6 +28,7 @@ from factorflow.rewrite.expectations import simplify_expectation
 from factorflow.rewrite.match import normalize
 from factorflow.rewrite.rules import ALGEBRA
 from factorflow.rewrite.terms import INDEX, INDEX_SUM, PROD, SUM, SYM, E, Term, add, at, log
+from factorflow.rewrite.user import user_rules
 
 #: Sufficient statistics of each conjugate family, as terms in the variable (and an index).
 FAMILIES: dict[str, Callable[[Term, str], tuple[Term, ...]]] = {
@@ -71,15 +73,30 @@ def derive_naturals(log_density: Term, target: Term, statistics: Sequence[Term] 
     ModelError naming the term that blocks conjugacy, or when the expectation over the
     other arguments cannot be closed.
     """
+    form, stats, coefficients, constant = split_statistics(log_density, target, statistics,
+                                                           index=index)
+    naturals = tuple(simplify_expectation(E(add(*c))) for c in coefficients)
+    return Derivation(target, stats, naturals, simplify_expectation(E(add(*constant))),
+                      simplify_expectation(E(form)))
+
+
+def split_statistics(log_density: Term, target: Term, statistics: Sequence[Term] | str, *,
+                     index: str = "k") -> tuple[Term, tuple[Term, ...], list[list[Term]],
+                                                list[Term]]:
+    """``log_density`` brought to the ``ALGEBRA`` normal form and split by the statistics
+    of ``target``: ``(form, statistics, coefficients, constant)`` with ``form = Σ_i
+    Σ coefficients[i] · statistics[i] + Σ constant``, no coefficient or constant term
+    involving ``target``. Raises ModelError naming the monomial that is no statistic."""
     if target.op != SYM:
         raise ModelError(f"the target of a message must be a random variable, got {target}")
     if isinstance(statistics, str):
         statistics = sufficient_statistics(statistics, target, index)
     name = target.payload[0]
-    form = normalize(log_density, ALGEBRA)
+    algebra = ALGEBRA + user_rules()
+    form = normalize(log_density, algebra)
     if name not in form.symbols:
         raise ModelError(f"the factor {log_density} does not depend on {target}")
-    stats = tuple(normalize(t, ALGEBRA) for t in statistics)
+    stats = tuple(normalize(t, algebra) for t in statistics)
     coefficients: list[list[Term]] = [[] for _ in stats]
     constant: list[Term] = []
     for monomial in form.args if form.op == SUM else (form,):
@@ -98,9 +115,7 @@ def derive_naturals(log_density: Term, target: Term, statistics: Sequence[Term] 
                 f"of its sufficient statistics {', '.join(map(str, stats))}")
         own = _own_index(stats[i])
         coefficients[i].append(rest if bound is None else rename_index(rest, bound, own))
-    naturals = tuple(simplify_expectation(E(add(*c))) for c in coefficients)
-    return Derivation(target, stats, naturals, simplify_expectation(E(add(*constant))),
-                      simplify_expectation(E(form)))
+    return form, stats, coefficients, constant
 
 
 def _own_index(statistic: Term) -> str | None:

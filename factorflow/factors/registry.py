@@ -14,7 +14,10 @@ Operator calling convention (the generated code relies on it):
   factor, under VMP the variable's current marginal (posterior);
 * the target argument is passed only if the operator's signature names it (EP operators
   that project a tilted distribution need the incoming message of their target);
-* the operator returns the message to its target, a batched distribution.
+* the operator returns the message to its target, a batched distribution;
+* an operator with a keyword-only ``reduce`` parameter is called, under VMP where the
+  target's use adds plates, with ``reduce=(plate shape, axes)`` and returns the product
+  of its messages over those plate axes (fused: ``factors.common.plate_einsum``).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ DOMAIN_FAMILY: Mapping[str, str] = {
     "int": "Discrete",
     "simplex": "Dirichlet",
     "count": "Poisson",
+    "vector": "VectorGaussian",
+    "posdef": "Wishart",
 }
 
 
@@ -59,7 +64,9 @@ class Operator:
     * ``proper`` — the input must be proper, or the operator cannot run;
     * ``trigger`` — whenever that input changes, this message must be recomputed;
     * ``fresh`` — that input must be up to date before this operator runs;
-    * ``no_init`` — the message needs no initialisation before the iteration loop.
+    * ``no_init`` — the message needs no initialisation before the iteration loop: the
+      initialization schedule never computes it, and the loop starts from its initial
+      (uniform) value, even where another operator requires it.
     """
 
     factor: str
@@ -74,6 +81,10 @@ class Operator:
     no_init: bool = False
     #: arguments that must be known (constant or observed) for this operator to apply
     known: frozenset[str] = frozenset()
+    #: whether ``fn`` takes ``reduce=(plate shape, axes)``: then it returns the product of
+    #: its messages over those plate axes, fused (``transforms.messages`` asks for it
+    #: under VMP where a variable's use adds plates, instead of a reduction after it)
+    reduces: bool = False
 
     @property
     def qualname(self) -> str:
@@ -135,13 +146,17 @@ class Factor:
         self.arg(target)
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
-            reads = tuple(inspect.signature(fn).parameters)
+            params = inspect.signature(fn).parameters
+            # ``*, reduce=None``: the fused form (an argument may still be named reduce)
+            fuses = "reduce" in params and params["reduce"].kind == params[
+                "reduce"].KEYWORD_ONLY and params["reduce"].default is None
+            reads = tuple(n for n in params if not (fuses and n == "reduce"))
             for n in reads:
                 self.arg(n)
             self.operators[(algorithm, target)] = Operator(
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
-                frozenset(known))
+                frozenset(known), fuses)
             return fn
 
         return register

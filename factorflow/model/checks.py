@@ -67,6 +67,8 @@ def numeric_array(value: Any, what: str) -> np.ndarray:
 def check_support(value: Any, domain: str, what: str, size: int | None = None) -> np.ndarray:
     """``value`` as an array if it lies in ``domain``; DataError naming ``what`` otherwise."""
     raw = numeric_array(value, what)
+    if domain in ("vector", "posdef"):
+        return _check_vectors(raw, domain, what, size)
     arr = raw.astype(bool if domain == "bool" else float)
     if arr.dtype != bool and not np.all(np.isfinite(arr)):
         raise DataError(f"{what} contains NaN or inf; remove or impute those values.")
@@ -98,6 +100,27 @@ def check_support(value: Any, domain: str, what: str, size: int | None = None) -
         if not np.allclose(sums, 1.0, rtol=0, atol=1e-9):
             raise DataError(f"{what}: probabilities must sum to 1 (got a sum of "
                             f"{float(np.ravel(sums)[0])!r}); normalise them.")
+    return arr
+
+
+def _check_vectors(raw: np.ndarray, domain: str, what: str, size: int | None) -> np.ndarray:
+    """A vector (last axis D) or a symmetric positive-definite matrix (last two axes
+    D × D, refused with its smallest eigenvalue), D = ``size`` when given."""
+    arr = raw.astype(float)
+    event = 1 if domain == "vector" else 2
+    if arr.ndim < event:
+        need = "a vector" if domain == "vector" else "a square matrix"
+        raise DataError(f"{what}: expected {need} (one per plate element), got shape "
+                        f"{arr.shape}.")
+    if size is not None and arr.shape[-event:] != (size,) * event:
+        need = f"({size},)" if domain == "vector" else f"({size}, {size})"
+        raise DataError(f"{what} has shape {arr.shape}, but its last axes must be {need} "
+                        f"(D = {size}).")
+    if domain == "posdef":
+        from factorflow.distributions.multivariate import check_positive_definite
+        return check_positive_definite(arr, what)
+    if not np.all(np.isfinite(arr)):
+        raise DataError(f"{what} contains NaN or inf; remove or impute those values.")
     return arr
 
 

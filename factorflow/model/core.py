@@ -230,6 +230,17 @@ class Variable(Operators):
     def __hash__(self) -> int:
         return id(self)
 
+    #: above NumPy's arrays, so that ``X @ w`` with an array X calls ``w.__rmatmul__``
+    __array_priority__ = 1000
+
+    def __matmul__(self, other: Any) -> Variable:
+        from factorflow.model import vectors
+        return vectors.inner(self, other)
+
+    def __rmatmul__(self, other: Any) -> Variable:
+        from factorflow.model import vectors
+        return vectors.inner(other, self)
+
     def __bool__(self) -> bool:
         raise ModelError(f"variable {self.name!r} is random: it has no truth value in Python. "
                          "Use ff.If(...) for conditions and &, |, ~ for logic.")
@@ -449,11 +460,15 @@ class Model:
 
     # ----- inference entry points (see factorflow.runtime) ------------------------
     def compile(self, algorithm: str = "ep", **options: Any) -> Any:
-        """Compile for ``algorithm`` ("ep" or "vmp"); cached per algorithm and options.
+        """Compile for ``algorithm`` ("ep", "vmp" or "gibbs"); cached per algorithm and
+        options.
 
         ``init`` names the variables whose posteriors ``run(init=...)`` will start from:
         any iterable of names (a list, tuple or set; a dict's keys), or one name."""
         from factorflow.runtime.compiled import compile_model
+        if algorithm == "gibbs":
+            from factorflow.samplers.gibbs import compile_gibbs
+            return compile_gibbs(self, **options)
         if "init" in options:
             options["init"] = init_names(options["init"])
         key = (algorithm, tuple(sorted(options.items())), len(self.statements))
@@ -473,7 +488,17 @@ class Model:
         ``checkpoint=path, every=k`` saves the run every k sweeps and resumes it from
         ``path`` when run again (bit-identical to an uninterrupted run); a run longer
         than a second shows a progress bar on a terminal (``progress=False``: never); see
-        ``CompiledModel.run``."""
+        ``CompiledModel.run``.
+
+        ``algorithm="gibbs"`` samples instead: ``model.infer("gibbs", draws=1000,
+        burn=500, thin=1, chains=4, seed=0)`` returns a ``SamplingResult`` (see
+        ``factorflow.samplers.gibbs.GibbsModel.run``)."""
+        if algorithm == "gibbs":
+            from factorflow.samplers.gibbs import infer_gibbs
+            passing = {"iterations": iterations, "tolerance": None if tolerance == "default"
+                       else tolerance, "on_iteration": on_iteration, "damping": damping,
+                       "checkpoint": checkpoint, "every": every, "resume": resume}
+            return infer_gibbs(self, init, data, passing, options)
         if init:
             options["init"] = tuple(sorted(set(init_names(options.get("init", ())))
                                            | set(init)))

@@ -49,6 +49,8 @@ from factorflow.rewrite.terms import (
     COVARIANCE,
     ELOG,
     ELOG1M,
+    ELOGDET,
+    ELOGGAMMA,
     EXPECT,
     INDEX,
     MOMENTS,
@@ -59,6 +61,9 @@ from factorflow.rewrite.terms import (
     index_sum,
     sym,
 )
+from factorflow.rewrite.terms import E as _E
+from factorflow.rewrite.terms import Elog as _Elog
+from factorflow.rewrite.terms import V as _V
 from factorflow.rewrite.terms import digamma as _digamma
 from factorflow.rewrite.terms import exp as _exp
 from factorflow.rewrite.terms import lgamma as _lgamma
@@ -81,7 +86,7 @@ _KNOWN_ONLY = frozenset({"count"})
 #: the moment each atom of a derived formula asks of an argument
 _MOMENT: dict[str, Callable[[Any], np.ndarray]] = {
     EXPECT: moments.E, VARIANCE: moments.V, ELOG: moments.Elog, ELOG1M: moments.Elog1m,
-    COVARIANCE: moments.C,
+    COVARIANCE: moments.C, ELOGGAMMA: moments.Eloggamma, ELOGDET: moments.Elogdet,
 }
 
 
@@ -103,6 +108,21 @@ def lgamma(x: Any) -> Term:
 def digamma(x: Any) -> Term:
     """ψ(x) in a factor formula."""
     return _digamma(x)
+
+
+def E(x: Any) -> Term:  # noqa: N802 - VinDsl's name
+    """E[x] in a natural-parameter update (``@ff.naturals``)."""
+    return _E(x)
+
+
+def V(x: Any) -> Term:  # noqa: N802
+    """Var[x] in a natural-parameter update."""
+    return _V(x)
+
+
+def Elog(x: Any) -> Term:  # noqa: N802
+    """E[log x] in a natural-parameter update."""
+    return _Elog(x)
 
 
 def sum_over(x: Term, index: str) -> Term:
@@ -162,8 +182,8 @@ def _environment(terms: list[Term], args: dict[str, Any],
     for t in set().union(*(_atoms(x) for x in terms)):
         name = t.args[0].payload[0]
         if t.op not in _MOMENT or name not in args:
-            raise ModelError(f"cannot evaluate {t}: factorflow knows E, V, C, Elog and Elog1m "
-                             "of a factor's arguments")
+            raise ModelError(f"cannot evaluate {t}: factorflow knows E, V, C, Elog, Elog1m, "
+                             "Eloggamma and Elogdet of a factor's arguments")
         if t.op == EXPECT and domains.get(name) == "int":
             env[t] = one_hot(name, args[name])
         elif t.op == COVARIANCE and domains.get(name) == "int" and moments.is_known(args[name]):
@@ -224,6 +244,9 @@ class UserFactor:
     factor: Factor | None = None
     #: the inner index of each vector argument
     inner: dict[str, str] = field(default_factory=dict)
+    #: the arguments whose update the user wrote (``@ff.naturals``), checked against the
+    #: derived one
+    custom: set[str] = field(default_factory=set)
 
     def __call__(self, name: str, *, observed: Any = None, **args: Any) -> Variable:
         output = next(iter(self.arguments))

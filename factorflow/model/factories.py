@@ -36,8 +36,14 @@ Operand = Variable | Indexed | Data | np.ndarray
 
 
 # ----- validation of known values (see model.checks) ---------------------------------
-def _event_shape(domain: str, size: int | None) -> tuple[int, ...]:
-    return (size,) if domain == "simplex" and size else ()
+#: the domains whose values have an event shape set by the variable's ``size``
+SIZED_DOMAINS = ("simplex", "int", "vector", "posdef")
+
+
+def event_shape(domain: str, size: int | None) -> tuple[int, ...]:
+    if not size:
+        return ()
+    return {"simplex": (size,), "vector": (size,), "posdef": (size, size)}.get(domain, ())
 
 
 def _operand(model: Model, value: Any, domain: str, what: str,
@@ -91,11 +97,11 @@ def _operand(model: Model, value: Any, domain: str, what: str,
     if isinstance(value, Data):
         if value.model is not model:
             raise ModelError(f"{what}: Data {value.name!r} belongs to another model.")
-        shape = tuple(p.size for p in plates) + _event_shape(domain, size)
+        shape = tuple(p.size for p in plates) + event_shape(domain, size)
         _use_data(model, value, DataUse(what, domain, shape, False, size))
         return value
     arr = check_support(value, domain, what, size)
-    _check_plate_shape(arr, model, what, _event_shape(domain, size))
+    _check_plate_shape(arr, model, what, event_shape(domain, size))
     return arr
 
 
@@ -127,14 +133,14 @@ def _observed(model: Model, name: str, observed: Any, domain: str,
         if observed.model is not model:
             raise ModelError(f"variable {name!r}: Data {observed.name!r} belongs to another "
                              "model.")
-        shape = tuple(p.size for p in model.plates) + _event_shape(domain, size)
+        shape = tuple(p.size for p in model.plates) + event_shape(domain, size)
         _use_data(model, observed, DataUse(f"the observed value of {name!r}", domain, shape,
                                            True, size))
         return observed
     if observed is None:
         return observed
     arr = check_support(observed, domain, f"observed value of {name!r}", size)
-    shape = tuple(p.size for p in model.plates) + _event_shape(domain, size)
+    shape = tuple(p.size for p in model.plates) + event_shape(domain, size)
     if arr.shape != shape:
         raise DataError(f"observed value of {name!r} has shape {arr.shape}, but its plates "
                         f"{[p.name for p in model.plates]} need shape {shape}.")
@@ -143,12 +149,15 @@ def _observed(model: Model, name: str, observed: Any, domain: str,
 
 def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
                  arg_domains: dict[str, str], observed: Any = None, size: int | None = None,
-                 derived: bool = False) -> Variable:
-    """Create ``name = factor(args)`` in the current model and plates."""
+                 derived: bool = False, arg_size: int | None = None) -> Variable:
+    """Create ``name = factor(args)`` in the current model and plates; ``size`` is the
+    variable's number of categories or dimension, ``arg_size`` that of its vector
+    arguments when it differs (an inner product: a scalar of two D-vectors)."""
     model = current_model(f"variable {name!r}")
     prov = _provenance()
+    asize = size if arg_size is None else arg_size
     checked = {k: _operand(model, v, arg_domains[k], f"variable {name!r}, argument {k!r}",
-                           size if arg_domains[k] in ("simplex", "int") else None)
+                           asize if arg_domains[k] in SIZED_DOMAINS else None)
                for k, v in args.items()}
     var = _redefinition(model, name, domain, observed)
     if var is None:
@@ -210,9 +219,26 @@ def _reciprocal(value: Any, name: str, what: str) -> np.ndarray:
 
 
 def Gaussian(name: str, mean: Any = 0.0, *, precision: Any = None, variance: Any = None,
-             observed: Any = None) -> Variable:
-    """A real variable ~ N(mean, 1/precision); ``variance=`` must then be a constant."""
-    key, value = _one_of(name, "spread", precision=precision, variance=variance)
+             scale: Any = None, observed: Any = None) -> Variable:
+    """A real variable ~ N(mean, 1/precision); ``variance=`` must then be a constant;
+    ``scale=`` (the standard deviation) may be a positive random variable (a scale
+    mixture such as the horseshoe; Gibbs sampling only).
+
+    >>> with ff.Model() as model:
+    ...     x = ff.Gaussian("x", 1.0, variance=4.0)
+    ...     y = ff.Gaussian("y", x, precision=1.0, observed=3.0)
+    >>> posterior = model.infer("ep")["x"]      # precision 1/4 + 1, mean (1/4 + 3) / 1.25
+    >>> round(float(posterior.mean), 12), round(float(posterior.variance), 12)
+    (2.6, 0.8)
+    """
+    key, value = _one_of(name, "spread", precision=precision, variance=variance,
+                         scale=scale)
+    if key == "scale" and isinstance(value, Variable | Indexed | Data):
+        return new_variable("GaussianScale", name, "real", {"mean": mean, "scale": value},
+                            {"mean": "real", "scale": "positive"}, observed)
+    if key == "scale":
+        value = np.asarray(check_support(value, "positive", f"{name}: scale")) ** 2
+        key = "variance"
     prec = value if key == "precision" else _reciprocal(value, name, "variance")
     return new_variable("Gaussian", name, "real", {"mean": mean, "precision": prec},
                         {"mean": "real", "precision": "positive"}, observed)
@@ -220,7 +246,16 @@ def Gaussian(name: str, mean: Any = 0.0, *, precision: Any = None, variance: Any
 
 def Gamma(name: str, shape: Any, *, rate: Any = None, scale: Any = None,
           observed: Any = None) -> Variable:
-    """A positive variable ~ Gamma(shape, rate); ``scale=`` must be a constant."""
+    """A positive variable ~ Gamma(shape, rate); ``scale=`` must be a constant.
+
+    >>> with ff.Model() as model:
+    ...     tau = ff.Gamma("tau", 2.0, rate=1.0)
+    ...     with ff.Plate(ff.Range("n", 2)):
+    ...         y = ff.Gaussian("y", 0.0, precision=tau, observed=[1.0, -1.0])
+    >>> posterior = model.infer("vmp")["tau"]   # shape 2 + 2/2, rate 1 + (1 + 1)/2
+    >>> float(posterior.shape_param), float(posterior.rate)
+    (3.0, 2.0)
+    """
     key, value = _one_of(name, "rate", rate=rate, scale=scale)
     r = value if key == "rate" else _reciprocal(value, name, "scale")
     return new_variable("Gamma", name, "positive", {"shape": shape, "rate": r},
@@ -228,24 +263,83 @@ def Gamma(name: str, shape: Any, *, rate: Any = None, scale: Any = None,
 
 
 def Beta(name: str, alpha: Any, beta: Any, *, observed: Any = None) -> Variable:
-    """A probability ~ Beta(alpha, beta)."""
+    """A probability ~ Beta(alpha, beta).
+
+    >>> with ff.Model() as model:
+    ...     p = ff.Beta("p", 1.0, 1.0)
+    ...     with ff.Plate(ff.Range("n", 3)):
+    ...         flips = ff.Bernoulli("flips", p, observed=[True, True, False])
+    >>> posterior = model.infer("ep")["p"]      # Beta(1 + 2, 1 + 1)
+    >>> float(posterior.alpha), float(posterior.beta)
+    (3.0, 2.0)
+    """
     return new_variable("Beta", name, "unit", {"alpha": alpha, "beta": beta},
                         {"alpha": "positive", "beta": "positive"}, observed)
 
 
 def Bernoulli(name: str, p: Any, *, observed: Any = None) -> Variable:
-    """A boolean variable, true with probability ``p`` (a constant or a Beta variable)."""
+    """A boolean variable, true with probability ``p`` (a constant or a Beta variable).
+
+    >>> with ff.Model() as model:
+    ...     a, b = ff.Bernoulli("a", 0.5), ff.Bernoulli("b", 0.5)
+    ...     ff.constrain_true(a | b)
+    >>> round(float(model.infer("ep")["a"].p), 12)  # P(a | a or b) = (1/2) / (3/4)
+    0.666666666667
+    """
     return new_variable("Bernoulli", name, "bool", {"p": p}, {"p": "unit"}, observed)
 
 
 def Binomial(name: str, trials: Any, p: Any, *, observed: Any = None) -> Variable:
-    """A count of successes in ``trials`` (constant) with success probability ``p``."""
+    """A count of successes in ``trials`` (constant) with success probability ``p``.
+
+    >>> with ff.Model() as model:
+    ...     p = ff.Beta("p", 1.0, 1.0)
+    ...     k = ff.Binomial("k", 10, p, observed=7)
+    >>> posterior = model.infer("ep")["p"]      # Beta(1 + 7, 1 + 3)
+    >>> float(posterior.alpha), float(posterior.beta)
+    (8.0, 4.0)
+    """
     return new_variable("Binomial", name, "count", {"trials": trials, "p": p},
                         {"trials": "count", "p": "unit"}, observed)
 
 
+def StudentT(name: str, mean: Any = 0.0, nu: Any = 1.0, *, precision: Any = 1.0,
+             observed: Any = None) -> Variable:
+    """A real variable with Student's t law: location ``mean``, ``nu`` degrees of freedom
+    (a constant) and precision ``precision`` (1 / scale²). Gibbs sampling only: it is
+    sampled as a Gaussian whose precision is scaled by a Gamma(ν/2, ν/2) auxiliary."""
+    nu = check_support(nu, "positive", f"{name}: nu") if not isinstance(
+        nu, Variable | Indexed | Data) else nu
+    return new_variable("StudentT", name, "real",
+                        {"mean": mean, "nu": nu, "precision": precision},
+                        {"mean": "real", "nu": "positive", "precision": "positive"}, observed)
+
+
+def Laplace(name: str, mean: Any = 0.0, scale: Any = 1.0, *, observed: Any = None) -> Variable:
+    """A real variable with density exp(−|x − mean| / scale) / (2 scale). Gibbs sampling
+    only: a Gaussian whose variance has an Exponential prior."""
+    return new_variable("Laplace", name, "real", {"mean": mean, "scale": scale},
+                        {"mean": "real", "scale": "positive"}, observed)
+
+
+def HalfCauchy(name: str, scale: Any = 1.0, *, observed: Any = None) -> Variable:
+    """A positive variable with density 2 scale / (π (scale² + x²)) (the horseshoe's
+    scales). Gibbs sampling only: x² is inverse Gamma given an inverse-Gamma auxiliary."""
+    return new_variable("HalfCauchy", name, "positive", {"scale": scale},
+                        {"scale": "positive"}, observed)
+
+
 def Poisson(name: str, rate: Any, *, observed: Any = None) -> Variable:
-    """A count ~ Poisson(rate)."""
+    """A count ~ Poisson(rate).
+
+    >>> with ff.Model() as model:
+    ...     rate = ff.Gamma("rate", 1.0, rate=1.0)
+    ...     with ff.Plate(ff.Range("n", 3)):
+    ...         counts = ff.Poisson("counts", rate, observed=[2, 0, 4])
+    >>> posterior = model.infer("vmp")["rate"]  # Gamma(1 + 6, 1 + 3)
+    >>> float(posterior.shape_param), float(posterior.rate)
+    (7.0, 4.0)
+    """
     return new_variable("Poisson", name, "count", {"rate": rate}, {"rate": "positive"},
                         observed)
 
@@ -272,14 +366,23 @@ def _categories(name: str, value: Any) -> int:
 
 
 def Discrete(name: str, probs: Any, *, observed: Any = None) -> Variable:
-    """An integer in 0..K-1 with probabilities ``probs`` (a K-vector or Dirichlet)."""
+    """An integer in 0..K-1 with probabilities ``probs`` (a K-vector or Dirichlet).
+
+    >>> with ff.Model() as model:
+    ...     w = ff.Dirichlet("w", np.ones(3))
+    ...     with ff.Plate(ff.Range("n", 4)):
+    ...         z = ff.Discrete("z", w, observed=[0, 2, 2, 1])
+    >>> model.infer("vmp")["w"].alpha.tolist()   # 1 + the count of each value
+    [2.0, 2.0, 3.0]
+    """
     k = _categories(name, probs)
     return new_variable("Discrete", name, "int", {"probs": probs}, {"probs": "simplex"},
                         observed, size=k)
 
 
 def Dirichlet(name: str, alpha: Any, *, observed: Any = None) -> Variable:
-    """A probability vector ~ Dirichlet(alpha) (alpha a constant K-vector)."""
+    """A probability vector ~ Dirichlet(alpha) (alpha a constant K-vector); see
+    ``Discrete`` for an example."""
     arr = numeric_array(alpha, f"variable {name!r}, argument 'alpha'")
     if arr.ndim == 0:
         raise ModelError(f"{name}: alpha must be a vector of K pseudo-counts.")
@@ -297,10 +400,11 @@ def Dirichlet(name: str, alpha: Any, *, observed: Any = None) -> Variable:
 
 # ----- deterministic factors ----------------------------------------------------------
 def _derived(factor: str, label: str, domain: str, args: dict[str, Any],
-             arg_domains: dict[str, str]) -> Variable:
+             arg_domains: dict[str, str], arg_size: int | None = None) -> Variable:
     model = current_model(label)
     name = label if label not in model.variables else model.fresh_name(label)
-    return new_variable(factor, name, domain, args, arg_domains, derived=True)
+    return new_variable(factor, name, domain, args, arg_domains, derived=True,
+                        arg_size=arg_size)
 
 
 def _label(v: Any) -> str:
@@ -536,7 +640,14 @@ def greater(a: Any, b: Any) -> Variable:
 
 
 def is_positive(x: Any) -> Variable:
-    """The boolean variable ``x > 0``."""
+    """The boolean variable ``x > 0``.
+
+    >>> with ff.Model() as model:
+    ...     x = ff.Gaussian("x", 0.0, variance=1.0)
+    ...     positive = ff.is_positive(x)
+    >>> positive.name, float(model.infer("ep")[positive.name].p)
+    ('(x > 0)', 0.5)
+    """
     return _derived("IsPositive", f"({_label(x)} > 0)", "bool", {"x": x}, {"x": "real"})
 
 
@@ -549,7 +660,14 @@ def logic(op: str, a: Any, b: Any = None) -> Variable:
 
 
 def constrain_true(b: Any) -> None:
-    """Constrain the boolean variable ``b`` to be true (adds evidence)."""
+    """Constrain the boolean variable ``b`` to be true (adds evidence); see ``Bernoulli``.
+
+    >>> with ff.Model() as model:
+    ...     x = ff.Gaussian("x", 0.0, variance=1.0)
+    ...     ff.constrain_true(x > 0.5)
+    >>> round(float(np.exp(model.infer("ep").log_evidence)), 9)   # P(x > 0.5)
+    0.308537539
+    """
     model = current_model("constrain_true")
     checked = _operand(model, b, "bool", "constrain_true: argument")
     model.add_statement(FactorCall("ConstrainTrue", None, {"value": checked}, model.plates,

@@ -37,7 +37,17 @@ def _condition(model: Model, c: Any, what: str, domains: tuple[str, ...]) -> Var
 
 @contextmanager
 def If(condition: Any) -> Iterator[GateFrame]:
-    """Statements inside apply where the boolean ``condition`` is true."""
+    """Statements inside apply where the boolean ``condition`` is true.
+
+    >>> with ff.Model() as model:             # P(cloudy | rain) = 0.4 / (0.4 + 0.1)
+    ...     cloudy = ff.Bernoulli("cloudy", 0.5)
+    ...     with ff.If(cloudy):
+    ...         rain = ff.Bernoulli("rain", 0.8, observed=True)
+    ...     with ff.IfNot(cloudy):
+    ...         rain = ff.Bernoulli("rain", 0.2, observed=True)
+    >>> round(float(model.infer("ep")["cloudy"].p), 12)
+    0.8
+    """
     model = current_model("ff.If")
     c = _condition(model, condition, "ff.If", ("bool",))
     with model._gate(GateFrame("if", c, provenance=_provenance())) as frame:
@@ -46,7 +56,7 @@ def If(condition: Any) -> Iterator[GateFrame]:
 
 @contextmanager
 def IfNot(condition: Any) -> Iterator[GateFrame]:
-    """Statements inside apply where the boolean ``condition`` is false."""
+    """Statements inside apply where the boolean ``condition`` is false; see ``If``."""
     model = current_model("ff.IfNot")
     c = _condition(model, condition, "ff.IfNot", ("bool",))
     with model._gate(GateFrame("if", c, negated=True, provenance=_provenance())) as frame:
@@ -56,7 +66,16 @@ def IfNot(condition: Any) -> Iterator[GateFrame]:
 @contextmanager
 def Case(condition: Any, value: int) -> Iterator[GateFrame]:
     """Statements inside apply where the discrete ``condition`` equals ``value`` (for a
-    Bernoulli, 1 is True and 0 is False)."""
+    Bernoulli, 1 is True and 0 is False).
+
+    >>> with ff.Model() as model:             # x's prior mean is 0, 10 or 20 by z
+    ...     z = ff.Discrete("z", [0.2, 0.3, 0.5])
+    ...     for k in range(3):
+    ...         with ff.Case(z, k):
+    ...             x = ff.Gaussian("x", 10.0 * k, variance=1.0)
+    >>> round(float(model.infer("ep")["x"].mean), 12)   # 0.3 * 10 + 0.5 * 20
+    13.0
+    """
     model = current_model("ff.Case")
     c = _condition(model, condition, f"ff.Case({getattr(condition, 'name', condition)}, "
                    f"{value})", ("int", "bool"))
@@ -75,7 +94,17 @@ def Case(condition: Any, value: int) -> Iterator[GateFrame]:
 @contextmanager
 def Switch(condition: Any) -> Iterator[GateFrame]:
     """Statements inside apply for the value the discrete ``condition`` takes; inside,
-    ``array[condition]`` picks that value's element of an array variable."""
+    ``array[condition]`` picks that value's element of an array variable.
+
+    >>> with ff.Model() as model:             # one observation picks its component
+    ...     z = ff.Discrete("z", [0.5, 0.5])
+    ...     with ff.Plate(ff.Range("k", 2)):
+    ...         means = ff.Gaussian("means", np.array([0.0, 10.0]), variance=1.0)
+    ...     with ff.Switch(z):
+    ...         x = ff.Gaussian("x", means[z], variance=1.0, observed=9.0)
+    >>> model.infer("ep")["z"].probs.round(6).tolist()
+    [0.0, 1.0]
+    """
     model = current_model("ff.Switch")
     c = _condition(model, condition, "ff.Switch", ("int",))
     with model._gate(GateFrame("switch", c, provenance=_provenance())) as frame:

@@ -6,9 +6,12 @@
 * :mod:`~factorflow.rewrite.match` and :mod:`~factorflow.rewrite.rules` — rewrite rules
   as data and the normalizing engine;
 * :mod:`~factorflow.rewrite.egraph` — equality saturation on egglog: every term the rules
-  reach, the cheapest by a cost model, a lazy smallest-first stream
+  reach, the cheapest by a cost model, a lazy stream by nondecreasing size
   (:mod:`~factorflow.rewrite.naive` is the clone-per-rewrite baseline);
-* :mod:`~factorflow.rewrite.expectations` — VinDsl's expectation algebra.
+* :mod:`~factorflow.rewrite.flattening` — complete lazy associativity (classes that share
+  a flattening are united);
+* :mod:`~factorflow.rewrite.expectations` — VinDsl's expectation algebra;
+* :mod:`~factorflow.rewrite.user` — the user's functions and simplify rules (``@simplify``).
 
 The e-graph names are imported on first use, so term-only code does not load egglog.
 """
@@ -58,6 +61,7 @@ from factorflow.rewrite.terms import (
     transpose,
     var,
 )
+from factorflow.rewrite.user import function, simplify_rule, user_rules
 
 _LAZY = {
     "explore": "egraph", "Exploration": "egraph", "Limits": "egraph", "CostModel": "egraph",
@@ -79,5 +83,5 @@ __all__ = [
     "const", "data", "deterministic_moments", "digamma", "dot", "evaluate", "evaluate_named",
     "exp", "expectation", "index_sum", "instantiate", "lgamma", "log", "logdet", "match",
     "matmul", "mul", "neg", "normalize", "power", "rule", "show", "simplify_expectation", "sym",
-    "transpose", "var", "variance", *_LAZY,
+    "transpose", "var", "variance", "function", "simplify_rule", "user_rules", *_LAZY,
 ]

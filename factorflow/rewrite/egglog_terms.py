@@ -164,31 +164,6 @@ def _nesting(op: str) -> Ruleset:
 NESTING = {op: _nesting(op) for op in NESTED}
 
 
-#: ``tm_flattening_<op>(fs, s)``: flattening one nested member of an e-node of ``s`` gives
-#: the multiset ``fs`` (stored, so that the lookup of ``fs`` below is a join, not a scan).
-FLATTENING: dict[str, Any] = {
-    SUM: relation("tm_flattening_sum", MultiSet[Tm], Tm),
-    PROD: relation("tm_flattening_prod", MultiSet[Tm], Tm),
-}
-
-
-def _merging(op: str) -> Ruleset:
-    u, w, s = (var(n, Tm) for n in "uws")
-    xs, ys, fs = (var(n, MultiSet[Tm]) for n in ("xs", "ys", "fs"))
-    node, flattening = CONSTRUCTORS[op], FLATTENING[op]
-    return ruleset(
-        rule(eq(s).to(node(xs)), xs.length() > i64(1), eq(var("i", i64)).to(tm_member(xs, u)),
-             eq(u).to(node(ys)), ys.length() > i64(1)
-             ).then(flattening(xs.remove(u) + ys, s)),
-        rule(flattening(fs, s), eq(w).to(node(fs))).then(union(s).with_(w)),
-        name=f"factorflow_merging_{op}")
-
-
-#: Per associative op: an e-node whose member, flattened one level, gives an e-node that
-#: exists elsewhere is unioned with it (two nestings of one sum are one class).
-MERGING = {op: _merging(op) for op in NESTED}
-
-
 def associative_op(r: Rule) -> str | None:
     """The op whose associativity ``r`` states as ``op(op(s...), r...) -> op(s..., r...)``
     (``sum_assoc``, ``prod_assoc``), or None for any other rule."""

@@ -26,20 +26,24 @@ of n terms, 2^n - 1 sub-sums and exponentially many e-nodes — the AC explosion
   arguments into its parent), and (2) each other rule gets *bridges*
   (:func:`~factorflow.rewrite.egglog_terms.compile_bridges`) that flatten a nested sum
   into its parent only where the rule matches across the nesting, as in
-  ``(x + y) + (x + z) -> 2x + y + z``; and (3) an e-node whose member, flattened one
-  level, is an e-node elsewhere is unioned with it, so two nestings of one sum
-  (``x + (0 + y)`` and ``0 + x + y``) are one class, as eager flattening would find.
+  ``(x + y) + (x + z) -> 2x + y + z``; and (3) when the rules have saturated, classes
+  that share a flattening are united (:mod:`factorflow.rewrite.flattening`: each class's
+  maximal flattenings are computed as multisets of classes, never stored as e-nodes) and
+  saturation resumes, so ``a + (b + (c + d))`` and ``a + b + c + d``, or ``a + (b + c)``
+  and ``(a + b) + c``, are one class at any depth of nesting, as eager flattening finds.
   The e-graph then grows with the rewrites, not with the bracketings: a balanced sum of
   12,499 nodes saturates under ``SEED`` in 15,000 e-nodes, where eager flattening stops
-  incomplete at 72,395 e-nodes from 119 nodes (``benchmarks/bench_rewrite.py``).
+  incomplete at 72,395 e-nodes from 119 nodes; ``log`` of a chain ``a1 + (a2 + (... + an))``
+  beside ``log`` of its flat form becomes ``2*log(a1 + ... + an)`` in 2n + 5 e-nodes, where
+  eager flattening stores about n²/2 flattenings (``benchmarks/bench_rewrite.py``).
 
-  Every term the lazy e-graph streams, eager flattening streams too (each step is one of
-  its equalities). The converse holds except where two nestings of one sum differ by more
-  than one level, ``a + (b + (c + d))`` beside ``a + b + c + d``: their classes are not
-  united, so terms that need them equal (``2*(a + b + c + d)`` there) are missing.
-  Uniting them would mean storing every full flattening of every class, which is the
-  exponential set this design avoids. ``explore(..., lazy_associativity=False)`` runs the
-  eager form; a property test checks that both stream the same terms on random terms.
+  The lazy e-graph streams exactly what eager flattening streams (each step is one of its
+  equalities, and every equality of eager flattening is a shared flattening), with two
+  documented limits of the union pass that can only leave terms out: a cycle of sums
+  (``0 + a = a``) stops the flattening at the repeated class, and a sum whose members have
+  more than 256 maximal flattenings between them keeps the first 256. Property tests
+  compare the two on random terms. ``explore(..., lazy_associativity=False)`` runs the
+  eager form.
 
 What the stream holds. An e-class is the set of terms *equal* to the input under the
 rules read as equations, which contains every term the rules reach left to right (the
@@ -56,13 +60,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from egglog import EGraph, ruleset
+from egglog import EGraph, ruleset, union
 from egglog import Ruleset as EggRuleset
 from egglog.runtime import resolve_callable
 
 from factorflow.rewrite.egglog_terms import (
     CONTAINERS,
-    MERGING,
     NESTING,
     OP_OF_NAME,
     associative_op,
@@ -70,9 +73,10 @@ from factorflow.rewrite.egglog_terms import (
     compile_rule,
     to_egglog,
 )
+from factorflow.rewrite.flattening import shared_flattenings
 from factorflow.rewrite.match import Rule, Ruleset
 from factorflow.rewrite.terms import Term
-from factorflow.rewrite.termstream import Language, read_egraph, stream_terms
+from factorflow.rewrite.termstream import Language, read_egraph, recursion_limit, stream_terms
 
 #: Cost of one node given its op and payload; a term costs the sum over its nodes.
 CostModel = Callable[[str, Any], float]
@@ -125,12 +129,14 @@ class Exploration:
         """The cheapest term equal to the input, flattened forms included (``cost`` must
         be positive on every node)."""
         language, root = self._language()
-        return language.cheapest(root, cost)
+        with recursion_limit(20_000):       # one level per nesting of the term
+            return language.cheapest(root, cost)
 
     def stream(self, *, max_terms: int | None = None,
                max_term_size: int | None = None) -> Iterator[Term]:
-        """Lazily, each distinct term equal to the input once, smallest first (then in
-        canonical order); bounded by the given limits, else by ``self.limits``."""
+        """Lazily, each distinct term equal to the input once, by nondecreasing size (within
+        one size in the e-graph's order, see :mod:`~factorflow.rewrite.termstream`); each
+        term is built when requested. Bounded by the given limits, else by ``self.limits``."""
         language, root = self._language()
         return stream_terms(
             language, root,
@@ -178,14 +184,20 @@ def explore(term: Term, rules: Ruleset | Sequence[Rule], limits: Limits = Limits
     ``best`` are the same with ``lazy_associativity`` off (the associativity rules then
     run as ordinary rewrites, which is exponential on balanced trees; for comparison).
     """
+    with recursion_limit(20_000):   # egglog loads terms recursively: deep nests load
+        return _explore(term, rules, limits, lazy_associativity)
+
+
+def _explore(term: Term, rules: Ruleset | Sequence[Rule], limits: Limits,
+             lazy_associativity: bool) -> Exploration:
     start = time.perf_counter()
     egraph = EGraph()
     root = egraph.let("root", to_egglog(term))   # loaded once; read_egraph finds "$root"
     compiled, associative = egglog_ruleset(rules, lazy_associativity=lazy_associativity)
-    index, step = CONTAINERS.saturate(), compiled
+    index = CONTAINERS.saturate()
     for op in sorted(associative) if lazy_associativity else ():
-        index, step = index + NESTING[op].saturate(), step | MERGING[op]
-    step = index + step
+        index = index + NESTING[op].saturate()
+    step = index + compiled
     complete, reason, iterations = False, "iterations", 0
     nodes = node_count(egraph)
     while iterations < limits.max_iterations:
@@ -194,6 +206,8 @@ def explore(term: Term, rules: Ruleset | Sequence[Rule], limits: Limits = Limits
         updated = egraph.run(step).updated
         nodes, took = node_count(egraph), time.perf_counter() - began
         if not updated:
+            if lazy_associativity and unite_flattenings(egraph, associative):
+                continue            # new equalities: saturate again
             complete, reason = True, "saturated"
             break
         growth = max(nodes / max(before, 1), 1.0)
@@ -206,6 +220,21 @@ def explore(term: Term, rules: Ruleset | Sequence[Rule], limits: Limits = Limits
     egraph.run(CONTAINERS.saturate())   # one-element containers join their element
     return Exploration(term, complete, reason, iterations, node_count(egraph),
                        time.perf_counter() - start, limits, egraph, root, associative)
+
+
+def unite_flattenings(egraph: EGraph, associative: frozenset[str]) -> bool:
+    """Union the classes of ``egraph`` that share a flattening under an op of
+    ``associative`` (:mod:`factorflow.rewrite.flattening`); whether any were united."""
+    if not associative:
+        return False
+    classes, _ = read_egraph(egraph)
+    pairs = shared_flattenings(classes, associative)
+    if not pairs:
+        return False
+    build = Language(classes).builder(ast_size)   # exact e-nodes: no flattening read out
+    for a, b in pairs:
+        egraph.register(union(to_egglog(build(a))).with_(to_egglog(build(b))))
+    return True
 
 
 def node_count(egraph: EGraph) -> int:

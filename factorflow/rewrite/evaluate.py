@@ -26,6 +26,7 @@ from factorflow.errors import ModelError
 from factorflow.lazy import special
 from factorflow.rewrite.terms import (
     CALC,
+    CALL,
     CONST,
     DATA,
     DIGAMMA,
@@ -56,6 +57,8 @@ _ELEMENTWISE: dict[str, Any] = {
     DIGAMMA: lambda x: special.digamma(x),
 }
 _CALC = {"add": np.add, "mul": np.multiply, "pow": np.power}
+#: user functions by name: vectorized NumPy implementations (:mod:`factorflow.rewrite.user`)
+FUNCTION_IMPLEMENTATIONS: dict[str, Any] = {}
 
 
 def evaluate(term: Term, env: Mapping[Term | str, ArrayLike]) -> np.ndarray:
@@ -172,6 +175,11 @@ def _apply(t: Term, vals: list[Named]) -> Named:
         result = np.swapaxes(arrays[0], -1, -2)
     elif op == CALC:
         result = _CALC[t.payload](*arrays)
+    elif op == CALL:
+        if t.payload not in FUNCTION_IMPLEMENTATIONS:
+            raise ModelError(f"cannot evaluate {t}: no function {t.payload!r} is defined "
+                             "(define it with ff.function)")
+        result = FUNCTION_IMPLEMENTATIONS[t.payload](*arrays)
     else:
         raise ModelError(f"cannot evaluate {t}")
     return np.asarray(result), names

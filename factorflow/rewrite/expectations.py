@@ -44,20 +44,24 @@ from factorflow.errors import ModelError
 from factorflow.rewrite.match import Ruleset, normalize
 from factorflow.rewrite.rules import ALGEBRA, EXPECTATION
 from factorflow.rewrite.terms import MOMENTS, SYM, E, Term, V
+from factorflow.rewrite.user import user_rules
 
-#: The rules :func:`simplify_expectation` applies, in priority order.
-EXPECTATION_RULES = Ruleset("expectation_algebra", ALGEBRA.rules + EXPECTATION.rules)
+
+def expectation_rules() -> Ruleset:
+    """The rules :func:`simplify_expectation` applies, in priority order: the algebra, the
+    user's rules (:mod:`factorflow.rewrite.user`), the expectation rules."""
+    return Ruleset("expectation_algebra", ALGEBRA.rules + user_rules().rules + EXPECTATION.rules)
 
 
 def simplify_expectation(term: Term) -> Term:
     """``term`` with every moment pushed inside until it applies to single variables.
 
     Guarantees: the result equals ``term`` under the mean-field posterior, no rule of
-    ``ALGEBRA + EXPECTATION`` applies anywhere in it, and every moment operator in it
+    :func:`expectation_rules` applies anywhere in it, and every moment operator in it
     (``E``, ``V``, ``C``, ``Elog``, ...) applies to a random symbol. Raises ModelError
     naming the first sub-expression whose moment the rules cannot express that way.
     """
-    out = normalize(term, EXPECTATION_RULES)
+    out = normalize(term, expectation_rules())
     blocker = unclosed_moment(out)
     if blocker is not None:
         inner = blocker.args[0]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from factorflow.rewrite.terms import (
     CALC,
+    CALL,
     CONST,
     DATA,
     DOT,
@@ -88,6 +89,8 @@ def _show(t: Term) -> tuple[str, int]:
         return f"sum[{_name(t.payload)}]({show(args[0])})", _ATOM
     if op == CALC:
         return f"[{t.payload}]({', '.join(map(show, args))})", _ATOM
+    if op == CALL:
+        return f"{t.payload}({', '.join(map(show, args))})", _ATOM
     if op == DOT:
         return f"dot({show(args[0])}, {show(args[1])})", _ATOM
     return f"{op}({', '.join(map(show, args))})", _ATOM

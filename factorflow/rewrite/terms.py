@@ -31,6 +31,8 @@ CONST, SYM, DATA, VAR, CALC = "const", "sym", "data", "var", "calc"
 SUM, PROD, POW, NEG = "sum", "prod", "pow", "neg"
 LOG, EXP, LGAMMA, DIGAMMA, LOGDET = "log", "exp", "lgamma", "digamma", "logdet"
 DOT, MATMUL, TRANSPOSE, INDEX, INDEX_SUM = "dot", "matmul", "transpose", "index", "index_sum"
+#: a user function (its name is the payload; see :mod:`factorflow.rewrite.user`)
+CALL = "call"
 EXPECT, VARIANCE, COVARIANCE = "E", "V", "C"
 ELOG, ELOG1M, ELOGGAMMA, ELOGDET = "Elog", "Elog1m", "Eloggamma", "Elogdet"
 
@@ -41,11 +43,12 @@ COMMUTATIVE = frozenset({SUM, PROD})
 #: op -> number of arguments (None: any number).
 ARITY: dict[str, int | None] = {
     CONST: 0, SYM: 0, DATA: 0, VAR: 0, CALC: None, SUM: None, PROD: None, POW: 2, DOT: 2, MATMUL: 2,
-    TRANSPOSE: 1, INDEX: 1, INDEX_SUM: 1, **{op: 1 for op in FUNCTIONS | MOMENTS},
+    TRANSPOSE: 1, INDEX: 1, INDEX_SUM: 1, **{op: 1 for op in FUNCTIONS | MOMENTS}, CALL: None,
 }
 VAR_KINDS = frozenset({"any", "atom", "const", "rest"})
 _RANK = {CONST: 0, SYM: 1, DATA: 1, VAR: 2, **{m: 3 for m in MOMENTS}, **{f: 4 for f in FUNCTIONS},
-         CALC: 4, TRANSPOSE: 5, INDEX: 5, INDEX_SUM: 5, DOT: 5, MATMUL: 5, POW: 6, PROD: 7, SUM: 8}
+         CALC: 4, CALL: 4, TRANSPOSE: 5, INDEX: 5, INDEX_SUM: 5, DOT: 5, MATMUL: 5, POW: 6,
+         PROD: 7, SUM: 8}
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,8 @@ def _validate(op: str, args: tuple[Any, ...], payload: Any) -> None:
         raise ValueError(f"unknown pattern variable kind {payload[1]!r}")
     if op in (INDEX, INDEX_SUM) and not isinstance(payload, str | NameVar):
         raise ValueError(f"{op} needs an index name, got {payload!r}")
+    if op == CALL and not (isinstance(payload, str) and payload.isidentifier() and args):
+        raise ValueError(f"a function call needs a name and arguments, got {payload!r}")
 
 
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
@@ -138,6 +143,7 @@ class Term(metaclass=_Interning):
         elif self.op == INDEX_SUM:
             idx = idx - {self.payload}
         label = self.payload[0] if self.op in (SYM, DATA, VAR) else ""
+        label = self.payload if self.op == CALL else label
         label = f"{self.payload:+.17e}" if self.op == CONST else label
         if self.op in MOMENTS and self.args[0].op in (SYM, DATA):
             label = f"{self.args[0].payload[0]}|{self.op}"
@@ -301,6 +307,11 @@ def at(x: Term, index: str | NameVar) -> Term:
 def index_sum(x: Term, index: str | NameVar) -> Term:
     """Sum of ``x`` over the named index ``index``."""
     return Term(INDEX_SUM, (x,), index)
+
+
+def call(name: str, *xs: TermLike) -> Term:
+    """The user function ``name`` applied to ``xs`` (see :mod:`factorflow.rewrite.user`)."""
+    return Term(CALL, tuple(map(as_term, xs)), name)
 
 
 def calc(fn: str, *xs: Term) -> Term:

@@ -18,7 +18,7 @@ from factorflow.factors.registry import FACTORS
 from factorflow.ir.nodes import walk
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model
-from factorflow.model.factories import check_support
+from factorflow.model.factories import check_support, event_shape
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE
 from factorflow.runtime.result import Result
@@ -168,7 +168,7 @@ class CompiledModel:
                 var = b.variables[d.name]
                 arr = check_support(values[d.name], d.domain or "real",
                                     f"observed value of {var.name!r}", var.size)
-                expected = var.shape + ((var.size,) if d.domain == "simplex" else ())
+                expected = var.shape + event_shape(d.domain or "real", var.size)
                 if arr.shape != expected:
                     raise DataError(f"observed value of {var.name!r} has shape {arr.shape}, "
                                     f"but its plates need {expected}.")
@@ -291,8 +291,8 @@ class CompiledModel:
                       seconds, converged=converged, trace=tuple(monitor.trace), dims=dims)
 
 
-#: a relative change this small is floating-point round-off, not movement
-ROUND_OFF = 64 * np.finfo(float).eps
+#: relative changes this small (a thousand units of rounding) are rounding, not progress
+ROUNDING = 1e3 * float(np.finfo(float).eps)
 
 
 class _Monitor:
@@ -359,13 +359,14 @@ class _Monitor:
         rate = change / self.change if 0 < self.change < np.inf else 1.0
         self.distance = change / (1.0 - rate) if rate < 1.0 else (0.0 if change == 0
                                                                    else np.inf)
-        if change <= ROUND_OFF:  # changes at the round-off floor wander: no rate to read
-            self.distance = change
         self.change, self.moved = change, moved
         if self.bar is not None:
             self.show()
         stop = bool(self.user(iteration, posteriors)) if self.user is not None else False
-        settled = self.tolerance is not None and self.distance <= self.tolerance
+        # a change within ROUNDING is floating-point noise (matrix inversions cycle
+        # there): no distance to a fixed point can be read from it
+        settled = self.tolerance is not None and (self.distance <= self.tolerance
+                                                  or change <= ROUNDING)
         self.settled = self.settled + 1 if settled else 0
         # two sweeps in a row: a posterior may stand still for one sweep while a message
         # it has not yet been recomputed from moved

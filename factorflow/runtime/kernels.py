@@ -8,7 +8,7 @@ import numpy as np
 
 from factorflow.distributions import Bernoulli
 from factorflow.distributions.base import Distribution
-from factorflow.errors import ModelError
+from factorflow.errors import ImproperMessageError, ModelError
 from factorflow.factors.variable import (
     ep_variable_evidence,
     slot,
@@ -53,8 +53,10 @@ def scatter_prod(msg: Distribution, index: np.ndarray, use_shape: tuple[int, ...
     return full.scatter_prod(np.asarray(index), size)
 
 
-def align_plates(value: Any, positions: tuple[int, ...], ndim: int) -> Any:
-    """Lay out ``value``'s plate axes at ``positions`` among ``ndim`` plate axes."""
+def align_plates(value: Any, positions: tuple[int, ...], ndim: int, event_ndim: int = 0
+                 ) -> Any:
+    """Lay out ``value``'s plate axes at ``positions`` among ``ndim`` plate axes (a known
+    array's last ``event_ndim`` axes are its event: a vector's one, a matrix's two)."""
     def lay(e: np.ndarray, nd: int) -> np.ndarray:
         new = [1] * ndim
         for pos, size in zip(positions, e.shape[: e.ndim - nd], strict=True):
@@ -62,13 +64,52 @@ def align_plates(value: Any, positions: tuple[int, ...], ndim: int) -> Any:
         return e.reshape(tuple(new) + e.shape[e.ndim - nd:])
     if isinstance(value, Distribution):
         return value._map(lay)
-    return lay(np.asarray(value), 0)
+    return lay(np.asarray(value), event_ndim)
 
 
-def check_proper(d: Distribution, what: str, iteration: int | None = None) -> None:
+def check_proper(d: Distribution, what: str, iteration: int | None = None,
+                 where: Any = None) -> None:
     """ImproperMessageError naming ``what`` (a posterior and its model statement) and the
-    iteration (counted from 1) unless every element of ``d`` is proper."""
+    iteration (counted from 1) unless every element of ``d`` is proper; with ``where`` (a
+    boolean mask over the elements), only the elements where it holds are checked (the
+    variable exists only there: a branch of an observed condition)."""
+    if where is not None:
+        where = np.broadcast_to(np.asarray(where, bool), d.batch_shape)
+        if not np.any(where):
+            return
+        if not np.all(where):  # the elements where it exists, as one flat batch
+            keep = np.flatnonzero(where.ravel())
+            d = d._map(lambda e, nd: np.reshape(e, (-1,) + e.shape[e.ndim - nd:])[keep])
     d.check_proper(what if iteration is None else f"{what}, at iteration {iteration + 1}")
+
+
+def check_proper_input(value: Any, what: str, iteration: int | None = None, mask: Any = None
+                 ) -> Any:
+    """An operator annotated ``proper`` for an argument cannot run on an improper or
+    uniform message there: ImproperMessageError naming ``what`` (the factor, the message
+    it computes and the argument) and the iteration (counted from 1).  Known values pass;
+    ``mask`` (over the statement's plates) limits the check to where the statement
+    applies.  Returns ``value``."""
+    if not isinstance(value, Distribution):
+        return value
+    proper = np.asarray(value.is_proper())
+    for e in value.eta:  # a NaN parameter is no message either
+        nan = np.isnan(e)
+        proper = proper & ~(nan.any(axis=tuple(range(proper.ndim, nan.ndim)))
+                            if nan.ndim > proper.ndim else nan)
+    if mask is not None:
+        proper, where_applies = np.broadcast_arrays(proper, np.asarray(mask, bool))
+        proper = proper | ~where_applies
+    if np.all(proper):
+        return value
+    bad = np.argwhere(~proper)
+    where = f" at index {tuple(int(i) for i in bad[0])}" if proper.ndim else ""
+    when = "before the first iteration" if iteration is None else \
+        f"at iteration {iteration + 1}"
+    raise ImproperMessageError(
+        f"{what} needs a proper message, got an improper or uniform one{where} {when}: "
+        f"{value!r}. Give the variables around it proper priors, or initialise them "
+        "(init=...).")
 
 
 def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ...]
@@ -104,6 +145,7 @@ NAMESPACE = {
     "scatter_prod": scatter_prod,
     "align_plates": align_plates,
     "check_proper": check_proper,
+    "check_proper_input": check_proper_input,
     "initial": initial,
     "total": total,
     "ep_variable_evidence": ep_variable_evidence,

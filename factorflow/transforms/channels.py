@@ -145,8 +145,14 @@ def channels(program: Program) -> Program:
                 out.append(node)
                 for o in node.outputs:
                     if last_def.get(o.var) is node and inline(o, masked):
-                        out.append(in_gate_of(node, node_for(o.var, node.provenance,
-                                                             gated)))
+                        if _enters_own_gate(random[o.var], random):
+                            # a value entered into a gate inside another gate: its clone's
+                            # evidence goes to its own gate's cases, which the outer
+                            # gate's case hears through their Gate.Cases (as exits do)
+                            out.append(node_for(o.var, node.provenance, False))
+                        else:
+                            out.append(in_gate_of(node, node_for(o.var, node.provenance,
+                                                                 gated)))
             elif isinstance(node, For | While):
                 out.append(replace(node, body=add_nodes(node.body, gated, masked)))
             elif isinstance(node, If):
@@ -193,6 +199,12 @@ def _use_kind(ref: Ref, decl: VarDecl, loops: tuple[str, ...], where: str) -> tu
 def _show(plates: tuple[str, ...]) -> str:
     """Plates as the user named them: ``(n, k)``."""
     return "(" + ", ".join(display(p) for p in plates) + ")"
+
+
+def _enters_own_gate(decl: VarDecl, random: dict[str, VarDecl]) -> bool:
+    """Whether ``decl`` is the clone of a value entered into a gate on a random condition
+    (its node's evidence belongs to that gate's cases)."""
+    return decl.attr("clone_of") is not None and decl.attr("gate") in random
 
 
 def _is_clone(decl: VarDecl) -> bool:

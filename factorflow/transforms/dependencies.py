@@ -65,7 +65,12 @@ class DependencyGraph:
     maps ``(A, B)`` to the kinds by which B depends on A (Required, Trigger and Fresh
     imply Dependency, which is added when missing); ``outputs`` are the statements
     whose values are needed at the end (marginals, evidence); ``user_initialized`` the
-    messages the user gave initial values; ``describe`` optional text per node.
+    messages the user gave initial values; ``describe`` optional text per node;
+    ``no_init`` the statements whose initial (uniform) value may start the loop (their
+    operators are annotated ``no_init``: the initialization schedule never runs them);
+    ``sweeps`` the marginals that receive messages from several uses over a plate, each
+    with how its loop sweeps them: ``("parallel" | "sequential", why)`` (see
+    ``dependency_info``); the scheduler holds back updates of the parallel ones.
     """
 
     nodes: tuple[str, ...]
@@ -73,6 +78,8 @@ class DependencyGraph:
     outputs: frozenset[str] = frozenset()
     user_initialized: frozenset[str] = frozenset()
     describe: Mapping[str, str] = field(default_factory=dict)
+    sweeps: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    no_init: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         nodes = tuple(self.nodes)
@@ -88,7 +95,7 @@ class DependencyGraph:
             if not kind:
                 raise ScheduleError(f"edge {a} -> {b} carries no dependency kind")
             edges[a, b] = normal[kind]
-        for name in ("outputs", "user_initialized"):
+        for name in ("outputs", "user_initialized", "no_init"):
             extra = set(getattr(self, name)) - known
             if extra:
                 raise ScheduleError(f"{name} names unknown statements: {sorted(extra)}")
@@ -96,6 +103,10 @@ class DependencyGraph:
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "edges", MappingProxyType(edges))
         object.__setattr__(self, "describe", MappingProxyType(dict(self.describe)))
+        extra = set(self.sweeps) - known
+        if extra:
+            raise ScheduleError(f"sweeps names unknown statements: {sorted(extra)}")
+        object.__setattr__(self, "sweeps", MappingProxyType(dict(self.sweeps)))
 
     @cached_property
     def index(self) -> GraphIndex:

@@ -8,15 +8,38 @@ rule of the algorithm: under VMP a message from a factor triggers the variable's
 marginal, which triggers every message the variable sends (Infer.NET's VMP: a
 variable-to-factor message always reflects the latest factor-to-variable messages).
 Nothing here knows an algorithm beyond what the statements and registry say.
+
+Parallel sweeps (EP).  A variable whose messages come from several uses over a plate it
+does not have (``skill[winner]`` and ``skill[loser]`` over games) can be swept in two ways:
+sequentially (its posterior refreshed after each use's messages come in, so the second
+use's factors see the first's update) or in parallel (every message into it computed from
+one posterior per sweep, as hand-written vectorised EP does).  Sequentially, the messages
+out of one factor are computed from cavities of different ages (the winner's from this
+sweep, the loser's from the last), which excites a slowly decaying mode; in parallel they
+are consistent.  EP therefore sweeps such a variable (a *hub*) in parallel: every read
+inside the hub's loop along the generative direction (posterior -> message out to a use
+-> factor operator -> a child's posterior, not the messages back to a definition) is made
+Fresh (seed 000: "A must be up to date
+before executing B"), so each factor's messages read cavities brought up to date from
+the same posteriors, and the scheduler (``greedy``) defers the messages into a hub until
+everything reading its current messages has run.  VMP keeps its sequential sweep: it is
+coordinate ascent, whose bound never falls.  Where the Fresh reads would close a cycle,
+the loop stays sequential.
 """
 
 from __future__ import annotations
 
 from factorflow.codegen.names import marginal
-from factorflow.factors.registry import FACTORS
+from factorflow.factors.registry import FACTORS, Operator
 from factorflow.factors.variable import NODE_ANNOTATIONS
 from factorflow.ir import Program, Ref, Stmt, refs_in
-from factorflow.transforms.dependencies import Dep, DependencyGraph
+from factorflow.transforms.dependencies import (
+    USES,
+    Dep,
+    DependencyGraph,
+    strong_components,
+    topological_order,
+)
 
 
 def _vmp_read(posterior: bool) -> Dep:
@@ -31,11 +54,16 @@ def _vmp_read(posterior: bool) -> Dep:
     return Dep.DEPENDENCY | (Dep.REQUIRED if posterior else Dep.FRESH)
 
 
+def _operator(stmt: Stmt) -> Operator:
+    factor, algorithm, target = stmt.param("operator")
+    return FACTORS[factor].operators[(algorithm, target)]
+
+
 def _operator_kind(stmt: Stmt, arg: str, posterior: bool) -> Dep:
     """The kind of the edge by which an operator reads ``arg``; ``posterior``: the value
     is a (non-derived) variable's posterior sent to the factor."""
-    factor, algorithm, target = stmt.param("operator")
-    op = FACTORS[factor].operators[(algorithm, target)]
+    algorithm, target = stmt.param("operator")[1:]
+    op = _operator(stmt)
     kind = Dep.DEPENDENCY
     if algorithm == "vmp" and arg != target:
         kind |= _vmp_read(posterior)
@@ -83,12 +111,13 @@ def describe(stmt: Stmt, program: Program) -> str:
     return f"{label} ({stmt.param('algorithm', '').upper()})"
 
 
-def dependency_graph(program: Program, user_initialized: frozenset[str] = frozenset()
-                     ) -> tuple[DependencyGraph, dict[str, Stmt]]:
+def dependency_graph(program: Program, user_initialized: frozenset[str] = frozenset(),
+                     parallel: bool = True) -> tuple[DependencyGraph, dict[str, Stmt]]:
     """The graph of ``program``'s message updates and the statement behind each node.
 
     ``outputs`` are the marginals and every message an evidence statement reads;
-    ``user_initialized`` (variable names) marks those variables' marginals.
+    ``user_initialized`` (variable names) marks those variables' marginals;
+    ``parallel=False`` sweeps every hub sequentially (see the module docstring).
     """
     stmts = [s for s in program.body if isinstance(s, Stmt)]
     derived = {d.name for d in program.decls if d.attr("derived")}
@@ -101,6 +130,7 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
             writer.setdefault(o.var, []).append(node_label(s))
     nodes = tuple(node_label(s) for s in stmts if s.outputs)
     edges: dict[tuple[str, str], Dep] = {}
+    consistent: set[tuple[str, str]] = set()  # EP reads made Fresh in a parallel sweep
     outputs: set[str] = set()
     for s in stmts:
         if not s.outputs:  # evidence: its inputs are outputs of the schedule
@@ -122,10 +152,103 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
                 for source in writer[name]:
                     key = (source, label)
                     edges[key] = edges.get(key, Dep(0)) | kind
+                    if _generative_read(s, arg):
+                        consistent.add(key)
     inits = frozenset(marginal(v) for v in user_initialized) & set(nodes)
     descriptions = {node_label(s): describe(s, program) for s in stmts if s.outputs}
-    return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions),
+    hubs = {node_label(s): (s.param("algorithm"), plates) for s in stmts
+            if (plates := _hub_plates(s))}
+    gated = {node_label(s) for s in stmts if s.outputs and _gated(s)}
+    sweeps = _sweeps(nodes, edges, consistent if parallel else set(), hubs, gated)
+    no_init = frozenset(node_label(s) for s in stmts if s.outputs and s.param("operator")
+                        and _operator(s).no_init)
+    return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions, sweeps,
+                            no_init),
             {node_label(s): s for s in stmts if s.outputs})
+
+
+#: the kinds of use whose elements gather or broadcast a variable over a plate it lacks
+_SPREAD = ("gather", "broadcast")
+
+
+def _hub_plates(stmt: Stmt) -> str:
+    """For a posterior with two or more uses over plates its variable lacks, those
+    plates (``"v_game"``); otherwise the empty string."""
+    if stmt.op != "Variable.marginal":
+        return ""
+    uses = stmt.param("uses", ())
+    spread = [i for i, use in enumerate(uses) if use and use[0] in _SPREAD]
+    if len(spread) < 2:
+        return ""
+    own = set(stmt.param("plates", ()))
+    use_plates = stmt.param("use_plates", ())
+    found = dict.fromkeys(p for i in spread if i < len(use_plates)
+                          for p in use_plates[i] if p not in own)
+    return ", ".join(found) or "its uses"
+
+
+def _gated(stmt: Stmt) -> bool:
+    """Whether a statement belongs to a gate's machinery (parallel sweeps through gates
+    are not attempted)."""
+    op = stmt.param("operator")
+    return bool(stmt.param("to_gate") or stmt.param("mask")
+                or (op and op[0].startswith("Gate")))
+
+
+def _generative_read(stmt: Stmt, arg: str) -> bool:
+    """Whether ``stmt`` reads ``arg`` along the generative direction under EP: an operator
+    reading a message into its factor, a message out reading the posterior, a posterior
+    reading the message from its definition."""
+    if stmt.param("to_gate"):
+        return False
+    if stmt.param("operator"):
+        return stmt.param("operator")[1] == "ep"
+    if stmt.param("algorithm") != "ep":
+        return False
+    update = stmt.op.removeprefix("Variable.")
+    return (update, arg) in (("use", "marginal"), ("marginal", "def"))
+
+
+def _sweeps(nodes: tuple[str, ...], edges: dict[tuple[str, str], Dep],
+            consistent: set[tuple[str, str]], hubs: dict[str, tuple[str, str]],
+            gated: set[str]) -> dict[str, tuple[str, str]]:
+    """How each hub is swept, ``(mode, why)``; adds Fresh to the ``consistent`` reads
+    inside the loops of the hubs swept in parallel (in place).  EP sweeps in parallel
+    unless the loop holds gates, those Fresh reads would form a cycle, or there are
+    none (``consistent`` empty: the caller asks for sequential sweeps); VMP
+    sequentially."""
+    if not hubs:
+        return {}
+    pos = {label: i for i, label in enumerate(nodes)}
+    succ: list[list[int]] = [[] for _ in nodes]
+    for (a, b), kind in edges.items():
+        if kind & USES:
+            succ[pos[a]].append(pos[b])
+    comp = strong_components(succ)
+    out: dict[str, tuple[str, str]] = {}
+    for h, (algorithm, plates) in hubs.items():
+        if algorithm != "ep":
+            out[h] = ("sequential", f"over {plates}: coordinate ascent, each posterior "
+                      "from the latest of the others")
+    for c in dict.fromkeys(int(comp[pos[h]]) for h in hubs if h not in out):
+        inside = [key for key in consistent if comp[pos[key[0]]] == c == comp[pos[key[1]]]]
+        fresh: list[list[int]] = [[] for _ in nodes]
+        for (a, b), kind in edges.items():
+            if kind & Dep.FRESH or (a, b) in inside:
+                fresh[pos[a]].append(pos[b])
+        mine = [h for h in hubs if h not in out and comp[pos[h]] == c]
+        why = ("the loop holds gates" if any(comp[pos[g]] == c for g in gated) else
+               "parallel sweeps could not be scheduled" if not inside else
+               "consistent cavities would need a cycle of Fresh reads"
+               if topological_order(fresh) is None else "")
+        if why:
+            out.update((h, ("sequential", f"over {hubs[h][1]}: {why}")) for h in mine)
+            continue
+        for key in inside:
+            edges[key] |= Dep.FRESH
+        out.update((h, ("parallel", f"over {hubs[h][1]}: every message into it computed "
+                        "from one posterior per sweep")) for h in mine)
+    return out
 
 
 def node_label(stmt: Stmt) -> str:

@@ -34,8 +34,9 @@ class _Loop:
         self.triggers, self.triggered_by = local(ix.triggers), local(ix.triggered_by)
         self.needs_fresh, self.fresh_for = local(ix.needs_fresh), local(ix.fresh_for)
         self.user = {ix.pos[x] for x in graph.user_initialized} & inside
+        self.no_init = {ix.pos[x] for x in graph.no_init} & inside
         before = {a: [t for t in ix.triggered_by[a] if t in keep and t not in inside]
-                  for a in self.members if a not in self.user}
+                  for a in self.members if a not in self.user | self.no_init}
         self.invalid_on_entry = {a: t[0] for a, t in before.items() if t}
         # a user's initial value is up to date when placed; it matters where read fresh
         self.fresh_on_entry = {a for a in self.user if self.fresh_for[a]}
@@ -49,6 +50,10 @@ class _Loop:
         self.live_out = set(after(ix.all_dst)) | {a for a in inside
                                                   if ix.labels[a] in graph.outputs}
         self.exit_fresh = {a: f"fresh for {ix.labels[b]}" for a, b in after(ix.fresh_for).items()}
+        # parallel sweeps (``dependency_info``): the hubs, and what invalidates them
+        self.hubs = {ix.pos[h] for h, (how, _) in graph.sweeps.items()
+                     if how == "parallel"} & inside
+        self.feeds_hub = {a for a in self.members if self.hubs & set(self.triggers[a])}
         self.first_why = {a: "output" if ix.labels[a] in graph.outputs else
                           f"read by {ix.labels[(self.reads_dst[a] or ix.all_dst[a])[0]]}"
                           for a in self.members}
@@ -83,7 +88,7 @@ class _Greedy:
         self.lp, self.keep_valid = lp, keep_valid or {}
         self.init_mode, self.selective = mode == "init", mode != "iteration"
         self.st = dict(st) if st is not None else {
-            a: VALID | (RAN if a in lp.user or mode != "init" else 0)
+            a: VALID | (RAN if a in lp.user or a in lp.no_init or mode != "init" else 0)
             | (PRISTINE if a in lp.user else 0) | (FRESH if a in lp.fresh_on_entry else 0)
             for a in lp.members}
         self.cause: dict[int, int] = {}
@@ -96,12 +101,19 @@ class _Greedy:
 
     def _unreadable(self, s: int, state: int) -> bool:
         """Whether a statement may not read message s in ``state``: s is invalid (a
-        trigger source changed since s ran).  Only when the init schedule is otherwise
-        stuck (``lenient``), a message that has not run yet may be read at its initial
-        value although statements before the loop triggered it: Infer.NET leaves those
-        statements out of the graph, and a cycle through a Required edge (an exit
-        variable's message to its definition, under EP) has no other way in."""
+        trigger source changed since s ran), and not NoInit in the init schedule.  Only
+        when the init schedule is otherwise stuck (``lenient``), a message that has not
+        run yet may be read at its initial value although statements before the loop
+        triggered it: Infer.NET leaves those statements out of the graph, and a cycle
+        through a Required edge (an exit variable's message to its definition, under EP)
+        has no other way in."""
+        if self._unreadable_ok(s):
+            return False
         return not state & VALID and not (self.lenient and not state & RAN)
+
+    def _unreadable_ok(self, s: int) -> bool:
+        """NoInit: in the init schedule s is read as it is (its initial value), never run."""
+        return self.init_mode and s in self.lp.no_init
 
     def _get(self, trial: _Trial, a: int) -> int:
         return trial.ov[a] if a in trial.ov else self.st[a]
@@ -170,22 +182,36 @@ class _Greedy:
         self._apply(x, trial, self.waiting.get(x, ""))
         return trial
 
+    def _deferred(self, x: int) -> bool:
+        """In a parallel sweep, whether x would change a hub's posterior (and the messages
+        it sends) while a waiting statement still has to read those messages this pass:
+        running x then would give that statement a newer cavity than the ones read before
+        it (a sequential sweep)."""
+        if self.selective or x not in self.lp.feeds_hub:
+            return False
+        lp = self.lp
+        hit = set(lp.triggers[x])
+        return any(y != x and y not in hit and (hit.intersection(lp.reads_src[y])
+                                                 or hit.intersection(lp.needs_fresh[y]))
+                   for y in self.waiting)
+
     def _score(self, x: int) -> tuple[int, ...]:
-        """(blocked, initial values read, penalty, -sources already scheduled,
-        invalidations, program order).  The second counts only when the init schedule
+        """(blocked, deferred, initial values read, penalty, -sources already scheduled,
+        invalidations, program order).  The second holds back, in a parallel sweep, the
+        messages into a hub (``_deferred``).  The third counts only when the init schedule
         is stuck (``lenient``): it starts where the fewest initial values are read."""
         lp, st = self.lp, self.st
         initial = 0
         if lp.needs_fresh[x]:
             trial = self._plan(x)
             if trial is None:
-                return (1, 0, 0, 0, 0, x)
+                return (1, 0, 0, 0, 0, 0, x)
             penalty, invalidated = trial.penalty, trial.invalidated
             initial = sum(map(len, trial.waived.values()))
         else:  # the plan is x alone: the same numbers without a trial
             if any(s != x and self._unreadable(s, st[s]) for s in lp.reads_src[x]) or (
                     self.init_mode and any(not st[r] & RAN for r in lp.need_src[x])):
-                return (1, 0, 0, 0, 0, x)
+                return (1, 0, 0, 0, 0, 0, x)
             penalty = int(st[x] & (PRISTINE | VALID) == PRISTINE | VALID)
             invalidated = 0
             for t in lp.triggers[x]:
@@ -195,7 +221,7 @@ class _Greedy:
         if self.lenient:
             initial += sum(s != x and not st[s] & (VALID | RAN) for s in lp.reads_src[x])
         done = sum(s in self.done for s in lp.reads_src[x])
-        return (0, initial, penalty, -done, invalidated, x)
+        return (0, int(self._deferred(x)), initial, penalty, -done, invalidated, x)
 
     def _rescore(self, x: int) -> None:
         key = self._score(x)
@@ -219,7 +245,8 @@ class _Greedy:
                 todo += [(r, f"required by {label}") for r in self.lp.need_src[p]
                          if not self.st[r] & RAN]
                 todo += [(s, f"triggered by {self.lp.labels[self.cause[s]]}, read by {label}")
-                         for s in self.lp.reads_src[p] if s != p and not self.st[s] & VALID]
+                         for s in self.lp.reads_src[p] if s != p and not self.st[s] & VALID
+                         and not self._unreadable_ok(s)]
 
     def _best(self) -> int:
         verified = False
@@ -276,7 +303,7 @@ class _Greedy:
             if self.waiting.pop(a, None) is not None:
                 del self.key[a]
         for t in dict.fromkeys(trial.hit):
-            if self.st[t] & VALID or t in self.waiting:
+            if self.st[t] & VALID or t in self.waiting or self._unreadable_ok(t):
                 continue
             why = f"triggered by {label[self.cause[t]]}"
             need = self.keep_valid.get(t)
@@ -299,6 +326,8 @@ class _Greedy:
             dirty.update(lp.reads_dst[t], lp.triggered_by[t])
             for u in lp.reads_dst[t]:
                 dirty.update(lp.fresh_for[u])
+        if lp.feeds_hub and not self.selective:  # the waiting set changed
+            dirty.update(lp.feeds_hub)
         for y in dirty:
             if y in self.waiting:
                 self._rescore(y)

@@ -34,6 +34,7 @@ def messages(program: Program, algorithm: str) -> Program:
     use_of = {n: d.attr("of") for n, d in decls.items() if d.role == "use"}
     derived = {n for n, d in random.items() if d.attr("derived")}
     vmp_derived = derived if algorithm == "vmp" else set()
+    fused = _fused_reductions(program, decls) if algorithm == "vmp" else {}
     new_decls: list[VarDecl] = []
 
     defined_at = {o.var: stmt.provenance for stmt, _ in walk(program.body)
@@ -55,17 +56,19 @@ def messages(program: Program, algorithm: str) -> Program:
         message_decl(marginal(v), d, d.plates, f"posterior of {d.label}", "marginal")
     for u, v in use_of.items():
         du = decls[u]
-        message_decl(backward(u), random[v], du.plates, f"message to {random[v].label} "
-                     f"from its {du.label.split(' of ')[0]}")
+        # a fused message is over the variable's plates: its operator multiplied it over
+        # the plates the use adds
+        message_decl(backward(u), random[v], random[v].plates if u in fused else du.plates,
+                     f"message to {random[v].label} from its {du.label.split(' of ')[0]}")
         message_decl(forward(u), random[v], du.plates, f"message from {random[v].label} "
                      f"to its {du.label.split(' of ')[0]}")
 
     body: list[Stmt] = []
     for stmt, loops, mask in _walk_masked(program.body, (), (), decls):
         if stmt.op == "Variable":
-            made = _variable_statements(stmt, decls, algorithm, vmp_derived)
+            made = _variable_statements(stmt, decls, algorithm, vmp_derived, fused)
         else:
-            made = _factor_statements(stmt, loops, decls, algorithm)
+            made = _factor_statements(stmt, loops, decls, algorithm, fused)
         body.extend(replace(s, params=s.params + (("mask", mask),)) if mask else s
                     for s in made)
     return replace(program, decls=program.decls + tuple(new_decls), body=tuple(body),
@@ -88,6 +91,37 @@ def _walk_masked(nodes: tuple, loops: tuple[str, ...], mask: tuple, decls: dict[
             yield from _walk_masked(node.body, loops, mask, decls)
 
 
+def _fused_reductions(program: Program, decls: dict[str, VarDecl]) -> dict[str, tuple]:
+    """Under VMP, the uses whose message to their variable is multiplied over plates the
+    use adds (a broadcast use) by the factor's operator itself, with the plate axes it
+    multiplies over: where the operator takes ``reduce=`` (``Operator.reduces``), the use
+    is read by an ungated, unmasked factor statement, and the use's other plates are the
+    variable's, in order.  Its message is then declared over the variable's plates and
+    needs no reduction after it (BayesPy's fused sums: no per-element D × D messages)."""
+    hows: dict[str, tuple] = {}
+    for stmt, _, mask in _walk_masked(program.body, (), (), decls):
+        if stmt.op == "Variable" and not mask:
+            for out, how in zip(stmt.outputs, stmt.param("uses"), strict=True):
+                hows[out.var] = how
+    fused: dict[str, tuple] = {}
+    for stmt, loops, mask in _walk_masked(program.body, (), (), decls):
+        factor = FACTORS.get(stmt.op)
+        if factor is None or mask or "gate" in dict(stmt.inputs):
+            continue
+        for name, operand in stmt.inputs:
+            how = hows.get(operand.var) if isinstance(operand, Ref) else None
+            op = factor.operators.get(("vmp", name))
+            if how is None or how[0] != "broadcast" or op is None or not op.reduces:
+                continue
+            use_decl = decls[operand.var]
+            var_plates = decls[use_decl.attr("of")].plates
+            if use_decl.attr("mask") or tuple(loops) != use_decl.plates or tuple(
+                    p for p in loops if p not in how[1]) != var_plates:
+                continue
+            fused[operand.var] = tuple(loops.index(p) for p in how[1])
+    return fused
+
+
 def _edge_out(ref: Ref, decls: dict[str, VarDecl]) -> Ref | None:
     """The message carrying this variable towards the factor, or None if it is known."""
     d = decls[ref.var]
@@ -99,7 +133,7 @@ def _edge_out(ref: Ref, decls: dict[str, VarDecl]) -> Ref | None:
 
 
 def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarDecl],
-                       algorithm: str) -> list[Stmt]:
+                       algorithm: str, fused: dict[str, tuple]) -> list[Stmt]:
     factor = FACTORS.get(stmt.op)
     where = stmt.provenance or stmt.op
     if factor is None:
@@ -138,9 +172,13 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
                   else Ref(forward(operand.var), operand.index))
         var = decl.attr("of") if decl.role == "use" else operand.var
         reads = tuple((k, edges.get(k, args[k])) for k in op.reads if k in args)
+        extra: tuple = ()
+        if operand.var in fused:  # the operator multiplies its messages over these axes
+            target = Ref(target.var, decls[var].plates)
+            extra = (("reduce", fused[operand.var]),)
         result.append(Stmt(op.qualname, (target,), reads,
                            params_common + (("operator", (factor.name, algorithm, name)),
-                                            ("target", var)),
+                                            ("target", var)) + extra,
                            stmt.provenance))
     if algorithm in factor.evidence:
         reads = tuple((k, edges.get(k, v)) for k, v in args.items())
@@ -169,7 +207,7 @@ def _to_gate(evidence: Stmt, gate: Operand | None, decls: dict[str, VarDecl]) ->
 
 
 def _variable_statements(stmt: Stmt, decls: dict[str, VarDecl], algorithm: str,
-                         vmp_derived: set[str]) -> list[Stmt]:
+                         vmp_derived: set[str], fused: dict[str, tuple]) -> list[Stmt]:
     v = stmt.input("def")
     assert isinstance(v, Ref)
     d = decls[v.var]
@@ -179,6 +217,9 @@ def _variable_statements(stmt: Stmt, decls: dict[str, VarDecl], algorithm: str,
     common = (("plates", d.plates), ("target", v.var), ("uses", hows),
               ("use_plates", tuple(decls[u].plates for u in uses)),
               ("use_masks", tuple(decls[u].attr("mask") or () for u in uses)))
+    reduced = tuple(k for k, u in enumerate(uses) if u in fused)
+    if reduced:  # the messages from these uses come already multiplied over their plates
+        common += (("reduced_uses", reduced),)
     marg, fwd, back = Ref(marginal(v.var)), Ref(forward(v.var)), Ref(backward(v.var))
     use_b = tuple((f"use{k}", Ref(backward(u))) for k, u in enumerate(uses))
     out = [Stmt("Variable.marginal", (marg,), (("def", fwd),) + (() if derived else use_b),

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from factorflow.codegen.names import marginal
+from factorflow.errors import ScheduleError
 from factorflow.ir import Node, Program, Stmt, While
 from factorflow.transforms.dependency_info import dependency_graph
 from factorflow.transforms.scheduling import Schedule, schedule
@@ -26,7 +27,14 @@ class Scheduled:
 def schedule_program(program: Program, user_initialized: frozenset[str] = frozenset()
                      ) -> Scheduled:
     graph, stmt_of = dependency_graph(program, user_initialized)
-    sched = schedule(graph)
+    try:
+        sched = schedule(graph)
+    except ScheduleError:
+        if not any(how == "parallel" for how, _ in graph.sweeps.values()):
+            raise
+        # a parallel sweep the greedy scheduler cannot realise: sweep sequentially
+        graph, stmt_of = dependency_graph(program, user_initialized, parallel=False)
+        sched = schedule(graph)
 
     def stmts(names: tuple[str, ...]) -> tuple[Stmt, ...]:
         return tuple(stmt_of[n] for n in names)

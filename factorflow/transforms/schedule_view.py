@@ -42,6 +42,16 @@ def _lines(names: tuple[str, ...], part: str, k: int, schedule: Schedule,
     return lines
 
 
+def _sweep_lines(body: tuple[str, ...], graph: DependencyGraph | None) -> list[str]:
+    """One line per variable of the loop that receives messages from several uses over a
+    plate: whether the loop sweeps it in parallel or sequentially, and why."""
+    if graph is None:
+        return []
+    return [f"  sweep: {how} {graph.describe.get(name, name).split(' (')[0]} {why}"
+            for name in dict.fromkeys(body) if name in graph.sweeps
+            for how, why in [graph.sweeps[name]]]
+
+
 def format_schedule(schedule: Schedule, graph: DependencyGraph | None = None) -> str:
     """The schedule as text: ``prefix``, then per loop ``loop k`` with ``init`` and
     ``iteration``, then ``after loop k``; parts that are empty outside loops are left out.
@@ -52,7 +62,8 @@ def format_schedule(schedule: Schedule, graph: DependencyGraph | None = None) ->
         out += ["prefix:", *_lines(schedule.prefix, "prefix", 0, schedule, graph, "  ")]
     for k, (init, body, after) in enumerate(zip(schedule.init, schedule.loop, schedule.suffix,
                                                 strict=True)):
-        out += [f"loop {k + 1}:", "  init:", *_lines(init, "init", k, schedule, graph, "    "),
+        out += [f"loop {k + 1}:", *_sweep_lines(body, graph),
+                "  init:", *_lines(init, "init", k, schedule, graph, "    "),
                 "  iteration:", *_lines(body, "loop", k, schedule, graph, "    ")]
         if after:
             out += [f"after loop {k + 1}:", *_lines(after, "suffix", k, schedule, graph, "  ")]

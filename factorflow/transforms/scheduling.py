@@ -10,6 +10,9 @@ from which an output can be reached (the others are pruned):
   code removes updates nobody reads, ``deadcode.py``);
 * the initialization schedule runs what the first pass requires but does not run
   itself, and leaves valid every message the first pass reads before updating it;
+* a NoInit statement (its operator annotated ``no_init``) is never run by the
+  initialization schedule: its initial value starts the loop, even where a statement
+  requires it or the first pass reads it;
 * user-initialized messages are kept where possible (penalties for recomputing or
   invalidating them); a ``ScheduleWarning`` names the ones overwritten before use.
 
@@ -109,7 +112,7 @@ def is_loop(graph: DependencyGraph, block: Sequence[str]) -> bool:
 def _requirements(lp: _Loop, body: Sequence[int]) -> tuple[dict[int, str], dict[int, int]]:
     """S: what the first pass of ``body`` requires before running it, with a reason;
     U: what it reads before updating it, with the first reader."""
-    ran, updated = set(lp.user), set()
+    ran, updated = set(lp.user) | lp.no_init, set()
     required: dict[int, str] = {}
     used: dict[int, int] = {}
     for x in body:
@@ -153,7 +156,7 @@ def _leave(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
 def _initialize(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
     required, used = _requirements(lp, body)
     greedy = _Greedy(lp, "init", keep_valid={a: f"read by {lp.labels[x]}"
-                                             for a, x in used.items()})
+                                             for a, x in used.items() if a not in lp.no_init})
     for a, cause in lp.invalid_on_entry.items():  # triggered by statements before the loop
         greedy.st[a] &= ~VALID
         greedy.cause[a] = cause

@@ -7,6 +7,16 @@ import numpy as np
 import pytest
 
 import factorflow.factors as factors
+from factorflow.distributions import (
+    Bernoulli,
+    Beta,
+    Dirichlet,
+    Discrete,
+    Gamma,
+    Gaussian,
+    VectorGaussian,
+    Wishart,
+)
 from factorflow.factors import FACTORS
 from tests.conftest import assert_close
 
@@ -30,6 +40,10 @@ CATALOGUE = {
     "Minus": ((("diff", "real"), ("a", "real"), ("b", "real")), True),
     "ScaleBy": ((("product", "real"), ("a", "real"), ("scale", "real")), True),
     "Product": ((("product", "real"), ("a", "real"), ("b", "real")), True),
+    "VectorGaussian": ((("sample", "vector"), ("mean", "vector"), ("precision", "posdef")),
+                       False),
+    "Wishart": ((("sample", "posdef"), ("dof", "positive"), ("rate", "posdef")), False),
+    "InnerProduct": ((("product", "real"), ("a", "vector"), ("b", "vector")), True),
 }
 
 #: (algorithm, target) pairs deliberately left unregistered, with the reason
@@ -41,6 +55,9 @@ UNSUPPORTED = {
     ("Product", "ep", "a"): "VMP only",
     ("Binomial", "vmp", "sample"): "counts are observed",
     ("Poisson", "ep", "sample"): "counts are observed",
+    ("VectorGaussian", "ep", "precision"): "not Gaussian-closed",
+    ("Wishart", "vmp", "dof"): "the degrees of freedom must be known",
+    ("InnerProduct", "ep", "b"): "EP needs b known (the factory puts the random vector in a)",
 }
 
 #: all-known argument values at which each factor's density is positive
@@ -63,6 +80,11 @@ POINTS = {
     "Minus": {"diff": 0.5, "a": 1.0, "b": 0.5},
     "ScaleBy": {"product": 2.0, "a": 1.0, "scale": 2.0},
     "Product": {"product": 2.0, "a": 1.0, "b": 2.0},
+    "VectorGaussian": {"sample": np.array([0.3, -0.1]), "mean": np.array([-0.2, 0.4]),
+                       "precision": np.array([[2.0, 0.3], [0.3, 1.0]])},
+    "Wishart": {"sample": np.array([[1.5, 0.2], [0.2, 0.7]]), "dof": 3.5,
+                "rate": np.array([[2.0, -0.4], [-0.4, 1.0]])},
+    "InnerProduct": {"product": 1.0, "a": np.array([1.0, 2.0]), "b": np.array([0.5, 0.25])},
 }
 
 
@@ -118,7 +140,7 @@ def test_evidence_of_known_arguments_is_the_log_density(name):
 
 
 @pytest.mark.parametrize("name", ["And", "Or", "Not", "IsPositive", "Greater", "Plus", "Minus",
-                                  "ScaleBy", "Product", "ConstrainTrue"])
+                                  "ScaleBy", "Product", "ConstrainTrue", "InnerProduct"])
 def test_deterministic_log_densities_reject_inconsistent_values(name):
     point = dict(POINTS[name])
     first = FACTORS[name].args[0].name
@@ -165,6 +187,11 @@ Greater.a_average_conditional(out, a, b) skip_if_uniform=a,b,out proper=a,b
 Greater.b_average_conditional(out, a, b) skip_if_uniform=a,b,out proper=a,b
 Greater.out_average_conditional(a, b) skip_if_uniform=a,b proper=a,b
 Greater.out_average_logarithm(a, b) skip_if_uniform=a,b trigger=a,b
+InnerProduct.a_average_conditional(product, b) skip_if_uniform=product known=b
+InnerProduct.product_average_conditional(a, b) skip_if_uniform=a known=b
+InnerProduct.a_average_logarithm(product, b) skip_if_uniform=product proper=b
+InnerProduct.b_average_logarithm(product, a) skip_if_uniform=product proper=a
+InnerProduct.product_average_logarithm(a, b) skip_if_uniform=a,b trigger=a,b
 IsPositive.out_average_conditional(x) skip_if_uniform=x proper=x
 IsPositive.x_average_conditional(out, x) skip_if_uniform=out,x proper=x
 IsPositive.out_average_logarithm(x) skip_if_uniform=x trigger=x
@@ -199,6 +226,15 @@ ScaleBy.a_average_conditional(product, scale) skip_if_uniform=product known=scal
 ScaleBy.product_average_conditional(a, scale) skip_if_uniform=a known=scale
 ScaleBy.a_average_logarithm(product, scale) skip_if_uniform=product known=scale
 ScaleBy.product_average_logarithm(a, scale) skip_if_uniform=a trigger=a known=scale
+VectorGaussian.mean_average_conditional(sample, precision) skip_if_uniform=sample known=precision
+VectorGaussian.sample_average_conditional(mean, precision) known=precision
+VectorGaussian.mean_average_logarithm(sample, precision) proper=precision,sample
+VectorGaussian.precision_average_logarithm(sample, mean) proper=mean,sample
+VectorGaussian.sample_average_logarithm(mean, precision) proper=mean,precision
+Wishart.rate_average_conditional(sample, dof) known=dof,sample
+Wishart.sample_average_conditional(dof, rate) known=dof,rate
+Wishart.rate_average_logarithm(sample, dof) proper=sample known=dof
+Wishart.sample_average_logarithm(dof, rate) proper=rate known=dof
 """
 
 
@@ -217,8 +253,9 @@ def test_annotation_table():
 
 
 def _uniform_like(domain: str, value):
-    from factorflow.distributions import Bernoulli, Beta, Dirichlet, Discrete, Gamma, Gaussian
-
+    if domain in ("vector", "posdef"):
+        family = VectorGaussian if domain == "vector" else Wishart
+        return family.uniform((), np.shape(value)[-1])
     family = {"real": Gaussian, "positive": Gamma, "unit": Beta, "bool": Bernoulli,
               "int": Discrete, "simplex": Dirichlet}[domain]
     if family is Discrete:
@@ -244,9 +281,10 @@ def test_ep_evidence_with_a_uniform_message_is_a_number(name):
 
 def _typical(domain: str, value):
     """A typical message of the domain's family (the known value where there is none)."""
-    from factorflow.distributions import Bernoulli, Beta, Dirichlet, Discrete, Gamma, Gaussian
-
+    spd = np.array([[1.2, 0.3], [0.3, 0.8]])
     return {"real": lambda: Gaussian(0.3, 1.2), "positive": lambda: Gamma(2.0, 1.5),
+            "vector": lambda: VectorGaussian(np.array([0.3, -0.5]), spd),
+            "posdef": lambda: Wishart(3.5, spd),
             "unit": lambda: Beta(2.0, 3.0), "bool": lambda: Bernoulli(0.3),
             "int": lambda: Discrete(np.array([0.2, 0.3, 0.5])),
             "simplex": lambda: Dirichlet(np.array([1.5, 2.0, 0.8])),
@@ -274,7 +312,8 @@ def test_one_batched_argument_batches_the_message(name):
             args[batched_arg] = _batched(args[batched_arg], (4,), event)
             msg = op.fn(**args)
             assert msg.batch_shape == (4,), (op.qualname, batched_arg)
-            assert len({e.shape for e in msg.eta}) == 1, (op.qualname, batched_arg)
+            batches = {e.shape[: e.ndim - msg.event_ndim] for e in msg.eta}
+            assert batches == {(4,)}, (op.qualname, batched_arg)
 
 
 @pytest.mark.parametrize("name", sorted(CATALOGUE))

@@ -303,3 +303,26 @@ def test_an_inner_index_sized_by_an_ff_data_value():
     assert_close(compiled.run().log_evidence, np.log(0.8))
     assert_close(compiled.run(data={"theta": np.array([0.2, 0.2, 0.6])}).log_evidence,
                  np.log(0.6))
+
+
+@ff.factor(x="positive", shape="positive")
+def gamma_of_random_shape(x, shape):
+    return (shape - 1) * ff.log(x) - x - ff.lgamma(shape)
+
+
+def test_elbo_term_with_lgamma_of_a_random_argument_uses_eloggamma():
+    """E[log f] = (E[a] - 1) E[log x] - E[x] - E[log Γ(a)], each factor by SciPy quadrature;
+    the shape has no conjugate message (log Γ(a) is not a Gamma statistic)."""
+    from scipy import integrate, special, stats
+
+    def expect(f, dist):
+        return integrate.quad(lambda v: f(v) * dist.pdf(v), 0, np.inf, epsabs=1e-13,
+                              epsrel=1e-13, limit=500)[0]
+
+    x, shape = GammaD(2.0, rate=3.0), GammaD(4.5, rate=1.5)
+    ex, ea = stats.gamma(2.0, scale=1 / 3.0), stats.gamma(4.5, scale=1 / 1.5)
+    want = (ea.mean() - 1) * expect(np.log, ex) - ex.mean() - expect(special.gammaln, ea)
+    got = FACTORS["gamma_of_random_shape"].evidence["vmp"](x=x, shape=shape)
+    assert_close(got, want, rtol=1e-9)
+    assert "shape" in gamma_of_random_shape.blocked and "lgamma(shape)" in \
+        gamma_of_random_shape.blocked["shape"]

@@ -314,7 +314,19 @@ class _Gaussian:
     def gated(self):
         """One gated construct, after the core."""
         g = self.g
-        kind = g.pick(("observation", "observation", "exit", "switch-same", "mixture"))
+        kind = g.pick(("observation", "observation", "exit", "switch-same", "mixture",
+                       "nested"))
+        if kind == "nested":  # an observation's gate inside another gate (or a Switch)
+            outer, k1 = self.selector(discrete=g.flag(0.4))
+            inner, k2 = self.selector()
+            value = g.observed_value("Gaussian", None, None)
+            name = g.name("y")
+            gate = self.branches(inner, k2, lambda _key: (Draw(
+                name, "Gaussian", (g.pick(self.means() + [Const(g.pick(MEANS))]),
+                                   Const(g.pick(PRECISIONS))), value),))
+            if outer.family == "Discrete" and g.flag(0.5):
+                return [outer, inner, Gate("switch", outer.name, ((None, (gate,)),))]
+            return [outer, inner, self.branches(outer, k1, lambda _key: (gate,))]
         if kind in ("observation", "exit"):
             sel, k = self.selector()
             out = [sel]

@@ -69,10 +69,18 @@ SEED_REACHABLE = {
 }
 
 
+def canonical(terms) -> list[Term]:
+    """``terms`` by size, then in canonical order (the stream's order within a size is the
+    e-graph's)."""
+    return sorted(terms, key=lambda t: (t.size, t.order_key))
+
+
 def test_seed_example_streams_exactly_the_expected_graphs_smallest_first():
     ex = explore(SEED_TERM, SEED)
     assert ex.complete and ex.stop_reason == "saturated"
-    assert [str(t) for t in ex.stream(max_term_size=9)] == SEED_STREAM_UP_TO_9
+    streamed = list(ex.stream(max_term_size=9))
+    assert [t.size for t in streamed] == sorted(t.size for t in streamed)
+    assert [str(t) for t in canonical(streamed)] == SEED_STREAM_UP_TO_9
 
 
 def test_seed_example_contains_every_graph_the_naive_search_reaches():
@@ -161,17 +169,6 @@ def test_flattened_forms_are_streamed_and_cross_nesting_matches_fire():
     terms = {str(u) for u in explore(t, SEED).stream()}
     assert terms == {"x + y + (x + z)", "x + z + (x + y)", "x + x + y + z",
                      "y + z + 2*x", "(x + z) + (x + y)"}
-
-
-def test_lazy_terms_are_a_subset_of_eager_ones_even_for_deep_renestings():
-    """The documented gap: a + (b + (c + d)) and a + b + c + d differ by two levels."""
-    a_, b_, c_, d_ = map(sym, "abcd")
-    deep = Term(SUM, (a_, Term(SUM, (b_, Term(SUM, (c_, d_))))))
-    t = Term(SUM, (deep, Term(SUM, (a_, b_, c_, d_))))
-    lazy = set(explore(t, SEED).stream(max_term_size=t.size))
-    eager = set(explore(t, SEED, lazy_associativity=False).stream(max_term_size=t.size))
-    assert t in lazy and lazy < eager
-    assert "2*(a + b + c + d)" in {str(u) for u in eager - lazy}   # needs the two equal
 
 
 def test_associativity_rules_are_recognised_by_shape():

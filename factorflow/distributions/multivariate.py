@@ -1,0 +1,368 @@
+"""Distributions over vectors and matrices: VectorGaussian and Wishart.
+
+Both keep every natural parameter as a matrix (``event_ndim = 2``): the VectorGaussian's
+precision-times-mean is stored as a D × 1 column beside its D × D precision, and the
+Wishart's scalar (ν − D − 1)/2 as a 1 × 1 matrix beside its D × D −R/2.  So products and
+ratios of messages, reductions over plates, gathers, scatters and broadcasts (all of
+``base.Distribution``) treat them exactly as the scalar families, one array operation per
+plate; the properties people read (``mean``, ``mean_times_precision``, ``dof``) drop the
+unit axes again.
+
+Linear algebra is batched over the leading (plate) axes with NumPy's stacked
+``linalg`` routines; sums of products go through ``np.einsum`` (optimize=True).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from factorflow.distributions.base import Distribution
+from factorflow.errors import DataError
+from factorflow.lazy import special, stats
+
+LOG_2PI = float(np.log(2 * np.pi))
+LOG_PI = float(np.log(np.pi))
+
+
+# ----- batched linear algebra ---------------------------------------------------------
+def smallest_eigenvalue(matrix: Any) -> np.ndarray:
+    """The smallest eigenvalue of each symmetric matrix (last two axes)."""
+    return np.linalg.eigvalsh(np.asarray(matrix, float))[..., 0]
+
+
+def check_positive_definite(matrix: Any, what: str) -> np.ndarray:
+    """``matrix`` as a float array if it is a stack of symmetric positive-definite D × D
+    matrices; DataError naming ``what`` with the smallest eigenvalue (or the asymmetry)
+    otherwise."""
+    m = np.asarray(matrix, float)
+    if m.ndim < 2 or m.shape[-1] != m.shape[-2]:
+        raise DataError(f"{what}: expected a square D × D matrix (or one per plate element), "
+                        f"got shape {m.shape}.")
+    if not np.all(np.isfinite(m)):
+        raise DataError(f"{what} contains NaN or inf; give a finite matrix.")
+    gap = np.max(np.abs(m - np.swapaxes(m, -1, -2)), initial=0.0)
+    if gap > 1e-9 * max(1.0, float(np.max(np.abs(m), initial=0.0))):
+        raise DataError(f"{what} is not symmetric (entries differ by up to {gap:.3g} from "
+                        "their transposes); give (M + M.T) / 2.")
+    low = smallest_eigenvalue(m) if m.size else np.zeros(0)
+    if np.any(low <= 0):
+        raise DataError(f"{what} is not positive definite: its smallest eigenvalue is "
+                        f"{float(np.min(low)):.6g}; give a positive-definite matrix.")
+    return m
+
+
+def inverse(matrix: np.ndarray) -> np.ndarray:
+    """The inverse of each matrix; the pseudo-inverse for a stack holding a singular one
+    (an improper message, such as a uniform one, whose covariance is undefined)."""
+    try:
+        return np.linalg.inv(matrix)
+    except np.linalg.LinAlgError:
+        return np.linalg.pinv(matrix, hermitian=True)
+
+
+def solve(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """matrix⁻¹ vector for stacks of matrices and vectors (last axis), with ``inverse``'s
+    fallback for singular matrices."""
+    vector = np.asarray(vector, float)
+    try:
+        return np.linalg.solve(matrix, vector[..., None])[..., 0]
+    except np.linalg.LinAlgError:
+        return np.einsum("...ij,...j->...i", inverse(matrix), vector, optimize=True)
+
+
+def logdet(matrix: np.ndarray) -> np.ndarray:
+    """log |det M| of each matrix (−inf for a singular one)."""
+    return np.linalg.slogdet(matrix)[1]
+
+
+def outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a bᵀ for stacks of vectors (last axis)."""
+    return np.asarray(a)[..., :, None] * np.asarray(b)[..., None, :]
+
+
+def quad_form(matrix: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """xᵀ M x for stacks (broadcast over the leading axes), without forming x xᵀ; one
+    matrix product for a single matrix and many vectors (a plate of data)."""
+    matrix, x = np.asarray(matrix, float), np.asarray(x, float)
+    if matrix.ndim == 2:
+        return np.sum((x @ matrix) * x, axis=-1)
+    return np.einsum("...i,...ij,...j->...", x, matrix, x, optimize=True)
+
+
+def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """tr(A B) for stacks of symmetric matrices: Σ_ij A_ij B_ij."""
+    return np.einsum("...ij,...ij->...", a, b, optimize=True)
+
+
+def log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:
+    """log Γ_D(a) = D(D−1)/4 log π + Σ_{i<D} log Γ(a − i/2), elementwise (no domain error:
+    NaN or inf where a ≤ (D−1)/2, which only an improper message has)."""
+    a = np.asarray(a, float)
+    half = np.arange(dim) / 2.0
+    return dim * (dim - 1) / 4.0 * LOG_PI + np.sum(special.gammaln(a[..., None] - half),
+                                                   axis=-1)
+
+
+def multi_digamma(a: np.ndarray, dim: int) -> np.ndarray:
+    """ψ_D(a) = Σ_{i<D} ψ(a − i/2), the derivative of log Γ_D."""
+    a = np.asarray(a, float)
+    return np.sum(special.digamma(a[..., None] - np.arange(dim) / 2.0), axis=-1)
+
+
+def _matrix_or_inverse(family: str, name: str, value: Any, inverse_name: str,
+                       inverse_value: Any) -> np.ndarray:
+    """The matrix given as ``name=`` or by its inverse as ``inverse_name=`` (exactly one),
+    checked symmetric positive definite."""
+    if (value is None) == (inverse_value is None):
+        raise TypeError(f"{family} takes exactly one of {inverse_name}= or {name}=")
+    if value is None:
+        return inverse(check_positive_definite(inverse_value, f"{family} {inverse_name}"))
+    return check_positive_definite(value, f"{family} {name}")
+
+
+def _as_matrix(value: Any) -> np.ndarray:
+    """A scalar parameter as a 1 × 1 matrix per batch element."""
+    return np.asarray(value, float)[..., None, None]
+
+
+def _unbatched(d: Distribution, what: str) -> None:
+    if d.batch_shape:
+        raise ValueError(f"to_scipy() of a batched {what}: index one element first")
+
+
+# ----- VectorGaussian -------------------------------------------------------------------
+class VectorGaussian(Distribution):
+    """N(x; mean, precision⁻¹) over x in R^D.
+
+    T(x) = (x as a D × 1 column, −x xᵀ/2); eta = (precision · mean as a D × 1 column,
+    precision).  Construct from ``mean`` (batch + (D,)) and exactly one of
+    ``covariance=`` or ``precision=`` (batch + (D, D), positive definite).
+    """
+
+    natural_names = ("mean_times_precision", "precision")
+    event_ndim = 2
+
+    def __init__(self, mean: Any, covariance: Any = None, *, precision: Any = None):
+        prec = _matrix_or_inverse("VectorGaussian", "precision", precision, "covariance",
+                                  covariance)
+        mean = np.asarray(mean, float)
+        if mean.ndim == 0 or mean.shape[-1] != prec.shape[-1]:
+            raise DataError(f"VectorGaussian: the mean has shape {mean.shape} but the "
+                            f"{'covariance' if precision is None else 'precision'} has shape "
+                            f"{prec.shape}; the mean's last axis must be D = "
+                            f"{prec.shape[-1]}.")
+        h = np.einsum("...ij,...j->...i", prec, mean, optimize=True)
+        batch = np.broadcast_shapes(h.shape[:-1], prec.shape[:-2])
+        dim = prec.shape[-1]
+        super().__init__(np.broadcast_to(h[..., None], batch + (dim, 1)),
+                         np.broadcast_to(prec, batch + (dim, dim)))
+
+    @classmethod
+    def _uniform_naturals(cls, batch_shape: tuple[int, ...], *event: int) -> tuple:
+        if not event:
+            raise TypeError("VectorGaussian.uniform needs the dimension D")
+        d = event[0]
+        return np.zeros(batch_shape + (d, 1)), np.zeros(batch_shape + (d, d))
+
+    @property
+    def dim(self) -> int:
+        return int(self.eta[1].shape[-1])
+
+    @property
+    def mean_times_precision(self) -> np.ndarray:
+        return self.eta[0][..., 0]
+
+    @property
+    def precision(self) -> np.ndarray:
+        return self.eta[1]
+
+    @property
+    def mean(self) -> np.ndarray:
+        """precision⁻¹ · (precision · mean); 0 where the precision is zero (uniform)."""
+        return solve(self.eta[1], self.eta[0][..., 0])
+
+    @property
+    def covariance(self) -> np.ndarray:
+        return inverse(self.eta[1])
+
+    @property
+    def variance(self) -> np.ndarray:
+        """The marginal variance of each component (the covariance's diagonal)."""
+        return np.diagonal(self.covariance, axis1=-2, axis2=-1).copy()
+
+    def mean_and_covariance(self) -> tuple[np.ndarray, np.ndarray]:
+        """(E[x], Cov[x]) from one inversion of the precision."""
+        cov = self.covariance
+        return np.einsum("...ij,...j->...i", cov, self.eta[0][..., 0], optimize=True), cov
+
+    def log_normalizer(self) -> np.ndarray:
+        """A(η) = hᵀ P⁻¹ h / 2 − log |P| / 2 + D log(2π) / 2 (log |det P| for an improper
+        message, as the scalar Gaussian does).
+
+        A message of singular precision (EP's message from a few rank-one factors, fewer
+        than D) is uniform along the null space of P; as for a uniform message (see
+        ``base.log_normalizer_or_zero``) that part weighs 1, so A is taken over the range
+        of P: pseudo-inverse, pseudo-determinant and rank · log(2π) / 2.  The evidence
+        terms that read such a message cancel its A exactly, as they cancel a uniform
+        message's 0."""
+        h, p = self.eta[0][..., 0], self.eta[1]
+        if p.size == 0:
+            return np.zeros(self.batch_shape)
+        w, v = np.linalg.eigh(p)
+        scale = np.max(np.abs(w), axis=-1, keepdims=True)
+        live = np.abs(w) > self.dim * np.finfo(float).eps * scale
+        proj = np.einsum("...ji,...j->...i", v, h, optimize=True)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            quad = np.sum(np.where(live, proj * proj / w, 0.0), axis=-1)
+            logdet_p = np.sum(np.where(live, np.log(np.abs(w)), 0.0), axis=-1)
+        return 0.5 * quad - 0.5 * logdet_p + 0.5 * np.sum(live, axis=-1) * LOG_2PI
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        m, cov = self.mean_and_covariance()
+        return m[..., None], -0.5 * (cov + outer(m, m))
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        x = np.asarray(x, float)
+        return x[..., None], -0.5 * outer(x, x)
+
+    def log_base_measure(self, x: Any) -> np.ndarray:
+        return np.zeros(np.shape(x)[:-1])
+
+    def log_prob(self, x: Any) -> np.ndarray:
+        """log N(x; mean, precision⁻¹); ``x`` has shape (..., D)."""
+        x = np.asarray(x, float)
+        h, p = self.eta[0][..., 0], self.eta[1]
+        return (np.sum(h * x, axis=-1) - 0.5 * quad_form(p, x) - self.log_normalizer())
+
+    def is_proper(self) -> np.ndarray:
+        if self.eta[1].size == 0:
+            return np.ones(self.batch_shape, bool)
+        return smallest_eigenvalue(self.eta[1]) > 0
+
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        m, cov = self.mean_and_covariance()
+        chol = np.linalg.cholesky(cov)
+        z = rng.standard_normal(shape + (self.dim,))
+        return m + np.einsum("...ij,...j->...i", chol, z, optimize=True)
+
+    def to_scipy(self) -> Any:
+        _unbatched(self, "VectorGaussian")
+        m, cov = self.mean_and_covariance()
+        return stats.multivariate_normal(m, cov)
+
+    def describe(self) -> dict[str, np.ndarray]:
+        m, cov = self.mean_and_covariance()
+        return {"mean": m, "covariance": cov}
+
+
+# ----- Wishart ------------------------------------------------------------------------
+class Wishart(Distribution):
+    """W(X; dof ν, rate R) over symmetric positive-definite D × D matrices X:
+
+        p(X) ∝ |X|^((ν − D − 1)/2) exp(−tr(R X)/2),   E[X] = ν R⁻¹,
+
+    the rate R being the inverse of SciPy's ``scale`` (``stats.wishart(ν, R⁻¹)``); for
+    D = 1 it is Gamma(ν/2, rate R/2).  T(X) = (log |X| as a 1 × 1 matrix, X);
+    eta = ((ν − D − 1)/2 as a 1 × 1 matrix, −R/2).
+    """
+
+    natural_names = ("dof_term", "minus_half_rate")
+    event_ndim = 2
+
+    def __init__(self, dof: Any, rate: Any = None, *, scale: Any = None):
+        r = _matrix_or_inverse("Wishart", "rate", rate, "scale", scale)
+        dim = r.shape[-1]
+        dof = np.asarray(dof, float)
+        if np.any(dof <= dim - 1):
+            raise DataError(f"Wishart: the degrees of freedom must exceed D − 1 = {dim - 1}, "
+                            f"got {float(np.min(dof))!r}.")
+        batch = np.broadcast_shapes(dof.shape, r.shape[:-2])
+        super().__init__(np.broadcast_to(_as_matrix(0.5 * (dof - dim - 1)), batch + (1, 1)),
+                         np.broadcast_to(-0.5 * r, batch + (dim, dim)))
+
+    @classmethod
+    def _uniform_naturals(cls, batch_shape: tuple[int, ...], *event: int) -> tuple:
+        if not event:
+            raise TypeError("Wishart.uniform needs the dimension D")
+        d = event[0]
+        return np.zeros(batch_shape + (1, 1)), np.zeros(batch_shape + (d, d))
+
+    @property
+    def dim(self) -> int:
+        return int(self.eta[1].shape[-1])
+
+    @property
+    def dof(self) -> np.ndarray:
+        return 2.0 * self.eta[0][..., 0, 0] + self.dim + 1
+
+    @property
+    def rate(self) -> np.ndarray:
+        return -2.0 * self.eta[1]
+
+    @property
+    def scale(self) -> np.ndarray:
+        return inverse(self.rate)
+
+    @property
+    def mean(self) -> np.ndarray:
+        """E[X] = ν R⁻¹."""
+        return self.dof[..., None, None] * self.scale
+
+    @property
+    def variance(self) -> np.ndarray:
+        """Var[X_ij] = ν (S_ij² + S_ii S_jj), S = R⁻¹."""
+        s = self.scale
+        diag = np.diagonal(s, axis1=-2, axis2=-1)
+        return self.dof[..., None, None] * (s * s + outer(diag, diag))
+
+    def mean_log_det(self) -> np.ndarray:
+        """E[log |X|] = ψ_D(ν/2) + D log 2 − log |R|."""
+        return (multi_digamma(0.5 * self.dof, self.dim) + self.dim * np.log(2.0)
+                - logdet(self.rate))
+
+    def log_normalizer(self) -> np.ndarray:
+        """A(η) = ν D log 2 / 2 − ν log |R| / 2 + log Γ_D(ν/2)."""
+        nu = self.dof
+        with np.errstate(invalid="ignore"):
+            return (0.5 * nu * (self.dim * np.log(2.0) - logdet(self.rate))
+                    + log_multigamma(0.5 * nu, self.dim))
+
+    def expected_stats(self) -> tuple[np.ndarray, ...]:
+        return _as_matrix(self.mean_log_det()), self.mean
+
+    def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        x = np.asarray(x, float)
+        return _as_matrix(logdet(x)), x
+
+    def log_base_measure(self, x: Any) -> np.ndarray:
+        return np.zeros(np.shape(x)[:-2])
+
+    def is_proper(self) -> np.ndarray:
+        if self.eta[1].size == 0:
+            return np.ones(self.batch_shape, bool)
+        return (self.dof > self.dim - 1) & (smallest_eigenvalue(self.rate) > 0)
+
+    def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Bartlett: X = L A Aᵀ Lᵀ with L L ᵀ = R⁻¹, A lower triangular, A_ii² ~ χ²(ν − i),
+        A_ij ~ N(0, 1) below the diagonal."""
+        d = self.dim
+        chol = np.linalg.cholesky(self.scale)
+        dof = np.broadcast_to(self.dof[..., None] - np.arange(d), shape + (d,))
+        a = np.tril(rng.standard_normal(shape + (d, d)), k=-1)
+        a = a + np.sqrt(rng.chisquare(dof))[..., None] * np.eye(d)
+        la = np.einsum("...ij,...jk->...ik", chol, a, optimize=True)
+        return np.einsum("...ij,...kj->...ik", la, la, optimize=True)
+
+    def to_scipy(self) -> Any:
+        _unbatched(self, "Wishart")
+        return stats.wishart(df=float(self.dof), scale=self.scale)
+
+    def describe(self) -> dict[str, np.ndarray]:
+        return {"dof": self.dof, "rate": self.rate}
+
+
+__all__ = ["VectorGaussian", "Wishart", "check_positive_definite", "inverse", "solve",
+           "logdet", "outer", "quad_form", "trace_product", "log_multigamma",
+           "multi_digamma", "smallest_eigenvalue"]

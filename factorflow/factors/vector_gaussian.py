@@ -1,0 +1,185 @@
+"""VectorGaussian(sample | mean, precision): the multivariate Gaussian, D-dimensional.
+
+log f = ½ log |Λ| − (D/2) log 2π − ½ (x − μ)ᵀ Λ (x − μ)
+
+VMP (Infer.NET's VectorGaussianOp, Winn & Bishop 2005): the messages to x and μ are
+VectorGaussians with natural parameters (E[Λ] E[μ], E[Λ]) and (E[Λ] E[x], E[Λ]); the message
+to Λ is the Wishart with naturals (½, −½ E[(x − μ)(x − μ)ᵀ]), i.e. dof D + 2 and rate
+E[(x − μ)(x − μ)ᵀ] = (E x − E μ)(E x − E μ)ᵀ + Cov x + Cov μ.
+
+EP (known Λ): the message through the factor convolves with N(0, Λ⁻¹).  For a message of
+precision P and precision-times-mean h this is precision Λ − Λ (Λ + P)⁻¹ Λ and
+precision-times-mean Λ (Λ + P)⁻¹ h, which holds for singular P too (a uniform message
+stays uniform).
+
+Vector arguments arrive as arrays of shape batch + (D,) when known, or as VectorGaussian
+messages; the precision as batch + (D, D) arrays or Wishart messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from factorflow.distributions import VectorGaussian, Wishart
+from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.moments import is_known
+from factorflow.distributions.multivariate import (
+    LOG_2PI,
+    logdet,
+    outer,
+    quad_form,
+    solve,
+    trace_product,
+)
+from factorflow.factors.common import Reduce, plate_einsum
+from factorflow.factors.registry import define_factor
+
+
+def _log_density(sample, mean, precision):
+    d = np.subtract(sample, mean)
+    dim = np.shape(precision)[-1]
+    return 0.5 * logdet(precision) - 0.5 * dim * LOG_2PI - 0.5 * quad_form(precision, d)
+
+
+VECTOR_GAUSSIAN = define_factor("VectorGaussian", ("sample", "vector"), ("mean", "vector"),
+                                ("precision", "posdef"), log_density=_log_density)
+
+
+# ----- moments of vector and matrix arguments, known or random ----------------------------
+def mean_cov(v: Any) -> tuple[np.ndarray, Any]:
+    """(E[v], Cov[v]) of a vector argument; the covariance of a known vector is the scalar
+    0 (it broadcasts, and no array of zeros is made)."""
+    if is_known(v):
+        return np.asarray(v, float), 0.0
+    return v.mean_and_covariance()
+
+
+def matrix_mean(v: Any) -> np.ndarray:
+    """E[Λ] of a matrix argument (a known matrix, or a Wishart)."""
+    return np.asarray(v, float) if is_known(v) else v.mean
+
+
+def mean_log_det(v: Any) -> np.ndarray:
+    """E[log |Λ|] of a matrix argument."""
+    return logdet(np.asarray(v, float)) if is_known(v) else v.mean_log_det()
+
+
+def vector_gaussian(h: np.ndarray, precision: np.ndarray) -> VectorGaussian:
+    """The VectorGaussian with precision-times-mean ``h`` (batch + (D,)) and ``precision``
+    (batch + (D, D)), both broadcast to their common batch shape."""
+    h, precision = np.asarray(h, float), np.asarray(precision, float)
+    d = precision.shape[-1]
+    batch = np.broadcast_shapes(h.shape[:-1], precision.shape[:-2])
+    return VectorGaussian.from_natural(np.broadcast_to(h[..., None], batch + (d, 1)),
+                                       np.broadcast_to(precision, batch + (d, d)))
+
+
+def wishart_from_naturals(dof_term: Any, minus_half_rate: np.ndarray) -> Wishart:
+    """The Wishart with naturals ((ν − D − 1)/2, −R/2), the first broadcast to the batch."""
+    m = np.asarray(minus_half_rate, float)
+    first = np.broadcast_to(np.asarray(dof_term, float)[..., None, None], m.shape[:-2] + (1, 1))
+    return Wishart.from_natural(first, m)
+
+
+def _matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    return np.einsum("...ij,...j->...i", matrix, vector, optimize=True)
+
+
+def _expected_outer_diff(a: Any, b: Any) -> tuple[np.ndarray, Any]:
+    """(E a − E b, Cov a + Cov b): E[(a − b)(a − b)ᵀ] is d dᵀ + the covariance part, kept
+    apart so that a quadratic form needs no d dᵀ array per plate element."""
+    (ma, ca), (mb, cb) = mean_cov(a), mean_cov(b)
+    return np.subtract(ma, mb), np.add(ca, cb)
+
+
+# ----- VMP ------------------------------------------------------------------------------
+@VECTOR_GAUSSIAN.operator("vmp", "sample", proper=("mean", "precision"))
+def _sample_vmp(mean, precision) -> VectorGaussian:
+    lam = matrix_mean(precision)
+    return vector_gaussian(_matvec(lam, mean_cov(mean)[0]), lam)
+
+
+@VECTOR_GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"))
+def _mean_vmp(sample, precision) -> VectorGaussian:
+    lam = matrix_mean(precision)
+    return vector_gaussian(_matvec(lam, mean_cov(sample)[0]), lam)
+
+
+@VECTOR_GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))
+def _precision_vmp(sample, mean, *, reduce: Reduce | None = None) -> Wishart:
+    """Wishart naturals (½, −½ E[(x − μ)(x − μ)ᵀ]); with ``reduce``, their sums over its
+    plate axes (Σ d dᵀ by one einsum: no D × D matrix per plate element)."""
+    d, cov = _expected_outer_diff(sample, mean)
+    if reduce is None:
+        return wishart_from_naturals(0.5, -0.5 * (outer(d, d) + cov))
+    spread = plate_einsum("ij", [(d, "i"), (d, "j")], reduce)
+    if np.ndim(cov):
+        spread = spread + plate_einsum("ij", [(cov, "ij")], reduce)
+    return wishart_from_naturals(plate_einsum("", [(0.5, "")], reduce), -0.5 * spread)
+
+
+@VECTOR_GAUSSIAN.evidence_operator("vmp")
+def _average_log_factor(sample, mean, precision) -> np.ndarray:
+    """½ E log|Λ| − (D/2) log 2π − ½ (dᵀ E[Λ] d + tr(E[Λ] (Cov x + Cov μ)))."""
+    lam = matrix_mean(precision)
+    d, cov = _expected_outer_diff(sample, mean)
+    spread = trace_product(lam, cov) if np.ndim(cov) else 0.0
+    return (0.5 * mean_log_det(precision) - 0.5 * lam.shape[-1] * LOG_2PI
+            - 0.5 * (quad_form(lam, d) + spread))
+
+
+# ----- EP (known precision) -----------------------------------------------------------------
+def convolve(msg: Any, precision: Any) -> VectorGaussian:
+    """The message through N(· ; ·, Λ⁻¹) with Λ known: precision Λ (Λ + P)⁻¹ P
+    (= Λ − Λ (Λ + P)⁻¹ Λ, exactly 0 for a uniform message) and Λ (Λ + P)⁻¹ h for a
+    message (h, P); N(x, Λ⁻¹) itself for a known x."""
+    lam = np.asarray(precision, float)
+    if is_known(msg):
+        return vector_gaussian(_matvec(lam, np.asarray(msg, float)), lam)
+    h, p = msg.eta[0][..., 0], msg.eta[1]
+    # (Λ + P)⁻¹ Λ, transposed: Λ (Λ + P)⁻¹ (both symmetric)
+    gain = np.swapaxes(np.linalg.solve(lam + p, np.broadcast_to(lam, np.broadcast_shapes(
+        lam.shape, p.shape))), -1, -2)
+    new_p = np.einsum("...ij,...jk->...ik", gain, p, optimize=True)  # = Λ − gain Λ
+    return vector_gaussian(_matvec(gain, h), 0.5 * (new_p + np.swapaxes(new_p, -1, -2)))
+
+
+@VECTOR_GAUSSIAN.operator("ep", "sample", known=("precision",))
+def _sample_ep(mean, precision) -> VectorGaussian:
+    return convolve(mean, precision)
+
+
+@VECTOR_GAUSSIAN.operator("ep", "mean", skip_if_uniform=("sample",), known=("precision",))
+def _mean_ep(sample, precision) -> VectorGaussian:
+    return convolve(sample, precision)
+
+
+def _through_constant(msg: VectorGaussian, precision: np.ndarray) -> np.ndarray:
+    """K in ∫ exp(⟨η_μ, T(μ)⟩) N(x; μ, Λ⁻¹) dμ = exp(⟨η', T(x)⟩ + K), η' = convolve(η_μ):
+    K = ½ hᵀ (Λ + P)⁻¹ h − ½ log |Λ + P| + ½ log |Λ|.  For a proper message K = A(η');
+    written out, it holds for a message of singular precision too."""
+    lam = np.asarray(precision, float)
+    h, total = msg.eta[0][..., 0], lam + msg.eta[1]
+    return (0.5 * np.sum(h * solve(total, h), axis=-1) - 0.5 * logdet(total)
+            + 0.5 * logdet(lam))
+
+
+@VECTOR_GAUSSIAN.evidence_operator("ep")
+def _log_average_factor(sample, mean, precision) -> np.ndarray:
+    """log ∫∫ N(x; μ, Λ⁻¹) m_x(x) m_μ(μ) with normalised messages (a uniform one weighs 1;
+    a message of singular precision is normalised over the range of its precision, as
+    ``VectorGaussian.log_normalizer`` says, and that normaliser cancels against the
+    variable's evidence term)."""
+    if not is_known(sample) and not is_known(mean):
+        through = convolve(mean, precision)
+        return (log_normalizer_or_zero(through * sample) + _through_constant(mean, precision)
+                - log_normalizer_or_zero(sample) - log_normalizer_or_zero(mean))
+    known, msg = (sample, mean) if is_known(sample) else (mean, sample)
+    if is_known(msg):
+        return _log_density(np.asarray(known, float), np.asarray(msg, float), precision)
+    # the factor as a function of the random argument is N(·; known, Λ⁻¹)
+    factor = convolve(np.asarray(known, float), precision)
+    return (log_normalizer_or_zero(factor * msg) - factor.log_normalizer()
+            - log_normalizer_or_zero(msg))

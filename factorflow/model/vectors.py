@@ -1,0 +1,157 @@
+"""Factories of vector and matrix variables: ``ff.VectorGaussian``, ``ff.Wishart`` and the
+inner product ``ff.inner(a, b)`` (``a @ b``).
+
+A vector variable has an event of D components (``Variable.size`` = D) on top of its
+plates; a matrix variable D × D.  Known vectors and matrices are arrays whose last axes
+are the event (one per plate element, or one for all).  Every factory checks that the
+dimensions of its arguments agree, naming both shapes and the variables, and refuses a
+matrix parameter that is not positive definite with its smallest eigenvalue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from factorflow.distributions.multivariate import check_positive_definite, inverse
+from factorflow.errors import ModelError
+from factorflow.model.checks import numeric_array
+from factorflow.model.core import Data, Indexed, Variable, current_model
+from factorflow.model.factories import _derived, _label, _one_of, new_variable
+
+
+def _describe(value: Any, dim: int, domain: str) -> str:
+    """How an argument is named in an error: the variable or Data with its shape (per
+    plate element), or the constant's shape."""
+    event = (dim,) if domain == "vector" else (dim, dim)
+    if isinstance(value, Variable):
+        return f"variable {value.name!r} of shape {event}"
+    if isinstance(value, Indexed):
+        return f"{value.base.name}[...] of shape {event}"
+    if isinstance(value, Data):
+        return f"ff.Data({value.name!r}) of shape {np.shape(value.value)}"
+    return f"a constant of shape {np.shape(value)}"
+
+
+def _dimension(name: str, arg: str, value: Any, domain: str) -> int | None:
+    """D of a vector (``domain`` "vector") or matrix ("posdef") argument; None for a scalar
+    constant (it broadcasts) or an ff.Data without a value yet."""
+    base = value.base if isinstance(value, Indexed) else value
+    if isinstance(base, Variable):
+        if base.domain != domain:
+            kind = "vector" if domain == "vector" else "positive-definite matrix"
+            raise ModelError(f"{name}: argument {arg!r} must be a {kind}, but variable "
+                             f"{base.name!r} is {base.domain}-valued.")
+        return base.size
+    if isinstance(base, Data):
+        if base.value is None:
+            return None
+        value = base.value
+    arr = numeric_array(value, f"variable {name!r}, argument {arg!r}")
+    if arr.ndim == 0:
+        return None
+    if domain == "posdef" and (arr.ndim < 2 or arr.shape[-1] != arr.shape[-2]):
+        raise ModelError(f"{name}: argument {arg!r} must be a square D × D matrix (one per "
+                         f"plate element, or one for all), got shape {arr.shape}.")
+    return int(arr.shape[-1])
+
+
+def _common_dimension(name: str, args: dict[str, tuple[Any, str]]) -> int:
+    """The D that all ``args`` (arg name -> (value, domain)) share; ModelError naming the
+    two that disagree, with their shapes, or asking for one that fixes D."""
+    seen: list[tuple[str, str, int]] = []
+    for arg, (value, domain) in args.items():
+        d = _dimension(name, arg, value, domain)
+        if d is None:
+            continue
+        for other, other_text, other_d in seen:
+            if other_d != d:
+                raise ModelError(
+                    f"{name}: dimension mismatch: {other!r} is {other_text} (D = {other_d}), "
+                    f"but {arg!r} is {_describe(value, d, domain)} (D = {d}); give "
+                    "arguments of one dimension D.")
+        seen.append((arg, _describe(value, d, domain), d))
+    if not seen:
+        raise ModelError(f"{name}: cannot tell the dimension D; give a vector or matrix "
+                         "argument (not only scalars).")
+    return seen[0][2]
+
+
+def _vector_constant(value: Any, dim: int) -> Any:
+    """A scalar constant as a D-vector (``VectorGaussian(name, 0.0, ...)``); other
+    arguments as they are."""
+    if isinstance(value, Variable | Indexed | Data):
+        return value
+    arr = np.asarray(value)
+    return np.full(dim, float(arr)) if arr.ndim == 0 and arr.dtype.kind in "biuf" else value
+
+
+def _constant_matrix(name: str, what: str, value: Any) -> np.ndarray:
+    if isinstance(value, Variable | Indexed | Data):
+        raise ModelError(f"{name}: a random {what} is not supported; give the precision "
+                         "(or rate) a Wishart prior instead.")
+    return check_positive_definite(numeric_array(value, f"{name}: {what}"), f"{name}: {what}")
+
+
+def VectorGaussian(name: str, mean: Any = 0.0, *, precision: Any = None,
+                   covariance: Any = None, observed: Any = None) -> Variable:
+    """A D-vector variable ~ N(mean, precision⁻¹).
+
+    ``mean``: a D-vector (constant, per plate element, or a VectorGaussian variable) or a
+    scalar constant (the same in every component); ``precision``: a positive-definite
+    D × D matrix (constant or a Wishart variable), or ``covariance=`` (a constant)."""
+    key, value = _one_of(name, "spread", precision=precision, covariance=covariance)
+    prec = inverse(_constant_matrix(name, "covariance", value)) if key == "covariance" \
+        else value
+    dim = _common_dimension(name, {"mean": (mean, "vector"), key: (value, "posdef")})
+    return new_variable("VectorGaussian", name, "vector",
+                        {"mean": _vector_constant(mean, dim), "precision": prec},
+                        {"mean": "vector", "precision": "posdef"}, observed, size=dim)
+
+
+def Wishart(name: str, dof: Any, *, rate: Any = None, scale: Any = None,
+            observed: Any = None) -> Variable:
+    """A D × D positive-definite variable ~ Wishart(dof, rate):
+    p(Λ) ∝ |Λ|^((dof − D − 1)/2) exp(−tr(rate Λ)/2), E[Λ] = dof · rate⁻¹.
+
+    ``dof``: a constant above D − 1; ``rate``: a positive-definite matrix (constant or a
+    Wishart variable), or ``scale=`` its inverse (a constant, SciPy's ``scale``)."""
+    key, value = _one_of(name, "rate", rate=rate, scale=scale)
+    r = inverse(_constant_matrix(name, "scale", value)) if key == "scale" else value
+    dim = _common_dimension(name, {key: (value, "posdef")})
+    if isinstance(dof, Variable | Indexed | Data):
+        raise ModelError(f"{name}: the degrees of freedom must be a constant.")
+    nu = numeric_array(dof, f"variable {name!r}, argument 'dof'")
+    if np.any(nu <= dim - 1):
+        raise ModelError(f"{name}: the degrees of freedom must exceed D − 1 = {dim - 1}, "
+                         f"got {float(np.min(nu))!r}.")
+    return new_variable("Wishart", name, "posdef", {"dof": nu.astype(float), "rate": r},
+                        {"dof": "positive", "rate": "posdef"}, observed, size=dim)
+
+
+def _is_random(v: Any) -> bool:
+    return isinstance(v, Variable | Indexed) and not (isinstance(v, Variable)
+                                                      and v.is_observed)
+
+
+def inner(a: Any, b: Any) -> Variable:
+    """The real variable aᵀ b of two D-vectors (``a @ b``): a vector variable with a
+    constant vector, a known vector per plate element (a design-matrix row), or — under
+    VMP — another vector variable."""
+    current_model("ff.inner")
+    if not _is_random(a):
+        a, b = b, a
+    if not _is_random(a):
+        raise ModelError(f"ff.inner({_label(a)}, {_label(b)}): neither argument is random; "
+                         "compute the inner product with NumPy.")
+    if a is b:
+        raise ModelError(f"ff.inner: the random variable {_label(a)!r} is both arguments "
+                         "(a squared norm is not an inner product of independent vectors).")
+    label = f"({_label(a)} @ {_label(b)})"
+    dim = _common_dimension(label, {"a": (a, "vector"), "b": (b, "vector")})
+    return _derived("InnerProduct", label, "real", {"a": a, "b": b},
+                    {"a": "vector", "b": "vector"}, arg_size=dim)
+
+
+__all__ = ["VectorGaussian", "Wishart", "inner"]

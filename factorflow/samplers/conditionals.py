@@ -1,0 +1,221 @@
+"""Full conditionals of a model's variables, derived from its log-density terms.
+
+For a continuous variable ``x`` the conditional is found, not looked up: every site that
+reads ``x`` (:mod:`factorflow.samplers.sites`) gives its log density as a term with ``x``
+the only random symbol, and the rewrite engine (``normalize`` under the ``ALGEBRA`` rules,
+through :func:`factorflow.factors.derive.derive_naturals`) must bring it to
+``Σ_i η_i T_i(x) + const`` with the statistics ``T_i`` of a candidate family
+(:data:`factorflow.samplers.families.CANDIDATES`). That relation is the conjugacy
+relation: the Gaussian mean of a Gaussian (``x`` and ``x²``, an affine mean included),
+the Gamma precision of a Gaussian or rate of a Poisson (``log x`` and ``x``), the Beta
+probability of a Bernoulli or Binomial, the Dirichlet probabilities of a Discrete. The
+natural parameters ``η_i`` are terms in the other variables, evaluated at their latest
+samples and summed over the sites (and plates) at each draw.
+
+A finite discrete variable (boolean, category) has its conditional by enumeration: the
+log density of every site that reads it, gates and ``ff.Switch`` indexing included, at
+each of its values. A scalar continuous variable with no conjugate family falls back to
+slice sampling (:mod:`.slice`) of the same summed log density. A count (unbounded)
+variable has neither and is refused, as is a non-conjugate simplex.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from factorflow.errors import ModelError, UnsupportedFactorError
+from factorflow.factors.derive import split_statistics
+from factorflow.model.core import Variable
+from factorflow.rewrite.match import normalize
+from factorflow.rewrite.rules import ALGEBRA
+from factorflow.rewrite.terms import Term, add, sym
+from factorflow.samplers.densities import K
+from factorflow.samplers.families import CANDIDATES, FAMILIES
+from factorflow.samplers.numpy_terms import compile_term
+from factorflow.samplers.sites import Access, Site
+from factorflow.samplers.slice import SLICE_DOMAINS, slice_step
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One site's share of a conjugate conditional: the natural parameters (terms in the
+    site's other accesses) multiplying the family's statistics of ``access``."""
+
+    site: Site
+    access: Access
+    naturals: tuple[Term, ...]
+    functions: tuple[Callable[[dict[str, np.ndarray]], np.ndarray], ...] = ()
+
+
+@dataclass(eq=False)
+class Conditional:
+    """How one variable is drawn given all the others.
+
+    ``kind`` is "conjugate" (``family`` and its ``pieces``), "enumerate" or "slice" (over
+    the ``sites`` that read the variable); ``rewrites`` says how it was found, for
+    ``compiled.samplers``."""
+
+    variable: Variable
+    kind: str
+    sites: list[Site]
+    family: str | None = None
+    pieces: list[Piece] = field(default_factory=list)
+    rewrites: tuple[str, ...] = ()
+
+    @property
+    def event(self) -> tuple[int, ...]:
+        v = self.variable
+        return (v.size,) if v.domain == "simplex" else ()
+
+    def draw(self, rng: np.random.Generator, values: dict[str, np.ndarray],
+             known: dict[str, Any], chains: int) -> np.ndarray:
+        """A draw from the conditional given ``values`` (every other variable's latest
+        sample), laid out ``(chains, *plates, *event)``."""
+        if self.kind == "conjugate":
+            return self._draw_conjugate(rng, values, known, chains)
+        if self.kind == "slice":
+            return slice_step(self.log_density(values, known, chains),
+                              values[self.variable.name], self.variable.domain, rng)
+        return self._draw_enumerated(rng, values, known, chains)
+
+    def _draw_conjugate(self, rng: np.random.Generator, values: dict[str, np.ndarray],
+                        known: dict[str, Any], chains: int) -> np.ndarray:
+        family = FAMILIES[self.family]
+        eta: list[np.ndarray] | None = None
+        for piece in self.pieces:
+            env = piece.site.environment(values, known, skip=(piece.access.name,))
+            mask = piece.site.mask(values, known)
+            parts = []
+            for fn in piece.functions:
+                value = np.asarray(fn(env), dtype=float)
+                if mask is not None:
+                    value = value * (mask[..., None] if self.event else mask)
+                parts.append(piece.access.gather(value, values, known, chains, self.event))
+            eta = parts if eta is None else [a + b for a, b in zip(eta, parts, strict=True)]
+        assert eta is not None
+        return family.draw(rng, eta, self.variable.name)
+
+    def log_density(self, values: dict[str, np.ndarray], known: dict[str, Any],
+                    chains: int) -> Callable[[np.ndarray], np.ndarray]:
+        """The log conditional of the variable, up to a constant, as a function of its
+        value (its layout), elementwise: the sum of the sites that read it, masked by
+        their gates. Everything but the variable's own reads is read once, here."""
+        var = self.variable
+        parts = []
+        for site in self.sites:
+            own = [a for a in site.accesses.values() if a.source is var or a.index is var]
+            env = site.environment(values, known, skip={a.name for a in own})
+            indexed = [a for a in site.accesses_of(var) if a.index is not None]
+            gather = indexed[0] if indexed else Access("", var, None, site.plates)
+            gated = any(g.condition is var for g in site.gates)
+            parts.append((site, own, env, gather, gated))
+
+        def density(value: np.ndarray) -> np.ndarray:
+            trial = {**values, var.name: value}
+            total = np.zeros((chains, *var.shape))
+            for site, own, env, gather, gated in parts:
+                for a in own:
+                    env[a.name] = a.read(trial, known)
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    lp = site.log_density(env)
+                mask = site.mask(trial, known) if gated or site.gates else None
+                if mask is not None:
+                    lp = np.where(mask > 0, lp, 0.0)
+                total += gather.gather(lp, trial, known, chains)
+            return total
+
+        return density
+
+    def log_weights(self, values: dict[str, np.ndarray], known: dict[str, Any],
+                    chains: int) -> np.ndarray:
+        """The unnormalised log conditional of each value of a finite discrete variable,
+        ``(chains, *plates, values)``."""
+        var = self.variable
+        count = 2 if var.domain == "bool" else int(var.size)
+        shape = (chains, *var.shape)
+        density = self.log_density(values, known, chains)
+        return np.stack([density(np.full(shape, value, dtype=np.int64))
+                         for value in range(count)], axis=-1)
+
+    def _draw_enumerated(self, rng: np.random.Generator, values: dict[str, np.ndarray],
+                         known: dict[str, Any], chains: int) -> np.ndarray:
+        logits = self.log_weights(values, known, chains)
+        logits = np.where(np.isnan(logits), -np.inf, logits)
+        if np.any(np.all(np.isneginf(logits), axis=-1)):
+            raise ModelError(f"every value of {self.variable.name!r} has probability zero "
+                             "given the other variables (contradictory evidence).")
+        return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1)
+
+
+def conditional(var: Variable, sites: list[Site]) -> Conditional:
+    """The conditional of ``var`` given the other variables, from the ``sites`` that read
+    it. Raises ModelError naming ``var`` when no conjugate family fits (with the term
+    that blocks each family) or for a latent count."""
+    mine = [s for s in sites if s.reads(var)]
+    if var.domain in ("bool", "int"):
+        indexed = [s for s in mine for a in s.accesses_of(var) if a.index is not None]
+        if indexed:
+            raise UnsupportedFactorError(
+                f"{var.name!r} is read through an index ({indexed[0].label}); Gibbs sampling "
+                "enumerates a category only where it is read directly.")
+        return Conditional(var, "enumerate", mine,
+                           rewrites=(f"enumerate {2 if var.domain == 'bool' else var.size} "
+                                     "values",))
+    coupled = [s for s in mine if len(s.accesses_of(var)) > 1
+               and any(a.index is not None for a in s.accesses_of(var))]
+    if coupled:
+        raise UnsupportedFactorError(
+            f"{coupled[0].label} reads several elements of {var.name!r} through indices "
+            f"({', '.join(a.label for a in coupled[0].accesses_of(var))}): they are coupled, "
+            "and Gibbs sampling draws the elements of a variable together; give each read "
+            "its own variable (e.g. a Gaussian performance per player).")
+    if var.domain not in CANDIDATES:
+        raise UnsupportedFactorError(
+            f"{var.name!r} is a latent {var.domain} variable with unbounded support and no "
+            "conjugate conditional; Gibbs sampling cannot draw it (enumeration needs a "
+            "finite support). Observe it, or give it a bounded domain.")
+    reasons = []
+    for family in CANDIDATES[var.domain]:
+        pieces, reason = [], None
+        for site in mine:
+            try:
+                pieces.append(_piece(site, var, family))
+            except ModelError as exc:
+                reason = f"{family}: in {site.label}, {site.describe(str(exc))}"
+                break
+        if reason is not None:
+            reasons.append(reason)
+            continue
+        found = tuple(f"{p.site.label}: log density linear in {_stats(family)}, "
+                      f"coefficients ({', '.join(p.site.describe(str(n)) for n in p.naturals)})"
+                      for p in pieces)
+        return Conditional(var, "conjugate", mine, family, pieces, found)
+    if var.domain in SLICE_DOMAINS:
+        return Conditional(var, "slice", mine, rewrites=(
+            f"no conjugate family: {', '.join(CANDIDATES[var.domain])} refused",
+            f"slice sampling in {SLICE_DOMAINS[var.domain]}"))
+    raise UnsupportedFactorError(
+        f"no sampler for {var.name!r}: its conditional is in no conjugate family "
+        f"({'; '.join(reasons)}); fallbacks refused: slice sampling (univariate only, and "
+        f"{var.name!r} is a {var.domain} vector). Use 'ep' or 'vmp', or change its prior.")
+
+
+def _stats(family: str) -> str:
+    x = sym("x")
+    return "(" + ", ".join(map(str, FAMILIES[family].statistics(x, K))) + ")"
+
+
+def _piece(site: Site, var: Variable, family: str) -> Piece:
+    accesses = site.accesses_of(var)
+    if len(accesses) != 1 and any(a.index is not None for a in accesses):
+        raise ModelError(f"{site.label} reads {var.name!r} {len(accesses)} times")
+    access = accesses[0]  # direct reads of one variable read one element: one symbol
+    target = sym(access.name)
+    stats = FAMILIES[family].statistics(target, K)
+    _, _, coefficients, _ = split_statistics(site.term_for(access), target, stats, index=K)
+    naturals = tuple(normalize(add(*c), ALGEBRA) for c in coefficients)
+    return Piece(site, access, naturals, tuple(compile_term(n)[0] for n in naturals))

@@ -1,0 +1,96 @@
+"""The result of a sampling run: draws per variable, summaries, ArviZ.
+
+``result.samples(name)`` is the array of draws, ``(chain, draw, *plate shape, *event)``;
+``result[name]`` a :class:`Summary` (posterior mean and standard deviation over all
+chains and draws, per plate element); ``result.to_arviz()`` an ``arviz.InferenceData``
+whose posterior group holds every variable with its plates as named dimensions, so
+``az.summary``, ``az.rhat`` and ``az.ess`` apply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from factorflow.errors import ModelError
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Posterior mean and standard deviation of one variable, per plate element."""
+
+    mean: np.ndarray
+    sd: np.ndarray
+
+    def __repr__(self) -> str:
+        return f"Summary(mean={self.mean!r}, sd={self.sd!r})"
+
+
+class SamplingResult:
+    """Draws of every sampled variable of a run (see the module docstring)."""
+
+    algorithm = "gibbs"
+
+    def __init__(self, draws: dict[str, np.ndarray], plates: dict[str, tuple[str, ...]], *,
+                 burn: int, thin: int, seed: Any, seconds: float) -> None:
+        self._draws = draws
+        self.plates = plates
+        self.burn, self.thin, self.seed, self.seconds = burn, thin, seed, seconds
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(self._draws)
+
+    @property
+    def chains(self) -> int:
+        return next(iter(self._draws.values())).shape[0] if self._draws else 0
+
+    @property
+    def draws(self) -> int:
+        return next(iter(self._draws.values())).shape[1] if self._draws else 0
+
+    def samples(self, name: str) -> np.ndarray:
+        """The draws of ``name``: ``(chain, draw, *plate shape, *event)`` (read-only)."""
+        arr = self._draws[self._check(name)].view()
+        arr.flags.writeable = False
+        return arr
+
+    def __getitem__(self, name: str) -> Summary:
+        x = self._draws[self._check(name)].astype(float)
+        flat = x.reshape((-1, *x.shape[2:]))
+        return Summary(flat.mean(axis=0), flat.std(axis=0, ddof=1) if len(flat) > 1
+                       else np.zeros(flat.shape[1:]))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._draws
+
+    def __iter__(self):
+        return iter(self._draws)
+
+    def __repr__(self) -> str:
+        return (f"SamplingResult({', '.join(self.names)}: {self.chains} chains x "
+                f"{self.draws} draws, burn {self.burn}, thin {self.thin})")
+
+    def _check(self, name: str) -> str:
+        if name not in self._draws:
+            raise ModelError(f"no samples of {name!r}; sampled variables: "
+                             f"{', '.join(self._draws) or 'none'}.")
+        return name
+
+    def to_arviz(self) -> Any:
+        """An ``arviz.InferenceData`` with a posterior group: one variable per sampled
+        variable, dimensions ``chain``, ``draw``, then its plates by name (and
+        ``<name>_dim`` for a simplex's components)."""
+        try:
+            import arviz as az
+        except ImportError:  # pragma: no cover - arviz is in the test and mcmc extras
+            raise ModelError("to_arviz() needs ArviZ: pip install 'factorflow[mcmc]'.") \
+                from None
+        posterior, dims = {}, {}
+        for name, arr in self._draws.items():
+            posterior[name] = arr
+            extra = arr.ndim - 2 - len(self.plates[name])
+            dims[name] = [*self.plates[name], *([f"{name}_dim"] if extra else [])]
+        return az.from_dict(posterior=posterior, dims=dims)

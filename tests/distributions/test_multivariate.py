@@ -1,0 +1,173 @@
+"""VectorGaussian and Wishart against SciPy (multivariate_normal, wishart) and Monte Carlo:
+densities, moments (E[x], E[xxᵀ], E[Λ], E[log|Λ|]), entropies, KL, products, batching,
+sampling, uniforms and bad parameters."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import special, stats
+
+from factorflow.distributions import VectorGaussian, Wishart
+from factorflow.errors import DataError, ModelError
+from tests.conftest import assert_close
+
+
+def random_spd(rng: np.random.Generator, d: int, batch: tuple[int, ...] = ()) -> np.ndarray:
+    a = rng.normal(size=batch + (d, d))
+    return np.einsum("...ij,...kj->...ik", a, a) + d * 0.5 * np.eye(d)
+
+
+def vector_gaussian(rng, d, batch=()):
+    return VectorGaussian(rng.normal(size=batch + (d,)), random_spd(rng, d, batch))
+
+
+def wishart(rng, d, batch=()):
+    return Wishart(d + rng.uniform(0.5, 4, batch), random_spd(rng, d, batch))
+
+
+DIMS = st.integers(1, 4)
+SEEDS = st.integers(0, 2**32 - 1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(d=DIMS, seed=SEEDS)
+def test_vector_gaussian_against_scipy(d, seed):
+    rng = np.random.default_rng(seed)
+    q = vector_gaussian(rng, d)
+    ref = stats.multivariate_normal(q.mean, q.covariance)
+    x = rng.normal(size=(5, d))
+    assert_close(q.log_prob(x), ref.logpdf(x), rtol=1e-10, atol=1e-10)
+    assert_close(q.entropy(), ref.entropy(), rtol=1e-10, atol=1e-10)
+    sp = q.to_scipy()
+    assert_close(sp.mean, ref.mean, rtol=1e-12)
+    assert_close(sp.cov, ref.cov, rtol=1e-12)
+    # E[x] and E[xxᵀ] from the expected sufficient statistics
+    m, neg_half_second = q.expected_stats()
+    assert_close(m[..., 0], q.mean, rtol=1e-12)
+    assert_close(-2 * neg_half_second, q.covariance + np.outer(q.mean, q.mean), rtol=1e-10)
+
+
+@settings(max_examples=25, deadline=None)
+@given(d=DIMS, seed=SEEDS)
+def test_wishart_against_scipy(d, seed):
+    rng = np.random.default_rng(seed)
+    q = wishart(rng, d)
+    ref = stats.wishart(df=float(q.dof), scale=np.linalg.inv(q.rate))
+    xs = ref.rvs(size=4, random_state=rng).reshape(4, d, d)
+    assert_close(q.log_prob(xs), ref.logpdf(np.moveaxis(xs, 0, -1)), rtol=1e-10, atol=1e-10)
+    assert_close(q.entropy(), ref.entropy(), rtol=1e-10, atol=1e-10)
+    assert_close(q.mean, ref.mean(), rtol=1e-10)
+    assert_close(q.variance, ref.var(), rtol=1e-10)
+    # E[log |Λ|] = Σ_i ψ((ν − i)/2) + D log 2 + log |S|
+    s = np.linalg.inv(q.rate)
+    elog = (np.sum(special.digamma((q.dof - np.arange(d)) / 2)) + d * np.log(2)
+            + np.linalg.slogdet(s)[1])
+    assert_close(q.mean_log_det(), elog, rtol=1e-10, atol=1e-12)
+    assert_close(q.expected_stats()[0][..., 0, 0], elog, rtol=1e-10, atol=1e-12)
+    assert_close(q.to_scipy().mean(), ref.mean(), rtol=1e-12)
+
+
+def test_wishart_in_one_dimension_is_a_gamma():
+    q = Wishart(3.5, np.array([[0.8]]))
+    x = np.array([[[0.4]], [[2.5]]])
+    ref = stats.gamma(3.5 / 2, scale=2 / 0.8)
+    assert_close(q.log_prob(x), ref.logpdf(x[:, 0, 0]), rtol=1e-12)
+    assert_close(q.mean_log_det(), special.digamma(1.75) - np.log(0.4), rtol=1e-12)
+
+
+def test_expected_log_det_by_monte_carlo():
+    rng = np.random.default_rng(3)
+    q = wishart(rng, 3)
+    draws = q.sample(40_000, rng=rng)
+    mc = np.linalg.slogdet(draws)[1]
+    assert abs(mc.mean() - q.mean_log_det()) < 5 * mc.std() / np.sqrt(len(mc))
+
+
+@pytest.mark.parametrize("make", [vector_gaussian, wishart], ids=["VectorGaussian", "Wishart"])
+def test_batched_elements_equal_the_unbatched_ones(make):
+    rng = np.random.default_rng(1)
+    q = make(rng, 3, (2, 4))
+    assert q.batch_shape == (2, 4)
+    assert q.eta[0].shape[:2] == q.eta[1].shape[:2] == (2, 4)
+    for i, j in [(0, 0), (1, 3)]:
+        one = q[i, j]
+        assert one.batch_shape == ()
+        assert_close(q.log_normalizer()[i, j], one.log_normalizer(), rtol=1e-12)
+        assert_close(q.entropy()[i, j], one.to_scipy().entropy(), rtol=1e-10)
+    assert_close(q.prod(axis=1).eta[1], q.eta[1].sum(axis=1), rtol=1e-12)
+    broad = q[0].broadcast_to((3, 4))
+    assert broad.batch_shape == (3, 4)
+
+
+@pytest.mark.parametrize("make", [vector_gaussian, wishart], ids=["VectorGaussian", "Wishart"])
+def test_products_kl_and_average_of_messages(make):
+    rng = np.random.default_rng(7)
+    p, q = make(rng, 2), make(rng, 2)
+    # KL by Monte Carlo on the log densities
+    x = q.sample(40_000, rng=rng)
+    diff = q.log_prob(x) - p.log_prob(x)
+    assert abs(diff.mean() - q.kl(p)) < 5 * diff.std() / np.sqrt(len(diff))
+    assert_close((p * q / q).eta[1], p.eta[1], rtol=1e-12)
+    assert_close(p.kl(p), 0.0, atol=1e-10)
+
+
+def test_log_average_of_two_vector_gaussians_is_the_convolution_density():
+    rng = np.random.default_rng(2)
+    p, q = vector_gaussian(rng, 3), vector_gaussian(rng, 3)
+    ref = stats.multivariate_normal(p.mean, p.covariance + q.covariance).logpdf(q.mean)
+    assert_close(p.log_average_of(q), ref, rtol=1e-10)
+
+
+@pytest.mark.parametrize("make", [vector_gaussian, wishart], ids=["VectorGaussian", "Wishart"])
+def test_sampling_shapes_and_moments(make):
+    rng = np.random.default_rng(5)
+    q = make(rng, 2, (3,))
+    draws = q.sample((40_000,), rng=0)
+    event = (2,) if isinstance(q, VectorGaussian) else (2, 2)
+    assert draws.shape == (40_000, 3) + event
+    assert np.array_equal(draws, q.sample((40_000,), rng=0))
+    err = draws.mean(axis=0) - q.mean
+    sd = np.sqrt(np.var(draws, axis=0) / len(draws))
+    assert np.all(np.abs(err) < 5 * sd + 1e-12)
+
+
+@pytest.mark.parametrize("cls", [VectorGaussian, Wishart])
+def test_uniform_messages(cls):
+    u = cls.uniform((4,), 3)
+    assert u.batch_shape == (4,)
+    assert np.all(u.is_uniform())
+    assert not np.any(u.is_proper())
+    rng = np.random.default_rng(0)
+    q = vector_gaussian(rng, 3) if cls is VectorGaussian else wishart(rng, 3)
+    assert_close((q * u).eta[1], np.broadcast_to(q.eta[1], (4, 3, 3)), rtol=1e-12)
+    with pytest.raises(TypeError, match="dimension"):
+        cls.uniform((4,))
+
+
+def test_non_positive_definite_parameters_are_refused_with_the_smallest_eigenvalue():
+    bad = np.array([[1.0, 2.0], [2.0, 1.0]])  # eigenvalues 3 and -1
+    with pytest.raises(DataError, match=r"smallest eigenvalue is -1\b"):
+        VectorGaussian(np.zeros(2), bad)
+    with pytest.raises(ModelError, match="smallest eigenvalue is -1"):
+        Wishart(3.0, rate=bad)
+    with pytest.raises(DataError, match="not symmetric"):
+        VectorGaussian(np.zeros(2), precision=np.array([[1.0, 0.5], [0.0, 1.0]]))
+    with pytest.raises(DataError, match=r"mean has shape \(3,\).*shape \(2, 2\)"):
+        VectorGaussian(np.zeros(3), np.eye(2))
+    with pytest.raises(DataError, match="degrees of freedom"):
+        Wishart(0.5, rate=np.eye(2))
+
+
+def test_constructors_agree_on_covariance_and_precision():
+    rng = np.random.default_rng(9)
+    s = random_spd(rng, 3)
+    a = VectorGaussian([1.0, 2.0, 3.0], s)
+    b = VectorGaussian([1.0, 2.0, 3.0], precision=np.linalg.inv(s))
+    assert_close(a.eta[0], b.eta[0], rtol=1e-10)
+    assert_close(a.mean, [1.0, 2.0, 3.0], rtol=1e-12)
+    w1, w2 = Wishart(4.0, rate=s), Wishart(4.0, scale=np.linalg.inv(s))
+    assert_close(w1.eta[1], w2.eta[1], rtol=1e-10)
+    assert "covariance" in repr(a) and "dof" in repr(w1)

@@ -1,0 +1,117 @@
+"""ff.VectorGaussian, ff.Wishart, ff.inner and @: what they build, and bad input refused
+where it is written (dimension mismatches naming both shapes and variables, matrices
+that are not positive definite with their smallest eigenvalue)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import factorflow as ff
+from tests.conftest import assert_close
+
+NOT_PD = np.array([[1.0, 2.0], [2.0, 1.0]])  # eigenvalues 3 and -1
+
+
+def test_vector_and_matrix_variables_carry_their_dimension():
+    with ff.Model():
+        w = ff.VectorGaussian("w", 0.0, precision=np.eye(3))
+        lam = ff.Wishart("lam", 4.0, scale=np.eye(3))
+        x = ff.VectorGaussian("x", w, precision=lam)
+        s = w @ np.ones(3)
+    assert (w.domain, w.size, lam.domain, lam.size, x.size) == ("vector", 3, "posdef", 3, 3)
+    assert s.domain == "real" and s.derived and s.size is None
+
+
+def test_covariance_and_scale_are_inverted():
+    cov = np.array([[2.0, 0.5], [0.5, 1.0]])
+    with ff.Model() as model:
+        ff.VectorGaussian("w", np.array([1.0, -1.0]), covariance=cov)
+        ff.Wishart("lam", 3.0, scale=cov)
+    result = model.infer("vmp")
+    assert_close(result["w"].covariance, cov, rtol=1e-12)
+    assert_close(result["w"].mean, [1.0, -1.0], rtol=1e-12)
+    assert_close(result["lam"].mean, 3.0 * cov, rtol=1e-12)
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda: ff.VectorGaussian("x", ff.VectorGaussian("mu", np.zeros(3), precision=np.eye(3)),
+                               precision=ff.Wishart("lam", 4.0, rate=np.eye(2))),
+     r"x: dimension mismatch: 'mean' is variable 'mu' of shape \(3,\) \(D = 3\), but "
+     r"'precision' is variable 'lam' of shape \(2, 2\) \(D = 2\)"),
+    (lambda: ff.VectorGaussian("w", np.zeros(3), covariance=np.eye(2)),
+     r"'mean' is a constant of shape \(3,\).*'covariance' is a constant of shape \(2, 2\)"),
+    (lambda: ff.inner(ff.VectorGaussian("w", 0.0, precision=np.eye(3)), np.ones((4, 2))),
+     r"\(w @ array\): dimension mismatch: 'a' is variable 'w' of shape \(3,\).*'b' is a "
+     r"constant of shape \(4, 2\)"),
+    (lambda: ff.VectorGaussian("w", np.zeros(2), precision=NOT_PD),
+     r"variable 'w', argument 'precision' is not positive definite: its smallest "
+     r"eigenvalue is -1\b"),
+    (lambda: ff.Wishart("lam", 3.0, scale=NOT_PD), r"lam: scale is not positive definite: "
+     r"its smallest eigenvalue is -1\b"),
+    (lambda: ff.Wishart("lam", 3.0, rate=np.eye(2), observed=NOT_PD),
+     r"observed value of 'lam' is not positive definite: its smallest eigenvalue is -1\b"),
+    (lambda: ff.VectorGaussian("w", 0.0, precision=np.array([[1.0, 0.2], [0.0, 1.0]])),
+     "not symmetric"),
+    (lambda: ff.Wishart("lam", 0.5, rate=np.eye(2)), r"must exceed D − 1 = 1, got 0.5"),
+    (lambda: ff.inner(np.ones(2), np.ones(2)), "neither argument is random"),
+    (lambda: ff.VectorGaussian("w", ff.Gaussian("g", 0.0, precision=1.0),
+                               precision=np.eye(2)),
+     "argument 'mean' must be a vector, but variable 'g' is real-valued"),
+    (lambda: ff.Gaussian("y", ff.VectorGaussian("w", 0.0, precision=np.eye(2)), precision=1.0),
+     "variable 'w' is vector-valued but a real value is needed"),
+    (lambda: ff.VectorGaussian("w", 0.0), "give exactly one of precision=, covariance="),
+    (lambda: ff.VectorGaussian("w", 0.0, precision=np.ones(3)), "square D × D matrix"),
+], ids=["mean-vs-precision", "mean-vs-covariance", "inner", "not-pd-precision",
+        "not-pd-scale", "not-pd-observed", "not-symmetric", "dof", "inner-of-constants",
+        "scalar-mean", "vector-as-scalar", "no-spread", "precision-not-square"])
+def test_bad_input_is_refused_where_it_is_written(build, message):
+    with ff.Model(), pytest.raises(ff.ModelError, match=message):
+        build()
+
+
+def test_observed_vectors_need_their_plates_and_dimension():
+    with ff.Model(), ff.Plate(ff.Range("n", 4)), pytest.raises(
+            ff.DataError, match=r"observed value of 'x' has shape \(4, 3\), but its last axes "
+                                r"must be \(2,\) \(D = 2\)"):
+        ff.VectorGaussian("x", np.zeros(2), precision=np.eye(2), observed=np.zeros((4, 3)))
+    with ff.Model(), ff.Plate(ff.Range("n", 4)), pytest.raises(
+            ff.DataError, match=r"shape \(3, 2\) does not match the plates \['n'\]"):
+        ff.VectorGaussian("w", np.zeros((3, 2)), precision=np.eye(2))
+
+
+def test_a_design_matrix_given_as_data_changes_without_recompiling():
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=4)
+    with ff.Model() as model:
+        X = ff.Data("X", np.ones((4, 3)))
+        w = ff.VectorGaussian("w", np.zeros(3), precision=np.eye(3))
+        with ff.Plate(ff.Range("n", 4)):
+            ff.Gaussian("y", X @ w, precision=1.0, observed=y)
+    compiled = model.compile("ep")
+    for _ in range(2):
+        X2 = rng.normal(size=(4, 3))
+        q = compiled.run(data={"X": X2})["w"]
+        p = np.eye(3) + X2.T @ X2
+        assert_close(q.mean, np.linalg.solve(p, X2.T @ y), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ff.DataError, match=r"ff.Data\('X'\).*last axes must be \(3,\)"):
+        compiled.run(data={"X": np.ones((4, 2))})
+
+
+def test_init_takes_a_vector_gaussian_and_ep_refuses_a_random_precision():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(5, 2))
+    with ff.Model() as model:
+        mu = ff.VectorGaussian("mu", 0.0, precision=np.eye(2))
+        lam = ff.Wishart("lam", 3.0, rate=np.eye(2))
+        with ff.Plate(ff.Range("n", 5)):
+            ff.VectorGaussian("x", mu, precision=lam, observed=x)
+    with pytest.raises(ff.UnsupportedFactorError, match="VectorGaussian.*'precision'.*'vmp'"):
+        model.infer("ep")
+    start = ff.distributions.VectorGaussian(np.array([0.5, 0.5]), np.eye(2))
+    a = model.infer("vmp", init={"mu": start}, iterations=300)
+    b = model.infer("vmp", iterations=300)
+    assert a.converged and b.converged
+    assert_close(a["mu"].mean, b["mu"].mean, rtol=1e-8)
+    with pytest.raises(ff.ModelError, match=r"init\['mu'\] must be a VectorGaussian"):
+        model.infer("vmp", init={"mu": ff.distributions.Gaussian(0.0, 1.0)})

@@ -1,0 +1,165 @@
+"""Hand-written vectorised NumPy message passing, the references of the schedule tests
+and of ``benchmarks/convergence.py``: written without factorflow (only its truncated
+normal moments, tested against SciPy in ``tests/factors/test_compare.py``).
+
+* EP TrueSkill: ``skill[winner]``, ``skill[loser]`` (prior N(25, 70)), performance noise of
+  variance 16, ``constrain_true(pw > pl)``; a parallel sweep gathers the skills, divides
+  out each game's messages (cavities), computes the truncated-Gaussian moments of every
+  game at once and scatters the new messages back with ``np.bincount``.
+* VMP Gaussian mixture (3 components, unit precision, Dirichlet(1) weights, means
+  N(0, 100)): coordinate ascent, weights -> responsibilities -> means.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+from scipy import special
+
+import factorflow as ff
+from factorflow.factors.compare import truncated_normal_moments
+
+PRIOR_MEAN, PRIOR_VAR, NOISE_VAR = 25.0, 70.0, 16.0
+
+Trace = list[tuple[np.ndarray, np.ndarray]]  # (means, variances) after each sweep
+
+
+# ----- TrueSkill ------------------------------------------------------------------
+def trueskill_games(players: int, games: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(winner, loser) of ``games`` random pairings, outcomes drawn from true skills."""
+    rng = np.random.default_rng(seed)
+    true = rng.normal(PRIOR_MEAN, 5.0, players)
+    a, b = rng.integers(0, players, games), rng.integers(0, players, games)
+    keep = a != b
+    a, b = a[keep], b[keep]
+    a_wins = true[a] + rng.normal(0, 4, a.size) > true[b] + rng.normal(0, 4, b.size)
+    return np.where(a_wins, a, b), np.where(a_wins, b, a)
+
+
+def trueskill_model(players: int, winner: np.ndarray, loser: np.ndarray) -> ff.Model:
+    with ff.Model("trueskill") as model:
+        with ff.Plate(ff.Range("player", players)):
+            skill = ff.Gaussian("skill", PRIOR_MEAN, variance=PRIOR_VAR)
+        with ff.Plate(ff.Range("game", winner.size)):
+            pw = ff.Gaussian("pw", skill[winner], variance=NOISE_VAR)
+            pl = ff.Gaussian("pl", skill[loser], variance=NOISE_VAR)
+            ff.constrain_true(pw > pl)
+    return model
+
+
+def trueskill_ep(players: int, winner: np.ndarray, loser: np.ndarray, sweeps: int,
+                 stop: float | None = None) -> Trace:
+    """Parallel EP by hand, ``sweeps`` sweeps, or fewer once ``settled(trace, stop)``."""
+    n = winner.size
+    tau0, h0 = 1 / PRIOR_VAR, PRIOR_MEAN / PRIOR_VAR
+    tw, hw, tl, hl = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+    trace: Trace = []
+    tau, h = np.full(players, tau0), np.full(players, h0)
+    for _ in range(sweeps):
+        cw_t, cl_t = tau[winner] - tw, tau[loser] - tl        # cavities (natural)
+        cw_v, cl_v = 1 / cw_t, 1 / cl_t
+        cw_m, cl_m = (h[winner] - hw) * cw_v, (h[loser] - hl) * cl_v
+        v = cw_v + cl_v + 2 * NOISE_VAR                        # d = pw - pl > 0
+        s = np.sqrt(v)
+        z = (cw_m - cl_m) / s
+        excess, var_x = truncated_normal_moments(-z)           # X > -z, X ~ N(0, 1)
+        step, shrink = excess - z, 1 - var_x                   # d's tilted moments
+        mw, vw = cw_m + cw_v / s * step, cw_v - cw_v**2 / v * shrink
+        ml, vl = cl_m - cl_v / s * step, cl_v - cl_v**2 / v * shrink
+        tw, hw = 1 / vw - cw_t, mw / vw - cw_m * cw_t
+        tl, hl = 1 / vl - cl_t, ml / vl - cl_m * cl_t
+        tau = tau0 + np.bincount(winner, tw, players) + np.bincount(loser, tl, players)
+        h = h0 + np.bincount(winner, hw, players) + np.bincount(loser, hl, players)
+        trace.append((h / tau, 1 / tau))
+        if stop is not None and settled(trace, stop):
+            break
+    return trace
+
+
+# ----- Gaussian mixture (VMP) -----------------------------------------------------
+MIX_K, MIX_PRIOR_VAR = 3, 100.0
+MIX_INIT = np.array([0.0, 5.0, 10.0])
+
+
+def mixture_data(n: int, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.normal(rng.choice([1.0, 4.0, 9.0], n), 1.0)
+
+
+def mixture_model(x: np.ndarray) -> ff.Model:
+    with ff.Model("mixture") as model:
+        k = ff.Range("k", MIX_K)
+        weights = ff.Dirichlet("weights", np.ones(MIX_K))
+        with ff.Plate(k):
+            means = ff.Gaussian("means", 0.0, variance=MIX_PRIOR_VAR)
+        with ff.Plate(ff.Range("n", x.size)):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.Gaussian("x", means[z], precision=1.0, observed=x)
+    return model
+
+
+def mixture_vmp(x: np.ndarray, sweeps: int, stop: float | None = None) -> Trace:
+    """Coordinate ascent by hand, in factorflow's order: responsibilities from the
+    initial means and the prior weights, then per sweep weights, responsibilities, means;
+    stops early as ``trueskill_ep``."""
+    m, v = MIX_INIT.copy(), np.ones(MIX_K)
+
+    def responsibilities(elog_w: np.ndarray) -> np.ndarray:
+        logr = elog_w - 0.5 * ((x[:, None] - m) ** 2 + v)
+        return np.exp(logr - special.logsumexp(logr, axis=1, keepdims=True))
+
+    r = responsibilities(special.digamma(np.ones(MIX_K)) - special.digamma(MIX_K))
+    trace: Trace = []
+    for _ in range(sweeps):
+        alpha = 1.0 + r.sum(0)
+        r = responsibilities(special.digamma(alpha) - special.digamma(alpha.sum()))
+        prec = 1 / MIX_PRIOR_VAR + r.sum(0)
+        m, v = (r * x[:, None]).sum(0) / prec, 1 / prec
+        trace.append((m.copy(), v.copy()))
+        if stop is not None and settled(trace, stop):
+            break
+    return trace
+
+
+# ----- measuring ---------------------------------------------------------------------
+def settled(trace: Trace, stop: float) -> bool:
+    """Whether the last step, divided by 1 - r (r: the ratio of the last two steps, the
+    rate of a geometric approach), puts the fixed point within ``stop``."""
+    if len(trace) < 3:
+        return False
+    step, before = distance(trace[-1], trace[-2]), distance(trace[-2], trace[-3])
+    return step == 0 or (step < before and step / (1 - step / before) < stop)
+
+
+def distance(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    return float(max(np.max(np.abs(a[0] - b[0])), np.max(np.abs(a[1] - b[1]))))
+
+
+def sweeps_within(trace: Trace, ref: tuple[np.ndarray, np.ndarray], tol: float) -> int | None:
+    """The first sweep (1-based) after which every later sweep stays within ``tol``."""
+    inside = [distance(t, ref) < tol for t in trace]
+    if not inside or not inside[-1]:
+        return None
+    last_out = max((i for i, ok in enumerate(inside) if not ok), default=-1)
+    return last_out + 2
+
+
+def factorflow_trace(model: ff.Model, algorithm: str, name: str, sweeps: int,
+                     init: dict | None = None) -> tuple[Trace, float]:
+    """The posterior of ``name`` after each of ``sweeps`` sweeps, and seconds per sweep."""
+    compiled = model.compile(algorithm, init=list(init or ()))
+    trace: Trace = []
+
+    def record(i, posteriors, *_):
+        q = posteriors[name]
+        trace.append((np.array(q.mean, float), np.array(q.variance, float)))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ff.ConvergenceWarning)
+        start = time.perf_counter()
+        compiled.run(iterations=sweeps, init=init, on_iteration=record, tolerance=None)
+        seconds = (time.perf_counter() - start) / sweeps
+    return trace, seconds
