@@ -90,6 +90,8 @@ class _Gates:
         self.new_decls: list[VarDecl] = []
         self.new_ranges: list[str] = []
         self.conds: dict[tuple, Cond] = {}
+        #: id of an observed condition's open branch -> the variables defined inside it
+        self.det_defined: dict[int, set[str]] = {}
         self.levels: list[tuple[Cond, int | str, Frame]] = []
         self.frames: list[Frame] = [Frame("root", [])]
         self.partials: list[Clone] = []
@@ -138,6 +140,14 @@ class _Gates:
         """The ranges of the ``for`` frames up to frame ``upto`` (all if None)."""
         frames = self.frames if upto is None else self.frames[: upto + 1]
         return tuple(f.node.range for f in frames if f.kind == "for")
+
+    def _outside_det(self, i: int, *needs: str) -> int:
+        """Frame ``i``, or the nearest frame around it that is not an observed condition's
+        branch, short of one that defines a variable in ``needs`` (it exists only there)."""
+        while i > 0 and self.frames[i].kind == "det" and not (
+                self.det_defined.get(id(self.frames[i]), set()) & set(needs)):
+            i -= 1
+        return i
 
     def _inner(self, m: int) -> int:
         """The innermost frame of level ``m``'s body outside any deeper gate."""
@@ -214,8 +224,10 @@ class _Gates:
                       (("derived", True), ("do_not_send_evidence", True),
                        ("gate", format_ref(lhs))))
         prov = next((s.provenance for s, _ in walk(node.body) if s.provenance), "")
-        self.frames[-1].items.append(Stmt("Gate.Cases", (cond.ref(),),
-                                          (("selector", selector),), (), prov))
+        # before the gate, and outside the branches of observed conditions around it
+        # (each branch may hold this gate; the cases exist wherever one of them holds)
+        self.frames[self._outside_det(len(self.frames) - 1, lhs.var)].items.append(
+            Stmt("Gate.Cases", (cond.ref(),), (("selector", selector),), (), prov))
         if held:
             cond.switch_for = held[0].node
             self.frames.extend(held)
@@ -245,6 +257,9 @@ class _Gates:
         outputs = tuple(self._ref(o, True, s.provenance, post) for o in s.outputs)
         self.frames[-1].items.append(replace(s, inputs=inputs, outputs=outputs))
         self.frames[-1].items.extend(post)
+        for f in self.frames:  # what each open observed branch defines (see _outside_det)
+            if f.kind == "det":
+                self.det_defined.setdefault(id(f), set()).update(o.var for o in s.outputs)
 
     def _subst(self, ref: Ref) -> tuple[Ref, set[int]]:
         """``ref`` with each index equal to an integer condition replaced by its case (a
@@ -283,7 +298,8 @@ class _Gates:
         kind = ("exit" if cond.key in self.a.exits.get(var, ()) else "one" if one
                 else "enter" if cond.switch else "partial")
         gate = self.frames.index(frame)
-        top = gate - (2 if cond.switch else 1)  # the frame holding the gate (or its loop)
+        # the frame holding the gate (or its loop), outside observed conditions' branches
+        top = self._outside_det(gate - (2 if cond.switch else 1), cond.lhs.var, src.var)
         body = [i for i in range(gate + 1, self._inner(m) + 1) if self.frames[i].kind == "for"]
         ranges = [self.frames[i].node.range for i in body]
         need = [] if kind == "exit" or self.opt.enter_whole_arrays else [

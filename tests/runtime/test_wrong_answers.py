@@ -539,3 +539,26 @@ def test_a_variable_in_a_branch_an_observed_condition_switches_off():
     assert vmp.log_evidence <= log_z
     for result in (ep, vmp):
         assert np.all(np.isinf(result["e"].variance[[0, 2]]))
+
+
+def test_a_random_gate_inside_the_branches_of_an_observed_condition():
+    """Case(z, k) with z observed, each branch holding If(c) on a latent c: the cases of c
+    were computed inside the first branch only, so where z = 1 the gate was ignored (EP
+    and VMP: log Z = log P(z = 1), c at its prior). Exact under EP now."""
+    with ff.Model() as model:
+        g1 = ff.Gaussian("g1", -2.0, precision=0.25)
+        g2 = ff.Gaussian("g2", -2.0, precision=0.25)
+        z = ff.Discrete("z", [0.3, 0.2, 0.5], observed=1)
+        c = ff.Bernoulli("c", 0.3)
+        for k in range(3):
+            with ff.Case(z, k):
+                with ff.If(c):
+                    ff.Gaussian("y", g2, precision=0.5, observed=3.4)
+                with ff.IfNot(c):
+                    ff.Gaussian("y", g1, precision=4.0, observed=3.4)
+    on = 0.3 * stats.norm.pdf(3.4, -2, np.sqrt(6.0)), 0.7 * stats.norm.pdf(3.4, -2, np.sqrt(4.25))
+    log_z = np.log(0.2) + np.log(sum(on))
+    ep = model.infer("ep")
+    assert_close(ep.log_evidence, log_z, atol=1e-10)
+    assert_close(ep["c"].p, on[0] / sum(on), atol=1e-10)
+    assert model.infer("vmp").log_evidence <= log_z

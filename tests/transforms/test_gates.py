@@ -357,9 +357,9 @@ ConstrainEqualRandom(value=x, dist=constDist)
 ranges d__cases__k=2, x__cond_d__k=1
 random bool d__cases[d__cases__k]  # cases of d
 random bool x__cond_d[x__cond_d__k]  # x in the gate on d
+d__cases[d__cases__k] = Gate.Cases(selector=d)
+x__cond_d[x__cond_d__k] = Gate.EnterPartial(cases=d__cases[d__cases__k], value=x, indices: (0))
 if c:
-    d__cases[d__cases__k] = Gate.Cases(selector=d)
-    x__cond_d[x__cond_d__k] = Gate.EnterPartial(cases=d__cases[d__cases__k], value=x, indices: (0))
     if d__cases[0]:
         ConstrainEqualRandom(value=x__cond_d[0], dist=constDist)
     ConstrainEqualRandom(value=x, dist=constDist)
