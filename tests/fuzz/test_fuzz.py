@@ -35,9 +35,10 @@ FUZZ = settings(derandomize=True, deadline=None, database=None,
 # note (fuzz findings V1-V17, I1); strict: a profile that passes must lose its mark.
 OPEN = {
     "logic": "V9 EP Greater/IsPositive evidence NaN on nearly uniform booleans",
-    "if": "V10/V14 an exit variable read inside its own branch is refused; V13 improper "
-          "posterior in a branch switched off by an observed condition",
-    "switch": "V15 a Switch inside a Switch, plates opened inside a Switch",
+    "if": "V10/V14 a variable in branches that observed conditions make impossible (If(o) "
+          "inside IfNot(o)) is reported uniform, which the harness counts as non-finite",
+    "switch": "V15 a plate opened inside a Switch that sits in another plate, reading "
+              "array[z] inside it: a VMP broadcasting crash ((3,) against (3, 4))",
 }
 OPEN_INVALID: dict[str, str] = {}
 

@@ -131,6 +131,9 @@ class Writer:
     ranges: list[Rng] = field(default_factory=list)
     plates: list[Rng] = field(default_factory=list)
     switches: list[Var] = field(default_factory=list)
+    #: the ranges open Switches loop over (an array over one is indexed by the condition):
+    #: a plate over one of them inside that Switch is refused by factorflow, by name
+    switch_loops: list[Rng] = field(default_factory=list)
     gates: int = 0
     counter: int = 0
     budget: int = 8
@@ -613,7 +616,7 @@ class Writer:
     # ----- blocks ------------------------------------------------------------------
     def new_range(self, min_size: int = 0, exclude: Rng | None = None) -> Rng:
         reuse = [r for r in self.ranges if r not in self.plates and r is not exclude
-                 and r.size >= min_size]
+                 and r.size >= min_size and r not in self.switch_loops]
         if reuse and self.flip(0.3):
             return self.pick(reuse)
         ident, name = self.fresh("r")
@@ -764,6 +767,7 @@ class Writer:
         with self.gate(f"with ff.Switch({z.ident}):"):
             self.switches.append(z)
             base = self.pick(self.switch_bases_for(z, domain))
+            self.switch_loops.append(base.plates[0])
             out = {"real": "real", "unit": "bool", "positive": "count"}[domain]
             call = {"real": f"ff.Gaussian({{name}}, {{t}}, precision={self.constant('positive')}",
                     "unit": "ff.Bernoulli({name}, {t}",
@@ -773,6 +777,7 @@ class Writer:
             mark = len(self.scope)
             self.statements(self.draw(st.integers(0, 2)))
             self.switches.remove(z)
+            self.switch_loops.remove(base.plates[0])
             defined = self.scope[mark:]
         # what a switch defines is defined for every value of z: readable after it
         self.scope += [v for v in defined if v.plates == tuple(self.plates)]
