@@ -1,0 +1,244 @@
+"""Chains over a plate: ``x[t]`` depends on ``x[t - 1]`` (hidden Markov models and
+linear-Gaussian state-space models), as one factor over the whole chain.
+
+* ``DiscreteChain(sample | init, trans)``: x[0] ~ Discrete(init), x[t] ~ Discrete(trans[x[t−1]]),
+  log f = log init[x₀] + Σ_t log trans[x_{t−1}, x_t];
+* ``GaussianChain(sample | init_mean, init_precision, coefficient, offset, precision)``:
+  x[0] ~ N(init_mean, 1/init_precision), x[t] ~ N(coefficient·x[t−1] + offset, 1/precision).
+
+The parameters are known; the chain's plate is the last plate axis of ``sample`` (earlier
+axes are independent chains, one per element of the outer plates).  Each operator runs
+one forward–backward recursion, a sequential loop over t forward and then backward
+(Baum–Welch's scaled recursions; Kalman filtering then the backward information filter),
+on every chain at once.
+
+The chain is a tree, so its messages are exact:
+
+* EP: the message to x[t] is what the rest of the chain says about it, α_t·β_t, given the
+  messages ``sample`` from x's uses (an emission per t);
+* VMP: x is one block of the mean field (structured VMP, as BayesPy's
+  ``CategoricalMarkovChain``): its posterior is the exact chain posterior given the
+  uses' messages, which is this factor's forward message (x is a *derived* variable under
+  VMP, so its uses read that posterior and its backward message is the product of the
+  uses' messages); the evidence term E_q[log f] + H[q] = log Z − Σ_t E_q[log m_t] makes the
+  bound exact where the chain's neighbours are known.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from factorflow.distributions import Discrete, Gaussian
+from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.moments import E, is_known
+from factorflow.factors.common import times_finite
+from factorflow.factors.mixtures import log_weights
+from factorflow.factors.registry import define_factor
+
+DISCRETE_CHAIN = define_factor("DiscreteChain", ("sample", "int"), ("init", "simplex"),
+                               ("trans", "simplex"))
+GAUSSIAN_CHAIN = define_factor(
+    "GaussianChain", ("sample", "real"), ("init_mean", "real"),
+    ("init_precision", "positive"), ("coefficient", "real"), ("offset", "real"),
+    ("precision", "positive"))
+
+
+# ----- discrete: scaled forward–backward --------------------------------------------------
+def _discrete_eta(sample: Any, size: int) -> np.ndarray:
+    """log m_t(k) on (..., T, K): an observed chain as a point mass (0 or −inf)."""
+    if is_known(sample):
+        x = np.asarray(E(sample), int)
+        with np.errstate(divide="ignore"):
+            return np.log(np.asarray(x[..., None] == np.arange(size), float))
+    return np.asarray(sample.eta[0], float)
+
+
+def discrete_forward_backward(init: np.ndarray, trans: np.ndarray, eta: np.ndarray
+                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log α·β, log q, log Z) for the chain with incoming log-messages ``eta`` (..., T, K).
+
+    α_t (the past's message to x_t) and β_t (the future's) are normalised at each step
+    (Rabiner's scaling); q_t ∝ α_t β_t m_t is the posterior and
+    Z = Σ_x init[x₀] Π trans[x_{t−1}, x_t] Π_t m_t(x_t) its normaliser."""
+    init = np.asarray(init, float)
+    trans = np.asarray(trans, float)
+    shape = eta.shape
+    t_len = shape[-2]
+    top = np.max(eta, axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    m = np.exp(eta - top)  # m̃_t = m_t / exp(top_t), in (0, 1]
+    alpha = np.empty(shape)
+    beta = np.empty(shape)
+    scale = np.empty(shape[:-1])
+    a = np.broadcast_to(init / np.sum(init), shape[:-2] + shape[-1:])
+    for t in range(t_len):  # forward: α_{t+1} = (α_t ⊙ m̃_t / s_t) · trans
+        alpha[..., t, :] = a
+        v = a * m[..., t, :]
+        s = np.sum(v, axis=-1, keepdims=True)
+        scale[..., t] = s[..., 0]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            a = (v / s) @ trans
+    b = np.ones(shape[:-2] + shape[-1:])
+    for t in range(t_len - 1, -1, -1):  # backward: β_t = trans · (m̃_{t+1} ⊙ β_{t+1})
+        beta[..., t, :] = b
+        v = m[..., t, :] * b
+        with np.errstate(invalid="ignore", divide="ignore"):
+            b = v @ trans.T
+            b = b / np.sum(b, axis=-1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        log_msg = np.log(alpha) + np.log(beta)
+        log_z = np.sum(np.log(scale) + top[..., 0], axis=-1)
+    log_q = log_msg + eta
+    log_q = log_q - np.max(np.where(np.isfinite(log_q), log_q, -np.inf), axis=-1,
+                           keepdims=True)
+    return log_msg, log_q, log_z
+
+
+def _size(init: Any) -> int:
+    return int(np.shape(init)[-1])
+
+
+@DISCRETE_CHAIN.operator("ep", "sample", known=("init", "trans"))
+def _discrete_sample_ep(sample, init, trans) -> Discrete:
+    """α_t·β_t: the chain's message to x[t] given the messages from the other t."""
+    log_msg, _, _ = discrete_forward_backward(init, trans, _discrete_eta(sample, _size(init)))
+    return Discrete.from_natural(log_msg)
+
+
+@DISCRETE_CHAIN.operator("vmp", "sample", known=("init", "trans"))
+def _discrete_sample_vmp(sample, init, trans) -> Discrete:
+    """The chain posterior's marginals q_t ∝ α_t β_t m_t (``sample``: the uses' messages)."""
+    _, log_q, _ = discrete_forward_backward(init, trans, _discrete_eta(sample, _size(init)))
+    return Discrete.from_natural(log_q)
+
+
+@DISCRETE_CHAIN.evidence_operator("ep")
+def _discrete_log_average_factor(sample, init, trans) -> np.ndarray:
+    """log Σ_x f(x) Π_t m̂_t(x_t), the messages m̂ normalised (weight 1 where uniform)."""
+    if is_known(sample):
+        eta = _discrete_eta(sample, _size(init))
+    else:
+        eta = log_weights(sample)
+    return discrete_forward_backward(init, trans, eta)[2]
+
+
+@DISCRETE_CHAIN.evidence_operator("vmp")
+def _discrete_average_log_factor(sample, init, trans) -> np.ndarray:
+    """E_q[log f] + H[q] = log Z − Σ_t E_{q_t}[log m_t], q the chain posterior."""
+    eta = _discrete_eta(sample, _size(init))
+    _, log_q, log_z = discrete_forward_backward(init, trans, eta)
+    if is_known(sample):
+        return log_z
+    with np.errstate(invalid="ignore"):
+        q = np.exp(log_q)
+        q = q / np.sum(q, axis=-1, keepdims=True)
+    return log_z - np.sum(times_finite(q, eta), axis=(-2, -1))
+
+
+# ----- linear-Gaussian: Kalman filter and backward information filter ----------------------
+def _gaussian_eta(sample: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(h_t, τ_t) of m_t(x) = exp(h x − τ x²/2) on (..., T); an observed chain as a very
+    sharp message is not needed: observed chains are evaluated directly."""
+    h, tau = sample.eta
+    shape = np.broadcast_shapes(np.shape(h), np.shape(tau))
+    return np.broadcast_to(np.asarray(h, float), shape), np.broadcast_to(
+        np.asarray(tau, float), shape)
+
+
+def gaussian_forward_backward(m0: Any, p0: Any, a: Any, b: Any, q: Any, h: np.ndarray,
+                              tau: np.ndarray) -> tuple[tuple, tuple, np.ndarray]:
+    """((h_msg, τ_msg), (h_post, τ_post), log Z) for the chain with incoming messages
+    exp(h_t x − τ_t x²/2) on (..., T).
+
+    Forward: the predictive N(μ_t, v_t) of x_t given the past (a Kalman filter); backward:
+    the future's message (H_t, S_t) in information form, S_t = a²qG/(q + G),
+    H_t = aq(g − bG)/(q + G) with (g, G) the message into x_{t+1} from the future and its
+    own use.  The message to x_t is their product; log Z = log ∫ f Π_t m_t."""
+    m0, p0, a, b, q = (np.asarray(v, float) for v in (m0, p0, a, b, q))
+    t_len = h.shape[-1]
+    mu = np.empty(h.shape)
+    var = np.empty(h.shape)
+    log_z = np.zeros(h.shape[:-1])
+    mean, v = np.broadcast_to(m0, h.shape[:-1]), np.broadcast_to(1.0 / p0, h.shape[:-1])
+    for t in range(t_len):
+        mu[..., t], var[..., t] = mean, v
+        ht, tt = h[..., t], tau[..., t]
+        prec = 1.0 / v + tt
+        lin = mean / v + ht
+        log_z = log_z - 0.5 * np.log1p(tt * v) + 0.5 * lin * lin / prec \
+            - 0.5 * mean * mean / v
+        mean, v = a * lin / prec + b, a * a / prec + 1.0 / q
+    big_h = np.empty(h.shape)
+    big_s = np.empty(h.shape)
+    g, gg = np.zeros(h.shape[:-1]), np.zeros(h.shape[:-1])
+    for t in range(t_len - 1, -1, -1):
+        big_h[..., t], big_s[..., t] = g, gg
+        g, gg = g + h[..., t], gg + tau[..., t]
+        g, gg = a * q * (g - b * gg) / (q + gg), a * a * q * gg / (q + gg)
+    msg = (mu / var + big_h, 1.0 / var + big_s)
+    return msg, (msg[0] + h, msg[1] + tau), log_z
+
+
+def _gaussian_args(sample, init_mean, init_precision, coefficient, offset, precision
+                   ) -> tuple:
+    h, tau = _gaussian_eta(sample)
+    return gaussian_forward_backward(init_mean, init_precision, coefficient, offset,
+                                     precision, h, tau)
+
+
+_GAUSSIAN_KNOWN = ("init_mean", "init_precision", "coefficient", "offset", "precision")
+
+
+@GAUSSIAN_CHAIN.operator("ep", "sample", known=_GAUSSIAN_KNOWN)
+def _gaussian_sample_ep(sample, init_mean, init_precision, coefficient, offset,
+                        precision) -> Gaussian:
+    """The chain's message to x[t]: the Kalman predictive times the backward message."""
+    msg, _, _ = _gaussian_args(sample, init_mean, init_precision, coefficient, offset,
+                               precision)
+    return Gaussian.from_natural(*msg)
+
+
+@GAUSSIAN_CHAIN.operator("vmp", "sample", known=_GAUSSIAN_KNOWN)
+def _gaussian_sample_vmp(sample, init_mean, init_precision, coefficient, offset,
+                         precision) -> Gaussian:
+    """The smoothed marginals (Rauch–Tung–Striebel) given the uses' messages."""
+    _, post, _ = _gaussian_args(sample, init_mean, init_precision, coefficient, offset,
+                                precision)
+    return Gaussian.from_natural(*post)
+
+
+def _observed_gaussian_log_density(x, m0, p0, a, b, q) -> np.ndarray:
+    x = np.asarray(E(x), float)
+    first = 0.5 * np.log(p0 / (2 * np.pi)) - 0.5 * p0 * (x[..., 0] - m0) ** 2
+    rest = 0.5 * np.log(q / (2 * np.pi)) - 0.5 * q * (x[..., 1:] - a * x[..., :-1] - b) ** 2
+    return first + np.sum(rest, axis=-1)
+
+
+@GAUSSIAN_CHAIN.evidence_operator("ep")
+def _gaussian_log_average_factor(sample, init_mean, init_precision, coefficient, offset,
+                                 precision) -> np.ndarray:
+    """log ∫ f Π_t m̂_t, the messages normalised (integrated out where uniform)."""
+    if is_known(sample):
+        return _observed_gaussian_log_density(sample, init_mean, init_precision,
+                                              coefficient, offset, precision)
+    _, _, log_z = _gaussian_args(sample, init_mean, init_precision, coefficient, offset,
+                                 precision)
+    return log_z - np.sum(np.broadcast_to(log_normalizer_or_zero(sample),
+                                          np.shape(log_z) + sample.batch_shape[-1:]),
+                          axis=-1)
+
+
+@GAUSSIAN_CHAIN.evidence_operator("vmp")
+def _gaussian_average_log_factor(sample, init_mean, init_precision, coefficient, offset,
+                                 precision) -> np.ndarray:
+    """log Z − Σ_t E_q[h_t x_t − τ_t x_t²/2], q the smoothed chain posterior."""
+    if is_known(sample):
+        return _observed_gaussian_log_density(sample, init_mean, init_precision,
+                                              coefficient, offset, precision)
+    h, tau = _gaussian_eta(sample)
+    _, (hp, tp), log_z = gaussian_forward_backward(init_mean, init_precision, coefficient,
+                                                   offset, precision, h, tau)
+    mean, second = hp / tp, 1.0 / tp + (hp / tp) ** 2
+    return log_z - np.sum(h * mean - 0.5 * tau * second, axis=-1)
