@@ -293,9 +293,10 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, domain: str,
         raise ModelError(f"{what}: define the chain's start first: `with ff.If({rng.name} "
                          f"== 0): {name} = ...` before its step under ff.If({rng.name} > 0).")
     if start.factor != factor or start.variable.size != size:
+        kind = start.factor + ("" if start.variable.size is None
+                               else f" of {start.variable.size} categories")
         raise ModelError(f"{what}: the step must be the same kind of variable as the start "
-                         f"({start.factor}"
-                         f"{'' if start.variable.size is None else f' of {start.variable.size} categories'}).")
+                         f"({kind}).")
     var = start.variable
     if factor == "Discrete":
         step = _discrete_step(var, rng, args["probs"], what)

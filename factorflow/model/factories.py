@@ -12,14 +12,6 @@ from typing import Any
 import numpy as np
 
 from factorflow.errors import DataError, ModelError
-from factorflow.model.checks import (
-    broadcasts_to,
-    check_data_value,
-    check_statement,
-    check_support,
-    numeric_array,
-    read_elements,
-)
 from factorflow.model.chains import (
     Affine,
     Table,
@@ -30,6 +22,14 @@ from factorflow.model.chains import (
     open_chain,
 )
 from factorflow.model.chains import define as define_chain
+from factorflow.model.checks import (
+    broadcasts_to,
+    check_data_value,
+    check_statement,
+    check_support,
+    numeric_array,
+    read_elements,
+)
 from factorflow.model.core import (
     Data,
     DataUse,
