@@ -55,45 +55,98 @@ def _discrete_eta(sample: Any, size: int) -> np.ndarray:
     return np.asarray(sample.eta[0], float)
 
 
-def discrete_forward_backward(init: np.ndarray, trans: np.ndarray, eta: np.ndarray
+#: the largest T·K² (times the outer plates) for which the recursions run on chunks of
+#: the chain at once (matrix products within √T chunks); above it, one t at a time
+CHUNK_LIMIT = 2**22
+
+
+def discrete_forward_backward(init: np.ndarray, trans: np.ndarray, eta: np.ndarray,
+                              chunked: bool | None = None
                               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(log α·β, log q, log Z) for the chain with incoming log-messages ``eta`` (..., T, K).
 
-    α_t (the past's message to x_t) and β_t (the future's) are normalised at each step
-    (Rabiner's scaling); q_t ∝ α_t β_t m_t is the posterior and
-    Z = Σ_x init[x₀] Π trans[x_{t−1}, x_t] Π_t m_t(x_t) its normaliser."""
+    α_t (the past's message to x_t) and β_t (the future's) are normalised (Rabiner's
+    scaling); q_t ∝ α_t β_t m_t is the posterior and
+    Z = Σ_x init[x₀] Π trans[x_{t−1}, x_t] Π_t m_t(x_t) its normaliser.  The backward
+    recursion β_t = trans·(m_{t+1} ⊙ β_{t+1}) is the forward one run on the reversed chain
+    with trans transposed (see ``_forward``)."""
     init = np.asarray(init, float)
     trans = np.asarray(trans, float)
     shape = eta.shape
-    t_len = shape[-2]
+    size = shape[-1]
     top = np.max(eta, axis=-1, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
-    m = np.exp(eta - top)  # m̃_t = m_t / exp(top_t), in (0, 1]
-    alpha = np.empty(shape)
-    beta = np.empty(shape)
-    scale = np.empty(shape[:-1])
-    a = np.broadcast_to(init / np.sum(init), shape[:-2] + shape[-1:])
-    for t in range(t_len):  # forward: α_{t+1} = (α_t ⊙ m̃_t / s_t) · trans
-        alpha[..., t, :] = a
-        v = a * m[..., t, :]
-        s = np.sum(v, axis=-1, keepdims=True)
-        scale[..., t] = s[..., 0]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            a = (v / s) @ trans
-    b = np.ones(shape[:-2] + shape[-1:])
-    for t in range(t_len - 1, -1, -1):  # backward: β_t = trans · (m̃_{t+1} ⊙ β_{t+1})
-        beta[..., t, :] = b
-        v = m[..., t, :] * b
-        with np.errstate(invalid="ignore", divide="ignore"):
-            b = v @ trans.T
-            b = b / np.sum(b, axis=-1, keepdims=True)
-    with np.errstate(divide="ignore"):
+    if chunked is None:
+        chunked = float(np.prod(shape, dtype=float)) * size <= CHUNK_LIMIT
+    forward = _forward_chunked if chunked else _forward_sequential
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        m = np.exp(eta - top)  # m̃_t = m_t / exp(top_t), in [0, 1]
+        a0 = np.broadcast_to(init / np.sum(init), shape[:-2] + (size,))
+        alpha, log_scale = forward(a0, trans, m)
+        b0 = np.full(shape[:-2] + (size,), 1.0 / size)
+        beta = forward(b0, trans.T, m[..., ::-1, :])[0][..., ::-1, :]
         log_msg = np.log(alpha) + np.log(beta)
-        log_z = np.sum(np.log(scale) + top[..., 0], axis=-1)
-    log_q = log_msg + eta
-    log_q = log_q - np.max(np.where(np.isfinite(log_q), log_q, -np.inf), axis=-1,
-                           keepdims=True)
+        log_z = log_scale + np.sum(top[..., 0], axis=-1)
+        log_q = log_msg + eta
+        peak = np.max(np.where(np.isfinite(log_q), log_q, -np.inf), axis=-1, keepdims=True)
+        log_q = log_q - np.where(np.isfinite(peak), peak, 0.0)
     return log_msg, log_q, log_z
+
+
+def _normalized(v: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    s = np.sum(v, axis=axes, keepdims=True)
+    return v / s, np.log(np.squeeze(s, axis=axes))
+
+
+def _forward_sequential(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """α_t (normalised) for α_{t+1} ∝ (α_t ⊙ m̃_t)·trans, one t at a time, and
+    log Σ α_0·diag(m̃_0)·trans⋯diag(m̃_{T−1})·trans·1 (log Z where trans's rows sum to 1)."""
+    alpha = np.empty(m.shape)
+    log_z = np.zeros(m.shape[:-2])
+    a = a0
+    for t in range(m.shape[-2]):
+        alpha[..., t, :] = a
+        a, s = _normalized((a * m[..., t, :]) @ trans, (-1,))
+        log_z = log_z + s
+    return alpha, log_z
+
+
+def _forward_chunked(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The same as ``_forward_sequential`` in O(√T) array steps: the chain is cut into C
+    chunks of L ≈ √T steps; the products P_{c,l} = M_{c,0}⋯M_{c,l} of M = diag(m̃)·trans are
+    formed within every chunk at once (a loop over l), the messages at the chunks' starts
+    v_{c+1} ∝ v_c·P_{c,L−1} by a loop over c, and α_{c,l} ∝ v_c·P_{c,l−1} at once."""
+    *batch, t_len, size = m.shape
+    length = max(1, int(np.ceil(np.sqrt(t_len))))
+    count = -(-t_len // length)
+    mats = m[..., :, :, None] * trans
+    pad = count * length - t_len
+    if pad:  # identities after the end
+        eye = np.broadcast_to(np.eye(size), (*batch, pad, size, size))
+        mats = np.concatenate([mats, eye], axis=-3)
+    mats = mats.reshape((*batch, count, length, size, size))
+    prods = np.empty(mats.shape)
+    p, log_p = _normalized(mats[..., 0, :, :], (-2, -1))
+    prods[..., 0, :, :] = p
+    for step in range(1, length):
+        p, s = _normalized(p @ mats[..., step, :, :], (-2, -1))
+        prods[..., step, :, :] = p
+        log_p = log_p + s
+    starts = np.empty((*batch, count, size))
+    log_z = np.zeros(tuple(batch))
+    v = a0
+    for c in range(count):
+        starts[..., c, :] = v
+        v, s = _normalized((v[..., None, :] @ prods[..., c, -1, :, :])[..., 0, :], (-1,))
+        log_z = log_z + s + log_p[..., c]
+    alpha = np.empty((*batch, count, length, size))
+    alpha[..., :, 0, :] = starts
+    alpha[..., :, 1:, :] = (starts[..., :, None, None, :] @ prods[..., :, :-1, :, :])[
+        ..., 0, :]
+    alpha = alpha.reshape((*batch, count * length, size))[..., :t_len, :]
+    return _normalized(alpha, (-1,))[0], log_z
 
 
 def _size(init: Any) -> int:

@@ -291,7 +291,8 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, domain: str,
     start = chains.get(name)
     if start is None:
         raise ModelError(f"{what}: define the chain's start first: `with ff.If({rng.name} "
-                         f"== 0): {name} = ...` before its step under ff.If({rng.name} > 0).")
+                         f"== 0): {name} = ...` before its step under ff.If({rng.name} > 0) "
+                         f"(only a chain's step may be written inside ff.If({rng.name} > 0)).")
     if start.factor != factor or start.variable.size != size:
         kind = start.factor + ("" if start.variable.size is None
                                else f" of {start.variable.size} categories")
