@@ -80,11 +80,7 @@ class _Emitter:
     def operand(self, op: Any, stmt_plates: tuple[str, ...]) -> str:
         if isinstance(op, Const):
             v = op.value
-            if isinstance(v, Arange):  # the case axis, laid out where it is among plates
-                after = len(stmt_plates) - 1 - stmt_plates.index(v.range) \
-                    if v.range in stmt_plates else 0
-                if after > 0:
-                    return f"np.arange({v.range}).reshape((-1,{' 1,' * after}))"
+            if isinstance(v, Arange):
                 return f"np.arange({v.range})"
             if isinstance(v, tuple) and all(isinstance(i, int) for i in v):
                 return repr(tuple(int(i) for i in v))

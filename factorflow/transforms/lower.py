@@ -80,8 +80,14 @@ def lower(model: Model) -> tuple[Program, Bindings]:
             b.values[ident] = value.base.values
             decls.append(VarDecl(ident, "constant", domain, plates=(case_range[id(idx)],),
                                  label=f"ff.Constant indexed by {idx.name}"))
-            return Ref(ident, (Ref(b.names[idx.name], tuple(rname[p.name]
-                                                            for p in idx.plates)),))
+            idx_plates = tuple(rname[p.name] for p in idx.plates)
+            if isinstance(idx.observed, np.ndarray):  # an observed condition: a gather
+                index = fresh(b.names[idx.name], "index", taken)
+                b.values[index] = np.asarray(idx.observed, int)
+                decls.append(VarDecl(index, "constant", "int", plates=idx_plates,
+                                     label=f"{idx.name} as an index"))
+                return Ref(ident, (Ref(index, idx_plates),))
+            return Ref(ident, (Ref(b.names[idx.name], idx_plates),))
         if isinstance(value, Indexed):
             idx = value.index
             if isinstance(idx, Variable):  # array[z] inside ff.Switch(z): indexed by z
