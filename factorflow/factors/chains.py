@@ -26,6 +26,7 @@ The chain is a tree, so its messages are exact:
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -208,30 +209,52 @@ def gaussian_forward_backward(m0: Any, p0: Any, a: Any, b: Any, q: Any, h: np.nd
     Forward: the predictive N(μ_t, v_t) of x_t given the past (a Kalman filter); backward:
     the future's message (H_t, S_t) in information form, S_t = a²qG/(q + G),
     H_t = aq(g − bG)/(q + G) with (g, G) the message into x_{t+1} from the future and its
-    own use.  The message to x_t is their product; log Z = log ∫ f Π_t m_t."""
-    m0, p0, a, b, q = (np.asarray(v, float) for v in (m0, p0, a, b, q))
-    t_len = h.shape[-1]
-    mu = np.empty(h.shape)
-    var = np.empty(h.shape)
-    log_z = np.zeros(h.shape[:-1])
-    mean, v = np.broadcast_to(m0, h.shape[:-1]), np.broadcast_to(1.0 / p0, h.shape[:-1])
-    for t in range(t_len):
-        mu[..., t], var[..., t] = mean, v
-        ht, tt = h[..., t], tau[..., t]
-        prec = 1.0 / v + tt
-        lin = mean / v + ht
-        log_z = log_z - 0.5 * np.log1p(tt * v) + 0.5 * lin * lin / prec \
-            - 0.5 * mean * mean / v
-        mean, v = a * lin / prec + b, a * a / prec + 1.0 / q
-    big_h = np.empty(h.shape)
-    big_s = np.empty(h.shape)
-    g, gg = np.zeros(h.shape[:-1]), np.zeros(h.shape[:-1])
-    for t in range(t_len - 1, -1, -1):
-        big_h[..., t], big_s[..., t] = g, gg
-        g, gg = g + h[..., t], gg + tau[..., t]
-        g, gg = a * q * (g - b * gg) / (q + gg), a * a * q * gg / (q + gg)
+    own use.  The message to x_t is their product; log Z = log ∫ f Π_t m_t.  The
+    recursions run on Python floats, one chain at a time, when there are fewer chains
+    than steps, else on arrays over the chains, one t at a time."""
+    m0, p0, a, b, q = (float(np.asarray(v, float)) for v in (m0, p0, a, b, q))
+    batch, t_len = h.shape[:-1], h.shape[-1]
+    count = int(np.prod(batch, dtype=int))
+    if count <= t_len:
+        rows = [_recursions(m0, p0, a, b, q, hr, tr, math.log1p)
+                for hr, tr in zip(h.reshape(count, t_len).tolist(),
+                                  tau.reshape(count, t_len).tolist(), strict=True)]
+        mu, var, big_h, big_s = (np.reshape(np.array([r[i] for r in rows], float),
+                                             h.shape) for i in range(4))
+        log_z = np.reshape(np.array([r[4] for r in rows], float), batch)
+    else:
+        out = _recursions(m0, p0, a, b, q, list(np.moveaxis(h, -1, 0)),
+                          list(np.moveaxis(tau, -1, 0)), np.log1p)
+        mu, var, big_h, big_s = (np.stack([np.broadcast_to(x, batch) for x in out[i]],
+                                          axis=-1) for i in range(4))
+        log_z = np.broadcast_to(np.asarray(out[4], float), batch)
     msg = (mu / var + big_h, 1.0 / var + big_s)
     return msg, (msg[0] + h, msg[1] + tau), log_z
+
+
+def _recursions(m0: float, p0: float, a: float, b: float, q: float, h: list, tau: list,
+                log1p: Any) -> tuple[list, list, list, list, Any]:
+    """The forward and backward recursions over the per-t values ``h``, ``tau`` (floats,
+    or arrays over the chains): (μ, v, H, S) per t and log Z."""
+    t_len = len(h)
+    mu, var, big_h, big_s = [0.0] * t_len, [0.0] * t_len, [0.0] * t_len, [0.0] * t_len
+    log_z: Any = 0.0
+    mean: Any = m0
+    v: Any = 1.0 / p0
+    for t in range(t_len):
+        mu[t], var[t] = mean, v
+        prec = 1.0 / v + tau[t]
+        lin = mean / v + h[t]
+        log_z = log_z - 0.5 * log1p(tau[t] * v) + 0.5 * lin * lin / prec \
+            - 0.5 * mean * mean / v
+        mean, v = a * lin / prec + b, a * a / prec + 1.0 / q
+    g: Any = 0.0
+    gg: Any = 0.0
+    for t in range(t_len - 1, -1, -1):
+        big_h[t], big_s[t] = g, gg
+        g, gg = g + h[t], gg + tau[t]
+        g, gg = a * q * (g - b * gg) / (q + gg), a * a * q * gg / (q + gg)
+    return mu, var, big_h, big_s, log_z
 
 
 def _gaussian_args(sample, init_mean, init_precision, coefficient, offset, precision

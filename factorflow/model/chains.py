@@ -374,3 +374,21 @@ def check_complete(model: Model) -> None:
         raise ModelError(f"{start.provenance or name}: chain {name!r} has a start "
                          f"(ff.If({rng} == 0)) but no step; define {name} again under "
                          f"`with ff.If({rng} > 0):` from {name}[{rng} - 1].")
+
+
+def check_gibbs(model: Model) -> None:
+    """UnsupportedFactorError naming the first chain or ``ff.Constant`` table of
+    ``model``: Gibbs sampling has no sampler for them yet (use EP or VMP)."""
+    from factorflow.errors import UnsupportedFactorError
+    for call in model.statements:
+        if call.factor in ("DiscreteChain", "GaussianChain"):
+            raise UnsupportedFactorError(
+                f"{call.provenance or call.factor}: Gibbs sampling does not support chains "
+                f"over a plate ({call.factor} of {call.output.name!r}) yet; use "
+                "algorithm 'ep' or 'vmp'.")
+        for value in call.args.values():
+            if isinstance(value, Indexed) and isinstance(value.base, Table):
+                raise UnsupportedFactorError(
+                    f"{call.provenance or call.factor}: Gibbs sampling does not support "
+                    "ff.Constant(...) indexed by a variable yet; use algorithm 'ep' or "
+                    "'vmp'.")
