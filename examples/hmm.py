@@ -82,7 +82,7 @@ def main() -> dict[str, float]:
     print(f"most probable state per t matches the simulated one at "
           f"{np.mean(decoded == states):.0%} of the {t_len} days")
 
-    t_len = 2000
+    t_len = 1000
     states, obs = simulate(t_len, rng)
     with ff.Model("hmm_learnt_emissions") as learnt:     # B unknown: Dirichlet rows
         with ff.Plate(ff.Range("k", 3)):
@@ -96,7 +96,7 @@ def main() -> dict[str, float]:
             with ff.Switch(x):
                 ff.Discrete("y", rows[x], observed=obs)
     init = ff.distributions.Dirichlet(B * 3 + 1)
-    result = learnt.infer("vmp", iterations=300, init={"B": init}, tolerance=None,
+    result = learnt.infer("vmp", iterations=100, init={"B": init}, tolerance=None,
                           progress=False)
     print(f"\nVMP learning B (A known, T = {t_len}): E[B] =\n{np.round(result['B'].mean, 3)}\n"
           f"  bound {result.log_evidence:.4f} after {result.iterations} sweeps "
