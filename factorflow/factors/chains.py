@@ -34,8 +34,7 @@ import numpy as np
 from factorflow.distributions import Discrete, Gaussian
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, is_known
-from factorflow.factors.common import times_finite
-from factorflow.factors.mixtures import log_weights
+from factorflow.factors.common import logsumexp, times_finite
 from factorflow.factors.registry import define_factor
 
 DISCRETE_CHAIN = define_factor("DiscreteChain", ("sample", "int"), ("init", "simplex"),
@@ -44,6 +43,32 @@ GAUSSIAN_CHAIN = define_factor(
     "GaussianChain", ("sample", "real"), ("init_mean", "real"),
     ("init_precision", "positive"), ("coefficient", "real"), ("offset", "real"),
     ("precision", "positive"))
+
+
+# ----- the last pass, reused -----------------------------------------------------------------
+class _LastPass:
+    """The result of a factor's last forward–backward pass and the inputs it ran on: VMP's
+    evidence brings a sweep's messages up to date again, calling the chain's operators
+    on messages equal to those of the last call (new objects, same values), and EP's
+    evidence reads the messages its operator has just read.  Equal inputs (compared by
+    value: O(T·K), against the pass's O(T·K²)) return the stored result."""
+
+    def __init__(self) -> None:
+        self.inputs: tuple[np.ndarray, ...] = ()
+        self.result: Any = None
+
+    def get(self, inputs: tuple[np.ndarray, ...], compute: Any) -> Any:
+        if len(inputs) == len(self.inputs) and all(
+                a.shape == b.shape and np.array_equal(a, b)
+                for a, b in zip(inputs, self.inputs, strict=True)):
+            return self.result
+        result = compute()
+        self.inputs, self.result = tuple(np.array(a) for a in inputs), result
+        return result
+
+
+_DISCRETE_PASS = _LastPass()
+_GAUSSIAN_PASS = _LastPass()
 
 
 # ----- discrete: scaled forward–backward --------------------------------------------------
@@ -154,35 +179,42 @@ def _size(init: Any) -> int:
     return int(np.shape(init)[-1])
 
 
+def _discrete_pass(sample: Any, init: Any, trans: Any) -> tuple[np.ndarray, ...]:
+    """(η, log α·β, log q, log Z) of the chain given the uses' messages ``sample``."""
+    eta = _discrete_eta(sample, _size(init))
+    init, trans = np.asarray(init, float), np.asarray(trans, float)
+    return _DISCRETE_PASS.get((eta, init, trans), lambda: (eta,) + discrete_forward_backward(
+        init, trans, eta))
+
+
 @DISCRETE_CHAIN.operator("ep", "sample", known=("init", "trans"))
 def _discrete_sample_ep(sample, init, trans) -> Discrete:
     """α_t·β_t: the chain's message to x[t] given the messages from the other t."""
-    log_msg, _, _ = discrete_forward_backward(init, trans, _discrete_eta(sample, _size(init)))
-    return Discrete.from_natural(log_msg)
+    return Discrete.from_natural(_discrete_pass(sample, init, trans)[1])
 
 
 @DISCRETE_CHAIN.operator("vmp", "sample", known=("init", "trans"))
 def _discrete_sample_vmp(sample, init, trans) -> Discrete:
     """The chain posterior's marginals q_t ∝ α_t β_t m_t (``sample``: the uses' messages)."""
-    _, log_q, _ = discrete_forward_backward(init, trans, _discrete_eta(sample, _size(init)))
-    return Discrete.from_natural(log_q)
+    return Discrete.from_natural(_discrete_pass(sample, init, trans)[2])
 
 
 @DISCRETE_CHAIN.evidence_operator("ep")
 def _discrete_log_average_factor(sample, init, trans) -> np.ndarray:
-    """log Σ_x f(x) Π_t m̂_t(x_t), the messages m̂ normalised (weight 1 where uniform)."""
+    """log Σ_x f(x) Π_t m̂_t(x_t), the messages m̂ normalised (weight 1 where uniform):
+    log Z less Σ_t log Σ_k m_t(k) over the t whose message is not uniform."""
+    eta, _, _, log_z = _discrete_pass(sample, init, trans)
     if is_known(sample):
-        eta = _discrete_eta(sample, _size(init))
-    else:
-        eta = log_weights(sample)
-    return discrete_forward_backward(init, trans, eta)[2]
+        return log_z
+    with np.errstate(invalid="ignore"):  # (log_weights's convention for a uniform one)
+        norms = np.where(np.all(eta == 0, axis=-1), 0.0, logsumexp(eta, axis=-1))
+    return log_z - np.sum(norms, axis=-1)
 
 
 @DISCRETE_CHAIN.evidence_operator("vmp")
 def _discrete_average_log_factor(sample, init, trans) -> np.ndarray:
     """E_q[log f] + H[q] = log Z − Σ_t E_{q_t}[log m_t], q the chain posterior."""
-    eta = _discrete_eta(sample, _size(init))
-    _, log_q, log_z = discrete_forward_backward(init, trans, eta)
+    eta, _, log_q, log_z = _discrete_pass(sample, init, trans)
     if is_known(sample):
         return log_z
     with np.errstate(invalid="ignore"):
@@ -260,8 +292,10 @@ def _recursions(m0: float, p0: float, a: float, b: float, q: float, h: list, tau
 def _gaussian_args(sample, init_mean, init_precision, coefficient, offset, precision
                    ) -> tuple:
     h, tau = _gaussian_eta(sample)
-    return gaussian_forward_backward(init_mean, init_precision, coefficient, offset,
-                                     precision, h, tau)
+    params = tuple(np.asarray(v, float) for v in (init_mean, init_precision, coefficient,
+                                                   offset, precision))
+    return _GAUSSIAN_PASS.get((h, tau) + params,
+                              lambda: gaussian_forward_backward(*params, h, tau))
 
 
 _GAUSSIAN_KNOWN = ("init_mean", "init_precision", "coefficient", "offset", "precision")
@@ -314,7 +348,7 @@ def _gaussian_average_log_factor(sample, init_mean, init_precision, coefficient,
         return _observed_gaussian_log_density(sample, init_mean, init_precision,
                                               coefficient, offset, precision)
     h, tau = _gaussian_eta(sample)
-    _, (hp, tp), log_z = gaussian_forward_backward(init_mean, init_precision, coefficient,
-                                                   offset, precision, h, tau)
+    _, (hp, tp), log_z = _gaussian_args(sample, init_mean, init_precision, coefficient,
+                                        offset, precision)
     mean, second = hp / tp, 1.0 / tp + (hp / tp) ** 2
     return log_z - np.sum(h * mean - 0.5 * tau * second, axis=-1)
