@@ -50,21 +50,30 @@ def simulate(t_len: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarr
     return x, np.array([rng.choice(3, p=B[s]) for s in x])
 
 
-def main() -> dict[str, float]:
-    rng = np.random.default_rng(0)
-    t_len = 200
-    states, obs = simulate(t_len, rng)
-
+def hmm(obs: np.ndarray, learn_emissions: bool) -> ff.Model:
+    """The chain over t, with B known (ff.Constant) or Dirichlet rows B[k] ~ Dir(1, 1, 1)."""
     with ff.Model("hmm") as model:
-        t = ff.Range("t", t_len)
+        if learn_emissions:
+            with ff.Plate(ff.Range("k", 3)):
+                rows = ff.Dirichlet("B", np.ones((3, 3)))
+        t = ff.Range("t", len(obs))
         with ff.Plate(t):
             with ff.If(t == 0):
                 x = ff.Discrete("x", PI)
             with ff.If(t > 0):
                 x = ff.Discrete("x", ff.Constant(A)[x[t - 1]])
             with ff.Switch(x):
-                ff.Discrete("y", ff.Constant(B)[x], observed=obs)
+                ff.Discrete("y", rows[x] if learn_emissions else ff.Constant(B)[x],
+                            observed=obs)
+    return model
 
+
+def main() -> dict[str, float]:
+    rng = np.random.default_rng(0)
+    t_len = 200
+    states, obs = simulate(t_len, rng)
+
+    model = hmm(obs, learn_emissions=False)
     expected, log_z = forward_backward(PI, A, B[:, obs].T)
     out: dict[str, float] = {"exact_log_evidence": log_z}
     for algorithm in ("ep", "vmp"):
@@ -84,17 +93,7 @@ def main() -> dict[str, float]:
 
     t_len = 1000
     states, obs = simulate(t_len, rng)
-    with ff.Model("hmm_learnt_emissions") as learnt:     # B unknown: Dirichlet rows
-        with ff.Plate(ff.Range("k", 3)):
-            rows = ff.Dirichlet("B", np.ones((3, 3)))
-        t = ff.Range("t", t_len)
-        with ff.Plate(t):
-            with ff.If(t == 0):
-                x = ff.Discrete("x", PI)
-            with ff.If(t > 0):
-                x = ff.Discrete("x", ff.Constant(A)[x[t - 1]])
-            with ff.Switch(x):
-                ff.Discrete("y", rows[x], observed=obs)
+    learnt = hmm(obs, learn_emissions=True)              # B unknown: Dirichlet rows
     init = ff.distributions.Dirichlet(B * 3 + 1)
     result = learnt.infer("vmp", iterations=100, init={"B": init}, tolerance=None,
                           progress=False)
