@@ -298,3 +298,10 @@ def test_random_transition_and_outer_chain_plate_are_refused():
         with ff.Plate(t), ff.Plate(n), ff.If(t == 0), pytest.raises(
                 ff.ModelError, match="innermost open plate"):
             ff.Gaussian("x", 0.0, precision=1.0)
+
+
+def test_gibbs_refuses_a_chain_by_name():
+    model = hmm(np.ones(2) / 2, np.eye(2), np.eye(2), np.zeros((1, 3), int))
+    with pytest.raises(ff.UnsupportedFactorError, match="does not support chains over a "
+                                                         "plate \\(DiscreteChain of 'x'\\)"):
+        model.infer("gibbs", draws=5)

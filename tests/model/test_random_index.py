@@ -220,3 +220,19 @@ def test_constant_index_errors():
             ff.Bernoulli("y", ff.Constant([0.1, 1.2])[z])
     with pytest.raises(ff.ModelError, match="needs an array"):
         ff.Constant(0.5)
+
+
+def test_predictive_draws_through_a_constant_and_gibbs_refuses_it():
+    """Posterior predictive of y | z ~ Bernoulli(p[z]): P(y) = Σ_k q(z = k) p_k (20,000
+    draws, within 4 standard errors); Gibbs sampling refuses ff.Constant by name."""
+    p = np.array([0.1, 0.7, 0.4])
+    with ff.Model() as model:
+        z = ff.Discrete("z", [0.2, 0.3, 0.5])
+        with ff.Switch(z), ff.Plate(ff.Range("n", 2)):
+            ff.Bernoulli("y", ff.Constant(p)[z], observed=[True, False])
+    result = model.infer("ep", progress=False)
+    draws = model.predictive(result, n=20_000, rng=0)["y"]
+    expected = float(result["z"].probs @ p)
+    assert abs(draws.mean() - expected) < 4 * np.sqrt(expected * (1 - expected) / 40_000)
+    with pytest.raises(ff.UnsupportedFactorError, match="ff.Constant"):
+        model.infer("gibbs", draws=5)
