@@ -27,13 +27,13 @@ The chain is a tree, so its messages are exact:
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from factorflow.distributions import Discrete, Gaussian
+from factorflow.distributions import Dirichlet, Discrete, Gaussian
 from factorflow.distributions.base import log_normalizer_or_zero
-from factorflow.distributions.moments import E, is_known
+from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.factors.common import logsumexp, times_finite
 from factorflow.factors.registry import define_factor
 
@@ -86,16 +86,33 @@ def _discrete_eta(sample: Any, size: int) -> np.ndarray:
 CHUNK_LIMIT = 2**22
 
 
+class ChainPass(NamedTuple):
+    """One forward–backward pass: the past's and the future's messages to each x_t
+    (normalised, in logs), the posterior marginals (log, unnormalised) and log Z."""
+
+    log_alpha: np.ndarray
+    log_beta: np.ndarray
+    log_q: np.ndarray
+    log_z: np.ndarray
+
+    @property
+    def log_msg(self) -> np.ndarray:
+        """log α_t·β_t: the chain's message to x_t."""
+        return self.log_alpha + self.log_beta
+
+
 def discrete_forward_backward(init: np.ndarray, trans: np.ndarray, eta: np.ndarray,
-                              chunked: bool | None = None
-                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(log α·β, log q, log Z) for the chain with incoming log-messages ``eta`` (..., T, K).
+                              chunked: bool | None = None) -> ChainPass:
+    """The pass for the chain with incoming log-messages ``eta`` (..., T, K).
 
     α_t (the past's message to x_t) and β_t (the future's) are normalised (Rabiner's
     scaling); q_t ∝ α_t β_t m_t is the posterior and
-    Z = Σ_x init[x₀] Π trans[x_{t−1}, x_t] Π_t m_t(x_t) its normaliser.  The backward
+    Z = Σ_x init[x₀] Π trans[x_{t−1}, x_t] Π_t m_t(x_t) its normaliser (``init`` and the
+    rows of ``trans`` need not sum to 1: VMP passes exp E[log p]).  The backward
     recursion β_t = trans·(m_{t+1} ⊙ β_{t+1}) is the forward one run on the reversed chain
-    with trans transposed (see ``_forward``)."""
+    with trans transposed; the forward one runs on trans's rows normalised, their sums r
+    moved into the messages (diag(m_t)·trans = diag(m_t ⊙ r)·P), so that its scale
+    factors multiply to Z."""
     init = np.asarray(init, float)
     trans = np.asarray(trans, float)
     shape = eta.shape
@@ -107,16 +124,19 @@ def discrete_forward_backward(init: np.ndarray, trans: np.ndarray, eta: np.ndarr
     forward = _forward_chunked if chunked else _forward_sequential
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         m = np.exp(eta - top)  # m̃_t = m_t / exp(top_t), in [0, 1]
+        rows = np.sum(trans, axis=-1)
+        m_rows = m.copy()
+        m_rows[..., :-1, :] *= rows
         a0 = np.broadcast_to(init / np.sum(init), shape[:-2] + (size,))
-        alpha, log_scale = forward(a0, trans, m)
+        alpha, log_scale = forward(a0, trans / rows[:, None], m_rows)
         b0 = np.full(shape[:-2] + (size,), 1.0 / size)
         beta = forward(b0, trans.T, m[..., ::-1, :])[0][..., ::-1, :]
-        log_msg = np.log(alpha) + np.log(beta)
-        log_z = log_scale + np.sum(top[..., 0], axis=-1)
-        log_q = log_msg + eta
+        log_alpha, log_beta = np.log(alpha), np.log(beta)
+        log_z = log_scale + np.sum(top[..., 0], axis=-1) + np.log(np.sum(init))
+        log_q = log_alpha + log_beta + eta
         peak = np.max(np.where(np.isfinite(log_q), log_q, -np.inf), axis=-1, keepdims=True)
         log_q = log_q - np.where(np.isfinite(peak), peak, 0.0)
-    return log_msg, log_q, log_z
+    return ChainPass(log_alpha, log_beta, log_q, log_z)
 
 
 def _normalized(v: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -175,52 +195,89 @@ def _forward_chunked(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
     return _normalized(alpha, (-1,))[0], log_z
 
 
-def _size(init: Any) -> int:
-    return int(np.shape(init)[-1])
+def _discrete_pass(sample: Any, init: Any, trans: Any) -> tuple[np.ndarray, ChainPass]:
+    """(η, the pass) given the uses' messages ``sample``; a Dirichlet ``init`` or
+    ``trans`` (VMP: their posteriors) enters as exp E[log p]."""
+    init, trans = _parameter(init, 1), _parameter(trans, 2)
+    eta = _discrete_eta(sample, init.shape[-1])
+    return _DISCRETE_PASS.get((eta, init, trans), lambda: (
+        eta, discrete_forward_backward(init, trans, eta)))
 
 
-def _discrete_pass(sample: Any, init: Any, trans: Any) -> tuple[np.ndarray, ...]:
-    """(η, log α·β, log q, log Z) of the chain given the uses' messages ``sample``."""
-    eta = _discrete_eta(sample, _size(init))
-    init, trans = np.asarray(init, float), np.asarray(trans, float)
-    return _DISCRETE_PASS.get((eta, init, trans), lambda: (eta,) + discrete_forward_backward(
-        init, trans, eta))
+def _parameter(value: Any, ndim: int) -> np.ndarray:
+    """A known start (``ndim`` 1) or transition matrix (2), or exp E[log p] of a Dirichlet
+    one: the same for every t and chain, so one copy of what the use laid out over them."""
+    if is_known(value):
+        return np.asarray(value, float)
+    e = np.exp(Elog(value))
+    return e.reshape((-1,) + e.shape[e.ndim - ndim:])[0]
 
 
 @DISCRETE_CHAIN.operator("ep", "sample", known=("init", "trans"))
 def _discrete_sample_ep(sample, init, trans) -> Discrete:
     """α_t·β_t: the chain's message to x[t] given the messages from the other t."""
-    return Discrete.from_natural(_discrete_pass(sample, init, trans)[1])
+    return Discrete.from_natural(_discrete_pass(sample, init, trans)[1].log_msg)
 
 
-@DISCRETE_CHAIN.operator("vmp", "sample", known=("init", "trans"))
+@DISCRETE_CHAIN.operator("vmp", "sample")
 def _discrete_sample_vmp(sample, init, trans) -> Discrete:
     """The chain posterior's marginals q_t ∝ α_t β_t m_t (``sample``: the uses' messages)."""
-    return Discrete.from_natural(_discrete_pass(sample, init, trans)[2])
+    return Discrete.from_natural(_discrete_pass(sample, init, trans)[1].log_q)
+
+
+@DISCRETE_CHAIN.operator("vmp", "init", skip_if_uniform=("sample",))
+def _discrete_init_vmp(sample, init, trans) -> Dirichlet:
+    """Dirichlet(1 + q(x₀)) on t = 0 (uniform on the other t): E[one-hot(x₀)]."""
+    q = _probs(_discrete_pass(sample, init, trans)[1].log_q)
+    stats = np.zeros(q.shape)
+    stats[..., 0, :] = q[..., 0, :]
+    return Dirichlet.from_natural(stats)
+
+
+@DISCRETE_CHAIN.operator("vmp", "trans", skip_if_uniform=("sample",))
+def _discrete_trans_vmp(sample, init, trans) -> Dirichlet:
+    """Row i of t: Dirichlet(1 + ξ_t(i, ·)), ξ_t(i, j) = q(x_{t−1} = i, x_t = j) ∝
+    α_{t−1}(i) m_{t−1}(i) trans(i, j) m_t(j) β_t(j) (expected transition counts; none on
+    t = 0); their product over t is Dirichlet(1 + the expected counts)."""
+    eta, chain = _discrete_pass(sample, init, trans)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pair = ((chain.log_alpha + eta)[..., :-1, :, None] + np.log(_parameter(trans, 2))
+                + (eta + chain.log_beta)[..., 1:, None, :])
+    pair = _probs(pair.reshape(pair.shape[:-2] + (-1,))).reshape(pair.shape)
+    counts = np.zeros(eta.shape + eta.shape[-1:])
+    counts[..., 1:, :, :] = pair
+    return Dirichlet.from_natural(counts)
+
+
+def _probs(log_p: np.ndarray) -> np.ndarray:
+    """exp(log_p) normalised over the last axis (0 where every entry is −inf)."""
+    peak = np.max(log_p, axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.exp(log_p - np.where(np.isfinite(peak), peak, 0.0))
+        total = np.sum(p, axis=-1, keepdims=True)
+        return np.where(total > 0, p / np.where(total > 0, total, 1.0), 0.0)
 
 
 @DISCRETE_CHAIN.evidence_operator("ep")
 def _discrete_log_average_factor(sample, init, trans) -> np.ndarray:
     """log Σ_x f(x) Π_t m̂_t(x_t), the messages m̂ normalised (weight 1 where uniform):
     log Z less Σ_t log Σ_k m_t(k) over the t whose message is not uniform."""
-    eta, _, _, log_z = _discrete_pass(sample, init, trans)
+    eta, chain = _discrete_pass(sample, init, trans)
     if is_known(sample):
-        return log_z
+        return chain.log_z
     with np.errstate(invalid="ignore"):  # (log_weights's convention for a uniform one)
         norms = np.where(np.all(eta == 0, axis=-1), 0.0, logsumexp(eta, axis=-1))
-    return log_z - np.sum(norms, axis=-1)
+    return chain.log_z - np.sum(norms, axis=-1)
 
 
 @DISCRETE_CHAIN.evidence_operator("vmp")
 def _discrete_average_log_factor(sample, init, trans) -> np.ndarray:
-    """E_q[log f] + H[q] = log Z − Σ_t E_{q_t}[log m_t], q the chain posterior."""
-    eta, _, log_q, log_z = _discrete_pass(sample, init, trans)
+    """E_q[log f] + H[q] = log Z − Σ_t E_{q_t}[log m_t], q the chain posterior and f's
+    parameters at exp E[log p]: E_q[log f] is linear in them."""
+    eta, chain = _discrete_pass(sample, init, trans)
     if is_known(sample):
-        return log_z
-    with np.errstate(invalid="ignore"):
-        q = np.exp(log_q)
-        q = q / np.sum(q, axis=-1, keepdims=True)
-    return log_z - np.sum(times_finite(q, eta), axis=(-2, -1))
+        return chain.log_z
+    return chain.log_z - np.sum(times_finite(_probs(chain.log_q), eta), axis=(-2, -1))
 
 
 # ----- linear-Gaussian: Kalman filter and backward information filter ----------------------

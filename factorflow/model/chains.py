@@ -278,7 +278,10 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, domain: str,
             raise ModelError(f"{what}: {name!r} is already defined; a chain's start comes "
                              "first, under ff.If(t == 0), then its step.")
         if factor == "Discrete":
-            known = {"init": _known(args["probs"], "simplex", f"{what}, probabilities", size)}
+            probs = args["probs"]
+            known = {"init": _dirichlet(model, probs, size, False, f"{what}, probabilities")
+                     if isinstance(probs, Variable) else
+                     _known(probs, "simplex", f"{what}, probabilities", size)}
         else:
             known = {"init_mean": _known(args["mean"], "real", f"{what}, mean"),
                      "init_precision": _known(args["precision"], "positive",
@@ -312,7 +315,24 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, domain: str,
     return var
 
 
-def _check_scalars(known: dict[str, np.ndarray], what: str, vector: str = "") -> None:
+def _dirichlet(model: Model, var: Variable, size: int | None, rows: bool, what: str
+               ) -> Variable:
+    """``var`` if it is a probability vector of ``size`` categories: with no plates (a
+    random start), or over one plate of ``size`` elements (``rows``: transition rows).
+    VMP learns them."""
+    if var.model is not model or var.domain != "simplex" or var.size != size:
+        raise ModelError(f"{what}: {var.name!r} must be a probability vector of {size} "
+                         "categories (a Dirichlet variable) of this model.")
+    shape = tuple(p.size for p in var.plates)
+    if shape != ((size,) if rows else ()):
+        need = f"one plate of {size} rows" if rows else "no plates"
+        raise ModelError(f"{what}: {var.name!r} has plates {[p.name for p in var.plates]}; "
+                         f"it needs {need}.")
+    return var
+
+
+def _check_scalars(known: dict[str, Any], what: str, vector: str = "") -> None:
+    known = {k: v for k, v in known.items() if not isinstance(v, Variable)}
     for k, arr in known.items():
         if arr.ndim != (1 if k == vector else 0):
             raise ModelError(f"{what}: the chain's {k.replace('_', ' ')} must be "
@@ -336,14 +356,16 @@ def _previous(var: Variable, rng: Range, read: Any, what: str) -> None:
 
 
 def _discrete_step(var: Variable, rng: Range, probs: Any, what: str) -> dict[str, Any]:
+    if isinstance(probs, Indexed) and isinstance(probs.base, Variable) and is_offset_read(
+            probs.index):  # Dirichlet rows, learnt by VMP
+        _previous(var, rng, probs.index, what)
+        return {"trans": _dirichlet(var.model, probs.base, var.size, True,
+                                    f"{what}, transition rows")}
     if not isinstance(probs, Indexed) or not isinstance(probs.base, Table):
-        if isinstance(probs, Indexed) and is_offset_read(probs.index):
-            raise ModelError(f"{what}: the transition rows {probs.base.name!r} are random; "
-                             "a chain's transition matrix must be known for now: "
-                             f"ff.Constant(matrix)[{var.name}[{rng.name} - 1]].")
         raise ModelError(f"{what}: a discrete chain's step is "
                          f"ff.Discrete({var.name!r}, ff.Constant(matrix)[{var.name}"
-                         f"[{rng.name} - 1]]).")
+                         f"[{rng.name} - 1]]) or, with Dirichlet rows over a plate, "
+                         f"rows[{var.name}[{rng.name} - 1]].")
     _previous(var, rng, probs.index, what)
     trans = check_support(probs.base.values, "simplex", f"{what}, transition matrix",
                           var.size)

@@ -277,12 +277,14 @@ class Variable(Operators):
 
 @dataclass(frozen=True, eq=False)
 class Indexed(Operators):
-    """``array_variable[index]``: an element chosen by observed integers, per plate element.
+    """``array_variable[index]``: an element chosen by observed integers, per plate element
+    (or by a discrete variable inside ``ff.Switch`` / ``ff.Case``; ``x[t - 1]`` in a chain's
+    step; ``base`` an ``ff.Constant`` table: see ``model.chains``).
 
     It takes part in arithmetic, comparisons and logic like a variable (``s[i] - s[j]``)."""
 
-    base: Variable
-    index: Any  # an integer array (or Data) over the current plates
+    base: Variable  # or a model.chains.Table (ff.Constant)
+    index: Any  # integers (or Data) over the current plates, a Variable, or an Offset
 
     def __bool__(self) -> bool:
         raise ModelError(f"{self.base.name}[...] is random: it has no truth value in Python. "

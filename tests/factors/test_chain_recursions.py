@@ -19,7 +19,8 @@ def test_discrete_chunked_and_sequential_equal_the_reference(k, t_len):
     if k > 1:
         eta[0, 0, 0] = -np.inf  # a value ruled out
     for chunked in (True, False):
-        log_msg, log_q, log_z = discrete_forward_backward(pi, trans, eta, chunked=chunked)
+        chain = discrete_forward_backward(pi, trans, eta, chunked=chunked)
+        log_msg, log_q, log_z = chain.log_msg, chain.log_q, chain.log_z
         for s in range(2):
             q, ref_z = forward_backward(pi, trans, np.exp(eta[s]))
             got = np.exp(log_q[s]) / np.exp(log_q[s]).sum(axis=-1, keepdims=True)
@@ -41,3 +42,18 @@ def test_gaussian_paths_agree():
         for got, want in zip(floats[0] + floats[1], arrays[0] + arrays[1], strict=True):
             assert_close(got[0], want[row], 1e-12)
         assert_close(floats[2][0], arrays[2][row], 1e-12)
+
+
+def test_discrete_unnormalised_parameters_scale_z():
+    """VMP passes exp E[log p], whose sums are below 1: Z is Σ_x init[x₀] Π trans Π m_t
+    with the parameters as given (2·init and rows scaled by r: Z times 2·Π r along the
+    path, here r constant)."""
+    rng = np.random.default_rng(1)
+    pi, trans = rng.dirichlet(np.ones(3)), rng.dirichlet(np.ones(3), size=3)
+    eta = rng.normal(size=(5, 3))
+    base = discrete_forward_backward(pi, trans, eta)
+    for chunked in (True, False):
+        scaled = discrete_forward_backward(2 * pi, 0.5 * trans, eta, chunked=chunked)
+        assert_close(scaled.log_z, base.log_z + np.log(2) + 4 * np.log(0.5), 1e-12)
+        assert_close(scaled.log_q - scaled.log_q.max(-1, keepdims=True),
+                     base.log_q - base.log_q.max(-1, keepdims=True), 1e-12, 1e-12)
