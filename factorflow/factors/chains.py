@@ -6,8 +6,10 @@ linear-Gaussian state-space models), as one factor over the whole chain.
 * ``GaussianChain(sample | init_mean, init_precision, coefficient, offset, precision)``:
   x[0] ~ N(init_mean, 1/init_precision), x[t] ~ N(coefficient·x[t−1] + offset, 1/precision).
 
-The parameters are known; the chain's plate is the last plate axis of ``sample`` (earlier
-axes are independent chains, one per element of the outer plates).  Each operator runs
+The parameters are known, except that under VMP the discrete chain's ``init`` and
+``trans`` may be Dirichlet (a start, and rows one per state): their messages are the
+expected start and transition counts.  The chain's plate is the last plate axis of
+``sample`` (earlier axes are independent chains, one per element of the outer plates).  Each operator runs
 one forward–backward recursion, a sequential loop over t forward and then backward
 (Baum–Welch's scaled recursions; Kalman filtering then the backward information filter),
 on every chain at once.

@@ -16,9 +16,13 @@ compile time does not depend on T.  ``t - 1`` is an ``Offset``; ``a * x[t - 1] +
 discrete variable (a Switch condition, a chain's previous element) or constant integers
 index.
 
+A discrete chain's start may be a Dirichlet variable and its step ``rows[x[t - 1]]`` with
+``rows`` Dirichlet over a plate of K (learnt under VMP); other parameters are constants.
+
 Guarantees: an offset index anywhere but in a chain's step, a lag other than 1 (it would
-read before the plate's start), a chain whose start or step is missing, a random or
-ill-shaped parameter, each raise ModelError naming the variable and what to write.
+read before the plate's start), a chain whose start or step is missing, a random Gaussian
+parameter or an ill-shaped one, each raise ModelError naming the variable and what to
+write.
 """
 
 from __future__ import annotations
