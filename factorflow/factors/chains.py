@@ -9,10 +9,10 @@ linear-Gaussian state-space models), as one factor over the whole chain.
 The parameters are known, except that under VMP the discrete chain's ``init`` and
 ``trans`` may be Dirichlet (a start, and rows one per state): their messages are the
 expected start and transition counts.  The chain's plate is the last plate axis of
-``sample`` (earlier axes are independent chains, one per element of the outer plates).  Each operator runs
-one forward–backward recursion, a sequential loop over t forward and then backward
-(Baum–Welch's scaled recursions; Kalman filtering then the backward information filter),
-on every chain at once.
+``sample`` (earlier axes are independent chains, one per element of the outer plates).
+Each operator runs one forward–backward pass, forward over t and then backward (Rabiner's
+scaled recursions, on √T chunks at once; Kalman filtering then the backward information
+filter), on every chain at once; equal inputs reuse the last pass.
 
 The chain is a tree, so its messages are exact:
 
