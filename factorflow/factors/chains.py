@@ -227,7 +227,7 @@ def _discrete_sample_vmp(sample, init, trans) -> Discrete:
     return Discrete.from_natural(_discrete_pass(sample, init, trans)[1].log_q)
 
 
-@DISCRETE_CHAIN.operator("vmp", "init", skip_if_uniform=("sample",))
+@DISCRETE_CHAIN.operator("vmp", "init", skip_if_uniform=("sample",), block=("sample",))
 def _discrete_init_vmp(sample, init, trans) -> Dirichlet:
     """Dirichlet(1 + q(x₀)) on t = 0 (uniform on the other t): E[one-hot(x₀)]."""
     q = _probs(_discrete_pass(sample, init, trans)[1].log_q)
@@ -236,7 +236,7 @@ def _discrete_init_vmp(sample, init, trans) -> Dirichlet:
     return Dirichlet.from_natural(stats)
 
 
-@DISCRETE_CHAIN.operator("vmp", "trans", skip_if_uniform=("sample",))
+@DISCRETE_CHAIN.operator("vmp", "trans", skip_if_uniform=("sample",), block=("sample",))
 def _discrete_trans_vmp(sample, init, trans) -> Dirichlet:
     """Row i of t: Dirichlet(1 + ξ_t(i, ·)), ξ_t(i, j) = q(x_{t−1} = i, x_t = j) ∝
     α_{t−1}(i) m_{t−1}(i) trans(i, j) m_t(j) β_t(j) (expected transition counts; none on
