@@ -117,7 +117,7 @@ def _likelihoods(emission, obs, gaussian):
     return emission[:, obs].transpose(1, 2, 0)
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=10, deadline=None, derandomize=True)
 @given(hmm_cases())
 def test_hmm_marginals_equal_forward_backward(case):
     pi, trans, emission, obs, gaussian = case
