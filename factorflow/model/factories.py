@@ -125,13 +125,14 @@ def _operand(model: Model, value: Any, domain: str, what: str,
 
 
 def _case_value(model: Model, index: Any) -> int | None:
-    """k if ``index`` is the condition of an open ``ff.Case(index, k)`` and no Switch on it
-    is open (inside a Switch, ``array[z]`` picks z's element per case)."""
+    """k if ``index`` is the condition of an open ``ff.Case(index, k)`` (1 in ``ff.If(b)``,
+    0 in ``ff.IfNot(b)``) and no Switch on it is open (inside a Switch, ``array[z]`` picks
+    z's element per case)."""
     if not isinstance(index, Variable) or open_switch(model, index) is not None:
         return None
     for frame in reversed(model.gates):
-        if frame.kind == "case" and frame.condition is index:
-            return int(frame.value)
+        if frame.condition is index and frame.kind in ("case", "if"):
+            return int(frame.value) if frame.kind == "case" else int(not frame.negated)
     return None
 
 

@@ -236,3 +236,23 @@ def test_predictive_draws_through_a_constant_and_gibbs_refuses_it():
     assert abs(draws.mean() - expected) < 4 * np.sqrt(expected * (1 - expected) / 8_000)
     with pytest.raises(ff.UnsupportedFactorError, match="ff.Constant"):
         model.infer("gibbs", draws=5)
+
+
+def test_index_by_a_boolean_inside_if_and_ifnot():
+    """``array[b]`` inside ff.If(b) is array[1], inside ff.IfNot(b) array[0]:
+    P(b | y) = 0.3·0.9 / (0.3·0.9 + 0.7·0.2), exactly, under EP and VMP."""
+    with ff.Model() as model:
+        b = ff.Bernoulli("b", 0.3)
+        with ff.Plate(ff.Range("k", 2)):
+            p = ff.Beta("p", np.array([2.0, 9.0]), np.array([8.0, 1.0]))
+        for gate in (ff.If, ff.IfNot):
+            with gate(b):
+                ff.Bernoulli("y", p[b], observed=True)
+    evidence = 0.3 * 0.9 + 0.7 * 0.2
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm, progress=False)
+        if algorithm == "ep":  # a tree: exact
+            assert_close(result["b"].p, 0.3 * 0.9 / evidence, 1e-10)
+            assert_close(result.log_evidence, np.log(evidence), 1e-10)
+        else:
+            assert result.log_evidence <= np.log(evidence) + 1e-10
