@@ -350,6 +350,26 @@ def vb_hmm(a_pi, a_trans, lik, sweeps=3000, a_emit=None, obs=None, q_emit=None):
     return q, q_pi, q_trans, bound, q_emit
 
 
+def dirichlet_hmm(obs, a_pi, a_trans, emission=None, a_emit=None) -> ff.Model:
+    """π ~ Dir(a_pi), rows A[k] ~ Dir(a_trans[k]), x a chain over t, y | x ~
+    Discrete(emission[x]) (known) or Discrete(B[x]) with rows B[k] ~ Dir(a_emit[k])."""
+    with ff.Model() as model:
+        pi = ff.Dirichlet("pi", a_pi)
+        with ff.Plate(ff.Range("k", len(a_pi))):
+            rows = ff.Dirichlet("A", a_trans)
+            emit = None if a_emit is None else ff.Dirichlet("B", a_emit)
+        t = ff.Range("t", len(obs))
+        with ff.Plate(t):
+            with ff.If(t == 0):
+                x = ff.Discrete("x", pi)
+            with ff.If(t > 0):
+                x = ff.Discrete("x", rows[x[t - 1]])
+            with ff.Switch(x):
+                ff.Discrete("y", ff.Constant(emission)[x] if emit is None else emit[x],
+                            observed=obs)
+    return model
+
+
 def test_learnt_start_and_transitions_equal_structured_vmp_by_hand():
     """π ~ Dirichlet, rows A[k] ~ Dirichlet, x a chain, y | x ~ Discrete(B[x]): VMP's
     fixed point (posteriors and bound) equals the structured VMP written out above (1e-8),
@@ -360,18 +380,7 @@ def test_learnt_start_and_transitions_equal_structured_vmp_by_hand():
     emission = rng.dirichlet(np.ones(v), size=k)
     obs = rng.integers(0, v, t_len)
     a_pi, a_trans = np.array([1.0, 2.0]), np.array([[3.0, 1.0], [1.0, 2.0]])
-    with ff.Model() as model:
-        pi = ff.Dirichlet("pi", a_pi)
-        with ff.Plate(ff.Range("k", k)):
-            rows = ff.Dirichlet("A", a_trans)
-        t = ff.Range("t", t_len)
-        with ff.Plate(t):
-            with ff.If(t == 0):
-                x = ff.Discrete("x", pi)
-            with ff.If(t > 0):
-                x = ff.Discrete("x", rows[x[t - 1]])
-            with ff.Switch(x):
-                ff.Discrete("y", ff.Constant(emission)[x], observed=obs)
+    model = dirichlet_hmm(obs, a_pi, a_trans, emission)
     q, q_pi, q_trans, bound, _ = vb_hmm(a_pi, a_trans, emission[:, obs].T)
     result = model.infer("vmp", iterations=2000, tolerance=1e-14, progress=False)
     assert_close(result["x"].probs, q, 1e-8, 1e-10)
@@ -402,19 +411,7 @@ def test_learnt_transitions_and_emissions_equal_structured_vmp_by_hand():
     obs = rng.integers(0, v, t_len)
     a_pi, a_trans, a_emit = np.ones(k), np.ones((k, k)), np.ones((k, v))
     start = np.array([[3.0, 1.5, 1.0], [1.0, 1.2, 2.5]])
-    with ff.Model() as model:
-        pi = ff.Dirichlet("pi", a_pi)
-        with ff.Plate(ff.Range("k", k)):
-            rows = ff.Dirichlet("A", a_trans)
-            emit = ff.Dirichlet("B", a_emit)
-        t = ff.Range("t", t_len)
-        with ff.Plate(t):
-            with ff.If(t == 0):
-                x = ff.Discrete("x", pi)
-            with ff.If(t > 0):
-                x = ff.Discrete("x", rows[x[t - 1]])
-            with ff.Switch(x):
-                ff.Discrete("y", emit[x], observed=obs)
+    model = dirichlet_hmm(obs, a_pi, a_trans, a_emit=a_emit)
     init = {"B": ff.distributions.Dirichlet(start)}
     result = model.infer("vmp", iterations=3000, tolerance=1e-14, init=init, progress=False)
     q, q_pi, q_trans, bound, q_emit = vb_hmm(a_pi, a_trans, np.ones((t_len, k)),
