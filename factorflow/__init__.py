@@ -20,6 +20,7 @@ from factorflow.errors import (
     ScheduleWarning,
     UnsupportedFactorError,
 )
+from factorflow.model.chains import Constant
 from factorflow.model.core import Data, Model, Plate, Range, Variable
 from factorflow.model.dsl import E, Elog, V, digamma, exp, factor, lgamma, log, sum_over
 from factorflow.model.factories import (
@@ -55,7 +56,7 @@ __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "StudentT", "Laplace", "HalfCauchy", "VectorGaussian", "Wishart", "inner",
-    "constrain_true", "is_positive", "distributions",
+    "constrain_true", "is_positive", "Constant", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",

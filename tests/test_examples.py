@@ -37,10 +37,18 @@ def test_example_runs(path, capsys):
         assert np.max(np.abs(result["means"].mean - ref["means"])) < 1e-7
         assert np.max(np.abs(result["precs"].rate - ref["rates"])) < 1e-6
         assert abs(result.log_evidence - ref["elbo"]) < 1e-7
+    if path.stem in ("hmm", "state_space"):  # forward-backward / RTS, written there
+        assert out["ep_error"] < 1e-10 and out["vmp_error"] < 1e-10
+        for algorithm in ("ep", "vmp"):
+            assert abs(out[f"{algorithm}_log_evidence"] - out["exact_log_evidence"]) < 1e-8
+        assert out["bound_monotone"] == 1.0
+    if path.stem == "state_space":
+        assert abs(out["r_mean"] - 1.0) < 0.3
     if path.stem == "learning_gaussian":
         assert abs(float(out["result"]["mean"].mean) - 5.9603207170807826) < 1e-9
 
 
 def test_there_are_examples():
     assert {p.stem for p in EXAMPLES} >= {"learning_gaussian", "two_coins", "clinical_trial",
-                                          "linear_regression", "gaussian_mixture"}
+                                          "linear_regression", "gaussian_mixture", "hmm",
+                                          "state_space"}

@@ -10,6 +10,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     bernoulli,
     beta,
     binomial,
+    chains,
     compare,
     copy,
     dirichlet,

@@ -64,6 +64,10 @@ class Operator:
     * ``proper`` — the input must be proper, or the operator cannot run;
     * ``trigger`` — whenever that input changes, this message must be recomputed;
     * ``fresh`` — that input must be up to date before this operator runs;
+    * ``block`` — under VMP, that input is the message into a block of the mean field that
+      this factor spans (a chain's variable: the operator recomputes the block's
+      posterior from it), read as it is rather than brought up to date first (Fresh):
+      the block's own update reads this operator's target;
     * ``no_init`` — the message needs no initialisation before the iteration loop: the
       initialization schedule never computes it, and the loop starts from its initial
       (uniform) value, even where another operator requires it.
@@ -85,6 +89,8 @@ class Operator:
     #: its messages over those plate axes, fused (``transforms.messages`` asks for it
     #: under VMP where a variable's use adds plates, instead of a reduction after it)
     reduces: bool = False
+    #: see ``block`` above
+    block: frozenset[str] = frozenset()
 
     @property
     def qualname(self) -> str:
@@ -139,7 +145,8 @@ class Factor:
     def operator(self, algorithm: str, target: str, *, skip_if_uniform: tuple[str, ...] = (),
                  proper: tuple[str, ...] = (), trigger: tuple[str, ...] = (),
                  fresh: tuple[str, ...] = (), no_init: bool = False,
-                 known: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+                 known: tuple[str, ...] = (), block: tuple[str, ...] = ()
+                 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``fn`` as the ``algorithm`` message to ``target``."""
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}")
@@ -156,7 +163,7 @@ class Factor:
             self.operators[(algorithm, target)] = Operator(
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
-                frozenset(known), fuses)
+                frozenset(known), fuses, frozenset(block))
             return fn
 
         return register

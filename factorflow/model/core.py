@@ -110,6 +110,28 @@ class Range:
     def __repr__(self) -> str:
         return f"Range({self.name!r}, {self.size})"
 
+    # the plate index in a chain (see model.chains): ``x[t - 1]``, ``ff.If(t == 0)``,
+    # ``ff.If(t > 0)``; ranges otherwise compare and hash by identity
+    __hash__ = object.__hash__
+
+    def __sub__(self, lag: Any) -> Any:
+        from factorflow.model.chains import range_offset
+        return range_offset(self, lag)
+
+    def __eq__(self, other: Any) -> Any:
+        if isinstance(other, numbers.Integral) and not isinstance(other, bool):
+            from factorflow.model.chains import range_condition
+            return range_condition(self, "==", other)
+        return self is other
+
+    def __gt__(self, other: Any) -> Any:
+        from factorflow.model.chains import range_condition
+        return range_condition(self, ">", other)
+
+    def __ge__(self, other: Any) -> Any:
+        from factorflow.model.chains import range_condition
+        return range_condition(self, ">=", other)
+
 
 @dataclass(eq=False)
 class Data:
@@ -270,12 +292,14 @@ class Variable(Operators):
 
 @dataclass(frozen=True, eq=False)
 class Indexed(Operators):
-    """``array_variable[index]``: an element chosen by observed integers, per plate element.
+    """``array_variable[index]``: an element chosen by observed integers, per plate element
+    (or by a discrete variable inside ``ff.Switch`` / ``ff.Case``; ``x[t - 1]`` in a chain's
+    step; ``base`` an ``ff.Constant`` table: see ``model.chains``).
 
     It takes part in arithmetic, comparisons and logic like a variable (``s[i] - s[j]``)."""
 
-    base: Variable
-    index: Any  # an integer array (or Data) over the current plates
+    base: Variable  # or a model.chains.Table (ff.Constant)
+    index: Any  # integers (or Data) over the current plates, a Variable, or an Offset
 
     def __bool__(self) -> bool:
         raise ModelError(f"{self.base.name}[...] is random: it has no truth value in Python. "
@@ -360,6 +384,8 @@ class Model:
         self._counter = 0
         #: Data name -> every place its value is used (checked again at each run)
         self.data_uses: dict[str, list[DataUse]] = {}
+        #: chains whose start is written and whose step is awaited (``model.chains``)
+        self.chains: dict[str, Any] = {}
 
     # ----- pickle and copy ----------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -375,6 +401,7 @@ class Model:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         state.setdefault("data_uses", {})
+        state.setdefault("chains", {})
         self.__dict__.update(state)
 
     # ----- context --------------------------------------------------------------
@@ -453,6 +480,8 @@ class Model:
         return var
 
     def add_statement(self, call: FactorCall) -> None:
+        from factorflow.model.chains import check_no_chain_frame
+        check_no_chain_frame(self, call.provenance or f"{call.factor} statement")
         call.frames = self.frames
         if call.output is not None:
             self.definitions.setdefault(call.output.name, []).append(self.gates)

@@ -12,6 +12,16 @@ from typing import Any
 import numpy as np
 
 from factorflow.errors import DataError, ModelError
+from factorflow.model.chains import (
+    Affine,
+    Table,
+    affine,
+    is_chain_term,
+    is_offset_read,
+    offset_read_error,
+    open_chain,
+)
+from factorflow.model.chains import define as define_chain
 from factorflow.model.checks import (
     broadcasts_to,
     check_data_value,
@@ -62,6 +72,15 @@ def _operand(model: Model, value: Any, domain: str, what: str,
         _check_domain(value, domain, what)
         check_defined_for(model, value, what)
         return value
+    if isinstance(value, Affine) or is_offset_read(value):
+        raise offset_read_error(value.previous if isinstance(value, Affine) else value, what)
+    if isinstance(value, Indexed) and isinstance(value.base, Table):
+        return _table_operand(model, value, domain, what, size)
+    if isinstance(value, Indexed) and _case_value(model, value.index) is not None:
+        # array[z] under ff.Case(z, k) (and no Switch on z) is array[k]
+        k = _case_value(model, value.index)
+        return _operand(model, Indexed(value.base, np.full(tuple(p.size for p in plates), k)),
+                        domain, what, size)
     if isinstance(value, Indexed):
         base = value.base
         if base.model is not model:
@@ -103,6 +122,50 @@ def _operand(model: Model, value: Any, domain: str, what: str,
     arr = check_support(value, domain, what, size)
     _check_plate_shape(arr, model, what, event_shape(domain, size))
     return arr
+
+
+def _case_value(model: Model, index: Any) -> int | None:
+    """k if ``index`` is the condition of an open ``ff.Case(index, k)`` (1 in ``ff.If(b)``,
+    0 in ``ff.IfNot(b)``) and no Switch on it is open (inside a Switch, ``array[z]`` picks
+    z's element per case)."""
+    if not isinstance(index, Variable) or open_switch(model, index) is not None:
+        return None
+    for frame in reversed(model.gates):
+        if frame.condition is index and frame.kind in ("case", "if"):
+            return int(frame.value) if frame.kind == "case" else int(not frame.negated)
+    return None
+
+
+def _table_operand(model: Model, value: Indexed, domain: str, what: str,
+                   size: int | None) -> Operand:
+    """``ff.Constant(values)[index]``: per case under ``ff.Switch(index)``, the row
+    ``values[k]`` under ``ff.Case(index, k)``, gathered by constant integers."""
+    table, index = value.base, value.index
+    rows = table.values.shape[0]
+    if isinstance(index, Variable) and index.model is model:
+        k = _case_value(model, index)
+        if k is not None:
+            return _operand(model, table.values[k], domain, what, size)
+        if open_switch(model, index) is None:
+            raise ModelError(f"{what}: ff.Constant(...)[{index.name}] picks a row by the "
+                             f"random variable {index.name!r}; write it inside "
+                             f"`with ff.Switch({index.name}):` or ff.Case({index.name}, k).")
+        if index.domain != "int" or index.size != rows:
+            raise ModelError(f"{what}: ff.Switch({index.name}) has {index.size} cases but "
+                             f"the constant has {rows} rows (shape {table.values.shape}); "
+                             "they must match.")
+        event = event_shape(domain, size)
+        if table.values.shape[1:] != event:
+            raise ModelError(f"{what}: each row of the constant indexed by {index.name} "
+                             f"must have shape {event} (one {domain} value), got "
+                             f"{table.values.shape[1:]}.")
+        check_support(table.values, domain, what, size)
+        return value
+    if isinstance(index, Variable | Data):
+        raise ModelError(f"{what}: index ff.Constant(...) with a discrete variable (under "
+                         "ff.Switch or ff.Case) or with constant integers.")
+    arr = check_support(index, "int", f"{what}: index into the constant", size=rows)
+    return _operand(model, table.values[arr], domain, what, size)
 
 
 def _use_data(model: Model, data: Data, use: DataUse) -> None:
@@ -154,6 +217,9 @@ def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
     variable's number of categories or dimension, ``arg_size`` that of its vector
     arguments when it differs (an inner product: a scalar of two D-vectors)."""
     model = current_model(f"variable {name!r}")
+    chain = open_chain(model)
+    if chain is not None:  # a chain's start or step (model.chains)
+        return define_chain(model, chain, factor, name, domain, args, observed, size)
     prov = _provenance()
     asize = size if arg_size is None else arg_size
     checked = {k: _operand(model, v, arg_domains[k], f"variable {name!r}, argument {k!r}",
@@ -349,9 +415,16 @@ def _categories(name: str, value: Any) -> int:
         if value.size is None:
             raise ModelError(f"{name}: {value.name!r} is not a probability vector.")
         return value.size
+    if isinstance(value, Indexed) and isinstance(value.base, Table):
+        if value.base.values.ndim < 2:
+            raise ModelError(f"{name}: the constant indexed for the probabilities needs "
+                             "one probability vector per row (a matrix).")
+        return int(value.base.values.shape[-1])
     if isinstance(value, Indexed):
-        raise ModelError(f"{name}: give the probabilities as a constant, an ff.Data or a "
-                         "Dirichlet variable.")
+        if value.base.size is None:
+            raise ModelError(f"{name}: {value.base.name!r} is not an array of probability "
+                             "vectors; index an array of Dirichlet variables.")
+        return value.base.size
     if isinstance(value, Data):
         if value.value is None:
             raise ModelError(f"{name}: ff.Data({value.name!r}) gives the probabilities but "
@@ -428,6 +501,8 @@ def _is_random(v: Any) -> bool:
 
 
 def plus(a: Any, b: Any) -> Variable:
+    if is_chain_term(a) or is_chain_term(b):  # a chain's step: a * x[t - 1] + b
+        return affine("+", a, b)  # type: ignore[return-value]
     if a is b and _is_random(a):  # x + x is 2x: one edge, not two "independent" ones
         return times(a, 2.0)
     collected = _collect_shared(a, b, 1.0)
@@ -438,6 +513,8 @@ def plus(a: Any, b: Any) -> Variable:
 
 
 def minus(a: Any, b: Any) -> Variable:
+    if is_chain_term(a) or is_chain_term(b):  # a chain's step: a * x[t - 1] + b
+        return affine("-", a, b)  # type: ignore[return-value]
     if a is b and _is_random(a):
         raise ModelError(f"({_label(a)} - {_label(a)}) is the constant 0, not a random "
                          "variable; write 0.0.")
@@ -450,6 +527,8 @@ def minus(a: Any, b: Any) -> Variable:
 
 def negate(a: Any) -> Variable:
     """``-a``: the real variable ``(-1) · a``."""
+    if is_chain_term(a):
+        return affine("neg", a)  # type: ignore[return-value]
     return _derived("ScaleBy", f"(-{_label(a)})", "real", {"a": a, "scale": -1.0},
                     {"a": "real", "scale": "real"})
 
@@ -458,6 +537,8 @@ def divide(a: Any, b: Any) -> Variable:
     """``a / b`` for a known, finite, non-zero constant ``b`` (a number or an array over
     the plates): the real variable ``(1 / b) · a``.  A random, observed or ``ff.Data``
     divisor is refused with ModelError (there is no division factor)."""
+    if is_chain_term(a) or is_chain_term(b):
+        return affine("/", a, b)  # type: ignore[return-value]
     label = f"({_label(a)} / {_label(b)})"
     if isinstance(b, Variable | Indexed | Data):
         what = "ff.Data" if isinstance(b, Data) else "random variable"
@@ -475,6 +556,8 @@ def divide(a: Any, b: Any) -> Variable:
 
 
 def times(a: Any, b: Any) -> Variable:
+    if is_chain_term(a) or is_chain_term(b):  # a chain's step: a * x[t - 1] + b
+        return affine("*", a, b)  # type: ignore[return-value]
     if not _is_random(a):
         a, b = b, a
     label = f"({_label(a)} * {_label(b)})"

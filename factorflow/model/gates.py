@@ -49,6 +49,14 @@ def If(condition: Any) -> Iterator[GateFrame]:
     0.8
     """
     model = current_model("ff.If")
+    from factorflow.model.chains import ChainFrame, RangeCondition
+    if isinstance(condition, RangeCondition):  # a chain's start or step (model.chains)
+        if condition.range not in model.plates:
+            raise ModelError(f"{condition.describe()}: open ff.Plate({condition.range.name}) "
+                             "around it.")
+        with model._gate(ChainFrame(condition, _provenance())) as chain:
+            yield chain
+        return
     c = _condition(model, condition, "ff.If", ("bool",))
     with model._gate(GateFrame("if", c, provenance=_provenance())) as frame:
         yield frame

@@ -27,6 +27,7 @@ import numpy as np
 import factorflow.distributions as dist
 from factorflow.distributions.base import generator
 from factorflow.errors import ModelError, UnsupportedFactorError
+from factorflow.model.chains import Table
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Range, Variable
 
 if TYPE_CHECKING:
@@ -100,6 +101,9 @@ class _Draws:
 
     def _gather(self, value: Indexed, plates: tuple[Range, ...], what: str) -> np.ndarray:
         base = value.base
+        if isinstance(base, Table):  # ff.Constant(values)[index]: one row per element
+            index = np.asarray(self.argument(value.index, plates, what), dtype=np.intp)
+            return base.values[index]
         if len(base.plates) != 1:
             raise ModelError(f"predictive: {what} indexes {base.name!r}, which has "
                              f"{len(base.plates)} plates; predictive draws support "

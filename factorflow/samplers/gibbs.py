@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.errors import ModelError
+from factorflow.model.chains import check_gibbs
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model, Variable
 from factorflow.samplers.conditionals import Conditional, conditional
@@ -175,6 +176,7 @@ def infer_gibbs(model: Model, init: dict[str, Any] | None, data: dict[str, Any] 
 def compile_gibbs(model: Model) -> GibbsModel:
     """``model`` compiled for Gibbs sampling, cached on the model (until it changes)."""
     key = ("gibbs", len(model.statements))
+    check_gibbs(model)
     if key not in model._compiled:
         model._compiled[key] = GibbsModel(model)
     return model._compiled[key]

@@ -65,7 +65,7 @@ def _operator_kind(stmt: Stmt, arg: str, posterior: bool) -> Dep:
     algorithm, target = stmt.param("operator")[1:]
     op = _operator(stmt)
     kind = Dep.DEPENDENCY
-    if algorithm == "vmp" and arg != target:
+    if algorithm == "vmp" and arg != target and arg not in op.block:
         kind |= _vmp_read(posterior)
     if arg in op.skip_if_uniform or arg in op.proper:
         kind |= Dep.REQUIRED

@@ -20,6 +20,7 @@ from factorflow.codegen.names import USER_PREFIX, fresh, identifier, sanitize
 from factorflow.errors import ModelError
 from factorflow.factors.registry import FACTORS
 from factorflow.ir import Const, For, If, Node, Program, Ref, Stmt, VarDecl
+from factorflow.model.chains import Table, check_complete
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
 
 
@@ -37,6 +38,7 @@ class Bindings:
 
 def lower(model: Model) -> tuple[Program, Bindings]:
     """The model IR of ``model``, and the bindings of its constants and data."""
+    check_complete(model)
     taken: set[str] = set()
     b = Bindings()
     decls: list[VarDecl] = []
@@ -71,6 +73,21 @@ def lower(model: Model) -> tuple[Program, Bindings]:
         if isinstance(value, Data):
             b.data_domains.setdefault(b.data[value.name], set()).add(domain)
             return Ref(b.data[value.name])
+        if isinstance(value, Indexed) and isinstance(value.base, Table):
+            # ff.Constant(values)[z] inside ff.Switch(z): a constant over z's cases
+            idx = value.index
+            ident = fresh(b.names[idx.name], "table", taken)
+            b.values[ident] = value.base.values
+            decls.append(VarDecl(ident, "constant", domain, plates=(case_range[id(idx)],),
+                                 label=f"ff.Constant indexed by {idx.name}"))
+            idx_plates = tuple(rname[p.name] for p in idx.plates)
+            if isinstance(idx.observed, np.ndarray):  # an observed condition: a gather
+                index = fresh(b.names[idx.name], "index", taken)
+                b.values[index] = np.asarray(idx.observed, int)
+                decls.append(VarDecl(index, "constant", "int", plates=idx_plates,
+                                     label=f"{idx.name} as an index"))
+                return Ref(ident, (Ref(index, idx_plates),))
+            return Ref(ident, (Ref(b.names[idx.name], idx_plates),))
         if isinstance(value, Indexed):
             idx = value.index
             if isinstance(idx, Variable):  # array[z] inside ff.Switch(z): indexed by z
@@ -95,6 +112,8 @@ def lower(model: Model) -> tuple[Program, Bindings]:
         return Ref(ident)
 
     switch_range = _switch_ranges(model, rname, b.names, taken)
+    case_range = {id(f.condition): switch_range[id(f)][0] for call in model.statements
+                  for f in call.frames if isinstance(f, GateFrame) and f.kind == "switch"}
     ranges += tuple((name, size) for name, size in dict(switch_range.values()).items()
                     if name not in dict(ranges))
 
@@ -139,7 +158,8 @@ def _switch_ranges(model: Model, rname: dict[str, str], names: dict[str, str],
         for f in call.frames:
             if isinstance(f, GateFrame) and f.kind == "switch":
                 for v in call.args.values():
-                    if isinstance(v, Indexed) and v.index is f.condition:
+                    if isinstance(v, Indexed) and v.index is f.condition and isinstance(
+                            v.base, Variable):
                         by_condition.setdefault(id(f.condition), (
                             rname[v.base.plates[0].name], v.base.plates[0].size))
     out: dict[int, tuple[str, int]] = {}
