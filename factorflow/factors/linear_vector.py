@@ -141,7 +141,10 @@ def _linear_evidence(out: Any, forward: VectorGaussian) -> np.ndarray:
 
 @MATRIX_VECTOR_PRODUCT.evidence_operator("ep")
 def _mvp_log_average_factor(product, matrix, vector) -> np.ndarray:
-    """log ∫ w_product(B z) m_z(z) dz."""
+    """log ∫ w_product(B z) m_z(z) dz (log δ at known arguments)."""
+    if is_known(vector):
+        return _mvp_log_density(product, matrix, vector) if is_known(product) else \
+            product.log_prob(_matvec(np.asarray(matrix, float), np.asarray(vector, float)))
     return _linear_evidence(product, _product_forward(matrix, vector))
 
 
@@ -219,5 +222,8 @@ def _b_vmp(sum, a) -> VectorGaussian:
 
 @VECTOR_PLUS.evidence_operator("ep")
 def _plus_log_average_factor(sum, a, b) -> np.ndarray:
-    """log ∫ w_sum(a + b) m_a m_b."""
+    """log ∫ w_sum(a + b) m_a m_b (log δ at known arguments)."""
+    if is_known(a) and is_known(b):
+        return _plus_log_density(sum, a, b) if is_known(sum) else \
+            sum.log_prob(np.add(a, b))
     return _linear_evidence(sum, _sum_forward(a, b))

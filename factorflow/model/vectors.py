@@ -175,7 +175,8 @@ def matmul(left: Any, right: Any) -> Variable:
     plates = tuple(r.size for r in current_model("@").plates)
     if _known_matrix(left, plates, _vector_dim(right)):
         return matvec(left, right)
-    if _known_matrix(right, plates, _vector_dim(left)):
+    if (not isinstance(right, Variable | Indexed | Data) and np.ndim(right) >= 2
+            and _known_matrix(np.swapaxes(right, -1, -2), plates, _vector_dim(left))):
         return matvec(np.swapaxes(np.asarray(right), -1, -2), left)
     return inner(left, right)
 
