@@ -19,6 +19,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     gaussian,
     inner_product,
     linear_vector,
+    plate_sum,
     logic,
     poisson,
     scale_mixtures,

@@ -15,6 +15,8 @@ Operator calling convention (the generated code relies on it):
 * the target argument is passed only if the operator's signature names it (EP operators
   that project a tilted distribution need the incoming message of their target);
 * the operator returns the message to its target, a batched distribution;
+* an operator with a keyword-only ``previous`` parameter is called with its output's
+  current value (the message it sent last time);
 * an operator with a keyword-only ``reduce`` parameter is called, under VMP where the
   target's use adds plates, with ``reduce=(plate shape, axes)`` and returns the product
   of its messages over those plate axes (fused: ``factors.common.plate_einsum``).
@@ -85,6 +87,10 @@ class Operator:
     #: its messages over those plate axes, fused (``transforms.messages`` asks for it
     #: under VMP where a variable's use adds plates, instead of a reduction after it)
     reduces: bool = False
+    #: whether ``fn`` takes ``previous=``: the message it sent last time (its output's
+    #: current value; not a dependency), so that a VMP operator can divide it out of the
+    #: posterior it reads (a block update: ``factors.plate_sum``)
+    previous: bool = False
 
     @property
     def qualname(self) -> str:
@@ -148,15 +154,16 @@ class Factor:
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             params = inspect.signature(fn).parameters
             # ``*, reduce=None``: the fused form (an argument may still be named reduce)
-            fuses = "reduce" in params and params["reduce"].kind == params[
-                "reduce"].KEYWORD_ONLY and params["reduce"].default is None
-            reads = tuple(n for n in params if not (fuses and n == "reduce"))
+            fuses, previous = (n in params and params[n].kind == params[n].KEYWORD_ONLY
+                               and params[n].default is None for n in ("reduce", "previous"))
+            reads = tuple(n for n in params if not (fuses and n == "reduce")
+                          and not (previous and n == "previous"))
             for n in reads:
                 self.arg(n)
             self.operators[(algorithm, target)] = Operator(
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
-                frozenset(known), fuses)
+                frozenset(known), fuses, previous)
             return fn
 
         return register

@@ -176,6 +176,8 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
         if operand.var in fused:  # the operator multiplies its messages over these axes
             target = Ref(target.var, decls[var].plates)
             extra = (("reduce", fused[operand.var]),)
+        if op.previous:  # the operator reads the message it sent last time
+            extra += (("previous", True),)
         result.append(Stmt(op.qualname, (target,), reads,
                            params_common + (("operator", (factor.name, algorithm, name)),
                                             ("target", var)) + extra,
