@@ -37,10 +37,17 @@ def test_example_runs(path, capsys):
         assert np.max(np.abs(result["means"].mean - ref["means"])) < 1e-7
         assert np.max(np.abs(result["precs"].rate - ref["rates"])) < 1e-6
         assert abs(result.log_evidence - ref["elbo"]) < 1e-7
+    if path.stem == "bayesian_pca":  # the subspace found; the numbers a hand-written VMP's
+        from tests.runtime.test_vector_models import bpca_by_hand
+        result, start = out["result"], out["init"]
+        ref = bpca_by_hand(out["y"], start.mean, start.covariance, result.iterations)
+        assert np.max(out["angles"]) < 3.0
+        assert np.max(np.abs(result["W"].mean - ref["w_mean"])) < 1e-8
+        assert abs(result.log_evidence - ref["elbo"]) < 1e-8
     if path.stem == "learning_gaussian":
         assert abs(float(out["result"]["mean"].mean) - 5.9603207170807826) < 1e-9
 
 
 def test_there_are_examples():
     assert {p.stem for p in EXAMPLES} >= {"learning_gaussian", "two_coins", "clinical_trial",
-                                          "linear_regression", "gaussian_mixture"}
+                                          "linear_regression", "gaussian_mixture", "bayesian_pca"}
