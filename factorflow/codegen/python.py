@@ -143,6 +143,8 @@ class _Emitter:
         if s.param("previous"):  # the message this operator sent last time
             args += f", previous={self.operand(s.outputs[0], plates)}"
         rhs = f"{fn}({args})"
+        if s.param("defer"):  # the call kept for Gate.EnterOne to make weighted, reduced
+            rhs = f"Deferred({fn}, dict({args}))"
         self.check_proper_inputs(s, depth)
         if self.p.algorithm == "ep" and s.param("target") in self.decls:
             # EP damping: the new message to the variable mixed with the old one
