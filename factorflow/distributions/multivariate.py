@@ -165,6 +165,14 @@ def _distinct(method: Any) -> Any:
     return wrapper
 
 
+def _all_zero(eta: tuple[np.ndarray, ...], batch: tuple[int, ...]) -> np.ndarray:
+    """Per batch element, whether every natural parameter is zero (the uniform message)."""
+    out = np.ones(batch, bool)
+    for e in eta:
+        out &= np.all(e == 0, axis=(-2, -1))
+    return out
+
+
 def _unbatched(d: Distribution, what: str) -> None:
     if d.batch_shape:
         raise ValueError(f"to_scipy() of a batched {what}: index one element first")
@@ -285,6 +293,11 @@ class VectorGaussian(Distribution):
             return np.ones(self.batch_shape, bool)
         return smallest_eigenvalue(self.eta[1]) > 0
 
+    @_distinct
+    def is_uniform(self) -> np.ndarray:
+        """All natural parameters zero (checked once per distinct element)."""
+        return _all_zero(self.eta, self.batch_shape)
+
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         m, cov = self.mean_and_covariance()
         chol = np.linalg.cholesky(cov)
@@ -396,6 +409,11 @@ class Wishart(Distribution):
         if self.eta[1].size == 0:
             return np.ones(self.batch_shape, bool)
         return (self.dof > self.dim - 1) & (smallest_eigenvalue(self.rate) > 0)
+
+    @_distinct
+    def is_uniform(self) -> np.ndarray:
+        """All natural parameters zero (checked once per distinct element)."""
+        return _all_zero(self.eta, self.batch_shape)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         """Bartlett: X = L A Aᵀ Lᵀ with L L ᵀ = R⁻¹, A lower triangular, A_ii² ~ χ²(ν − i),

@@ -294,6 +294,68 @@ def test_fused_operators_equal_the_product_of_their_messages():
                  np.full(K, N + D + 1.0), rtol=1e-12)
 
 
+def test_weighted_fused_operators_and_gate_clone_messages_equal_the_plain_product():
+    """A gate clone's deferred message, weighted by its case probabilities and reduced by
+    Gate.EnterOne (the mixture's path), equals the per-(n, k) messages raised to those
+    probabilities and multiplied over n; so do the weighted fused operators themselves."""
+    from factorflow.factors import FACTORS
+    from factorflow.factors.common import Deferred
+    from factorflow.factors.mixtures import expand, power_product
+    from factorflow.runtime.kernels import prod_over
+
+    rng = np.random.default_rng(16)
+    N, K, D = 7, 3, 2
+    x = rng.normal(size=(N, 1, D))
+    resp = rng.dirichlet(np.ones(K), size=N)
+    q_mu = ff.distributions.VectorGaussian(rng.normal(size=(K, D)),
+                                           np.stack([spd(rng, D) for _ in range(K)]))
+    q_lam = ff.distributions.Wishart(np.full(K, D + 2.0),
+                                     np.stack([spd(rng, D) for _ in range(K)]))
+    clones = {"mean": q_mu.broadcast_to((N, K)), "precision": q_lam.broadcast_to((N, K))}
+    enter = FACTORS["Gate.EnterOne"].operators[("vmp", "value")].fn
+    # the cases' message carries log weights, normalised over the K cases
+    cases = ff.distributions.Bernoulli.from_natural(np.log(resp))
+    for target, other, value in (("precision", "mean", q_lam), ("mean", "precision", q_mu)):
+        op = FACTORS["VectorGaussian"].operators[("vmp", target)].fn
+        args = {"sample": x, other: clones[other]}
+        plain = prod_over(power_product(expand(op(**args), (N, K, 1)), resp[..., None]),
+                          (N, K), (0,))
+        for msg in (Deferred(op, args), op(**args)):
+            fused = enter(enter_one=msg, cases=cases, value=value, index=np.arange(K),
+                          reduce=((N, K), (0,)))
+            assert fused.batch_shape == (K,)
+            for e_fused, e_plain in zip(fused.eta, plain.eta, strict=True):
+                assert_close(e_fused, e_plain, rtol=1e-12, atol=1e-12)
+        direct = enter(enter_one=Deferred(op, args), cases=cases, value=value,
+                       index=np.arange(K))   # not reduced: the deferred call is made
+        per_element = power_product(expand(op(**args), (N, K, 1)), resp[..., None])
+        for e_direct, e_plain in zip(direct.eta, per_element.eta, strict=True):
+            assert_close(e_direct, e_plain, rtol=1e-12, atol=1e-12)
+
+
+def test_a_mixture_makes_no_per_datum_component_matrices():
+    """In a D-dimensional mixture under VMP the components' messages from the data are
+    deferred and reduced inside Gate.EnterOne: a sweep's peak memory stays below one
+    (N, K, D, D) array, and the generated code shows the deferred calls."""
+    import tracemalloc
+
+    n, k, dim = 1500, 6, 8
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(n, dim)) + 4 * rng.integers(0, 2, size=(n, 1))
+    gmm = runpy.run_path(str(Path(__file__).parents[2] / "examples" / "gaussian_mixture.py"))
+    compiled = gmm["mixture"](x, k).compile("vmp", init=["means"])
+    assert compiled.source.count("Deferred(VectorGaussian_") >= 2
+    assert "reduce=((v_n, v_k,), (0,))" in compiled.source
+    start = ff.distributions.VectorGaussian(rng.normal(size=(k, dim)) * 3,
+                                            np.broadcast_to(np.eye(dim), (k, dim, dim)))
+    compiled.run(init={"means": start}, iterations=1, tolerance=None)
+    tracemalloc.start()
+    compiled.run(init={"means": start}, iterations=2, tolerance=None)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < n * k * dim * dim * 8
+
+
 # ----- a D-dimensional Gaussian mixture with Wishart precisions (VMP) ---------------------
 def gmm_by_hand(x, k, init_means, m0, p0, nu0, r0, alpha0, sweeps=2000):
     """Bishop's variational mixture (§10.2) with μ_k ⊥ Λ_k, written out: coordinate ascent
