@@ -41,7 +41,7 @@ from factorflow.model.factories import (
 from factorflow.model.gates import Case, If, IfNot, Switch
 from factorflow.model.naturals import naturals
 from factorflow.model.nodes import Deterministic
-from factorflow.model.vectors import VectorGaussian, Wishart, inner
+from factorflow.model.vectors import VectorGaussian, Wishart, inner, matvec
 from factorflow.rewrite.user import function, simplify_rule
 from factorflow.runtime.result import Result, load_result
 from factorflow.text import parse
@@ -55,7 +55,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
-    "StudentT", "Laplace", "HalfCauchy", "VectorGaussian", "Wishart", "inner",
+    "StudentT", "Laplace", "HalfCauchy", "VectorGaussian", "Wishart", "inner", "matvec",
     "constrain_true", "is_positive", "Constant", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",

@@ -44,6 +44,13 @@ def test_example_runs(path, capsys):
         assert out["bound_monotone"] == 1.0
     if path.stem == "state_space":
         assert abs(out["r_mean"] - 1.0) < 0.3
+    if path.stem == "bayesian_pca":  # the subspace found; the numbers a hand-written VMP's
+        from tests.runtime.test_vector_models import bpca_by_hand
+        result, start = out["result"], out["init"]
+        ref = bpca_by_hand(out["y"], start.mean, start.covariance, result.iterations)
+        assert np.max(out["angles"]) < 3.0
+        assert np.max(np.abs(result["W"].mean - ref["w_mean"])) < 1e-8
+        assert abs(result.log_evidence - ref["elbo"]) < 1e-8
     if path.stem == "learning_gaussian":
         assert abs(float(out["result"]["mean"].mean) - 5.9603207170807826) < 1e-9
 
@@ -51,4 +58,4 @@ def test_example_runs(path, capsys):
 def test_there_are_examples():
     assert {p.stem for p in EXAMPLES} >= {"learning_gaussian", "two_coins", "clinical_trial",
                                           "linear_regression", "gaussian_mixture", "hmm",
-                                          "state_space"}
+                                          "state_space", "bayesian_pca"}

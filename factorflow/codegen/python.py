@@ -140,7 +140,11 @@ class _Emitter:
         args = ", ".join(f"{k}={self.operand(v, plates)}" for k, v in s.inputs)
         if s.param("reduce"):  # the messages multiplied over these plate axes, fused
             args += f", reduce=({self.shape(plates)}, {s.param('reduce')!r})"
+        if s.param("previous"):  # the message this operator sent last time
+            args += f", previous={self.operand(s.outputs[0], plates)}"
         rhs = f"{fn}({args})"
+        if s.param("defer"):  # the call kept for Gate.EnterOne to make weighted, reduced
+            rhs = f"Deferred({fn}, dict({args}))"
         self.check_proper_inputs(s, depth)
         if self.p.algorithm == "ep" and s.param("target") in self.decls:
             # EP damping: the new message to the variable mixed with the old one
@@ -266,13 +270,16 @@ def _refresh(program: Program, last: int) -> list[Stmt]:
     variables, in schedule order: run before the evidence terms, they recompute every
     message from the current posteriors (a sweep leaves some, such as a gate's
     messages to its cases, from before later posteriors moved), so that the bound
-    reported after a sweep is the ELBO of the posteriors reported with it."""
+    reported after a sweep is the ELBO of the posteriors reported with it.  An operator
+    that reads the message it sent last (``previous``) is left out: it divides that
+    message out of a posterior that is not recomputed here, and the bound does not
+    read its message (only that posterior does)."""
     if program.algorithm != "vmp" or last < 0:
         return []
     loop = program.body[last]
     assert isinstance(loop, While)
     return [s for s in loop.body if s.outputs and not (
-        s.op == "Variable.marginal" and not s.param("derived"))]
+        s.op == "Variable.marginal" and not s.param("derived")) and not s.param("previous")]
 
 
 def _fixed(ref: Ref) -> tuple[tuple[int, int], ...]:

@@ -88,12 +88,24 @@ def quad_form(matrix: np.ndarray, x: np.ndarray) -> np.ndarray:
     matrix, x = np.asarray(matrix, float), np.asarray(x, float)
     if matrix.ndim == 2:
         return np.sum((x @ matrix) * x, axis=-1)
-    return np.einsum("...i,...ij,...j->...", x, matrix, x, optimize=True)
+    # a stack that only repeats some matrices (stride 0: K components seen by N data) is
+    # read as they are, matmul broadcasting them (einsum's batched path would copy them)
+    index = tuple(slice(0, 1) if matrix.shape[k] > 1 and matrix.strides[k] == 0
+                  else slice(None) for k in range(matrix.ndim - 2))
+    xm = np.matmul(x[..., None, :], matrix[index])[..., 0, :]
+    return np.sum(xm * x, axis=-1)
 
 
 def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """tr(A B) for stacks of symmetric matrices: Σ_ij A_ij B_ij."""
-    return np.einsum("...ij,...ij->...", a, b, optimize=True)
+    """tr(A B) for stacks of symmetric matrices: Σ_ij A_ij B_ij (once per distinct pair
+    where both are broadcast views along the same axes)."""
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
+    index = tuple(slice(0, 1) if shape[k] > 1 and a.strides[k] == 0 and b.strides[k] == 0
+                  else slice(None) for k in range(len(shape) - 2))
+    out = np.einsum("...ij,...ij->...", a[index], b[index], optimize=True)
+    return np.broadcast_to(out, shape[:-2])
 
 
 def log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:
@@ -125,6 +137,40 @@ def _matrix_or_inverse(family: str, name: str, value: Any, inverse_name: str,
 def _as_matrix(value: Any) -> np.ndarray:
     """A scalar parameter as a 1 × 1 matrix per batch element."""
     return np.asarray(value, float)[..., None, None]
+
+
+def _distinct(method: Any) -> Any:
+    """Compute ``method`` (returning arrays, or a tuple of them, whose leading axes are the
+    batch) once per distinct element: batch axes along which every natural parameter is
+    a broadcast view (stride 0, as a gate's clones of a component over N data points) are
+    collapsed first and the result broadcast back, so that the moments of K Wisharts
+    seen by N data cost K inversions, not N · K, and no (N, K, D, D) array is made."""
+
+    def wrapper(self: Any, *args: Any) -> Any:
+        nb = len(self.batch_shape)
+        axes = [k for k in range(nb) if self.eta[0].shape[k] > 1
+                and all(e.shape[k] == 1 or e.strides[k] == 0 for e in self.eta)]
+        if not axes:
+            return method(self, *args)
+        index = tuple(slice(0, 1) if k in axes else slice(None) for k in range(nb))
+        small = method(type(self).from_natural(*(e[index] for e in self.eta)), *args)
+
+        def back(r: Any) -> np.ndarray:
+            r = np.asarray(r)
+            return np.broadcast_to(r, self.batch_shape + r.shape[nb:])
+
+        return tuple(back(r) for r in small) if isinstance(small, tuple) else back(small)
+
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    return wrapper
+
+
+def _all_zero(eta: tuple[np.ndarray, ...], batch: tuple[int, ...]) -> np.ndarray:
+    """Per batch element, whether every natural parameter is zero (the uniform message)."""
+    out = np.ones(batch, bool)
+    for e in eta:
+        out &= np.all(e == 0, axis=(-2, -1))
+    return out
 
 
 def _unbatched(d: Distribution, what: str) -> None:
@@ -163,8 +209,9 @@ class VectorGaussian(Distribution):
     def _uniform_naturals(cls, batch_shape: tuple[int, ...], *event: int) -> tuple:
         if not event:
             raise TypeError("VectorGaussian.uniform needs the dimension D")
-        d = event[0]
-        return np.zeros(batch_shape + (d, 1)), np.zeros(batch_shape + (d, d))
+        d = event[0]  # read-only views of one zero: a plate of uniform messages is free
+        return (np.broadcast_to(0.0, batch_shape + (d, 1)),
+                np.broadcast_to(0.0, batch_shape + (d, d)))
 
     @property
     def dim(self) -> int:
@@ -179,11 +226,13 @@ class VectorGaussian(Distribution):
         return self.eta[1]
 
     @property
+    @_distinct
     def mean(self) -> np.ndarray:
         """precision⁻¹ · (precision · mean); 0 where the precision is zero (uniform)."""
         return solve(self.eta[1], self.eta[0][..., 0])
 
     @property
+    @_distinct
     def covariance(self) -> np.ndarray:
         return inverse(self.eta[1])
 
@@ -192,11 +241,13 @@ class VectorGaussian(Distribution):
         """The marginal variance of each component (the covariance's diagonal)."""
         return np.diagonal(self.covariance, axis1=-2, axis2=-1).copy()
 
+    @_distinct
     def mean_and_covariance(self) -> tuple[np.ndarray, np.ndarray]:
         """(E[x], Cov[x]) from one inversion of the precision."""
         cov = self.covariance
         return np.einsum("...ij,...j->...i", cov, self.eta[0][..., 0], optimize=True), cov
 
+    @_distinct
     def log_normalizer(self) -> np.ndarray:
         """A(η) = hᵀ P⁻¹ h / 2 − log |P| / 2 + D log(2π) / 2 (log |det P| for an improper
         message, as the scalar Gaussian does).
@@ -236,10 +287,16 @@ class VectorGaussian(Distribution):
         h, p = self.eta[0][..., 0], self.eta[1]
         return (np.sum(h * x, axis=-1) - 0.5 * quad_form(p, x) - self.log_normalizer())
 
+    @_distinct
     def is_proper(self) -> np.ndarray:
         if self.eta[1].size == 0:
             return np.ones(self.batch_shape, bool)
         return smallest_eigenvalue(self.eta[1]) > 0
+
+    @_distinct
+    def is_uniform(self) -> np.ndarray:
+        """All natural parameters zero (checked once per distinct element)."""
+        return _all_zero(self.eta, self.batch_shape)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         m, cov = self.mean_and_covariance()
@@ -286,42 +343,50 @@ class Wishart(Distribution):
     def _uniform_naturals(cls, batch_shape: tuple[int, ...], *event: int) -> tuple:
         if not event:
             raise TypeError("Wishart.uniform needs the dimension D")
-        d = event[0]
-        return np.zeros(batch_shape + (1, 1)), np.zeros(batch_shape + (d, d))
+        d = event[0]  # read-only views of one zero, as VectorGaussian's
+        return (np.broadcast_to(0.0, batch_shape + (1, 1)),
+                np.broadcast_to(0.0, batch_shape + (d, d)))
 
     @property
     def dim(self) -> int:
         return int(self.eta[1].shape[-1])
 
     @property
+    @_distinct
     def dof(self) -> np.ndarray:
         return 2.0 * self.eta[0][..., 0, 0] + self.dim + 1
 
     @property
+    @_distinct
     def rate(self) -> np.ndarray:
         return -2.0 * self.eta[1]
 
     @property
+    @_distinct
     def scale(self) -> np.ndarray:
         return inverse(self.rate)
 
     @property
+    @_distinct
     def mean(self) -> np.ndarray:
         """E[X] = ν R⁻¹."""
         return self.dof[..., None, None] * self.scale
 
     @property
+    @_distinct
     def variance(self) -> np.ndarray:
         """Var[X_ij] = ν (S_ij² + S_ii S_jj), S = R⁻¹."""
         s = self.scale
         diag = np.diagonal(s, axis1=-2, axis2=-1)
         return self.dof[..., None, None] * (s * s + outer(diag, diag))
 
+    @_distinct
     def mean_log_det(self) -> np.ndarray:
         """E[log |X|] = ψ_D(ν/2) + D log 2 − log |R|."""
         return (multi_digamma(0.5 * self.dof, self.dim) + self.dim * np.log(2.0)
                 - logdet(self.rate))
 
+    @_distinct
     def log_normalizer(self) -> np.ndarray:
         """A(η) = ν D log 2 / 2 − ν log |R| / 2 + log Γ_D(ν/2)."""
         nu = self.dof
@@ -339,10 +404,16 @@ class Wishart(Distribution):
     def log_base_measure(self, x: Any) -> np.ndarray:
         return np.zeros(np.shape(x)[:-2])
 
+    @_distinct
     def is_proper(self) -> np.ndarray:
         if self.eta[1].size == 0:
             return np.ones(self.batch_shape, bool)
         return (self.dof > self.dim - 1) & (smallest_eigenvalue(self.rate) > 0)
+
+    @_distinct
+    def is_uniform(self) -> np.ndarray:
+        """All natural parameters zero (checked once per distinct element)."""
+        return _all_zero(self.eta, self.batch_shape)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         """Bartlett: X = L A Aᵀ Lᵀ with L L ᵀ = R⁻¹, A lower triangular, A_ii² ~ χ²(ν − i),

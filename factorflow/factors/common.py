@@ -139,18 +139,25 @@ def plate_einsum(out_event: str, terms: list[tuple[Any, str]], reduce: Reduce) -
     plates = _PLATE_LETTERS[: len(shape)]
     subs, arrays = [], []
     constant = set(axes)
-    scalars = [np.asarray(a, float) for a, event in terms if not event]
+    # a broadcast view (stride 0 along a plate axis: a component's matrix seen by every
+    # datum) is read along that axis once, as a length-1 axis that einsum broadcasts
+    terms = [(collapsed(np.asarray(a, float), len(event)), event) for a, event in terms]
+    scalars = [a for a, event in terms if not event]
     terms = [(a, event) for a, event in terms if event]
-    if scalars and terms:  # fold the per-element weights into the first vector term, so
-        # that einsum contracts two operands (a matrix product) instead of three
+    if scalars:
         weight = np.prod(np.broadcast_arrays(*scalars), axis=0) if len(scalars) > 1 \
             else scalars[0]
-        first, event = terms[0]
-        terms[0] = (weight[(...,) + (None,) * len(event)] * np.asarray(first, float), event)
-    elif scalars:
-        terms = [(np.prod(np.broadcast_arrays(*scalars), axis=0), "")]
+        # fold the per-element weights into a vector term that already has all their
+        # axes, so that einsum contracts two operands (a matrix product), never
+        # enlarging a term; otherwise the weights are an operand of their own
+        home = next((k for k, (a, ev) in enumerate(terms)
+                     if _covers(a.shape[:a.ndim - len(ev)], weight.shape)), None)
+        if home is not None:
+            first, event = terms[home]
+            terms[home] = (weight[(...,) + (None,) * len(event)] * first, event)
+        else:
+            terms.insert(0, (weight, ""))
     for arr, event in terms:
-        arr = np.asarray(arr, float)
         nb = arr.ndim - len(event)
         arr = arr.reshape((1,) * (len(shape) - nb) + arr.shape)
         constant -= {ax for ax in axes if arr.shape[ax] != 1}
@@ -162,7 +169,56 @@ def plate_einsum(out_event: str, terms: list[tuple[Any, str]], reduce: Reduce) -
     return out * count if count != 1 else out
 
 
+def collapsed(arr: np.ndarray, event_ndim: int = 0) -> np.ndarray:
+    """``arr`` with each plate axis it only broadcasts along (stride 0) cut to length 1:
+    a view, never a copy."""
+    index = tuple(slice(0, 1) if arr.shape[k] > 1 and arr.strides[k] == 0 else slice(None)
+                  for k in range(arr.ndim - event_ndim))
+    return arr[index] if any(i != slice(None) for i in index) else arr
+
+
+def _covers(shape: tuple[int, ...], other: tuple[int, ...]) -> bool:
+    """Whether an array of ``shape`` already has every non-unit axis of ``other``
+    (right-aligned), so that multiplying them makes nothing larger."""
+    if len(other) > len(shape):
+        return all(n == 1 for n in other[: len(other) - len(shape)]) and _covers(
+            shape, other[len(other) - len(shape):])
+    return all(o == 1 or s == o for s, o in zip(shape[len(shape) - len(other):], other,
+                                                 strict=True))
+
+
 def reduced_shape(reduce: Reduce) -> tuple[int, ...]:
     """The plate shape left after ``reduce``."""
     shape, axes = reduce
     return tuple(n for k, n in enumerate(shape) if k not in axes)
+
+
+class Deferred:
+    """A VMP message not computed yet: ``fn(**args)``, kept as the call.
+
+    Under VMP a gate clone's message is only ever raised to the power of its case's
+    probability and multiplied over the plate the gate repeats the value on
+    (``Gate.EnterOne``'s message to the value, fused).  Deferred, the factor's own
+    operator computes that weighted product in one einsum (``reduced``) and the
+    per-element messages (an (N, K, D, D) array for a mixture's precisions) are never
+    made.  Multiplying by a uniform message (a derived variable's backward product)
+    keeps it deferred; anything else computes it."""
+
+    __slots__ = ("fn", "args")
+
+    def __init__(self, fn: Any, args: dict[str, Any]) -> None:
+        self.fn, self.args = fn, args
+
+    def reduced(self, reduce: Reduce, weights: np.ndarray) -> Distribution:
+        """Π over the plate axes of ``reduce`` of the messages raised to ``weights``."""
+        return self.fn(**self.args, reduce=reduce, weights=weights)
+
+    def value(self) -> Distribution:
+        return self.fn(**self.args)
+
+    def __mul__(self, other: Any) -> Any:
+        if isinstance(other, Distribution) and np.all(other.is_uniform()):
+            return self
+        return self.value() * other
+
+    __rmul__ = __mul__

@@ -38,7 +38,7 @@ import numpy as np
 from factorflow.distributions import Bernoulli, Discrete
 from factorflow.distributions.base import Distribution
 from factorflow.distributions.moments import E, is_known
-from factorflow.factors.common import logsumexp, times_finite
+from factorflow.factors.common import Deferred, Reduce, logsumexp, plate_einsum, times_finite
 from factorflow.factors.mixtures import (
     average_log,
     concat,
@@ -254,10 +254,30 @@ def _enter_one_value_ep(enter_one, cases, value, index) -> Distribution:
 
 
 @ENTER_ONE.operator("vmp", "value", skip_if_uniform=("enter_one", "cases"))
-def _enter_one_value_vmp(enter_one, cases, value, index) -> Distribution:
-    """m_clone^{q(case index)}."""
-    lp, _, m, _ = _one(cases, value, enter_one, index, ep=False)
-    return power_product(expand(m, m.batch_shape + (1,)), np.exp(lp)[..., None])
+def _enter_one_value_vmp(enter_one, cases, value, index, *,
+                         reduce: Reduce | None = None) -> Distribution:
+    """m_clone^{q(case index)}; with ``reduce`` (the value repeated over a plate, as a
+    mixture's components over the data) its product over those plate axes, Σ q η in one
+    einsum per natural parameter, or computed by the clone's own deferred operator with
+    the weights q (``common.Deferred``: no per-element message is ever made)."""
+    if reduce is None:
+        if isinstance(enter_one, Deferred):
+            enter_one = enter_one.value()
+        lp, _, m, _ = _one(cases, value, enter_one, index, ep=False)
+        return power_product(expand(m, m.batch_shape + (1,)), np.exp(lp)[..., None])
+    full, index = normalized(_logits(cases)), np.asarray(index)
+    if index.ndim:
+        batch = np.broadcast_shapes(full.shape, index.shape)
+        lp = np.take_along_axis(np.broadcast_to(full, batch), np.broadcast_to(index, batch),
+                                -1)
+    else:
+        lp = full[..., int(index)]
+    q = np.exp(lp)
+    if isinstance(enter_one, Deferred):
+        return enter_one.reduced(reduce, q)
+    letters = "ij"[: enter_one.event_ndim]
+    return enter_one.from_natural(*(plate_einsum(letters, [(q, ""), (e, letters)], reduce)
+                                    for e in enter_one.eta))
 
 
 @ENTER_ONE.operator("ep", "cases")  # (see Gate.Exit's)

@@ -15,6 +15,10 @@ Operator calling convention (the generated code relies on it):
 * the target argument is passed only if the operator's signature names it (EP operators
   that project a tilted distribution need the incoming message of their target);
 * the operator returns the message to its target, a batched distribution;
+* an operator with a keyword-only ``previous`` parameter is called with its output's
+  current value (the message it sent last time);
+* an operator with keyword-only ``reduce`` and ``weights`` parameters also returns the
+  product of its messages raised to ``weights`` (an array over the statement's plates);
 * an operator with a keyword-only ``reduce`` parameter is called, under VMP where the
   target's use adds plates, with ``reduce=(plate shape, axes)`` and returns the product
   of its messages over those plate axes (fused: ``factors.common.plate_einsum``).
@@ -91,6 +95,15 @@ class Operator:
     reduces: bool = False
     #: see ``block`` above
     block: frozenset[str] = frozenset()
+    #: whether ``fn`` takes ``previous=``: the message it sent last time (its output's
+    #: current value; not a dependency), so that a VMP operator can divide it out of the
+    #: posterior it reads (a block update: ``factors.plate_sum``)
+    previous: bool = False
+    #: whether its fused form also takes ``weights=`` (per-element exponents, as a gate's
+    #: case probabilities): then under VMP its message to a gate clone may be deferred
+    #: (``factors.common.Deferred``) and computed by ``Gate.EnterOne`` already weighted
+    #: and multiplied over the plate (no per-element messages)
+    weights: bool = False
 
     @property
     def qualname(self) -> str:
@@ -155,15 +168,18 @@ class Factor:
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             params = inspect.signature(fn).parameters
             # ``*, reduce=None``: the fused form (an argument may still be named reduce)
-            fuses = "reduce" in params and params["reduce"].kind == params[
-                "reduce"].KEYWORD_ONLY and params["reduce"].default is None
-            reads = tuple(n for n in params if not (fuses and n == "reduce"))
+            fuses, previous, weighs = (
+                n in params and params[n].kind == params[n].KEYWORD_ONLY
+                and params[n].default is None for n in ("reduce", "previous", "weights"))
+            special = {n for n, flag in (("reduce", fuses), ("previous", previous),
+                                         ("weights", weighs)) if flag}
+            reads = tuple(n for n in params if n not in special)
             for n in reads:
                 self.arg(n)
             self.operators[(algorithm, target)] = Operator(
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
-                frozenset(known), fuses, frozenset(block))
+                frozenset(known), fuses, frozenset(block), previous, weighs and fuses)
             return fn
 
         return register

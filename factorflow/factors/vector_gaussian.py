@@ -91,7 +91,11 @@ def _expected_outer_diff(a: Any, b: Any) -> tuple[np.ndarray, Any]:
     """(E a − E b, Cov a + Cov b): E[(a − b)(a − b)ᵀ] is d dᵀ + the covariance part, kept
     apart so that a quadratic form needs no d dᵀ array per plate element."""
     (ma, ca), (mb, cb) = mean_cov(a), mean_cov(b)
-    return np.subtract(ma, mb), np.add(ca, cb)
+    # a known side adds no covariance: the other's is kept as it is (a broadcast view of
+    # K components over N data stays one)
+    cov = cb if np.ndim(ca) == 0 and ca == 0 else ca if np.ndim(cb) == 0 and cb == 0 \
+        else np.add(ca, cb)
+    return np.subtract(ma, mb), cov
 
 
 # ----- VMP ------------------------------------------------------------------------------
@@ -102,22 +106,39 @@ def _sample_vmp(mean, precision) -> VectorGaussian:
 
 
 @VECTOR_GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"))
-def _mean_vmp(sample, precision) -> VectorGaussian:
+def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
+              weights: np.ndarray | None = None) -> VectorGaussian:
+    """Naturals (E[Λ] E[x], E[Λ]); with ``reduce``, their sums over its plate axes, each
+    element's raised to ``weights`` when given (Σ w E[Λ] E[x], Σ w E[Λ], one einsum each:
+    no D × D matrix per element)."""
     lam = matrix_mean(precision)
-    return vector_gaussian(_matvec(lam, mean_cov(sample)[0]), lam)
+    x = mean_cov(sample)[0]
+    if reduce is None:
+        return vector_gaussian(_matvec(lam, x), lam)
+    w = [] if weights is None else [(weights, "")]
+    return vector_gaussian(plate_einsum("i", w + [(lam, "ij"), (x, "j")], reduce),
+                           plate_einsum("ij", w + [(np.broadcast_to(lam, np.broadcast_shapes(
+                               lam.shape[:-2], np.shape(x)[:-1]) + lam.shape[-2:]), "ij")],
+                               reduce))
 
 
 @VECTOR_GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))
-def _precision_vmp(sample, mean, *, reduce: Reduce | None = None) -> Wishart:
+def _precision_vmp(sample, mean, *, reduce: Reduce | None = None,
+                   weights: np.ndarray | None = None) -> Wishart:
     """Wishart naturals (½, −½ E[(x − μ)(x − μ)ᵀ]); with ``reduce``, their sums over its
-    plate axes (Σ d dᵀ by one einsum: no D × D matrix per plate element)."""
+    plate axes, each element's raised to ``weights`` when given (Σ w d dᵀ by one einsum:
+    no D × D matrix per plate element)."""
     d, cov = _expected_outer_diff(sample, mean)
     if reduce is None:
         return wishart_from_naturals(0.5, -0.5 * (outer(d, d) + cov))
-    spread = plate_einsum("ij", [(d, "i"), (d, "j")], reduce)
+    w = [] if weights is None else [(weights, "")]
+    spread = plate_einsum("ij", w + [(d, "i"), (d, "j")], reduce)
     if np.ndim(cov):
-        spread = spread + plate_einsum("ij", [(cov, "ij")], reduce)
-    return wishart_from_naturals(plate_einsum("", [(0.5, "")], reduce), -0.5 * spread)
+        spread = spread + plate_einsum("ij", w + [(np.broadcast_to(cov, np.shape(d)[:-1]
+                                                                    + cov.shape[-2:]), "ij")],
+                                       reduce)
+    half = np.broadcast_to(0.5, np.shape(d)[:-1])
+    return wishart_from_naturals(plate_einsum("", w + [(half, "")], reduce), -0.5 * spread)
 
 
 @VECTOR_GAUSSIAN.evidence_operator("vmp")

@@ -272,11 +272,11 @@ class Variable(Operators):
 
     def __matmul__(self, other: Any) -> Variable:
         from factorflow.model import vectors
-        return vectors.inner(self, other)
+        return vectors.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Variable:
         from factorflow.model import vectors
-        return vectors.inner(other, self)
+        return vectors.matmul(other, self)
 
     def __bool__(self) -> bool:
         raise ModelError(f"variable {self.name!r} is random: it has no truth value in Python. "

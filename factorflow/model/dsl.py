@@ -125,8 +125,14 @@ def Elog(x: Any) -> Term:  # noqa: N802
     return _Elog(x)
 
 
-def sum_over(x: Term, index: str) -> Term:
-    """The sum of ``x`` over the inner index ``index`` in a factor formula (``ff.sum``)."""
+def sum_over(x: Any, index: Any) -> Any:
+    """``ff.sum``: the sum of ``x`` over the inner index ``index`` in a factor formula;
+    with a model variable and an ``ff.Range``, the sum of a plate of real variables (a
+    variable outside that plate, ``model.reductions.plate_sum``)."""
+    from factorflow.model.core import Range, Variable
+    if isinstance(x, Variable) or isinstance(index, Range):
+        from factorflow.model.reductions import plate_sum
+        return plate_sum(x, index)
     if not isinstance(x, Term) or not isinstance(index, str) or index not in x.indices:
         raise ModelError(f"ff.sum(..., {index!r}): the summand must be a formula that carries "
                          f"the index {index!r} (write the vector argument as arg[{index!r}]).")

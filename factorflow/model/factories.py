@@ -119,6 +119,8 @@ def _operand(model: Model, value: Any, domain: str, what: str,
         shape = tuple(p.size for p in plates) + event_shape(domain, size)
         _use_data(model, value, DataUse(what, domain, shape, False, size))
         return value
+    if domain == "matrix":  # a known M × D matrix, checked by ``vectors.matvec``
+        return np.asarray(value, float)
     arr = check_support(value, domain, what, size)
     _check_plate_shape(arr, model, what, event_shape(domain, size))
     return arr
@@ -473,10 +475,11 @@ def Dirichlet(name: str, alpha: Any, *, observed: Any = None) -> Variable:
 
 # ----- deterministic factors ----------------------------------------------------------
 def _derived(factor: str, label: str, domain: str, args: dict[str, Any],
-             arg_domains: dict[str, str], arg_size: int | None = None) -> Variable:
+             arg_domains: dict[str, str], arg_size: int | None = None,
+             size: int | None = None) -> Variable:
     model = current_model(label)
     name = label if label not in model.variables else model.fresh_name(label)
-    return new_variable(factor, name, domain, args, arg_domains, derived=True,
+    return new_variable(factor, name, domain, args, arg_domains, size=size, derived=True,
                         arg_size=arg_size)
 
 
@@ -500,9 +503,17 @@ def _is_random(v: Any) -> bool:
         isinstance(v, Variable) and v.is_observed)
 
 
+def _vector_valued(v: Any) -> bool:
+    base = v.base if isinstance(v, Indexed) else v
+    return isinstance(base, Variable) and base.domain == "vector"
+
+
 def plus(a: Any, b: Any) -> Variable:
     if is_chain_term(a) or is_chain_term(b):  # a chain's step: a * x[t - 1] + b
         return affine("+", a, b)  # type: ignore[return-value]
+    if _vector_valued(a) or _vector_valued(b):
+        from factorflow.model import vectors
+        return vectors.vector_sum(a, b, 1.0)
     if a is b and _is_random(a):  # x + x is 2x: one edge, not two "independent" ones
         return times(a, 2.0)
     collected = _collect_shared(a, b, 1.0)
@@ -515,6 +526,9 @@ def plus(a: Any, b: Any) -> Variable:
 def minus(a: Any, b: Any) -> Variable:
     if is_chain_term(a) or is_chain_term(b):  # a chain's step: a * x[t - 1] + b
         return affine("-", a, b)  # type: ignore[return-value]
+    if _vector_valued(a) or _vector_valued(b):
+        from factorflow.model import vectors
+        return vectors.vector_sum(a, b, -1.0)
     if a is b and _is_random(a):
         raise ModelError(f"({_label(a)} - {_label(a)}) is the constant 0, not a random "
                          "variable; write 0.0.")

@@ -16,7 +16,7 @@ import numpy as np
 
 from factorflow.distributions.multivariate import check_positive_definite, inverse
 from factorflow.errors import ModelError
-from factorflow.model.checks import numeric_array
+from factorflow.model.checks import broadcasts_to, numeric_array
 from factorflow.model.core import Data, Indexed, Variable, current_model
 from factorflow.model.factories import _derived, _label, _one_of, new_variable
 
@@ -154,4 +154,100 @@ def inner(a: Any, b: Any) -> Variable:
                     {"a": "vector", "b": "vector"}, arg_size=dim)
 
 
-__all__ = ["VectorGaussian", "Wishart", "inner"]
+def _known_matrix(v: Any, plates: tuple[int, ...], dim: int | None) -> bool:
+    """Whether ``v`` is a known matrix of ``B @ z``: an array whose last axis is D and whose
+    other axes are not one row per plate element (that is ``inner``'s design matrix)."""
+    if isinstance(v, Variable | Indexed | Data) or dim is None:
+        return False
+    arr = np.asarray(v)
+    return (arr.ndim >= 2 and arr.dtype.kind in "biuf" and arr.shape[-1] == dim
+            and not broadcasts_to(arr.shape, plates + (dim,)))
+
+
+def _vector_dim(v: Any) -> int | None:
+    base = v.base if isinstance(v, Indexed) else v
+    return base.size if isinstance(base, Variable) and base.domain == "vector" else None
+
+
+def matmul(left: Any, right: Any) -> Variable:
+    """``left @ right`` on model values: ``B @ z`` (a known matrix and a vector variable,
+    ``matvec``), ``z @ B`` (= Bᵀ z), otherwise the inner product ``inner``."""
+    plates = tuple(r.size for r in current_model("@").plates)
+    if _known_matrix(left, plates, _vector_dim(right)):
+        return matvec(left, right)
+    if (not isinstance(right, Variable | Indexed | Data) and np.ndim(right) >= 2
+            and _known_matrix(np.swapaxes(right, -1, -2), plates, _vector_dim(left))):
+        return matvec(np.swapaxes(np.asarray(right), -1, -2), left)
+    return inner(left, right)
+
+
+def matvec(matrix: Any, vector: Any) -> Variable:
+    """The M-vector variable ``B @ z`` of a known M × D matrix B (one for all, or one per
+    plate element: shape plates + (M, D)) and a D-vector variable z.
+
+    B must have full row rank with M ≤ D (the product's distribution is then a proper
+    VectorGaussian); a taller B is written row by row: inside a plate over its M rows,
+    ``B @ z`` with B of shape (M, D) is one inner product per row.  A random matrix is
+    written the same way, its rows a VectorGaussian over a plate (``W @ z``)."""
+    model = current_model("B @ z")
+    label = f"({_label(matrix)} @ {_label(vector)})"
+    if isinstance(matrix, Variable | Indexed | Data):
+        raise ModelError(f"{label}: the matrix must be a known array; write a random matrix "
+                         "as its rows, a VectorGaussian over a plate of rows, and use W @ z "
+                         "inside that plate (one inner product per row).")
+    dim = _vector_dim(vector)
+    if dim is None:
+        raise ModelError(f"{label}: B @ z needs a vector variable z on the right, got "
+                         f"{_label(vector)!r}.")
+    b = numeric_array(matrix, f"{label}: matrix").astype(float)
+    if not np.all(np.isfinite(b)):
+        raise ModelError(f"{label}: the matrix contains NaN or inf; give a finite matrix.")
+    shape = tuple(r.size for r in model.plates)
+    if b.ndim < 2 or b.shape[-1] != dim:
+        raise ModelError(f"{label}: dimension mismatch: the matrix has shape {b.shape} but "
+                         f"{_label(vector)!r} is a vector of shape ({dim},); B needs shape "
+                         f"(M, {dim}).")
+    if not broadcasts_to(b.shape[:-2], shape):
+        raise ModelError(f"{label}: the matrix has shape {b.shape}, whose leading axes "
+                         f"{b.shape[:-2]} do not match the plates "
+                         f"{[r.name for r in model.plates]} (shape {shape}); give one "
+                         "M × D matrix, or one per plate element.")
+    rows = b.shape[-2]
+    if rows > dim:
+        raise ModelError(f"{label}: the matrix has shape {b.shape}, more rows (M = {rows}) "
+                         f"than {_label(vector)!r} has dimensions (D = {dim}), so B z is "
+                         "a degenerate Gaussian, which a VectorGaussian message cannot "
+                         "hold; write it row by row: inside ff.Plate over the M rows, "
+                         "B @ z is one inner product per row.")
+    rank = np.min(np.linalg.matrix_rank(b)) if b.size else rows
+    if rank < rows:
+        raise ModelError(f"{label}: the rows of the matrix (shape {b.shape}) are linearly "
+                         f"dependent (rank {int(rank)} < M = {rows}), so B z is a "
+                         "degenerate Gaussian; drop the dependent rows.")
+    return _derived("MatrixVectorProduct", label, "vector", {"matrix": b, "vector": vector},
+                    {"matrix": "matrix", "vector": "vector"}, arg_size=dim, size=rows)
+
+
+def vector_sum(a: Any, b: Any, sign: float) -> Variable:
+    """``a + b`` (``sign`` 1) or ``a − b`` (−1) of D-vectors, one of them a vector
+    variable; the other a vector variable, a known D-vector (or one per plate element)
+    or a scalar constant (the same in every component).  A random subtrahend is
+    ``(−I) @ b``."""
+    current_model("vector +")
+    op = "+" if sign > 0 else "-"
+    label = f"({_label(a)} {op} {_label(b)})"
+    dim = _common_dimension(label, {"a": (a, "vector"), "b": (b, "vector")})
+    a, b = _vector_constant(a, dim), _vector_constant(b, dim)
+    if sign < 0:
+        if _is_random(a) and a is b:
+            raise ModelError(f"{label} is the constant 0, not a random variable.")
+        b = matvec(-np.eye(dim), b) if _is_random(b) else -numeric_array(b, label)
+    elif _is_random(a) and a is b:
+        return matvec(2.0 * np.eye(dim), a)
+    if not _is_random(a) and not _is_random(b):
+        raise ModelError(f"{label}: neither side is random; compute it with NumPy.")
+    return _derived("VectorPlus", label, "vector", {"a": a, "b": b},
+                    {"a": "vector", "b": "vector"}, size=dim)
+
+
+__all__ = ["VectorGaussian", "Wishart", "inner", "matmul", "matvec", "vector_sum"]

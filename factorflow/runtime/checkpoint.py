@@ -51,6 +51,7 @@ from factorflow.codegen.names import display
 from factorflow.codegen.python import generate
 from factorflow.distributions.base import Distribution
 from factorflow.errors import CheckpointError, ModelError
+from factorflow.factors.common import Deferred
 from factorflow.ir import Stmt
 from factorflow.runtime.kernels import NAMESPACE
 
@@ -172,6 +173,8 @@ class _Encoder:
         return {"array": key, "shape": list(a.shape), "strides": list(a.strides)}
 
     def encode(self, v: Any) -> Any:
+        if isinstance(v, Deferred):  # a message kept as its call: saved as its value
+            v = v.value()
         if isinstance(v, Distribution | dist.PointMass):
             return {"family": type(v).__name__, "slots": self.encode(v.__getstate__())}
         if isinstance(v, np.ndarray):

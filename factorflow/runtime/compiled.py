@@ -14,6 +14,7 @@ import numpy as np
 import factorflow.distributions as dist
 from factorflow.codegen.python import Generated, generate
 from factorflow.errors import ConvergenceWarning, DataError, ImproperMessageError, ModelError
+from factorflow.factors.common import collapsed
 from factorflow.factors.registry import FACTORS
 from factorflow.ir.nodes import walk
 from factorflow.model.checks import run_data
@@ -324,7 +325,9 @@ class _Monitor:
         self.count = iteration + 1
         change, moved = 0.0, ""
         for name, post in (posteriors | (internal or {})).items():
-            eta = tuple(np.array(e, dtype=float) for e in post.eta)
+            # a copy of each distinct element (a broadcast view, such as a gate's clone
+            # of K components over N data, is copied along its stride-0 axes once)
+            eta = tuple(np.array(collapsed(np.asarray(e, dtype=float))) for e in post.eta)
             old = self.previous.get(name)
             if old is not None:  # does this step reverse the last one (oscillation)?
                 step = np.concatenate([np.ravel(np.where(a == b, 0.0, a - b))

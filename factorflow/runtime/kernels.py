@@ -9,6 +9,7 @@ import numpy as np
 from factorflow.distributions import Bernoulli
 from factorflow.distributions.base import Distribution
 from factorflow.errors import ImproperMessageError, ModelError
+from factorflow.factors.common import Deferred
 from factorflow.factors.variable import (
     ep_variable_evidence,
     slot,
@@ -279,6 +280,7 @@ def damp(old: Distribution, new: Distribution, damping: dict[str, float] | None,
 
 
 NAMESPACE.update({
+    "Deferred": Deferred,
     "damp": damp,
     "as_bool": as_bool,
     "where_mask": where_mask,

@@ -35,6 +35,7 @@ def messages(program: Program, algorithm: str) -> Program:
     derived = {n for n, d in random.items() if d.attr("derived")}
     vmp_derived = derived if algorithm == "vmp" else set()
     fused = _fused_reductions(program, decls) if algorithm == "vmp" else {}
+    deferred = _deferred_clone_messages(program, decls, fused)
     new_decls: list[VarDecl] = []
 
     defined_at = {o.var: stmt.provenance for stmt, _ in walk(program.body)
@@ -68,7 +69,7 @@ def messages(program: Program, algorithm: str) -> Program:
         if stmt.op == "Variable":
             made = _variable_statements(stmt, decls, algorithm, vmp_derived, fused)
         else:
-            made = _factor_statements(stmt, loops, decls, algorithm, fused)
+            made = _factor_statements(stmt, loops, decls, algorithm, fused, deferred)
         body.extend(replace(s, params=s.params + (("mask", mask),)) if mask else s
                     for s in made)
     return replace(program, decls=program.decls + tuple(new_decls), body=tuple(body),
@@ -95,7 +96,7 @@ def _fused_reductions(program: Program, decls: dict[str, VarDecl]) -> dict[str, 
     """Under VMP, the uses whose message to their variable is multiplied over plates the
     use adds (a broadcast use) by the factor's operator itself, with the plate axes it
     multiplies over: where the operator takes ``reduce=`` (``Operator.reduces``), the use
-    is read by an ungated, unmasked factor statement, and the use's other plates are the
+    is read by an unmasked factor statement, and the use's other plates are the
     variable's, in order.  Its message is then declared over the variable's plates and
     needs no reduction after it (BayesPy's fused sums: no per-element D × D messages)."""
     hows: dict[str, tuple] = {}
@@ -106,7 +107,9 @@ def _fused_reductions(program: Program, decls: dict[str, VarDecl]) -> dict[str, 
     fused: dict[str, tuple] = {}
     for stmt, loops, mask in _walk_masked(program.body, (), (), decls):
         factor = FACTORS.get(stmt.op)
-        if factor is None or mask or "gate" in dict(stmt.inputs):
+        # a statement in a gate sends VMP messages as any other (its gate input only
+        # takes its evidence to the case), so it may be fused too
+        if factor is None or mask:
             continue
         for name, operand in stmt.inputs:
             how = hows.get(operand.var) if isinstance(operand, Ref) else None
@@ -122,6 +125,38 @@ def _fused_reductions(program: Program, decls: dict[str, VarDecl]) -> dict[str, 
     return fused
 
 
+def _deferred_clone_messages(program: Program, decls: dict[str, VarDecl],
+                             fused: dict[str, tuple]) -> set[str]:
+    """Under VMP, the uses of gate clones whose message is deferred
+    (``factors.common.Deferred``): the clone is made by a ``Gate.EnterOne`` whose message
+    to the value is fused over the plate the gate repeats it on, the clone has this one
+    use, and the factor reading it takes ``weights`` in its fused form.  Then the clone's
+    messages are only ever weighted by their cases and multiplied over that plate, which
+    the factor's own operator does in one einsum (a mixture's (N, K, D, D) statistics are
+    never made; BayesPy issue #83)."""
+    uses_of: dict[str, list[str]] = {}
+    reader: dict[str, tuple[str, bool]] = {}
+    for stmt, _, mask in _walk_masked(program.body, (), (), decls):
+        if stmt.op == "Variable":
+            v = stmt.input("def")
+            uses_of[v.var] = [o.var for o in stmt.outputs]
+            continue
+        factor = FACTORS.get(stmt.op)
+        for name, operand in stmt.inputs:
+            if factor is not None and isinstance(operand, Ref):
+                op = factor.operators.get(("vmp", name))
+                reader[operand.var] = (name, bool(op is not None and op.weights and not mask))
+    out: set[str] = set()
+    for stmt, _, _ in _walk_masked(program.body, (), (), decls):
+        value = dict(stmt.inputs).get("value")
+        if stmt.op != "Gate.EnterOne" or not isinstance(value, Ref) or value.var not in fused:
+            continue
+        uses = uses_of.get(stmt.outputs[0].var, [])
+        if len(uses) == 1 and reader.get(uses[0], ("", False))[1]:
+            out.add(uses[0])
+    return out
+
+
 def _edge_out(ref: Ref, decls: dict[str, VarDecl]) -> Ref | None:
     """The message carrying this variable towards the factor, or None if it is known."""
     d = decls[ref.var]
@@ -133,7 +168,8 @@ def _edge_out(ref: Ref, decls: dict[str, VarDecl]) -> Ref | None:
 
 
 def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarDecl],
-                       algorithm: str, fused: dict[str, tuple]) -> list[Stmt]:
+                       algorithm: str, fused: dict[str, tuple],
+                       deferred: frozenset[str] | set[str] = frozenset()) -> list[Stmt]:
     factor = FACTORS.get(stmt.op)
     where = stmt.provenance or stmt.op
     if factor is None:
@@ -176,6 +212,10 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
         if operand.var in fused:  # the operator multiplies its messages over these axes
             target = Ref(target.var, decls[var].plates)
             extra = (("reduce", fused[operand.var]),)
+        if op.previous:  # the operator reads the message it sent last time
+            extra += (("previous", True),)
+        if operand.var in deferred:  # computed, weighted and reduced, by Gate.EnterOne
+            extra += (("defer", True),)
         result.append(Stmt(op.qualname, (target,), reads,
                            params_common + (("operator", (factor.name, algorithm, name)),
                                             ("target", var)) + extra,

@@ -44,6 +44,9 @@ CATALOGUE = {
                        False),
     "Wishart": ((("sample", "posdef"), ("dof", "positive"), ("rate", "posdef")), False),
     "InnerProduct": ((("product", "real"), ("a", "vector"), ("b", "vector")), True),
+    "MatrixVectorProduct": ((("product", "vector"), ("matrix", "matrix"),
+                             ("vector", "vector")), True),
+    "VectorPlus": ((("sum", "vector"), ("a", "vector"), ("b", "vector")), True),
 }
 
 #: (algorithm, target) pairs deliberately left unregistered, with the reason
@@ -58,6 +61,7 @@ UNSUPPORTED = {
     ("VectorGaussian", "ep", "precision"): "not Gaussian-closed",
     ("Wishart", "vmp", "dof"): "the degrees of freedom must be known",
     ("InnerProduct", "ep", "b"): "EP needs b known (the factory puts the random vector in a)",
+    ("MatrixVectorProduct", "ep", "matrix"): "the matrix is known (rows over a plate: inner)",
 }
 
 #: all-known argument values at which each factor's density is positive
@@ -85,6 +89,11 @@ POINTS = {
     "Wishart": {"sample": np.array([[1.5, 0.2], [0.2, 0.7]]), "dof": 3.5,
                 "rate": np.array([[2.0, -0.4], [-0.4, 1.0]])},
     "InnerProduct": {"product": 1.0, "a": np.array([1.0, 2.0]), "b": np.array([0.5, 0.25])},
+    "MatrixVectorProduct": {"product": np.array([2.0, 1.0]), "matrix": np.array([[1.0, 0.5],
+                                                                             [0.0, 0.5]]),
+                            "vector": np.array([1.0, 2.0])},
+    "VectorPlus": {"sum": np.array([1.5, 2.0]), "a": np.array([1.0, 2.0]),
+                   "b": np.array([0.5, 0.0])},
 }
 
 
@@ -140,7 +149,8 @@ def test_evidence_of_known_arguments_is_the_log_density(name):
 
 
 @pytest.mark.parametrize("name", ["And", "Or", "Not", "IsPositive", "Greater", "Plus", "Minus",
-                                  "ScaleBy", "Product", "ConstrainTrue", "InnerProduct"])
+                                  "ScaleBy", "Product", "ConstrainTrue", "InnerProduct",
+                                  "MatrixVectorProduct", "VectorPlus"])
 def test_deterministic_log_densities_reject_inconsistent_values(name):
     point = dict(POINTS[name])
     first = FACTORS[name].args[0].name
@@ -195,6 +205,10 @@ InnerProduct.product_average_logarithm(a, b) skip_if_uniform=a,b trigger=a,b
 IsPositive.out_average_conditional(x) skip_if_uniform=x proper=x
 IsPositive.x_average_conditional(out, x) skip_if_uniform=out,x proper=x
 IsPositive.out_average_logarithm(x) skip_if_uniform=x trigger=x
+MatrixVectorProduct.product_average_conditional(matrix, vector) skip_if_uniform=vector known=matrix
+MatrixVectorProduct.vector_average_conditional(product, matrix) skip_if_uniform=product known=matrix
+MatrixVectorProduct.product_average_logarithm(matrix, vector) skip_if_uniform=vector trigger=vector known=matrix
+MatrixVectorProduct.vector_average_logarithm(product, matrix) skip_if_uniform=product known=matrix
 Minus.a_average_conditional(diff, b) skip_if_uniform=b,diff
 Minus.b_average_conditional(diff, a) skip_if_uniform=a,diff
 Minus.diff_average_conditional(a, b) skip_if_uniform=a,b
@@ -231,6 +245,12 @@ VectorGaussian.sample_average_conditional(mean, precision) known=precision
 VectorGaussian.mean_average_logarithm(sample, precision) proper=precision,sample
 VectorGaussian.precision_average_logarithm(sample, mean) proper=mean,sample
 VectorGaussian.sample_average_logarithm(mean, precision) proper=mean,precision
+VectorPlus.a_average_conditional(sum, b) skip_if_uniform=b,sum
+VectorPlus.b_average_conditional(sum, a) skip_if_uniform=a,sum
+VectorPlus.sum_average_conditional(a, b) skip_if_uniform=a,b
+VectorPlus.a_average_logarithm(sum, b) skip_if_uniform=sum proper=b
+VectorPlus.b_average_logarithm(sum, a) skip_if_uniform=sum proper=a
+VectorPlus.sum_average_logarithm(a, b) skip_if_uniform=a,b trigger=a,b
 Wishart.rate_average_conditional(sample, dof) known=dof,sample
 Wishart.sample_average_conditional(dof, rate) known=dof,rate
 Wishart.rate_average_logarithm(sample, dof) proper=sample known=dof

@@ -62,9 +62,29 @@ def test_covariance_and_scale_are_inverted():
      "variable 'w' is vector-valued but a real value is needed"),
     (lambda: ff.VectorGaussian("w", 0.0), "give exactly one of precision=, covariance="),
     (lambda: ff.VectorGaussian("w", 0.0, precision=np.ones(3)), "square D × D matrix"),
+    (lambda: ff.matvec(np.ones((2, 4)), ff.VectorGaussian("z", 0.0, precision=np.eye(3))),
+     r"\(array @ z\): dimension mismatch: the matrix has shape \(2, 4\) but 'z' is a "
+     r"vector of shape \(3,\); B needs shape \(M, 3\)"),
+    (lambda: np.ones((3, 2)) @ ff.VectorGaussian("z", 0.0, precision=np.eye(2)),
+     r"more rows \(M = 3\) than 'z' has dimensions \(D = 2\).*row by row"),
+    (lambda: np.ones((2, 2)) @ ff.VectorGaussian("z", 0.0, precision=np.eye(2)),
+     r"linearly dependent \(rank 1 < M = 2\)"),
+    (lambda: ff.matvec(ff.Wishart("lam", 3.0, rate=np.eye(2)),
+                       ff.VectorGaussian("z", 0.0, precision=np.eye(2))),
+     "the matrix must be a known array; write a random matrix as its rows"),
+    (lambda: ff.VectorGaussian("z", 0.0, precision=np.eye(2)) + np.ones(3),
+     r"\(z \+ array\): dimension mismatch: 'a' is variable 'z' of shape \(2,\) \(D = 2\), "
+     r"but 'b' is a constant of shape \(3,\) \(D = 3\)"),
+    (lambda: ff.VectorGaussian("z", 0.0, precision=np.eye(2))
+     - ff.VectorGaussian("u", 0.0, precision=np.eye(3)),
+     r"'a' is variable 'z' of shape \(2,\).*'b' is variable 'u' of shape \(3,\)"),
+    (lambda: np.array([[1.0, np.nan]]) @ ff.VectorGaussian("z", 0.0, precision=np.eye(2)),
+     "contains NaN or inf"),
 ], ids=["mean-vs-precision", "mean-vs-covariance", "inner", "not-pd-precision",
         "not-pd-scale", "not-pd-observed", "not-symmetric", "dof", "inner-of-constants",
-        "scalar-mean", "vector-as-scalar", "no-spread", "precision-not-square"])
+        "scalar-mean", "vector-as-scalar", "no-spread", "precision-not-square",
+        "matvec-dimension", "matvec-tall", "matvec-rank", "matvec-random-matrix",
+        "vector-sum-dimension", "vector-difference-dimension", "matvec-nan"])
 def test_bad_input_is_refused_where_it_is_written(build, message):
     with ff.Model(), pytest.raises(ff.ModelError, match=message):
         build()
@@ -115,3 +135,17 @@ def test_init_takes_a_vector_gaussian_and_ep_refuses_a_random_precision():
     assert_close(a["mu"].mean, b["mu"].mean, rtol=1e-8)
     with pytest.raises(ff.ModelError, match=r"init\['mu'\] must be a VectorGaussian"):
         model.infer("vmp", init={"mu": ff.distributions.Gaussian(0.0, 1.0)})
+
+
+def test_at_reads_a_matrix_as_b_at_z_and_rows_per_plate_element_as_inner_products():
+    with ff.Model():
+        z = ff.VectorGaussian("z", 0.0, precision=np.eye(3))
+        y = np.array([[1.0, 0, 0], [0, 1, 1]]) @ z              # B z: a 2-vector
+        t = z @ np.array([[1.0, 0], [0, 1], [1, 1]])          # zᵀ B = Bᵀ z
+        with ff.Plate(ff.Range("n", 4)):
+            s = np.ones((4, 3)) @ z                              # a design matrix: rows
+            r = np.eye(3)[:2] @ z                                # one B for all n
+            q = np.ones((4, 2, 3)) * np.eye(3)[:2] @ z           # one B per n
+    assert (y.domain, y.size, t.domain, t.size) == ("vector", 2, "vector", 2)
+    assert s.domain == "real"
+    assert (r.domain, r.size, q.size, [p.name for p in q.plates]) == ("vector", 2, 2, ["n"])
