@@ -38,6 +38,7 @@ from factorflow.model.factories import (
     is_positive,
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
+from factorflow.model.links import logistic, probit
 from factorflow.model.naturals import naturals
 from factorflow.model.nodes import Deterministic
 from factorflow.model.vectors import VectorGaussian, Wishart, inner
@@ -55,7 +56,7 @@ __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "StudentT", "Laplace", "HalfCauchy", "VectorGaussian", "Wishart", "inner",
-    "constrain_true", "is_positive", "distributions",
+    "constrain_true", "is_positive", "logistic", "probit", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",

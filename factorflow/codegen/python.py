@@ -141,6 +141,9 @@ class _Emitter:
         if s.param("reduce"):  # the messages multiplied over these plate axes, fused
             args += f", reduce=({self.shape(plates)}, {s.param('reduce')!r})"
         rhs = f"{fn}({args})"
+        method = FACTORS[s.param("operator")[0]].operators[s.param("operator")[1:]].method
+        if method:  # how this message is computed, where that is a choice
+            self.emit(f"# {comment(method)}", depth)
         self.check_proper_inputs(s, depth)
         if self.p.algorithm == "ep" and s.param("target") in self.decls:
             # EP damping: the new message to the variable mixed with the old one

@@ -18,6 +18,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     gate,
     gaussian,
     inner_product,
+    links,
     logic,
     poisson,
     scale_mixtures,

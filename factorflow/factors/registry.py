@@ -85,6 +85,9 @@ class Operator:
     #: its messages over those plate axes, fused (``transforms.messages`` asks for it
     #: under VMP where a variable's use adds plates, instead of a reduction after it)
     reduces: bool = False
+    #: how the message is computed, where that is a choice (a bound, a quadrature): the
+    #: generated code shows it in a comment above the call
+    method: str = ""
 
     @property
     def qualname(self) -> str:
@@ -139,8 +142,10 @@ class Factor:
     def operator(self, algorithm: str, target: str, *, skip_if_uniform: tuple[str, ...] = (),
                  proper: tuple[str, ...] = (), trigger: tuple[str, ...] = (),
                  fresh: tuple[str, ...] = (), no_init: bool = False,
-                 known: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator registering ``fn`` as the ``algorithm`` message to ``target``."""
+                 known: tuple[str, ...] = (), method: str = ""
+                 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator registering ``fn`` as the ``algorithm`` message to ``target``;
+        ``method`` names how it is computed (shown in the generated code)."""
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}")
         self.arg(target)
@@ -156,7 +161,7 @@ class Factor:
             self.operators[(algorithm, target)] = Operator(
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
-                frozenset(known), fuses)
+                frozenset(known), fuses, method)
             return fn
 
         return register
