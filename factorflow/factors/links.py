@@ -19,8 +19,9 @@ EP (moment matching: the message to the real argument is proj[cavity · f] / cav
   is the one quadrature of exp(−eˣ).
 
 A random sample's message is a mixture of the two observed cases (weights P(sample) ·
-Z(sample)), as Infer.NET does.  The log-concave likelihoods make every tilted variance at
-most the cavity's, so the messages are proper (rounding is clipped at precision 0).
+Z(sample)), as Infer.NET does; it may be improper (the mixture can be wider than the
+cavity).  For an observed sample the log-concave likelihoods make the tilted variance at
+most the cavity's, so the message is proper (rounding is clipped at precision 0).
 
 VMP (the method is named in a comment beside each call in the generated code):
 
@@ -92,11 +93,14 @@ def _cavity(sample, x) -> tuple[np.ndarray, np.ndarray]:
     return full(shape, m), full(shape, v)
 
 
-def _tilted_message(m, v, mean, var) -> Gaussian:
-    """N(mean, var) / N(m, v), its precision clipped at 0 (log-concave factors shrink the
-    variance; only rounding can make it negative)."""
+def _tilted_message(m, v, mean, var, log_concave: bool = True) -> Gaussian:
+    """N(mean, var) / N(m, v).  A log-concave likelihood shrinks the variance, so there
+    the precision is clipped at 0 (only rounding can make it negative); a mixture over a
+    random sample may widen it, and its message is then improper, as EP's may be."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        prec = np.maximum(1 / var - 1 / v, 0.0)
+        prec = 1 / var - 1 / v
+        if log_concave:
+            prec = np.maximum(prec, 0.0)
         return Gaussian.from_natural(np.where(prec == 0, 0.0, mean / var - m / v), prec)
 
 
@@ -140,7 +144,7 @@ def _logit_logodds_ep(sample, logodds) -> Gaussian:
         return _tilted_message(m, v, mean, var)
     lt, lf = bool_log_probs(sample)
     _, mean, var = _mixture(lt, lf, _logistic_tilted(m, v, 1.0), _logistic_tilted(m, v, -1.0))
-    return _tilted_message(m, v, mean, var)
+    return _tilted_message(m, v, mean, var, log_concave=False)
 
 
 @LOGIT.evidence_operator("ep")
