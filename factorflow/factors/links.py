@@ -293,7 +293,7 @@ def _poisson_log_average_factor(sample, lograte) -> np.ndarray:
     return _poisson_tilted(full(m.shape, k), m, v)[0]
 
 
-@POISSON_LOG.operator("vmp", "lograte", known=("sample",), proper=("lograte",),
+@POISSON_LOG.operator("vmp", "lograte", known=("sample",), proper=("lograte",), ascent=False,
                       method="VMP: non-conjugate VMP (Knowles & Minka 2011), "
                              "E[exp x] = exp(m + v/2)")
 def _poisson_lograte_vmp(sample, lograte) -> Gaussian:

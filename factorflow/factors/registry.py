@@ -88,6 +88,9 @@ class Operator:
     #: how the message is computed, where that is a choice (a bound, a quadrature): the
     #: generated code shows it in a comment above the call
     method: str = ""
+    #: False for a VMP update that is a fixed-point iteration rather than a coordinate
+    #: ascent step (non-conjugate VMP): the bound may then fall on the way
+    ascent: bool = True
 
     @property
     def qualname(self) -> str:
@@ -142,10 +145,11 @@ class Factor:
     def operator(self, algorithm: str, target: str, *, skip_if_uniform: tuple[str, ...] = (),
                  proper: tuple[str, ...] = (), trigger: tuple[str, ...] = (),
                  fresh: tuple[str, ...] = (), no_init: bool = False,
-                 known: tuple[str, ...] = (), method: str = ""
+                 known: tuple[str, ...] = (), method: str = "", ascent: bool = True
                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``fn`` as the ``algorithm`` message to ``target``;
-        ``method`` names how it is computed (shown in the generated code)."""
+        ``method`` names how it is computed (shown in the generated code); ``ascent=False``
+        marks a VMP update that may lower the bound (see ``Operator.ascent``)."""
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}")
         self.arg(target)
@@ -161,7 +165,7 @@ class Factor:
             self.operators[(algorithm, target)] = Operator(
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
-                frozenset(known), fuses, method)
+                frozenset(known), fuses, method, ascent)
             return fn
 
         return register
