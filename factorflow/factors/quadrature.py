@@ -142,8 +142,12 @@ def _mode(m: np.ndarray, v: np.ndarray, h: Step) -> np.ndarray:
             curv = 1 / v - h.d2(x)  # −f'' > 0
             lo = np.where(g > 0, x, lo)
             hi = np.where(g > 0, hi, x)
-            newton = x + g / curv
-            ok = (newton > lo) & (newton < hi) & (np.abs(g / curv) < 0.5 * last)
+            step = g / curv
+            newton = x + step
+            # Newton inside the bracket and at least halving the last step (or already at
+            # rounding, where bisecting would throw a converged element away)
+            ok = (newton >= lo) & (newton <= hi) & (
+                (np.abs(step) < 0.5 * last) | (np.abs(step) <= 1e-13 * (1 + np.abs(x))))
             nxt = np.where(ok, newton, 0.5 * (lo + hi))
         last = np.abs(nxt - x)
         x = nxt
