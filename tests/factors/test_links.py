@@ -133,26 +133,30 @@ def test_ep_one_observation_is_exact(mu, sd, link, count):
     assert_moments(actual, tilted_by_quad(mu, sd * sd, LOGLIK[link](y)), 1e-6)
 
 
+def _mixture_tilted(m: float, v: float, q: float, link) -> tuple[float, float, float]:
+    """(Z, mean, variance) of N(x; m, v) (q link(x) + (1 − q) link(−x)) by quadrature."""
+    def lik(x):
+        return q * link(x) + (1 - q) * link(-x)
+
+    z = gaussian_expect(lik, m, v, [0.0])
+    mean = gaussian_expect(lambda x: x * lik(x), m, v, [0.0]) / z
+    return z, mean, gaussian_expect(lambda x: (x - mean) ** 2 * lik(x), m, v, [0.0]) / z
+
+
 def test_ep_message_from_a_random_sample_is_the_mixture_projection():
     """A Bernoulli message to the sample: the tilted distribution is
     N(x) (q σ(x) + (1 − q) σ(−x)) (likewise Φ), projected by its mean and variance."""
     m, v, q = np.array([0.7, -2.0]), np.array([1.5, 30.0]), np.array([0.3, 0.9])
     cavity, sample = Gaussian(m, v), Bernoulli(q)
-    for name, op, link in [("logistic", links._logit_logodds_ep, special.expit),
-                           ("probit", links._probit_x_ep, special.ndtr)]:
-        post = op(sample, cavity) * cavity
+    for to_x, to_sample, link in [
+            (links._logit_logodds_ep, links._logit_sample_ep, special.expit),
+            (links._probit_x_ep, links._probit_sample_ep, special.ndtr)]:
+        post = to_x(sample, cavity) * cavity
         for i in range(2):
-            def lik(x, i=i):
-                return q[i] * link(x) + (1 - q[i]) * link(-x)
-            z = gaussian_expect(lik, m[i], v[i], [0.0])
-            mean = gaussian_expect(lambda x, i=i: x * lik(x), m[i], v[i], [0.0]) / z
-            var = gaussian_expect(lambda x, i=i: (x - mean) ** 2 * lik(x), m[i], v[i],
-                                  [0.0]) / z
-            assert_close([post.mean[i], post.variance[i]], [mean, var], rtol=1e-7), name
-        to_sample = {"logistic": links._logit_sample_ep, "probit": links._probit_sample_ep}[
-            name](cavity)
+            _, mean, var = _mixture_tilted(m[i], v[i], q[i], link)
+            assert_close([post.mean[i], post.variance[i]], [mean, var], rtol=1e-7)
         expected = [gaussian_expect(link, m[i], v[i], [0.0]) for i in range(2)]
-        assert_close(to_sample.p, expected, rtol=1e-8)
+        assert_close(to_sample(cavity).p, expected, rtol=1e-8)
 
 
 # ----- VMP ----------------------------------------------------------------------------------
