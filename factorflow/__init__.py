@@ -22,6 +22,7 @@ from factorflow.errors import (
 )
 from factorflow.model.core import Data, Model, Plate, Range, Variable
 from factorflow.model.dsl import E, Elog, V, digamma, exp, factor, lgamma, log, sum_over
+from factorflow.model.extremes import maximum, minimum
 from factorflow.model.factories import (
     Bernoulli,
     Beta,
@@ -49,6 +50,9 @@ from factorflow.text import parse
 #: ff.sum(expr, "k"), the sum over an inner index in a factor formula; left out of
 #: __all__ so that a star import keeps the built-in sum
 sum = sum_over  # noqa: A001
+#: ff.max(a, b), ff.min(a, b): real variables (left out of __all__ like ff.sum)
+max = maximum  # noqa: A001
+min = minimum  # noqa: A001
 
 __version__ = "0.1.0"
 

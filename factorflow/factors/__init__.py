@@ -14,6 +14,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     copy,
     dirichlet,
     discrete,
+    extremes,
     gamma,
     gate,
     gaussian,
