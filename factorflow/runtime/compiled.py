@@ -406,9 +406,17 @@ class _Monitor:
         if not converged and self.count >= iterations:
             turns = self.turns.get(self.moved, [])[-10:]
             oscillates = len(turns) >= 6 and sum(turns) >= 0.7 * len(turns)
-            hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
-                    f"{sum(turns)} times): use damping=0.5 (or damping={{{self.moved!r}: "
-                    "0.5}), or raise iterations=" if oscillates else "raise iterations=")
+            if oscillates and self.algorithm == "vmp":  # VMP has no damping= to offer
+                hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
+                        f"{sum(turns)} times)" + (
+                            f", through {', '.join(self.fixed_point)}, a fixed-point "
+                            "iteration (not coordinate ascent): use EP, or a more "
+                            "informative prior" if self.fixed_point else
+                            ": raise iterations="))
+            else:
+                hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
+                        f"{sum(turns)} times): use damping=0.5 (or damping={{{self.moved!r}: "
+                        "0.5}), or raise iterations=" if oscillates else "raise iterations=")
             warnings.warn(f"{model}: not converged after {self.count} iterations: the "
                           f"posterior of {self.moved!r} still changed by {self.change:.3g} "
                           f"(relative; tolerance {self.tolerance:g}); {hint}.",

@@ -186,3 +186,15 @@ def test_gibbs_slice_samples_a_logistic_weight():
         exact = float(model.infer("ep")["x"].mean)
         result = model.infer("gibbs", draws=300, chains=2, seed=0)
         assert_mean_within(result.samples("x"), exact)
+
+
+def test_an_oscillating_non_conjugate_vmp_run_names_the_update():
+    """A zero count under a wide prior (sd 3) on one log-rate: NCVMP oscillates, and the
+    warning names the fixed-point update and suggests EP (VMP has no damping)."""
+    with ff.Model() as model:
+        x = ff.Gaussian("x", 0.0, variance=9.0)
+        ff.Poisson("y", ff.exp(x), observed=0)
+    with pytest.warns(ff.ConvergenceWarning, match="oscillates.*PoissonFromLogRate.lograte_"
+                                                   "average_logarithm.*use EP"):
+        model.infer("vmp", iterations=60)
+    assert model.infer("ep").converged
