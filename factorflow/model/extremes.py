@@ -25,14 +25,21 @@ def _check(name: str, a: Any, b: Any) -> None:
 
 def maximum(a: Any, b: Any) -> Variable:
     """The real variable max(a, b) of two real values (variables, expressions, constants;
-    at least one random).  EP in closed form; VMP has no message through it."""
+    at least one random).  EP in closed form; VMP has no message through it.
+
+    >>> with ff.Model() as model:
+    ...     a, b = ff.Gaussian("a", 0.0, variance=1.0), ff.Gaussian("b", 0.0, variance=1.0)
+    ...     big = ff.max(a, b)
+    >>> round(float(model.infer("ep")[big.name].mean), 12)   # E[max] = 1/√π
+    0.564189583548
+    """
     _check("max", a, b)
     return _derived("Max", f"max({_label(a)}, {_label(b)})", "real", {"a": a, "b": b},
                     {"a": "real", "b": "real"})
 
 
 def minimum(a: Any, b: Any) -> Variable:
-    """The real variable min(a, b) = −max(−a, −b) (see ``maximum``)."""
+    """The real variable min(a, b) = −max(−a, −b); see ``maximum`` for an example."""
     _check("min", a, b)
     neg_a = negate(a) if _is_random(a) else -a
     neg_b = negate(b) if _is_random(b) else -b

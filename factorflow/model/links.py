@@ -60,20 +60,41 @@ class Link:
 
 def logistic(x: Any) -> Link:
     """σ(x) = 1/(1 + e⁻ˣ) of a real value, for ``ff.Bernoulli(name, ff.logistic(x))``
-    (logistic regression; EP by quadrature, VMP by the Jaakkola–Jordan bound)."""
+    (logistic regression; EP by quadrature, VMP by the Jaakkola–Jordan bound).
+
+    >>> with ff.Model() as model:
+    ...     x = ff.Gaussian("x", 0.0, variance=1.0)
+    ...     y = ff.Bernoulli("y", ff.logistic(x), observed=True)
+    >>> round(model.infer("ep").log_evidence, 12)    # log E[σ(x)] = log 1/2 (symmetry)
+    -0.69314718056
+    """
     return Link("logistic", x)
 
 
 def probit(x: Any) -> Link:
     """Φ(x), the standard normal CDF of a real value, for ``ff.Bernoulli(name,
     ff.probit(x))``: sample = (x + ε > 0), ε ~ N(0, 1) (EP in closed form; VMP by the
-    probit augmentation)."""
+    probit augmentation).
+
+    >>> with ff.Model() as model:
+    ...     x = ff.Gaussian("x", 1.0, variance=3.0)
+    ...     y = ff.Bernoulli("y", ff.probit(x))
+    >>> round(float(model.infer("ep")["y"].p), 12)   # Φ(1 / √(1 + 3))
+    0.691462461274
+    """
     return Link("probit", x)
 
 
 def exp(x: Any) -> Link:
     """eˣ of a real value, for ``ff.Poisson(name, ff.exp(x))`` (Poisson regression with a
-    log link; EP by quadrature, VMP by non-conjugate VMP)."""
+    log link; EP by quadrature, VMP by non-conjugate VMP); ``ff.exp`` of a model value.
+
+    >>> with ff.Model() as model:
+    ...     x = ff.Gaussian("x", 0.0, variance=1.0)
+    ...     y = ff.Poisson("y", ff.exp(x), observed=3)
+    >>> round(model.infer("vmp").log_evidence, 6)    # max over N(m, v) of the exact ELBO
+    -2.528147
+    """
     return Link("exp", x)
 
 

@@ -198,3 +198,17 @@ def test_an_oscillating_non_conjugate_vmp_run_names_the_update():
                                                    "average_logarithm.*use EP"):
         model.infer("vmp", iterations=60)
     assert model.infer("ep").converged
+
+
+@pytest.mark.parametrize("name", ["factorflow.model.links", "factorflow.model.extremes"])
+def test_docstring_examples(name):
+    """The examples of ff.logistic, ff.probit, ff.exp (a link) and ff.max run as shown
+    (closed forms: log 1/2, Φ(1/2), 1/√π; the NCVMP bound, maximised independently in
+    tests/factors/test_links.py)."""
+    import doctest
+    import importlib
+
+    failures, tried = doctest.testmod(importlib.import_module(name),
+                                      extraglobs={"ff": ff, "np": np},
+                                      optionflags=doctest.ELLIPSIS, verbose=False)
+    assert tried > 0 and failures == 0
