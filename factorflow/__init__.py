@@ -23,6 +23,7 @@ from factorflow.errors import (
 from factorflow.model.chains import Constant
 from factorflow.model.core import Data, Model, Plate, Range, Variable
 from factorflow.model.dsl import E, Elog, V, digamma, exp, factor, lgamma, log, sum_over
+from factorflow.model.extremes import maximum, minimum
 from factorflow.model.factories import (
     Bernoulli,
     Beta,
@@ -39,6 +40,7 @@ from factorflow.model.factories import (
     is_positive,
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
+from factorflow.model.links import logistic, probit
 from factorflow.model.naturals import naturals
 from factorflow.model.nodes import Deterministic
 from factorflow.model.vectors import VectorGaussian, Wishart, inner, matvec
@@ -49,6 +51,9 @@ from factorflow.text import parse
 #: ff.sum(expr, "k"), the sum over an inner index in a factor formula; left out of
 #: __all__ so that a star import keeps the built-in sum
 sum = sum_over  # noqa: A001
+#: ff.max(a, b), ff.min(a, b): real variables (left out of __all__ like ff.sum)
+max = maximum  # noqa: A001
+min = minimum  # noqa: A001
 
 __version__ = "0.1.0"
 
@@ -56,7 +61,7 @@ __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "StudentT", "Laplace", "HalfCauchy", "VectorGaussian", "Wishart", "inner", "matvec",
-    "constrain_true", "is_positive", "Constant", "distributions",
+    "constrain_true", "is_positive", "Constant", "logistic", "probit", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",

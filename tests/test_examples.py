@@ -51,6 +51,18 @@ def test_example_runs(path, capsys):
         assert np.max(out["angles"]) < 3.0
         assert np.max(np.abs(result["W"].mean - ref["w_mean"])) < 1e-8
         assert abs(result.log_evidence - ref["elbo"]) < 1e-8
+    if path.stem == "logistic_regression":  # against the exact (grid) posterior
+        assert out["ep_mean_error"] < 1e-3 and abs(out["ep_log_evidence"] - out["log_z"]) < 0.01
+        assert out["vmp_mean_error"] < 0.05 and out["vmp_log_evidence"] < out["log_z"]
+        assert np.all(np.diff(out["vmp_trace"]) >= -1e-12 * np.abs(out["vmp_trace"][1:]))
+    if path.stem == "probit_bpm":  # against importance sampling (ESS > 10⁴)
+        assert out["ess"] > 1e4 and np.max(np.abs(out["ep_mean"] - out["is_mean"])) < 0.02
+        assert np.max(np.abs(out["ep_buy"] - out["is_buy"])) < 0.03
+        assert np.max(np.abs(out["ep_buy"] - out["closed_buy"])) < 1e-10
+    if path.stem == "poisson_regression":  # against the exact (grid) posterior
+        assert out["ep_mean_error"] < 1e-5 and out["vmp_mean_error"] < 1e-5
+        assert abs(out["ep_log_evidence"] - out["log_z"]) < 1e-3
+        assert out["log_z"] - 1e-3 < out["vmp_log_evidence"] < out["log_z"]
     if path.stem == "learning_gaussian":
         assert abs(float(out["result"]["mean"].mean) - 5.9603207170807826) < 1e-9
 
@@ -58,4 +70,6 @@ def test_example_runs(path, capsys):
 def test_there_are_examples():
     assert {p.stem for p in EXAMPLES} >= {"learning_gaussian", "two_coins", "clinical_trial",
                                           "linear_regression", "gaussian_mixture", "hmm",
-                                          "state_space", "bayesian_pca"}
+                                          "state_space", "bayesian_pca",
+                                          "logistic_regression", "probit_bpm",
+                                          "poisson_regression"}

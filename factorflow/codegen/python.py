@@ -145,6 +145,9 @@ class _Emitter:
         rhs = f"{fn}({args})"
         if s.param("defer"):  # the call kept for Gate.EnterOne to make weighted, reduced
             rhs = f"Deferred({fn}, dict({args}))"
+        method = FACTORS[s.param("operator")[0]].operators[s.param("operator")[1:]].method
+        if method:  # how this message is computed, where that is a choice
+            self.emit(f"# {comment(method)}", depth)
         self.check_proper_inputs(s, depth)
         if self.p.algorithm == "ep" and s.param("target") in self.decls:
             # EP damping: the new message to the variable mixed with the old one

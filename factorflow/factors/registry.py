@@ -104,6 +104,12 @@ class Operator:
     #: (``factors.common.Deferred``) and computed by ``Gate.EnterOne`` already weighted
     #: and multiplied over the plate (no per-element messages)
     weights: bool = False
+    #: how the message is computed, where that is a choice (a bound, a quadrature): the
+    #: generated code shows it in a comment above the call
+    method: str = ""
+    #: False for a VMP update that is a fixed-point iteration rather than a coordinate
+    #: ascent step (non-conjugate VMP): the bound may then fall on the way
+    ascent: bool = True
 
     @property
     def qualname(self) -> str:
@@ -158,9 +164,12 @@ class Factor:
     def operator(self, algorithm: str, target: str, *, skip_if_uniform: tuple[str, ...] = (),
                  proper: tuple[str, ...] = (), trigger: tuple[str, ...] = (),
                  fresh: tuple[str, ...] = (), no_init: bool = False,
-                 known: tuple[str, ...] = (), block: tuple[str, ...] = ()
+                 known: tuple[str, ...] = (), block: tuple[str, ...] = (),
+                 method: str = "", ascent: bool = True
                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator registering ``fn`` as the ``algorithm`` message to ``target``."""
+        """Decorator registering ``fn`` as the ``algorithm`` message to ``target``;
+        ``method`` names how it is computed (shown in the generated code); ``ascent=False``
+        marks a VMP update that may lower the bound (see ``Operator.ascent``)."""
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}")
         self.arg(target)
@@ -179,7 +188,8 @@ class Factor:
             self.operators[(algorithm, target)] = Operator(
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
-                frozenset(known), fuses, frozenset(block), previous, weighs and fuses)
+                frozenset(known), fuses, frozenset(block), previous, weighs and fuses,
+                method, ascent)
             return fn
 
         return register

@@ -42,7 +42,8 @@ from factorflow.distributions.families import (
 from factorflow.errors import ModelError
 from factorflow.factors.derive import Derivation, derive_naturals
 from factorflow.factors.registry import FACTORS, Factor, define_factor
-from factorflow.model.core import Data, Variable
+from factorflow.model import links
+from factorflow.model.core import Data, Indexed, Variable
 from factorflow.model.factories import new_variable
 from factorflow.rewrite.evaluate import evaluate
 from factorflow.rewrite.terms import (
@@ -92,11 +93,18 @@ _MOMENT: dict[str, Callable[[Any], np.ndarray]] = {
 
 def log(x: Any) -> Term:
     """log(x) in a factor formula."""
+    if isinstance(x, Variable | Indexed | links.Link):
+        raise ModelError(f"ff.log({x!r}): the log of a model value is not a factor; ff.log "
+                         "writes factor formulas (@ff.factor). For a log link, write the "
+                         "rate as ff.exp of a real variable: ff.Poisson(name, ff.exp(x)).")
     return _log(x)
 
 
-def exp(x: Any) -> Term:
-    """exp(x) in a factor formula."""
+def exp(x: Any) -> Any:
+    """exp(x) in a factor formula; of a real model value (a variable or an expression of
+    variables), the log link ``ff.Poisson(name, ff.exp(x))`` (``model.links.exp``)."""
+    if isinstance(x, Variable | Indexed):
+        return links.exp(x)
     return _exp(x)
 
 

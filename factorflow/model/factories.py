@@ -41,6 +41,7 @@ from factorflow.model.core import (
     current_model,
 )
 from factorflow.model.gates import check_defined_for, open_switch
+from factorflow.model.links import Link, observe_through
 
 Operand = Variable | Indexed | Data | np.ndarray
 
@@ -60,6 +61,8 @@ def _operand(model: Model, value: Any, domain: str, what: str,
              size: int | None = None) -> Operand:
     """Validate one factor argument written inside the current plates."""
     plates = model.plates
+    if isinstance(value, Link):
+        value.refuse(what)
     if isinstance(value, Variable):
         if value.model is not model:
             raise ModelError(f"{what}: variable {value.name!r} belongs to another model; "
@@ -346,7 +349,8 @@ def Beta(name: str, alpha: Any, beta: Any, *, observed: Any = None) -> Variable:
 
 
 def Bernoulli(name: str, p: Any, *, observed: Any = None) -> Variable:
-    """A boolean variable, true with probability ``p`` (a constant or a Beta variable).
+    """A boolean variable, true with probability ``p``: a constant, a Beta variable, or
+    ``ff.logistic(x)`` / ``ff.probit(x)`` of a real value (logistic or probit regression).
 
     >>> with ff.Model() as model:
     ...     a, b = ff.Bernoulli("a", 0.5), ff.Bernoulli("b", 0.5)
@@ -354,6 +358,8 @@ def Bernoulli(name: str, p: Any, *, observed: Any = None) -> Variable:
     >>> round(float(model.infer("ep")["a"].p), 12)  # P(a | a or b) = (1/2) / (3/4)
     0.666666666667
     """
+    if isinstance(p, Link):
+        return observe_through("Bernoulli", name, p, observed, "bool")
     return new_variable("Bernoulli", name, "bool", {"p": p}, {"p": "unit"}, observed)
 
 
@@ -398,7 +404,8 @@ def HalfCauchy(name: str, scale: Any = 1.0, *, observed: Any = None) -> Variable
 
 
 def Poisson(name: str, rate: Any, *, observed: Any = None) -> Variable:
-    """A count ~ Poisson(rate).
+    """A count ~ Poisson(rate); ``rate`` may be ``ff.exp(x)`` of a real value (a log link:
+    the count must then be observed).
 
     >>> with ff.Model() as model:
     ...     rate = ff.Gamma("rate", 1.0, rate=1.0)
@@ -408,6 +415,8 @@ def Poisson(name: str, rate: Any, *, observed: Any = None) -> Variable:
     >>> float(posterior.shape_param), float(posterior.rate)
     (7.0, 4.0)
     """
+    if isinstance(rate, Link):
+        return observe_through("Poisson", name, rate, observed, "count")
     return new_variable("Poisson", name, "count", {"rate": rate}, {"rate": "positive"},
                         observed)
 

@@ -28,6 +28,7 @@ import factorflow.distributions as dist
 from factorflow.distributions.base import generator
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.model.chains import Table
+from factorflow.lazy import special
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Range, Variable
 
 if TYPE_CHECKING:
@@ -44,6 +45,10 @@ FAMILIES: dict[str, Any] = {
     "Poisson": lambda a: dist.Poisson(a["rate"]),
     "Discrete": lambda a: dist.Discrete(a["probs"]),
     "Dirichlet": lambda a: dist.Dirichlet(a["alpha"]),
+    # the fused links (factors.links): ff.logistic, ff.probit, ff.exp
+    "BernoulliFromLogOdds": lambda a: dist.Bernoulli.from_natural(np.asarray(a["logodds"], float)),
+    "BernoulliFromProbit": lambda a: dist.Bernoulli(special.ndtr(a["x"])),
+    "PoissonFromLogRate": lambda a: dist.Poisson(np.exp(a["lograte"])),
 }
 
 

@@ -96,6 +96,16 @@ class CompiledModel:
     def program(self) -> Any:
         return self.compilation.final
 
+    def fixed_point_updates(self) -> list[str]:
+        """The program's VMP operators that are fixed-point iterations, not coordinate
+        ascent (``Operator.ascent``): with them the bound may fall on the way."""
+        names = set()
+        for stmt, _ in walk(self.compilation.final.body):
+            key = stmt.param("operator")
+            if key is not None and not FACTORS[key[0]].operators[(key[1], key[2])].ascent:
+                names.add(FACTORS[key[0]].operators[(key[1], key[2])].qualname)
+        return sorted(names)
+
     @property
     def schedule(self) -> Any:
         """The schedule: ``print(compiled.schedule)`` lists each update and why it is
@@ -259,6 +269,7 @@ class CompiledModel:
         sizes = {ident: size for ident, size in self.compilation.final.ranges}
         damp = self._damping(damping)
         monitor = _Monitor(self.algorithm, tolerance, on_iteration)
+        monitor.fixed_point = self.fixed_point_updates()
         hook, saved = self._checkpoint(checkpoint, every, resume, monitor, int(iterations),
                                        values, sizes, init, damp, tolerance)
         start = time.perf_counter()
@@ -316,6 +327,8 @@ class _Monitor:
         self.turns: dict[str, list[bool]] = {}  # whether each step reversed the one before
         self.fell: tuple[int, float] | None = None
         self.bar: Any = None  # the progress bar (see progress_bar), or None
+        #: the updates that are not coordinate ascent (a fall of the bound is then theirs)
+        self.fixed_point: list[str] = []
 
     def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any,
                  state: Any = None, internal: dict[str, Any] | None = None) -> bool:
@@ -386,7 +399,7 @@ class _Monitor:
 
     def finish(self, model: str, iterations: int, log_evidence: float) -> bool:
         """Whether the run converged; warns when it did not, or when the bound fell."""
-        if self.fell is not None:
+        if self.fell is not None and not self.fixed_point:
             warnings.warn(f"{model}: the VMP bound fell by {-self.fell[1]:.3g} at iteration "
                           f"{self.fell[0]}; a message update is not coordinate ascent "
                           "(report this model).", ConvergenceWarning, stacklevel=3)
@@ -396,9 +409,17 @@ class _Monitor:
         if not converged and self.count >= iterations:
             turns = self.turns.get(self.moved, [])[-10:]
             oscillates = len(turns) >= 6 and sum(turns) >= 0.7 * len(turns)
-            hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
-                    f"{sum(turns)} times): use damping=0.5 (or damping={{{self.moved!r}: "
-                    "0.5}), or raise iterations=" if oscillates else "raise iterations=")
+            if oscillates and self.algorithm == "vmp":  # VMP has no damping= to offer
+                hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
+                        f"{sum(turns)} times)" + (
+                            f", through {', '.join(self.fixed_point)}, a fixed-point "
+                            "iteration (not coordinate ascent): use EP, or a more "
+                            "informative prior" if self.fixed_point else
+                            ": raise iterations="))
+            else:
+                hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
+                        f"{sum(turns)} times): use damping=0.5 (or damping={{{self.moved!r}: "
+                        "0.5}), or raise iterations=" if oscillates else "raise iterations=")
             warnings.warn(f"{model}: not converged after {self.count} iterations: the "
                           f"posterior of {self.moved!r} still changed by {self.change:.3g} "
                           f"(relative; tolerance {self.tolerance:g}); {hint}.",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from factorflow.rewrite.terms import DATA, SYM, Term, at, index_sum, lgamma, log
+from factorflow.rewrite.terms import DATA, SYM, Term, at, exp, index_sum, lgamma, log
 
 LOG_2PI = math.log(2 * math.pi)
 LOG_PI, LOG_2 = math.log(math.pi), math.log(2.0)
@@ -43,6 +43,11 @@ LOG_DENSITY: dict[str, Callable[..., Term]] = {
         + sample * log(p) + (trials - sample) * log(1 - p)),
     # x log λ − λ − log x!
     "Poisson": lambda sample, rate: sample * log(rate) - rate - lgamma(sample + 1),
+    # y x − log(1 + eˣ)   (ff.Bernoulli(name, ff.logistic(x)))
+    "BernoulliFromLogOdds": lambda sample, logodds: sample * logodds - log(1 + exp(logodds)),
+    # y x − eˣ − log y!   (ff.Poisson(name, ff.exp(x)))
+    "PoissonFromLogRate": lambda sample, lograte: (
+        sample * lograte - exp(lograte) - lgamma(sample + 1)),
     # Σ_k x_k log p_k  (x one-hot)
     "Discrete": lambda sample, probs: index_sum(at(sample, K) * log(at(probs, K)), K),
     # Σ_k (α_k − 1) log x_k + log Γ(Σ_k α_k) − Σ_k log Γ(α_k)

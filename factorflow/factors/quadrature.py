@@ -1,0 +1,233 @@
+"""Moments of a Gaussian tilted by a smooth step: log ∫ N(x; m, v) h(x) dx, mean, variance.
+
+EP's message from a non-conjugate factor to a real variable is the Gaussian with the
+moments of the tilted distribution N(x; m, v) h(x) (m, v: the cavity), divided by the
+cavity.  The likelihoods here (the logistic σ(x), and e^(−eˣ), to which the Poisson
+likelihood with a log link reduces after shifting the cavity's mean by y·v) are smooth
+steps: log-concave, near 1 on one side of x = 0 and decaying exponentially or faster on
+the other.  Two quadratures, each used where it is accurate:
+
+* **Gauss–Hermite** (``numpy.polynomial.hermite_e.hermegauss``, ``GH_NODES`` = 64 nodes)
+  on a Gaussian placed at the tilted distribution's mode (safeguarded Newton) with its
+  Laplace scale (for exp(−eˣ) once more at the moments so found).  Exact for polynomials
+  of degree 127 times the proposal; measured against adaptive quadrature
+  (``scipy.integrate.quad``), log Z, mean and variance agree to 1e-10 for σ and 2e-7 for
+  exp(−eˣ) where it is used (cavity variance up to 4, or a tilted distribution narrower
+  than the step); 32 nodes left errors of 1e-8 for σ at cavity variance 4.
+* **Step + Gauss–Laguerre** where the tilted distribution is wide: h = [x on the step's
+  high side] + ε(x), ε decaying like e^(−|x|) on both sides.  The step's part is a
+  truncated-normal moment (closed form); ε's is ∫₀^∞ e^(−t) [eᵗ ε(±t)] N(±t; m, v) dt, with
+  smooth bounded eᵗ ε(±t), by ``numpy.polynomial.laguerre.laggauss`` (64 nodes; for
+  exp(−eˣ)'s double-exponential side in s = eᵗ − 1): 1e-11 for σ and 1e-9 for exp(−eˣ)
+  for cavity variances from 4 to 10⁴ when the mode lies within 25 of the step.  Hermite
+  nodes cannot do this: a step of width 1 inside a Gaussian of standard deviation 10 sits
+  between two nodes (errors of 1e-2 at variance 200 with 64 nodes).
+
+Everything is vectorised over the batch (plates) axes: one (batch, nodes) array per
+quadrature, no Python loop per element.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from factorflow.lazy import special
+
+#: Gauss–Hermite nodes (see the module docstring for why 64)
+GH_NODES = 64
+#: Gauss–Laguerre nodes for the step's exponential tails
+LAGUERRE_NODES = 64
+#: the Laguerre split is used where the cavity variance is above ``_WIDE_CAVITY``, the
+#: tilted distribution's Laplace scale above ``_WIDE`` and its mode not beyond ``_REACH``
+#: on the step's low side (there h is exponential in x and the tilted distribution a
+#: Gaussian, which Hermite nodes integrate exactly)
+_WIDE_CAVITY = 4.0
+_WIDE = 0.5
+_REACH = 25.0
+_NEWTON_STEPS = 200
+
+_HERMITE = np.polynomial.hermite_e.hermegauss(GH_NODES)
+_HERMITE_LOGW = np.log(_HERMITE[1] / np.sqrt(2 * np.pi))  # weights of N(0, 1), summing to 1
+_LAGUERRE = np.polynomial.laguerre.laggauss(LAGUERRE_NODES)
+
+
+@dataclass(frozen=True)
+class Step:
+    """A smooth step likelihood h(x) > 0 with log h concave.
+
+    ``log_h``, ``d1``, ``d2``: log h and its first two derivatives; ``up``: True if h → 1
+    as x → +∞ (the step's high side is x > 0), False if h → 1 as x → −∞.  With ε = h − step,
+    ``pos()`` and ``neg()`` give quadrature rules (nodes t > 0, weights) for ∫₀^∞ ε(t) g(t) dt
+    and ∫₀^∞ ε(−t) g(−t) dt: the weights carry ε.  ``bracket(m, v)``: an interval that
+    holds the tilted distribution's mode; ``recentre``: further Hermite passes, each at the
+    moments found by the last (measured: none needed for σ, one for exp(−eˣ), whose
+    skewed tilted distributions are 3e-5 off the Laplace proposal's rule without it).
+    """
+
+    log_h: Callable[[np.ndarray], np.ndarray]
+    d1: Callable[[np.ndarray], np.ndarray]
+    d2: Callable[[np.ndarray], np.ndarray]
+    up: bool
+    pos: Callable[[], tuple[np.ndarray, np.ndarray]]
+    neg: Callable[[], tuple[np.ndarray, np.ndarray]]
+    bracket: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
+    #: Hermite passes after the first, each at the moments the last one found
+    recentre: int = 0
+
+
+def _laguerre_rule(tail: Callable[[np.ndarray], np.ndarray]
+                   ) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
+    """The rule for ∫₀^∞ ε(t) g(t) dt where ``tail(t)`` = eᵗ ε(t) is smooth, built on first
+    use (SciPy loads when first needed)."""
+
+    @functools.cache
+    def rule() -> tuple[np.ndarray, np.ndarray]:
+        t, w = _LAGUERRE
+        return t, w * tail(t)
+
+    return rule
+
+
+def _logistic_bracket(m, v):
+    step = v * special.expit(-m)  # f'(m) = σ(−m) > 0: the mode is in [m, m + v σ(−m)]
+    return m, m + step
+
+
+#: h(x) = σ(x), the logistic: ε(t) = σ(t) − 1 = −e⁻ᵗ σ(t), ε(−t) = σ(−t) = e⁻ᵗ σ(t)
+LOGISTIC = Step(
+    log_h=lambda x: special.log_expit(x),
+    d1=lambda x: special.expit(-x),
+    d2=lambda x: -special.expit(x) * special.expit(-x),
+    up=True,
+    pos=_laguerre_rule(lambda t: -special.expit(t)),
+    neg=_laguerre_rule(lambda t: special.expit(t)),
+    bracket=_logistic_bracket,
+)
+
+
+def _exp_neg_exp_bracket(m, v):
+    # f'(x) = −(x − m)/v − eˣ: negative at m, non-negative at min(m, 0) − v
+    return np.minimum(m, 0.0) - v, m
+
+
+@functools.cache
+def _double_exponential_rule() -> tuple[np.ndarray, np.ndarray]:
+    """∫₀^∞ exp(−eᵗ) g(t) dt = e⁻¹ ∫₀^∞ e⁻ˢ g(log(1 + s)) / (1 + s) ds (s = eᵗ − 1), by
+    Gauss–Laguerre in s: smooth where Laguerre in t would meet a double exponential."""
+    s, w = _LAGUERRE
+    return np.log1p(s), w * np.exp(-1.0) / (1 + s)
+
+
+#: h(x) = exp(−eˣ): a Poisson likelihood with a log link and count 0 (any count reduces
+#: to it by shifting the cavity); ε(t) = exp(−eᵗ), ε(−t) = exp(−e⁻ᵗ) − 1
+EXP_NEG_EXP = Step(
+    log_h=lambda x: -np.exp(x),
+    d1=lambda x: -np.exp(x),
+    d2=lambda x: -np.exp(x),
+    up=False,
+    pos=_double_exponential_rule,
+    neg=_laguerre_rule(lambda t: np.exp(t) * np.expm1(-np.exp(-t))),
+    bracket=_exp_neg_exp_bracket,
+    recentre=1,
+)
+
+
+def _mode(m: np.ndarray, v: np.ndarray, h: Step) -> np.ndarray:
+    """argmax of f(x) = −(x − m)²/2v + log h(x): Newton's method kept inside a shrinking
+    bracket, bisecting where a Newton step leaves it or does not halve it (rtsafe)."""
+    lo, hi = h.bracket(m, v)
+    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
+    x = 0.5 * (lo + hi)
+    last = hi - lo
+    for _ in range(_NEWTON_STEPS):
+        with np.errstate(over="ignore", invalid="ignore"):
+            g = -(x - m) / v + h.d1(x)
+            curv = 1 / v - h.d2(x)  # −f'' > 0
+            lo = np.where(g > 0, x, lo)
+            hi = np.where(g > 0, hi, x)
+            step = g / curv
+            newton = x + step
+            # Newton inside the bracket and at least halving the last step (or already at
+            # rounding, where bisecting would throw a converged element away)
+            ok = (newton >= lo) & (newton <= hi) & (
+                (np.abs(step) < 0.5 * last) | (np.abs(step) <= 1e-13 * (1 + np.abs(x))))
+            nxt = np.where(ok, newton, 0.5 * (lo + hi))
+        last = np.abs(nxt - x)
+        x = nxt
+        if np.all(last <= 1e-13 * (1 + np.abs(x))):
+            break
+    return x
+
+
+def _hermite(m, v, h: Step, center, scale):
+    """(log Z, mean, variance) by Gauss–Hermite on N(center, scale²)."""
+    z, lw = _HERMITE[0], _HERMITE_LOGW
+    c, s = center[..., None], scale[..., None]
+    mm, vv = m[..., None], v[..., None]
+    xk = c + s * z
+    with np.errstate(over="ignore", under="ignore"):
+        f_c = -(center - m) ** 2 / (2 * v) + h.log_h(center)
+        ell = -(xk - mm) ** 2 / (2 * vv) + h.log_h(xk) - f_c[..., None] + z * z / 2 + lw
+    top = np.max(ell, axis=-1, keepdims=True)
+    total = np.log(np.sum(np.exp(ell - top), axis=-1)) + top[..., 0]
+    p = np.exp(ell - total[..., None])
+    delta = np.sum(p * z, axis=-1)
+    var = scale**2 * np.sum(p * (z - delta[..., None]) ** 2, axis=-1)
+    # ∫ N(x; m, v) h = (s/√v) E_z[exp(f(c + s z) + z²/2)], f = −(x − m)²/2v + log h
+    log_z = f_c + np.log(scale / np.sqrt(v)) + total
+    return log_z, center + scale * delta, var
+
+
+def _laguerre(m, v, h: Step):
+    """(log Z, mean, variance) by the step's truncated-normal moments plus Gauss–Laguerre
+    over its exponential tails; moments about m, so that none cancels."""
+    sd = np.sqrt(v)
+    alpha = -m / sd  # the step at x = 0, in standard units of the cavity
+    phi = np.exp(-0.5 * alpha**2) / np.sqrt(2 * np.pi)
+    if h.up:  # E[uᵏ; u > α], u = (x − m)/sd
+        q = special.ndtr(-alpha)
+        step = (q, sd * phi, v * (q + alpha * phi))
+    else:  # E[uᵏ; u < α]
+        q = special.ndtr(alpha)
+        step = (q, -sd * phi, v * (q - alpha * phi))
+    mm, vv = m[..., None], v[..., None]
+    norm = 1 / np.sqrt(2 * np.pi * vv)
+    (tp, wp), (tn, wn) = h.pos(), h.neg()
+    pos, neg = tp - mm, -tn - mm
+    with np.errstate(under="ignore"):
+        dens_pos = wp * norm * np.exp(-pos**2 / (2 * vv))
+        dens_neg = wn * norm * np.exp(-neg**2 / (2 * vv))
+    moments = [s + np.sum(pos**k * dens_pos + neg**k * dens_neg, axis=-1)
+               for k, s in enumerate(step)]
+    z0, z1, z2 = moments
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shift = z1 / z0
+        return np.log(z0), m + shift, z2 / z0 - shift**2
+
+
+def tilted_moments(m: np.ndarray, v: np.ndarray, h: Step) -> tuple[np.ndarray, np.ndarray,
+                                                                    np.ndarray]:
+    """(log ∫ N(x; m, v) h(x) dx, mean, variance) of the tilted distribution, elementwise
+    over the broadcast of ``m`` and ``v`` (finite, v > 0)."""
+    m, v = (np.array(a, float) for a in np.broadcast_arrays(m, v))
+    x = _mode(m, v, h)
+    scale = 1 / np.sqrt(1 / v - h.d2(x))
+    deep = x < -_REACH if h.up else x > _REACH  # far on the step's low side: e^(±x) there
+    # (and the cavity's mean within 30 standard deviations of the step, or its density
+    # at the Laguerre nodes underflows)
+    wide = (v > _WIDE_CAVITY) & (scale > _WIDE) & ~deep & (np.abs(m) < 30 * np.sqrt(v))
+    log_z, mean, var = np.empty_like(m), np.empty_like(m), np.empty_like(m)
+    narrow = ~wide
+    if np.any(narrow):
+        mn, vn = m[narrow], v[narrow]
+        lz, mu, s2 = _hermite(mn, vn, h, x[narrow], scale[narrow])
+        for _ in range(h.recentre):  # again, at the moments so found
+            lz, mu, s2 = _hermite(mn, vn, h, mu, np.sqrt(s2))
+        log_z[narrow], mean[narrow], var[narrow] = lz, mu, s2
+    if np.any(wide):
+        log_z[wide], mean[wide], var[wide] = _laguerre(m[wide], v[wide], h)
+    return log_z, mean, var
