@@ -32,10 +32,12 @@ from factorflow.model.factories import (
     Gaussian,
     HalfCauchy,
     Laplace,
+    NegativeBinomial,
     Poisson,
     StudentT,
     constrain_true,
     is_positive,
+    logistic,
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
 from factorflow.model.naturals import naturals
@@ -54,7 +56,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
-    "StudentT", "Laplace", "HalfCauchy", "VectorGaussian", "Wishart", "inner",
+    "StudentT", "Laplace", "HalfCauchy", "NegativeBinomial", "logistic", "VectorGaussian", "Wishart", "inner",
     "constrain_true", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",

@@ -329,6 +329,16 @@ def HalfCauchy(name: str, scale: Any = 1.0, *, observed: Any = None) -> Variable
                         {"scale": "positive"}, observed)
 
 
+def NegativeBinomial(name: str, dispersion: Any, p: Any, *,
+                     observed: Any = None) -> Variable:
+    """A count y with P(y) = Γ(y + r) / (Γ(r) y!) p^y (1 − p)^r, r = ``dispersion`` (a
+    constant or a positive variable, e.g. Gamma), mean r p / (1 − p). Gibbs sampling only;
+    with ``p = ff.logistic(psi)`` it is NumPyro's ``NegativeBinomialLogits(r, psi)``, and
+    Gibbs sampling augments it with Pólya-Gamma variables."""
+    return new_variable("NegativeBinomial", name, "count", {"dispersion": dispersion, "p": p},
+                        {"dispersion": "positive", "p": "unit"}, observed)
+
+
 def Poisson(name: str, rate: Any, *, observed: Any = None) -> Variable:
     """A count ~ Poisson(rate).
 
@@ -498,6 +508,16 @@ def times(a: Any, b: Any) -> Variable:
 # b)``) is therefore rewritten as the linear combination it is (``3 g``, ``-b``) of distinct
 # random variables, each entering once: exact under EP and VMP instead of double-counted.
 _LINEAR = ("Plus", "Minus", "ScaleBy")
+
+
+def logistic(x: Any) -> Any:
+    """σ(x) = 1 / (1 + exp(−x)): for a random ``x`` the probability variable
+    ``logistic(x)`` (for ``ff.Bernoulli(name, ff.logistic(x))``: logistic regression), for
+    a number or array its value."""
+    if isinstance(x, Variable | Indexed | Data):
+        return _derived("Logistic", f"logistic({_label(x)})", "unit", {"x": x}, {"x": "real"})
+    arr = numeric_array(x, "ff.logistic(x)").astype(float)
+    return 0.5 * (1.0 + np.tanh(0.5 * arr))
 
 
 def _definition(var: Variable) -> FactorCall | None:

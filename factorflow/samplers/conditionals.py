@@ -32,7 +32,7 @@ from factorflow.factors.derive import split_statistics
 from factorflow.model.core import Variable
 from factorflow.rewrite.match import normalize
 from factorflow.rewrite.rules import ALGEBRA
-from factorflow.rewrite.terms import Term, add, sym
+from factorflow.rewrite.terms import Term, add, const, sym
 from factorflow.samplers.densities import K
 from factorflow.samplers.families import CANDIDATES, FAMILIES
 from factorflow.samplers.numpy_terms import compile_term
@@ -190,9 +190,7 @@ def conditional(var: Variable, sites: list[Site]) -> Conditional:
         if reason is not None:
             reasons.append(reason)
             continue
-        found = tuple(f"{p.site.label}: log density linear in {_stats(family)}, "
-                      f"coefficients ({', '.join(p.site.describe(str(n)) for n in p.naturals)})"
-                      for p in pieces)
+        found = tuple(_found(p, var, family) for p in pieces)
         return Conditional(var, "conjugate", mine, family, pieces, found)
     if var.domain in SLICE_DOMAINS:
         return Conditional(var, "slice", mine, rewrites=(
@@ -209,13 +207,39 @@ def _stats(family: str) -> str:
     return "(" + ", ".join(map(str, FAMILIES[family].statistics(x, K))) + ")"
 
 
+def _found(piece: Piece, var: Variable, family: str) -> str:
+    base = FAMILIES[family].base
+    if base is not None and piece.site.statement.output is var:
+        params = piece.naturals[-len(base[1]):]
+        return (f"{piece.site.label}: the base law {family}"
+                f"({', '.join(piece.site.describe(str(n)) for n in params)})")
+    coefficients = piece.naturals[:len(piece.naturals) - (len(base[1]) if base else 0)]
+    return (f"{piece.site.label}: log density linear in {_stats(family)}, coefficients "
+            f"({', '.join(piece.site.describe(str(n)) for n in coefficients)})")
+
+
 def _piece(site: Site, var: Variable, family: str) -> Piece:
+    """One site's natural parameters for ``family`` (a base family's defining site gives
+    the base law's parameters, the others zeros for them); ModelError saying why not."""
     accesses = site.accesses_of(var)
     if len(accesses) != 1 and any(a.index is not None for a in accesses):
         raise ModelError(f"{site.label} reads {var.name!r} {len(accesses)} times")
     access = accesses[0]  # direct reads of one variable read one element: one symbol
     target = sym(access.name)
-    stats = FAMILIES[family].statistics(target, K)
+    fam = FAMILIES[family]
+    stats = fam.statistics(target, K)
+    extra: tuple[Term, ...] = ()
+    if fam.base is not None:
+        factor, params = fam.base
+        if site.statement.output is var:
+            if site.statement.factor != factor:
+                raise ModelError(f"{var.name!r} is defined by {site.statement.factor}; the "
+                                 f"{family} family tilts a {factor} prior")
+            naturals = (const(0.0),) * len(stats) + tuple(site.arguments[p] for p in params)
+            if any(access.name in n.symbols for n in naturals):
+                raise ModelError(f"the parameters of {site.label} read {var.name!r}")
+            return Piece(site, access, naturals, tuple(compile_term(n)[0] for n in naturals))
+        extra = (const(0.0),) * len(params)
     _, _, coefficients, _ = split_statistics(site.term_for(access), target, stats, index=K)
-    naturals = tuple(normalize(add(*c), ALGEBRA) for c in coefficients)
+    naturals = tuple(normalize(add(*c), ALGEBRA) for c in coefficients) + extra
     return Piece(site, access, naturals, tuple(compile_term(n)[0] for n in naturals))

@@ -24,11 +24,17 @@ from factorflow.rewrite.terms import Term, at, log
 @dataclass(frozen=True)
 class Family:
     """A conjugate family: ``statistics(x, k)`` as terms, and ``draw(rng, naturals,
-    what)`` sampling from exp(Σ η_i T_i(x)) (``what`` names the variable in errors)."""
+    what)`` sampling from exp(Σ η_i T_i(x)) (``what`` names the variable in errors).
+
+    A family with a ``base`` ``(factor, parameters)`` is a tilted base law that is no
+    exponential family in its parameters (Pólya-Gamma): the variable must be defined by
+    that factor, whose ``parameters`` follow the summed ``η`` in ``draw``'s naturals; the
+    other sites must be linear in the statistics."""
 
     name: str
     statistics: Callable[[Term, str], tuple[Term, ...]]
     draw: Callable[[np.random.Generator, list[np.ndarray], str], np.ndarray]
+    base: tuple[str, tuple[str, ...]] | None = None
 
 
 def _improper(what: str, family: str, detail: str) -> ModelError:
@@ -79,6 +85,22 @@ def _gig(rng: np.random.Generator, eta: list[np.ndarray], what: str) -> np.ndarr
     return np.sqrt(b / a) * stats.geninvgauss.rvs(p, np.sqrt(a * b), random_state=rng)
 
 
+def _polya_gamma(rng: np.random.Generator, eta: list[np.ndarray], what: str) -> np.ndarray:
+    """PG(b, 0) tilted by exp(η x): PG(b, z) with z = √(−2η) (Polson, Scott & Windle)."""
+    try:
+        from polyagamma import random_polyagamma
+    except ImportError:  # pragma: no cover - polyagamma is in the mcmc and test extras
+        raise ModelError(f"sampling {what!r} needs the polyagamma package: pip install "
+                         "'factorflow[mcmc]'.") from None
+    tilt, shape = np.broadcast_arrays(np.asarray(eta[0], float), np.asarray(eta[1], float))
+    if np.any(tilt > 0):
+        raise _improper(what, "Pólya-Gamma", f"tilt {np.max(tilt):.3g} > 0")
+    shape = _positive(shape, what, "Pólya-Gamma", "shape")
+    out = np.empty(shape.shape)
+    random_polyagamma(shape, np.sqrt(-2.0 * tilt), out=out, random_state=rng)
+    return out
+
+
 def _beta(rng: np.random.Generator, eta: list[np.ndarray], what: str) -> np.ndarray:
     a = _positive(eta[0] + 1.0, what, "Beta", "alpha")
     b = _positive(eta[1] + 1.0, what, "Beta", "beta")
@@ -96,6 +118,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("InverseGamma", lambda x, k: (log(x), x**-1), _inverse_gamma),
     Family("RootInverseGamma", lambda x, k: (log(x), x**-2), _root_inverse_gamma),
     Family("GIG", lambda x, k: (log(x), x, x**-1), _gig),
+    Family("PolyaGamma", lambda x, k: (x,), _polya_gamma, base=("PolyaGamma", ("shape",))),
     Family("Beta", lambda x, k: (log(x), log(1 - x)), _beta),
     Family("Dirichlet", lambda x, k: (log(at(x, k)),), _dirichlet),
 )}
@@ -103,7 +126,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
 #: the conjugate families tried for a variable of each domain, most specific first
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "real": ("Gaussian",),
-    "positive": ("Gamma", "InverseGamma", "RootInverseGamma", "GIG"),
+    "positive": ("Gamma", "InverseGamma", "RootInverseGamma", "GIG", "PolyaGamma"),
     "unit": ("Beta",),
     "simplex": ("Dirichlet",),
 }

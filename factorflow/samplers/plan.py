@@ -21,9 +21,11 @@ from factorflow.samplers.conditionals import conditional
 from factorflow.samplers.sites import model_statements, read_sites
 
 MAX_COMBINATIONS = 64
-#: the factors the scale-mixture rules rewrite: only a model with one of them loads the
-#: e-graph engine (``tests/samplers/test_expansions.py`` checks this against the rules)
-EXPANDABLE = frozenset({"StudentT", "Laplace", "HalfCauchy"})
+#: the factors the rules rewrite (the last three when their probability is σ(ψ)): only a
+#: model with one of them loads the e-graph engine (``tests/samplers/test_expansions.py``
+#: checks this against the rules)
+EXPANDABLE = frozenset({"StudentT", "Laplace", "HalfCauchy", "Bernoulli", "Binomial",
+                        "NegativeBinomial"})
 
 
 @dataclass
@@ -49,7 +51,18 @@ def choose_plan(model: Model) -> Plan:
     latent = [v for v in model.variables.values() if not v.is_observed and not v.derived]
     if not any(call.factor in EXPANDABLE for call in statements):
         return Plan(statements, definitions, latent)
-    from factorflow.samplers.expansions import explore_statements, materialize
+    from factorflow.samplers.expansions import (
+        definitions as defining_statements,
+    )
+    from factorflow.samplers.expansions import (
+        expandable,
+        explore_statements,
+        materialize,
+    )
+
+    defining = defining_statements(statements)
+    if not any(expandable(call, defining) for call in statements):
+        return Plan(statements, definitions, latent)
 
     forms = explore_statements(statements)
     base = Plan(statements, definitions, latent, forms=sum(len(f) for f in forms.values()))
@@ -59,7 +72,8 @@ def choose_plan(model: Model) -> Plan:
     options: dict[int, list[tuple[Any, Any]]] = {}
     for i, fs in forms.items():
         options[i] = [(fs[0], None)] + [
-            (f, e) for f in fs[1:] if (e := materialize(statements[i], f, taken)) is not None]
+            (f, e) for f in fs[1:]
+            if (e := materialize(statements[i], f, taken, defining)) is not None]
     keys = sorted(options)
     combos = list(itertools.islice(itertools.product(*(range(len(options[i])) for i in keys)),
                                    MAX_COMBINATIONS + 1))

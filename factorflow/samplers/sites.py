@@ -192,6 +192,8 @@ class Site:
     accesses: dict[str, Access]
     plates: tuple[Range, ...]
     gates: tuple[GateFrame, ...]
+    #: the term of each argument of the factor (over the accesses' names)
+    arguments: dict[str, Term] = field(default_factory=dict)
     _terms: dict[str, Term] = field(default_factory=dict, repr=False)
     _static: Any = field(default=None, repr=False)
 
@@ -305,7 +307,7 @@ class _Builder:
         out = call.output
         if not out.is_observed and self.definitions.get(out.name, 0) == 1:
             gates = ()  # the prior of a variable local to its gates applies in every case
-        return Site(call, formula(**args), accesses, call.plates, gates)
+        return Site(call, formula(**args), accesses, call.plates, gates, args)
 
     def access(self, source: Any, index: Any, ctx: tuple[Range, ...],
                accesses: dict[str, Access], call: FactorCall) -> Term:
