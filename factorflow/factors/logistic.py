@@ -23,5 +23,6 @@ def _logistic_log_density(logistic, x):
 LOGISTIC = define_factor("Logistic", ("logistic", "unit"), ("x", "real"), deterministic=True,
                          log_density=_logistic_log_density)
 for _algorithm in ("ep", "vmp"):
-    LOGISTIC.notes[(_algorithm, "x")] = (
-        "sample the model with 'gibbs', which augments it with Pólya-Gamma variables")
+    for _arg in LOGISTIC.arg_names:
+        LOGISTIC.notes[(_algorithm, _arg)] = (
+            "sample the model with 'gibbs', which augments it with Pólya-Gamma variables")

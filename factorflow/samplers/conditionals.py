@@ -29,14 +29,14 @@ import numpy as np
 
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.factors.derive import split_statistics
-from factorflow.model.core import Variable
+from factorflow.model.core import FactorCall, Variable
 from factorflow.rewrite.match import normalize
 from factorflow.rewrite.rules import ALGEBRA
 from factorflow.rewrite.terms import Term, add, const, sym
 from factorflow.samplers.densities import K
 from factorflow.samplers.families import CANDIDATES, FAMILIES
 from factorflow.samplers.numpy_terms import compile_term
-from factorflow.samplers.sites import Access, Site
+from factorflow.samplers.sites import Access, Site, read_site
 from factorflow.samplers.slice import SLICE_DOMAINS, slice_step
 
 
@@ -57,7 +57,8 @@ class Conditional:
 
     ``kind`` is "conjugate" (``family`` and its ``pieces``), "enumerate" or "slice" (over
     the ``sites`` that read the variable); ``rewrites`` says how it was found, for
-    ``compiled.samplers``."""
+    ``compiled.samplers``; ``then`` names the auxiliaries to draw right after this
+    variable (those a collapsed conditional marginalizes)."""
 
     variable: Variable
     kind: str
@@ -65,6 +66,7 @@ class Conditional:
     family: str | None = None
     pieces: list[Piece] = field(default_factory=list)
     rewrites: tuple[str, ...] = ()
+    then: tuple[str, ...] = ()
 
     @property
     def event(self) -> tuple[int, ...]:
@@ -200,6 +202,31 @@ def conditional(var: Variable, sites: list[Site]) -> Conditional:
         f"no sampler for {var.name!r}: its conditional is in no conjugate family "
         f"({'; '.join(reasons)}); fallbacks refused: slice sampling (univariate only, and "
         f"{var.name!r} is a {var.domain} vector). Use 'ep' or 'vmp', or change its prior.")
+
+
+def collapse(c: Conditional, expanded: list[tuple[FactorCall, Any]],
+             statements: list[FactorCall], definitions: dict[str, int]) -> Conditional:
+    """``c`` (a slice-sampled variable) with the auxiliaries of an expansion marginalized
+    when their prior reads the variable (the dispersion r of a negative binomial, in the
+    Pólya-Gamma shape y + r): conditioned on ω, r would be pinned by PG(ω | y + r, 0) and
+    mix slowly. The collapsed conditional reads the statement as written instead of its
+    expansion; drawing r from p(r | rest, ω marginalized) and then ω from p(ω | r, rest)
+    draws the pair (r, ω) from its joint conditional, a valid block update."""
+    var, sites, then, notes = c.variable, list(c.sites), [], []
+    for original, expansion in expanded:
+        mixing = [s for s in sites if s.statement in expansion.statements
+                  and s.statement.output in expansion.auxiliaries and s.reads(var)]
+        if not mixing:
+            continue
+        sites = [s for s in sites if s.statement not in expansion.statements]
+        sites.append(read_site(original, statements, definitions))
+        then += [a.name for a in expansion.auxiliaries]
+        notes.append(f"{', '.join(a.name for a in expansion.auxiliaries)} marginalized: reads "
+                     f"{original.factor}({original.output.name}) as written, then draws "
+                     f"{', '.join(a.name for a in expansion.auxiliaries)} given {var.name}")
+    if not then:
+        return c
+    return Conditional(var, "slice", sites, rewrites=(*c.rewrites, *notes), then=tuple(then))
 
 
 def _stats(family: str) -> str:

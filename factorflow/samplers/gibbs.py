@@ -24,7 +24,7 @@ import numpy as np
 from factorflow.errors import ModelError
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model, Variable
-from factorflow.samplers.conditionals import Conditional, conditional
+from factorflow.samplers.conditionals import Conditional, collapse, conditional
 from factorflow.samplers.plan import choose_plan
 from factorflow.samplers.result import SamplingResult
 from factorflow.samplers.sites import Site, read_sites
@@ -78,7 +78,10 @@ class GibbsModel:
         self.model = model
         self.plan = choose_plan(model)
         sites = read_sites(self.plan.statements, self.plan.definitions)
-        self.conditionals = [conditional(v, sites) for v in self.plan.latent]
+        self.conditionals = [
+            collapse(c, self.plan.expanded, self.plan.statements, self.plan.definitions)
+            if c.kind == "slice" else c
+            for c in (conditional(v, sites) for v in self.plan.latent)]
         discrete = [c for c in self.conditionals if c.kind == "enumerate"]
         ordered = discrete + [c for c in self.conditionals if c.kind != "enumerate"]
         self.schedule = gibbs_schedule(ordered)
@@ -86,6 +89,11 @@ class GibbsModel:
         self.updates: list[Conditional] = [
             by_label[label] for part in (self.schedule.prefix, *self.schedule.loop)
             for label in part if label in by_label]
+        for c in list(self.updates):  # a collapsed variable and its auxiliaries: a block
+            for name in c.then:
+                aux = next(u for u in self.updates if u.variable.name == name)
+                self.updates.remove(aux)
+                self.updates.insert(self.updates.index(c) + 1, aux)
         first = {}
         for i, call in enumerate(self.plan.statements):
             if call.output is not None:

@@ -39,6 +39,8 @@ class Plan:
     rewrites: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: how many forms the exploration found, over all expandable statements
     forms: int = 0
+    #: each expanded statement as written, with its expansion
+    expanded: list[tuple[FactorCall, Any]] = field(default_factory=list)
 
     @property
     def variables(self) -> dict[str, Variable]:
@@ -97,12 +99,14 @@ def _build(base: Plan, options: dict[int, list[tuple[Any, Any]]],
     definitions = dict(base.definitions)
     latent = list(base.latent)
     rewrites: dict[str, tuple[str, ...]] = {}
+    expanded = []
     for i, call in enumerate(base.statements):
         form, expansion = options[i][choice[i]] if i in options else (None, None)
         if expansion is None:
             statements.append(call)
             continue
         statements += expansion.statements
+        expanded.append((call, expansion))
         own = options[i][0][0]
         chain = rules_behind(form, own)
         line = (f"{call.factor}({call.output.name}) = {show(form)}  [rules: "
@@ -112,7 +116,7 @@ def _build(base: Plan, options: dict[int, list[tuple[Any, Any]]],
         for v in (*expansion.auxiliaries, *expansion.derived):
             definitions[v.name] = 1
         latent += expansion.auxiliaries
-    return Plan(statements, definitions, latent, rewrites, base.forms)
+    return Plan(statements, definitions, latent, rewrites, base.forms, expanded)
 
 
 def _score(plan: Plan) -> tuple[int, int, int, list[str]]:

@@ -276,6 +276,13 @@ def read_sites(statements: list[FactorCall], definitions: dict[str, int]) -> lis
     return [builder.site(call) for call in statements if not _is_expression(call)]
 
 
+def read_site(call: FactorCall, statements: list[FactorCall],
+              definitions: dict[str, int]) -> Site:
+    """The site of ``call`` (which need not be among ``statements``), its deterministic
+    arguments expanded by their definitions in ``statements``."""
+    return _Builder(statements, definitions).site(call)
+
+
 def model_statements(model: Model) -> tuple[list[FactorCall], dict[str, int]]:
     """The statements of ``model`` and the number of definitions of each variable."""
     return list(model.statements), {k: len(v) for k, v in model.definitions.items()}
