@@ -67,6 +67,8 @@ class Conditional:
     pieces: list[Piece] = field(default_factory=list)
     rewrites: tuple[str, ...] = ()
     then: tuple[str, ...] = ()
+    #: conjugate children integrated out of a slice-sampled variable's conditional
+    marginals: list[Marginal] = field(default_factory=list)
 
     @property
     def event(self) -> tuple[int, ...]:
@@ -86,9 +88,15 @@ class Conditional:
 
     def _draw_conjugate(self, rng: np.random.Generator, values: dict[str, np.ndarray],
                         known: dict[str, Any], chains: int) -> np.ndarray:
-        family = FAMILIES[self.family]
+        eta = self.naturals(self.pieces, values, known, chains)
+        return FAMILIES[self.family].draw(rng, eta, self.variable.name)
+
+    def naturals(self, pieces: list[Piece], values: dict[str, np.ndarray],
+                 known: dict[str, Any], chains: int) -> list[np.ndarray]:
+        """The natural parameters of a conjugate conditional summed over ``pieces`` (all
+        of them: the conditional; some: a part of it), on the variable's layout."""
         eta: list[np.ndarray] | None = None
-        for piece in self.pieces:
+        for piece in pieces:
             env = piece.site.environment(values, known, skip=(piece.access.name,))
             mask = piece.site.mask(values, known)
             parts = []
@@ -99,38 +107,18 @@ class Conditional:
                 parts.append(piece.access.gather(value, values, known, chains, self.event))
             eta = parts if eta is None else [a + b for a, b in zip(eta, parts, strict=True)]
         assert eta is not None
-        return family.draw(rng, eta, self.variable.name)
+        return eta
 
     def log_density(self, values: dict[str, np.ndarray], known: dict[str, Any],
                     chains: int) -> Callable[[np.ndarray], np.ndarray]:
         """The log conditional of the variable, up to a constant, as a function of its
         value (its layout), elementwise: the sum of the sites that read it, masked by
-        their gates. Everything but the variable's own reads is read once, here."""
-        var = self.variable
-        parts = []
-        for site in self.sites:
-            own = [a for a in site.accesses.values() if a.source is var or a.index is var]
-            env = site.environment(values, known, skip={a.name for a in own})
-            indexed = [a for a in site.accesses_of(var) if a.index is not None]
-            gather = indexed[0] if indexed else Access("", var, None, site.plates)
-            gated = any(g.condition is var for g in site.gates)
-            parts.append((site, own, env, gather, gated))
-
-        def density(value: np.ndarray) -> np.ndarray:
-            trial = {**values, var.name: value}
-            total = np.zeros((chains, *var.shape))
-            for site, own, env, gather, gated in parts:
-                for a in own:
-                    env[a.name] = a.read(trial, known)
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    lp = site.log_density(env)
-                mask = site.mask(trial, known) if gated or site.gates else None
-                if mask is not None:
-                    lp = np.where(mask > 0, lp, 0.0)
-                total += gather.gather(lp, trial, known, chains)
-            return total
-
-        return density
+        their gates (and the marginalized children's evidence). Everything but the
+        variable's own reads is read once, here."""
+        name = self.variable.name
+        density = joint_density([self.variable], self.sites, self.marginals, values, known,
+                                chains)
+        return lambda value: density({name: value})
 
     def log_weights(self, values: dict[str, np.ndarray], known: dict[str, Any],
                     chains: int) -> np.ndarray:
@@ -151,6 +139,102 @@ class Conditional:
             raise ModelError(f"every value of {self.variable.name!r} has probability zero "
                              "given the other variables (contradictory evidence).")
         return np.argmax(logits + rng.gumbel(size=logits.shape), axis=-1)
+
+
+def joint_density(variables: list[Variable], sites: list[Site], marginals: list[Marginal],
+                  values: dict[str, np.ndarray], known: dict[str, Any], chains: int
+                  ) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+    """The log density of ``sites`` and ``marginals`` as a function of the values of
+    ``variables`` (a dict by name; the rest at ``values``), summed onto the layout of
+    ``variables[0]`` — elementwise for one variable; for several, scalar variables only."""
+    mine = {id(v) for v in variables}
+    parts = []
+    for site in sites:
+        own = [a for a in site.accesses.values()
+               if id(a.source) in mine or id(a.index) in mine]
+        env = site.environment(values, known, skip={a.name for a in own})
+        indexed = [a for a in own if a.source is variables[0] and a.index is not None]
+        gather = indexed[0] if indexed else Access("", variables[0], None, site.plates)
+        gated = any(id(g.condition) in mine for g in site.gates)
+        parts.append((site, own, env, gather, gated))
+    # a marginalized child's likelihood naturals do not read the variables: once, here
+    likelihoods = [m.child.naturals(m.others, values, known, chains) if m.others else None
+                   for m in marginals]
+    shape = (chains, *variables[0].shape)
+
+    def density(trial_values: dict[str, np.ndarray]) -> np.ndarray:
+        trial = {**values, **trial_values}
+        total = np.zeros(shape)
+        for site, own, env, gather, gated in parts:
+            for a in own:
+                env[a.name] = a.read(trial, known)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lp = site.log_density(env)
+            mask = site.mask(trial, known) if gated or site.gates else None
+            if mask is not None:
+                lp = np.where(mask > 0, lp, 0.0)
+            total += gather.gather(lp, trial, known, chains)
+        for m, lik in zip(marginals, likelihoods, strict=True):
+            total += m.access.gather(m.log_evidence(trial, known, chains, lik), trial, known,
+                                     chains)
+        return total
+
+    return density
+
+
+@dataclass(eq=False)
+class Marginal:
+    """A conjugate child integrated out of a parent's conditional: ``child`` (its
+    conditional), its ``prior`` piece (which reads the parent through ``access``) and the
+    ``others`` (which do not read the parent)."""
+
+    child: Conditional
+    prior: Piece
+    others: list[Piece]
+    access: Access
+
+    def log_evidence(self, values: dict[str, np.ndarray], known: dict[str, Any],
+                     chains: int, likelihood: list[np.ndarray] | None) -> np.ndarray:
+        """log ∫ prior(x) Π others(x) dx over the child x, up to terms free of the parent:
+        log Z(η_prior + η_others) − log Z(η_prior), on the child's layout."""
+        log_z = FAMILIES[self.child.family].log_normalizer
+        assert log_z is not None
+        prior = self.child.naturals([self.prior], values, known, chains)
+        post = prior if likelihood is None else [a + b for a, b in zip(prior, likelihood,
+                                                                        strict=True)]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return log_z(post) - log_z(prior)
+
+
+def marginalize(c: Conditional, conditionals: list[Conditional]) -> Conditional:
+    """``c`` (a slice-sampled variable v) with its conjugate children integrated out: a
+    child x whose prior reads v, whose other sites do not, and whose family has a log
+    normalizer Z contributes log Z(η_prior(v) + η_others) − log Z(η_prior(v)) instead of
+    its prior's log density (the Beta–Binomial hyperparameters: the marginal likelihood of
+    a and b, the 71 p's integrated out). v is then drawn from p(v | rest, x integrated
+    out) and x right after it from p(x | v, rest): a valid block update, that mixes as
+    fast as the marginal posterior of v allows instead of being pinned by x."""
+    var, sites, marginals, notes = c.variable, list(c.sites), [], []
+    for child in conditionals:
+        if child.kind != "conjugate" or FAMILIES[child.family].log_normalizer is None:
+            continue
+        prior = [p for p in child.pieces if p.site.statement.output is child.variable]
+        others = [p for p in child.pieces if p.site.statement.output is not child.variable]
+        if (len(prior) != 1 or not prior[0].site.reads(var) or prior[0].site.gates
+                or any(p.site.reads(var) or p.site.gates for p in others)):
+            continue
+        reads = [a for a in prior[0].site.accesses.values() if a.source is var]
+        if len(reads) != 1 or any(a.index is var for a in prior[0].site.accesses.values()):
+            continue
+        sites = [s for s in sites if s is not prior[0].site]
+        marginals.append(Marginal(child, prior[0], others, reads[0]))
+        notes.append(f"{child.variable.name} integrated out ({child.family}: log Z(η_prior "
+                     f"+ η_data) − log Z(η_prior)), then drawn given {var.name}")
+    if not marginals:
+        return c
+    return Conditional(var, "slice", sites, rewrites=(*c.rewrites, *notes),
+                       then=tuple(m.child.variable.name for m in marginals),
+                       marginals=marginals)
 
 
 def conditional(var: Variable, sites: list[Site]) -> Conditional:

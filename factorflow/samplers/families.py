@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from factorflow.errors import ModelError
 from factorflow.rewrite.terms import Term, at, log
@@ -35,6 +35,9 @@ class Family:
     statistics: Callable[[Term, str], tuple[Term, ...]]
     draw: Callable[[np.random.Generator, list[np.ndarray], str], np.ndarray]
     base: tuple[str, tuple[str, ...]] | None = None
+    #: log ∫ exp(Σ η_i T_i(x)) dx over the support (elementwise; over the event for a
+    #: simplex), so that a parent of the variable can be sampled with it integrated out
+    log_normalizer: Callable[[list[np.ndarray]], np.ndarray] | None = None
 
 
 def _improper(what: str, family: str, detail: str) -> ModelError:
@@ -112,15 +115,35 @@ def _dirichlet(rng: np.random.Generator, eta: list[np.ndarray], what: str) -> np
     return g / g.sum(axis=-1, keepdims=True)
 
 
+def _gaussian_log_normalizer(eta: list[np.ndarray]) -> np.ndarray:
+    return eta[0] ** 2 / (-4.0 * eta[1]) + 0.5 * np.log(np.pi / -eta[1])
+
+
+def _gamma_log_normalizer(eta: list[np.ndarray]) -> np.ndarray:
+    return special.gammaln(eta[0] + 1.0) - (eta[0] + 1.0) * np.log(-eta[1])
+
+
+def _beta_log_normalizer(eta: list[np.ndarray]) -> np.ndarray:
+    return special.betaln(eta[0] + 1.0, eta[1] + 1.0)
+
+
+def _dirichlet_log_normalizer(eta: list[np.ndarray]) -> np.ndarray:
+    alpha = eta[0] + 1.0
+    return special.gammaln(alpha).sum(axis=-1) - special.gammaln(alpha.sum(axis=-1))
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("Gaussian", lambda x, k: (x, x**2), _gaussian),
-    Family("Gamma", lambda x, k: (log(x), x), _gamma),
+    Family("Gaussian", lambda x, k: (x, x**2), _gaussian,
+           log_normalizer=_gaussian_log_normalizer),
+    Family("Gamma", lambda x, k: (log(x), x), _gamma, log_normalizer=_gamma_log_normalizer),
     Family("InverseGamma", lambda x, k: (log(x), x**-1), _inverse_gamma),
     Family("RootInverseGamma", lambda x, k: (log(x), x**-2), _root_inverse_gamma),
     Family("GIG", lambda x, k: (log(x), x, x**-1), _gig),
     Family("PolyaGamma", lambda x, k: (x,), _polya_gamma, base=("PolyaGamma", ("shape",))),
-    Family("Beta", lambda x, k: (log(x), log(1 - x)), _beta),
-    Family("Dirichlet", lambda x, k: (log(at(x, k)),), _dirichlet),
+    Family("Beta", lambda x, k: (log(x), log(1 - x)), _beta,
+           log_normalizer=_beta_log_normalizer),
+    Family("Dirichlet", lambda x, k: (log(at(x, k)),), _dirichlet,
+           log_normalizer=_dirichlet_log_normalizer),
 )}
 
 #: the conjugate families tried for a variable of each domain, most specific first

@@ -24,7 +24,7 @@ import numpy as np
 from factorflow.errors import ModelError
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model, Variable
-from factorflow.samplers.conditionals import Conditional, collapse, conditional
+from factorflow.samplers.conditionals import Conditional, collapse, conditional, marginalize
 from factorflow.samplers.plan import choose_plan
 from factorflow.samplers.result import SamplingResult
 from factorflow.samplers.sites import Site, read_sites
@@ -82,6 +82,8 @@ class GibbsModel:
             collapse(c, self.plan.expanded, self.plan.statements, self.plan.definitions)
             if c.kind == "slice" else c
             for c in (conditional(v, sites) for v in self.plan.latent)]
+        self.conditionals = [marginalize(c, self.conditionals) if c.kind == "slice" else c
+                             for c in self.conditionals]
         discrete = [c for c in self.conditionals if c.kind == "enumerate"]
         ordered = discrete + [c for c in self.conditionals if c.kind != "enumerate"]
         self.schedule = gibbs_schedule(ordered)
@@ -89,11 +91,7 @@ class GibbsModel:
         self.updates: list[Conditional] = [
             by_label[label] for part in (self.schedule.prefix, *self.schedule.loop)
             for label in part if label in by_label]
-        for c in list(self.updates):  # a collapsed variable and its auxiliaries: a block
-            for name in c.then:
-                aux = next(u for u in self.updates if u.variable.name == name)
-                self.updates.remove(aux)
-                self.updates.insert(self.updates.index(c) + 1, aux)
+        self.updates = _blocks(self.updates)
         first = {}
         for i, call in enumerate(self.plan.statements):
             if call.output is not None:
@@ -186,6 +184,21 @@ def compile_gibbs(model: Model) -> GibbsModel:
     if key not in model._compiled:
         model._compiled[key] = GibbsModel(model)
     return model._compiled[key]
+
+
+def _blocks(updates: list[Conditional]) -> list[Conditional]:
+    """``updates`` with each variable that others integrate out drawn right after the
+    last of them, and those moved next to each other: nothing in between reads a stale
+    value of it (a partially collapsed Gibbs sweep stays valid)."""
+    out = list(updates)
+    for name in dict.fromkeys(n for c in updates for n in c.then):
+        group = [c for c in out if name in c.then]
+        inner = next(c for c in out if c.variable.name == name)
+        at = out.index(group[0])
+        for c in (*group, inner):
+            out.remove(c)
+        out[at:at] = [*group, inner]
+    return out
 
 
 def _prior(var: Variable, sites: list[Site]) -> Conditional:
