@@ -65,6 +65,13 @@ def student_t_data():
     return 1.5 + rng.standard_t(3, 200)
 
 
+def logistic_data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2, 500))
+    psi = -0.5 + 1.0 * x[0] - 2.0 * x[1]
+    return x, (rng.random(500) < 1 / (1 + np.exp(-psi))).astype(int)
+
+
 def factorflow_model(name: str) -> ff.Model:
     with ff.Model(name) as model:
         if name == "rats":
@@ -81,6 +88,13 @@ def factorflow_model(name: str) -> ff.Model:
                 lam = ff.HalfCauchy("lam", tau)
                 beta = ff.Gaussian("beta", 0.0, scale=lam)
                 ff.Gaussian("y", beta, precision=1.0, observed=y)
+        elif name == "logistic":
+            x, y = logistic_data()
+            a = ff.Gaussian("a", 0.0, variance=25.0)
+            b1 = ff.Gaussian("b1", 0.0, variance=25.0)
+            b2 = ff.Gaussian("b2", 0.0, variance=25.0)
+            with ff.Plate(ff.Range("n", len(y))):
+                ff.Bernoulli("y", ff.logistic(a + b1 * x[0] + b2 * x[1]), observed=y)
         else:
             y = student_t_data()
             mu = ff.Gaussian("mu", 0.0, variance=100.0)
@@ -90,7 +104,7 @@ def factorflow_model(name: str) -> ff.Model:
 
 
 PARAMETERS = {"rats": ("a", "b", "p"), "horseshoe": ("tau", "lam", "beta"),
-              "student_t": ("mu",)}
+              "student_t": ("mu",), "logistic": ("a", "b1", "b2")}
 
 
 def min_ess(draws: dict[str, np.ndarray]) -> float:
@@ -133,9 +147,17 @@ def numpyro_model(name: str):
         with numpyro.plate("n", len(y)):
             numpyro.sample("y", dist.StudentT(3.0, mu, 1.0), obs=y)
 
+    def logistic(x, y):
+        a = numpyro.sample("a", dist.Normal(0.0, 5.0))
+        b1 = numpyro.sample("b1", dist.Normal(0.0, 5.0))
+        b2 = numpyro.sample("b2", dist.Normal(0.0, 5.0))
+        with numpyro.plate("n", len(y)):
+            numpyro.sample("y", dist.Bernoulli(logits=a + b1 * x[0] + b2 * x[1]), obs=y)
+
     data = {"rats": rats_data(), "horseshoe": (horseshoe_data(),),
-            "student_t": (student_t_data(),)}[name]
-    return {"rats": rats, "horseshoe": horseshoe, "student_t": student_t}[name], data
+            "student_t": (student_t_data(),), "logistic": logistic_data()}[name]
+    return {"rats": rats, "horseshoe": horseshoe, "student_t": student_t,
+            "logistic": logistic}[name], data
 
 
 def run_numpyro(name: str, draws: int, chains: int) -> tuple[float, float, float]:
@@ -163,6 +185,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--draws", type=int, default=2000)
     parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--models", nargs="+", default=list(PARAMETERS), choices=list(PARAMETERS))
     args = parser.parse_args()
     try:
         import numpyro  # noqa: F401
@@ -178,7 +201,7 @@ def main() -> None:
     print(sub + (f" | {'min ESS':>8} {'sample s':>9} {'ESS/s':>8} {'jit s':>7} |"
                  if have_numpyro else ""))
     print("-" * len(header))
-    for name in ("rats", "horseshoe", "student_t"):
+    for name in args.models:
         ess, seconds, compile_s = run_factorflow(name, args.draws, args.chains)
         line = (f"{name:>10} | {ess:8.0f} {seconds:9.2f} {ess / seconds:8.0f} "
                 f"{compile_s:7.2f}")

@@ -157,9 +157,7 @@ def joint_density(variables: list[Variable], sites: list[Site], marginals: list[
         gather = indexed[0] if indexed else Access("", variables[0], None, site.plates)
         gated = any(id(g.condition) in mine for g in site.gates)
         parts.append((site, own, env, gather, gated))
-    # a marginalized child's likelihood naturals do not read the variables: once, here
-    likelihoods = [m.child.naturals(m.others, values, known, chains) if m.others else None
-                   for m in marginals]
+    evidence = [(m, m.log_evidence(mine, values, known, chains)) for m in marginals]
     shape = (chains, *variables[0].shape)
 
     def density(trial_values: dict[str, np.ndarray]) -> np.ndarray:
@@ -174,9 +172,8 @@ def joint_density(variables: list[Variable], sites: list[Site], marginals: list[
             if mask is not None:
                 lp = np.where(mask > 0, lp, 0.0)
             total += gather.gather(lp, trial, known, chains)
-        for m, lik in zip(marginals, likelihoods, strict=True):
-            total += m.access.gather(m.log_evidence(trial, known, chains, lik), trial, known,
-                                     chains)
+        for m, fn in evidence:
+            total += m.access.gather(fn(trial), trial, known, chains)
         return total
 
     return density
@@ -193,17 +190,34 @@ class Marginal:
     others: list[Piece]
     access: Access
 
-    def log_evidence(self, values: dict[str, np.ndarray], known: dict[str, Any],
-                     chains: int, likelihood: list[np.ndarray] | None) -> np.ndarray:
-        """log ∫ prior(x) Π others(x) dx over the child x, up to terms free of the parent:
-        log Z(η_prior + η_others) − log Z(η_prior), on the child's layout."""
+    def log_evidence(self, mine: set[int], values: dict[str, np.ndarray],
+                     known: dict[str, Any], chains: int
+                     ) -> Callable[[dict[str, np.ndarray]], np.ndarray]:
+        """log ∫ prior(x) Π others(x) dx over the child x, up to terms free of the parents
+        (the variables whose ids are ``mine``): log Z(η_prior + η_others) − log Z(η_prior),
+        as a function of the parents' trial values, on the child's layout. The others'
+        naturals and everything the prior reads but the parents are read once, here."""
         log_z = FAMILIES[self.child.family].log_normalizer
         assert log_z is not None
-        prior = self.child.naturals([self.prior], values, known, chains)
-        post = prior if likelihood is None else [a + b for a, b in zip(prior, likelihood,
-                                                                        strict=True)]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return log_z(post) - log_z(prior)
+        child, site = self.child, self.prior.site
+        likelihood = child.naturals(self.others, values, known, chains) if self.others \
+            else None
+        own = [a for a in site.accesses.values() if id(a.source) in mine]
+        env = site.environment(values, known, skip={self.prior.access.name,
+                                                    *(a.name for a in own)})
+
+        def evidence(trial: dict[str, np.ndarray]) -> np.ndarray:
+            # the prior's site is the child's layout (size-1 axes where η_prior is the same
+            # for every element: log Z(η_prior) is computed once for them)
+            for a in own:
+                env[a.name] = a.read(trial, known)
+            prior = [np.asarray(fn(env), dtype=float) for fn in self.prior.functions]
+            post = prior if likelihood is None else [
+                a + b for a, b in zip(prior, likelihood, strict=True)]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return log_z(post) - log_z(prior)
+
+        return evidence
 
 
 def marginalize(c: Conditional, conditionals: list[Conditional]) -> Conditional:
@@ -259,11 +273,17 @@ def conditional(var: Variable, sites: list[Site]) -> Conditional:
             f"({', '.join(a.label for a in coupled[0].accesses_of(var))}): they are coupled, "
             "and Gibbs sampling draws the elements of a variable together; give each read "
             "its own variable (e.g. a Gaussian performance per player).")
+    if var.domain == "count":
+        raise UnsupportedFactorError(
+            f"no sampler for {var.name!r}: it is a latent count, whose support is unbounded "
+            "(or set by another variable), with no conjugate conditional; fallbacks refused: "
+            "enumeration (finite categories only), slice sampling (continuous variables "
+            f"only). Observe {var.name!r}, or make it an ff.Discrete over its values.")
     if var.domain not in CANDIDATES:
         raise UnsupportedFactorError(
-            f"{var.name!r} is a latent {var.domain} variable with unbounded support and no "
-            "conjugate conditional; Gibbs sampling cannot draw it (enumeration needs a "
-            "finite support). Observe it, or give it a bounded domain.")
+            f"no sampler for {var.name!r}: Gibbs sampling has no conditional for a latent "
+            f"{var.domain} variable; fallbacks refused: enumeration (finite categories "
+            "only), slice sampling (univariate only). Use 'ep' or 'vmp'.")
     reasons = []
     for family in CANDIDATES[var.domain]:
         pieces, reason = [], None

@@ -24,6 +24,7 @@ import numpy as np
 from factorflow.errors import ModelError
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model, Variable
+from factorflow.samplers.block import JointBlock, joint_blocks
 from factorflow.samplers.conditionals import Conditional, collapse, conditional, marginalize
 from factorflow.samplers.plan import choose_plan
 from factorflow.samplers.result import SamplingResult
@@ -92,6 +93,14 @@ class GibbsModel:
             by_label[label] for part in (self.schedule.prefix, *self.schedule.loop)
             for label in part if label in by_label]
         self.updates = _blocks(self.updates)
+        self.steps = joint_blocks(self.updates)
+        for block in self.steps:
+            if isinstance(block, JointBlock):
+                others = [v.name for v in block.variables]
+                for c in block.members:
+                    c.rewrites = (*c.rewrites, f"jointly with {', '.join(others)}: "
+                                  "independence Metropolis-Hastings from a Student-t fitted "
+                                  "to the warm-up draws (log/logit scale)")
         first = {}
         for i, call in enumerate(self.plan.statements):
             if call.output is not None:
@@ -126,10 +135,21 @@ class GibbsModel:
         kept = {c.variable.name: np.empty((chains, draws, *values[c.variable.name].shape[1:]),
                                           dtype=values[c.variable.name].dtype)
                 for c in self.updates if c.variable.name in self.model.variables}
+        blocks = [s for s in self.steps if isinstance(s, JointBlock)]
+        for block in blocks:
+            block.reset()
         start = time.perf_counter()
         for sweep in range(burn + draws * thin):
-            for c in self.updates:
-                values[c.variable.name] = c.draw(rng, values, known, chains)
+            for step in self.steps:
+                if isinstance(step, JointBlock):
+                    step.update(rng, values, known, chains)
+                else:
+                    values[step.variable.name] = step.draw(rng, values, known, chains)
+            if sweep < burn:
+                for block in blocks:
+                    block.observe(values)
+                    if sweep in (burn // 2, burn - 1):
+                        block.adapt()
             kept_at, offset = divmod(sweep - burn, thin)
             if sweep >= burn and offset == thin - 1:
                 for name, arr in kept.items():

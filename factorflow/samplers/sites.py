@@ -303,8 +303,10 @@ class _Builder:
         formula = log_density_term(call.factor)
         if formula is None or call.output is None:
             raise UnsupportedFactorError(
-                f"{call.provenance or call.factor}: factor {call.factor} has no log-density "
-                "formula, so Gibbs sampling cannot use it; use 'ep' or 'vmp'.")
+                f"{call.provenance or call.factor}: factor {call.factor}"
+                f"{f' (defining {call.output.name!r})' if call.output is not None else ''} "
+                "has no log-density formula, so Gibbs sampling cannot use it; use 'ep' or "
+                "'vmp'.")
         accesses: dict[str, Access] = {}
         args = {name: self.term(value, call.plates, accesses, call)
                 for name, value in call.args.items()}
