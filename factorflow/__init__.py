@@ -56,7 +56,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
-    "StudentT", "Laplace", "HalfCauchy", "NegativeBinomial", "logistic", "VectorGaussian", "Wishart", "inner",
+    "StudentT", "Laplace", "HalfCauchy", "NegativeBinomial", "VectorGaussian", "Wishart",
+    "inner", "logistic",
     "constrain_true", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",

@@ -16,8 +16,6 @@ from factorflow.factors.registry import FACTORS
 from tests.conftest import assert_close
 from tests.samplers.checks import assert_mean_within
 
-pytest.importorskip("polyagamma")
-
 
 def _marginal(kernel: str, shape: float, **args: float) -> float:
     """∫ exp(kernel(ω)) PG(ω | b, 0) dω in closed form: the kernel is exp(−ω ψ²/2) times
