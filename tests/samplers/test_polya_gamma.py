@@ -177,7 +177,7 @@ def test_negative_binomial_with_gamma_dispersion_against_grid_quadrature(seed):
     A, S = np.meshgrid(a_grid, s_grid, indexing="ij")
     w = np.exp(log_density(A, S) - log_density(A, S).max())
     e_r = (w * np.exp(S)).sum() / w.sum()
-    result = negative_binomial_intercept().infer("gibbs", draws=800, chains=4, seed=seed)
+    result = negative_binomial_intercept().infer("gibbs", draws=500, chains=4, seed=seed)
     assert_mean_within(result.samples("a"), e_a)
     assert_mean_within(result.samples("r"), e_r)
 
