@@ -89,9 +89,12 @@ class GibbsModel:
         ordered = discrete + [c for c in self.conditionals if c.kind != "enumerate"]
         self.schedule = gibbs_schedule(ordered)
         by_label = {_sample(c): c for c in ordered}
-        self.updates: list[Conditional] = [
-            by_label[label] for part in (self.schedule.prefix, *self.schedule.loop)
-            for label in part if label in by_label]
+        # every sample once per sweep, in schedule order (a sample nothing reads, such as
+        # children integrated out by their parents, may come after the loop)
+        order = dict.fromkeys(label for part in (self.schedule.prefix, *self.schedule.loop,
+                                                 *self.schedule.suffix)
+                              for label in part if label in by_label)
+        self.updates: list[Conditional] = [by_label[label] for label in order]
         self.updates = _blocks(self.updates)
         self.steps = joint_blocks(self.updates)
         for block in self.steps:
@@ -266,8 +269,10 @@ def gibbs_schedule(conditionals: list[Conditional]) -> Schedule:
     conditional); each sample *triggers* the conditionals that read it, so a conditional
     is recomputed from the latest samples before its variable is drawn. The sample nodes
     are the outputs; ties go to the order given (indicators first). Every sample is drawn
-    once per sweep, in the order of the schedule's sample nodes; the chains start from
-    prior draws (the scheduler's initial values)."""
+    once per sweep, in the order of the schedule's sample nodes (then each variable that
+    others integrate out moves right after them, see ``_blocks``: ``compiled.samplers``
+    lists the order used; a sample nothing reads prints "after loop" but is drawn every
+    sweep); the chains start from prior draws (the scheduler's initial values)."""
     nodes: list[str] = []
     edges: dict[tuple[str, str], Dep] = {}
     describe: dict[str, str] = {}
@@ -277,7 +282,9 @@ def gibbs_schedule(conditionals: list[Conditional]) -> Schedule:
         nodes += [cond, sample]
         describe[sample] = f"draw {name} ~ {_describe(c)}"
         edges[(cond, sample)] = Dep.DEPENDENCY | Dep.REQUIRED
-        for v in sorted({v.name for s in c.sites for v in _random_reads(s)} - {name}):
+        sites = [*c.sites, *(p.site for m in c.marginals for p in (m.prior, *m.others))]
+        reads = {v.name for s in sites for v in _random_reads(s)} - {name, *c.then}
+        for v in sorted(reads):
             edges[(f"sample {v}", cond)] = Dep.TRIGGER
     graph = DependencyGraph(tuple(nodes), edges,
                             outputs=frozenset(_sample(c) for c in conditionals),

@@ -498,3 +498,22 @@ def test_plates_opened_in_another_order():
     result = model.infer("gibbs", draws=500, chains=4, seed=0)
     assert result.samples("mu").shape == (4, 500, 2, 3)
     assert_mean_within(result.samples("mu"), y.T / 2)
+
+
+def test_children_integrated_out_are_drawn_every_sweep_after_their_parents():
+    """p is read by no conditional (a and b integrate it out), so the scheduler puts it
+    after the loop; it is still drawn every sweep, right after a and b (and mixes)."""
+    with ff.Model() as model:
+        a = ff.Gamma("a", 2.0, rate=0.5)
+        b = ff.Gamma("b", 2.0, rate=0.1)
+        mu = ff.Gaussian("mu", 0.0, variance=1.0)
+        ff.Gaussian("o", mu, precision=a, observed=1.0)
+        with ff.Plate(ff.Range("j", 3)):
+            p = ff.Beta("p", a, b)
+            ff.Binomial("y", np.array([5, 6, 7]), p, observed=np.array([1, 2, 3]))
+    compiled = model.compile("gibbs")
+    order = [c.variable for c in compiled.samplers]
+    assert sorted(order) == ["a", "b", "mu", "p"]
+    assert order.index("p") == max(order.index("a"), order.index("b")) + 1
+    draws = compiled.run(draws=30, chains=2, seed=0).samples("p")
+    assert np.all(np.diff(draws, axis=1) != 0)  # a fresh conjugate draw at every sweep
