@@ -186,6 +186,11 @@ ENCODE: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 #: the factors whose probability ``p`` the Pólya-Gamma rules rewrite when it is σ(ψ)
 LOGISTIC_LIKELIHOODS = frozenset({"Bernoulli", "Binomial", "NegativeBinomial"})
+#: a family and σ(ψ) fused into one factor (Infer.NET's BernoulliFromLogOdds): factor ->
+#: (law, its slots, each holding ψ of a probability σ(ψ))
+FUSED_LOGISTIC: dict[str, tuple[str, tuple[str, ...]]] = {
+    "BernoulliFromLogOdds": ("bernoulli", ("logodds",)),
+}
 #: law constructor -> (factor, its parameter names); laws with no factor stay symbolic
 DECODE = {law: (factor, slots) for factor, (law, slots) in ENCODE.items()}
 
@@ -206,6 +211,8 @@ def _is_logistic(value: Any, defining: dict[str, FactorCall]) -> bool:
 def expandable(call: FactorCall, defining: dict[str, FactorCall]) -> bool:
     """Whether a rule rewrites ``call``'s law: a heavy-tailed law, or a Bernoulli, Binomial
     or negative binomial of a probability σ(ψ) (``ff.logistic``)."""
+    if call.output is not None and call.factor in FUSED_LOGISTIC:
+        return True
     if call.output is None or call.factor not in ENCODE:
         return False
     if call.factor in LOGISTIC_LIKELIHOODS:
@@ -215,7 +222,10 @@ def expandable(call: FactorCall, defining: dict[str, FactorCall]) -> bool:
 
 def _own_form(call: FactorCall, defining: dict[str, FactorCall]) -> Form:
     """The law of ``call`` as written: its arguments as slots, a probability σ(ψ) as
-    ``logistic`` of the slot ``<arg>.logit`` (ψ)."""
+    ``logistic`` of the slot ``<arg>.logit`` (ψ) — of its own slot in a fused factor."""
+    if call.factor in FUSED_LOGISTIC:
+        head, slots = FUSED_LOGISTIC[call.factor]
+        return (head, *(("logistic", ("slot", s)) for s in slots))
     head, slots = ENCODE[call.factor]
     return (head, *((("logistic", ("slot", f"{s}.logit")) if _is_logistic(call.args[s],
                                                                           defining)

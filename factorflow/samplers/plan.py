@@ -25,7 +25,7 @@ MAX_COMBINATIONS = 64
 #: model with one of them loads the e-graph engine (``tests/samplers/test_expansions.py``
 #: checks this against the rules)
 EXPANDABLE = frozenset({"StudentT", "Laplace", "HalfCauchy", "Bernoulli", "Binomial",
-                        "NegativeBinomial"})
+                        "NegativeBinomial", "BernoulliFromLogOdds"})
 
 
 @dataclass

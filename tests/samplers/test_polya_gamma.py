@@ -187,3 +187,26 @@ def test_logistic_of_a_number_and_message_passing_refusal():
                  rtol=1e-14)
     with pytest.raises(ff.ModelError, match="gibbs"):
         logistic_regression().infer("ep")
+
+
+def test_a_fused_bernoulli_of_log_odds_is_augmented_the_same_way():
+    """A Bernoulli fused with its logistic link (one factor ``BernoulliFromLogOdds(y |
+    logodds)``, as Infer.NET writes it) reads as bernoulli(logistic(logodds)): the same
+    rules find the same Pólya-Gamma form, whose kernel reads ψ directly."""
+    from factorflow.model.core import FactorCall
+    from factorflow.samplers.expansions import explore_statements, materialize, show
+
+    model = logistic_regression()
+    statements = list(model.statements)
+    i, call = next((i, c) for i, c in enumerate(statements) if c.factor == "Bernoulli")
+    psi = next(c for c in statements if c.output is call.args["p"]).args["x"]
+    statements[i] = FactorCall("BernoulliFromLogOdds", call.output, {"logodds": psi},
+                               call.plates, call.provenance, call.frames)
+    forms = explore_statements(statements)[i]
+    assert show(forms[0]) == "bernoulli(logistic(logodds))"
+    pg = next(f for f in forms if f[0] == "mixture")
+    assert show(pg) == "mixture[pg](polya_gamma(1.0), pg_binomial(1.0, logodds, aux[pg]))"
+    expansion = materialize(statements[i], pg, set(model.variables))
+    assert [c.factor for c in expansion.statements] == ["PolyaGamma", "PolyaGammaBinomial"]
+    assert expansion.statements[1].args["logit"] is psi
+    assert expansion.statements[1].args["omega"] is expansion.auxiliaries[0]
