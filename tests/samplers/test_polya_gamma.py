@@ -162,6 +162,7 @@ def test_negative_binomial_dispersion_is_collapsed():
     assert names.index("y__pg") == names.index("r") + 1  # (r, ω) drawn as a block
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_negative_binomial_with_gamma_dispersion_against_grid_quadrature(seed):
     """y[n] ~ NB(r, σ(a)), a ~ N(0, 4), r ~ Gamma(2, rate 0.5): E[a], E[r] on a grid
