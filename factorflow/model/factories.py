@@ -62,7 +62,11 @@ def _operand(model: Model, value: Any, domain: str, what: str,
     """Validate one factor argument written inside the current plates."""
     plates = model.plates
     if isinstance(value, Link):
-        value.refuse(what)
+        if value.function != "logistic" or domain != "unit":
+            value.refuse(what)
+        # σ(x) as the probability of a factor with no fused logistic form (Binomial,
+        # NegativeBinomial): the derived variable, which Gibbs samples by Pólya-Gamma
+        value = logistic_variable(value.arg)
     if isinstance(value, Variable):
         if value.model is not model:
             raise ModelError(f"{what}: variable {value.name!r} belongs to another model; "
@@ -403,6 +407,16 @@ def HalfCauchy(name: str, scale: Any = 1.0, *, observed: Any = None) -> Variable
                         {"scale": "positive"}, observed)
 
 
+def NegativeBinomial(name: str, dispersion: Any, p: Any, *,
+                     observed: Any = None) -> Variable:
+    """A count y with P(y) = Γ(y + r) / (Γ(r) y!) p^y (1 − p)^r, r = ``dispersion`` (a
+    constant or a positive variable, e.g. Gamma), mean r p / (1 − p). Gibbs sampling only;
+    with ``p = ff.logistic(psi)`` it is NumPyro's ``NegativeBinomialLogits(r, psi)``, and
+    Gibbs sampling augments it with Pólya-Gamma variables."""
+    return new_variable("NegativeBinomial", name, "count", {"dispersion": dispersion, "p": p},
+                        {"dispersion": "positive", "p": "unit"}, observed)
+
+
 def Poisson(name: str, rate: Any, *, observed: Any = None) -> Variable:
     """A count ~ Poisson(rate); ``rate`` may be ``ff.exp(x)`` of a real value (a log link:
     the count must then be observed).
@@ -604,6 +618,17 @@ def times(a: Any, b: Any) -> Variable:
 # b)``) is therefore rewritten as the linear combination it is (``3 g``, ``-b``) of distinct
 # random variables, each entering once: exact under EP and VMP instead of double-counted.
 _LINEAR = ("Plus", "Minus", "ScaleBy")
+
+
+def logistic_variable(x: Any) -> Any:
+    """σ(x) = 1 / (1 + exp(−x)): for a random ``x`` the derived probability variable
+    ``logistic(x)``, a probability for a factor with no fused logistic form
+    (``ff.Binomial(name, n, ff.logistic(x))``, ``ff.NegativeBinomial``: Gibbs sampling by
+    Pólya-Gamma augmentation); for a number or array its value."""
+    if isinstance(x, Variable | Indexed | Data):
+        return _derived("Logistic", f"logistic({_label(x)})", "unit", {"x": x}, {"x": "real"})
+    arr = numeric_array(x, "ff.logistic(x)").astype(float)
+    return 0.5 * (1.0 + np.tanh(0.5 * arr))
 
 
 def _definition(var: Variable) -> FactorCall | None:

@@ -27,8 +27,8 @@ import numpy as np
 import factorflow.distributions as dist
 from factorflow.distributions.base import generator
 from factorflow.errors import ModelError, UnsupportedFactorError
-from factorflow.model.chains import Table
 from factorflow.lazy import special
+from factorflow.model.chains import Table
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Range, Variable
 
 if TYPE_CHECKING:

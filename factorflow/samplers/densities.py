@@ -17,11 +17,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from factorflow.rewrite.terms import DATA, SYM, Term, at, exp, index_sum, lgamma, log
+from factorflow.factors.polya_gamma import log_polya_gamma
+from factorflow.rewrite.evaluate import FUNCTION_IMPLEMENTATIONS
+from factorflow.rewrite.terms import DATA, SYM, Term, at, call, exp, index_sum, lgamma, log
 
 LOG_2PI = math.log(2 * math.pi)
 LOG_PI, LOG_2 = math.log(math.pi), math.log(2.0)
 K = "k"  # the inner index of vector arguments
+#: the function term of the Pólya-Gamma log density (evaluated by the polyagamma package)
+LOG_POLYA_GAMMA = "log_polya_gamma"
+FUNCTION_IMPLEMENTATIONS[LOG_POLYA_GAMMA] = log_polya_gamma
 
 #: factor name -> log density over its arguments' terms (keyword arguments by name)
 LOG_DENSITY: dict[str, Callable[..., Term]] = {
@@ -75,6 +80,21 @@ LOG_DENSITY: dict[str, Callable[..., Term]] = {
     "RootInverseGamma": lambda sample, shape, scale: (
         LOG_2 + shape * log(scale) - lgamma(shape) - (2 * shape + 1) * log(sample)
         - scale * sample**-2),
+    # log Γ(y + r) − log Γ(r) − log y! + y log p + r log(1 − p)
+    "NegativeBinomial": lambda sample, dispersion, p: (
+        lgamma(sample + dispersion) - lgamma(dispersion) - lgamma(sample + 1)
+        + sample * log(p) + dispersion * log(1 - p)),
+    # log PG(x | b, 0): a series, no closed form (the polyagamma package evaluates it)
+    "PolyaGamma": lambda sample, shape: call(LOG_POLYA_GAMMA, sample, shape),
+    # log C(n, y) − n log 2 + (y − n/2) ψ − ω ψ² / 2
+    "PolyaGammaBinomial": lambda sample, trials, logit, omega: (
+        lgamma(trials + 1) - lgamma(sample + 1) - lgamma(trials - sample + 1)
+        - LOG_2 * trials + (sample - 0.5 * trials) * logit - 0.5 * omega * logit**2),
+    # log Γ(y + r) − log Γ(r) − log y! − (y + r) log 2 + (y − r)/2 ψ − ω ψ² / 2
+    "PolyaGammaNegativeBinomial": lambda sample, dispersion, logit, omega: (
+        lgamma(sample + dispersion) - lgamma(dispersion) - lgamma(sample + 1)
+        - LOG_2 * (sample + dispersion) + 0.5 * (sample - dispersion) * logit
+        - 0.5 * omega * logit**2),
 }
 
 #: deterministic factor name -> the expression of its output over its inputs
@@ -85,6 +105,7 @@ EXPRESSION: dict[str, Callable[..., Term]] = {
     "Product": lambda a, b: a * b,
     "Reciprocal": lambda a: a**-1,   # the samplers' own: scale-mixture parameters
     "Square": lambda a: a**2,
+    "Logistic": lambda x: (1 + exp(-x)) ** -1,
 }
 
 

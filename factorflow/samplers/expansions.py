@@ -43,7 +43,14 @@ class Param(Expr):
     @classmethod
     def aux(cls, kind: StringLike) -> Param: ...
 
+    @classmethod
+    def output(cls) -> Param: ...
+
     def __mul__(self, other: Param) -> Param: ...
+
+    def __add__(self, other: Param) -> Param: ...
+
+    def logistic(self) -> Param: ...
 
     def reciprocal(self) -> Param: ...
 
@@ -84,10 +91,28 @@ class Law(Expr):
     def half_cauchy(cls, scale: Param) -> Law: ...
 
     @classmethod
+    def bernoulli(cls, p: Param) -> Law: ...
+
+    @classmethod
+    def binomial(cls, trials: Param, p: Param) -> Law: ...
+
+    @classmethod
+    def negative_binomial(cls, dispersion: Param, p: Param) -> Law: ...
+
+    @classmethod
+    def polya_gamma(cls, shape: Param) -> Law: ...
+
+    @classmethod
+    def pg_binomial(cls, trials: Param, logit: Param, omega: Param) -> Law: ...
+
+    @classmethod
+    def pg_negative_binomial(cls, dispersion: Param, logit: Param, omega: Param) -> Law: ...
+
+    @classmethod
     def mixture(cls, kind: StringLike, mixing: Law, kernel: Law) -> Law: ...
 
 
-_m, _s, _nu, _p, _r, _v = vars_("m s nu p r v", Param)
+_m, _s, _nu, _p, _r, _v, _n, _psi = vars_("m s nu p r v n psi", Param)
 _HALF, _ONE, _TWO = Param.number(0.5), Param.number(1.0), Param.number(2.0)
 
 #: the rules, one relation per line (read as equalities by the e-graph)
@@ -110,20 +135,37 @@ SCALE_MIXTURES_RULES = {
         "mixing", Law.inverse_gamma(_HALF, _s.square().reciprocal()),
         Law.root_inverse_gamma(_HALF, Param.aux("mixing").reciprocal()))),
 }
+#: Pólya-Gamma augmentation (Polson, Scott & Windle 2013): for b > 0,
+#: (e^ψ)^a / (1 + e^ψ)^b = 2^−b e^((a − b/2) ψ) ∫ e^(−ω ψ²/2) PG(ω | b, 0) dω
+POLYA_GAMMA_RULES = {
+    # Bernoulli(σ(ψ)) = Binomial(1, σ(ψ))
+    "bernoulli_binomial": rewrite(Law.bernoulli(_psi.logistic())).to(
+        Law.binomial(_ONE, _psi.logistic())),
+    # Binomial(y | n, σ(ψ)) = ∫ C(n, y) 2^−n e^((y − n/2) ψ − ω ψ²/2) PG(ω | n, 0) dω
+    "binomial_polya_gamma": rewrite(Law.binomial(_n, _psi.logistic())).to(Law.mixture(
+        "pg", Law.polya_gamma(_n), Law.pg_binomial(_n, _psi, Param.aux("pg")))),
+    # NB(y | r, σ(ψ)) = ∫ Γ(y+r)/(Γ(r) y!) 2^−(y+r) e^((y − r)/2 ψ − ω ψ²/2) PG(ω | y + r, 0) dω
+    "negative_binomial_polya_gamma": rewrite(Law.negative_binomial(_r, _psi.logistic())).to(
+        Law.mixture("pg", Law.polya_gamma(Param.output() + _r),
+                    Law.pg_negative_binomial(_r, _psi, Param.aux("pg")))),
+}
+SCALE_MIXTURES_RULES.update(POLYA_GAMMA_RULES)
 SCALE_MIXTURES = ruleset(*SCALE_MIXTURES_RULES.values(), name="scale_mixtures")
 
-#: the head constructor each rule introduces (to report the rules behind a chosen form)
-_INTRODUCES = {"student_t_gamma_precision": "mixture", "laplace_exponential_variance":
-               "mixture", "exponential_gamma": "gamma", "variance_precision": "gaussian",
-               "half_cauchy_inverse_gamma": "mixture"}
-#: every constructor a rule's right side holds
+#: every constructor a rule's right side holds (to report the rules behind a chosen form)
 _PRODUCES = {"student_t_gamma_precision": {"mixture", "gamma", "gaussian"},
              "laplace_exponential_variance": {"mixture", "exponential", "gaussian_variance"},
              "exponential_gamma": {"gamma"}, "variance_precision": {"gaussian"},
-             "half_cauchy_inverse_gamma": {"mixture", "inverse_gamma", "root_inverse_gamma"}}
+             "half_cauchy_inverse_gamma": {"mixture", "inverse_gamma", "root_inverse_gamma"},
+             "bernoulli_binomial": {"binomial"},
+             "binomial_polya_gamma": {"mixture", "polya_gamma", "pg_binomial"},
+             "negative_binomial_polya_gamma": {"mixture", "polya_gamma",
+                                               "pg_negative_binomial"}}
 _ELIMINATES = {"student_t_gamma_precision": "student_t", "laplace_exponential_variance":
                "laplace", "exponential_gamma": "exponential", "variance_precision":
-               "gaussian_variance", "half_cauchy_inverse_gamma": "half_cauchy"}
+               "gaussian_variance", "half_cauchy_inverse_gamma": "half_cauchy",
+               "bernoulli_binomial": "bernoulli", "binomial_polya_gamma": "binomial",
+               "negative_binomial_polya_gamma": "negative_binomial"}
 
 #: factor -> (law constructor, argument slots); the laws a statement can be read as
 ENCODE: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -135,6 +177,19 @@ ENCODE: dict[str, tuple[str, tuple[str, ...]]] = {
     "StudentT": ("student_t", ("mean", "nu", "precision")),
     "Laplace": ("laplace", ("mean", "scale")),
     "HalfCauchy": ("half_cauchy", ("scale",)),
+    "Bernoulli": ("bernoulli", ("p",)),
+    "Binomial": ("binomial", ("trials", "p")),
+    "NegativeBinomial": ("negative_binomial", ("dispersion", "p")),
+    "PolyaGamma": ("polya_gamma", ("shape",)),
+    "PolyaGammaBinomial": ("pg_binomial", ("trials", "logit", "omega")),
+    "PolyaGammaNegativeBinomial": ("pg_negative_binomial", ("dispersion", "logit", "omega")),
+}
+#: the factors whose probability ``p`` the Pólya-Gamma rules rewrite when it is σ(ψ)
+LOGISTIC_LIKELIHOODS = frozenset({"Bernoulli", "Binomial", "NegativeBinomial"})
+#: a family and σ(ψ) fused into one factor (Infer.NET's BernoulliFromLogOdds): factor ->
+#: (law, its slots, each holding ψ of a probability σ(ψ))
+FUSED_LOGISTIC: dict[str, tuple[str, tuple[str, ...]]] = {
+    "BernoulliFromLogOdds": ("bernoulli", ("logodds",)),
 }
 #: law constructor -> (factor, its parameter names); laws with no factor stay symbolic
 DECODE = {law: (factor, slots) for factor, (law, slots) in ENCODE.items()}
@@ -143,11 +198,47 @@ DECODE = {law: (factor, slots) for factor, (law, slots) in ENCODE.items()}
 Form = tuple
 
 
-def _law(call: FactorCall) -> Law | None:
-    if call.factor not in ENCODE or call.output is None:
-        return None
+def definitions(statements: list[FactorCall]) -> dict[str, FactorCall]:
+    """The statement defining each deterministic variable, by name."""
+    return {c.output.name: c for c in statements if c.output is not None and c.output.derived}
+
+
+def _is_logistic(value: Any, defining: dict[str, FactorCall]) -> bool:
+    return (isinstance(value, Variable) and value.name in defining
+            and defining[value.name].factor == "Logistic")
+
+
+def expandable(call: FactorCall, defining: dict[str, FactorCall]) -> bool:
+    """Whether a rule rewrites ``call``'s law: a heavy-tailed law, or a Bernoulli, Binomial
+    or negative binomial of a probability σ(ψ) (``ff.logistic``)."""
+    if call.output is not None and call.factor in FUSED_LOGISTIC:
+        return True
+    if call.output is None or call.factor not in ENCODE:
+        return False
+    if call.factor in LOGISTIC_LIKELIHOODS:
+        return _is_logistic(call.args.get("p"), defining)
+    return ENCODE[call.factor][0] in _ELIMINATES.values()
+
+
+def _own_form(call: FactorCall, defining: dict[str, FactorCall]) -> Form:
+    """The law of ``call`` as written: its arguments as slots, a probability σ(ψ) as
+    ``logistic`` of the slot ``<arg>.logit`` (ψ) — of its own slot in a fused factor."""
+    if call.factor in FUSED_LOGISTIC:
+        head, slots = FUSED_LOGISTIC[call.factor]
+        return (head, *(("logistic", ("slot", s)) for s in slots))
     head, slots = ENCODE[call.factor]
-    return getattr(Law, head)(*(Param(s) for s in slots))
+    return (head, *((("logistic", ("slot", f"{s}.logit")) if _is_logistic(call.args[s],
+                                                                          defining)
+                     else ("slot", s)) for s in slots))
+
+
+def _to_law(form: Form) -> Any:
+    head = form[0]
+    if head == "slot":
+        return Param(form[1])
+    if head == "logistic":
+        return _to_law(form[1]).logistic()
+    return getattr(Law, head)(*(_to_law(c) for c in form[1:]))
 
 
 def explore_statements(statements: list[FactorCall], max_forms: int = 16
@@ -157,10 +248,10 @@ def explore_statements(statements: list[FactorCall], max_forms: int = 16
     Statements with one form are left out."""
     egraph = EGraph()
     roots = {}
+    defining = definitions(statements)
     for i, call in enumerate(statements):
-        law = _law(call)
-        if law is not None and ENCODE[call.factor][0] in _ELIMINATES.values():
-            roots[i] = egraph.let(f"statement{i}", law)
+        if expandable(call, defining):
+            roots[i] = egraph.let(f"statement{i}", _to_law(_own_form(call, defining)))
     if not roots:
         return {}
     egraph.run(SCALE_MIXTURES.saturate())
@@ -168,16 +259,11 @@ def explore_statements(statements: list[FactorCall], max_forms: int = 16
     out = {}
     for i in roots:
         forms = _forms(classes, bound[f"statement{i}"], max_forms)
-        own = _own_form(statements[i])
+        own = _own_form(statements[i], defining)
         forms = [own] + [f for f in forms if f != own]
         if len(forms) > 1:
             out[i] = forms
     return out
-
-
-def _own_form(call: FactorCall) -> Form:
-    head, slots = ENCODE[call.factor]
-    return (head, *(("slot", s) for s in slots))
 
 
 def _read(egraph: EGraph) -> tuple[dict[Any, list[Form]], dict[str, Any]]:
@@ -211,8 +297,11 @@ def _node(core: Any, name: str, inputs: list[Any]) -> Form | None:
         return ("number", core.value_to_f64(inputs[0]))
     if name.endswith("Param_aux"):
         return ("aux", core.value_to_string(inputs[0]))
+    if name.endswith("Param_output"):
+        return ("output",)
     for head, label in (("Param___mul__", "mul"), ("Param_reciprocal", "reciprocal"),
-                        ("Param_square", "square")):
+                        ("Param_square", "square"), ("Param___add__", "add"),
+                        ("Param_logistic", "logistic")):
         if name.endswith(head):
             return (label, *inputs)
     return None
@@ -220,7 +309,8 @@ def _node(core: Any, name: str, inputs: list[Any]) -> Form | None:
 
 _LAW_HEADS = ("gaussian_variance", "gaussian_scale", "root_inverse_gamma", "inverse_gamma",
               "student_t", "half_cauchy", "exponential", "gaussian", "gamma", "laplace",
-              "mixture")
+              "pg_negative_binomial", "pg_binomial", "negative_binomial", "binomial",
+              "bernoulli", "polya_gamma", "mixture")
 
 
 def _forms(classes: dict[Any, list[Form]], root: Any, limit: int) -> list[Form]:
@@ -234,7 +324,7 @@ def _forms(classes: dict[Any, list[Form]], root: Any, limit: int) -> list[Form]:
             return []
         out: list[Form] = []
         for node in classes.get(c, ()):
-            if node[0] in ("slot", "number", "aux"):
+            if node[0] in ("slot", "number", "aux", "output"):
                 out.append(node)
                 continue
             options = [[child] if isinstance(child, tuple) else terms(child, depth + 1)
@@ -248,21 +338,27 @@ def _forms(classes: dict[Any, list[Form]], root: Any, limit: int) -> list[Form]:
 
 
 def rules_behind(form: Form, own: Form) -> tuple[str, ...]:
-    """The chain of rules that turns ``own`` into ``form``: each rule's left side is in
-    ``own`` or produced by an earlier rule of the chain, and what it introduces is in
-    ``form`` while what it eliminates is not."""
-    final, available = set(_heads(form)), set(_heads(own))
-    chain: list[str] = []
-    changed = True
-    while changed:
-        changed = False
-        for name in SCALE_MIXTURES_RULES:
-            if (name not in chain and _ELIMINATES[name] in available
-                    and _INTRODUCES[name] in final and _ELIMINATES[name] not in final):
-                chain.append(name)
-                available |= _PRODUCES[name]
-                changed = True
-    return tuple(chain)
+    """The shortest chain of rules that turns the laws of ``own`` into those of ``form``:
+    each rule rewrites a law present (in ``own`` or produced by an earlier rule) into the
+    laws it produces; heads of laws are compared as sets (breadth-first search)."""
+    laws = set(_LAW_HEADS)
+    start = frozenset(set(_heads(own)) & laws)
+    goal = frozenset(set(_heads(form)) & laws)
+    frontier: list[tuple[frozenset[str], tuple[str, ...]]] = [(start, ())]
+    seen = {start}
+    while frontier:
+        later = []
+        for heads, chain in frontier:
+            if heads == goal:
+                return chain
+            for name, eliminated in _ELIMINATES.items():
+                if eliminated in heads:
+                    after = frozenset((heads - {eliminated}) | (_PRODUCES[name] & laws))
+                    if after not in seen:
+                        seen.add(after)
+                        later.append((after, (*chain, name)))
+        frontier = later
+    return ()
 
 
 def _heads(form: Any) -> list[str]:
@@ -283,6 +379,12 @@ def show(form: Any) -> str:
         return repr(form[1])
     if head == "aux":
         return f"aux[{form[1]}]"
+    if head == "output":
+        return "output"
+    if head == "add":
+        return f"{show(form[1])} + {show(form[2])}"
+    if head == "logistic":
+        return f"logistic({show(form[1])})"
     if head == "mul":
         return f"{show(form[1])}*{show(form[2])}"
     if head == "reciprocal":
@@ -304,14 +406,16 @@ class Expansion:
     derived: list[Variable]
 
 
-def materialize(call: FactorCall, form: Form, taken: set[str]) -> Expansion | None:
+def materialize(call: FactorCall, form: Form, taken: set[str],
+                defining: dict[str, FactorCall] | None = None) -> Expansion | None:
     """``call`` rewritten to ``form``, or None when a law in it has no factor (a form
     on the way to another, such as a Gaussian by its variance). ``taken`` holds the
-    variable names in use (new names are added to it)."""
+    variable names in use (new names are added to it); ``defining`` the statements of
+    the deterministic variables (to read ψ of an argument σ(ψ))."""
     out = Expansion([], [], [])
     if not _materializable(form):
         return None
-    _emit(call, form, call.output, {}, out, taken)
+    _emit(call, form, call.output, {}, out, taken, defining or {})
     return out
 
 
@@ -323,44 +427,49 @@ def _materializable(form: Form) -> bool:
 
 
 def _emit(call: FactorCall, form: Form, output: Variable, aux: dict[str, Variable],
-          out: Expansion, taken: set[str]) -> None:
+          out: Expansion, taken: set[str], defining: dict[str, FactorCall]) -> None:
     if form[0] == "mixture":
         kind = form[1][1]
         variable = Variable(_fresh(f"{output.name}__{kind}", taken), "positive", call.plates,
                             output.model, provenance=call.provenance)
         out.auxiliaries.append(variable)
-        _emit(call, form[2], variable, aux, out, taken)
-        _emit(call, form[3], output, {**aux, kind: variable}, out, taken)
+        _emit(call, form[2], variable, aux, out, taken, defining)
+        _emit(call, form[3], output, {**aux, kind: variable}, out, taken, defining)
         return
     factor, slots = DECODE[form[0]]
-    args = {slot: _value(call, p, aux, out, taken) for slot, p in zip(slots, form[1:],
-                                                                       strict=True)}
+    args = {slot: _value(call, p, aux, out, taken, defining)
+            for slot, p in zip(slots, form[1:], strict=True)}
     out.statements.append(FactorCall(factor, output, args, call.plates, call.provenance,
                                      call.frames))
 
 
 _ARITHMETIC: dict[str, tuple[str, Callable[..., Any]]] = {
     "mul": ("Product", np.multiply), "reciprocal": ("Reciprocal", np.reciprocal),
-    "square": ("Square", np.square),
+    "square": ("Square", np.square), "add": ("Plus", np.add),
+    "logistic": ("Logistic", lambda x: 0.5 * (1.0 + np.tanh(0.5 * x))),
 }
 
 
 def _value(call: FactorCall, p: Form, aux: dict[str, Variable], out: Expansion,
-           taken: set[str]) -> Any:
+           taken: set[str], defining: dict[str, FactorCall]) -> Any:
     head = p[0]
     if head == "slot":
-        return call.args[p[1]]
+        arg, _, part = p[1].partition(".")
+        value = call.args[arg]
+        return defining[value.name].args["x"] if part == "logit" else value
     if head == "number":
         return np.asarray(p[1])
     if head == "aux":
         return aux[p[1]]
-    parts = [_value(call, c, aux, out, taken) for c in p[1:]]
+    if head == "output":
+        return call.output
+    parts = [_value(call, c, aux, out, taken, defining) for c in p[1:]]
     factor, fn = _ARITHMETIC[head]
     if all(isinstance(x, np.ndarray) for x in parts):
         return fn(*parts)
     variable = Variable(_fresh(f"{call.output.name}__{head}", taken), "real", call.plates,
                         call.output.model, derived=True, provenance=call.provenance)
-    names = ("a", "b") if head == "mul" else ("a",)
+    names = ("a", "b") if head in ("mul", "add") else ("x",) if head == "logistic" else ("a",)
     out.derived.append(variable)
     out.statements.append(FactorCall(factor, variable, dict(zip(names, parts, strict=True)),
                                      call.plates, call.provenance, call.frames))

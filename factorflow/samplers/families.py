@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special, stats
 
 from factorflow.errors import ModelError
 from factorflow.rewrite.terms import Term, at, log
@@ -24,11 +24,20 @@ from factorflow.rewrite.terms import Term, at, log
 @dataclass(frozen=True)
 class Family:
     """A conjugate family: ``statistics(x, k)`` as terms, and ``draw(rng, naturals,
-    what)`` sampling from exp(Σ η_i T_i(x)) (``what`` names the variable in errors)."""
+    what)`` sampling from exp(Σ η_i T_i(x)) (``what`` names the variable in errors).
+
+    A family with a ``base`` ``(factor, parameters)`` is a tilted base law that is no
+    exponential family in its parameters (Pólya-Gamma): the variable must be defined by
+    that factor, whose ``parameters`` follow the summed ``η`` in ``draw``'s naturals; the
+    other sites must be linear in the statistics."""
 
     name: str
     statistics: Callable[[Term, str], tuple[Term, ...]]
     draw: Callable[[np.random.Generator, list[np.ndarray], str], np.ndarray]
+    base: tuple[str, tuple[str, ...]] | None = None
+    #: log ∫ exp(Σ η_i T_i(x)) dx over the support (elementwise; over the event for a
+    #: simplex), so that a parent of the variable can be sampled with it integrated out
+    log_normalizer: Callable[[list[np.ndarray]], np.ndarray] | None = None
 
 
 def _improper(what: str, family: str, detail: str) -> ModelError:
@@ -79,6 +88,22 @@ def _gig(rng: np.random.Generator, eta: list[np.ndarray], what: str) -> np.ndarr
     return np.sqrt(b / a) * stats.geninvgauss.rvs(p, np.sqrt(a * b), random_state=rng)
 
 
+def _polya_gamma(rng: np.random.Generator, eta: list[np.ndarray], what: str) -> np.ndarray:
+    """PG(b, 0) tilted by exp(η x): PG(b, z) with z = √(−2η) (Polson, Scott & Windle)."""
+    try:
+        from polyagamma import random_polyagamma
+    except ImportError:  # pragma: no cover - polyagamma is in the mcmc and test extras
+        raise ModelError(f"sampling {what!r} needs the polyagamma package: pip install "
+                         "'factorflow[mcmc]'.") from None
+    tilt, shape = np.broadcast_arrays(np.asarray(eta[0], float), np.asarray(eta[1], float))
+    if np.any(tilt > 0):
+        raise _improper(what, "Pólya-Gamma", f"tilt {np.max(tilt):.3g} > 0")
+    shape = _positive(shape, what, "Pólya-Gamma", "shape")
+    out = np.empty(shape.shape)
+    random_polyagamma(shape, np.sqrt(-2.0 * tilt), out=out, random_state=rng)
+    return out
+
+
 def _beta(rng: np.random.Generator, eta: list[np.ndarray], what: str) -> np.ndarray:
     a = _positive(eta[0] + 1.0, what, "Beta", "alpha")
     b = _positive(eta[1] + 1.0, what, "Beta", "beta")
@@ -90,20 +115,41 @@ def _dirichlet(rng: np.random.Generator, eta: list[np.ndarray], what: str) -> np
     return g / g.sum(axis=-1, keepdims=True)
 
 
+def _gaussian_log_normalizer(eta: list[np.ndarray]) -> np.ndarray:
+    return eta[0] ** 2 / (-4.0 * eta[1]) + 0.5 * np.log(np.pi / -eta[1])
+
+
+def _gamma_log_normalizer(eta: list[np.ndarray]) -> np.ndarray:
+    return special.gammaln(eta[0] + 1.0) - (eta[0] + 1.0) * np.log(-eta[1])
+
+
+def _beta_log_normalizer(eta: list[np.ndarray]) -> np.ndarray:
+    return special.betaln(eta[0] + 1.0, eta[1] + 1.0)
+
+
+def _dirichlet_log_normalizer(eta: list[np.ndarray]) -> np.ndarray:
+    alpha = eta[0] + 1.0
+    return special.gammaln(alpha).sum(axis=-1) - special.gammaln(alpha.sum(axis=-1))
+
+
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("Gaussian", lambda x, k: (x, x**2), _gaussian),
-    Family("Gamma", lambda x, k: (log(x), x), _gamma),
+    Family("Gaussian", lambda x, k: (x, x**2), _gaussian,
+           log_normalizer=_gaussian_log_normalizer),
+    Family("Gamma", lambda x, k: (log(x), x), _gamma, log_normalizer=_gamma_log_normalizer),
     Family("InverseGamma", lambda x, k: (log(x), x**-1), _inverse_gamma),
     Family("RootInverseGamma", lambda x, k: (log(x), x**-2), _root_inverse_gamma),
     Family("GIG", lambda x, k: (log(x), x, x**-1), _gig),
-    Family("Beta", lambda x, k: (log(x), log(1 - x)), _beta),
-    Family("Dirichlet", lambda x, k: (log(at(x, k)),), _dirichlet),
+    Family("PolyaGamma", lambda x, k: (x,), _polya_gamma, base=("PolyaGamma", ("shape",))),
+    Family("Beta", lambda x, k: (log(x), log(1 - x)), _beta,
+           log_normalizer=_beta_log_normalizer),
+    Family("Dirichlet", lambda x, k: (log(at(x, k)),), _dirichlet,
+           log_normalizer=_dirichlet_log_normalizer),
 )}
 
 #: the conjugate families tried for a variable of each domain, most specific first
 CANDIDATES: dict[str, tuple[str, ...]] = {
     "real": ("Gaussian",),
-    "positive": ("Gamma", "InverseGamma", "RootInverseGamma", "GIG"),
+    "positive": ("Gamma", "InverseGamma", "RootInverseGamma", "GIG", "PolyaGamma"),
     "unit": ("Beta",),
     "simplex": ("Dirichlet",),
 }

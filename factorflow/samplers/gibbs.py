@@ -25,7 +25,8 @@ from factorflow.errors import ModelError
 from factorflow.model.chains import check_gibbs
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model, Variable
-from factorflow.samplers.conditionals import Conditional, conditional
+from factorflow.samplers.block import JointBlock, joint_blocks
+from factorflow.samplers.conditionals import Conditional, collapse, conditional, marginalize
 from factorflow.samplers.plan import choose_plan
 from factorflow.samplers.result import SamplingResult
 from factorflow.samplers.sites import Site, read_sites
@@ -79,14 +80,31 @@ class GibbsModel:
         self.model = model
         self.plan = choose_plan(model)
         sites = read_sites(self.plan.statements, self.plan.definitions)
-        self.conditionals = [conditional(v, sites) for v in self.plan.latent]
+        self.conditionals = [
+            collapse(c, self.plan.expanded, self.plan.statements, self.plan.definitions)
+            if c.kind == "slice" else c
+            for c in (conditional(v, sites) for v in self.plan.latent)]
+        self.conditionals = [marginalize(c, self.conditionals) if c.kind == "slice" else c
+                             for c in self.conditionals]
         discrete = [c for c in self.conditionals if c.kind == "enumerate"]
         ordered = discrete + [c for c in self.conditionals if c.kind != "enumerate"]
         self.schedule = gibbs_schedule(ordered)
         by_label = {_sample(c): c for c in ordered}
-        self.updates: list[Conditional] = [
-            by_label[label] for part in (self.schedule.prefix, *self.schedule.loop)
-            for label in part if label in by_label]
+        # every sample once per sweep, in schedule order (a sample nothing reads, such as
+        # children integrated out by their parents, may come after the loop)
+        order = dict.fromkeys(label for part in (self.schedule.prefix, *self.schedule.loop,
+                                                 *self.schedule.suffix)
+                              for label in part if label in by_label)
+        self.updates: list[Conditional] = [by_label[label] for label in order]
+        self.updates = _blocks(self.updates)
+        self.steps = joint_blocks(self.updates)
+        for block in self.steps:
+            if isinstance(block, JointBlock):
+                others = [v.name for v in block.variables]
+                for c in block.members:
+                    c.rewrites = (*c.rewrites, f"jointly with {', '.join(others)}: "
+                                  "independence Metropolis-Hastings from a Student-t fitted "
+                                  "to the warm-up draws (log/logit scale)")
         first = {}
         for i, call in enumerate(self.plan.statements):
             if call.output is not None:
@@ -121,10 +139,21 @@ class GibbsModel:
         kept = {c.variable.name: np.empty((chains, draws, *values[c.variable.name].shape[1:]),
                                           dtype=values[c.variable.name].dtype)
                 for c in self.updates if c.variable.name in self.model.variables}
+        blocks = [s for s in self.steps if isinstance(s, JointBlock)]
+        for block in blocks:
+            block.reset()
         start = time.perf_counter()
         for sweep in range(burn + draws * thin):
-            for c in self.updates:
-                values[c.variable.name] = c.draw(rng, values, known, chains)
+            for step in self.steps:
+                if isinstance(step, JointBlock):
+                    step.update(rng, values, known, chains)
+                else:
+                    values[step.variable.name] = step.draw(rng, values, known, chains)
+            if sweep < burn:
+                for block in blocks:
+                    block.observe(values)
+                    if sweep in (burn // 2, burn - 1):
+                        block.adapt()
             kept_at, offset = divmod(sweep - burn, thin)
             if sweep >= burn and offset == thin - 1:
                 for name, arr in kept.items():
@@ -182,6 +211,21 @@ def compile_gibbs(model: Model) -> GibbsModel:
     return model._compiled[key]
 
 
+def _blocks(updates: list[Conditional]) -> list[Conditional]:
+    """``updates`` with each variable that others integrate out drawn right after the
+    last of them, and those moved next to each other: nothing in between reads a stale
+    value of it (a partially collapsed Gibbs sweep stays valid)."""
+    out = list(updates)
+    for name in dict.fromkeys(n for c in updates for n in c.then):
+        group = [c for c in out if name in c.then]
+        inner = next(c for c in out if c.variable.name == name)
+        at = out.index(group[0])
+        for c in (*group, inner):
+            out.remove(c)
+        out[at:at] = [*group, inner]
+    return out
+
+
 def _prior(var: Variable, sites: list[Site]) -> Conditional:
     """The conditional of ``var`` given only its own definitions (its prior), to start
     the chains from."""
@@ -227,8 +271,10 @@ def gibbs_schedule(conditionals: list[Conditional]) -> Schedule:
     conditional); each sample *triggers* the conditionals that read it, so a conditional
     is recomputed from the latest samples before its variable is drawn. The sample nodes
     are the outputs; ties go to the order given (indicators first). Every sample is drawn
-    once per sweep, in the order of the schedule's sample nodes; the chains start from
-    prior draws (the scheduler's initial values)."""
+    once per sweep, in the order of the schedule's sample nodes (then each variable that
+    others integrate out moves right after them, see ``_blocks``: ``compiled.samplers``
+    lists the order used; a sample nothing reads prints "after loop" but is drawn every
+    sweep); the chains start from prior draws (the scheduler's initial values)."""
     nodes: list[str] = []
     edges: dict[tuple[str, str], Dep] = {}
     describe: dict[str, str] = {}
@@ -238,7 +284,9 @@ def gibbs_schedule(conditionals: list[Conditional]) -> Schedule:
         nodes += [cond, sample]
         describe[sample] = f"draw {name} ~ {_describe(c)}"
         edges[(cond, sample)] = Dep.DEPENDENCY | Dep.REQUIRED
-        for v in sorted({v.name for s in c.sites for v in _random_reads(s)} - {name}):
+        sites = [*c.sites, *(p.site for m in c.marginals for p in (m.prior, *m.others))]
+        reads = {v.name for s in sites for v in _random_reads(s)} - {name, *c.then}
+        for v in sorted(reads):
             edges[(f"sample {v}", cond)] = Dep.TRIGGER
     graph = DependencyGraph(tuple(nodes), edges,
                             outputs=frozenset(_sample(c) for c in conditionals),

@@ -18,7 +18,9 @@ import numpy as np
 from scipy import special
 
 from factorflow.errors import ModelError
+from factorflow.rewrite.evaluate import FUNCTION_IMPLEMENTATIONS
 from factorflow.rewrite.terms import (
+    CALL,
     CONST,
     DATA,
     DIGAMMA,
@@ -36,7 +38,7 @@ from factorflow.rewrite.terms import (
 
 _FUNCTIONS = {LOG: "np.log", EXP: "np.exp", LGAMMA: "special.gammaln",
               DIGAMMA: "special.digamma"}
-_NAMESPACE = {"np": np, "special": special}
+_NAMESPACE = {"np": np, "special": special, "functions": FUNCTION_IMPLEMENTATIONS}
 
 
 def to_source(term: Term) -> str:
@@ -71,6 +73,8 @@ def _source(t: Term) -> tuple[str, bool]:
         return f"(-{args[0]})", indexed
     if op in _FUNCTIONS:
         return f"{_FUNCTIONS[op]}({args[0]})", indexed
+    if op == CALL and t.payload in FUNCTION_IMPLEMENTATIONS:
+        return f"functions[{t.payload!r}]({', '.join(args)})", indexed
     raise ModelError(f"a sampler cannot compute {t} (operation {op!r}).")
 
 

@@ -21,9 +21,11 @@ from factorflow.samplers.conditionals import conditional
 from factorflow.samplers.sites import model_statements, read_sites
 
 MAX_COMBINATIONS = 64
-#: the factors the scale-mixture rules rewrite: only a model with one of them loads the
-#: e-graph engine (``tests/samplers/test_expansions.py`` checks this against the rules)
-EXPANDABLE = frozenset({"StudentT", "Laplace", "HalfCauchy"})
+#: the factors the rules rewrite (the last three when their probability is σ(ψ)): only a
+#: model with one of them loads the e-graph engine (``tests/samplers/test_expansions.py``
+#: checks this against the rules)
+EXPANDABLE = frozenset({"StudentT", "Laplace", "HalfCauchy", "Bernoulli", "Binomial",
+                        "NegativeBinomial", "BernoulliFromLogOdds"})
 
 
 @dataclass
@@ -37,6 +39,8 @@ class Plan:
     rewrites: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: how many forms the exploration found, over all expandable statements
     forms: int = 0
+    #: each expanded statement as written, with its expansion
+    expanded: list[tuple[FactorCall, Any]] = field(default_factory=list)
 
     @property
     def variables(self) -> dict[str, Variable]:
@@ -49,7 +53,18 @@ def choose_plan(model: Model) -> Plan:
     latent = [v for v in model.variables.values() if not v.is_observed and not v.derived]
     if not any(call.factor in EXPANDABLE for call in statements):
         return Plan(statements, definitions, latent)
-    from factorflow.samplers.expansions import explore_statements, materialize
+    from factorflow.samplers.expansions import (
+        definitions as defining_statements,
+    )
+    from factorflow.samplers.expansions import (
+        expandable,
+        explore_statements,
+        materialize,
+    )
+
+    defining = defining_statements(statements)
+    if not any(expandable(call, defining) for call in statements):
+        return Plan(statements, definitions, latent)
 
     forms = explore_statements(statements)
     base = Plan(statements, definitions, latent, forms=sum(len(f) for f in forms.values()))
@@ -59,7 +74,8 @@ def choose_plan(model: Model) -> Plan:
     options: dict[int, list[tuple[Any, Any]]] = {}
     for i, fs in forms.items():
         options[i] = [(fs[0], None)] + [
-            (f, e) for f in fs[1:] if (e := materialize(statements[i], f, taken)) is not None]
+            (f, e) for f in fs[1:]
+            if (e := materialize(statements[i], f, taken, defining)) is not None]
     keys = sorted(options)
     combos = list(itertools.islice(itertools.product(*(range(len(options[i])) for i in keys)),
                                    MAX_COMBINATIONS + 1))
@@ -83,12 +99,14 @@ def _build(base: Plan, options: dict[int, list[tuple[Any, Any]]],
     definitions = dict(base.definitions)
     latent = list(base.latent)
     rewrites: dict[str, tuple[str, ...]] = {}
+    expanded = []
     for i, call in enumerate(base.statements):
         form, expansion = options[i][choice[i]] if i in options else (None, None)
         if expansion is None:
             statements.append(call)
             continue
         statements += expansion.statements
+        expanded.append((call, expansion))
         own = options[i][0][0]
         chain = rules_behind(form, own)
         line = (f"{call.factor}({call.output.name}) = {show(form)}  [rules: "
@@ -98,7 +116,7 @@ def _build(base: Plan, options: dict[int, list[tuple[Any, Any]]],
         for v in (*expansion.auxiliaries, *expansion.derived):
             definitions[v.name] = 1
         latent += expansion.auxiliaries
-    return Plan(statements, definitions, latent, rewrites, base.forms)
+    return Plan(statements, definitions, latent, rewrites, base.forms, expanded)
 
 
 def _score(plan: Plan) -> tuple[int, int, int, list[str]]:

@@ -192,6 +192,8 @@ class Site:
     accesses: dict[str, Access]
     plates: tuple[Range, ...]
     gates: tuple[GateFrame, ...]
+    #: the term of each argument of the factor (over the accesses' names)
+    arguments: dict[str, Term] = field(default_factory=dict)
     _terms: dict[str, Term] = field(default_factory=dict, repr=False)
     _static: Any = field(default=None, repr=False)
 
@@ -274,6 +276,13 @@ def read_sites(statements: list[FactorCall], definitions: dict[str, int]) -> lis
     return [builder.site(call) for call in statements if not _is_expression(call)]
 
 
+def read_site(call: FactorCall, statements: list[FactorCall],
+              definitions: dict[str, int]) -> Site:
+    """The site of ``call`` (which need not be among ``statements``), its deterministic
+    arguments expanded by their definitions in ``statements``."""
+    return _Builder(statements, definitions).site(call)
+
+
 def model_statements(model: Model) -> tuple[list[FactorCall], dict[str, int]]:
     """The statements of ``model`` and the number of definitions of each variable."""
     return list(model.statements), {k: len(v) for k, v in model.definitions.items()}
@@ -294,8 +303,10 @@ class _Builder:
         formula = log_density_term(call.factor)
         if formula is None or call.output is None:
             raise UnsupportedFactorError(
-                f"{call.provenance or call.factor}: factor {call.factor} has no log-density "
-                "formula, so Gibbs sampling cannot use it; use 'ep' or 'vmp'.")
+                f"{call.provenance or call.factor}: factor {call.factor}"
+                f"{f' (defining {call.output.name!r})' if call.output is not None else ''} "
+                "has no log-density formula, so Gibbs sampling cannot use it; use 'ep' or "
+                "'vmp'.")
         accesses: dict[str, Access] = {}
         args = {name: self.term(value, call.plates, accesses, call)
                 for name, value in call.args.items()}
@@ -305,7 +316,7 @@ class _Builder:
         out = call.output
         if not out.is_observed and self.definitions.get(out.name, 0) == 1:
             gates = ()  # the prior of a variable local to its gates applies in every case
-        return Site(call, formula(**args), accesses, call.plates, gates)
+        return Site(call, formula(**args), accesses, call.plates, gates, args)
 
     def access(self, source: Any, index: Any, ctx: tuple[Range, ...],
                accesses: dict[str, Access], call: FactorCall) -> Term:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 from factorflow.factors.registry import FACTORS
 from factorflow.rewrite.terms import data
@@ -43,6 +43,14 @@ VALUES = {
                          scale=RNG.gamma(2.0, size=N)),
     "RootInverseGamma": dict(sample=RNG.gamma(2.0, size=N), shape=RNG.gamma(2.0, size=N),
                              scale=RNG.gamma(2.0, size=N)),
+    "NegativeBinomial": dict(sample=RNG.poisson(3.0, N).astype(float),
+                             dispersion=RNG.gamma(2.0, size=N), p=RNG.uniform(0.1, 0.9, N)),
+    "PolyaGamma": dict(sample=RNG.gamma(2.0, size=N) / 4, shape=RNG.gamma(2.0, size=N) + 0.5),
+    "PolyaGammaBinomial": dict(sample=np.array([0, 1, 2, 3, 4, 5, 6.0]), trials=np.full(N, 9.0),
+                               logit=RNG.normal(size=N), omega=RNG.gamma(2.0, size=N)),
+    "PolyaGammaNegativeBinomial": dict(sample=RNG.poisson(3.0, N).astype(float),
+                                       dispersion=RNG.gamma(2.0, size=N),
+                                       logit=RNG.normal(size=N), omega=RNG.gamma(2.0, size=N)),
 }
 
 
@@ -77,7 +85,15 @@ def test_expressions(factor, expected):
     ("InverseGamma", lambda v: stats.invgamma.logpdf(v["sample"], v["shape"], 0, v["scale"])),
     ("RootInverseGamma", lambda v: stats.invgamma.logpdf(v["sample"] ** 2, v["shape"], 0,
                                                          v["scale"]) + np.log(2 * v["sample"])),
+    ("NegativeBinomial", lambda v: stats.nbinom.logpmf(v["sample"], v["dispersion"],
+                                                       1 - v["p"])),
 ])
 def test_scale_factors_are_scipy_densities(factor, scipy_logpdf):
     assert_close(FACTORS[factor].log_density(**VALUES[factor]), scipy_logpdf(VALUES[factor]),
                  rtol=1e-10, atol=1e-12)
+
+
+def test_logistic_expression():
+    fn, _ = compile_term(EXPRESSION["Logistic"](x=data("x")))
+    x = np.array([-30.0, -2.0, 0.0, 0.7, 30.0])
+    assert_close(fn({"x": x}), special.expit(x), rtol=1e-14, atol=1e-300)
