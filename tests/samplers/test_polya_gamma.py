@@ -184,25 +184,31 @@ def test_negative_binomial_with_gamma_dispersion_against_grid_quadrature(seed):
 
 
 def test_logistic_of_a_number_and_message_passing_refusal():
-    assert_close(ff.logistic(np.array([-2.0, 0.0, 3.0])), special.expit([-2.0, 0.0, 3.0]),
-                 rtol=1e-14)
-    with pytest.raises(ff.ModelError, match="gibbs"):
-        logistic_regression().infer("ep")
+    """σ of numbers is their value; a Binomial of σ(x) (no fused factor: the derived σ(x)
+    that Gibbs augments) is refused by EP naming the factor and the algorithm."""
+    from factorflow.model.factories import logistic_variable
+
+    assert_close(logistic_variable(np.array([-2.0, 0.0, 3.0])),
+                 special.expit([-2.0, 0.0, 3.0]), rtol=1e-14)
+    with ff.Model() as model:
+        a = ff.Gaussian("a", 0.0, variance=1.0)
+        ff.Binomial("k", 5, ff.logistic(a), observed=2)
+    with pytest.raises(ff.ModelError, match="(?i)logistic.*ep|ep.*logistic"):
+        model.infer("ep")
 
 
 def test_a_fused_bernoulli_of_log_odds_is_augmented_the_same_way():
     """A Bernoulli fused with its logistic link (one factor ``BernoulliFromLogOdds(y |
-    logodds)``, as Infer.NET writes it) reads as bernoulli(logistic(logodds)): the same
-    rules find the same Pólya-Gamma form, whose kernel reads ψ directly."""
-    from factorflow.model.core import FactorCall
+    logodds)``, as Infer.NET writes it, and as ``ff.Bernoulli(name, ff.logistic(x))``
+    builds it) reads as bernoulli(logistic(logodds)): the rules find the Pólya-Gamma
+    form, whose kernel reads ψ directly."""
     from factorflow.samplers.expansions import explore_statements, materialize, show
 
     model = logistic_regression()
     statements = list(model.statements)
-    i, call = next((i, c) for i, c in enumerate(statements) if c.factor == "Bernoulli")
-    psi = next(c for c in statements if c.output is call.args["p"]).args["x"]
-    statements[i] = FactorCall("BernoulliFromLogOdds", call.output, {"logodds": psi},
-                               call.plates, call.provenance, call.frames)
+    i, call = next((i, c) for i, c in enumerate(statements)
+                   if c.factor == "BernoulliFromLogOdds")
+    psi = call.args["logodds"]
     forms = explore_statements(statements)[i]
     assert show(forms[0]) == "bernoulli(logistic(logodds))"
     pg = next(f for f in forms if f[0] == "mixture")
