@@ -80,6 +80,7 @@ class DependencyGraph:
     describe: Mapping[str, str] = field(default_factory=dict)
     sweeps: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     no_init: frozenset[str] = frozenset()
+    unaffected: frozenset[tuple[str, str]] = frozenset()
 
     def __post_init__(self) -> None:
         nodes = tuple(self.nodes)
@@ -107,6 +108,7 @@ class DependencyGraph:
         if extra:
             raise ScheduleError(f"sweeps names unknown statements: {sorted(extra)}")
         object.__setattr__(self, "sweeps", MappingProxyType(dict(self.sweeps)))
+        object.__setattr__(self, "unaffected", frozenset(self.unaffected))
 
     @cached_property
     def index(self) -> GraphIndex:
@@ -138,6 +140,8 @@ class GraphIndex:
     def __init__(self, graph: DependencyGraph) -> None:
         self.labels = graph.nodes
         self.pos = {label: i for i, label in enumerate(graph.nodes)}
+        self.unaffected = {(self.pos[a], self.pos[b]) for a, b in graph.unaffected
+                           if a in self.pos and b in self.pos}
         n, pos = len(self.labels), self.pos
         masks = {"reads": READS.value, "need": NEEDS_RUN.value, "uses": USES.value,
                  "req": Dep.REQUIRED.value, "trig": Dep.TRIGGER.value, "fresh": Dep.FRESH.value}
@@ -158,8 +162,13 @@ class GraphIndex:
 
     @cached_property
     def triggers(self) -> list[tuple[int, ...]]:
-        """``triggers[a]``: every node a invalidates, transitively, nearest first."""
-        return self._closure(self.trig_dst, "Trigger")
+        """``triggers[a]``: every node a invalidates, transitively, nearest first (less
+        the graph's ``unaffected`` pairs)."""
+        closure = self._closure(self.trig_dst, "Trigger")
+        if not self.unaffected:
+            return closure
+        return [tuple(b for b in reach if (a, b) not in self.unaffected)
+                for a, reach in enumerate(closure)]
 
     @cached_property
     def needs_fresh(self) -> list[tuple[int, ...]]:

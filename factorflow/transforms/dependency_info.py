@@ -163,8 +163,24 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
     no_init = frozenset(node_label(s) for s in stmts if s.outputs and s.param("operator")
                         and _operator(s).no_init)
     return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions, sweeps,
-                            no_init),
+                            no_init, _unaffected(stmts, writer)),
             {node_label(s): s for s in stmts if s.outputs})
+
+
+def _unaffected(stmts: list[Stmt], writer: dict[str, list[str]]) -> frozenset[tuple[str, str]]:
+    """Under EP, (message in on an edge, message out on that edge): the message out is
+    the posterior divided by the message in, so it does not change when the message in
+    does, although the posterior between them does (Infer.NET's EP reads the cavity it
+    sent).  A factor's messages therefore invalidate none of the messages it reads, and
+    its operators can all run from one state (sharing a Fresh buffer)."""
+    pairs: set[tuple[str, str]] = set()
+    for s in stmts:
+        if s.param("algorithm") != "ep" or s.op not in ("Variable.use", "Variable.backward"):
+            continue
+        own = dict(s.inputs).get("use" if s.op == "Variable.use" else "def")
+        if isinstance(own, Ref):
+            pairs.update((w, node_label(s)) for w in writer.get(own.var, ()))
+    return frozenset(pairs)
 
 
 #: the kinds of use whose elements gather or broadcast a variable over a plate it lacks

@@ -33,6 +33,8 @@ class _Loop:
         self.need_src, self.need_dst = local(ix.need_src), local(ix.need_dst)
         self.triggers, self.triggered_by = local(ix.triggers), local(ix.triggered_by)
         self.needs_fresh, self.fresh_for = local(ix.needs_fresh), local(ix.fresh_for)
+        self.fresh_dst = local(ix.fresh_dst)
+        self.unaffected = ix.unaffected
         self.user = {ix.pos[x] for x in graph.user_initialized} & inside
         self.no_init = {ix.pos[x] for x in graph.no_init} & inside
         before = {a: [t for t in ix.triggered_by[a] if t in keep and t not in inside]
@@ -128,7 +130,7 @@ class _Greedy:
                 ov[s] = get(trial, s) & ~PRISTINE
         ov[x] = VALID | FRESH | RAN
         for t in lp.reads_dst[x]:
-            if t != x and get(trial, t) & FRESH:
+            if t != x and get(trial, t) & FRESH and not self._still_fresh(x, t):
                 ov[t] = get(trial, t) & ~FRESH
         for t in lp.triggers[x]:
             m = get(trial, t)
@@ -169,6 +171,16 @@ class _Greedy:
                 return False
             self._apply(need, trial, why)
         return False
+
+    def _still_fresh(self, x: int, t: int) -> bool:
+        """Whether t, which reads x, stays fresh when x runs: x does not reach t's value
+        (the graph's ``unaffected``), or t is needed fresh only by statements that x does
+        not reach (a posterior read fresh only by the message out on x's own edge).  It
+        may still be invalid (a Trigger): then it is recomputed before it is read."""
+        lp = self.lp
+        if (x, t) in lp.unaffected:
+            return True
+        return bool(lp.fresh_dst[t]) and all((x, u) in lp.unaffected for u in lp.fresh_dst[t])
 
     def _plan(self, x: int) -> _Trial | None:
         st, lp = self.st, self.lp
