@@ -35,6 +35,7 @@ from factorflow.model.factories import (
     Poisson,
     StudentT,
     constrain_true,
+    is_between,
     is_positive,
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
@@ -55,7 +56,7 @@ __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "StudentT", "Laplace", "HalfCauchy", "VectorGaussian", "Wishart", "inner",
-    "constrain_true", "is_positive", "distributions",
+    "constrain_true", "is_between", "is_positive", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",

@@ -70,6 +70,10 @@ class Operator:
     * ``proper`` — the input must be proper, or the operator cannot run;
     * ``trigger`` — whenever that input changes, this message must be recomputed;
     * ``fresh`` — that input must be up to date before this operator runs;
+    * ``uniform_penalty`` — the output is defined while that input is uniform, but would
+      be a poor start (seed 000's third use of SkipIfUniform, as a penalty): the
+      initialization schedule computes that input first where it can, and starts from
+      its uniform value where it must;
     * ``no_init`` — the message needs no initialisation before the iteration loop: the
       initialization schedule never computes it, and the loop starts from its initial
       (uniform) value, even where another operator requires it.
@@ -94,6 +98,7 @@ class Operator:
     #: whether ``target`` names a buffer of the factor (a shared intermediate), not an
     #: argument: its update is called like an operator and returns the buffer's value
     buffer: bool = False
+    uniform_penalty: frozenset[str] = frozenset()
 
     @property
     def qualname(self) -> str:
@@ -158,7 +163,8 @@ class Factor:
     def operator(self, algorithm: str, target: str, *, skip_if_uniform: tuple[str, ...] = (),
                  proper: tuple[str, ...] = (), trigger: tuple[str, ...] = (),
                  fresh: tuple[str, ...] = (), no_init: bool = False,
-                 known: tuple[str, ...] = ()) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+                 known: tuple[str, ...] = (), uniform_penalty: tuple[str, ...] = ()
+                 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``fn`` as the ``algorithm`` message to ``target``."""
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}")
@@ -175,7 +181,7 @@ class Factor:
             self.operators[(algorithm, target)] = Operator(
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
-                frozenset(known), fuses, target in self.buffers)
+                frozenset(known), fuses, target in self.buffers, frozenset(uniform_penalty))
             return fn
 
         return register
@@ -184,8 +190,9 @@ class Factor:
                skip_if_uniform: tuple[str, ...] = (), proper: tuple[str, ...] = ()
                ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``fn`` as the ``algorithm`` update of buffer ``name``:
-        a value of ``domain``'s message family, computed from the factor's arguments
-        (read as operators read them), which this factor's operators read by ``name``.
+        a value of ``domain``'s message family (over the statement's plates, with any
+        trailing batch axes of its own), computed from the factor's arguments (read as
+        operators read them), which this factor's operators read by ``name``.
         An operator reading it should declare it ``fresh`` (then the scheduler brings it
         up to date first, and the operator's message is what it would be computed alone).
         """

@@ -11,6 +11,8 @@ TRIGGER        "A invalidates B": a read, and after every update of A, B must be
                recomputed before anything reads B.
 FRESH          "B needs a fresh A": a read, and A must be up to date when B runs.
 INITIALIZER    A computes the user's initial value of B: A runs before B's loop starts.
+PREFERRED      "B would rather not start from a uniform A": a read; the initialization
+               runs A before B's first run where it can (SkipIfUniform as a penalty).
 =============  ==========================================================================
 
 Semantics of running a statement X, which the scheduler guarantees and the tests
@@ -47,9 +49,10 @@ class Dep(enum.Flag):
     TRIGGER = enum.auto()
     FRESH = enum.auto()
     INITIALIZER = enum.auto()
+    PREFERRED = enum.auto()
 
 
-READS = Dep.DEPENDENCY | Dep.REQUIRED | Dep.TRIGGER | Dep.FRESH
+READS = Dep.DEPENDENCY | Dep.REQUIRED | Dep.TRIGGER | Dep.FRESH | Dep.PREFERRED
 """Edge kinds under which the target reads the source's value."""
 NEEDS_RUN = Dep.REQUIRED | Dep.DECLARATION
 """Edge kinds under which the source must have run once before the target first runs."""
@@ -144,7 +147,8 @@ class GraphIndex:
                            if a in self.pos and b in self.pos}
         n, pos = len(self.labels), self.pos
         masks = {"reads": READS.value, "need": NEEDS_RUN.value, "uses": USES.value,
-                 "req": Dep.REQUIRED.value, "trig": Dep.TRIGGER.value, "fresh": Dep.FRESH.value}
+                 "req": Dep.REQUIRED.value, "trig": Dep.TRIGGER.value, "fresh": Dep.FRESH.value,
+                 "pref": Dep.PREFERRED.value}
         by_kind: dict[str, list[tuple[int, int]]] = {k: [] for k in (*masks, "all")}
         for (a, b), kind in graph.edges.items():
             pair, value = (pos[a], pos[b]), kind.value
@@ -158,6 +162,7 @@ class GraphIndex:
         self.uses_src, self.uses_dst = _adjacency(n, by_kind["uses"])
         self.trig_src, self.trig_dst = _adjacency(n, by_kind["trig"])
         self.fresh_src, self.fresh_dst = _adjacency(n, by_kind["fresh"])
+        self.pref_src = _adjacency(n, by_kind["pref"])[0]
         self.all_src, self.all_dst = _adjacency(n, by_kind["all"])
 
     @cached_property

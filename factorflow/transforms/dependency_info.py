@@ -3,7 +3,8 @@
 Input: the flat message program (``messages.py``).  Output: a ``DependencyGraph`` with a
 node per message update (labelled by the message it writes) and, per input, an edge
 whose kinds come from the operator's annotations — Required from ``skip_if_uniform`` and
-``proper``, Trigger from ``trigger``, Fresh from ``fresh`` — and, for variable nodes, the
+``proper``, Trigger from ``trigger``, Fresh from ``fresh``, Preferred (a penalty) from
+``uniform_penalty`` — and, for variable nodes, the
 rule of the algorithm: under VMP a message from a factor triggers the variable's
 marginal, which triggers every message the variable sends (Infer.NET's VMP: a
 variable-to-factor message always reflects the latest factor-to-variable messages).
@@ -73,6 +74,8 @@ def _operator_kind(stmt: Stmt, arg: str, posterior: bool) -> Dep:
         kind |= Dep.TRIGGER
     if arg in op.fresh:
         kind |= Dep.FRESH
+    if arg in op.uniform_penalty:
+        kind |= Dep.PREFERRED
     return kind
 
 
