@@ -171,8 +171,8 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
     params_common = (("plates", loops),)
     result: list[Stmt] = []
     # the buffers the operators below read: each computed by its own statement, first
-    needed = dict.fromkeys(b for name in args if name in edges
-                           for b in factor.get_operator(algorithm, name, where).reads
+    needed = dict.fromkeys(b for name in args if (algorithm, name) in factor.operators
+                           and name in edges for b in factor.operators[(algorithm, name)].reads
                            if b in factor.buffers)
     for b in needed:
         op = factor.operators[(algorithm, b)]
