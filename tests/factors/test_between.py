@@ -178,3 +178,14 @@ def test_shared_arguments_are_refused():
             assert "share x" in str(err)
         else:
             raise AssertionError("expected ModelError")
+
+
+def test_the_text_dsl_builds_the_same_model():
+    dsl = ff.parse("x ~ Gaussian(0.2, variance=2.0); constrain_true(is_between(x, -1, 1))",
+                   data={})
+    with ff.Model() as api:
+        x = ff.Gaussian("x", 0.2, variance=2.0)
+        ff.constrain_true(ff.is_between(x, -1.0, 1.0))
+    a, b = dsl.infer("ep"), api.infer("ep")
+    assert_close(a["x"].mean, b["x"].mean, rtol=1e-14)
+    assert_close(a.log_evidence, b.log_evidence, rtol=1e-14)
