@@ -172,7 +172,7 @@ def test_fresh_not_program_order_brings_the_buffer_up_to_date(monkeypatch, fresh
     assert (stale == []) is fresh, stale
 
 
-def test_the_deferred_hub_and_still_fresh_rule_are_both_needed(monkeypatch):
+def test_without_the_still_fresh_rule_the_buffer_runs_twice(monkeypatch):
     """``_still_fresh``: a posterior read Fresh only by the message out on the operator's
     own edge stays fresh when that operator runs; without it pw's posterior is refreshed
     between Greater's two messages and the buffer runs twice."""
