@@ -655,7 +655,8 @@ def is_between(x: Any, lower: Any, upper: Any) -> Variable:
     """The boolean variable ``lower < x < upper`` (x and the bounds Gaussian variables or
     constants); ``ff.constrain_true(ff.is_between(x, lower, upper))`` truncates x.  EP's
     messages are exact moment matching with Gaussian bounds (Infer.NET's
-    IsBetweenGaussianOp); VMP has the message to the boolean only.
+    IsBetweenGaussianOp); VMP has the message to the boolean only (as for ``>``: a random
+    x is refused under VMP with ``ff.UnsupportedFactorError``).
 
     >>> with ff.Model() as model:
     ...     x = ff.Gaussian("x", 0.0, variance=1.0)

@@ -189,3 +189,15 @@ def test_the_text_dsl_builds_the_same_model():
     a, b = dsl.infer("ep"), api.infer("ep")
     assert_close(a["x"].mean, b["x"].mean, rtol=1e-14)
     assert_close(a.log_evidence, b.log_evidence, rtol=1e-14)
+
+
+def test_vmp_refuses_a_random_x_by_name():
+    with ff.Model("vmp") as model:
+        x = ff.Gaussian("x", 0.0, variance=1.0)
+        ff.constrain_true(ff.is_between(x, -1.0, 1.0))
+    try:
+        model.infer("vmp")
+    except ff.UnsupportedFactorError as err:
+        assert "factor IsBetween has no VMP message to its argument 'x'; use 'ep'" in str(err)
+    else:
+        raise AssertionError("expected UnsupportedFactorError")
