@@ -15,6 +15,12 @@ is factorflow's distance after its last sweep.
   parallel sweep: every game reads the posteriors of the previous sweep).
 * VMP Gaussian mixture (3 components, unit precision, Dirichlet(1) weights, means
   N(0, 100), the README's mixture): coordinate ascent weights -> z -> means by hand.
+* The sprinkler network (cloudy -> sprinkler, rain -> wet grass, observed wet; written
+  with gates): loopy EP against loopy belief propagation by hand (the same fixed point).
+
+A second table runs each model with the default settings (``model.infer(algorithm)``:
+until converged, tolerance 1e-10) and prints the sweeps it took, whether it converged,
+whether it warned, and its distance to the reference fixed point.
 
 Run: ``python benchmarks/convergence.py`` (``--quick`` for the small sizes only).
 """
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -41,6 +48,8 @@ from tests.runtime.handwritten import (  # noqa: E402
     mixture_data,
     mixture_model,
     mixture_vmp,
+    sprinkler_bp,
+    sprinkler_model,
     sweeps_within,
     trueskill_ep,
     trueskill_games,
@@ -73,24 +82,59 @@ def main() -> None:
     print(f"{'model':<34} {'ff':>8} {'hand':>8} {'ratio':>6}   {'ff ms':>9} {'hand ms':>9}"
           f" {'ratio':>6}   {'ff final':>9}")
     sizes = [(20, 500, 300)] if args.quick else [(20, 500, 300), (1000, 100_000, 900)]
+    defaults = []  # (label, model, algorithm, names, reference, init) for the second table
     for players, games, sweeps in sizes:
         winner, loser = trueskill_games(players, games)
-        ref = trueskill_ep(players, winner, loser, 20_000, stop=1e-9)[-1]
+        ref = trueskill_ep(players, winner, loser, 20_000, stop=1e-12)[-1]
         hand = trueskill_ep(players, winner, loser, sweeps)
         hand_sec = hand_time(lambda s: trueskill_ep(players, winner, loser, s),  # noqa: B023
                              min(sweeps, 100))
         model = trueskill_model(players, winner, loser)
         ff_trace, ff_sec = factorflow_trace(model, "ep", "skill", sweeps)
-        print(row(f"EP TrueSkill {players} players/{winner.size} games", ff_trace, ff_sec,
-                  hand, hand_sec, ref, args.tol))
+        label = f"EP TrueSkill {players} players/{winner.size} games"
+        print(row(label, ff_trace, ff_sec, hand, hand_sec, ref, args.tol))
+        defaults.append((label, model, "ep", "skill", ref, None))
     for n in [200] if args.quick else [200, 20_000]:
         x = mixture_data(n)
-        ref = mixture_vmp(x, 20_000, stop=1e-9)[-1]
+        ref = mixture_vmp(x, 20_000, stop=1e-12)[-1]
         hand = mixture_vmp(x, 200)
         hand_sec = hand_time(lambda s: mixture_vmp(x, s), 200)  # noqa: B023
         init = {"means": ff.distributions.Gaussian(MIX_INIT, np.ones(MIX_K))}
         ff_trace, ff_sec = factorflow_trace(mixture_model(x), "vmp", "means", 200, init)
-        print(row(f"VMP mixture k=3 n={n}", ff_trace, ff_sec, hand, hand_sec, ref, args.tol))
+        label = f"VMP mixture k=3 n={n}"
+        print(row(label, ff_trace, ff_sec, hand, hand_sec, ref, args.tol))
+        defaults.append((label, mixture_model(x), "vmp", "means", ref, init))
+    names = ("cloudy", "sprinkler", "rain")
+    ref = sprinkler_bp(20_000, stop=1e-13)[-1]
+    hand = sprinkler_bp(100)
+    hand_sec = hand_time(sprinkler_bp, 100)
+    ff_trace, ff_sec = factorflow_trace(sprinkler_model(), "ep", names, 100)
+    print(row("loopy EP sprinkler (vs loopy BP)", ff_trace, ff_sec, hand, hand_sec, ref,
+              args.tol))
+    defaults.append(("loopy EP sprinkler", sprinkler_model(), "ep", names, ref, None))
+    print()
+    print("default settings: model.infer(algorithm) (until converged, tolerance 1e-10)")
+    print(f"{'model':<34} {'sweeps':>7} {'converged':>9} {'warned':>6} {'seconds':>8}"
+          f" {'distance':>9}")
+    for label, model, algorithm, name, ref, init in defaults:
+        print(default_row(label, model, algorithm, name, ref, init))
+
+
+def default_row(label: str, model: ff.Model, algorithm: str, name: str | tuple[str, ...],
+                ref: tuple[np.ndarray, np.ndarray], init: dict | None) -> str:
+    """One run with the default settings: sweeps, converged, warned, seconds, and the
+    distance of its posteriors to the reference fixed point."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ff.ConvergenceWarning)
+        start = time.perf_counter()
+        result = model.infer(algorithm, init=init, progress=False)
+        seconds = time.perf_counter() - start
+    warned = any(issubclass(w.category, ff.ConvergenceWarning) for w in caught)
+    names = (name,) if isinstance(name, str) else name
+    got = (np.concatenate([np.ravel(result[n].mean) for n in names]),
+           np.concatenate([np.ravel(result[n].variance) for n in names]))
+    return (f"{label:<34} {result.iterations:>7d} {str(result.converged):>9} "
+            f"{str(warned):>6} {seconds:>8.1f} {distance(got, ref):>9.1e}")
 
 
 if __name__ == "__main__":

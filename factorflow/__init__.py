@@ -38,6 +38,7 @@ from factorflow.model.factories import (
     Poisson,
     StudentT,
     constrain_true,
+    is_between,
     is_positive,
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
@@ -62,8 +63,8 @@ __all__ = [
     "Model", "Range", "Plate", "Data", "Variable", "If", "IfNot", "Case", "Switch",
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "StudentT", "Laplace", "HalfCauchy", "NegativeBinomial", "VectorGaussian", "Wishart",
-    "inner", "matvec", "constrain_true", "is_positive", "Constant", "logistic", "probit",
-    "distributions",
+    "inner", "matvec", "constrain_true", "is_between", "is_positive", "Constant", "logistic",
+    "probit", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",

@@ -9,6 +9,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     arithmetic,
     bernoulli,
     beta,
+    between,
     binomial,
     chains,
     compare,

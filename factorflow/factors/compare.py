@@ -13,7 +13,9 @@ Infer.NET's default ``IsPositiveOp_Proper``, the message is not forced to be pro
 
 Greater is IsPositive of d = a − b: the message to d is computed as above and passed
 back through the difference (exact, since a − b and its orthogonal complement are
-independent under the incoming Gaussians).  Either side may be known.
+independent under the incoming Gaussians).  Either side may be known.  The message to d
+is the factor's buffer ``difference`` (Infer.NET's ``[Buffers]``), computed once and read
+Fresh by the messages to a and to b, which only pass it back through the difference.
 
 VMP: only the message to ``out`` (the forward distribution, as Infer.NET's
 IsPositiveAverageLogarithm).  Infer.NET's VMP message to ``x`` needs the factor's previous
@@ -184,24 +186,31 @@ def _through_difference(msg_d: Gaussian, other_mean, other_var, sign: float) -> 
     return Gaussian.from_natural((sign * h + tau * other_mean) / scale, tau / scale)
 
 
-@GREATER.operator("ep", "a", skip_if_uniform=("out", "a", "b"), proper=("a", "b"))
-def _greater_a_ep(out, a, b) -> Gaussian:
-    """IsPositive's message to d = a − b, shifted by m_b and widened by v_b."""
+@GREATER.buffer("ep", "difference", "real", skip_if_uniform=("out", "a", "b"),
+                proper=("a", "b"))
+def _greater_difference_ep(out, a, b) -> Gaussian:
+    """IsPositive's message to d = a − b (the truncated-Gaussian moments of the tilted d),
+    shared by the messages to ``a`` and ``b``: computed once per sweep, read Fresh."""
     shape = broadcast_batch(out, a, b)
     m, v = _difference(a, b)
-    msg_d = _x_message(out, full(shape, m), full(shape, v))
+    return _x_message(out, full(shape, m), full(shape, v))
+
+
+@GREATER.operator("ep", "a", skip_if_uniform=("out", "a", "b"), fresh=("difference",))
+def _greater_a_ep(out, a, b, difference) -> Gaussian:
+    """The message to d = a − b (``difference``, fresh), shifted by m_b and widened by v_b."""
+    shape = broadcast_batch(out, a, b)
     mb, vb = gaussian_moments(b)
-    return _through_difference(msg_d, full(shape, mb), full(shape, vb), 1.0)
+    return _through_difference(difference, full(shape, mb), full(shape, vb), 1.0)
 
 
-@GREATER.operator("ep", "b", skip_if_uniform=("out", "a", "b"), proper=("a", "b"))
-def _greater_b_ep(out, a, b) -> Gaussian:
-    """IsPositive's message to d = a − b, reflected, shifted by m_a and widened by v_a."""
+@GREATER.operator("ep", "b", skip_if_uniform=("out", "a", "b"), fresh=("difference",))
+def _greater_b_ep(out, a, b, difference) -> Gaussian:
+    """The message to d = a − b (``difference``, fresh), reflected, shifted by m_a and
+    widened by v_a."""
     shape = broadcast_batch(out, a, b)
-    m, v = _difference(a, b)
-    msg_d = _x_message(out, full(shape, m), full(shape, v))
     ma, va = gaussian_moments(a)
-    return _through_difference(msg_d, full(shape, ma), full(shape, va), -1.0)
+    return _through_difference(difference, full(shape, ma), full(shape, va), -1.0)
 
 
 @GREATER.operator("vmp", "out", skip_if_uniform=("a", "b"), trigger=("a", "b"))

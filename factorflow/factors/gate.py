@@ -209,6 +209,23 @@ def _enter_partial_cases_ep(enter_partial, cases, value, indices) -> Bernoulli:
     return _enter_cases(cases, value, enter_partial, tuple(indices))
 
 
+def _one_posterior(cases, value, clone, index, own: np.ndarray
+                   ) -> tuple[np.ndarray, Distribution, Distribution]:
+    """log q(case index), value and clone on the element batch, given ``own``, this
+    factor's EP message to the cases (as ``_one`` computes it)."""
+    lw = _logits(cases)
+    index = np.asarray(index)
+    aligned = index.ndim > 0
+    batch = np.broadcast_shapes(value.batch_shape, clone.batch_shape, index.shape,
+                                lw.shape if aligned else lw.shape[:-1])
+    full = normalized(lw + own)
+    if aligned:
+        lp = np.take_along_axis(np.broadcast_to(full, batch), np.broadcast_to(index, batch), -1)
+    else:
+        lp = full[..., int(index)]
+    return lp, value.broadcast_to(batch), clone.broadcast_to(batch)
+
+
 def _one(cases, value, clone, index, ep: bool = True
          ) -> tuple[np.ndarray, Distribution, Distribution, np.ndarray]:
     """log q(case index), value and clone on the element batch, and the EP message to the
@@ -227,12 +244,7 @@ def _one(cases, value, clone, index, ep: bool = True
     rest = log_mass(v) if ep else np.zeros(batch)  # the cases that do not read the value
     own = e if aligned else np.where(np.arange(lw.shape[-1]) == index, e[..., None],
                                      rest[..., None])
-    full = normalized(lw + own)
-    if aligned:
-        lp = np.take_along_axis(np.broadcast_to(full, batch), np.broadcast_to(index, batch), -1)
-    else:
-        lp = full[..., int(index)]
-    return lp, v, m, own
+    return (*_one_posterior(cases, value, clone, index, own), own)
 
 
 @ENTER_ONE.operator("ep", "enter_one")
@@ -245,10 +257,19 @@ def _enter_one(cases, value, index) -> Distribution:
                                                   lw.shape[:-1] if index.ndim == 0 else lw.shape))
 
 
-@ENTER_ONE.operator("ep", "value", skip_if_uniform=("enter_one", "cases"), proper=("value",))
-def _enter_one_value_ep(enter_one, cases, value, index) -> Distribution:
-    """proj[q m_value·m_clone + (1 − q) m_value] / m_value, q the posterior of the case."""
-    lp, v, m, _ = _one(cases, value, enter_one, index)
+@ENTER_ONE.buffer("ep", "weight", "bool")
+def _enter_one_weight_ep(enter_one, cases, value, index) -> Bernoulli:
+    """The EP message to the cases (log ∫ m̂_value m̂_clone on the case), which the message
+    to ``value`` needs too: computed once, read Fresh by both (seed 000's shared work)."""
+    return Bernoulli.from_natural(_one(cases, value, enter_one, index)[3])
+
+
+@ENTER_ONE.operator("ep", "value", skip_if_uniform=("enter_one", "cases"), proper=("value",),
+                    fresh=("weight",))
+def _enter_one_value_ep(enter_one, cases, value, index, weight) -> Distribution:
+    """proj[q m_value·m_clone + (1 − q) m_value] / m_value, q the posterior of the case
+    (from the cases' message and this factor's own, ``weight``)."""
+    lp, v, m = _one_posterior(cases, value, enter_one, index, weight.log_odds)
     comps = concat(expand(v * m, v.batch_shape + (1,)), expand(v, v.batch_shape + (1,)))
     return project(comps, np.stack([lp, log1mexp(lp)], axis=-1)) / value
 
@@ -280,9 +301,10 @@ def _enter_one_value_vmp(enter_one, cases, value, index, *,
                                     for e in enter_one.eta))
 
 
-@ENTER_ONE.operator("ep", "cases")  # (see Gate.Exit's)
-def _enter_one_cases_ep(enter_one, cases, value, index) -> Bernoulli:
-    return Bernoulli.from_natural(_one(cases, value, enter_one, index)[3])
+@ENTER_ONE.operator("ep", "cases", fresh=("weight",))  # (see Gate.Exit's)
+def _enter_one_cases_ep(enter_one, cases, value, index, weight) -> Bernoulli:
+    """``weight``, the buffer: log ∫ m̂_value m̂_clone."""
+    return weight
 
 
 def _uniform_cases(cases, value, index=None) -> Bernoulli:

@@ -21,14 +21,20 @@ Operator calling convention (the generated code relies on it):
   product of its messages raised to ``weights`` (an array over the statement's plates);
 * an operator with a keyword-only ``reduce`` parameter is called, under VMP where the
   target's use adds plates, with ``reduce=(plate shape, axes)`` and returns the product
-  of its messages over those plate axes (fused: ``factors.common.plate_einsum``).
+  of its messages over those plate axes (fused: ``factors.common.plate_einsum``);
+* an operator may also read a *buffer* of its factor (Infer.NET's ``[Buffers]``): a
+  quantity that several operators of one factor share, such as the tilted moments of a
+  truncation, computed once per sweep by the buffer's own update (``Factor.buffer``) and
+  read ``fresh`` (seed 000: "the message to A can take … B as an argument … the message
+  to B must be fresh"), so each operator gets the value it would have computed itself.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from factorflow.errors import UnsupportedFactorError
@@ -72,6 +78,10 @@ class Operator:
       this factor spans (a chain's variable: the operator recomputes the block's
       posterior from it), read as it is rather than brought up to date first (Fresh):
       the block's own update reads this operator's target;
+    * ``uniform_penalty`` — the output is defined while that input is uniform, but would
+      be a poor start (seed 000's third use of SkipIfUniform, as a penalty): the
+      initialization schedule computes that input first where it can, and starts from
+      its uniform value where it must;
     * ``no_init`` — the message needs no initialisation before the iteration loop: the
       initialization schedule never computes it, and the loop starts from its initial
       (uniform) value, even where another operator requires it.
@@ -110,9 +120,15 @@ class Operator:
     #: False for a VMP update that is a fixed-point iteration rather than a coordinate
     #: ascent step (non-conjugate VMP): the bound may then fall on the way
     ascent: bool = True
+    #: whether ``target`` names a buffer of the factor (a shared intermediate), not an
+    #: argument: its update is called like an operator and returns the buffer's value
+    buffer: bool = False
+    uniform_penalty: frozenset[str] = frozenset()
 
     @property
     def qualname(self) -> str:
+        if self.buffer:
+            return f"{self.factor}.{self.target}"
         suffix = {"ep": "average_conditional", "vmp": "average_logarithm"}[self.algorithm]
         return f"{self.factor}.{self.target}_{suffix}"
 
@@ -150,6 +166,9 @@ class Factor:
     notes: dict[tuple[str, str], str] = field(default_factory=dict)
     #: how known argument values must relate (a Binomial count within its trials)
     value_check: ValueCheck | None = None
+    #: buffers (shared intermediates) by name -> the domain of their values (its message
+    #: family holds them); their updates are in ``operators`` with ``buffer=True``
+    buffers: dict[str, str] = field(default_factory=dict)
 
     @property
     def arg_names(self) -> tuple[str, ...]:
@@ -161,18 +180,24 @@ class Factor:
                 return a
         raise KeyError(f"factor {self.name} has no argument {name!r}")
 
+    def _readable(self, name: str) -> None:
+        """KeyError unless ``name`` is an argument or a buffer of this factor."""
+        if name not in self.buffers:
+            self.arg(name)
+
     def operator(self, algorithm: str, target: str, *, skip_if_uniform: tuple[str, ...] = (),
                  proper: tuple[str, ...] = (), trigger: tuple[str, ...] = (),
                  fresh: tuple[str, ...] = (), no_init: bool = False,
                  known: tuple[str, ...] = (), block: tuple[str, ...] = (),
-                 method: str = "", ascent: bool = True
+                 method: str = "", ascent: bool = True,
+                 uniform_penalty: tuple[str, ...] = ()
                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``fn`` as the ``algorithm`` message to ``target``;
         ``method`` names how it is computed (shown in the generated code); ``ascent=False``
         marks a VMP update that may lower the bound (see ``Operator.ascent``)."""
         if algorithm not in ALGORITHMS:
             raise ValueError(f"unknown algorithm {algorithm!r}")
-        self.arg(target)
+        self._readable(target)
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             params = inspect.signature(fn).parameters
@@ -184,15 +209,71 @@ class Factor:
                                          ("weights", weighs)) if flag}
             reads = tuple(n for n in params if n not in special)
             for n in reads:
-                self.arg(n)
+                self._readable(n)
             self.operators[(algorithm, target)] = Operator(
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
-                frozenset(known), fuses, frozenset(block), previous, weighs and fuses,
-                method, ascent)
+                frozenset(known), fuses, block=frozenset(block), previous=previous,
+                weights=weighs and fuses, method=method, ascent=ascent,
+                buffer=target in self.buffers, uniform_penalty=frozenset(uniform_penalty))
             return fn
 
         return register
+
+    def buffer(self, algorithm: str, name: str, domain: str, *,
+               skip_if_uniform: tuple[str, ...] = (), proper: tuple[str, ...] = ()
+               ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator registering ``fn`` as the ``algorithm`` update of buffer ``name``:
+        a value of ``domain``'s message family (over the statement's plates, with any
+        trailing batch axes of its own), computed from the factor's arguments (read as
+        operators read them), which this factor's operators read by ``name``.
+        An operator reading it should declare it ``fresh`` (then the scheduler brings it
+        up to date first, and the operator's message is what it would be computed alone).
+        """
+        if name in self.arg_names:
+            raise ValueError(f"buffer {name!r} of {self.name} is named like an argument")
+        if domain not in DOMAIN_FAMILY:
+            raise ValueError(f"unknown domain {domain!r} for buffer {name!r}")
+        self.buffers[name] = domain
+        return self.operator(algorithm, name, skip_if_uniform=skip_if_uniform, proper=proper)
+
+    def message(self, algorithm: str, target: str) -> Callable[..., Any]:
+        """The operator to ``target`` as a function of the factor's arguments alone: each
+        buffer it reads, unless passed, is computed first by the buffer's update (what
+        the scheduler's Fresh edges guarantee in a compiled program)."""
+        op = self.operators[(algorithm, target)]
+        buffers = [b for b in op.reads if b in self.buffers]
+        if not buffers:
+            return op.fn
+
+        def call(**args: Any) -> Any:
+            for b in buffers:
+                if b not in args:
+                    update = self.operators[(algorithm, b)]
+                    args[b] = update.fn(**{r: args[r] for r in update.reads if r in args})
+            return op.fn(**args)
+
+        return call
+
+    @contextmanager
+    def buffers_inlined(self) -> Iterator[None]:
+        """Within the block, each operator of this factor computes the buffers it reads
+        itself (no shared work, no Fresh edges): the program as it would be without
+        buffers, for comparisons (``benchmarks/bench_scheduling.py``)."""
+        saved = dict(self.operators)
+        try:
+            for key, op in saved.items():
+                if op.buffer or not set(op.reads) & set(self.buffers):
+                    continue
+                reads = tuple(dict.fromkeys(
+                    r for b in op.reads for r in (self.operators[(op.algorithm, b)].reads
+                                                  if b in self.buffers else (b,))))
+                self.operators[key] = replace(op, fn=self.message(op.algorithm, op.target),
+                                              reads=reads, fresh=op.fresh - set(self.buffers))
+            yield
+        finally:
+            self.operators.clear()
+            self.operators.update(saved)
 
     def evidence_operator(self, algorithm: str) -> Callable[[Callable[..., Any]],
                                                              Callable[..., Any]]:

@@ -534,8 +534,9 @@ class Model:
               progress: bool = True, **options: Any) -> Any:
         """Compile (once) and run inference; returns a ``factorflow.runtime.Result``.
 
-        Runs until converged (``tolerance``, 1e-10 by default) or ``iterations`` sweeps
-        (50 by default), warning with ``ff.ConvergenceWarning`` if not converged;
+        Runs until converged (``tolerance``, 1e-10 by default), at most ``iterations``
+        sweeps (by default until converged, at most 10,000, stopping early when the
+        changes stop shrinking), warning with ``ff.ConvergenceWarning`` if not converged;
         ``checkpoint=path, every=k`` saves the run every k sweeps and resumes it from
         ``path`` when run again (bit-identical to an uninterrupted run); a run longer
         than a second shows a progress bar on a terminal (``progress=False``: never); see

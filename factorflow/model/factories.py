@@ -782,6 +782,34 @@ def is_positive(x: Any) -> Variable:
     return _derived("IsPositive", f"({_label(x)} > 0)", "bool", {"x": x}, {"x": "real"})
 
 
+def is_between(x: Any, lower: Any, upper: Any) -> Variable:
+    """The boolean variable ``lower < x < upper`` (x and the bounds Gaussian variables or
+    constants); ``ff.constrain_true(ff.is_between(x, lower, upper))`` truncates x.  EP's
+    messages are exact moment matching with Gaussian bounds (Infer.NET's
+    IsBetweenGaussianOp); VMP has the message to the boolean only (as for ``>``: a random
+    x is refused under VMP with ``ff.UnsupportedFactorError``).
+
+    >>> with ff.Model() as model:
+    ...     x = ff.Gaussian("x", 0.0, variance=1.0)
+    ...     ff.constrain_true(ff.is_between(x, -1.0, 1.0))
+    >>> round(float(np.exp(model.infer("ep").log_evidence)), 9)   # P(-1 < x < 1)
+    0.682689492
+    """
+    args = {"x": x, "lower": lower, "upper": upper}
+    randoms = [(k, v) for k, v in args.items() if _is_random(v)]
+    for i, (ka, a) in enumerate(randoms):
+        for kb, b in randoms[i + 1:]:
+            shared = _shared_leaves(a, b)
+            if a is b or shared:
+                raise ModelError(f"is_between: {ka} ({_label(a)}) and {kb} ({_label(b)}) "
+                                 f"share {', '.join(shared) or _label(a)}; message passing "
+                                 "would treat them as independent.  Use two constraints, "
+                                 "ff.constrain_true(x > lower) and ff.constrain_true(x < "
+                                 "upper), or variables of their own.")
+    return _derived("IsBetween", f"({_label(lower)} < {_label(x)} < {_label(upper)})", "bool",
+                    args, {"x": "real", "lower": "real", "upper": "real"})
+
+
 def logic(op: str, a: Any, b: Any = None) -> Variable:
     if op == "Not":
         return _derived("Not", f"~{_label(a)}", "bool", {"a": a}, {"a": "bool"})

@@ -356,8 +356,8 @@ def open_checkpoint(checkpoint: Any, every: Any, resume: Any, monitor: Any,
                 f"checkpoint {str(path)!r} holds {header['sweeps']} sweeps, more than "
                 f"iterations={iterations}; run with iterations >= {header['sweeps']}, or "
                 "resume=False to start afresh.")
-        for name in monitor.STATE:
-            setattr(monitor, name, state["monitor"][name])
+        for name in monitor.STATE:  # (a checkpoint from before a field existed: as new)
+            setattr(monitor, name, state["monitor"].get(name, getattr(monitor, name)))
         saved = {"loop": header["loop"], "sweeps": header["sweeps"],
                  "stopped": header["stopped"], "messages": state["messages"]}
     elif resume is True:

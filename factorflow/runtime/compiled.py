@@ -47,17 +47,23 @@ def _check_damping(value: Any, what: str) -> float:
     return float(value)
 
 
-#: Infer.NET's default number of sweeps, and the default convergence tolerance
-DEFAULT_ITERATIONS = 50
+#: the default convergence tolerance; without ``iterations`` a run goes on until it
+#: converges, at most MAX_ITERATIONS sweeps, or until its changes have stopped shrinking
+#: for STALL_SWEEPS sweeps (Infer.NET runs a fixed 50 sweeps, converged or not: EP on
+#: TrueSkill at 10⁵ games needs about 3,000 to meet the default tolerance, 700 to come
+#: within 1e-3 of its fixed point)
 DEFAULT_TOLERANCE = 1e-10
+MAX_ITERATIONS = 10_000
+STALL_SWEEPS = 100
 #: seconds a run goes before its progress bar appears (shorter runs show none)
 PROGRESS_DELAY = 1.0
 
 
-def progress_bar(enabled: bool, iterations: int, algorithm: str) -> Any:
-    """A ``tqdm`` bar over ``iterations`` sweeps on standard error, shown once the run
-    has gone PROGRESS_DELAY seconds; None when ``enabled`` is False or standard error is
-    not a terminal (a log file or a pipe gets no bar)."""
+def progress_bar(enabled: bool, iterations: int | None, algorithm: str) -> Any:
+    """A ``tqdm`` bar over ``iterations`` sweeps (a counter for a run until converged,
+    None) on standard error, shown once the run has gone PROGRESS_DELAY seconds; None
+    when ``enabled`` is False or standard error is not a terminal (a log file or a pipe
+    gets no bar)."""
     stream = sys.stderr
     if not enabled or stream is None or not getattr(stream, "isatty", lambda: False)():
         return None
@@ -213,20 +219,25 @@ class CompiledModel:
             damping: float | dict[str, float] | None = None,
             checkpoint: str | os.PathLike[str] | None = None, every: int | None = None,
             resume: bool | None = None, progress: bool = True) -> Result:
-        """Run message passing until it converges, at most ``iterations`` sweeps (50 by
-        default, Infer.NET's); returns the posteriors.
+        """Run message passing until it converges, at most ``iterations`` sweeps; returns
+        the posteriors.  Without ``iterations`` the run goes on until it converges (at
+        most MAX_ITERATIONS = 10,000 sweeps), and stops early, unconverged, when its
+        changes have not shrunk for STALL_SWEEPS = 100 sweeps (an oscillating or stuck
+        run).
 
         Converged means: the largest change of any posterior's natural parameters in
         the last sweep (relative: |Δη| / (1 + |η|)), and (VMP) of the bound (relative
         to 1 + |bound|), divided by 1 − r where r is its rate of decrease over the last
         two sweeps (an estimate of the distance to the fixed point), is at most
-        ``tolerance`` (None: run all ``iterations``).  A run that ends unconverged warns
-        (``ff.ConvergenceWarning``, naming the variable that moved most), and so does a
-        VMP bound that falls.  ``on_iteration(iteration, posteriors)`` is called after
-        every sweep; returning True stops the run.  ``damping`` (EP): a number d in
-        [0, 1) for every variable, or ``{name: d}`` per variable; each new message to a
-        variable is mixed with the old one, η = d·η_old + (1 − d)·η_new — the fixed
-        points are the same, and oscillating EP settles.  ``result.iterations`` is the number
+        ``tolerance`` in two sweeps in a row (None: run all ``iterations``); changes of
+        at most ``tolerance`` that no longer shrink (rounding) count as converged.
+        A run that ends unconverged warns (``ff.ConvergenceWarning``, naming the
+        variable that moved most), and so does a VMP bound that falls.
+        ``on_iteration(iteration, posteriors)`` is called after every sweep; returning
+        True stops the run.  ``damping`` (EP): a number d in [0, 1) for every variable,
+        or ``{name: d}`` per variable; each new message to a variable is mixed with the
+        old one, η = d·η_old + (1 − d)·η_new — the fixed points are the same, and
+        oscillating EP settles.  ``result.iterations`` is the number
         of sweeps run, ``result.trace`` the log evidence (EP) or bound (VMP) after each.
 
         Checkpoints: with ``checkpoint=path`` the whole state of the run (every message
@@ -248,8 +259,9 @@ class CompiledModel:
         relative change with the variable it moved — when standard error is a terminal;
         ``progress=False`` turns it off.  ``result.plot_convergence()`` draws the trace.
         """
-        if iterations is None:
-            iterations = DEFAULT_ITERATIONS
+        until_converged = iterations is None
+        if until_converged:
+            iterations = MAX_ITERATIONS
         if isinstance(iterations, bool) or not isinstance(iterations, int | np.integer) \
                 or iterations < 0:
             raise ModelError(f"iterations must be a non-negative integer, got {iterations!r}.")
@@ -268,12 +280,14 @@ class CompiledModel:
         values = self._data(data)
         sizes = {ident: size for ident, size in self.compilation.final.ranges}
         damp = self._damping(damping)
-        monitor = _Monitor(self.algorithm, tolerance, on_iteration)
+        monitor = _Monitor(self.algorithm, tolerance, on_iteration,
+                           stall=until_converged and tolerance is not None)
         monitor.fixed_point = self.fixed_point_updates()
         hook, saved = self._checkpoint(checkpoint, every, resume, monitor, int(iterations),
                                        values, sizes, init, damp, tolerance)
         start = time.perf_counter()
-        monitor.bar = progress_bar(progress, int(iterations), self.algorithm)
+        monitor.bar = progress_bar(progress, None if until_converged else int(iterations),
+                                   self.algorithm)
         try:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
@@ -314,10 +328,14 @@ class _Monitor:
 
     #: the attributes that change from sweep to sweep: what a checkpoint saves
     STATE = ("previous", "trace", "count", "change", "moved", "distance", "steps", "turns",
-             "fell", "settled")
+             "fell", "settled", "least", "stalled")
 
-    def __init__(self, algorithm: str, tolerance: float | None, user: Any) -> None:
+    def __init__(self, algorithm: str, tolerance: float | None, user: Any,
+                 stall: bool = False) -> None:
         self.algorithm, self.tolerance, self.user = algorithm, tolerance, user
+        self.stall = stall  # stop when the changes stop shrinking (the default run)
+        self.least: tuple[float, int] = (np.inf, 0)  # the smallest change and its sweep
+        self.stalled = False
         self.previous: dict[str, tuple[np.ndarray, ...]] = {}
         self.trace: list[float] = []
         self.count = 0
@@ -376,6 +394,11 @@ class _Monitor:
         self.distance = change / (1.0 - rate) if rate < 1.0 else (0.0 if change == 0
                                                                    else np.inf)
         self.change, self.moved = change, moved
+        if change < 0.999 * self.least[0] or not np.isfinite(self.least[0]):
+            self.least = (float(change), self.count)
+        # the default run stops when the changes have not shrunk for STALL_SWEEPS sweeps
+        # (a geometric approach at any rate below 0.99999 keeps shrinking them)
+        self.stalled = self.stall and self.count - self.least[1] >= STALL_SWEEPS
         if self.bar is not None:
             self.show()
         stop = bool(self.user(iteration, posteriors)) if self.user is not None else False
@@ -384,9 +407,11 @@ class _Monitor:
         settled = self.tolerance is not None and (self.distance <= self.tolerance
                                                   or change <= ROUNDING)
         self.settled = self.settled + 1 if settled else 0
+        if self.stalled and change <= (self.tolerance or 0.0):  # the noise floor, below
+            self.settled, self.stalled = 2, False  # the tolerance: nothing more to gain
         # two sweeps in a row: a posterior may stand still for one sweep while a message
         # it has not yet been recomputed from moved
-        return stop or self.settled >= 2
+        return stop or self.settled >= 2 or self.stalled
 
     def show(self) -> None:
         """Bring the progress bar to this sweep: the sweeps done, the log evidence or
@@ -405,8 +430,9 @@ class _Monitor:
                           "(report this model).", ConvergenceWarning, stacklevel=3)
         if self.tolerance is None or iterations == 0:
             return self.tolerance is None or iterations == 0
-        converged = self.settled >= 2 or (self.settled == 1 and self.count < iterations)
-        if not converged and self.count >= iterations:
+        converged = self.settled >= 2 or (self.settled == 1 and self.count < iterations
+                                          and not self.stalled)
+        if not converged and (self.count >= iterations or self.stalled):
             turns = self.turns.get(self.moved, [])[-10:]
             oscillates = len(turns) >= 6 and sum(turns) >= 0.7 * len(turns)
             if oscillates and self.algorithm == "vmp":  # VMP has no damping= to offer
@@ -420,6 +446,10 @@ class _Monitor:
                 hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
                         f"{sum(turns)} times): use damping=0.5 (or damping={{{self.moved!r}: "
                         "0.5}), or raise iterations=" if oscillates else "raise iterations=")
+            if self.stalled:  # the default run: more sweeps would not help
+                hint = (f"its changes have not shrunk for {STALL_SWEEPS} sweeps, so the "
+                        "run stopped" + (f"; {hint.removesuffix(', or raise iterations=')}"
+                                         if oscillates else ""))
             warnings.warn(f"{model}: not converged after {self.count} iterations: the "
                           f"posterior of {self.moved!r} still changed by {self.change:.3g} "
                           f"(relative; tolerance {self.tolerance:g}); {hint}.",

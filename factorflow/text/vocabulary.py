@@ -28,7 +28,8 @@ DISTRIBUTIONS: dict[str, tuple[Callable[..., Variable], tuple[str, ...]]] = {
 OTHER_NAMES = {"Normal": "Gaussian", "Categorical": "Discrete", "Multinomial": "Discrete",
                "Bern": "Bernoulli", "Gauss": "Gaussian"}
 #: functions usable inside expressions, and as statements
-FUNCTIONS: dict[str, Callable[..., Any]] = {"is_positive": factories.is_positive}
+FUNCTIONS: dict[str, Callable[..., Any]] = {"is_positive": factories.is_positive,
+                                             "is_between": factories.is_between}
 STATEMENTS: dict[str, Callable[..., Any]] = {"constrain_true": factories.constrain_true}
 
 

@@ -11,6 +11,8 @@ TRIGGER        "A invalidates B": a read, and after every update of A, B must be
                recomputed before anything reads B.
 FRESH          "B needs a fresh A": a read, and A must be up to date when B runs.
 INITIALIZER    A computes the user's initial value of B: A runs before B's loop starts.
+PREFERRED      "B would rather not start from a uniform A": a read; the initialization
+               runs A before B's first run where it can (SkipIfUniform as a penalty).
 =============  ==========================================================================
 
 Semantics of running a statement X, which the scheduler guarantees and the tests
@@ -47,9 +49,10 @@ class Dep(enum.Flag):
     TRIGGER = enum.auto()
     FRESH = enum.auto()
     INITIALIZER = enum.auto()
+    PREFERRED = enum.auto()
 
 
-READS = Dep.DEPENDENCY | Dep.REQUIRED | Dep.TRIGGER | Dep.FRESH
+READS = Dep.DEPENDENCY | Dep.REQUIRED | Dep.TRIGGER | Dep.FRESH | Dep.PREFERRED
 """Edge kinds under which the target reads the source's value."""
 NEEDS_RUN = Dep.REQUIRED | Dep.DECLARATION
 """Edge kinds under which the source must have run once before the target first runs."""
@@ -80,6 +83,7 @@ class DependencyGraph:
     describe: Mapping[str, str] = field(default_factory=dict)
     sweeps: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     no_init: frozenset[str] = frozenset()
+    unaffected: frozenset[tuple[str, str]] = frozenset()
 
     def __post_init__(self) -> None:
         nodes = tuple(self.nodes)
@@ -107,6 +111,7 @@ class DependencyGraph:
         if extra:
             raise ScheduleError(f"sweeps names unknown statements: {sorted(extra)}")
         object.__setattr__(self, "sweeps", MappingProxyType(dict(self.sweeps)))
+        object.__setattr__(self, "unaffected", frozenset(self.unaffected))
 
     @cached_property
     def index(self) -> GraphIndex:
@@ -138,9 +143,12 @@ class GraphIndex:
     def __init__(self, graph: DependencyGraph) -> None:
         self.labels = graph.nodes
         self.pos = {label: i for i, label in enumerate(graph.nodes)}
+        self.unaffected = {(self.pos[a], self.pos[b]) for a, b in graph.unaffected
+                           if a in self.pos and b in self.pos}
         n, pos = len(self.labels), self.pos
         masks = {"reads": READS.value, "need": NEEDS_RUN.value, "uses": USES.value,
-                 "req": Dep.REQUIRED.value, "trig": Dep.TRIGGER.value, "fresh": Dep.FRESH.value}
+                 "req": Dep.REQUIRED.value, "trig": Dep.TRIGGER.value, "fresh": Dep.FRESH.value,
+                 "pref": Dep.PREFERRED.value}
         by_kind: dict[str, list[tuple[int, int]]] = {k: [] for k in (*masks, "all")}
         for (a, b), kind in graph.edges.items():
             pair, value = (pos[a], pos[b]), kind.value
@@ -154,12 +162,18 @@ class GraphIndex:
         self.uses_src, self.uses_dst = _adjacency(n, by_kind["uses"])
         self.trig_src, self.trig_dst = _adjacency(n, by_kind["trig"])
         self.fresh_src, self.fresh_dst = _adjacency(n, by_kind["fresh"])
+        self.pref_src = _adjacency(n, by_kind["pref"])[0]
         self.all_src, self.all_dst = _adjacency(n, by_kind["all"])
 
     @cached_property
     def triggers(self) -> list[tuple[int, ...]]:
-        """``triggers[a]``: every node a invalidates, transitively, nearest first."""
-        return self._closure(self.trig_dst, "Trigger")
+        """``triggers[a]``: every node a invalidates, transitively, nearest first (less
+        the graph's ``unaffected`` pairs)."""
+        closure = self._closure(self.trig_dst, "Trigger")
+        if not self.unaffected:
+            return closure
+        return [tuple(b for b in reach if (a, b) not in self.unaffected)
+                for a, reach in enumerate(closure)]
 
     @cached_property
     def needs_fresh(self) -> list[tuple[int, ...]]:

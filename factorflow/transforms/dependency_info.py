@@ -3,7 +3,8 @@
 Input: the flat message program (``messages.py``).  Output: a ``DependencyGraph`` with a
 node per message update (labelled by the message it writes) and, per input, an edge
 whose kinds come from the operator's annotations — Required from ``skip_if_uniform`` and
-``proper``, Trigger from ``trigger``, Fresh from ``fresh`` — and, for variable nodes, the
+``proper``, Trigger from ``trigger``, Fresh from ``fresh``, Preferred (a penalty) from
+``uniform_penalty`` — and, for variable nodes, the
 rule of the algorithm: under VMP a message from a factor triggers the variable's
 marginal, which triggers every message the variable sends (Infer.NET's VMP: a
 variable-to-factor message always reflects the latest factor-to-variable messages).
@@ -73,6 +74,8 @@ def _operator_kind(stmt: Stmt, arg: str, posterior: bool) -> Dep:
         kind |= Dep.TRIGGER
     if arg in op.fresh:
         kind |= Dep.FRESH
+    if arg in op.uniform_penalty:
+        kind |= Dep.PREFERRED
     return kind
 
 
@@ -163,8 +166,24 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
     no_init = frozenset(node_label(s) for s in stmts if s.outputs and s.param("operator")
                         and _operator(s).no_init)
     return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions, sweeps,
-                            no_init),
+                            no_init, _unaffected(stmts, writer)),
             {node_label(s): s for s in stmts if s.outputs})
+
+
+def _unaffected(stmts: list[Stmt], writer: dict[str, list[str]]) -> frozenset[tuple[str, str]]:
+    """Under EP, (message in on an edge, message out on that edge): the message out is
+    the posterior divided by the message in, so it does not change when the message in
+    does, although the posterior between them does (Infer.NET's EP reads the cavity it
+    sent).  A factor's messages therefore invalidate none of the messages it reads, and
+    its operators can all run from one state (sharing a Fresh buffer)."""
+    pairs: set[tuple[str, str]] = set()
+    for s in stmts:
+        if s.param("algorithm") != "ep" or s.op not in ("Variable.use", "Variable.backward"):
+            continue
+        own = dict(s.inputs).get("use" if s.op == "Variable.use" else "def")
+        if isinstance(own, Ref):
+            pairs.update((w, node_label(s)) for w in writer.get(own.var, ()))
+    return frozenset(pairs)
 
 
 #: the kinds of use whose elements gather or broadcast a variable over a plate it lacks

@@ -33,6 +33,9 @@ class _Loop:
         self.need_src, self.need_dst = local(ix.need_src), local(ix.need_dst)
         self.triggers, self.triggered_by = local(ix.triggers), local(ix.triggered_by)
         self.needs_fresh, self.fresh_for = local(ix.needs_fresh), local(ix.fresh_for)
+        self.fresh_dst = local(ix.fresh_dst)
+        self.pref_src = local(ix.pref_src)
+        self.unaffected = ix.unaffected
         self.user = {ix.pos[x] for x in graph.user_initialized} & inside
         self.no_init = {ix.pos[x] for x in graph.no_init} & inside
         before = {a: [t for t in ix.triggered_by[a] if t in keep and t not in inside]
@@ -98,6 +101,9 @@ class _Greedy:
         self.heap: list[tuple[int, ...]] = []
         self.steps: list[tuple[int, str]] = []
         self.lenient = False  # see _unreadable
+        #: waiting only because a statement prefers them run first (``Dep.PREFERRED``):
+        #: dropped when they cannot run
+        self.optional: set[int] = set()
 
     def _unreadable(self, s: int, state: int) -> bool:
         """Whether a statement may not read message s in ``state``: s is invalid (a
@@ -128,7 +134,7 @@ class _Greedy:
                 ov[s] = get(trial, s) & ~PRISTINE
         ov[x] = VALID | FRESH | RAN
         for t in lp.reads_dst[x]:
-            if t != x and get(trial, t) & FRESH:
+            if t != x and get(trial, t) & FRESH and not self._still_fresh(x, t):
                 ov[t] = get(trial, t) & ~FRESH
         for t in lp.triggers[x]:
             m = get(trial, t)
@@ -170,6 +176,16 @@ class _Greedy:
             self._apply(need, trial, why)
         return False
 
+    def _still_fresh(self, x: int, t: int) -> bool:
+        """Whether t, which reads x, stays fresh when x runs: x does not reach t's value
+        (the graph's ``unaffected``), or t is needed fresh only by statements that x does
+        not reach (a posterior read fresh only by the message out on x's own edge).  It
+        may still be invalid (a Trigger): then it is recomputed before it is read."""
+        lp = self.lp
+        if (x, t) in lp.unaffected:
+            return True
+        return bool(lp.fresh_dst[t]) and all((x, u) in lp.unaffected for u in lp.fresh_dst[t])
+
     def _plan(self, x: int) -> _Trial | None:
         st, lp = self.st, self.lp
         if any(s != x and self._unreadable(s, st[s]) for s in lp.reads_src[x]):
@@ -195,23 +211,33 @@ class _Greedy:
                                                  or hit.intersection(lp.needs_fresh[y]))
                    for y in self.waiting)
 
+    def _uniform_starts(self, x: int) -> int:
+        """In the init schedule, how many sources x prefers computed (``Dep.PREFERRED``,
+        SkipIfUniform as a penalty) have not run yet: x would start from their uniform
+        initial values."""
+        if not self.init_mode:
+            return 0
+        return sum(s != x and not self.st[s] & RAN for s in self.lp.pref_src[x])
+
     def _score(self, x: int) -> tuple[int, ...]:
-        """(blocked, deferred, initial values read, penalty, -sources already scheduled,
-        invalidations, program order).  The second holds back, in a parallel sweep, the
-        messages into a hub (``_deferred``).  The third counts only when the init schedule
-        is stuck (``lenient``): it starts where the fewest initial values are read."""
+        """(blocked, deferred, initial values read, uniform starts, penalty, -sources
+        already scheduled, invalidations, program order).  The second holds back, in a
+        parallel sweep, the messages into a hub (``_deferred``).  The third counts only
+        when the init schedule is stuck (``lenient``): it starts where the fewest initial
+        values are read; the fourth (init only) where the fewest preferred sources are
+        still uniform (``_uniform_starts``)."""
         lp, st = self.lp, self.st
         initial = 0
         if lp.needs_fresh[x]:
             trial = self._plan(x)
             if trial is None:
-                return (1, 0, 0, 0, 0, 0, x)
+                return (1, 0, 0, 0, 0, 0, 0, x)
             penalty, invalidated = trial.penalty, trial.invalidated
             initial = sum(map(len, trial.waived.values()))
         else:  # the plan is x alone: the same numbers without a trial
             if any(s != x and self._unreadable(s, st[s]) for s in lp.reads_src[x]) or (
                     self.init_mode and any(not st[r] & RAN for r in lp.need_src[x])):
-                return (1, 0, 0, 0, 0, 0, x)
+                return (1, 0, 0, 0, 0, 0, 0, x)
             penalty = int(st[x] & (PRISTINE | VALID) == PRISTINE | VALID)
             invalidated = 0
             for t in lp.triggers[x]:
@@ -221,7 +247,8 @@ class _Greedy:
         if self.lenient:
             initial += sum(s != x and not st[s] & (VALID | RAN) for s in lp.reads_src[x])
         done = sum(s in self.done for s in lp.reads_src[x])
-        return (0, int(self._deferred(x)), initial, penalty, -done, invalidated, x)
+        return (0, int(self._deferred(x)), initial, self._uniform_starts(x), penalty, -done,
+                invalidated, x)
 
     def _rescore(self, x: int) -> None:
         key = self._score(x)
@@ -229,24 +256,42 @@ class _Greedy:
             self.key[x] = key
             heapq.heappush(self.heap, key)
 
-    def enqueue(self, x: int, why: str) -> None:
-        """Add x to the waiting list; in init mode also what x's plan needs run first."""
-        todo = [(x, why)]
+    def enqueue(self, x: int, why: str, optional: bool = False) -> None:
+        """Add x to the waiting list; in init mode also what x's plan needs run first,
+        and (``optional``: dropped if they cannot run) the sources it prefers computed."""
+        todo = [(x, why, optional)]
         while todo:
-            y, why = todo.pop()
+            y, why, opt = todo.pop()
             if y in self.waiting:
+                if not opt and y in self.optional:  # needed after all
+                    self.optional.discard(y)
+                    todo += [(r, w, False) for r, w in self._needs(y)]
                 continue
             self.waiting[y] = why
+            if opt:
+                self.optional.add(y)
             self._rescore(y)
             if not self.selective:
                 continue
-            for p in (y, *self.lp.needs_fresh[y]):
-                label = self.lp.labels[p]
-                todo += [(r, f"required by {label}") for r in self.lp.need_src[p]
-                         if not self.st[r] & RAN]
-                todo += [(s, f"triggered by {self.lp.labels[self.cause[s]]}, read by {label}")
-                         for s in self.lp.reads_src[p] if s != p and not self.st[s] & VALID
-                         and not self._unreadable_ok(s)]
+            todo += [(r, w, opt) for r, w in self._needs(y)]
+            if self.init_mode:
+                label = self.lp.labels[y]
+                todo += [(s, f"preferred by {label} (not to start it from a uniform "
+                             "message)", True) for s in self.lp.pref_src[y]
+                         if s != y and not self.st[s] & RAN and s not in self.lp.no_init]
+
+    def _needs(self, y: int) -> list[tuple[int, str]]:
+        """What y's plan needs run first in init mode, with why: Required sources not
+        yet run, invalid sources it reads (of y and of what it needs fresh)."""
+        out = []
+        for p in (y, *self.lp.needs_fresh[y]):
+            label = self.lp.labels[p]
+            out += [(r, f"required by {label}") for r in self.lp.need_src[p]
+                    if not self.st[r] & RAN]
+            out += [(s, f"triggered by {self.lp.labels[self.cause[s]]}, read by {label}")
+                    for s in self.lp.reads_src[p] if s != p and not self.st[s] & VALID
+                    and not self._unreadable_ok(s)]
+        return out
 
     def _best(self) -> int:
         verified = False
@@ -263,6 +308,14 @@ class _Greedy:
                 return x
             else:
                 heapq.heappush(self.heap, key)
+                if verified and self.optional & self.waiting.keys():
+                    for y in self.optional & self.waiting.keys():  # cannot run: not needed
+                        del self.waiting[y], self.key[y]
+                    self.optional.clear()
+                    if not self.waiting:
+                        return -1
+                    verified = False
+                    continue
                 if verified and self.init_mode and not self.lenient:
                     self.lenient, verified = True, False  # for one step: see _unreadable
                     for y in list(self.waiting):
@@ -290,16 +343,26 @@ class _Greedy:
         trial = self._plan(x)
         assert trial is not None
         self.lenient = False
+        lp, label = self.lp, self.lp.labels
+        uniform = {}  # init: the preferred sources each step starts from uniform
+        if self.init_mode:
+            before = {a for a in lp.members if self.st[a] & RAN}
+            for a, _ in trial.steps:
+                uniform[a] = [label[s] for s in lp.pref_src[a] if s != a and s not in before]
+                before.add(a)
         self.st.update(trial.ov)
         self.cause.update(trial.cause)
-        lp, label = self.lp, self.lp.labels
         ran = [a for a, _ in trial.steps]
         for a, why in trial.steps:
             if a in trial.waived:
                 why += "; starts from the initial " + ", ".join(
                     label[s] for s in trial.waived[a]) + " (nothing can run first)"
+            if uniform.get(a):
+                why += "; starts from the uniform " + ", ".join(uniform[a]) + \
+                    " (it cannot run first)"
             self.steps.append((a, why))
             self.done.add(a)
+            self.optional.discard(a)
             if self.waiting.pop(a, None) is not None:
                 del self.key[a]
         for t in dict.fromkeys(trial.hit):
@@ -356,7 +419,10 @@ class _Greedy:
         lp = self.lp
         limit = 8 * (len(lp.members) + sum(map(len, lp.triggers.values()))) + 64
         while self.waiting:
-            self._commit(self._best())
+            x = self._best()
+            if x < 0:  # only optional statements were left, and none can run
+                break
+            self._commit(x)
             if len(self.steps) > limit:
                 raise ScheduleError(f"scheduling a loop of {len(lp.members)} statements does "
                                     "not settle: Trigger and Fresh edges keep undoing each other")

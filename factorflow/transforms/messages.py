@@ -14,9 +14,10 @@ argument) so later passes read annotations from the registry.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
-from factorflow.codegen.names import backward, forward, marginal
+from factorflow.codegen.names import backward, forward, fresh, marginal
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.factors.registry import DOMAIN_FAMILY, FACTORS
 from factorflow.ir import Const, For, If, Program, Ref, Stmt, VarDecl
@@ -64,12 +65,26 @@ def messages(program: Program, algorithm: str) -> Program:
         message_decl(forward(u), random[v], du.plates, f"message from {random[v].label} "
                      f"to its {du.label.split(' of ')[0]}")
 
+    taken = set(decls) | {d.name for d in new_decls} | {r for r, _ in program.ranges}
+
+    def buffer_decl(stmt: Stmt, factor: str, name: str, loops: tuple[str, ...]) -> str:
+        """Declare the buffer ``name`` of one factor statement: over its loops, named
+        after the variable the statement defines (or its first random argument)."""
+        base = next(r.var for r in stmt.outputs + tuple(v for _, v in stmt.inputs)
+                    if isinstance(r, Ref))
+        ident = fresh(base, name, taken)
+        domain = FACTORS[factor].buffers[name]
+        new_decls.append(VarDecl(ident, "message", domain, DOMAIN_FAMILY[domain], loops,
+                                 None, f"{factor}'s {name} for {decls[base].label}"))
+        return ident
+
     body: list[Stmt] = []
     for stmt, loops, mask in _walk_masked(program.body, (), (), decls):
         if stmt.op == "Variable":
             made = _variable_statements(stmt, decls, algorithm, vmp_derived, fused)
         else:
-            made = _factor_statements(stmt, loops, decls, algorithm, fused, deferred)
+            made = _factor_statements(stmt, loops, decls, algorithm, fused, buffer_decl,
+                                      deferred)
         body.extend(replace(s, params=s.params + (("mask", mask),)) if mask else s
                     for s in made)
     return replace(program, decls=program.decls + tuple(new_decls), body=tuple(body),
@@ -169,6 +184,7 @@ def _edge_out(ref: Ref, decls: dict[str, VarDecl]) -> Ref | None:
 
 def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarDecl],
                        algorithm: str, fused: dict[str, tuple],
+                       buffer_decl: Callable[[Stmt, str, str, tuple[str, ...]], str],
                        deferred: frozenset[str] | set[str] = frozenset()) -> list[Stmt]:
     factor = FACTORS.get(stmt.op)
     where = stmt.provenance or stmt.op
@@ -190,8 +206,20 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
                 edges[name] = out
     params_common = (("plates", loops),)
     result: list[Stmt] = []
+    # the buffers the operators below read: each computed by its own statement, first
+    needed = dict.fromkeys(b for name in args if (algorithm, name) in factor.operators
+                           and name in edges for b in factor.operators[(algorithm, name)].reads
+                           if b in factor.buffers)
+    for b in needed:
+        op = factor.operators[(algorithm, b)]
+        ref = Ref(buffer_decl(stmt, factor.name, b, loops), loops)
+        args[b] = edges[b] = ref
+        reads = tuple((k, edges.get(k, args[k])) for k in op.reads if k in args)
+        result.append(Stmt(op.qualname, (ref,), reads,
+                           params_common + (("operator", (factor.name, algorithm, b)),),
+                           stmt.provenance))
     for name, operand in args.items():
-        if name not in edges:
+        if name not in edges or name in needed:
             continue
         assert isinstance(operand, Ref)
         op = factor.get_operator(algorithm, name, where)
@@ -221,7 +249,7 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
                                             ("target", var)) + extra,
                            stmt.provenance))
     if algorithm in factor.evidence:
-        reads = tuple((k, edges.get(k, v)) for k, v in args.items())
+        reads = tuple((k, edges.get(k, v)) for k, v in args.items() if k not in needed)
         evidence = Stmt(f"{factor.name}.{EVIDENCE[algorithm]}", (), reads,
                         params_common + (("evidence", (factor.name, algorithm)),),
                         stmt.provenance)

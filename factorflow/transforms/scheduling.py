@@ -109,13 +109,20 @@ def is_loop(graph: DependencyGraph, block: Sequence[str]) -> bool:
     return len(block) > 1 or bool(graph.edges.get((block[0], block[0]), Dep(0)) & USES)
 
 
-def _requirements(lp: _Loop, body: Sequence[int]) -> tuple[dict[int, str], dict[int, int]]:
+def _requirements(lp: _Loop, body: Sequence[int]
+                  ) -> tuple[dict[int, str], dict[int, int], dict[int, str]]:
     """S: what the first pass of ``body`` requires before running it, with a reason;
-    U: what it reads before updating it, with the first reader."""
+    U: what it reads before updating it, with the first reader; P: what it would rather
+    not read uniform before running it (``Dep.PREFERRED``), with a reason."""
     ran, updated = set(lp.user) | lp.no_init, set()
     required: dict[int, str] = {}
     used: dict[int, int] = {}
+    preferred: dict[int, str] = {}
     for x in body:
+        for r in lp.pref_src[x]:
+            if r not in ran and r != x:
+                preferred.setdefault(r, f"preferred by {lp.labels[x]} (not to start it "
+                                        "from a uniform message)")
         for r in lp.need_src[x]:
             if r not in ran:
                 required.setdefault(r, f"required by {lp.labels[x]}")
@@ -124,7 +131,7 @@ def _requirements(lp: _Loop, body: Sequence[int]) -> tuple[dict[int, str], dict[
                 used.setdefault(r, x)
         ran.add(x)
         updated.add(x)
-    return required, used
+    return required, used, preferred
 
 
 def _iterate(lp: _Loop) -> list[tuple[int, str]]:
@@ -154,7 +161,7 @@ def _leave(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
 
 
 def _initialize(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
-    required, used = _requirements(lp, body)
+    required, used, preferred = _requirements(lp, body)
     greedy = _Greedy(lp, "init", keep_valid={a: f"read by {lp.labels[x]}"
                                              for a, x in used.items() if a not in lp.no_init})
     for a, cause in lp.invalid_on_entry.items():  # triggered by statements before the loop
@@ -162,6 +169,8 @@ def _initialize(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
         greedy.cause[a] = cause
     for a, why in required.items():
         greedy.enqueue(a, why)
+    for a, why in preferred.items():  # where they can run first (a penalty, seed 000)
+        greedy.enqueue(a, why, optional=True)
     for a in used.keys() & lp.invalid_on_entry.keys():
         greedy.enqueue(a, f"triggered by {lp.labels[greedy.cause[a]]} before the loop, "
                           f"read by {lp.labels[used[a]]}")

@@ -208,10 +208,10 @@ def grid_moments(log_density: Callable[..., np.ndarray], axes: Sequence[np.ndarr
 
 # ----- strategies and calling ----------------------------------------------------------
 def op(factor: str, algorithm: str, target: str) -> Callable[..., object]:
-    """The registered operator function."""
+    """The registered operator function (computing the buffers it reads first)."""
     from factorflow.factors import FACTORS
 
-    return FACTORS[factor].operators[(algorithm, target)].fn
+    return FACTORS[factor].message(algorithm, target)
 
 
 def evidence(factor: str, algorithm: str) -> Callable[..., np.ndarray]:

@@ -35,6 +35,7 @@ CATALOGUE = {
     "Not": ((("out", "bool"), ("a", "bool")), True),
     "ConstrainTrue": ((("value", "bool"),), False),
     "IsPositive": ((("out", "bool"), ("x", "real")), True),
+    "IsBetween": ((("out", "bool"), ("x", "real"), ("lower", "real"), ("upper", "real")), True),
     "Greater": ((("out", "bool"), ("a", "real"), ("b", "real")), True),
     "Plus": ((("sum", "real"), ("a", "real"), ("b", "real")), True),
     "Minus": ((("diff", "real"), ("a", "real"), ("b", "real")), True),
@@ -55,6 +56,7 @@ UNSUPPORTED = {
     ("Gaussian", "ep", "precision"): "not Gaussian-closed",
     ("IsPositive", "vmp", "x"): "needs the previous message to x",
     ("Greater", "vmp", "a"): "needs the previous message to a",
+    ("IsBetween", "vmp", "x"): "needs the previous message to x",
     ("Product", "ep", "a"): "VMP only",
     ("Binomial", "vmp", "sample"): "counts are observed",
     ("Poisson", "ep", "sample"): "counts are observed",
@@ -80,6 +82,7 @@ POINTS = {
     "ConstrainTrue": {"value": True},
     "IsPositive": {"out": True, "x": 0.4},
     "Greater": {"out": False, "a": 0.4, "b": 1.0},
+    "IsBetween": {"out": True, "x": 0.4, "lower": -1.0, "upper": 1.0},
     "Plus": {"sum": 1.5, "a": 1.0, "b": 0.5},
     "Minus": {"diff": 0.5, "a": 1.0, "b": 0.5},
     "ScaleBy": {"product": 2.0, "a": 1.0, "scale": 2.0},
@@ -113,8 +116,12 @@ def test_operator_annotations_name_arguments_the_operator_reads(name):
     assert factor.operators, name
     for (algorithm, target), op in factor.operators.items():
         assert op.target == target and op.algorithm == algorithm
-        assert set(op.reads) <= set(factor.arg_names)
-        for annotation in ("skip_if_uniform", "proper", "trigger", "fresh", "known"):
+        assert set(op.reads) <= set(factor.arg_names) | set(factor.buffers)
+        assert op.buffer == (target in factor.buffers)
+        for buffer in set(op.reads) & set(factor.buffers):  # shared work is read Fresh
+            assert buffer in op.fresh, (name, target, buffer)
+        for annotation in ("skip_if_uniform", "proper", "trigger", "fresh", "known",
+                           "uniform_penalty"):
             assert getattr(op, annotation) <= set(op.reads), (name, target, annotation)
         assert target not in op.known, (name, target)
         if algorithm == "ep":
@@ -148,9 +155,9 @@ def test_evidence_of_known_arguments_is_the_log_density(name):
         assert_close(fn(**point), log_f, rtol=1e-12, atol=1e-12), (name, algorithm)
 
 
-@pytest.mark.parametrize("name", ["And", "Or", "Not", "IsPositive", "Greater", "Plus", "Minus",
-                                  "ScaleBy", "Product", "ConstrainTrue", "InnerProduct",
-                                  "MatrixVectorProduct", "VectorPlus"])
+@pytest.mark.parametrize("name", ["And", "Or", "Not", "IsPositive", "IsBetween", "Greater",
+                                  "Plus", "Minus", "ScaleBy", "Product", "ConstrainTrue",
+                                  "InnerProduct", "MatrixVectorProduct", "VectorPlus"])
 def test_deterministic_log_densities_reject_inconsistent_values(name):
     point = dict(POINTS[name])
     first = FACTORS[name].args[0].name
@@ -193,8 +200,9 @@ Gaussian.sample_average_conditional(mean, precision) known=precision
 Gaussian.mean_average_logarithm(sample, precision) proper=precision,sample
 Gaussian.precision_average_logarithm(sample, mean) proper=mean,sample
 Gaussian.sample_average_logarithm(mean, precision) proper=mean,precision
-Greater.a_average_conditional(out, a, b) skip_if_uniform=a,b,out proper=a,b
-Greater.b_average_conditional(out, a, b) skip_if_uniform=a,b,out proper=a,b
+Greater.a_average_conditional(out, a, b, difference) skip_if_uniform=a,b,out fresh=difference
+Greater.b_average_conditional(out, a, b, difference) skip_if_uniform=a,b,out fresh=difference
+Greater.difference(out, a, b) skip_if_uniform=a,b,out proper=a,b
 Greater.out_average_conditional(a, b) skip_if_uniform=a,b proper=a,b
 Greater.out_average_logarithm(a, b) skip_if_uniform=a,b trigger=a,b
 InnerProduct.a_average_conditional(product, b) skip_if_uniform=product known=b
@@ -202,6 +210,12 @@ InnerProduct.product_average_conditional(a, b) skip_if_uniform=a known=b
 InnerProduct.a_average_logarithm(product, b) skip_if_uniform=product proper=b
 InnerProduct.b_average_logarithm(product, a) skip_if_uniform=product proper=a
 InnerProduct.product_average_logarithm(a, b) skip_if_uniform=a,b trigger=a,b
+IsBetween.lower_average_conditional(out, x, lower, upper, messages) skip_if_uniform=out,x fresh=messages uniform_penalty=lower,upper
+IsBetween.messages(out, x, lower, upper) skip_if_uniform=out,x
+IsBetween.out_average_conditional(x, lower, upper) skip_if_uniform=x uniform_penalty=lower,upper
+IsBetween.upper_average_conditional(out, x, lower, upper, messages) skip_if_uniform=out,x fresh=messages uniform_penalty=lower,upper
+IsBetween.x_average_conditional(out, x, lower, upper, messages) skip_if_uniform=out,x fresh=messages uniform_penalty=lower,upper
+IsBetween.out_average_logarithm(x, lower, upper) skip_if_uniform=x trigger=lower,upper,x
 IsPositive.out_average_conditional(x) skip_if_uniform=x proper=x
 IsPositive.x_average_conditional(out, x) skip_if_uniform=out,x proper=x
 IsPositive.out_average_logarithm(x) skip_if_uniform=x trigger=x
@@ -260,7 +274,8 @@ Wishart.sample_average_logarithm(dof, rate) proper=rate known=dof
 
 def _annotation_line(op) -> str:
     notes = [f"{a}={','.join(sorted(getattr(op, a)))}"
-             for a in ("skip_if_uniform", "proper", "trigger", "fresh", "known")
+             for a in ("skip_if_uniform", "proper", "trigger", "fresh", "known",
+                       "uniform_penalty")
              if getattr(op, a)]
     notes += ["no_init"] if op.no_init else []
     return f"{op.qualname}({', '.join(op.reads)}) {' '.join(notes)}".rstrip()
@@ -292,7 +307,7 @@ def test_ep_evidence_with_a_uniform_message_is_a_number(name):
     factor = FACTORS[name]
     if "ep" not in factor.evidence:
         return
-    for target in {t for a, t in factor.operators if a == "ep"}:
+    for target in {t for a, t in factor.operators if a == "ep" and t in factor.arg_names}:
         point = {k: np.asarray(v) for k, v in POINTS[name].items()}
         point[target] = _uniform_like(factor.arg(target).domain, point[target])
         value = factor.evidence["ep"](**point)
@@ -323,14 +338,17 @@ def test_one_batched_argument_batches_the_message(name):
     with all natural parameters of one shape."""
     factor = FACTORS[name]
     for op in factor.operators.values():
-        for batched_arg in op.reads:
+        if op.buffer:  # an intermediate, which may carry axes of its own
+            continue
+        plain = [r for r in op.reads if r not in factor.buffers]
+        for batched_arg in plain:
             args = {}
-            for r in op.reads:
+            for r in plain:
                 known = np.asarray(POINTS[name][r])
                 args[r] = known if r in op.known else _typical(factor.arg(r).domain, known)
             event = np.shape(POINTS[name][batched_arg])   # K for vectors, () for scalars
             args[batched_arg] = _batched(args[batched_arg], (4,), event)
-            msg = op.fn(**args)
+            msg = factor.message(op.algorithm, op.target)(**args)  # buffers computed first
             assert msg.batch_shape == (4,), (op.qualname, batched_arg)
             batches = {e.shape[: e.ndim - msg.event_ndim] for e in msg.eta}
             assert batches == {(4,)}, (op.qualname, batched_arg)

@@ -26,7 +26,8 @@ from tests.transforms.test_gates import CASES as PROGRAMS
 
 
 def op(factor, algorithm: str, target: str):
-    return factor.operators[(algorithm, target)].fn
+    """The operator as a function of the factor's arguments (its buffers computed first)."""
+    return factor.message(algorithm, target)
 
 
 def evidence(factor, algorithm: str):
@@ -352,8 +353,9 @@ def test_a_plate_in_one_call_equals_each_point(factor, algorithm, target) -> Non
     if target is None:
         fn, reads = factor.evidence[algorithm], factor.arg_names
     else:
-        fn, reads = factor.operators[(algorithm, target)].fn, factor.operators[
-            (algorithm, target)].reads
+        fn = factor.message(algorithm, target)
+        reads = [r for r in factor.operators[(algorithm, target)].reads
+                 if r not in factor.buffers]
     names = [r for r in reads if r in args or r in CONSTANTS]
     whole = fn(**{r: CONSTANTS.get(r, args.get(r)) for r in names})
     for n in range(N):
@@ -371,28 +373,32 @@ def test_a_switch_in_a_plate_is_one_array_operation_of_shape_n_by_k() -> None:
     marginal = Bernoulli.from_natural(2 * rng.normal(size=(N, K)))
     means = Gaussian(rng.normal(size=K), rng.uniform(0.5, 2.0, size=K))
     clone = Gaussian(rng.normal(size=(N, K)), rng.uniform(0.5, 2.0, size=(N, K)))
-    own = ENTER_ONE.operators[("ep", "cases")].fn(enter_one=clone, cases=marginal,
-                                                  value=means, index=np.arange(K))
+    own = ENTER_ONE.message("ep", "cases")(enter_one=clone, cases=marginal,
+                                           value=means, index=np.arange(K))
     for algorithm, target in ENTER_ONE.operators:
         operator = ENTER_ONE.operators[(algorithm, target)]
+        if operator.buffer:
+            continue
+        fn = ENTER_ONE.message(algorithm, target)
+        reads = [r for r in operator.reads if r not in ENTER_ONE.buffers]
         ep = algorithm == "ep"
         kw = {"cases": marginal / own if ep else marginal, "value": means, "enter_one": clone,
               "index": np.arange(K)}
-        whole = operator.fn(**{r: kw[r] for r in operator.reads})
+        whole = fn(**{r: kw[r] for r in reads})
         assert whole.batch_shape == (N, K)
         for n, k in np.ndindex(N, K):
             lacks = Bernoulli.from_natural(np.where(np.arange(K) == k, own.log_odds[n, k], 0))
             kw = {"cases": marginal[n] / lacks if ep else marginal[n], "value": means[k],
                   "enter_one": clone[n, k], "index": k}
-            one = operator.fn(**{r: kw[r] for r in operator.reads})
+            one = fn(**{r: kw[r] for r in reads})
             _same(whole[n, k], one[k] if target == "cases" else one)
 
 
 def test_enter_one_and_enter_are_enter_partial_with_one_and_all_cases() -> None:
     args = _batch(11)
     cases, value = args["cases"], args["value"]
-    one = ENTER_ONE.operators[("ep", "value")].fn(enter_one=args["enter_one"], cases=cases,
-                                                  value=value, index=1)
+    one = ENTER_ONE.message("ep", "value")(enter_one=args["enter_one"], cases=cases,
+                                           value=value, index=1)
     partial = ENTER_PARTIAL.operators[("ep", "value")].fn(
         enter_partial=args["enter_one"][:, None], cases=cases, value=value, indices=(1,))
     _same(one, partial)

@@ -124,6 +124,67 @@ def mixture_vmp(x: np.ndarray, sweeps: int, stop: float | None = None) -> Trace:
     return trace
 
 
+# ----- the sprinkler network (loopy EP = loopy belief propagation) -----------------
+#: P(sprinkler | cloudy), P(rain | cloudy) for cloudy true, false; P(wet | sprinkler, rain)
+SPRINKLER_CPT = {"sprinkler": (0.1, 0.5), "rain": (0.8, 0.2),
+                 "wet": {(1, 1): 0.99, (1, 0): 0.9, (0, 1): 0.9, (0, 0): 0.0}}
+
+
+def sprinkler_model(cloudy_observed: bool | None = None) -> ff.Model:
+    """cloudy -> sprinkler, rain -> wet grass (observed wet), written with gates."""
+    cpt = SPRINKLER_CPT
+    with ff.Model("sprinkler") as model:
+        cloudy = ff.Bernoulli("cloudy", 0.5, observed=cloudy_observed)
+        with ff.If(cloudy):
+            sprinkler = ff.Bernoulli("sprinkler", cpt["sprinkler"][0])
+            rain = ff.Bernoulli("rain", cpt["rain"][0])
+        with ff.IfNot(cloudy):
+            sprinkler = ff.Bernoulli("sprinkler", cpt["sprinkler"][1])
+            rain = ff.Bernoulli("rain", cpt["rain"][1])
+        for s_gate, s in ((ff.If, 1), (ff.IfNot, 0)):
+            with s_gate(sprinkler):
+                for r_gate, r in ((ff.If, 1), (ff.IfNot, 0)):
+                    with r_gate(rain):
+                        ff.Bernoulli("wet", cpt["wet"][(s, r)], observed=True)
+    return model
+
+
+def sprinkler_bp(sweeps: int, stop: float | None = None) -> Trace:
+    """Loopy belief propagation on the factor graph p(c) p(s|c) p(r|c) p(w=1|s,r), by hand:
+    each sweep updates the factors' messages in turn (p(s|c), p(r|c), p(w|s,r)), each
+    factor from the current messages into it.  The trace holds P(true) and its
+    Bernoulli variance for (cloudy, sprinkler, rain)."""
+    cpt = SPRINKLER_CPT
+    prior_c = np.array([0.5, 0.5])  # index 0: true, 1: false
+    ps = np.array([[cpt["sprinkler"][0], 1 - cpt["sprinkler"][0]],
+                   [cpt["sprinkler"][1], 1 - cpt["sprinkler"][1]]])  # [c, s]
+    pr = np.array([[cpt["rain"][0], 1 - cpt["rain"][0]],
+                   [cpt["rain"][1], 1 - cpt["rain"][1]]])  # [c, r]
+    pw = np.array([[cpt["wet"][(1, 1)], cpt["wet"][(1, 0)]],
+                   [cpt["wet"][(0, 1)], cpt["wet"][(0, 0)]]])  # [s, r]
+    one = np.ones(2)
+    s_to_c, s_to_s, r_to_c, r_to_r, w_to_s, w_to_r = (one.copy() for _ in range(6))
+
+    def norm(v: np.ndarray) -> np.ndarray:
+        return v / v.sum()
+
+    trace: Trace = []
+    for _ in range(sweeps):
+        s_to_c = norm(ps @ w_to_s)                       # sum_s p(s|c) m_{s->S}(s)
+        s_to_s = norm((prior_c * r_to_c) @ ps)           # sum_c m_{c->S}(c) p(s|c)
+        r_to_c = norm(pr @ w_to_r)
+        r_to_r = norm((prior_c * s_to_c) @ pr)
+        w_to_s = norm(pw @ r_to_r)
+        w_to_r = norm(s_to_s @ pw)
+        beliefs = [norm(prior_c * s_to_c * r_to_c), norm(s_to_s * w_to_s),
+                   norm(r_to_r * w_to_r)]
+        p = np.array([b[0] for b in beliefs])
+        trace.append((p, p * (1 - p)))
+        if stop is not None and settled(trace, stop):
+            break
+    return trace
+
+
 # ----- measuring ---------------------------------------------------------------------
 def settled(trace: Trace, stop: float) -> bool:
     """Whether the last step, divided by 1 - r (r: the ratio of the last two steps, the
@@ -147,15 +208,18 @@ def sweeps_within(trace: Trace, ref: tuple[np.ndarray, np.ndarray], tol: float) 
     return last_out + 2
 
 
-def factorflow_trace(model: ff.Model, algorithm: str, name: str, sweeps: int,
-                     init: dict | None = None) -> tuple[Trace, float]:
-    """The posterior of ``name`` after each of ``sweeps`` sweeps, and seconds per sweep."""
+def factorflow_trace(model: ff.Model, algorithm: str, name: str | tuple[str, ...],
+                     sweeps: int, init: dict | None = None) -> tuple[Trace, float]:
+    """The posterior of ``name`` (or of several names, side by side) after each of
+    ``sweeps`` sweeps, and seconds per sweep."""
     compiled = model.compile(algorithm, init=list(init or ()))
     trace: Trace = []
+    names = (name,) if isinstance(name, str) else name
 
     def record(i, posteriors, *_):
-        q = posteriors[name]
-        trace.append((np.array(q.mean, float), np.array(q.variance, float)))
+        qs = [posteriors[n] for n in names]
+        trace.append((np.concatenate([np.ravel(np.array(q.mean, float)) for q in qs]),
+                      np.concatenate([np.ravel(np.array(q.variance, float)) for q in qs])))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ff.ConvergenceWarning)

@@ -15,6 +15,7 @@ from scipy import special
 import factorflow as ff
 from factorflow.distributions import Gaussian
 from tests.conftest import assert_close
+from tests.runtime.handwritten import SPRINKLER_CPT, sprinkler_model
 
 EXAMPLES = Path(__file__).parent.parent.parent / "examples"
 
@@ -34,25 +35,8 @@ def test_clinical_trial_ep():
     assert_close(result.log_evidence, np.log(exact), rtol=1e-9)
 
 
-CPT = {"sprinkler": (0.1, 0.5), "rain": (0.8, 0.2),
-       "wet": {(1, 1): 0.99, (1, 0): 0.9, (0, 1): 0.9, (0, 0): 0.0}}
-
-
-def sprinkler(cloudy_observed=None) -> ff.Model:
-    with ff.Model("sprinkler") as model:
-        cloudy = ff.Bernoulli("cloudy", 0.5, observed=cloudy_observed)
-        with ff.If(cloudy):
-            sprinkler = ff.Bernoulli("sprinkler", CPT["sprinkler"][0])
-            rain = ff.Bernoulli("rain", CPT["rain"][0])
-        with ff.IfNot(cloudy):
-            sprinkler = ff.Bernoulli("sprinkler", CPT["sprinkler"][1])
-            rain = ff.Bernoulli("rain", CPT["rain"][1])
-        for s_gate, s in ((ff.If, 1), (ff.IfNot, 0)):
-            with s_gate(sprinkler):
-                for r_gate, r in ((ff.If, 1), (ff.IfNot, 0)):
-                    with r_gate(rain):
-                        ff.Bernoulli("wet", CPT["wet"][(s, r)], observed=True)
-    return model
+CPT = SPRINKLER_CPT
+sprinkler = sprinkler_model
 
 
 def _sprinkler_exact(cloudy_values=(1, 0)):

@@ -109,3 +109,11 @@ def test_plot_convergence_without_sweeps_says_so() -> None:
 def test_progress_must_be_a_boolean() -> None:
     with pytest.raises(ff.ModelError, match="progress must be True or False, got 'yes'"):
         gaussian_model().infer("vmp", progress="yes")
+
+
+def test_a_run_until_converged_counts_its_sweeps(bars, monkeypatch) -> None:
+    """Without ``iterations`` the run has no set length: the bar is a counter."""
+    on_terminal(monkeypatch)
+    result = gaussian_model().infer("vmp")
+    (bar,) = bars
+    assert result.converged and bar.total is None and bar.n == result.iterations
