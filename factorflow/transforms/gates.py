@@ -304,7 +304,12 @@ class _Gates:
         ranges = [self.frames[i].node.range for i in body]
         need = [] if kind == "exit" or self.opt.enter_whole_arrays else [
             r for r in ranges if r in src.index]
-        if kind == "one" and cond.switch:
+        if kind == "one" and cond.switch and need != ranges:
+            # loops inside the switch that the element does not need (a plate opened in
+            # the case): the clone sits outside them and their uses broadcast it
+            at, fresh = ((body[len(need) - 1] if need else gate), []) \
+                if need == ranges[: len(need)] else (gate, need)
+        elif kind == "one" and cond.switch:
             at, fresh = self._inner(m), []
         elif not cond.switch and need == ranges[: len(need)]:
             at, fresh = (body[len(need) - 1] if need else top), []
