@@ -99,6 +99,12 @@ class _Emitter:
         if fixed:
             text = f"take_element({text}, {fixed})"
             own = tuple(p for i, p in enumerate(own) if i not in dict(fixed))
+        order = tuple(sorted(range(len(own)), key=lambda i: stmt_plates.index(own[i]))) \
+            if set(own) <= set(stmt_plates) else ()
+        if order != tuple(range(len(order))):
+            # an array whose plates run in another order than the statement's loops
+            text = f"permute_plates({text}, {order})"
+            own = tuple(own[i] for i in order)
         if own and stmt_plates and tuple(stmt_plates[-len(own):]) != own and len(own) < len(
                 stmt_plates):
             positions = tuple(stmt_plates.index(p) for p in own)
@@ -141,6 +147,10 @@ class _Emitter:
         if s.param("reduce"):  # the messages multiplied over these plate axes, fused
             args += f", reduce=({self.shape(plates)}, {s.param('reduce')!r})"
         rhs = f"{fn}({args})"
+        own = self.decls[s.outputs[0].var].plates
+        if not _fixed(s.outputs[0]) and own != plates and sorted(own) == sorted(plates):
+            # computed in the loops' order, stored in the array's (see ``operand``)
+            rhs = f"permute_plates({rhs}, {tuple(plates.index(p) for p in own)})"
         self.check_proper_inputs(s, depth)
         if self.p.algorithm == "ep" and s.param("target") in self.decls:
             # EP damping: the new message to the variable mixed with the old one

@@ -33,12 +33,7 @@ FUZZ = settings(derandomize=True, deadline=None, database=None,
 
 # Profiles and kinds in which the fuzzer still finds open bugs, each listed in issue 10's
 # note (fuzz findings V1-V17, I1); strict: a profile that passes must lose its mark.
-OPEN = {
-    "switch": "V15 (rest) inside an ff.Switch in a plate: a variable defined in a plate opened "
-              "in the Switch (its case local and exit array run over the plates in different "
-              "orders), and a latent variable whose parameter is a constant array over the "
-              "outer plate: broadcasting crashes ((3,) against (3, 4))",
-}
+OPEN: dict[str, str] = {}
 OPEN_INVALID: dict[str, str] = {}
 
 
