@@ -365,3 +365,39 @@ def test_constant_array_over_the_plate_of_a_switch(algorithm):
     assert_close(result["z"].probs, np.tile([0.1, 0.2, 0.3, 0.4], (3, 1)), rtol=1e-12)
     if algorithm == "ep":
         assert_close(result.log_evidence, 0.0, atol=1e-12)
+
+
+def test_gathers_of_one_array_in_a_gate_share_one_clone_exactly():
+    """Issue 15 item 5: x[idx1] and x[idx2] (known indices, element 0 twice, element 2 in
+    both) inside ff.If(c) read one clone of x, copied per case, instead of one clone per
+    expression (which crashed: the clone of x[idx[i]] was declared without the plate i).
+    EP against enumeration over c and x: in case c, Π_i P(x[idx1_i] ∨ b_i) Π_j P(x[idx2_j]
+    ∨ b2_j) with b ~ Bernoulli(0.4), b2 ~ Bernoulli(0.6)."""
+    px, idx1, idx2 = np.array([0.2, 0.5, 0.7]), np.array([0, 0, 2]), np.array([1, 2, 2])
+    with ff.Model("gathers") as model:
+        c = ff.Bernoulli("c", 0.3)
+        with ff.Plate(ff.Range("k", 3)):
+            x = ff.Bernoulli("x", px)
+        with ff.If(c):
+            with ff.Plate(ff.Range("i", 3)):
+                ff.constrain_true(x[idx1] | ff.Bernoulli("b", 0.4))
+            with ff.Plate(ff.Range("j", 3)):
+                ff.constrain_true(x[idx2] | ff.Bernoulli("b2", 0.6))
+    compiled = model.compile("ep")
+    gates = compiled.compilation.stages["gates"]
+    clones = [d.name for d in gates.decls if d.attr("clone_of") == "v_x"]
+    assert clones == ["v_x__cond_c"]  # one clone of x for both gathers
+    result = compiled.run(iterations=20)
+    joint = {}
+    for cv, *xs in itertools.product((0, 1), repeat=4):
+        w = (0.3 if cv else 0.7) * np.prod(np.where(xs, px, 1 - px))
+        if cv:
+            xs_ = np.array(xs)
+            w *= np.prod(xs_[idx1] + (1 - xs_[idx1]) * 0.4)
+            w *= np.prod(xs_[idx2] + (1 - xs_[idx2]) * 0.6)
+        joint[(cv, *xs)] = w
+    z = sum(joint.values())
+    assert_close(result.log_evidence, np.log(z), rtol=1e-12)
+    assert_close(result["c"].p, sum(w for k, w in joint.items() if k[0]) / z, rtol=1e-12)
+    marg = [sum(w for k, w in joint.items() if k[1 + e]) / z for e in range(3)]
+    assert_close(result["x"].p, marg, rtol=1e-12)
