@@ -19,8 +19,9 @@ the array's own axis (all of it); two patterns overlap when at every axis they a
 one covers all of it.  Overlapping patterns (transitively) form one set, whose pattern
 keeps a literal where all agree and loops over the axis elsewhere; each use is read from
 the clone of its set, so ``array[0]`` and ``array[i]`` in one gate share one clone instead
-of entering element 0 twice.  Patterns with other indices (a random index, another range)
-are not grouped.
+of entering element 0 twice.  A gather by known indices (``array[idx[n]]``, which may
+name one element twice) covers its whole axis.  Patterns with other indices (a random
+index, another range) are not grouped.
 """
 
 from __future__ import annotations

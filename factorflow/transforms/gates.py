@@ -18,7 +18,10 @@ over the values of ``x``).  For a random condition ``c`` the output has
   ``Gate.EnterOne(cases, value, index: k)``.  A clone sits in the loops its expression
   needs: the body's own ``for`` loops when those are the outer ones, else fresh loops
   before the gate (``enter_whole_arrays``: whole arrays before the gate, the seed's
-  alternative method);
+  alternative method).  The reads of one array entering an If or a Case are grouped into
+  disjoint index sets first (``gate_analysis``): a read whose set is larger than itself
+  (``array[0]`` beside ``array[i]``, a gather ``array[idx[n]]``) reads the clone of its
+  set at its own indices, a gather through a per-case ``Copy`` of the clone's slot;
 * each variable defined in every case (an *exit* variable, ``derived`` from then on)
   defined per case in ``x__cond_c[.., k]`` (attrs ``exit_of``, ``gate``; in a switch through
   a local, attr ``local_of``, and ``Copy``, which makes the array ``derived``: under VMP
@@ -324,7 +327,8 @@ class _Gates:
         its disjoint index set (``gate_analysis``: ``array[0]`` beside ``array[i]`` reads
         the clone of ``array[i]``) — and the literals that replace the set's loops.  Only
         reads entering an If or a Case (EnterPartial) are grouped, and only through loops
-        inside the gate (a loop around it is another clone per iteration)."""
+        inside the gate (a loop around it is another clone per iteration); a gather only
+        of a one-axis array, outside loops."""
         cond, _, frame = self.levels[m]
         cover = None if skip or cond.switch or src.var != var or var in self.a.exits \
             and cond.key in self.a.exits[var] else \
@@ -332,8 +336,10 @@ class _Gates:
         if cover is None:
             return src, {}
         subst = {c: i for c, i in zip(cover, src.index, strict=True) if c != i}
-        if set(subst) & set(self._loops(self.frames.index(frame))):
-            return src, {}
+        around = self._loops(self.frames.index(frame))
+        gather = any(isinstance(i, Ref) for i in subst.values())
+        if set(subst) & set(around) or gather and (around or len(cover) > 1):
+            return src, {}  # a gather is read as array[index] of a whole array only
         return Ref(var, cover), subst
 
     def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str) -> Clone:
