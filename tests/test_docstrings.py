@@ -13,7 +13,7 @@ import factorflow as ff
 
 #: modules whose public functions carry examples
 MODULES = ["factorflow.model.factories", "factorflow.model.gates", "factorflow.model.nodes",
-           "factorflow.text"]
+           "factorflow.text", "factorflow.model.core", "factorflow.runtime.result"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -27,7 +27,8 @@ def test_docstring_examples(name):
 @pytest.mark.parametrize("name", ["Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial",
                                   "Discrete", "Dirichlet", "Poisson", "is_positive",
                                   "constrain_true", "If", "IfNot", "Case", "Switch",
-                                  "Deterministic", "parse"])
+                                  "Deterministic", "parse", "Model", "Range", "Plate",
+                                  "Data", "Result", "load_result"])
 def test_public_function_has_an_example(name):
     """Its docstring has an example, or names (``see ``Other``) one that has one."""
     doc = getattr(ff, name).__doc__

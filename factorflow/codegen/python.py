@@ -189,6 +189,13 @@ class _Emitter:
         parts = []
         for cond, value, negated in conditions:
             text = self.operand(cond, plates)
+            own = self.decls[cond.var].plates if isinstance(cond, Ref) else ()
+            if (own and not _fixed(cond) and not (cond.index and isinstance(cond.index[0], Ref))
+                    and len(own) < len(plates) and text == cond.var):
+                # the mask spans every one of ``plates``, so that the kernels may lay it
+                # over a target's leading axes (a gate's cases axis comes after them)
+                text = (f"align_plates({text}, {tuple(plates.index(p) for p in own)}, "
+                        f"{len(plates)})")
             if value is not None and not isinstance(value, str):
                 text = f"({text} == {int(value)})"
             parts.append(f"~as_bool({text})" if negated else f"as_bool({text})")

@@ -85,9 +85,15 @@ def check_proper(d: Distribution, what: str, iteration: int | None = None,
     """ImproperMessageError naming ``what`` (a posterior and its model statement) and the
     iteration (counted from 1) unless every element of ``d`` is proper; with ``where`` (a
     boolean mask over the elements), only the elements where it holds are checked (the
-    variable exists only there: a branch of an observed condition)."""
+    variable exists only there: a branch of an observed condition).  In the first sweep
+    (``iteration == 0``) an exactly uniform element passes: the loop may read a posterior
+    before the messages into it have all been sent once (a gate case whose clone comes
+    later in the sweep); from the second sweep on it is an error like any other."""
+    if iteration == 0:
+        fresh = ~np.asarray(d.is_uniform(), bool)
+        where = fresh if where is None else leading(where, len(d.batch_shape)) & fresh
     if where is not None:
-        where = np.broadcast_to(np.asarray(where, bool), d.batch_shape)
+        where = np.broadcast_to(leading(where, len(d.batch_shape)), d.batch_shape)
         if not np.any(where):
             return
         if not np.all(where):  # the elements where it exists, as one flat batch
@@ -111,7 +117,7 @@ def check_proper_input(value: Any, what: str, iteration: int | None = None, mask
         proper = proper & ~(nan.any(axis=tuple(range(proper.ndim, nan.ndim)))
                             if nan.ndim > proper.ndim else nan)
     if mask is not None:
-        proper, where_applies = np.broadcast_arrays(proper, np.asarray(mask, bool))
+        proper, where_applies = np.broadcast_arrays(proper, leading(mask, proper.ndim))
         proper = proper | ~where_applies
     if np.all(proper):
         return value
@@ -241,8 +247,17 @@ def as_bool(value: Any) -> np.ndarray:
     return np.asarray(value).astype(bool)
 
 
+def leading(mask: Any, ndim: int) -> np.ndarray:
+    """A boolean mask over a statement's plates laid over the leading axes of a target
+    with ``ndim`` batch axes (the axes after the plates, such as a gate's cases, see the
+    mask broadcast along them)."""
+    mask = np.asarray(mask, bool)
+    return mask.reshape(mask.shape + (1,) * (ndim - mask.ndim)) if mask.ndim < ndim else mask
+
+
 def where_mask(mask: np.ndarray, new: Distribution, old: Distribution) -> Distribution:
     """``new`` where the observed condition holds, ``old`` elsewhere."""
+    mask = leading(mask, max(len(new.batch_shape), len(old.batch_shape)))
     shape = np.broadcast_shapes(np.shape(mask), new.batch_shape, old.batch_shape)
     m = np.broadcast_to(mask, shape)
     out = []
@@ -256,7 +271,7 @@ def where_mask(mask: np.ndarray, new: Distribution, old: Distribution) -> Distri
 
 def mask_term(mask: np.ndarray, term: Any) -> np.ndarray:
     """An evidence term that counts only where the observed condition holds."""
-    return np.where(mask, term, 0.0)
+    return np.where(leading(mask, np.ndim(term)), term, 0.0)
 
 
 def damp(old: Distribution, new: Distribution, damping: dict[str, float] | None,

@@ -38,6 +38,13 @@ class Result:
     with a boolean mask over its plates, True where excluded.  A variable excluded
     everywhere has no posterior (``result[name]`` raises ``ff.ExcludedVariableError``);
     one excluded in part keeps its posterior, uniform at the excluded elements.
+
+    >>> with ff.Model() as model:
+    ...     m = ff.Gaussian("m", 0.0, variance=1.0)
+    ...     y = ff.Gaussian("y", m, variance=1.0, observed=2.0)
+    >>> result = model.infer("ep")
+    >>> result["m"], round(result.log_evidence, 6), result.converged
+    (Gaussian(mean=1.0, variance=0.5), -2.265512, True)
     """
 
     posteriors: dict[str, Any]
@@ -283,7 +290,18 @@ class Result:
 
 def load_result(path: str | os.PathLike[str]) -> Result:
     """Read a result written by ``result.to_netcdf(path)``: the same posteriors (bit for
-    bit), log evidence, algorithm, iterations and timing."""
+    bit), log evidence, algorithm, iterations and timing.
+
+    >>> import os, tempfile
+    >>> with ff.Model() as model:
+    ...     m = ff.Gaussian("m", 0.0, variance=1.0)
+    ...     y = ff.Gaussian("y", m, variance=1.0, observed=2.0)
+    >>> result = model.infer("ep")
+    >>> path = os.path.join(tempfile.mkdtemp(), "result.nc")
+    >>> result.to_netcdf(path)
+    >>> ff.load_result(path)["m"] == result["m"]
+    True
+    """
     return Result.from_netcdf(path)
 
 

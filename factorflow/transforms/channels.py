@@ -164,14 +164,26 @@ def channels(program: Program) -> Program:
                            and not inline(o, True)]
                 out.append(replace(node, body=add_nodes(node.body, gated or not known,
                                                         masked or known)))
-                if not masked:
-                    # a random gate's exit clones send their evidence to its own cases,
-                    # also inside an outer gate (whose cases hear it through Gate.Cases)
-                    # (and a variable defined in the branches of an observed condition,
-                    # inside a gate, sends its evidence to that gate's case)
-                    out.extend(node_for(v, d.provenance, False) if _is_clone(random[v])
-                               else in_gate_of(d, node_for(v, d.provenance, gated))
-                               for v, d in element)
+                # a variable defined in several branches of observed conditions has its
+                # node after the last of those branches, in the innermost body holding
+                # all its definitions (inside any outer observed branch, whose mask then
+                # covers its evidence: where that branch is off it does not exist)
+                element = [(v, d) for v, d in element
+                           if not masked or (known and not _defined_by_element(d, v)
+                                             and _count_defs(node.body, v) < n_defs[v])]
+                if masked:
+                    element = [(v, d) for v, d in element if not _is_clone(random[v])]
+                elif known:
+                    element = [(v, d) for v, d in element if _defined_by_element(d, v)
+                               or _is_clone(random[v])
+                               or _count_defs(node.body, v) < n_defs[v]]
+                # a random gate's exit clones send their evidence to its own cases,
+                # also inside an outer gate (whose cases hear it through Gate.Cases)
+                # (and a variable defined in the branches of an observed condition,
+                # inside a gate, sends its evidence to that gate's case)
+                out.extend(node_for(v, d.provenance, False) if _is_clone(random[v])
+                           else in_gate_of(d, node_for(v, d.provenance, gated))
+                           for v, d in element)
         return tuple(out)
 
     body = add_nodes(body, False)
@@ -224,6 +236,16 @@ def _own_stmts(nodes: tuple[Node, ...], random: set[str], masked: bool):
                 yield from _own_stmts(node.body, random, True)
         else:
             yield from _own_stmts(node.body, random, masked)
+
+
+def _defined_by_element(stmt: Stmt, var: str) -> bool:
+    """Whether ``stmt`` defines single elements of ``var`` (``x[0] = …``)."""
+    return any(_by_element(o) for o in stmt.outputs if o.var == var)
+
+
+def _count_defs(nodes: tuple[Node, ...], var: str) -> int:
+    """How many statements in ``nodes`` (at any depth) define ``var``."""
+    return sum(o.var == var for s in _stmts(nodes) for o in s.outputs)
 
 
 def _within(inner: tuple[str, ...], outer: tuple[str, ...]) -> bool:
