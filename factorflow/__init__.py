@@ -12,6 +12,7 @@ from factorflow.errors import (
     CheckpointError,
     ConvergenceWarning,
     DataError,
+    ExcludedVariableError,
     ImproperMessageError,
     ModelError,
     ParseError,
@@ -68,6 +69,7 @@ __all__ = [
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
+    "ExcludedVariableError",
     "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
     "load_result", "parse", "ParseError",
 ]

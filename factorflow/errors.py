@@ -40,6 +40,16 @@ class CheckpointError(ModelError):
     run asks for, or was written by another run (the error names what differs)."""
 
 
+class ExcludedVariableError(ModelError, KeyError):
+    """A result was asked for a variable that is not part of the model for the data it
+    ran with: every element is defined inside branches that observed conditions exclude
+    (``ff.If(c)`` with ``c`` observed false), as Infer.NET treats a gate whose condition
+    is known.  ``result.excluded`` lists such variables with the elements excluded."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0]) if self.args else ""
+
+
 class ImproperMessageError(ArithmeticError):
     """A message or posterior became improper (or NaN) during inference."""
 

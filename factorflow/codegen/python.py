@@ -99,6 +99,12 @@ class _Emitter:
         if fixed:
             text = f"take_element({text}, {fixed})"
             own = tuple(p for i, p in enumerate(own) if i not in dict(fixed))
+        order = tuple(sorted(range(len(own)), key=lambda i: stmt_plates.index(own[i]))) \
+            if set(own) <= set(stmt_plates) else ()
+        if order != tuple(range(len(order))):
+            # an array whose plates run in another order than the statement's loops
+            text = f"permute_plates({text}, {order})"
+            own = tuple(own[i] for i in order)
         if own and stmt_plates and tuple(stmt_plates[-len(own):]) != own and len(own) < len(
                 stmt_plates):
             positions = tuple(stmt_plates.index(p) for p in own)
@@ -143,8 +149,12 @@ class _Emitter:
         if s.param("previous"):  # the message this operator sent last time
             args += f", previous={self.operand(s.outputs[0], plates)}"
         rhs = f"{fn}({args})"
+        own = self.decls[s.outputs[0].var].plates
         if s.param("defer"):  # the call kept for Gate.EnterOne to make weighted, reduced
             rhs = f"Deferred({fn}, dict({args}))"
+        elif not _fixed(s.outputs[0]) and own != plates and sorted(own) == sorted(plates):
+            # computed in the loops' order, stored in the array's (see ``operand``)
+            rhs = f"permute_plates({rhs}, {tuple(plates.index(p) for p in own)})"
         method = FACTORS[s.param("operator")[0]].operators[s.param("operator")[1:]].method
         if method:  # how this message is computed, where that is a choice
             self.emit(f"# {comment(method)}", depth)

@@ -102,10 +102,16 @@ def evidence(e: _Emitter, s: Stmt, depth: int) -> None:
     """The variable's evidence term: VMP's entropy term, or EP's edge corrections."""
     ins = dict(s.inputs)
     marg = ins["marginal"].var
-    if s.param("algorithm") == "vmp":
-        e.evidence_term(s, f"vmp_variable_evidence({marg})", depth)
-        return
     var = e.decls[s.param("target")]
+    # the term runs over the variable's plates; sent to a gate, over those of the case's
+    # message (a variable defined in a plate opened inside a Switch: in another order)
+    loops = e.decls[s.outputs[0].var].plates if s.param("to_gate") else var.plates
+    order = (tuple(var.plates.index(p) for p in loops)
+             if var.plates != loops and sorted(var.plates) == sorted(loops) else None)
+    if s.param("algorithm") == "vmp":
+        term = f"vmp_variable_evidence({marg})"
+        e.evidence_term(s, f"permute_plates({term}, {order})" if order else term, depth)
+        return
     v = s.param("target")
     edges = [f"({names.forward(v)}, {ins['def'].var}, None, ())"]
     for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
@@ -124,8 +130,8 @@ def evidence(e: _Emitter, s: Stmt, depth: int) -> None:
         mask = e.mask_of(s.param("use_masks", ((),) * len(s.param("uses")))[k], up)
         edges.append(f"({names.backward(names.split_derived(use_f)[0])}, {use_f}, {h}, "
                      f"{e.shape(up)}" + (f", {mask})" if mask else ")"))
-    e.evidence_term(s, f"ep_variable_evidence({marg}, [{', '.join(edges)}], "
-                          f"{e.shape(var.plates)})", depth)
+    term = f"ep_variable_evidence({marg}, [{', '.join(edges)}], {e.shape(var.plates)})"
+    e.evidence_term(s, f"permute_plates({term}, {order})" if order else term, depth)
 
 
 def var_family(decls: dict[str, VarDecl], name: str) -> str:

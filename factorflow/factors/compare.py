@@ -34,6 +34,7 @@ from factorflow.factors.registry import define_factor
 from factorflow.lazy import special
 
 _SQRT_2_OVER_PI = float(np.sqrt(2 / np.pi))
+_LOG_SQRT_2PI = float(0.5 * np.log(2 * np.pi))
 #: above this standardised threshold the continued fraction replaces the direct formula
 _TAIL = 4.0
 _CF_TERMS = 50
@@ -93,12 +94,29 @@ def _out_message(mean, var, known) -> Bernoulli:
     return Bernoulli.from_natural(np.where(np.isinf(var), 0.0, lo))
 
 
+def _weight_difference(out) -> np.ndarray:
+    """w(T) − w(F) for the evidence weights of ``bool_log_weights``: ±1 for a known or
+    certain out, tanh(lo/2) for a Bernoulli message (exactly 0 when it is uniform), to
+    full relative precision however close to uniform the message is."""
+    if is_known(out):
+        return np.where(np.asarray(E(out)) > 0.5, 1.0, -1.0)
+    return np.tanh(np.asarray(out.log_odds, float) / 2)
+
+
 def _x_message(out, mean, var) -> Gaussian:
     """proj[N(x; mean, var) · (w(T)[x > 0] + w(F)[x ≤ 0])] / N(x; mean, var).
 
-    The tilted distribution is the mixture of the two truncated halves; its variance is
-    summed from non-negative terms, w₁V₁ + w₀V₀ + w₁w₀(μ₁ − μ₀)², with each half's
-    moments measured from 0.  A uniform incoming message gives a uniform message.
+    In standard units X = (x − mean)/√var, with z = mean/√var, the tilted distribution
+    has mean u = (w(T) − w(F)) φ(z)/Z (Z = w(T)Φ(z) + w(F)Φ(−z), u = ∂log Z/∂z) and
+    variance 1 − k, k = u(u + z) = −∂²log Z/∂z²; the message is
+    τ = k/(var (1 − k)), τμ = (u + z k)/(√var (1 − k)).  Where the tilted variance is
+    below half the incoming one (a strong truncation: u + z and 1 − k cancel), u + z and
+    1 − k come instead from the truncated halves' moments measured from 0, summed from
+    non-negative terms (w₁V₁ + w₀V₀ + w₁w₀(μ₁ − μ₀)²).  Elsewhere the message is
+    proportional to w(T) − w(F): exactly uniform for a uniform out and as small as it
+    should be for a nearly uniform one (the difference 1/var_tilted − 1/var instead
+    leaves rounding noise of either sign, an improper message).  A uniform incoming
+    message gives a uniform message.
     """
     lw_true, lw_false = bool_log_weights(out)
     uniform = np.isinf(var)
@@ -106,26 +124,32 @@ def _x_message(out, mean, var) -> Gaussian:
     m = np.where(uniform, 0.0, mean)
     s = np.sqrt(v)
     z = m / s
+    log_true = lw_true + special.log_ndtr(z)
+    log_false = lw_false + special.log_ndtr(-z)
+    with np.errstate(invalid="ignore"):
+        log_z = np.logaddexp(log_true, log_false)
     if np.all(lw_false == -np.inf):  # out is certainly true (a constraint): one half
         excess1, var1 = truncated_normal_moments(-z)
-        t_mean, t_var = s * excess1, v * var1
+        t_excess, t_var = excess1, var1
     elif np.all(lw_true == -np.inf):
         excess0, var0 = truncated_normal_moments(z)
-        t_mean, t_var = -s * excess0, v * var0
+        t_excess, t_var = -excess0, var0
     else:
-        log_true = lw_true + special.log_ndtr(z)
-        log_false = lw_false + special.log_ndtr(-z)
         with np.errstate(invalid="ignore"):
-            total = np.logaddexp(log_true, log_false)
-            w1, w0 = np.exp(log_true - total), np.exp(log_false - total)
+            w1, w0 = np.exp(log_true - log_z), np.exp(log_false - log_z)
         excess1, var1 = truncated_normal_moments(-z)
         excess0, var0 = truncated_normal_moments(z)
-        mean1, mean0 = s * excess1, -s * excess0
-        t_mean = w1 * mean1 + w0 * mean0
-        t_var = v * (w1 * var1 + w0 * var0) + w1 * w0 * (mean1 - mean0) ** 2
+        t_excess = w1 * excess1 - w0 * excess0
+        t_var = w1 * var1 + w0 * var0 + w1 * w0 * (excess1 + excess0) ** 2
+    # t_excess = E[x]/√var = u + z, t_var = Var[x]/var = 1 − k (standard units)
+    u = _weight_difference(out) * np.exp(-z * z / 2 - _LOG_SQRT_2PI - log_z)
+    k = u * (u + z)
+    strong = t_var < 0.5
+    k, rest = np.where(strong, 1 - t_var, k), np.where(strong, t_var, 1 - k)
+    num = np.where(strong, t_excess - z * t_var, u + z * k)
     with np.errstate(divide="ignore", invalid="ignore"):
-        prec = 1 / t_var - 1 / v
-        mtp = t_mean / t_var - m / v
+        prec = k / (v * rest) + 0.0  # + 0.0: no −0.0 (a variance of −inf) from u = 0
+        mtp = num / (s * rest) + 0.0
     return Gaussian.from_natural(np.where(uniform, 0.0, mtp), np.where(uniform, 0.0, prec))
 
 

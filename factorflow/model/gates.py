@@ -151,3 +151,49 @@ def check_defined_for(model: Model, var: Variable, what: str) -> None:
                              f"{frame.describe()} (on {frame.condition.name!r}) but is read "
                              "outside it; define it in every branch or read it inside the "
                              "gate.")
+
+
+def excluded_elements(model: Model, observed: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The elements of each latent variable that are not part of the model for the given
+    observed values: a boolean mask over the variable's plates, True where every
+    statement defining the element sits inside a branch whose observed condition excludes
+    it (``ff.If(c)`` where ``c`` is observed false, ``ff.Case(z, k)`` where ``z`` is
+    observed ≠ k, at any depth of nesting).  As in Infer.NET, whose gate on a known
+    condition runs the branch only where the condition holds, such an element has no
+    prior, no likelihood and no posterior.  ``observed``: the observed values by
+    variable name (the run's values for ``ff.Data``).  Variables with nothing excluded
+    are left out of the result."""
+    out: dict[str, np.ndarray] = {}
+    for name, definitions in model.definitions.items():
+        var = model.variables[name]
+        if var.is_observed or not any(definitions):
+            continue
+        live = np.zeros(var.shape, bool)
+        for gates in definitions:
+            here = np.ones(var.shape, bool)
+            for gate in gates:
+                here &= _gate_holds(gate, observed, var)
+            live |= here
+        if not live.all():
+            out[name] = ~live
+    return out
+
+
+def _gate_holds(gate: GateFrame, observed: dict[str, Any], var: Variable) -> np.ndarray:
+    """Where ``gate`` may hold, over ``var``'s plates: the observed condition's values
+    aligned to them (a latent condition, or a Switch, may always hold)."""
+    c = gate.condition
+    if gate.kind == "switch" or c.name not in observed:
+        return np.ones(var.shape, bool)
+    value = np.asarray(observed[c.name])
+    if gate.kind == "if":
+        holds = value.astype(bool) != gate.negated
+    else:
+        holds = value.astype(int) == int(gate.value)
+    axes = [var.plates.index(r) for r in c.plates]  # the gate sits inside c's plates
+    order = np.argsort(axes)
+    holds = np.transpose(np.broadcast_to(holds, c.shape), order)
+    shape = [1] * len(var.plates)
+    for axis in axes:
+        shape[axis] = var.plates[axis].size
+    return np.broadcast_to(holds.reshape(shape), var.shape)

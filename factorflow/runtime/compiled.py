@@ -20,6 +20,7 @@ from factorflow.ir.nodes import walk
 from factorflow.model.checks import run_data
 from factorflow.model.core import Model
 from factorflow.model.factories import check_support, event_shape
+from factorflow.model.gates import excluded_elements
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE
 from factorflow.runtime.result import Result
@@ -311,10 +312,16 @@ class CompiledModel:
             if var.is_observed:
                 posteriors[var.name] = dist.PointMass(values[ident])
         converged = monitor.finish(self.model.name, int(iterations), float(log_evidence))
+        excluded = excluded_elements(self.model, {v.name: values[ident] for ident, v
+                                                  in b.variables.items() if v.is_observed})
+        for name, mask in excluded.items():  # not in the model: no posterior, not uniform
+            if mask.all():
+                posteriors.pop(name, None)
         dims = {name: tuple(r.name for r in self.model.variables[name].plates)
                 for name in posteriors if name in self.model.variables}
         return Result(posteriors, float(log_evidence), self.algorithm, monitor.count,
-                      seconds, converged=converged, trace=tuple(monitor.trace), dims=dims)
+                      seconds, converged=converged, trace=tuple(monitor.trace), dims=dims,
+                      excluded=excluded)
 
 
 #: relative changes this small (a thousand units of rounding) are rounding, not progress

@@ -68,6 +68,19 @@ def align_plates(value: Any, positions: tuple[int, ...], ndim: int, event_ndim: 
     return lay(np.asarray(value), event_ndim)
 
 
+def permute_plates(value: Any, order: tuple[int, ...]) -> Any:
+    """``value`` with its leading plate axes permuted: result axis i is ``value``'s axis
+    ``order[i]`` (a statement whose loops run in another order than an array's plates;
+    event axes stay last)."""
+    def perm(e: np.ndarray, nd: int) -> np.ndarray:
+        if e.ndim - nd < len(order):  # a broadcast scalar message: nothing to permute
+            return e
+        return np.transpose(e, tuple(order) + tuple(range(len(order), e.ndim)))
+    if isinstance(value, Distribution):
+        return value._map(perm)
+    return perm(np.asarray(value), 0)
+
+
 def check_proper(d: Distribution, what: str, iteration: int | None = None,
                  where: Any = None) -> None:
     """ImproperMessageError naming ``what`` (a posterior and its model statement) and the
@@ -151,6 +164,7 @@ NAMESPACE = {
     "prod_over": prod_over,
     "scatter_prod": scatter_prod,
     "align_plates": align_plates,
+    "permute_plates": permute_plates,
     "check_proper": check_proper,
     "check_proper_input": check_proper_input,
     "initial": initial,

@@ -20,7 +20,7 @@ import numpy as np
 
 import factorflow.distributions as dist
 from factorflow.distributions.base import Distribution
-from factorflow.errors import ModelError
+from factorflow.errors import ExcludedVariableError, ModelError
 
 #: the version of the layout ``to_xarray`` writes
 FORMAT = 1
@@ -33,6 +33,11 @@ class Result:
     """Posteriors (``result["name"]``), batched over plates, and the log evidence.
 
     ``log_evidence`` is EP's approximate log Z, or VMP's evidence lower bound (ELBO).
+    ``excluded``: the variables with elements that are not part of the model for the data
+    it ran with (defined only inside branches that observed conditions exclude), each
+    with a boolean mask over its plates, True where excluded.  A variable excluded
+    everywhere has no posterior (``result[name]`` raises ``ff.ExcludedVariableError``);
+    one excluded in part keeps its posterior, uniform at the excluded elements.
 
     >>> with ff.Model() as model:
     ...     m = ff.Gaussian("m", 0.0, variance=1.0)
@@ -53,11 +58,19 @@ class Result:
     trace: tuple[float, ...] = ()
     #: each posterior's plate names, one per batch axis (the model's ``ff.Range`` names)
     dims: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    #: variables with elements outside the model: name -> mask, True where excluded
+    excluded: dict[str, np.ndarray] = dataclasses.field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Any:
         try:
             return self.posteriors[name]
         except KeyError:
+            if name in self.excluded:
+                raise ExcludedVariableError(
+                    f"{name!r} is not part of the model for the data this result ran "
+                    "with: it is defined only inside branches whose observed conditions "
+                    "exclude it (as Infer.NET treats a gate on a known condition), so it "
+                    "has no posterior; see result.excluded.") from None
             raise ModelError(f"no posterior for {name!r}; the model has "
                              f"{', '.join(self.posteriors)}.") from None
 
@@ -262,6 +275,9 @@ class Result:
             scalars["dims"] = {k: tuple(v) for k, v in scalars["dims"].items()}
         if "trace" in scalars:
             scalars["trace"] = tuple(scalars["trace"])
+        if "excluded" in scalars:
+            scalars["excluded"] = {k: np.asarray(v, bool)
+                                   for k, v in scalars["excluded"].items()}
         return cls(posteriors=posteriors, **scalars)
 
     @classmethod
@@ -325,5 +341,7 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, np.generic | np.ndarray):
         return value.tolist()
     if isinstance(value, dict):
-        return {k: list(v) for k, v in value.items()}
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
     return value

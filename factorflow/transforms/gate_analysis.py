@@ -11,12 +11,23 @@ reads, cut before a switch case whose range is not among its plates (a variable 
 inside ``for j: if i == j`` without a ``j`` axis is one value chosen by the switch).  It is
 cloned to enter every gate below its home that reads it, and it *exits* every gate below
 its home that defines it; those gates must define it in all their cases.
+
+Uses of an array inside a gate are grouped into *disjoint index sets* (the seed: "group
+uses of an array into disjoint sets of indices, so that each use is covered by one of the
+sets").  An index pattern is the tuple of a read's indices, each a literal or a loop over
+the array's own axis (all of it); two patterns overlap when at every axis they agree or
+one covers all of it.  Overlapping patterns (transitively) form one set, whose pattern
+keeps a literal where all agree and loops over the axis elsewhere; each use is read from
+the clone of its set, so ``array[0]`` and ``array[i]`` in one gate share one clone instead
+of entering element 0 twice.  A gather by known indices (``array[idx[n]]``, which may
+name one element twice) covers its whole axis.  Patterns with other indices (a random
+index, another range) are not grouped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from factorflow.codegen.names import display
 from factorflow.errors import ModelError
@@ -36,6 +47,9 @@ class GateAnalysis:
     home: Mapping[str, int]
     exits: Mapping[str, frozenset[tuple]]
     conditions: Mapping[tuple, tuple[int, str | None]]
+    #: condition key -> variable -> index pattern read inside -> the pattern of its set,
+    #: for the patterns whose set is larger than themselves
+    groups: Mapping[tuple, Mapping[str, Mapping[tuple, tuple]]] = field(default_factory=dict)
 
 
 def show_ref(ref: Ref, decls: Mapping[str, VarDecl]) -> str:
@@ -94,6 +108,7 @@ def analyze_gates(program: Program) -> GateAnalysis:
     uses: dict[str, list[Path]] = {}
     conditions: dict[tuple, tuple[int, str | None]] = {}
     shown: dict[tuple, str] = {}  # each condition as the user wrote it
+    reads: dict[tuple, dict[str, set[tuple]]] = {}  # condition key -> var -> patterns
 
     def visit(nodes: tuple[Node, ...], path: Path, loops: tuple[str, ...]) -> None:
         for node in nodes:
@@ -103,6 +118,9 @@ def analyze_gates(program: Program) -> GateAnalysis:
                 for _, v in node.inputs:
                     for n in refs_in(v) if isinstance(v, Ref) else ():
                         uses.setdefault(n, []).append(path)
+                    if isinstance(v, Ref) and v.index and path:
+                        for key, _ in path:
+                            reads.setdefault(key, {}).setdefault(v.var, set()).add(v.index)
             elif isinstance(node, For):
                 visit(node.body, path, loops + (node.range,))
             elif isinstance(node, If):
@@ -139,7 +157,47 @@ def analyze_gates(program: Program) -> GateAnalysis:
         home[v] = len(prefix)
         exits[v] = frozenset(p[k][0] for p in where for k in range(len(prefix), len(p)))
         _check_exit(decls[v], where, len(prefix), conditions, shown)
-    return GateAnalysis(home, exits, conditions)
+    def known(ref: Ref) -> bool:  # an index array given as data: a gather
+        return decls[ref.var].role != "random" and all(isinstance(i, str) for i in ref.index)
+
+    groups = {key: {v: g for v, patterns in by_var.items()
+                    if decls[v].role == "random"
+                    and (g := index_sets(sorted(patterns, key=repr), decls[v].plates, known))}
+              for key, by_var in reads.items()}
+    return GateAnalysis(home, exits, conditions, groups)
+
+
+def index_sets(patterns: list[tuple], plates: tuple[str, ...],
+               gather: Callable[[Ref], bool] = lambda ref: False) -> dict[tuple, tuple]:
+    """Each index pattern of an array with ``plates`` mapped to the pattern of its set (see
+    the module docstring), for the patterns whose set is larger than themselves.  An index
+    ``gather`` accepts (an array of known indices) may name any element of its axis, some
+    twice: it covers the whole axis, and its set is at least that."""
+    def full(item: object, axis: int) -> bool:
+        return axis < len(plates) and (item == plates[axis] or isinstance(item, Ref)
+                                       and gather(item))
+
+    def simple(p: tuple) -> bool:
+        return len(p) == len(plates) and all(
+            isinstance(i, int) and not isinstance(i, bool) or full(i, a)
+            for a, i in enumerate(p))
+
+    def overlap(p: tuple, q: tuple) -> bool:
+        return all(a == b or full(a, k) or full(b, k) for k, (a, b) in enumerate(zip(
+            p, q, strict=True)))
+
+    sets: list[list[tuple]] = []
+    for p in filter(simple, patterns):
+        joined = [s for s in sets if any(overlap(p, q) for q in s)]
+        merged = [p] + [q for s in joined for q in s]
+        sets = [s for s in sets if s not in joined] + [merged]
+    out: dict[tuple, tuple] = {}
+    for members in sets:
+        cover = tuple(members[0][a] if all(m[a] == members[0][a] for m in members)
+                      and not isinstance(members[0][a], Ref) else plates[a]
+                      for a in range(len(plates)))
+        out.update({m: cover for m in members if m != cover})
+    return out
 
 
 def _common_prefix(paths: list[Path]) -> Path:

@@ -18,7 +18,10 @@ over the values of ``x``).  For a random condition ``c`` the output has
   ``Gate.EnterOne(cases, value, index: k)``.  A clone sits in the loops its expression
   needs: the body's own ``for`` loops when those are the outer ones, else fresh loops
   before the gate (``enter_whole_arrays``: whole arrays before the gate, the seed's
-  alternative method);
+  alternative method).  The reads of one array entering an If or a Case are grouped into
+  disjoint index sets first (``gate_analysis``): a read whose set is larger than itself
+  (``array[0]`` beside ``array[i]``, a gather ``array[idx[n]]``) reads the clone of its
+  set at its own indices, a gather through a per-case ``Copy`` of the clone's slot;
 * each variable defined in every case (an *exit* variable, ``derived`` from then on)
   defined per case in ``x__cond_c[.., k]`` (attrs ``exit_of``, ``gate``; in a switch through
   a local, attr ``local_of``, and ``Copy``, which makes the array ``derived``: under VMP
@@ -289,8 +292,55 @@ class _Gates:
         cond = self.levels[m][0]
         src = self._lift(ref, var, is_def, m, hit, prov, post)
         one = m in hit or (cond.switch is not None and cond.switch in src.index)
-        clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, one, prov)
-        return self._use(clone, m, is_def, prov, post)
+        cover, subst = self._index_set(m, src, var, is_def or one)
+        clone = cond.clones.get(format_ref(cover)) or self._clone(m, cover, var, one, prov)
+        use = self._use(clone, m, is_def, prov, post)
+        if any(isinstance(i, Ref) for i in subst.values()):
+            use = self._case_copy(clone, m, use, prov)  # a gather reads a plain array
+        return Ref(use.var, tuple(subst.get(i, i) if isinstance(i, str) else i
+                                  for i in use.index)) if subst else use
+
+    def _case_copy(self, clone: Clone, m: int, element: Ref, prov: str) -> Ref:
+        """The current case's slot of ``clone`` (``element``) as an array of its own,
+        copied once per case at the top of the gate's body (the seed's switch rows: "make
+        a copy"), so that a gather by known indices can read it."""
+        case = self.levels[m][1]
+        local = clone.locals.get(("slot", case))
+        if local is None:
+            d = self.decls[clone.var]
+            local = clone.locals[("slot", case)] = Ref(
+                self._fresh(*split_derived(clone.name), case), clone.plates)
+            self._declare(local.var, d.domain, clone.plates, d.event,
+                          f"{d.label or clone.var} in case {display(str(case))} of "
+                          f"{self._show(self.levels[m][0].lhs)}",
+                          (("local_of", clone.var), ("derived", True)))
+            frame = self.levels[m][2]
+            node: Any = Stmt("Copy", (local,), (("value", element),), (), prov)
+            here = self._loops(self.frames.index(frame))
+            for r in reversed([p for p in clone.plates if p not in here]):
+                node = ForB(r, [node])  # in loops over the clone's whole axes
+            frame.items.append(node)
+        return local
+
+    def _index_set(self, m: int, src: Ref, var: str, skip: bool) -> tuple[Ref, dict]:
+        """The expression whose clone ``src`` is read from at level ``m`` — the pattern of
+        its disjoint index set (``gate_analysis``: ``array[0]`` beside ``array[i]`` reads
+        the clone of ``array[i]``) — and the literals that replace the set's loops.  Only
+        reads entering an If or a Case (EnterPartial) are grouped, and only through loops
+        inside the gate (a loop around it is another clone per iteration); a gather only
+        of a one-axis array, outside loops."""
+        cond, _, frame = self.levels[m]
+        cover = None if skip or cond.switch or src.var != var or var in self.a.exits \
+            and cond.key in self.a.exits[var] else \
+            self.a.groups.get(cond.key, {}).get(var, {}).get(src.index)
+        if cover is None:
+            return src, {}
+        subst = {c: i for c, i in zip(cover, src.index, strict=True) if c != i}
+        around = self._loops(self.frames.index(frame))
+        gather = any(isinstance(i, Ref) for i in subst.values())
+        if set(subst) & set(around) or gather and (around or len(cover) > 1):
+            return src, {}  # a gather is read as array[index] of a whole array only
+        return Ref(var, cover), subst
 
     def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str) -> Clone:
         """The clone array of ``src`` for gate level ``m``, declared and placed."""
@@ -304,7 +354,12 @@ class _Gates:
         ranges = [self.frames[i].node.range for i in body]
         need = [] if kind == "exit" or self.opt.enter_whole_arrays else [
             r for r in ranges if r in src.index]
-        if kind == "one" and cond.switch:
+        if kind == "one" and cond.switch and need != ranges:
+            # loops inside the switch that the element does not need (a plate opened in
+            # the case): the clone sits outside them and their uses broadcast it
+            at, fresh = ((body[len(need) - 1] if need else gate), []) \
+                if need == ranges[: len(need)] else (gate, need)
+        elif kind == "one" and cond.switch:
             at, fresh = self._inner(m), []
         elif not cond.switch and need == ranges[: len(need)]:
             at, fresh = (body[len(need) - 1] if need else top), []

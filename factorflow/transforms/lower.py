@@ -22,6 +22,7 @@ from factorflow.factors.registry import FACTORS
 from factorflow.ir import Const, For, If, Node, Program, Ref, Stmt, VarDecl
 from factorflow.model.chains import Table, check_complete
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
+from factorflow.model.factories import event_shape
 
 
 @dataclass
@@ -45,6 +46,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
     ranges = tuple((identifier(r.name, taken), r.size) for r in model.ranges.values())
     rname = {r.name: ident for r, (ident, _) in zip(model.ranges.values(), ranges,
                                                      strict=True)}
+    sizes = dict(ranges)
 
     for d in model.data.values():
         ident = identifier(d.name, taken)
@@ -107,9 +109,16 @@ def lower(model: Model) -> tuple[Program, Bindings]:
             return Const(arr.item())
         ident = fresh(owner, arg, taken)
         b.values[ident] = arr
-        decls.append(VarDecl(ident, "constant", label=f"{arg} of {_label(owner, decls)}",
+        # an array over the innermost plates (its batch shape is theirs) runs over them,
+        # so that loops opened inside them (a Switch's) align it; else it broadcasts
+        batch = arr.shape[: arr.ndim - len(event_shape(domain, 1))]
+        own = plates[len(plates) - len(batch):] if 0 < len(batch) <= len(plates) else ()
+        if tuple(sizes[p] for p in own) != batch:
+            own = ()
+        decls.append(VarDecl(ident, "constant", plates=own,
+                             label=f"{arg} of {_label(owner, decls)}",
                              attrs=(("shape", arr.shape),)))
-        return Ref(ident)
+        return Ref(ident, own)
 
     switch_range = _switch_ranges(model, rname, b.names, taken)
     case_range = {id(f.condition): switch_range[id(f)][0] for call in model.statements

@@ -6,9 +6,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import factorflow as ff
 from factorflow.distributions import Bernoulli, Gaussian
 from factorflow.factors.compare import truncated_normal_moments
 from tests.conftest import assert_close
@@ -178,3 +180,90 @@ def test_batched_operators_equal_elementwise_calls():
         (evidence("Greater", "ep"), {"out": out, "a": x, "b": y}),
     ]:
         assert_batched(fn, kwargs, shape)
+
+
+def _message_by_quadrature(lo: float, m: float, s: float) -> tuple[float, float]:
+    """(τμ, τ) of IsPositive's EP message to x ~ N(m, s²) from out = Bernoulli(log-odds
+    lo), from the truncated integrals a = ∫_{−z}^∞ Xφ(X) dX, b = ∫_{−z}^∞ (X² − 1)φ(X) dX
+    (quadrature; z = m/s).  With d = w(T) − w(F) and Z = w(F) + d Φ(z), the tilted
+    distribution in standard units has mean u = d a/Z and variance 1 − k, k = u² − d b/Z:
+    both proportional to d, so a nearly uniform out keeps its relative precision."""
+    z = m / s
+    phi = lambda u: math.exp(-0.5 * u * u) / math.sqrt(2 * math.pi)  # noqa: E731
+    a = quad(lambda u: u * phi(u), -z, 40.0)
+    b = quad(lambda u: (u * u - 1) * phi(u), -z, 40.0)
+    w_true = 0.5 if lo == 0 else 1 / (1 + math.exp(-lo))
+    d = math.tanh(lo / 2)
+    big_z = (1 - w_true) + d * quad(phi, -z, 40.0)
+    if lo == 0:  # the uniform message weighs 1 on both values: Z = 1
+        big_z = 1.0
+    u = d * a / big_z
+    k = u * u - d * b / big_z
+    return (u + z * k) / (s * (1 - k)), k / (s * s * (1 - k))
+
+
+@pytest.mark.parametrize("lo", [0.0, 1e-300, 1e-12, -3e-9, 2e-5, 0.7])
+@pytest.mark.parametrize(("m", "s"), [(-3.0, 5 ** 0.5), (0.5, 0.53), (2.5, 0.53), (0.0, 1.0)])
+def test_is_positive_ep_nearly_uniform_out_by_quadrature(lo, m, s):
+    """Fuzz V9: an out message within rounding of uniform gave 1/Var_tilted − 1/Var, pure
+    rounding noise of either sign (an improper message, then a NaN evidence).  The message
+    is proportional to w(T) − w(F): exactly uniform for a uniform out, and to full
+    relative precision for a nearly uniform one."""
+    msg = op("IsPositive", "ep", "x")(out=Bernoulli.from_natural(lo), x=Gaussian(m, s * s))
+    ref = _message_by_quadrature(lo, m, s)
+    assert_close(naturals(msg), ref, rtol=1e-8, atol=1e-8 * abs(math.tanh(lo / 2)) / s)
+    if lo == 0:
+        assert np.all(np.asarray(naturals(msg)) == 0) and msg.is_uniform()
+    # Greater with a known b is IsPositive of a − b
+    shifted = op("Greater", "ep", "a")(out=Bernoulli.from_natural(lo),
+                                       a=Gaussian(m + 1.25, s * s), b=np.array(1.25))
+    assert_close(naturals(shifted)[1], ref[1], rtol=1e-8, atol=1e-8 * abs(lo) / s ** 2)
+
+
+def test_nearly_uniform_boolean_evidence_is_exact():
+    """Fuzz V9 end to end: x[i] ~ N(m_i, v_i), c ~ Bernoulli(1 − 1e-6), (x[i] > 0) | c
+    constrained true, so the messages from the Ors to x > 0 are within 1e-6 of uniform.
+    EP is exact on this tree: Z = p + (1 − p) Π_i Φ(z_i), P(c | data) = p/Z, and x[i]'s
+    posterior is the projection of N(m_i, v_i) (p + (1 − p) Π_{j≠i} Φ(z_j) [x > 0]) (its
+    moments by quadrature).  The evidence was NaN before the fix."""
+    p, mean, var = 1 - 1e-6, np.array([-3.0, 0.5, 2.5, 0.0]), np.array([5.0, 0.3, 0.3, 1.0])
+    with ff.Model("nearly_uniform") as model:
+        c = ff.Bernoulli("c", p)
+        with ff.Plate(ff.Range("i", 4)):
+            x = ff.Gaussian("x", mean, variance=var)
+            ff.constrain_true((x > 0) | c)
+    result = model.infer("ep", iterations=5)
+    cdf = np.array([_phi(t) for t in mean / np.sqrt(var)])
+    z = p + (1 - p) * np.prod(cdf)
+    assert_close(result.log_evidence, math.log(z), rtol=1e-9)
+    assert_close(result["c"].p, p / z, rtol=1e-12)
+    post = result["x"]
+    for i in range(4):
+        others = (1 - p) * np.prod(np.delete(cdf, i))
+        _, t_mean, t_var = _tilted(mean[i], var[i], lambda v, o=others: p + o * (v > 0))
+        assert_close([post.mean[i], post.variance[i]], [t_mean, t_var], rtol=1e-9)
+
+
+@pytest.mark.parametrize("compare", ["is_positive", "greater"])
+def test_unconstrained_comparison_evidence_is_exact(compare):
+    """Fuzz V9 as found: c | (x[i] > 0) with nothing observed, so the message to x > 0 is
+    exactly uniform; the message to x was rounding noise of either sign and the evidence
+    NaN.  Exact: log Z = 0, x keeps its prior, P(x > y) = Φ((m − m_y)/√(v + v_y)) and
+    P(c | (x > y)) = 1 − (1 − p)(1 − P(x > y))."""
+    p, mean, var = 0.95, np.array([-3.0, 0.5, 2.5, 0.0]), np.array([5.0, 2 / 7, 2 / 7, 1.0])
+    with ff.Model("uniform_out") as model:
+        c = ff.Bernoulli("c", p)
+        with ff.Plate(ff.Range("i", 4)):
+            x = ff.Gaussian("x", mean, variance=var)
+            if compare == "greater":
+                y = ff.Gaussian("y", 0.25, variance=0.5)
+                above, prob = x > y, [_phi(t) for t in (mean - 0.25) / np.sqrt(var + 0.5)]
+            else:
+                above, prob = ff.is_positive(x), [_phi(t) for t in mean / np.sqrt(var)]
+            c | above
+    name = "(x > y)" if compare == "greater" else "(x > 0)"
+    result = model.infer("ep", iterations=5)
+    assert_close(result.log_evidence, 0.0, atol=1e-14)
+    assert_close([result["x"].mean, result["x"].variance], [mean, var], rtol=1e-14)
+    assert_close(result[name].p, prob, rtol=1e-12)
+    assert_close(result[f"(c | {name})"].p, 1 - (1 - p) * (1 - np.array(prob)), rtol=1e-12)

@@ -257,7 +257,9 @@ def predicted_unsupported(model: Any, algorithm: str) -> str | None:
     return None
 
 
-def _posterior_problem(name: str, posterior: Any) -> str | None:
+def _posterior_problem(name: str, posterior: Any, excluded: Any = None) -> str | None:
+    """What is wrong with a posterior, or None.  ``excluded``: the mask of the elements
+    that are not part of the model (``result.excluded``): they are uniform by design."""
     if isinstance(posterior, PointMass):
         value = np.asarray(posterior.value)
         if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
@@ -265,7 +267,11 @@ def _posterior_problem(name: str, posterior: Any) -> str | None:
         return None
     if any(np.isnan(np.asarray(e, float)).any() for e in posterior.eta):
         return f"posterior of {name!r} has NaN natural parameters: {posterior!r}"
-    if not np.all(np.asarray(posterior.is_proper())):
+    proper = np.asarray(posterior.is_proper())
+    if excluded is not None:
+        proper = proper | np.asarray(excluded).reshape(
+            np.shape(excluded) + (1,) * (proper.ndim - np.ndim(excluded)))
+    if not np.all(proper):
         return f"posterior of {name!r} is improper: {posterior!r}"
     return None
 
@@ -289,7 +295,7 @@ def run_valid(spec: ModelSpec, algorithm: str, timeout: float | None = None) -> 
                            f"{w.message} ({w.filename}:{w.lineno})")
         result = value
         for name, posterior in result.posteriors.items():
-            problem = _posterior_problem(name, posterior)
+            problem = _posterior_problem(name, posterior, result.excluded.get(name))
             if problem:
                 return Outcome("nonfinite", "run", "", problem)
         if not np.isfinite(result.log_evidence):

@@ -33,13 +33,7 @@ FUZZ = settings(derandomize=True, deadline=None, database=None,
 
 # Profiles and kinds in which the fuzzer still finds open bugs, each listed in issue 10's
 # note (fuzz findings V1-V17, I1); strict: a profile that passes must lose its mark.
-OPEN = {
-    "logic": "V9 EP Greater/IsPositive evidence NaN on nearly uniform booleans",
-    "if": "V10/V14 a variable in branches that observed conditions make impossible (If(o) "
-          "inside IfNot(o)) is reported uniform, which the harness counts as non-finite",
-    "switch": "V15 a plate opened inside a Switch that sits in another plate, reading "
-              "array[z] inside it: a VMP broadcasting crash ((3,) against (3, 4))",
-}
+OPEN: dict[str, str] = {}
 OPEN_INVALID: dict[str, str] = {}
 
 

@@ -192,3 +192,196 @@ def test_case_gates_give_the_exact_posterior_of_the_selector(algorithm):
     joint = prior * np.exp(-0.5 * (observed - np.array(centres)) ** 2) / np.sqrt(2 * np.pi)
     assert_close(result["z"].probs, joint / joint.sum(), rtol=1e-9)
     assert_close(result.log_evidence, np.log(joint.sum()), rtol=1e-9)
+
+
+def _excluding_model(nested: bool, flags) -> ff.Model:
+    """v1 observed false; v3 (and its observed child) inside If(v1) (inside IfNot(v1) as
+    well when ``nested``); w[i] (and o[i]) inside If(c[i]) with c observed ``flags``."""
+    with ff.Model("excluded") as model:
+        v1 = ff.Bernoulli("v1", 0.95, observed=False)
+        with ff.If(v1):
+            with ff.IfNot(v1) if nested else ff.If(v1):
+                v3 = ff.Gaussian("v3", 1.0, variance=0.2)
+                ff.Gaussian("o3", v3, variance=1.0, observed=0.4)
+        with ff.Plate(ff.Range("i", 3)):
+            c = ff.Bernoulli("c", 0.3, observed=ff.Data("flags", flags))
+            with ff.If(c):
+                w = ff.Gaussian("w", 1.0, variance=0.2)
+                ff.Gaussian("o", w, variance=1.0, observed=np.array([1.0, 2.0, 3.0]))
+    return model
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+@pytest.mark.parametrize("nested", [False, True], ids=["if", "if-in-ifnot"])
+def test_a_variable_in_excluded_branches_is_not_part_of_the_model(algorithm, nested):
+    """Fuzz V10/V14.  As in Infer.NET, a branch whose condition is observed not to hold is
+    not part of the model: its variables have no prior, no likelihood and no posterior
+    (not a uniform one).  Exact: log Z = log P(v1 = F) + Σ_i log P(c_i) + Σ_{c_i}
+    log N(o_i; 1, 1.2); where c_i holds, w_i | o_i ~ N((5 + o_i)/6, 1/6)."""
+    flags = np.array([True, False, True])
+    model = _excluding_model(nested, flags)
+    compiled = model.compile(algorithm)
+    result = compiled.run(iterations=10)
+    o = np.array([1.0, 2.0, 3.0])
+    expected = (np.log(0.05) + np.sum(np.where(flags, np.log(0.3), np.log(0.7)))
+                + np.sum(np.where(flags, -0.5 * np.log(2 * np.pi * 1.2) - (o - 1) ** 2 / 2.4,
+                                  0.0)))
+    assert_close(result.log_evidence, expected, rtol=1e-12)
+    assert set(result.excluded) == {"v3", "w"}
+    assert result.excluded["v3"].shape == () and result.excluded["v3"]
+    np.testing.assert_array_equal(result.excluded["w"], ~flags)
+    assert "v3" not in result
+    with pytest.raises(ff.ExcludedVariableError, match=r"'v3' is not part of the model"):
+        result["v3"]
+    with pytest.raises(ff.ModelError):  # a subclass of ModelError (and of KeyError)
+        result["v3"]
+    w = result["w"]
+    assert_close(w.mean[flags], (5 + o[flags]) / 6, rtol=1e-12)
+    assert_close(w.variance[flags], 1 / 6, rtol=1e-12)
+    assert w.is_uniform()[1]  # the excluded element: uniform, and listed as excluded
+    # new data moves the exclusion: every c true, then none
+    everywhere = compiled.run(iterations=10, data={"flags": np.ones(3, bool)})
+    assert set(everywhere.excluded) == {"v3"}
+    nowhere = compiled.run(iterations=10, data={"flags": np.zeros(3, bool)})
+    assert set(nowhere.excluded) == {"v3", "w"} and "w" not in nowhere
+
+
+def test_excluded_variables_survive_saving(tmp_path):
+    result = _excluding_model(True, np.array([False, True, True])).infer("ep", iterations=5)
+    result.to_netcdf(tmp_path / "r.nc")
+    back = ff.load_result(tmp_path / "r.nc")
+    assert back.excluded.keys() == result.excluded.keys()
+    for name, mask in result.excluded.items():
+        np.testing.assert_array_equal(back.excluded[name], mask)
+    with pytest.raises(ff.ExcludedVariableError):
+        back["v3"]
+
+
+_PB = (np.array([1.0, 2.0, 0.5]), np.array([1.5, 0.5, 2.0]))  # Beta pseudo-counts per k
+_PZ = np.array([0.2, 0.3, 0.5])
+
+
+def _switch_with_inner_plate(data: np.ndarray, unrolled: bool = False) -> ff.Model:
+    """p[k] ~ Beta; for each n: z[n] ~ Discrete, and inside ff.Switch(z) a plate over j
+    with x[n, j] ~ Bernoulli(p[z]) observed (``unrolled``: one statement per j instead of
+    the inner plate, the same model)."""
+    with ff.Model("switch_plate") as model:
+        with ff.Plate(ff.Range("k", 3)):
+            p = ff.Beta("p", *_PB)
+        with ff.Plate(ff.Range("n", data.shape[0])):
+            z = ff.Discrete("z", _PZ)
+            with ff.Switch(z):
+                if unrolled:
+                    for j in range(data.shape[1]):
+                        ff.Bernoulli(f"x{j}", p[z], observed=data[:, j])
+                else:
+                    with ff.Plate(ff.Range("j", data.shape[1])):
+                        ff.Bernoulli("x", p[z], observed=data)
+    return model
+
+
+def test_plate_inside_a_switch_inside_a_plate_is_exact():
+    """Fuzz V15: a plate opened inside a Switch that sits in another plate, reading p[z]
+    there, crashed ((3,) against (3, 4)): the EnterOne clone of p[z] was declared inside
+    the inner plate with its case index on the wrong axis.  The clone now sits outside
+    the loops it does not need.  With one n the model is a tree and EP exact: by
+    enumeration over z, P(x | z = k) = B(a_k + s, b_k + f)/B(a_k, b_k)."""
+    data = np.array([[True, True, False, True]])
+    result = _switch_with_inner_plate(data).infer("ep", iterations=10)
+    a, b = _PB
+    s, f = data.sum(), (~data).sum()
+    log_lik = special.betaln(a + s, b + f) - special.betaln(a, b)
+    joint = np.log(_PZ) + log_lik
+    assert_close(result.log_evidence, special.logsumexp(joint), rtol=1e-12)
+    assert_close(result["z"].probs[0], np.exp(joint - special.logsumexp(joint)), rtol=1e-10)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_plate_inside_a_switch_equals_the_unrolled_statements(algorithm):
+    """Three n (a loopy model): the inner plate gives the numbers of one statement per j."""
+    data = np.array([[True, False, False], [True, True, True], [False, True, False]])
+    plate = _switch_with_inner_plate(data).infer(algorithm, iterations=30)
+    unrolled = _switch_with_inner_plate(data, unrolled=True).infer(algorithm, iterations=30)
+    assert_close(plate["z"].probs, unrolled["z"].probs, rtol=1e-10)
+    assert_close(plate["p"].mean, unrolled["p"].mean, rtol=1e-10)
+    assert_close(plate.log_evidence, unrolled.log_evidence, rtol=1e-10)
+
+
+
+def test_exit_variable_in_a_plate_inside_a_switch_inside_a_plate():
+    """Fuzz V15: y[n, j] defined inside ff.Switch(z[n]) in a plate over j: its case local
+    runs over (n, case, j) and the exit array over (n, j, case), which the generated code
+    permutes.  Nothing observed, so EP is exact: log Z = 0, and y[n, j]'s posterior is the
+    moment projection of Σ_k π_k N(μ_k, s_k² + 1)."""
+    mu, s2, pi = np.array([-1.0, 0.5, 2.0]), np.array([0.5, 1.0, 2.0]), np.array([.2, .3, .5])
+    with ff.Model("exit_in_plate") as model:
+        with ff.Plate(ff.Range("k", 3)):
+            m = ff.Gaussian("m", mu, variance=s2)
+        with ff.Plate(ff.Range("n", 2)):
+            z = ff.Discrete("z", pi)
+            with ff.Switch(z):
+                with ff.Plate(ff.Range("j", 4)):
+                    ff.Gaussian("y", m[z], precision=1.0)
+    result = model.infer("ep", iterations=5)
+    assert_close(result.log_evidence, 0.0, atol=1e-12)
+    mean = pi @ mu
+    var = pi @ (s2 + 1 + mu ** 2) - mean ** 2
+    y = result["y"]
+    assert y.mean.shape == (2, 4)
+    assert_close(y.mean, mean, rtol=1e-12)
+    assert_close(y.variance, var, rtol=1e-12)
+    assert np.all(np.isfinite(model.infer("vmp", iterations=5)["y"].mean))
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_constant_array_over_the_plate_of_a_switch(algorithm):
+    """Fuzz V15: a parameter given as a constant array over the plate around a Switch was
+    laid against the case axis ((3,) against (3, 4)).  x[n] ~ N(1, v_n) in every case of
+    z[n], nothing observed: log Z = 0 and x[n] keeps N(1, v_n)."""
+    v = np.array([0.5, 1.0, 2.0])
+    with ff.Model("switch_constant") as model:
+        with ff.Plate(ff.Range("n", 3)):
+            z = ff.Discrete("z", np.array([0.1, 0.2, 0.3, 0.4]))
+            with ff.Switch(z):
+                ff.Gaussian("x", 1.0, variance=v)
+    result = model.infer(algorithm, iterations=5)
+    assert_close([result["x"].mean, result["x"].variance], [np.ones(3), v], rtol=1e-12)
+    assert_close(result["z"].probs, np.tile([0.1, 0.2, 0.3, 0.4], (3, 1)), rtol=1e-12)
+    if algorithm == "ep":
+        assert_close(result.log_evidence, 0.0, atol=1e-12)
+
+
+def test_gathers_of_one_array_in_a_gate_share_one_clone_exactly():
+    """Issue 15 item 5: x[idx1] and x[idx2] (known indices, element 0 twice, element 2 in
+    both) inside ff.If(c) read one clone of x, copied per case, instead of one clone per
+    expression (which crashed: the clone of x[idx[i]] was declared without the plate i).
+    EP against enumeration over c and x: in case c, Π_i P(x[idx1_i] ∨ b_i) Π_j P(x[idx2_j]
+    ∨ b2_j) with b ~ Bernoulli(0.4), b2 ~ Bernoulli(0.6)."""
+    px, idx1, idx2 = np.array([0.2, 0.5, 0.7]), np.array([0, 0, 2]), np.array([1, 2, 2])
+    with ff.Model("gathers") as model:
+        c = ff.Bernoulli("c", 0.3)
+        with ff.Plate(ff.Range("k", 3)):
+            x = ff.Bernoulli("x", px)
+        with ff.If(c):
+            with ff.Plate(ff.Range("i", 3)):
+                ff.constrain_true(x[idx1] | ff.Bernoulli("b", 0.4))
+            with ff.Plate(ff.Range("j", 3)):
+                ff.constrain_true(x[idx2] | ff.Bernoulli("b2", 0.6))
+    compiled = model.compile("ep")
+    gates = compiled.compilation.stages["gates"]
+    clones = [d.name for d in gates.decls if d.attr("clone_of") == "v_x"]
+    assert clones == ["v_x__cond_c"]  # one clone of x for both gathers
+    result = compiled.run(iterations=20)
+    joint = {}
+    for cv, *xs in itertools.product((0, 1), repeat=4):
+        w = (0.3 if cv else 0.7) * np.prod(np.where(xs, px, 1 - px))
+        if cv:
+            xs_ = np.array(xs)
+            w *= np.prod(xs_[idx1] + (1 - xs_[idx1]) * 0.4)
+            w *= np.prod(xs_[idx2] + (1 - xs_[idx2]) * 0.6)
+        joint[(cv, *xs)] = w
+    z = sum(joint.values())
+    assert_close(result.log_evidence, np.log(z), rtol=1e-12)
+    assert_close(result["c"].p, sum(w for k, w in joint.items() if k[0]) / z, rtol=1e-12)
+    marg = [sum(w for k, w in joint.items() if k[1 + e]) / z for e in range(3)]
+    assert_close(result["x"].p, marg, rtol=1e-12)

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from factorflow.errors import ModelError
 from factorflow.ir import Const, For, If, Program, Ref, Stmt, VarDecl, check, format_program
 from factorflow.ir.printer import format_decl
+from factorflow.transforms.gate_analysis import index_sets
 from factorflow.transforms.gates import GateOptions, gates
 from tests.transforms.gate_semantics import same_meaning
 
@@ -132,6 +133,22 @@ MORE: dict[str, tuple[Program, list[str]]] = {
                   For("k", (If(R("z", ("n",)), (call(
                       "Gaussian", R("x", ("n",)), mean=R("means", (R("z", ("n",)),)),
                       precision=R("prec")),), "k"),)))))), ["z"]),
+    # issue 15 item 5: uses of an array grouped into disjoint index sets (one clone each)
+    "index_set_overlap": (Program("index_set_overlap", (("i", 3),), (
+        rv("c"), rv("array", plates=("i",)), known("constDist")), (
+        If(c, (equal_random(R("array", (0,))), For("i", (equal_random(R("array", ("i",))),)))),
+    )), ["c"]),
+    "index_set_two_cases": (Program("index_set_two_cases", (("i", 3),), (
+        rv("c"), rv("array", plates=("i",)), known("constDist")), (
+        If(c, (For("i", (equal_random(R("array", ("i",))),)),)),
+        If(c, (equal_random(R("array", (1,))),), negated=True))), ["c"]),
+    "index_set_disjoint": (Program("index_set_disjoint", (("i", 3),), (
+        rv("c"), rv("array", plates=("i",)), known("constDist")), (
+        If(c, (equal_random(R("array", (0,))), equal_random(R("array", (2,))))),)), ["c"]),
+    "index_set_gather": (Program("index_set_gather", (("i", 3), ("n", 2)), (
+        rv("c"), rv("array", plates=("i",)), known("idx", "n", domain="int"),
+        known("constDist")), (
+        If(c, (For("n", (equal_random(R("array", (R("idx", ("n",)),))),)),)),)), ["c"]),
 }
 
 #: the expected output of each example: new ranges and declarations, then the body
@@ -384,6 +401,61 @@ index: k)
             prec__cond_z_n_k[n, k] = Copy(value=prec__cond_z_n[n, k])
             x[n] = Gaussian(mean=means__k_cond_z_n[n, k], precision=prec__cond_z_n_k[n, k])
 """,
+    "index_set_overlap": """\
+ranges i=3, c__cases__k=2, array__cond_c__k=1
+random bool c__cases[c__cases__k]  # cases of c
+random bool array__cond_c[i][array__cond_c__k]  # array in the gate on c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+array__cond_c[i, array__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], value=array[i], \
+indices: (0))
+if c__cases[0]:
+    ConstrainEqualRandom(value=array__cond_c[0, 0], dist=constDist)
+for i:
+    if c__cases[0]:
+        ConstrainEqualRandom(value=array__cond_c[i, 0], dist=constDist)
+""",
+    "index_set_two_cases": """\
+ranges i=3, c__cases__k=2, array__i_cond_c__k=2
+random bool c__cases[c__cases__k]  # cases of c
+random bool array__i_cond_c[i][array__i_cond_c__k]  # array in the gate on c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+for i:
+    array__i_cond_c[i, array__i_cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], \
+value=array[i], indices: (0, 1))
+    if c__cases[0]:
+        ConstrainEqualRandom(value=array__i_cond_c[i, 0], dist=constDist)
+if c__cases[1]:
+    ConstrainEqualRandom(value=array__i_cond_c[1, 1], dist=constDist)
+""",
+    "index_set_disjoint": """\
+ranges i=3, c__cases__k=2, array__0_cond_c__k=1, array__2_cond_c__k=1
+random bool c__cases[c__cases__k]  # cases of c
+random bool array__0_cond_c[array__0_cond_c__k]  # array in the gate on c
+random bool array__2_cond_c[array__2_cond_c__k]  # array in the gate on c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+array__0_cond_c[array__0_cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], \
+value=array[0], indices: (0))
+array__2_cond_c[array__2_cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], \
+value=array[2], indices: (0))
+if c__cases[0]:
+    ConstrainEqualRandom(value=array__0_cond_c[0], dist=constDist)
+    ConstrainEqualRandom(value=array__2_cond_c[0], dist=constDist)
+""",
+    "index_set_gather": """\
+ranges i=3, n=2, c__cases__k=2, array__cond_c__k=1
+random bool c__cases[c__cases__k]  # cases of c
+random bool array__cond_c[i][array__cond_c__k]  # array in the gate on c
+random bool array__cond_c_0[i]  # array in case 0 of c
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+array__cond_c[i, array__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], value=array[i], \
+indices: (0))
+for i:
+    if c__cases[0]:
+        array__cond_c_0[i] = Copy(value=array__cond_c[i, 0])
+for n:
+    if c__cases[0]:
+        ConstrainEqualRandom(value=array__cond_c_0[idx[n]], dist=constDist)
+""",
 }
 
 CASES = {**SEED, **MORE, "alternative": SEED["if_around_loop"]}
@@ -582,3 +654,26 @@ def plated_programs(draw, depth: int = 2) -> Program:
 def test_random_gates_in_and_around_plates_keep_their_meaning(program: Program) -> None:
     out, _ = gated(program)
     assert same_meaning(program, out, ["c", "d", "s"]) == 2 * 4 * 9
+
+
+def test_index_sets_group_overlapping_patterns() -> None:
+    """``index_sets``: overlapping patterns (transitively) share the pattern of their set;
+    disjoint literals stay apart; a gather covers its whole axis."""
+    plates = ("i", "j")
+    assert index_sets([(0, "j"), ("i", 0), (2, 0), (2, 1)], plates) == {
+        (0, "j"): ("i", "j"), ("i", 0): ("i", "j"), (2, 0): ("i", "j")}  # (2, 1): apart
+    assert index_sets([(0, 1), (0, 2), (1, 1)], plates) == {}   # pairwise disjoint
+    assert index_sets([(0, "j"), (0, 1)], plates) == {(0, 1): (0, "j")}
+    assert index_sets([("k", 1)], plates) == {}   # another range: not grouped
+    gather = R("idx", ("n",))
+    assert index_sets([(gather, 1)], plates, lambda r: r.var == "idx") == {
+        (gather, 1): ("i", 1)}
+
+
+def test_overlapping_uses_share_one_clone_and_meaning() -> None:
+    """Without the grouping ``array[0]`` beside ``array[i]`` entered element 0 twice (two
+    EnterPartial clones of one element); with it, one clone, and the same meaning."""
+    program, conditions = MORE["index_set_overlap"]
+    out, text = gated(program)
+    assert text.count("Gate.EnterPartial") == 1 and "array__0_cond_c" not in text
+    assert same_meaning(program, out, conditions) >= 2
