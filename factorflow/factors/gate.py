@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Bernoulli, Discrete
-from factorflow.distributions.base import Distribution
+from factorflow.distributions.base import Distribution, memo_of
 from factorflow.distributions.moments import E, is_known
 from factorflow.factors.common import logsumexp, times_finite
 from factorflow.factors.mixtures import (
@@ -49,6 +49,7 @@ from factorflow.factors.mixtures import (
     log_probs,
     log_weights,
     normalized,
+    power_each,
     power_product,
     project,
 )
@@ -256,8 +257,22 @@ def _enter_one_value_ep(enter_one, cases, value, index) -> Distribution:
 @ENTER_ONE.operator("vmp", "value", skip_if_uniform=("enter_one", "cases"))
 def _enter_one_value_vmp(enter_one, cases, value, index) -> Distribution:
     """m_clone^{q(case index)}."""
+    index = np.asarray(index)
+    if index.ndim and np.array_equal(index, np.arange(np.shape(_logits(cases))[-1])):
+        # a Switch's clones, element k on case k: q(case k) is the (N, K) array of the
+        # cases' probabilities itself (no gather), shared by every clone of the gate
+        batch = np.broadcast_shapes(value.batch_shape, enter_one.batch_shape,
+                                    np.shape(_logits(cases)))
+        q = np.broadcast_to(_case_probs(cases), batch)
+        return power_each(enter_one.broadcast_to(batch), q)
     lp, _, m, _ = _one(cases, value, enter_one, index, ep=False)
     return power_product(expand(m, m.batch_shape + (1,)), np.exp(lp)[..., None])
+
+
+def _case_probs(cases: Any) -> np.ndarray:
+    """q(case k) = exp(ℓ_k) normalised over the last axis, computed once per cases message
+    (every clone of a gate's variables reads the same one in a sweep)."""
+    return memo_of("case_probs", _logits(cases), lambda lw: np.exp(normalized(lw)))
 
 
 @ENTER_ONE.operator("ep", "cases")  # (see Gate.Exit's)
