@@ -201,7 +201,8 @@ class CompiledModel:
             tolerance: float | None = DEFAULT_TOLERANCE,
             damping: float | dict[str, float] | None = None,
             checkpoint: str | os.PathLike[str] | None = None, every: int | None = None,
-            resume: bool | None = None, progress: bool = True) -> Result:
+            resume: bool | None = None, progress: bool = True,
+            trace: bool | None = None) -> Result:
         """Run message passing until it converges, at most ``iterations`` sweeps (50 by
         default, Infer.NET's); returns the posteriors.
 
@@ -217,6 +218,13 @@ class CompiledModel:
         variable is mixed with the old one, η = d·η_old + (1 − d)·η_new — the fixed
         points are the same, and oscillating EP settles.  ``result.iterations`` is the number
         of sweeps run, ``result.trace`` the log evidence (EP) or bound (VMP) after each.
+
+        ``trace``: whether the log evidence (EP) or bound (VMP) is computed after every
+        sweep for ``result.trace`` (it costs about a sweep).  None, the default: under VMP
+        yes (the bound's change is part of the convergence test, and a bound that falls
+        warns), under EP no (nothing but the trace reads it; ``result.trace`` is then
+        empty).  ``trace=False`` under VMP judges convergence by the posteriors alone.
+        ``result.log_evidence`` is computed once, after the last sweep, either way.
 
         Checkpoints: with ``checkpoint=path`` the whole state of the run (every message
         and posterior, the sweeps done, the convergence monitor's state) is written to
@@ -248,6 +256,10 @@ class CompiledModel:
                              f"{tolerance!r}.")
         if not isinstance(progress, bool | np.bool_):
             raise ModelError(f"progress must be True or False, got {progress!r}.")
+        if trace is None:
+            trace = self.algorithm == "vmp"
+        if not isinstance(trace, bool | np.bool_):
+            raise ModelError(f"trace must be True, False or None, got {trace!r}.")
         init = dict(self.model.initial) | dict(init or {})
         missing = {self.model.variable(k).name for k in init} - set(self.user_initialized)
         if missing:
@@ -257,7 +269,7 @@ class CompiledModel:
         values = self._data(data)
         sizes = {ident: size for ident, size in self.compilation.final.ranges}
         damp = self._damping(damping)
-        monitor = _Monitor(self.algorithm, tolerance, on_iteration)
+        monitor = _Monitor(self.algorithm, tolerance, on_iteration, bool(trace))
         hook, saved = self._checkpoint(checkpoint, every, resume, monitor, int(iterations),
                                        values, sizes, init, damp, tolerance)
         start = time.perf_counter()
@@ -304,8 +316,10 @@ class _Monitor:
     STATE = ("previous", "trace", "count", "change", "moved", "distance", "steps", "turns",
              "fell", "settled")
 
-    def __init__(self, algorithm: str, tolerance: float | None, user: Any) -> None:
+    def __init__(self, algorithm: str, tolerance: float | None, user: Any,
+                 trace: bool = True) -> None:
         self.algorithm, self.tolerance, self.user = algorithm, tolerance, user
+        self.tracing = trace  # compute the log evidence / bound after every sweep
         self.previous: dict[str, tuple[np.ndarray, ...]] = {}
         self.trace: list[float] = []
         self.count = 0
@@ -346,7 +360,7 @@ class _Monitor:
                 if not d <= change:  # NaN counts as the largest change
                     change, moved = d, name
             self.previous[name] = eta
-        if evidence is not None:
+        if evidence is not None and self.tracing:
             value = float(evidence())
             if self.trace and self.algorithm == "vmp":
                 step = value - self.trace[-1]
