@@ -64,6 +64,8 @@ def _sub_naturals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a - b, where (±inf) - (same inf) is 0: a point mass divided by itself is uniform."""
     with np.errstate(invalid="ignore"):
         diff = np.subtract(a, b)
+    if not np.isnan(diff).any():  # inf − inf is NaN: none here, nothing to mend
+        return diff
     same_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
     return np.where(same_inf, 0.0, diff) if np.any(same_inf) else diff
 
@@ -180,6 +182,9 @@ class Distribution(ABC):
         out = []
         indices = as_index(indices)
         for e in self._product_form():
+            if indices.ndim == 1 and e.ndim == 1 and e.shape == indices.shape:
+                out.append(np.bincount(indices, weights=e, minlength=size))  # one pass
+                continue
             acc = np.zeros((size,) + e.shape[indices.ndim:])
             np.add.at(acc, indices, e)
             out.append(acc)
@@ -379,7 +384,8 @@ def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
     """Record ``value`` as ``what`` of ``arr`` for ``memo_of`` (forgotten with ``arr``)."""
     key = (what, id(arr))
     try:
-        ref = weakref.ref(arr, lambda _, key=key: _MEMO.pop(key, None))
+        # (the table bound here: the callback may run as the interpreter shuts down)
+        ref = weakref.ref(arr, lambda _, key=key, memo=_MEMO: memo.pop(key, None))
     except TypeError:  # not weakly referable: not remembered
         return
     _MEMO[key] = (ref, value)

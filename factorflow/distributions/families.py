@@ -284,7 +284,7 @@ class Discrete(Distribution):
     def probs(self) -> np.ndarray:
         """exp(η) normalised over the categories (as SciPy's ``softmax``; computed once
         per natural-parameter array, read-only)."""
-        return memo_of("probs", self.eta[0], lambda eta: np.exp(log_normalize(eta)))
+        return memo_of("exp", log_normalize(self.eta[0]), np.exp)
 
     @property
     def mean(self) -> np.ndarray:

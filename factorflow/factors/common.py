@@ -54,6 +54,8 @@ def bool_log_probs(v: Any) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(E(v)) > 0.5
         return np.where(x, 0.0, -np.inf), np.where(x, -np.inf, 0.0)
     lo = v.log_odds
+    if np.all(lo == np.inf):  # certainly true everywhere (a constraint): no logs needed
+        return np.zeros(np.shape(lo)), np.full(np.shape(lo), -np.inf)
     return special.log_expit(lo), special.log_expit(-lo)
 
 

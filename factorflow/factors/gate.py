@@ -272,7 +272,7 @@ def _enter_one_value_vmp(enter_one, cases, value, index) -> Distribution:
 def _case_probs(cases: Any) -> np.ndarray:
     """q(case k) = exp(ℓ_k) normalised over the last axis, computed once per cases message
     (every clone of a gate's variables reads the same one in a sweep)."""
-    return memo_of("case_probs", _logits(cases), lambda lw: np.exp(normalized(lw)))
+    return memo_of("exp", normalized(_logits(cases)), np.exp)
 
 
 @ENTER_ONE.operator("ep", "cases")  # (see Gate.Exit's)

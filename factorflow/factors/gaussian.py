@@ -42,13 +42,13 @@ def _expected_square_diff(a, b):
 @GAUSSIAN.operator("vmp", "sample", proper=("mean", "precision"))
 def _sample_vmp(mean, precision) -> Gaussian:
     tau = E(precision)
-    return Gaussian.from_natural(*np.broadcast_arrays(tau * E(mean), tau))
+    return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(mean), tau))
 
 
 @GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"))
 def _mean_vmp(sample, precision) -> Gaussian:
-    tau = E(precision)
-    return Gaussian.from_natural(*np.broadcast_arrays(tau * E(sample), tau))
+    tau = E(precision)  # under a gate: K distinct values, an outer product with the data
+    return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(sample), tau))
 
 
 @GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))

@@ -303,6 +303,23 @@ class CompiledModel:
                       seconds, converged=converged, trace=tuple(monitor.trace), dims=dims)
 
 
+def _step(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """new − old, 0 where both are the same infinity (a point mass has not moved)."""
+    with np.errstate(invalid="ignore"):
+        step = np.subtract(new, old)
+    if np.isnan(step).any():
+        step = np.where(new == old, 0.0, step)
+    return step
+
+
+def _relative(step: np.ndarray, old: np.ndarray) -> float:
+    """max |step| / (1 + |old|) (0 for no elements; NaN if any is NaN)."""
+    rel = np.abs(step)
+    with np.errstate(invalid="ignore"):
+        rel /= 1.0 + np.abs(old)
+    return float(np.max(rel, initial=0.0))
+
+
 #: relative changes this small (a thousand units of rounding) are rounding, not progress
 ROUNDING = 1e3 * float(np.finfo(float).eps)
 
@@ -338,25 +355,28 @@ class _Monitor:
         self.count = iteration + 1
         change, moved = 0.0, ""
         for name, post in (posteriors | (internal or {})).items():
-            eta = tuple(np.array(e, dtype=float) for e in post.eta)
+            # natural parameters are never written in place: kept, not copied; a
+            # broadcast posterior (a gate's clone) is watched on its distinct elements
+            eta = tuple(np.asarray(e, dtype=float) for e in post.compact().eta)
             old = self.previous.get(name)
-            if old is not None:  # does this step reverse the last one (oscillation)?
-                step = np.concatenate([np.ravel(np.where(a == b, 0.0, a - b))
-                                       for a, b in zip(eta, old, strict=True)])
-                last = self.steps.get(name)
-                if last is not None and last.shape == step.shape:
-                    with np.errstate(invalid="ignore"):
-                        turn = bool(np.nansum(step * last) < 0)
-                    self.turns.setdefault(name, []).append(turn)
-                self.steps[name] = step
             if old is None:
                 change, moved = np.inf, name
             else:
-                with np.errstate(invalid="ignore"):  # relative to the parameter's size;
-                    # an unchanged infinite parameter (a point mass) has not moved
-                    d = max((float(np.max(np.where(a == b, 0.0, np.abs(a - b)
-                                                   / (1.0 + np.abs(b))), initial=0.0))
-                             for a, b in zip(eta, old, strict=True)), default=0.0)
+                diffs = [_step(a, b) for a, b in zip(eta, old, strict=True)]
+                # does this step reverse the last one (oscillation)?
+                step = np.concatenate([np.ravel(s) for s in diffs]) if len(diffs) > 1 \
+                    else np.ravel(diffs[0])
+                last = self.steps.get(name)
+                if last is not None and last.shape == step.shape:
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        dot = np.dot(step, last)
+                        if np.isnan(dot):  # NaN or 0 · inf terms: those count as 0
+                            dot = np.nansum(step * last)
+                    self.turns.setdefault(name, []).append(bool(dot < 0))
+                self.steps[name] = step
+                # relative to the parameter's size
+                d = max((_relative(s, b) for s, b in zip(diffs, old, strict=True)),
+                        default=0.0)
                 if not d <= change:  # NaN counts as the largest change
                     change, moved = d, name
             self.previous[name] = eta
