@@ -19,6 +19,7 @@ precisions, means.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,8 +73,10 @@ class Posteriors:
     r: np.ndarray            # q(z[n] = k), (N, K)
 
 
-def hand_written(x: np.ndarray, k: int, sweeps: int) -> Posteriors:
-    """``sweeps`` sweeps of VMP on the mixture, written by hand (see the module doc)."""
+def hand_written(x: np.ndarray, k: int, sweeps: int,
+                 each: Callable[[Posteriors], bool] | None = None) -> Posteriors:
+    """``sweeps`` sweeps of VMP on the mixture, written by hand (see the module doc);
+    ``each(posteriors)`` after every sweep (True stops)."""
     stats = np.stack([np.ones_like(x), x, x * x], axis=1)      # (N, 3): 1, x, x²
     mean, var = init_means(x, k), np.full(k, INIT_VAR)
     shape, rate = np.full(k, PREC_SHAPE), np.full(k, PREC_RATE)
@@ -103,4 +106,26 @@ def hand_written(x: np.ndarray, k: int, sweeps: int) -> Posteriors:
         precision = 1.0 / PRIOR_VAR + e_tau * n_k
         mean = (PRIOR_MEAN / PRIOR_VAR + e_tau * s1) / precision
         var = 1.0 / precision
+        if each is not None and each(Posteriors(alpha, mean, var, shape, rate, r)):
+            break
     return Posteriors(alpha, mean, var, shape, rate, r)
+
+
+def bound(x: np.ndarray, q: Posteriors) -> float:
+    """The VMP lower bound (ELBO) of the posteriors ``q``: E_q[log p(x, z, θ)] + H[q]."""
+    k = q.alpha.size
+    e_log_w = special.digamma(q.alpha) - special.digamma(q.alpha.sum())
+    e_tau = q.shape / q.rate
+    e_log_tau = special.digamma(q.shape) - np.log(q.rate)
+    lik = (0.5 * e_log_tau - 0.5 * np.log(2 * np.pi)
+           - 0.5 * e_tau * ((x[:, None] - q.mean) ** 2 + q.var))          # (N, K)
+    kl_w = (special.gammaln(q.alpha.sum()) - special.gammaln(q.alpha).sum()
+            - special.gammaln(k) + np.sum((q.alpha - 1.0) * e_log_w))
+    kl_means = 0.5 * np.sum(np.log(PRIOR_VAR / q.var) - 1.0
+                            + (q.var + (q.mean - PRIOR_MEAN) ** 2) / PRIOR_VAR)
+    kl_precs = np.sum((q.shape - PREC_SHAPE) * special.digamma(q.shape)
+                      - special.gammaln(q.shape) + special.gammaln(PREC_SHAPE)
+                      + PREC_SHAPE * (np.log(q.rate) - np.log(PREC_RATE))
+                      + q.shape * (PREC_RATE - q.rate) / q.rate)
+    return float(np.sum(q.r * (e_log_w + lik)) - np.sum(special.xlogy(q.r, q.r))
+                 - kl_w - kl_means - kl_precs)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from benchmarks.mixture_reference import data, factorflow_init, hand_written, model
+from benchmarks.mixture_reference import bound, data, factorflow_init, hand_written, model
 from tests.conftest import assert_close
 
 
@@ -25,6 +25,7 @@ def test_generated_mixture_equals_the_hand_written_updates(k, n):
         assert_close(got["precs"].shape_param, ref.shape, rtol=1e-10, atol=1e-10)
         assert_close(got["precs"].rate, ref.rate, rtol=1e-10, atol=1e-10)
         assert_close(got["z"].probs, ref.r, rtol=0, atol=1e-10)
+        assert_close(got.log_evidence, bound(x, ref), rtol=1e-10, atol=1e-9)
 
 
 def test_hand_written_reference_is_coordinate_ascent_to_a_fixed_point():
