@@ -70,6 +70,11 @@ def _sub_naturals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(same_inf, 0.0, diff) if np.any(same_inf) else diff
 
 
+#: batches of fewer elements are not compacted (``Distribution.compact``): below this
+#: size Python's overhead outweighs the array passes saved
+COMPACT_ABOVE = 4096
+
+
 class Distribution(ABC):
     """A batch of distributions of one exponential family, stored by natural parameters.
 
@@ -153,7 +158,10 @@ class Distribution(ABC):
         elementwise moment of the result, broadcast back to ``batch_shape``, equals the
         moment of ``self`` at the cost of the distinct elements only (a gate's clone of a
         K-vector over an (N, K) plate is K distinct messages, not N·K).  Returns ``self``
-        when no axis is broadcast."""
+        when no axis is broadcast, or when ``self`` is small enough (under
+        ``COMPACT_ABOVE`` elements) that looking costs more than it saves."""
+        if self.eta[0].size < COMPACT_ABOVE:
+            return self
         nb = len(self.batch_shape)
         shrink = [i for i in range(nb) if all(e.strides[i] == 0 and e.shape[i] > 1
                                               for e in self.eta)]
