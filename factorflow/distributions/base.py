@@ -16,6 +16,7 @@ Binomial carry a base measure; they override what depends on it.)
 from __future__ import annotations
 
 import numbers
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
@@ -63,8 +64,15 @@ def _sub_naturals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a - b, where (±inf) - (same inf) is 0: a point mass divided by itself is uniform."""
     with np.errstate(invalid="ignore"):
         diff = np.subtract(a, b)
+    if not np.isnan(diff).any():  # inf − inf is NaN: none here, nothing to mend
+        return diff
     same_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
     return np.where(same_inf, 0.0, diff) if np.any(same_inf) else diff
+
+
+#: batches of fewer elements are not compacted (``Distribution.compact``): below this
+#: size Python's overhead outweighs the array passes saved
+COMPACT_ABOVE = 4096
 
 
 class Distribution(ABC):
@@ -116,7 +124,7 @@ class Distribution(ABC):
 
     @classmethod
     def _uniform_naturals(cls, batch_shape: tuple[int, ...], *event: int) -> tuple:
-        return tuple(np.zeros(batch_shape + tuple(event)) for _ in cls.natural_names)
+        return tuple(zeros_view(batch_shape + tuple(event)) for _ in cls.natural_names)
 
     # ----- shape and plates --------------------------------------------------------
     @property
@@ -144,6 +152,24 @@ class Distribution(ABC):
         return self._map(lambda e, nd: np.broadcast_to(e, tuple(batch_shape) + e.shape[
             e.ndim - nd:]))
 
+    def compact(self: D) -> D:
+        """The same messages with every batch axis that all natural parameters merely
+        broadcast (a stride-0 view, as ``broadcast_to`` makes) shrunk to length 1: an
+        elementwise moment of the result, broadcast back to ``batch_shape``, equals the
+        moment of ``self`` at the cost of the distinct elements only (a gate's clone of a
+        K-vector over an (N, K) plate is K distinct messages, not N·K).  Returns ``self``
+        when no axis is broadcast, or when ``self`` is small enough (under
+        ``COMPACT_ABOVE`` elements) that looking costs more than it saves."""
+        if self.eta[0].size < COMPACT_ABOVE:
+            return self
+        nb = len(self.batch_shape)
+        shrink = [i for i in range(nb) if all(e.strides[i] == 0 and e.shape[i] > 1
+                                              for e in self.eta)]
+        if not shrink:
+            return self
+        index = tuple(slice(0, 1) if i in shrink else slice(None) for i in range(nb))
+        return self._map(lambda e, nd: e[index])
+
     def prod(self: D, axis: int | tuple[int, ...] | None = None) -> D:
         """The product of the messages along batch ``axis`` (all batch axes if None)."""
         if axis is None:
@@ -164,6 +190,9 @@ class Distribution(ABC):
         out = []
         indices = as_index(indices)
         for e in self._product_form():
+            if indices.ndim == 1 and e.ndim == 1 and e.shape == indices.shape:
+                out.append(np.bincount(indices, weights=e, minlength=size))  # one pass
+                continue
             acc = np.zeros((size,) + e.shape[indices.ndim:])
             np.add.at(acc, indices, e)
             out.append(acc)
@@ -173,6 +202,12 @@ class Distribution(ABC):
     def __mul__(self: D, other: D) -> D:
         if type(other) is not type(self):
             return NotImplemented
+        # a uniform factor made by ``uniform`` (a broadcast view of 0) changes nothing
+        # but the shape: no array pass over the plate for it
+        for keep, zero in ((self, other), (other, self)):
+            if is_zeros_view(zero.eta) and keep.eta[0].shape == np.broadcast_shapes(
+                    keep.eta[0].shape, zero.eta[0].shape):
+                return keep
         return self.from_natural(*(a + b for a, b in zip(self.eta, other.eta, strict=True)))
 
     def __truediv__(self: D, other: D) -> D:
@@ -311,6 +346,90 @@ def format_values(value: Any, prefix: str = "") -> str:
         return repr(float(item)) if isinstance(item, float) else repr(item)
     return np.array2string(arr, separator=", ", prefix=prefix, threshold=REPR_THRESHOLD,
                            edgeitems=3)
+
+
+def logsumexp(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndarray:
+    """log Σ exp(x) along ``axis``, exact for -inf entries.
+
+    Same result as ``scipy.special.logsumexp``; written out because SciPy's array-API
+    dispatch makes it several times slower on the (N, K) arrays of mixtures, where it is
+    the hot path of every gate message.
+    """
+    x = np.asarray(x, dtype=float)
+    top = np.max(x, axis=axis, keepdims=True)
+    if not np.all(np.isfinite(top)):
+        top = np.where(np.isfinite(top), top, 0.0)
+    shifted = np.subtract(x, top)          # one fresh array, exponentiated in place
+    np.exp(shifted, out=shifted)
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(shifted, axis=axis, keepdims=True))
+    out += top
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+#: (what, id(array)) -> (weak reference to the array, what of it): see ``memo_of``
+_MEMO: dict[tuple[str, int], tuple[Any, np.ndarray]] = {}
+
+
+def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
+    """``compute(arr)``, remembered while ``arr`` lives (keyed by its identity; natural
+    parameters are never written in place) and returned read-only.  One sweep reads the
+    same posterior's normalised probabilities in several messages (every clone of a
+    gate reads its cases): they are computed once."""
+    key = (what, id(arr))
+    hit = _MEMO.get(key)
+    if hit is not None and hit[0]() is arr:
+        return hit[1]
+    value = np.asarray(compute(arr))
+    if value is arr:
+        return value
+    value.flags.writeable = False
+    remember(what, arr, value)
+    return value
+
+
+def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
+    """Record ``value`` as ``what`` of ``arr`` for ``memo_of`` (forgotten with ``arr``)."""
+    key = (what, id(arr))
+    try:
+        # (the table bound here: the callback may run as the interpreter shuts down)
+        ref = weakref.ref(arr, lambda _, key=key, memo=_MEMO: memo.pop(key, None))
+    except TypeError:  # not weakly referable: not remembered
+        return
+    _MEMO[key] = (ref, value)
+
+
+def log_normalize(log_w: np.ndarray) -> np.ndarray:
+    """log weights normalised over the last axis (remembered per array, and a result
+    is known to be normalised: normalising it again costs nothing)."""
+    def compute(x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = x - logsumexp(x, axis=-1, keepdims=True)
+        out.flags.writeable = False
+        remember("log_normalize", out, out)
+        return out
+    return memo_of("log_normalize", np.asarray(log_w, dtype=float), compute)
+
+
+def distinct(a: Any) -> Any:
+    """``a`` with every axis along which it is a broadcast view (stride 0) shrunk to
+    length 1: the same values under NumPy broadcasting, without a pass over copies."""
+    if not isinstance(a, np.ndarray) or not a.ndim or all(a.strides):
+        return a
+    return a[tuple(slice(0, 1) if s == 0 and n > 1 else slice(None)
+                   for s, n in zip(a.strides, a.shape, strict=True))]
+
+
+def zeros_view(shape: tuple[int, ...]) -> np.ndarray:
+    """An all-zero array of ``shape`` that holds one element (a read-only broadcast view):
+    the natural parameters of a uniform message, which products then skip."""
+    return np.broadcast_to(np.zeros(()), shape)
+
+
+def is_zeros_view(eta: tuple[np.ndarray, ...]) -> bool:
+    """Whether every array is a non-empty broadcast view of one zero (``zeros_view``),
+    read in O(1): a uniform message made by ``uniform``."""
+    return all(e.size and not any(e.strides) and e.flat[0] == 0.0 for e in eta)
 
 
 def as_index(indices: Any) -> np.ndarray:

@@ -12,7 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.distributions.base import Distribution, format_values, sample_shape
+from factorflow.distributions.base import (
+    Distribution,
+    format_values,
+    log_normalize,
+    memo_of,
+    sample_shape,
+    zeros_view,
+)
 from factorflow.errors import ModelError
 from factorflow.lazy import special, stats
 
@@ -90,7 +97,7 @@ class Gamma(Distribution):
 
     @classmethod
     def _uniform_naturals(cls, batch_shape: tuple[int, ...], *event: int) -> tuple:
-        return np.zeros(batch_shape), np.zeros(batch_shape)
+        return zeros_view(batch_shape), zeros_view(batch_shape)
 
     @property
     def shape_param(self) -> np.ndarray:
@@ -267,7 +274,7 @@ class Discrete(Distribution):
     def uniform(cls, batch_shape: Any = (), *event: int) -> Discrete:
         if not event:
             raise TypeError("Discrete.uniform needs the number of categories")
-        return cls.from_natural(np.zeros(tuple(batch_shape) + (event[0],)))
+        return cls.from_natural(zeros_view(tuple(batch_shape) + (event[0],)))
 
     @property
     def size(self) -> int:
@@ -275,7 +282,9 @@ class Discrete(Distribution):
 
     @property
     def probs(self) -> np.ndarray:
-        return special.softmax(self.eta[0], axis=-1)
+        """exp(η) normalised over the categories (as SciPy's ``softmax``; computed once
+        per natural-parameter array, read-only)."""
+        return memo_of("exp", log_normalize(self.eta[0]), np.exp)
 
     @property
     def mean(self) -> np.ndarray:
@@ -337,7 +346,7 @@ class Dirichlet(Distribution):
     def uniform(cls, batch_shape: Any = (), *event: int) -> Dirichlet:
         if not event:
             raise TypeError("Dirichlet.uniform needs the number of categories")
-        return cls.from_natural(np.zeros(tuple(batch_shape) + (event[0],)))
+        return cls.from_natural(zeros_view(tuple(batch_shape) + (event[0],)))
 
     @property
     def alpha(self) -> np.ndarray:

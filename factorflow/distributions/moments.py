@@ -39,14 +39,26 @@ def _value(v: Any) -> np.ndarray:
     return v.value if isinstance(v, PointMass) else np.asarray(v, float)
 
 
+def _on_distinct(moment: Callable[[Distribution], np.ndarray], v: Distribution
+                 ) -> np.ndarray:
+    """``moment(v)`` computed on ``v``'s distinct elements (``Distribution.compact``) and
+    broadcast back to its batch shape (a read-only view)."""
+    small = v.compact()
+    if small is v:
+        return moment(v)
+    out = np.asarray(moment(small))
+    return np.broadcast_to(out, v.batch_shape + out.shape[len(small.batch_shape):])
+
+
 def E(v: Any) -> np.ndarray:
     """E[x]."""
-    return _value(v) if is_known(v) else v.mean
+    return _value(v) if is_known(v) else _on_distinct(lambda d: d.mean, v)
 
 
 def V(v: Any) -> np.ndarray:
     """Var[x] (zero for a known value)."""
-    return np.zeros(np.shape(_value(v))) if is_known(v) else v.variance
+    return np.zeros(np.shape(_value(v))) if is_known(v) else _on_distinct(
+        lambda d: d.variance, v)
 
 
 def E2(v: Any) -> np.ndarray:
@@ -60,12 +72,10 @@ def Elog(v: Any) -> np.ndarray:
     if is_known(v):
         with np.errstate(divide="ignore"):
             return np.log(_value(v))
-    if isinstance(v, Gamma):
-        return v.mean_log()
+    if isinstance(v, Gamma | Dirichlet):
+        return _on_distinct(lambda d: d.mean_log(), v)
     if isinstance(v, Beta):
-        return v.expected_stats()[0]
-    if isinstance(v, Dirichlet):
-        return v.mean_log()
+        return _on_distinct(lambda d: d.expected_stats()[0], v)
     raise TypeError(f"E[log x] is not defined for {type(v).__name__}")
 
 

@@ -12,7 +12,10 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Bernoulli, Distribution
-from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.base import (  # noqa: F401  (logsumexp: re-exported)
+    log_normalizer_or_zero,
+    logsumexp,
+)
 from factorflow.distributions.moments import E, is_known
 from factorflow.errors import UnsupportedFactorError
 from factorflow.lazy import special
@@ -37,21 +40,6 @@ def full(shape: tuple[int, ...], value: Any) -> np.ndarray:
     return np.array(np.broadcast_to(np.asarray(value, float), shape))
 
 
-def logsumexp(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndarray:
-    """log Σ exp(x) along ``axis``, exact for -inf entries.
-
-    Same result as ``scipy.special.logsumexp``; written out because SciPy's array-API
-    dispatch makes it several times slower on the (N, K) arrays of mixtures, where it is
-    the hot path of every gate message.
-    """
-    x = np.asarray(x, dtype=float)
-    top = np.max(x, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        out = np.log(np.sum(np.exp(x - top), axis=axis, keepdims=True)) + top
-    return out if keepdims else np.squeeze(out, axis=axis)
-
-
 def unsupported(factor: str, algorithm: str, message: str) -> UnsupportedFactorError:
     """The error for an argument pattern an operator cannot handle (as Infer.NET's
     NotSupported operators), naming the factor and saying what to do."""
@@ -66,6 +54,8 @@ def bool_log_probs(v: Any) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(E(v)) > 0.5
         return np.where(x, 0.0, -np.inf), np.where(x, -np.inf, 0.0)
     lo = v.log_odds
+    if np.all(lo == np.inf):  # certainly true everywhere (a constraint): no logs needed
+        return np.zeros(np.shape(lo)), np.full(np.shape(lo), -np.inf)
     return special.log_expit(lo), special.log_expit(-lo)
 
 

@@ -120,8 +120,9 @@ def _x_message(out, mean, var) -> Gaussian:
     """
     lw_true, lw_false = bool_log_weights(out)
     uniform = np.isinf(var)
-    v = np.where(uniform, 1.0, var)
-    m = np.where(uniform, 0.0, mean)
+    some_uniform = bool(np.any(uniform))  # none, as a rule: no masking passes then
+    v = np.where(uniform, 1.0, var) if some_uniform else np.asarray(var, float)
+    m = np.where(uniform, 0.0, mean) if some_uniform else np.asarray(mean, float)
     s = np.sqrt(v)
     z = m / s
     log_true = lw_true + special.log_ndtr(z)
@@ -150,6 +151,8 @@ def _x_message(out, mean, var) -> Gaussian:
     with np.errstate(divide="ignore", invalid="ignore"):
         prec = k / (v * rest) + 0.0  # + 0.0: no −0.0 (a variance of −inf) from u = 0
         mtp = num / (s * rest) + 0.0
+    if not some_uniform:
+        return Gaussian.from_natural(mtp, prec)
     return Gaussian.from_natural(np.where(uniform, 0.0, mtp), np.where(uniform, 0.0, prec))
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Bernoulli, Discrete
-from factorflow.distributions.base import Distribution
+from factorflow.distributions.base import Distribution, memo_of
 from factorflow.distributions.moments import E, is_known
 from factorflow.factors.common import Deferred, Reduce, logsumexp, plate_einsum, times_finite
 from factorflow.factors.mixtures import (
@@ -49,6 +49,7 @@ from factorflow.factors.mixtures import (
     log_probs,
     log_weights,
     normalized,
+    power_each,
     power_product,
     project,
 )
@@ -284,6 +285,14 @@ def _enter_one_value_vmp(enter_one, cases, value, index, *,
     if reduce is None:
         if isinstance(enter_one, Deferred):
             enter_one = enter_one.value()
+        at = np.asarray(index)
+        if at.ndim and np.array_equal(at, np.arange(np.shape(_logits(cases))[-1])):
+            # a Switch's clones, element k on case k: q(case k) is the (N, K) array of
+            # the cases' probabilities itself (no gather), shared by every clone of the gate
+            batch = np.broadcast_shapes(value.batch_shape, enter_one.batch_shape,
+                                        np.shape(_logits(cases)))
+            q = np.broadcast_to(_case_probs(cases), batch)
+            return power_each(enter_one.broadcast_to(batch), q)
         lp, _, m, _ = _one(cases, value, enter_one, index, ep=False)
         return power_product(expand(m, m.batch_shape + (1,)), np.exp(lp)[..., None])
     full, index = normalized(_logits(cases)), np.asarray(index)
@@ -299,6 +308,12 @@ def _enter_one_value_vmp(enter_one, cases, value, index, *,
     letters = "ij"[: enter_one.event_ndim]
     return enter_one.from_natural(*(plate_einsum(letters, [(q, ""), (e, letters)], reduce)
                                     for e in enter_one.eta))
+
+
+def _case_probs(cases: Any) -> np.ndarray:
+    """q(case k) = exp(ℓ_k) normalised over the last axis, computed once per cases message
+    (every clone of a gate's variables reads the same one in a sweep)."""
+    return memo_of("exp", normalized(_logits(cases)), np.exp)
 
 
 @ENTER_ONE.operator("ep", "cases", fresh=("weight",))  # (see Gate.Exit's)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from factorflow.distributions import Gamma, Gaussian
-from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.base import distinct, log_normalizer_or_zero
 from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
 from factorflow.factors.registry import define_factor
@@ -24,7 +24,7 @@ GAUSSIAN = define_factor("Gaussian", ("sample", "real"), ("mean", "real"),
 
 def _spread(v):
     """Var[v] — a scalar zero for a known value, so no array of zeros is made."""
-    return 0.0 if is_known(v) else v.variance
+    return 0.0 if is_known(v) else V(v)
 
 
 def _expected_square_diff(a, b):
@@ -34,7 +34,7 @@ def _expected_square_diff(a, b):
     if np.ndim(d) == 0:
         return np.asarray(d * d + (_spread(a) + _spread(b)))
     np.multiply(d, d, out=d)
-    d += _spread(a) + _spread(b)
+    d += distinct(_spread(a)) + distinct(_spread(b))  # broadcast variances: no copy
     return d
 
 
@@ -42,13 +42,13 @@ def _expected_square_diff(a, b):
 @GAUSSIAN.operator("vmp", "sample", proper=("mean", "precision"))
 def _sample_vmp(mean, precision) -> Gaussian:
     tau = E(precision)
-    return Gaussian.from_natural(*np.broadcast_arrays(tau * E(mean), tau))
+    return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(mean), tau))
 
 
 @GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"))
 def _mean_vmp(sample, precision) -> Gaussian:
-    tau = E(precision)
-    return Gaussian.from_natural(*np.broadcast_arrays(tau * E(sample), tau))
+    tau = E(precision)  # under a gate: K distinct values, an outer product with the data
+    return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(sample), tau))
 
 
 @GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))
@@ -60,8 +60,14 @@ def _precision_vmp(sample, mean) -> Gamma:
 
 @GAUSSIAN.evidence_operator("vmp")
 def _average_log_factor(sample, mean, precision) -> np.ndarray:
-    return (0.5 * Elog(precision) - 0.5 * LOG_2PI
-            - 0.5 * E(precision) * _expected_square_diff(sample, mean))
+    out = _expected_square_diff(sample, mean)
+    tau, elog = distinct(E(precision)), distinct(Elog(precision))  # K values under a gate
+    shape = np.broadcast_shapes(np.shape(out), np.shape(tau), np.shape(elog))
+    if np.shape(out) != shape or not np.ndim(out):
+        return 0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * out
+    out *= -0.5 * tau                      # in place on the fresh (N, K) array
+    out += 0.5 * elog - 0.5 * LOG_2PI
+    return out
 
 
 # ----- EP (known precision: the random-precision case is not Gaussian-closed) --------

@@ -13,15 +13,14 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Bernoulli, Beta, Dirichlet, Discrete, Gamma, Gaussian
-from factorflow.distributions.base import Distribution, log_normalizer_or_zero
+from factorflow.distributions.base import Distribution, log_normalize, log_normalizer_or_zero
 from factorflow.distributions.moments import E, is_known
 from factorflow.factors.common import bool_log_probs, bool_log_weights, logsumexp, times_finite
 
 
 def normalized(log_w: np.ndarray) -> np.ndarray:
-    """log weights normalised over the last axis."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return log_w - logsumexp(log_w, axis=-1, keepdims=True)
+    """log weights normalised over the last axis (``distributions.base.log_normalize``)."""
+    return log_normalize(log_w)
 
 
 def log1mexp(x: np.ndarray) -> np.ndarray:
@@ -118,6 +117,15 @@ def project(comps: Distribution, log_w: np.ndarray) -> Distribution:
         s = np.sum(m * (1 - m), axis=-1, keepdims=True) / np.sum(v, axis=-1, keepdims=True)
         return Dirichlet(m * (s - 1))
     raise TypeError(f"no projection of mixtures of {type(comps).__name__}")
+
+
+def power_each(d: Distribution, q: np.ndarray) -> Distribution:
+    """d ** q elementwise over the batch (0 · ∞ = 0): one multiplication per natural
+    parameter where the distinct natural parameters of ``d`` are all finite."""
+    nd = d.event_ndim
+    w = q[(...,) + (None,) * nd]
+    finite = all(np.all(np.isfinite(e)) for e in d.compact().eta)
+    return d.from_natural(*((w * e) if finite else times_finite(w, e) for e in d.eta))
 
 
 def power_product(comps: Distribution, q: np.ndarray) -> Distribution:

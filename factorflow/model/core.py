@@ -531,7 +531,7 @@ class Model:
               init: dict | None = None, data: dict | None = None, *,
               tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
               checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
-              progress: bool = True, **options: Any) -> Any:
+              progress: bool = True, trace: bool | None = None, **options: Any) -> Any:
         """Compile (once) and run inference; returns a ``factorflow.runtime.Result``.
 
         Runs until converged (``tolerance``, 1e-10 by default), at most ``iterations``
@@ -539,8 +539,9 @@ class Model:
         changes stop shrinking), warning with ``ff.ConvergenceWarning`` if not converged;
         ``checkpoint=path, every=k`` saves the run every k sweeps and resumes it from
         ``path`` when run again (bit-identical to an uninterrupted run); a run longer
-        than a second shows a progress bar on a terminal (``progress=False``: never); see
-        ``CompiledModel.run``.
+        than a second shows a progress bar on a terminal (``progress=False``: never);
+        ``trace`` (VMP: on, EP: off by default) computes the bound or log evidence after
+        every sweep for ``result.trace``; see ``CompiledModel.run``.
 
         ``algorithm="gibbs"`` samples instead: ``model.infer("gibbs", draws=1000,
         burn=500, thin=1, chains=4, seed=0)`` returns a ``SamplingResult`` (see
@@ -555,6 +556,8 @@ class Model:
             options["init"] = tuple(sorted(set(init_names(options.get("init", ())))
                                            | set(init)))
         run: dict[str, Any] = {} if tolerance == "default" else {"tolerance": tolerance}
+        if trace is not None:
+            run["trace"] = trace
         if damping is not None:
             run["damping"] = damping
         if checkpoint is not None or every is not None or resume is not None:

@@ -219,7 +219,8 @@ class CompiledModel:
             tolerance: float | None = DEFAULT_TOLERANCE,
             damping: float | dict[str, float] | None = None,
             checkpoint: str | os.PathLike[str] | None = None, every: int | None = None,
-            resume: bool | None = None, progress: bool = True) -> Result:
+            resume: bool | None = None, progress: bool = True,
+            trace: bool | None = None) -> Result:
         """Run message passing until it converges, at most ``iterations`` sweeps; returns
         the posteriors.  Without ``iterations`` the run goes on until it converges (at
         most MAX_ITERATIONS = 10,000 sweeps), and stops early, unconverged, when its
@@ -240,6 +241,13 @@ class CompiledModel:
         old one, η = d·η_old + (1 − d)·η_new — the fixed points are the same, and
         oscillating EP settles.  ``result.iterations`` is the number
         of sweeps run, ``result.trace`` the log evidence (EP) or bound (VMP) after each.
+
+        ``trace``: whether the log evidence (EP) or bound (VMP) is computed after every
+        sweep for ``result.trace`` (it costs about a sweep).  None, the default: under VMP
+        yes (the bound's change is part of the convergence test, and a bound that falls
+        warns), under EP no (nothing but the trace reads it; ``result.trace`` is then
+        empty).  ``trace=False`` under VMP judges convergence by the posteriors alone.
+        ``result.log_evidence`` is computed once, after the last sweep, either way.
 
         Checkpoints: with ``checkpoint=path`` the whole state of the run (every message
         and posterior, the sweeps done, the convergence monitor's state) is written to
@@ -272,6 +280,10 @@ class CompiledModel:
                              f"{tolerance!r}.")
         if not isinstance(progress, bool | np.bool_):
             raise ModelError(f"progress must be True or False, got {progress!r}.")
+        if trace is None:
+            trace = self.algorithm == "vmp"
+        if not isinstance(trace, bool | np.bool_):
+            raise ModelError(f"trace must be True, False or None, got {trace!r}.")
         init = dict(self.model.initial) | dict(init or {})
         missing = {self.model.variable(k).name for k in init} - set(self.user_initialized)
         if missing:
@@ -281,7 +293,7 @@ class CompiledModel:
         values = self._data(data)
         sizes = {ident: size for ident, size in self.compilation.final.ranges}
         damp = self._damping(damping)
-        monitor = _Monitor(self.algorithm, tolerance, on_iteration,
+        monitor = _Monitor(self.algorithm, tolerance, on_iteration, bool(trace),
                            stall=until_converged and tolerance is not None)
         monitor.fixed_point = self.fixed_point_updates()
         hook, saved = self._checkpoint(checkpoint, every, resume, monitor, int(iterations),
@@ -324,6 +336,23 @@ class CompiledModel:
                       excluded=excluded)
 
 
+def _step(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """new − old, 0 where both are the same infinity (a point mass has not moved)."""
+    with np.errstate(invalid="ignore"):
+        step = np.subtract(new, old)
+    if np.isnan(step).any():
+        step = np.where(new == old, 0.0, step)
+    return step
+
+
+def _relative(step: np.ndarray, old: np.ndarray) -> float:
+    """max |step| / (1 + |old|) (0 for no elements; NaN if any is NaN)."""
+    rel = np.abs(step)
+    with np.errstate(invalid="ignore"):
+        rel /= 1.0 + np.abs(old)
+    return float(np.max(rel, initial=0.0))
+
+
 #: relative changes this small (a thousand units of rounding) are rounding, not progress
 ROUNDING = 1e3 * float(np.finfo(float).eps)
 
@@ -338,8 +367,9 @@ class _Monitor:
              "fell", "settled", "least", "stalled")
 
     def __init__(self, algorithm: str, tolerance: float | None, user: Any,
-                 stall: bool = False) -> None:
+                 trace: bool = True, stall: bool = False) -> None:
         self.algorithm, self.tolerance, self.user = algorithm, tolerance, user
+        self.tracing = trace  # compute the log evidence / bound after every sweep
         self.stall = stall  # stop when the changes stop shrinking (the default run)
         self.least: tuple[float, int] = (np.inf, 0)  # the smallest change and its sweep
         self.stalled = False
@@ -367,27 +397,28 @@ class _Monitor:
             # of K components over N data, is copied along its stride-0 axes once)
             eta = tuple(np.array(collapsed(np.asarray(e, dtype=float))) for e in post.eta)
             old = self.previous.get(name)
-            if old is not None:  # does this step reverse the last one (oscillation)?
-                step = np.concatenate([np.ravel(np.where(a == b, 0.0, a - b))
-                                       for a, b in zip(eta, old, strict=True)])
-                last = self.steps.get(name)
-                if last is not None and last.shape == step.shape:
-                    with np.errstate(invalid="ignore"):
-                        turn = bool(np.nansum(step * last) < 0)
-                    self.turns.setdefault(name, []).append(turn)
-                self.steps[name] = step
             if old is None:
                 change, moved = np.inf, name
             else:
-                with np.errstate(invalid="ignore"):  # relative to the parameter's size;
-                    # an unchanged infinite parameter (a point mass) has not moved
-                    d = max((float(np.max(np.where(a == b, 0.0, np.abs(a - b)
-                                                   / (1.0 + np.abs(b))), initial=0.0))
-                             for a, b in zip(eta, old, strict=True)), default=0.0)
+                diffs = [_step(a, b) for a, b in zip(eta, old, strict=True)]
+                # does this step reverse the last one (oscillation)?
+                step = np.concatenate([np.ravel(s) for s in diffs]) if len(diffs) > 1 \
+                    else np.ravel(diffs[0])
+                last = self.steps.get(name)
+                if last is not None and last.shape == step.shape:
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        dot = np.dot(step, last)
+                        if np.isnan(dot):  # NaN or 0 · inf terms: those count as 0
+                            dot = np.nansum(step * last)
+                    self.turns.setdefault(name, []).append(bool(dot < 0))
+                self.steps[name] = step
+                # relative to the parameter's size
+                d = max((_relative(s, b) for s, b in zip(diffs, old, strict=True)),
+                        default=0.0)
                 if not d <= change:  # NaN counts as the largest change
                     change, moved = d, name
             self.previous[name] = eta
-        if evidence is not None:
+        if evidence is not None and self.tracing:
             value = float(evidence())
             if self.trace and self.algorithm == "vmp":
                 step = value - self.trace[-1]

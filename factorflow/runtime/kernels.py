@@ -100,6 +100,10 @@ def check_proper(d: Distribution, what: str, iteration: int | None = None,
         if not np.all(where):  # the elements where it exists, as one flat batch
             keep = np.flatnonzero(where.ravel())
             d = d._map(lambda e, nd: np.reshape(e, (-1,) + e.shape[e.ndim - nd:])[keep])
+    small = d.compact()  # a broadcast posterior (a gate's clone): its distinct elements
+    if small is not d and np.all(small.is_proper()) and not any(
+            np.isnan(e).any() for e in small.eta):
+        return
     d.check_proper(what if iteration is None else f"{what}, at iteration {iteration + 1}")
 
 

@@ -94,8 +94,9 @@ class Result:
         in (default: a new figure).  Returns the two Axes.  Needs matplotlib
         (``pip install "factorflow[plot]"``)."""
         if not self.trace:
-            raise ModelError("plot_convergence: the result has no trace (it ran 0 "
-                             "sweeps); run at least one iteration.")
+            raise ModelError("plot_convergence: the result has no trace (it ran 0 sweeps, "
+                             "or ran EP without trace=True); run at least one iteration "
+                             "with run(..., trace=True).")
         try:
             import matplotlib.pyplot as plt
         except ImportError:

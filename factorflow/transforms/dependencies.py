@@ -233,14 +233,48 @@ def topological_order(succ: Sequence[Sequence[int]]) -> list[int] | None:
 
 
 def strong_components(succ: Sequence[Sequence[int]]) -> np.ndarray:
-    """Label of the strongly connected component of each node (scipy's Tarjan)."""
-    from scipy.sparse import csr_array  # here, not at import: see factorflow.lazy
-    from scipy.sparse.csgraph import connected_components
+    """Label of the strongly connected component of each node: Tarjan's algorithm,
+    iterative (a program's graph has hundreds of nodes: plain Python is faster than
+    importing ``scipy.sparse.csgraph``, which alone took most of a cold first compile)."""
     n = len(succ)
-    rows = np.fromiter((a for a in range(n) for _ in succ[a]), dtype=np.int64)
-    cols = np.fromiter((b for a in range(n) for b in succ[a]), dtype=np.int64)
-    matrix = csr_array((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n, n))
-    return connected_components(matrix, directed=True, connection="strong")[1]
+    index, low = [-1] * n, [0] * n
+    on_stack, stack = [False] * n, []
+    labels = np.full(n, -1, dtype=np.int64)
+    counter = components = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        work = [(root, 0)]  # (node, position in its successor list)
+        while work:
+            a, i = work.pop()
+            if i == 0:
+                index[a] = low[a] = counter
+                counter += 1
+                stack.append(a)
+                on_stack[a] = True
+            targets = succ[a]
+            while i < len(targets):
+                b = targets[i]
+                i += 1
+                if index[b] < 0:  # descend into b; come back to a's next successor
+                    work.append((a, i))
+                    work.append((b, 0))
+                    break
+                if on_stack[b]:
+                    low[a] = min(low[a], index[b])
+            else:  # every successor done: a closes a component if it is its root
+                if low[a] == index[a]:
+                    while True:
+                        b = stack.pop()
+                        on_stack[b] = False
+                        labels[b] = components
+                        if b == a:
+                            break
+                    components += 1
+                if work:  # propagate to the parent
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[a])
+    return labels
 
 
 def _cycles(succ: Sequence[Sequence[int]]) -> list[list[int]]:
@@ -299,18 +333,16 @@ def check(graph: DependencyGraph) -> None:
 
 def needed(graph: DependencyGraph) -> frozenset[str]:
     """Statements from which an output can be reached along edges of any kind."""
-    from scipy.sparse import csr_array
-    from scipy.sparse.csgraph import breadth_first_order
     ix = graph.index
-    n = len(ix.labels)
-    if not graph.outputs:
-        return frozenset()
-    pairs = [(b, a) for a in range(n) for b in ix.all_dst[a]]
-    pairs += [(n, ix.pos[o]) for o in graph.outputs]
-    rows, cols = zip(*pairs, strict=True)
-    matrix = csr_array((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1))
-    reached = breadth_first_order(matrix, n, directed=True, return_predecessors=False)
-    return frozenset(ix.labels[i] for i in reached if i < n)
+    reached = {ix.pos[o] for o in graph.outputs}
+    queue = deque(reached)
+    while queue:  # backwards along every edge, from the outputs
+        b = queue.popleft()
+        for a in ix.all_src[b]:
+            if a not in reached:
+                reached.add(a)
+                queue.append(a)
+    return frozenset(ix.labels[i] for i in reached)
 
 
 def sources(graph: DependencyGraph, node: str, kind: Dep = Dep.DEPENDENCY) -> tuple[str, ...]:

@@ -181,3 +181,27 @@ def test_an_oscillating_posterior_is_named_with_the_damping_hint():
                     "swing": Gaussian(1.0 + (-1.0) ** i * 0.5 / (i + 1) ** 0.1, 1.0)}, None)
     with pytest.warns(ff.ConvergenceWarning, match=r"'swing'.*oscillates.*damping=0\.5"):
         assert not monitor.finish("m", 20, 0.0)
+
+
+def test_ep_skips_the_log_evidence_per_sweep_unless_traced():
+    """EP computes its log evidence once, after the last sweep, unless ``trace=True``;
+    the posteriors and the final log evidence are the same either way."""
+    with ff.Model("truncated") as model:
+        x = ff.Gaussian("x", 0.0, variance=1.0)
+        ff.constrain_true(x > 0.5)
+    compiled = model.compile("ep")
+    quiet = compiled.run(iterations=4, tolerance=None)
+    traced = compiled.run(iterations=4, tolerance=None, trace=True)
+    assert quiet.trace == () and len(traced.trace) == 4
+    assert quiet.log_evidence == traced.log_evidence == traced.trace[-1]
+    assert quiet["x"] == traced["x"]
+
+
+def test_vmp_traces_its_bound_unless_told_not_to():
+    compiled = _learning_gaussian().compile("vmp")
+    traced = compiled.run(iterations=6, tolerance=None)
+    quiet = compiled.run(iterations=6, tolerance=None, trace=False)
+    assert len(traced.trace) == 6 and quiet.trace == ()
+    assert quiet["mean"] == traced["mean"] and quiet.log_evidence == traced.log_evidence
+    with pytest.raises(ff.ModelError, match="trace must be True, False or None"):
+        compiled.run(iterations=1, trace="yes")

@@ -69,7 +69,7 @@ def test_ep_bar_shows_log_evidence(bars, monkeypatch) -> None:
     with ff.Model("ep") as model:
         x = ff.Gaussian("x", 0.0, variance=1.0)
         ff.constrain_true(x > 0.5)
-    result = model.infer("ep", iterations=3, tolerance=None)
+    result = model.infer("ep", iterations=3, tolerance=None, trace=True)
     assert made[0].postfix.startswith(f"log_evidence={result.trace[-1]:.6g}, ")
 
 

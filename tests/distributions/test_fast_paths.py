@@ -1,0 +1,75 @@
+"""The array fast paths the generated code leans on give the numbers of the plain ones:
+moments of broadcast messages on their distinct elements, products that skip uniform
+factors, remembered normalisations, scatters by ``np.bincount``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import special
+
+from factorflow.distributions import Bernoulli, Discrete, Gamma, Gaussian
+from factorflow.distributions.base import COMPACT_ABOVE, distinct, log_normalize, zeros_view
+from factorflow.distributions.moments import E, Elog, V
+from tests.conftest import assert_close
+
+N, K = COMPACT_ABOVE, 3  # a clone of K messages over an (N, K) plate, large enough to compact
+
+
+def test_moments_of_a_broadcast_message_equal_the_moments_of_its_copy():
+    rng = np.random.default_rng(0)
+    gamma = Gamma(rng.uniform(1, 5, K), rate=rng.uniform(1, 3, K))
+    gauss = Gaussian(rng.normal(size=K), rng.uniform(0.5, 2, K))
+    for d in (gamma, gauss):
+        clone = d.broadcast_to((N, K))
+        copy = type(d).from_natural(*(np.array(e) for e in clone.eta))  # no broadcast axis
+        assert clone.compact().batch_shape == (1, K) and copy.compact() is copy
+        assert np.array_equal(E(clone), E(copy)) and np.array_equal(V(clone), V(copy))
+    assert np.array_equal(Elog(gamma.broadcast_to((N, K))), special.digamma(
+        np.broadcast_to(gamma.shape_param, (N, K))) - np.log(gamma.rate))
+    small = gauss.broadcast_to((5, K))  # below COMPACT_ABOVE: not worth compacting
+    assert small.compact() is small
+
+
+def test_distinct_shrinks_only_broadcast_axes():
+    a = np.broadcast_to(np.arange(3.0), (4, 3))
+    assert distinct(a).shape == (1, 3) and np.array_equal(distinct(a) + np.zeros((4, 3)), a)
+    b = np.arange(12.0).reshape(4, 3)
+    assert distinct(b) is b
+
+
+def test_a_product_with_a_uniform_message_is_the_other_message():
+    rng = np.random.default_rng(1)
+    msg = Gaussian.from_natural(rng.normal(size=(6, 2)), rng.uniform(1, 2, (6, 2)))
+    assert (Gaussian.uniform((6, 2)) * msg) is msg and (msg * Gaussian.uniform((6, 2))) is msg
+    wider = Gaussian.uniform((3, 6, 2)) * msg  # the shape still broadcasts
+    assert wider.batch_shape == (3, 6, 2) and np.array_equal(wider.eta[1][2], msg.eta[1])
+    both = Bernoulli.uniform((4,)) * Bernoulli.from_natural(np.zeros(()))
+    assert both.batch_shape == (4,) and np.all(both.is_uniform())
+    explicit = Gaussian.from_natural(np.zeros((6, 2)), np.zeros((6, 2))) * msg
+    assert explicit == msg
+    assert not zeros_view((2,)).flags.writeable
+
+
+def test_normalisation_is_remembered_and_exact():
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(50, 4)) * 30
+    out = log_normalize(x)
+    assert_close(out, x - special.logsumexp(x, axis=-1, keepdims=True), rtol=0, atol=1e-13)
+    assert log_normalize(x) is out and log_normalize(out) is out
+    with pytest.raises(ValueError, match="read-only"):
+        out[0, 0] = 1.0
+    d = Discrete.from_natural(x)
+    assert_close(d.probs, special.softmax(x, axis=-1), rtol=1e-13, atol=0)
+    assert_close(Discrete.from_natural(np.array([[-np.inf, 0.0]])).probs, [[0.0, 1.0]])
+
+
+def test_scatter_by_bincount_equals_add_at():
+    rng = np.random.default_rng(3)
+    index = rng.integers(0, 7, 200)
+    msg = Gaussian.from_natural(rng.normal(size=200), rng.uniform(0, 1, 200))
+    got = msg.scatter_prod(index, 9)
+    for e, g in zip(msg.eta, got.eta, strict=True):
+        ref = np.zeros(9)
+        np.add.at(ref, index, e)
+        assert_close(g, ref, rtol=1e-13, atol=1e-13)
