@@ -137,6 +137,8 @@ def channels(program: Program) -> Program:
         return replace(stmt, inputs=stmt.inputs + (
             ("gate", use_of(gate, loops, definition.provenance)),))
 
+    emitted: set[str] = set()  # the variables whose node follows a gate (added once)
+
     def add_nodes(nodes: tuple[Node, ...], gated: bool, masked: bool = False
                   ) -> tuple[Node, ...]:
         out: list[Node] = []
@@ -167,16 +169,19 @@ def channels(program: Program) -> Program:
                 # a variable defined in several branches of observed conditions has its
                 # node after the last of those branches, in the innermost body holding
                 # all its definitions (inside any outer observed branch, whose mask then
-                # covers its evidence: where that branch is off it does not exist)
-                element = [(v, d) for v, d in element
-                           if not masked or (known and not _defined_by_element(d, v)
-                                             and _count_defs(node.body, v) < n_defs[v])]
-                if masked:
-                    element = [(v, d) for v, d in element if not _is_clone(random[v])]
+                # covers its evidence: where that branch is off it does not exist); a
+                # random gate's element definitions (its clones) have theirs after it,
+                # also inside an observed branch
+                if masked and known:
+                    element = [(v, d) for v, d in element
+                               if not _defined_by_element(d, v)
+                               and _count_defs(node.body, v) < n_defs[v]]
                 elif known:
                     element = [(v, d) for v, d in element if _defined_by_element(d, v)
                                or _is_clone(random[v])
                                or _count_defs(node.body, v) < n_defs[v]]
+                element = [(v, d) for v, d in element if v not in emitted]
+                emitted.update(v for v, _ in element)
                 # a random gate's exit clones send their evidence to its own cases,
                 # also inside an outer gate (whose cases hear it through Gate.Cases)
                 # (and a variable defined in the branches of an observed condition,

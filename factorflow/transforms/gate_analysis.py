@@ -210,8 +210,10 @@ def _common_prefix(paths: list[Path]) -> Path:
 
 def _check_exit(decl: VarDecl, paths: list[Path], depth: int,
                 conditions: Mapping[tuple, tuple[int, str | None]],
-                shown: Mapping[tuple, str]) -> None:
-    """A variable exiting the gate at ``depth`` is defined in all of its cases, below."""
+                shown: Mapping[tuple, str], outer: str | None = None) -> None:
+    """A variable exiting the gate at ``depth`` is defined in all of its cases, below
+    (``outer``: the condition of an ``ff.Switch`` above, which it leaves because it is
+    defined inside it without the Switch's axis)."""
     deeper = [p for p in paths if len(p) > depth]
     if not deeper:
         return
@@ -223,13 +225,22 @@ def _check_exit(decl: VarDecl, paths: list[Path], depth: int,
     key = keys.pop()
     count, switch = conditions[key]
     cases = {p[depth][1] for p in deeper}
-    if any(isinstance(c, str) for c in cases):  # a Switch's body is in every case
-        cases = set(range(count))
+    if any(isinstance(c, str) for c in cases):  # a Switch's body is in every case: the
+        # variable, without the Switch's axis, is the same in each, so it leaves the Switch
+        # and must leave every gate inside it too
+        _check_exit(decl, deeper, depth + 1, conditions, shown, outer=shown[key])
+        return
     if switch is None and cases != set(range(count)):
         missing = sorted(set(range(count)) - cases)
+        if outer is not None:
+            raise ModelError(
+                f"{name} is defined inside ff.Switch({outer}), without its axis, and there "
+                f"inside the gate on {gate} but not in all of its cases: one {name} "
+                f"for every case of {outer} must be defined in every case of {gate}. "
+                f"Define {name} in every case of {gate}, or outside the Switch.")
         raise ModelError(f"{name} is defined inside the gate on {gate} but not in its "
                          f"case(s) {missing}, and is read outside it: define {name} in every "
                          "case, or read it only inside.")
     for case in cases:
         _check_exit(decl, [p for p in deeper if p[depth][1] == case], depth + 1, conditions,
-                    shown)
+                    shown, outer)

@@ -194,7 +194,13 @@ class _Gates:
             parent.append(b)
             return
         key = condition_key(tuple((c.key, k) for c, k, _ in self.levels), node.condition)
-        cond = self.conds.get(key) or self._condition(key, node, count, switch)
+        # a condition defined in a branch of an observed condition is that branch's own
+        # (another branch defining it too has other cases and clones: each exists only
+        # where its branch holds, so one made in the first would be off in the second)
+        home = next((f for f in reversed(self.frames) if f.kind == "det" and
+                     node.condition.var in self.det_defined.get(id(f), ())), None)
+        slot = key + ((id(home),) if home is not None else ())
+        cond = self.conds.get(slot) or self._condition(key, node, count, switch, slot)
         level, frame = len(self.levels), Frame("if", [])
         self.levels.append((cond, case, frame))
         self.frames.append(frame)
@@ -207,10 +213,12 @@ class _Gates:
         if switch is None:
             self._exit(cond, parent)
 
-    def _condition(self, key: tuple, node: If, count: int, switch: str | None) -> Cond:
-        """A new condition: its cases array, declared and defined before the gate."""
+    def _condition(self, key: tuple, node: If, count: int, switch: str | None,
+                   slot: tuple) -> Cond:
+        """A new condition (``slot``: its entry in ``self.conds``): its cases array,
+        declared and defined before the gate."""
         lhs = node.condition
-        cond = self.conds[key] = Cond(key, lhs, count, switch)
+        cond = self.conds[slot] = Cond(key, lhs, count, switch)
         held = [self.frames.pop()] if switch else []  # a switch's cases sit before its loop
         loops = self._loops()
         known = {i for c, _, _ in self.levels for i in c.lhs.index + (c.switch,)}

@@ -102,6 +102,7 @@ class _Discrete:
     def __init__(self, g: _Gen):
         self.g = g
         self.cased: set[str] = set()  # conditions already met by a Case gate
+        self.switches = 0  # how many Switch bodies the block being drawn is inside
 
     def draw_var(self, scope, elements, depth):
         g = self.g
@@ -121,6 +122,15 @@ class _Discrete:
         for _ in range(items):
             conditions = [v for v in scope if v[1] in ("Bernoulli", "Discrete")
                           and v[0] not in enclosing]
+            if elements is not None and depth > 0:  # a gate on a latent condition
+                # outside the plate, nested in another gate inside it, cannot be hoisted
+                # out of the plate: factorflow refuses it by name
+                conditions = [v for v in conditions if v[4] is not None or v[3] is not None]
+            if self.switches:  # inside a Switch's body a variable leaves every gate it is
+                # defined in (it has no Switch axis): factorflow refuses a latent gate there
+                # unless each of its variables is defined in all of its cases, so only
+                # observed conditions gate inside a Switch here
+                conditions = [v for v in conditions if v[3] is not None]
             if conditions and depth < 2 and self.g.flag(0.55):
                 stmt, exits = self.gate(scope, conditions, elements, depth, enclosing)
                 out.append(stmt)
@@ -162,6 +172,7 @@ class _Discrete:
             obs = None if latent else g.observed_value(fam, kk, elements)
             exit_spec = (g.name("o" if obs is not None else "e"), fam, kk, obs)
         branches = []
+        self.switches += kind == "switch"
         for key in keys:
             body = []
             inner_scope = list(scope)
@@ -176,6 +187,7 @@ class _Discrete:
                                  enclosing + (name,))
             body += more
             branches.append((key, tuple(body)))
+        self.switches -= kind == "switch"
         exits = []
         if exit_spec is not None:
             ename, fam, kk, obs = exit_spec

@@ -667,3 +667,68 @@ def test_ep_first_sweep_reads_a_gate_case_before_its_clone_is_sent():
     assert_close(result["g1"].mean, exact[0], atol=0.15)
     assert_close(result["e9"].mean, exact[2], atol=0.15)
     assert_close(result["z8"].probs, weights, atol=0.15)
+
+
+def test_a_variable_in_one_case_of_a_gate_inside_a_switch_is_refused():
+    """c5 has no axis of the Switch on z1, so it leaves the Switch, and with it the gate on
+    c2 it is defined in, where it is defined in one case only: refused by name (it was
+    taken as an exit of c2 never defined there: a uniform c5 and log Z off by log 2)."""
+    with ff.Model() as model:
+        z1 = ff.Discrete("z1", [0.286, 0.714])
+        c2 = ff.Bernoulli("c2", 0.1)
+        with ff.Switch(z1):
+            with ff.Case(c2, 0):
+                ff.Bernoulli("c5", 0.3)
+    for algorithm in ("ep", "vmp"):
+        with pytest.raises(ff.ModelError, match=r"c5 is defined inside ff\.Switch\(z1\).*c2"):
+            model.compile(algorithm)
+    with ff.Model() as model:  # defined in every case of c2: an exit of c2 and of z1
+        z1 = ff.Discrete("z1", [0.286, 0.714])
+        c2 = ff.Bernoulli("c2", 0.1)
+        with ff.Switch(z1):
+            with ff.Case(c2, 0):
+                ff.Bernoulli("c5", 0.3)
+            with ff.Case(c2, 1):
+                ff.Bernoulli("c5", 0.6)
+    result = model.infer("ep")
+    assert abs(result.log_evidence) < 1e-12
+    assert abs(float(result["c5"].p) - (0.9 * 0.3 + 0.1 * 0.6)) < 1e-12
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_gates_on_a_condition_defined_in_each_branch_of_an_observed_one(algorithm):
+    """e3 is defined under If(o1) and under IfNot(o1), and each branch opens Case(e3, 0):
+    each branch has its own gate on its e3 (the cases made in the first branch, off
+    where o1 is False, were read by the second: o5's evidence was lost)."""
+    with ff.Model() as model:
+        o1 = ff.Bernoulli("o1", 0.1, observed=False)
+        with ff.Plate(ff.Range("n", 1)):
+            with ff.If(o1):
+                e3 = ff.Bernoulli("e3", 0.1)
+                with ff.Case(e3, 0):
+                    ff.Bernoulli("c4", 0.1)
+            with ff.IfNot(o1):
+                e3 = ff.Bernoulli("e3", 0.1)
+                with ff.Case(e3, 0):
+                    ff.Bernoulli("o5", 0.1, observed=[True])
+    result = model.infer(algorithm, iterations=20)
+    assert_close(result.log_evidence, np.log(0.9 * (0.1 + 0.9 * 0.1)), atol=1e-10)
+    assert_close(result["e3"].p, [0.1 / 0.19], atol=1e-10)
+
+
+def test_vmp_exit_clones_of_a_gate_inside_an_observed_branch_that_is_off():
+    """e3 leaves the random gate on c2, which sits in the branch Case(o1, 0) that the
+    observed o1 = True switches off: the clones' entropy counted anyway (bound log Z +
+    log 2); now their nodes sit inside the branch, under its mask."""
+    with ff.Model() as model:
+        o1 = ff.Bernoulli("o1", 0.1, observed=True)
+        c2 = ff.Bernoulli("c2", 0.1)
+        with ff.Case(o1, 0):
+            with ff.Case(c2, 0):
+                ff.Bernoulli("e3", 0.1)
+            with ff.Case(c2, 1):
+                ff.Bernoulli("e3", 0.1)
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm, iterations=20)
+        assert_close(result.log_evidence, np.log(0.1), atol=1e-10)
+        assert_close(result["c2"].p, 0.1, atol=1e-12)
