@@ -16,7 +16,7 @@ COPY = define_factor("Copy", ("copy", "any"), ("value", "any"), deterministic=Tr
 
 
 @COPY.operator("ep", "copy")
-@COPY.operator("vmp", "copy", trigger=("value",))
+@COPY.operator("vmp", "copy", trigger=("value",), skip_if_uniform=("value",))
 def _copy(value):
     return value
 

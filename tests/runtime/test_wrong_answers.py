@@ -732,3 +732,29 @@ def test_vmp_exit_clones_of_a_gate_inside_an_observed_branch_that_is_off():
         result = model.infer(algorithm, iterations=20)
         assert_close(result.log_evidence, np.log(0.1), atol=1e-10)
         assert_close(result["c2"].p, 0.1, atol=1e-12)
+
+
+def test_vmp_switch_case_copy_waits_for_its_entered_value():
+    """Under VMP the initialisation copied g2's clone into each case of the Switch on z5
+    before the clone was entered (a uniform Gaussian): the case evidence was −inf and the
+    cases NaN.  A case's copy now needs its value (SkipIfUniform).  Z involves only z9
+    (z5, e6 and c8 sum out): EP is exact, VMP's bound stays below log Z."""
+    with ff.Model() as model:
+        g2 = ff.Gaussian("g2", 2.0, precision=4.0)
+        z5 = ff.Discrete("z5", [0.273, 0.182, 0.545])
+        with ff.Switch(z5):
+            ff.Gaussian("e6", g2, precision=0.25)
+        c8 = ff.Bernoulli("c8", 0.1)
+        z9 = ff.Discrete("z9", [0.333, 0.667])
+        for branch in (ff.If(c8), ff.IfNot(c8)):
+            with branch:
+                with ff.Case(z9, 0):
+                    ff.Gaussian("y10", 0.0, precision=4.0, observed=-1.1)
+                with ff.Case(z9, 1):
+                    ff.Gaussian("y10", g2, precision=0.5, observed=-1.1)
+    zs = [0.333 * stats.norm(0.0, 0.5).pdf(-1.1), 0.667 * stats.norm(2.0, 1.5).pdf(-1.1)]
+    ep = model.infer("ep", iterations=50)
+    assert_close(ep.log_evidence, np.log(sum(zs)), atol=1e-9)
+    assert_close(ep["z9"].probs, np.array(zs) / sum(zs), atol=1e-9)
+    vmp = model.infer("vmp", iterations=50)
+    assert np.isfinite(vmp.log_evidence) and vmp.log_evidence <= np.log(sum(zs)) + 1e-9
