@@ -14,6 +14,7 @@ from factorflow.errors import (
     DataError,
     ExcludedVariableError,
     ImproperMessageError,
+    ImproperMessageWarning,
     ModelError,
     ParseError,
     RenderError,
@@ -70,6 +71,7 @@ __all__ = [
     "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ExcludedVariableError",
-    "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
+    "ImproperMessageError", "ImproperMessageWarning",
+    "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
     "load_result", "parse", "ParseError",
 ]
