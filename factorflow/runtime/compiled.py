@@ -268,6 +268,9 @@ class CompiledModel:
         relative change with the variable it moved — when standard error is a terminal;
         ``progress=False`` turns it off.  ``result.plot_convergence()`` draws the trace.
         """
+        arguments = dict(iterations=iterations, data=data, init=init,
+                         on_iteration=on_iteration, tolerance=tolerance, checkpoint=checkpoint,
+                         every=every, resume=resume, progress=progress, trace=trace)
         until_converged = iterations is None
         if until_converged:
             iterations = MAX_ITERATIONS
@@ -301,7 +304,7 @@ class CompiledModel:
         start = time.perf_counter()
         monitor.bar = progress_bar(progress, None if until_converged else int(iterations),
                                    self.algorithm)
-        skipped = SKIPPED.set({})
+        skipped, failed = SKIPPED.set({}), None
         try:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
@@ -309,14 +312,29 @@ class CompiledModel:
         except ImproperMessageError as e:
             if self.algorithm != "ep" or damp is not None or "iteration" not in str(e):
                 raise
-            raise ImproperMessageError(  # EP's own failure mode: it has a remedy to offer
-                f"{e} Under EP, sites whose updates overshoot (a mixture, a loopy model) "
-                "can make it improper in a sweep: try damping=0.5, or VMP.") from None
+            if checkpoint is not None:  # a checkpoint belongs to one damping: no restart
+                raise ImproperMessageError(
+                    f"{e} Under EP, sites whose updates overshoot (a mixture, a loopy "
+                    "model) can make it improper in a sweep: try damping=0.5, or VMP."
+                    ) from None
+            failed = e
         finally:
             monitor.skipped = SKIPPED.get() or {}
             SKIPPED.reset(skipped)
             if monitor.bar is not None:
                 monitor.bar.close()
+        if failed is not None:  # EP's own failure mode: overshooting sites (a mixture, a
+            # loopy model).  Damping keeps the fixed points and shortens the steps.
+            warnings.warn(f"{self.model.name}: undamped EP failed ({failed}); running it "
+                          f"again with damping={RESTART_DAMPING}.", ConvergenceWarning,
+                          stacklevel=2)
+            try:
+                return self.run(**arguments, damping=RESTART_DAMPING)
+            except ImproperMessageError as e:
+                raise ImproperMessageError(
+                    f"{e} (EP damped with {RESTART_DAMPING}, after the undamped run "
+                    "failed too): EP has no proper fixed point within reach here; use "
+                    "VMP, or more informative priors.") from None
         seconds = time.perf_counter() - start
         if iterations == 0:
             _check_initialised(posteriors)
@@ -361,6 +379,9 @@ def _relative(step: np.ndarray, old: np.ndarray) -> float:
         rel /= 1.0 + np.abs(old)
     return float(np.max(rel, initial=0.0))
 
+
+#: the damping EP runs again with when its undamped run went improper
+RESTART_DAMPING = 0.5
 
 #: relative changes this small (a thousand units of rounding) are rounding, not progress
 ROUNDING = 1e3 * float(np.finfo(float).eps)

@@ -825,20 +825,35 @@ def _three_point_mixture() -> ff.Model:
 
 def test_ep_mixture_whose_cavities_go_improper_says_so():
     """Oracle seed 2: parallel EP on a three-point mixture.  Undamped, the posterior of
-    the means goes improper in sweep 4: the error names it and offers damping.  Damped,
-    some cavities are improper (another datum's site has negative precision): those site
-    updates are skipped, once reported by an ImproperMessageWarning; they are still
-    skipped when the run stops, so the result is not an EP fixed point and says so
-    (``converged`` False, a ConvergenceWarning), with finite, proper posteriors."""
+    the means goes improper in sweep 4: the run says so and runs again with damping 0.5
+    (the same fixed points), giving the damped run's result.  Damped, some cavities are
+    improper (another datum's site has negative precision): those site updates are
+    skipped, reported once by an ImproperMessageWarning; they are still skipped when the
+    run stops, so the result is not an EP fixed point and says so (``converged`` False, a
+    ConvergenceWarning), with finite, proper posteriors."""
     model = _three_point_mixture()
-    with pytest.raises(ff.ImproperMessageError, match=r"posterior of means .* at iteration 4 "
-                                                       r".*try damping=0\.5, or VMP"):
-        model.infer("ep", iterations=100)
+    with pytest.warns(ff.ConvergenceWarning, match=r"undamped EP failed \(posterior of "
+                                                    r"means .* at iteration 4 .*\); running "
+                                                    r"it again with damping=0\.5"):
+        restarted = model.infer("ep", iterations=300)
     with pytest.warns(ff.ConvergenceWarning, match=r"not an EP fixed point after \d+ "
                                                     r"iterations: the last sweep still "
                                                     r"skipped .*Gate\.EnterOne"):
         with pytest.warns(ff.ImproperMessageWarning) as caught:
             result = model.infer("ep", iterations=300, damping=0.5)
     assert len([w for w in caught if w.category is ff.ImproperMessageWarning]) == 1
-    assert not result.converged
+    assert not result.converged and not restarted.converged
     assert np.all(result["means"].is_proper()) and np.isfinite(result.log_evidence)
+    assert_close(restarted["means"].mean, result["means"].mean, atol=0.0)
+    assert restarted.log_evidence == result.log_evidence
+
+
+def test_ep_that_fails_damped_too_names_both_runs(monkeypatch):
+    """When the damped run fails as well, the error says both runs failed and what to
+    do instead."""
+    from factorflow.runtime import compiled as runtime
+    monkeypatch.setattr(runtime, "RESTART_DAMPING", 0.0)  # no help: the same run
+    with pytest.warns(ff.ConvergenceWarning, match="undamped EP failed"):
+        with pytest.raises(ff.ImproperMessageError, match=r"EP damped with 0\.0, after the "
+                                                           r"undamped run failed too\)"):
+            _three_point_mixture().infer("ep", iterations=300)
