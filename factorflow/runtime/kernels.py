@@ -114,6 +114,8 @@ def _proper_elements(value: Distribution, mask: Any = None) -> tuple[np.ndarray,
     an exactly uniform message is not proper; ``mask`` (over the statement's plates) makes
     every element where the statement does not apply proper."""
     proper = np.asarray(value.is_proper())
+    if np.all(proper) and not any(np.isnan(e).any() for e in value.eta):
+        return proper, ~proper  # (the common case, in as few passes as it can be told)
     number = np.ones_like(proper)
     for e in value.eta:  # a NaN parameter is no message either
         nan = np.isnan(e)
