@@ -49,7 +49,7 @@ class Link:
 
     def __repr__(self) -> str:
         from factorflow.model.factories import _label
-        over = f", {self.over.name}" if self.over is not None else ""
+        over = f", {getattr(self.over, 'name', self.over)}" if self.over is not None else ""
         return f"ff.{self.function}({_label(self.arg)}{over})"
 
     def refuse(self, what: str) -> NoReturn:
