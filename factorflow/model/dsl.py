@@ -40,7 +40,9 @@ from factorflow.distributions.families import (
     Gaussian,
 )
 from factorflow.errors import ModelError
+from factorflow.factors import gradient
 from factorflow.factors.derive import Derivation, derive_naturals
+from factorflow.factors.gradient import GaussianFallback
 from factorflow.factors.registry import FACTORS, Factor, define_factor
 from factorflow.model import links
 from factorflow.model.core import Data, Indexed, Variable
@@ -261,6 +263,8 @@ class UserFactor:
     #: the arguments whose update the user wrote (``@ff.naturals``), checked against the
     #: derived one
     custom: set[str] = field(default_factory=set)
+    #: the Gaussian arguments with no conjugate form, updated by the gradient fallback
+    fallbacks: dict[str, GaussianFallback] = field(default_factory=dict)
 
     def __call__(self, name: str, *, observed: Any = None, **args: Any) -> Variable:
         output = next(iter(self.arguments))
@@ -350,8 +354,10 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
                 d = derive_naturals(density, sym(target), family,
                                     index=inner.get(target, "k"))
             except ModelError as exc:
-                user.blocked[target] = str(exc)
-                registered.notes[("vmp", target)] = str(exc)
+                why = _fallback(user, registered, target, str(exc))
+                if why is not None:
+                    user.blocked[target] = why
+                    registered.notes[("vmp", target)] = why
                 continue
             user.derivations[target] = d
             others = tuple(a for a in arguments if a != target)
@@ -360,7 +366,10 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
             registered.operator("vmp", target, proper=others)(
                 _operator(d, to_message, reads, dict(arguments), inner))
         full = next(iter(user.derivations.values()), None)
-        if full is not None:
+        if user.fallbacks:  # E_q[log f] with the fallback's quadrature over its target
+            registered.evidence_operator("vmp")(_fallback_elbo(
+                next(iter(user.fallbacks.values())), dict(arguments), inner))
+        elif full is not None:
             registered.evidence_operator("vmp")(_elbo(full.expected_log_factor,
                                                       dict(arguments), inner))
         user.factor = registered
@@ -406,3 +415,65 @@ def _numeric(density: Term, domains: dict[str, str], inner: dict[str, str]
         return evaluate(density, _environment([], values, domains, inner))
 
     return log_density
+
+
+# ----- the gradient fallback (factors.gradient) ------------------------------------------
+def _fallback(user: UserFactor, registered: Factor, target: str, blocked: str) -> str | None:
+    """Register the gradient fallback's VMP update of the Gaussian argument ``target``
+    (no conjugate form: ``blocked`` says why); None if registered, else why not."""
+    if user.arguments[target] != "real":
+        return blocked
+    try:
+        fb = gradient.gaussian_fallback(user.log_density, target)
+    except ModelError as exc:
+        return f"{blocked}; the gradient fallback does not apply either: {exc}"
+    user.fallbacks[target] = fb
+    domains = dict(user.arguments)
+    others = tuple(a for a in domains if a != target)
+
+    def message(*, reduce: Any = None, previous: Any = None, **args: Any) -> Any:
+        coefficients, _, known, shape = _fallback_inputs(fb, args, domains, user.inner)
+        if reduce is not None:
+            shape = reduce[0]
+        return gradient.optimize_gaussian(fb, coefficients, known, args[target], previous,
+                                          shape, reduce)
+
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in (*others, target)]
+    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None)
+               for n in ("reduce", "previous")]
+    message.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    registered.operator("vmp", target, proper=(*others, target),
+                        method=gradient.METHOD)(message)
+    return None
+
+
+def _fallback_inputs(fb: GaussianFallback, args: dict[str, Any], domains: dict[str, str],
+                     inner: dict[str, str]) -> tuple[list[np.ndarray], np.ndarray,
+                                                    dict[str, np.ndarray], tuple[int, ...]]:
+    """The fallback's closed coefficients and constant from the other arguments' moments,
+    the known values its parts read, and the plate shape they span."""
+    others = {k: v for k, v in args.items() if k != fb.target}
+    env = _environment(list(fb.closed_terms), others, domains, inner)
+    values = [np.asarray(evaluate(t, env), float) for t in fb.closed_terms]
+    random = sorted(n for n in fb.part_symbols if not moments.is_known(others.get(n)))
+    if random:
+        raise ModelError(f"the gradient fallback for {fb.target!r} integrates over "
+                         f"{fb.target!r} alone, but its terms {', '.join(map(str, fb.parts))} "
+                         f"also read the random argument {random[0]!r}; observe it, or "
+                         "write the factor so that the two are separate terms.")
+    known = {n: np.asarray(others[n], float) for n in fb.part_symbols}
+    target = args.get(fb.target)
+    tshape = target.batch_shape if isinstance(target, Gaussian) else np.shape(target)
+    shape = np.broadcast_shapes(tshape, *(np.shape(v) for v in values),
+                                *(np.shape(v) for v in known.values()))
+    return values[:-1], values[-1], known, shape
+
+
+def _fallback_elbo(fb: GaussianFallback, domains: dict[str, str],
+                   inner: dict[str, str]) -> Callable[..., Any]:
+    def average_log_factor(**args: Any) -> np.ndarray:
+        coefficients, constant, known, shape = _fallback_inputs(fb, args, domains, inner)
+        return gradient.expected_log_factor(fb, coefficients, constant, known,
+                                            args[fb.target], shape)
+
+    return _signature(average_log_factor, tuple(domains))
