@@ -349,7 +349,7 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
             if domain in _KNOWN_ONLY:  # counts: observed or constant, never messages
                 registered.notes[("vmp", target)] = f"{domain} arguments must be observed"
                 continue
-            family, to_message = _FAMILY[domain]
+            family = _FAMILY[domain][0]
             try:
                 d = derive_naturals(density, sym(target), family,
                                     index=inner.get(target, "k"))
@@ -359,12 +359,17 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
                     user.blocked[target] = why
                     registered.notes[("vmp", target)] = why
                 continue
-            user.derivations[target] = d
-            others = tuple(a for a in arguments if a != target)
-            # a vector target's own message is read for its number of components
-            reads = (*others, target) if domain in _VECTOR else others
-            registered.operator("vmp", target, proper=others)(
-                _operator(d, to_message, reads, dict(arguments), inner))
+            _conjugate(user, registered, target, d)
+        for target in [t for t in user.blocked if user.fallbacks]:
+            # beside a fallback the ELBO term is the fallback's, so a conjugate argument
+            # needs only its naturals closed (the rest may hold the fallback's terms)
+            try:
+                d = derive_naturals(density, sym(target), _FAMILY[arguments[target]][0],
+                                    index=inner.get(target, "k"), close_rest=False)
+            except ModelError:
+                continue
+            del user.blocked[target], registered.notes[("vmp", target)]
+            _conjugate(user, registered, target, d)
         full = next(iter(user.derivations.values()), None)
         if user.fallbacks:  # E_q[log f] with the fallback's quadrature over its target
             registered.evidence_operator("vmp")(_fallback_elbo(
@@ -377,6 +382,17 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
         return user
 
     return declare
+
+
+def _conjugate(user: UserFactor, registered: Factor, target: str, d: Derivation) -> None:
+    """Register the derived conjugate VMP message to ``target``."""
+    domain = user.arguments[target]
+    user.derivations[target] = d
+    others = tuple(a for a in user.arguments if a != target)
+    # a vector target's own message is read for its number of components
+    reads = (*others, target) if domain in _VECTOR else others
+    registered.operator("vmp", target, proper=others)(
+        _operator(d, _FAMILY[domain][1], reads, dict(user.arguments), user.inner))
 
 
 #: the user factors by registered name, so that declaring one again reuses it
