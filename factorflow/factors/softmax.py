@@ -243,9 +243,10 @@ def _statement_shape(sample, logits, plate: bool) -> tuple[int, ...]:
 
 def _ep_logits(sample, logits, plate: bool):
     """The EP message to η: proj[cavity · f] / cavity, taken in D (precision of rank
-    K − 1 in η; its D-precision clipped at 0 where rounding leaves it negative, which a
-    log-concave likelihood's observed sample cannot); for the plate form the projection
-    on independent Gaussians of the tilted η-marginals."""
+    K − 1 in η; for an observed sample its D-precision clipped at 0 where rounding leaves
+    it negative, which a log-concave likelihood cannot; a random sample's mixture may be
+    wider than the cavity, and its message improper, as EP's may be); for the plate form
+    the projection on independent Gaussians of the tilted η-marginals."""
     _, (m, cov, b, mu_d, cov_d), (mean_t, cov_t) = _tilted(sample, logits, plate)
     if plate:
         gain = np.einsum("...ij,kj,...kl->...il", cov, b, inverse(cov_d))
@@ -253,13 +254,15 @@ def _ep_logits(sample, logits, plate: bool):
         cov_eta = cov + np.einsum("...ij,...jk,...lk->...il", gain, cov_t - cov_d, gain)
         v_eta, v = np.diagonal(cov_eta, 0, -2, -1), np.diagonal(cov, 0, -2, -1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            prec = np.maximum(1 / v_eta - 1 / v, 0.0)
+            prec = 1 / v_eta - 1 / v
+            prec = np.maximum(prec, 0.0) if is_known(sample) else prec
             return Gaussian.from_natural(np.where(prec == 0, 0.0, mean_eta / v_eta - m / v),
                                          prec)
     pt, pc = inverse(cov_t), inverse(cov_d)
     prec_d = pt - pc
-    w, vecs = np.linalg.eigh(0.5 * (prec_d + np.swapaxes(prec_d, -1, -2)))
-    prec_d = np.einsum("...ij,...j,...kj->...ik", vecs, np.maximum(w, 0.0), vecs)
+    if is_known(sample):  # log-concave: only rounding can make an eigenvalue negative
+        w, vecs = np.linalg.eigh(0.5 * (prec_d + np.swapaxes(prec_d, -1, -2)))
+        prec_d = np.einsum("...ij,...j,...kj->...ik", vecs, np.maximum(w, 0.0), vecs)
     h_d = np.einsum("...ij,...j->...i", pt, mean_t) - np.einsum("...ij,...j->...i", pc, mu_d)
     return vector_gaussian(h_d @ b, np.einsum("ji,...jk,kl->...il", b, prec_d, b))
 

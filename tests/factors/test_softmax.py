@@ -126,6 +126,44 @@ def test_ep_unobserved_sample_gets_the_prior_predictive():
     assert abs(result.log_evidence) < 1e-8
 
 
+@pytest.mark.parametrize("k", [2, 3])
+def test_ep_message_from_an_uncertain_sample_matches_the_mixture(k):
+    """A random sample with message w: the tilted distribution is the cavity times
+    Σ_y w_y softmax_y(η); the message times the cavity has its moments (in the differences
+    η_j − η_0: the message is flat along η + c·1, which the likelihood cannot see)."""
+    from factorflow.distributions import Discrete, VectorGaussian
+    from factorflow.factors.softmax import SOFTMAX
+    m = np.array([0.4, -0.8, 1.0])[:k]
+    cov = np.array([[1.0, 0.3, 0.1], [0.3, 0.6, -0.2], [0.1, -0.2, 1.4]])[:k, :k]
+    w = np.array([0.5, 0.2, 0.3])[:k] / np.array([0.5, 0.2, 0.3])[:k].sum()
+    cavity = VectorGaussian(m, cov)
+    msg = SOFTMAX.operators[("ep", "logits")].fn(sample=Discrete(w), logits=cavity)
+    post = VectorGaussian.from_natural(cavity.eta[0] + msg.eta[0], cavity.eta[1] + msg.eta[1])
+    parts = [tilted_by_hermite(m, cov, y) for y in range(k)]
+    z = np.array([math.exp(p[0]) for p in parts]) * w
+    p = z / z.sum()
+    mean = sum(p[y] * parts[y][1] for y in range(k))
+    second = sum(p[y] * (parts[y][2] + np.outer(parts[y][1], parts[y][1])) for y in range(k))
+    b = np.hstack([-np.ones((k - 1, 1)), np.eye(k - 1)])
+    assert_close(b @ post.mean, b @ mean, rtol=0, atol=1e-7)
+    assert_close(b @ post.covariance @ b.T, b @ (second - np.outer(mean, mean)) @ b.T,
+                 rtol=0, atol=1e-7)
+    evidence = SOFTMAX.evidence["ep"](sample=Discrete(w), logits=cavity)
+    assert_close(evidence, math.log(z.sum()), rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["DiscreteFromSoftmax", "DiscreteFromSoftmaxPlate"])
+def test_evidence_of_known_arguments_is_the_log_density(name):
+    from factorflow.factors import FACTORS
+    factor = FACTORS[name]
+    point = {"sample": np.array([2, 0]), "logits": np.array([[0.3, -1.0, 2.0], [0.0, 0.5, 0.1]])}
+    log_f = factor.log_density(**point)
+    assert_close(log_f, [2.0 - special.logsumexp([0.3, -1.0, 2.0]),
+                         -special.logsumexp([0.0, 0.5, 0.1])], rtol=1e-12)
+    for algorithm in ("ep", "vmp"):
+        assert_close(factor.evidence[algorithm](**point), log_f, rtol=1e-12)
+
+
 def test_ep_refuses_more_than_three_categories_by_name():
     model = single_site(np.zeros(4), np.eye(4), 2)
     with pytest.raises(ff.UnsupportedFactorError, match=r"K = 4.*use 'vmp'"):
