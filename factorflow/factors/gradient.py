@@ -25,6 +25,10 @@ The message sent is N(m*, v*) / (h, p), so the posterior becomes the optimum: a
 coordinate ascent step, and the bound never falls.  Where the factor is repeated over
 plates that x lacks, the operator sums S over them first (``reduce``): one optimum for
 all of x's data.
+
+A derived target (an expression such as ``X @ w``, whose marginal is the distribution of
+the expression under the posteriors of its parents, not a posterior of its own) gets
+non-conjugate VMP's message instead (``ncvmp_message``): a fixed point, not an ascent.
 """
 
 from __future__ import annotations
@@ -53,6 +57,10 @@ _STEPS, _HALVINGS, _DONE = 200, 60, 1e-12
 METHOD = (f"VMP: gradient fallback (no conjugate form): the Gaussian's mean and variance "
           f"maximise its ELBO terms by Newton's method, derivatives by the rewrite engine, "
           f"expectations by {GH_NODES}-node Gauss-Hermite")
+#: the method for a derived target (an expression: its posterior is not its own)
+NCVMP_METHOD = (f"VMP: gradient fallback for an expression (no conjugate form): non-conjugate "
+                f"VMP (Knowles & Minka 2011), gradients of E[log f] in the mean and variance "
+                f"by the rewrite engine's derivatives and {GH_NODES}-node Gauss-Hermite")
 
 
 @dataclass(frozen=True)
@@ -198,6 +206,24 @@ def optimize_gaussian(fb: GaussianFallback, coefficients: Sequence[np.ndarray],
     return Gaussian.from_natural(*eta)
 
 
+def ncvmp_message(fb: GaussianFallback, coefficients: Sequence[np.ndarray],
+                  known: Mapping[str, np.ndarray], q: Gaussian, shape: tuple[int, ...],
+                  reduce: Reduce | None) -> Gaussian:
+    """Non-conjugate VMP's message (Knowles & Minka 2011) for a derived target (an
+    expression such as ``X @ w``, whose posterior is not its own): precision
+    −2 ∂S/∂v = −E[Σ g''], precision·mean ∂S/∂m + m · precision, at the current q.  Its
+    fixed point is a stationary point of the ELBO; the bound may fall on the way."""
+    terms = _Terms(fb, coefficients, known, shape, reduce)
+    m, v = _align(q.mean, shape, reduce), _align(q.variance, shape, reduce)
+    _, d1, d2 = terms(m, v, 2)
+    prec = -d2
+    eta = (d1 + m * prec, prec)
+    if reduce is not None:
+        eta = tuple(e.reshape(np.shape(q.eta[0])) if e.size == np.size(q.eta[0]) else
+                    np.squeeze(e, axis=reduce[1]) for e in eta)
+    return Gaussian.from_natural(*np.broadcast_arrays(*eta))
+
+
 def expected_log_factor(fb: GaussianFallback, coefficients: Sequence[np.ndarray],
                         constant: np.ndarray, known: Mapping[str, np.ndarray], target: Any,
                         shape: tuple[int, ...]) -> np.ndarray:
@@ -213,5 +239,5 @@ def expected_log_factor(fb: GaussianFallback, coefficients: Sequence[np.ndarray]
     return terms(np.asarray(m, float), np.asarray(v, float), 0)[0] + constant
 
 
-__all__ = ["GaussianFallback", "gaussian_fallback", "optimize_gaussian",
-           "expected_log_factor", "METHOD"]
+__all__ = ["GaussianFallback", "gaussian_fallback", "optimize_gaussian", "ncvmp_message",
+           "expected_log_factor", "METHOD", "NCVMP_METHOD"]

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -279,7 +279,10 @@ class UserFactor:
             raise ModelError(f"{self.name}({name!r}): the number of components of {output!r} "
                              f"comes from an argument sharing its index "
                              f"{self.inner[output]!r}, and there is none.")
-        return new_variable(self.name, name, self.arguments[output], args, domains, observed,
+        derived = frozenset(t for t in self.fallbacks if isinstance(args.get(t), Variable)
+                            and args[t].derived)
+        factor = _of_expressions(self, derived) if derived else self.name
+        return new_variable(factor, name, self.arguments[output], args, domains, observed,
                             size=size)
 
     def _sizes(self, name: str, args: dict[str, Any]) -> dict[str, int]:
@@ -461,6 +464,43 @@ def _fallback(user: UserFactor, registered: Factor, target: str, blocked: str) -
     registered.operator("vmp", target, proper=(*others, target),
                         method=gradient.METHOD)(message)
     return None
+
+
+def _ncvmp_operator(user: UserFactor, fb: GaussianFallback) -> Callable[..., Any]:
+    """Non-conjugate VMP's message to the derived target of ``fb`` (factors.gradient)."""
+    domains, target = dict(user.arguments), fb.target
+
+    def message(*, reduce: Any = None, **args: Any) -> Any:
+        coefficients, _, known, shape = _fallback_inputs(fb, args, domains, user.inner)
+        if reduce is not None:
+            shape = reduce[0]
+        return gradient.ncvmp_message(fb, coefficients, known, args[target], shape, reduce)
+
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY)
+              for n in (*(a for a in domains if a != target), target)]
+    params.append(inspect.Parameter("reduce", inspect.Parameter.KEYWORD_ONLY, default=None))
+    message.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return message
+
+
+def _of_expressions(user: UserFactor, targets: frozenset[str]) -> str:
+    """The name of ``user``'s twin factor whose fallback ``targets`` are expressions
+    (derived variables): their messages non-conjugate VMP's, the rest shared."""
+    name = f"{user.name}__of_{'_'.join(sorted(targets))}"
+    if name in FACTORS:
+        return name
+    base = FACTORS[user.name]
+    twin = define_factor(name, *((a.name, a.domain) for a in base.args),
+                         log_density=base.log_density)
+    twin.operators.update({key: replace(op, factor=name) for key, op in base.operators.items()
+                           if key[1] not in targets})
+    twin.evidence.update(base.evidence)
+    twin.notes.update(base.notes)
+    others = {t: tuple(a for a in user.arguments if a != t) for t in targets}
+    for t in sorted(targets):
+        twin.operator("vmp", t, proper=(*others[t], t), method=gradient.NCVMP_METHOD,
+                      ascent=False)(_ncvmp_operator(user, user.fallbacks[t]))
+    return name
 
 
 def _fallback_inputs(fb: GaussianFallback, args: dict[str, Any], domains: dict[str, str],

@@ -128,6 +128,36 @@ def test_beside_a_conjugate_gamma_the_mean_field_optimum_is_reached():
     assert_ascends(result.trace)
 
 
+def test_an_expression_gets_non_conjugate_vmp_at_the_elbo_optimum():
+    """logit_coin of X @ w (a derived variable: its marginal is not a posterior of its
+    own): non-conjugate VMP's message, whose fixed point is the optimum of the ELBO over
+    q(w) = N(m, S), here by BFGS over (m, Cholesky of S) with 80-node Hermite per datum."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 2)), rng.random(30) < 0.6
+    with ff.Model() as model:
+        w = ff.VectorGaussian("w", 0.0, precision=np.eye(2))
+        with ff.Plate(ff.Range("n", 30)):
+            logit_coin("y", x=X @ w, observed=y)
+    result = model.infer("vmp")
+    assert "non-conjugate VMP (Knowles & Minka 2011)" in model.compile("vmp").source
+    z, weights = np.polynomial.hermite_e.hermegauss(80)
+    weights = weights / math.sqrt(2 * math.pi)
+
+    def elbo(p):
+        chol = np.array([[math.exp(p[2]), 0.0], [p[3], math.exp(p[4])]])
+        cov = chol @ chol.T
+        x = (X @ p[:2])[:, None] + np.sqrt(np.einsum("nd,de,ne->n", X, cov, X))[:, None] * z
+        data = ((y[:, None] * x - np.logaddexp(0.0, x)) @ weights).sum()
+        return data - 0.5 * (np.trace(cov) + p[:2] @ p[:2] - 2 - np.linalg.slogdet(cov)[1])
+
+    best = optimize.minimize(lambda p: -elbo(p), np.zeros(5), method="BFGS",
+                             options={"gtol": 1e-11})
+    chol = np.array([[math.exp(best.x[2]), 0.0], [best.x[3], math.exp(best.x[4])]])
+    assert np.max(np.abs(result["w"].mean - best.x[:2])) < 1e-6
+    assert np.max(np.abs(result["w"].covariance - chol @ chol.T)) < 1e-6
+    assert abs(result.log_evidence + best.fun) < 1e-9
+
+
 def test_generated_code_names_the_fallback():
     with ff.Model() as model:
         x = ff.Gaussian("x", 0.0, variance=1.0)
