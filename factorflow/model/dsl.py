@@ -23,6 +23,7 @@ same number of components; the output variable takes that number.
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -382,6 +383,12 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
                                                       dict(arguments), inner))
         user.factor = registered
         _USER_FACTORS[name] = user
+        # the twins for fallback arguments given as expressions, made now so that a
+        # pickled model using one loads wherever this declaration has run
+        targets = sorted(user.fallbacks)
+        for r in range(1, len(targets) + 1):
+            for subset in itertools.combinations(targets, r):
+                _of_expressions(user, frozenset(subset))
         return user
 
     return declare
