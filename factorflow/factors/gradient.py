@@ -199,11 +199,7 @@ def optimize_gaussian(fb: GaussianFallback, coefficients: Sequence[np.ndarray],
         if np.all(np.abs(step * dm) <= _DONE * (1 + np.abs(m))) and \
                 np.all(np.abs(step * dlv) <= _DONE):
             break
-    eta = (m / v - h, 1 / v - p)
-    if reduce is not None:  # back to the target's own plates
-        eta = tuple(e.reshape(np.shape(q.eta[0])) if e.size == np.size(q.eta[0]) else
-                    np.squeeze(e, axis=reduce[1]) for e in eta)
-    return Gaussian.from_natural(*eta)
+    return _message(q, reduce, m / v - h, 1 / v - p)
 
 
 def ncvmp_message(fb: GaussianFallback, coefficients: Sequence[np.ndarray],
@@ -217,11 +213,16 @@ def ncvmp_message(fb: GaussianFallback, coefficients: Sequence[np.ndarray],
     m, v = _align(q.mean, shape, reduce), _align(q.variance, shape, reduce)
     _, d1, d2 = terms(m, v, 2)
     prec = -d2
-    eta = (d1 + m * prec, prec)
+    return _message(q, reduce, *np.broadcast_arrays(d1 + m * prec, prec))
+
+
+def _message(q: Gaussian, reduce: Reduce | None, *eta: np.ndarray) -> Gaussian:
+    """The Gaussian with naturals ``eta`` laid out by ``_align``, on the target's own
+    plates again."""
     if reduce is not None:
         eta = tuple(e.reshape(np.shape(q.eta[0])) if e.size == np.size(q.eta[0]) else
                     np.squeeze(e, axis=reduce[1]) for e in eta)
-    return Gaussian.from_natural(*np.broadcast_arrays(*eta))
+    return Gaussian.from_natural(*eta)
 
 
 def expected_log_factor(fb: GaussianFallback, coefficients: Sequence[np.ndarray],
