@@ -26,6 +26,7 @@ from factorflow.factors.common import (
     logsumexp,
     plate_einsum,
     project_dirichlet_mixture,
+    reduced_shape,
     times_finite,
 )
 from factorflow.factors.registry import define_factor
@@ -93,8 +94,8 @@ def _probs_vmp(sample, probs, *, reduce: Reduce | None = None,
         return Dirichlet.from_natural(np.broadcast_to(stats, shape + stats.shape[-1:]))
     w = np.ones(()) if weights is None else np.asarray(weights, float)
     if not is_known(sample):
-        return Dirichlet.from_natural(plate_einsum("i", [(w, ""), (sample.probs, "i")],
-                                                   reduce))
+        counts = plate_einsum("i", [(w, ""), (sample.probs, "i")], reduce)
+        return Dirichlet.from_natural(np.broadcast_to(counts, reduced_shape(reduce) + (size,)))
     return Dirichlet.from_natural(_scatter_counts(np.asarray(E(sample), int), w, size,
                                                   reduce))
 
