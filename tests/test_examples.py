@@ -74,6 +74,15 @@ def test_example_runs(path, capsys):
         assert abs(result.log_evidence - elbo) < 1e-10 * abs(elbo)
         assert np.all(np.diff(result.trace) > -1e-9 * np.abs(result.trace[1:]))
         assert np.min(out["cosine"].max(axis=0)) > 0.98  # every true topic found
+    if path.stem == "trueskill":  # parallel EP written out in NumPy, the same sweeps
+        from tests.runtime import handwritten
+        assert (handwritten.PRIOR_MEAN, handwritten.PRIOR_VAR, handwritten.NOISE_VAR) == (
+            module["PRIOR_MEAN"], module["PRIOR_VARIANCE"], module["NOISE_VARIANCE"])
+        mean, var = handwritten.trueskill_ep(out["players"], out["winner"], out["loser"],
+                                             out["sweeps"])[-1]
+        assert np.max(np.abs(out["result"]["skill"].mean - mean)) < 1e-10
+        assert np.max(np.abs(out["result"]["skill"].variance - var)) < 1e-10
+        assert out["rank_correlation"] > 0.9
     if path.stem == "learning_gaussian":
         assert abs(float(out["result"]["mean"].mean) - 5.9603207170807826) < 1e-9
 
@@ -83,4 +92,4 @@ def test_there_are_examples():
                                           "linear_regression", "gaussian_mixture", "hmm",
                                           "state_space", "bayesian_pca",
                                           "logistic_regression", "probit_bpm",
-                                          "poisson_regression", "lda"}
+                                          "poisson_regression", "lda", "trueskill"}
