@@ -124,6 +124,29 @@ def test_discrete_fused_counts_equal_the_product_of_token_messages():
     assert_close(counts, np.where(np.arange(V) == 2, float(N), 0.0) * np.ones((K, 1)), 0)
 
 
+@pytest.mark.parametrize(("change", "match"), [
+    ({"words": [0, 4, 1]}, r"observed value of 'w': 4.0 is outside the support "
+                           r"\(integers in 0..3\)"),
+    ({"doc": [0, 2, 1]}, r"index of theta: 2.0 is outside the support \(integers in 0..1\)"),
+    ({"topics": 2}, r"variable 'w', argument 'probs': ff.Switch\(z\) has 3 cases but 'phi' "
+                    r"has 2 elements over range 'k'; they must match"),
+])
+def test_lda_bad_input_is_named(change, match):
+    """A word past the vocabulary, a document index past the documents, and fewer topic
+    rows than topics are refused naming the variable and the bound."""
+    doc, words = np.array(change.get("doc", [0, 1, 1])), np.array(change.get("words", [0, 3, 1]))
+    with pytest.raises(ff.ModelError, match=match), ff.Model() as model:
+        with ff.Plate(ff.Range("d", 2)):
+            theta = ff.Dirichlet("theta", np.ones(3))
+        with ff.Plate(ff.Range("k", change.get("topics", 3))):
+            phi = ff.Dirichlet("phi", np.ones(4))
+        with ff.Plate(ff.Range("n", 3)):
+            z = ff.Discrete("z", theta[doc])
+            with ff.Switch(z):
+                ff.Discrete("w", phi[z], observed=words)
+        model.infer("vmp", progress=False)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_lda_reaches_the_perplexity_of_scikit_learn_batch(seed):
     """The acceptance line: same corpus, priors (1/K), start and iterations (50) as
