@@ -147,6 +147,7 @@ def test_lda_bad_input_is_named(change, match):
         model.infer("vmp", progress=False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_lda_reaches_the_perplexity_of_scikit_learn_batch(seed):
     """The acceptance line: same corpus, priors (1/K), start and iterations (50) as
