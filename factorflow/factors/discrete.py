@@ -113,7 +113,8 @@ def _scatter_counts(x: np.ndarray, w: np.ndarray, size: int, reduce: Reduce) -> 
             row = row + stride * np.arange(shape[k]).reshape(
                 (-1,) + (1,) * (len(shape) - 1 - k))
             stride *= shape[k]
-    flat, w = np.broadcast_to(row * size + x, shape), np.broadcast_to(w, shape)
+    flat, w = (a if a.shape == shape else np.broadcast_to(a, shape)  # (a view's ravel
+               for a in (row * size + x, np.asarray(w)))                # copies: only then)
     counts = np.bincount(flat.ravel(), weights=w.ravel(), minlength=stride * size)
     return counts.reshape(kept + (size,))
 
