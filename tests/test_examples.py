@@ -71,6 +71,26 @@ def test_example_runs(path, capsys):
         assert out["ep_mean_error"] < 1e-5 and out["vmp_mean_error"] < 1e-5
         assert abs(out["ep_log_evidence"] - out["log_z"]) < 1e-3
         assert out["log_z"] - 1e-3 < out["vmp_log_evidence"] < out["log_z"]
+    if path.stem == "lda":  # a mean-field LDA written out in NumPy, the same sweeps
+        from tests.runtime.test_lda import lda_by_hand
+        result = out["result"]
+        gamma, lam, _, elbo = lda_by_hand(out["doc"], out["words"], out["n_docs"],
+                                          out["n_words"], out["alpha"], out["eta"],
+                                          out["start"], result.iterations)
+        assert np.max(np.abs(result["phi"].alpha - lam)) < 1e-10 * np.max(lam)
+        assert np.max(np.abs(result["theta"].alpha - gamma)) < 1e-10 * np.max(gamma)
+        assert abs(result.log_evidence - elbo) < 1e-10 * abs(elbo)
+        assert np.all(np.diff(result.trace) > -1e-9 * np.abs(result.trace[1:]))
+        assert np.min(out["cosine"].max(axis=0)) > 0.98  # every true topic found
+    if path.stem == "trueskill":  # parallel EP written out in NumPy, the same sweeps
+        from tests.runtime import handwritten
+        assert (handwritten.PRIOR_MEAN, handwritten.PRIOR_VAR, handwritten.NOISE_VAR) == (
+            module["PRIOR_MEAN"], module["PRIOR_VARIANCE"], module["NOISE_VARIANCE"])
+        mean, var = handwritten.trueskill_ep(out["players"], out["winner"], out["loser"],
+                                             out["sweeps"])[-1]
+        assert np.max(np.abs(out["result"]["skill"].mean - mean)) < 1e-10
+        assert np.max(np.abs(out["result"]["skill"].variance - var)) < 1e-10
+        assert out["rank_correlation"] > 0.9
     if path.stem == "learning_gaussian":
         assert abs(float(out["result"]["mean"].mean) - 5.9603207170807826) < 1e-9
 
@@ -80,4 +100,4 @@ def test_there_are_examples():
                                           "linear_regression", "gaussian_mixture", "hmm",
                                           "state_space", "bayesian_pca",
                                           "logistic_regression", "probit_bpm",
-                                          "poisson_regression"}
+                                          "poisson_regression", "lda", "trueskill"}

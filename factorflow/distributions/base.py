@@ -190,8 +190,12 @@ class Distribution(ABC):
         out = []
         indices = as_index(indices)
         for e in self._product_form():
-            if indices.ndim == 1 and e.ndim == 1 and e.shape == indices.shape:
-                out.append(np.bincount(indices, weights=e, minlength=size))  # one pass
+            if indices.ndim == 1 and e.shape[:1] == indices.shape:  # one bincount pass
+                rest = e.shape[1:]
+                width = int(np.prod(rest, dtype=int))
+                flat = (indices[:, None] * width + np.arange(width)).ravel()
+                out.append(np.bincount(flat, weights=np.reshape(e, -1), minlength=size * width
+                                       ).reshape((size,) + rest))
                 continue
             acc = np.zeros((size,) + e.shape[indices.ndim:])
             np.add.at(acc, indices, e)
@@ -261,6 +265,11 @@ class Distribution(ABC):
 
     # ----- generic consequences -----------------------------------------------------
     def is_uniform(self) -> np.ndarray:
+        """Whether each batch element has all natural parameters zero (computed on the
+        distinct elements of a broadcast message, ``compact``)."""
+        small = self.compact()
+        if small is not self:
+            return np.broadcast_to(small.is_uniform(), self.batch_shape)
         u = self._uniform_naturals(self.batch_shape, *self.eta[0].shape[len(self.batch_shape):])
         return np.all([np.all(np.equal(e, ue), axis=tuple(range(e.ndim - self.event_ndim,
                                                                   e.ndim)))

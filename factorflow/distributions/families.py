@@ -14,9 +14,11 @@ import numpy as np
 
 from factorflow.distributions.base import (
     Distribution,
+    as_index,
     format_values,
     log_normalize,
     memo_of,
+    remember,
     sample_shape,
     zeros_view,
 )
@@ -364,8 +366,22 @@ class Dirichlet(Distribution):
         return a * (a0 - a) / (a0**2 * (a0 + 1))
 
     def mean_log(self) -> np.ndarray:
-        a = self.alpha
-        return special.digamma(a) - special.digamma(np.sum(a, axis=-1, keepdims=True))
+        """E[log p_k] = digamma(α_k) − digamma(Σ α), remembered while the natural
+        parameters live (read-only)."""
+        def compute(eta: np.ndarray) -> np.ndarray:
+            a = eta + 1.0
+            return special.digamma(a) - special.digamma(np.sum(a, axis=-1, keepdims=True))
+        return memo_of("dirichlet_mean_log", self.eta[0], compute)
+
+    def take(self, indices: np.ndarray, axis: int = 0) -> Dirichlet:
+        """Gather batch elements; when the gather makes more elements than it reads (LDA's
+        θ[doc] over the tokens), E[log p] is computed on the rows read and gathered with
+        them (the same numbers, bit for bit)."""
+        out = super().take(indices, axis)
+        if out.eta[0].size > self.eta[0].size:
+            remember("dirichlet_mean_log", out.eta[0],
+                     np.take(self.mean_log(), as_index(indices), axis=axis))
+        return out
 
     def log_normalizer(self) -> np.ndarray:
         a = self.alpha

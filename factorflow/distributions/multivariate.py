@@ -48,8 +48,10 @@ def check_positive_definite(matrix: Any, what: str) -> np.ndarray:
                         "their transposes); give (M + M.T) / 2.")
     low = smallest_eigenvalue(m) if m.size else np.zeros(0)
     if np.any(low <= 0):
-        raise DataError(f"{what} is not positive definite: its smallest eigenvalue is "
-                        f"{float(np.min(low)):.6g}; give a positive-definite matrix.")
+        at = np.unravel_index(int(np.argmin(low)), low.shape) if low.ndim else ()
+        where = f" at plate element {tuple(int(i) for i in at)}" if at else ""
+        raise DataError(f"{what} is not positive definite{where}: its smallest eigenvalue "
+                        f"is {float(np.min(low)):.6g}; give a positive-definite matrix.")
     return m
 
 

@@ -20,20 +20,29 @@ from factorflow.distributions import Dirichlet, Discrete
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, Elog, Eonehot, is_known
 from factorflow.factors.common import (
+    Reduce,
     batch_shape,
+    collapsed,
     logsumexp,
+    plate_einsum,
     project_dirichlet_mixture,
+    reduced_shape,
     times_finite,
 )
 from factorflow.factors.registry import define_factor
 
 
 def _pick(values: np.ndarray, x: Any) -> np.ndarray:
-    """values[..., x] over the broadcast plates of ``values`` (K last) and the indices x."""
+    """values[..., x] over the broadcast plates of ``values`` (K last) and the indices x;
+    a broadcast view of ``values`` (a gate's clone over the data) is read on its distinct
+    elements, the gather broadcasting them (O(plate elements), not × K)."""
     x = np.asarray(x, int)
+    values = np.asarray(values)
     shape = np.broadcast_shapes(x.shape, values.shape[:-1])
-    values = np.broadcast_to(values, shape + values.shape[-1:])
-    return np.take_along_axis(values, np.broadcast_to(x, shape)[..., None], -1)[..., 0]
+    nd = len(shape)
+    values = collapsed(values.reshape((1,) * (nd + 1 - values.ndim) + values.shape), 1)
+    x = x.reshape((1,) * (nd - x.ndim) + x.shape)[..., None]
+    return np.broadcast_to(np.take_along_axis(values, x, -1)[..., 0], shape)
 
 
 def _log_density(sample, probs) -> np.ndarray:
@@ -72,16 +81,50 @@ def _sample_vmp(probs) -> Discrete:
 
 
 @DISCRETE.operator("vmp", "probs")
-def _probs_vmp(sample, probs) -> Dirichlet:
-    """Dirichlet(1 + E[one-hot(x)]); ``probs`` is read for K and its plate shape."""
-    stats = _sample_stats(sample, _size(probs))
+def _probs_vmp(sample, probs, *, reduce: Reduce | None = None,
+               weights: np.ndarray | None = None) -> Dirichlet:
+    """Dirichlet(1 + E[one-hot(x)]); ``probs`` is read for K and its plate shape.  With
+    ``reduce``, the pseudo-counts summed over its plate axes, each element's weighted by
+    ``weights`` when given (LDA's topic-word counts Σ_n q(z_n = k) one-hot(w_n)): for an
+    observed sample a scatter-add, O(elements), never a one-hot array per element."""
+    size = _size(probs)
     shape = np.broadcast_shapes(batch_shape(sample), batch_shape(probs, 1))
-    return Dirichlet.from_natural(np.broadcast_to(stats, shape + stats.shape[-1:]))
+    if reduce is None:
+        stats = _sample_stats(sample, size)
+        return Dirichlet.from_natural(np.broadcast_to(stats, shape + stats.shape[-1:]))
+    w = np.ones(()) if weights is None else np.asarray(weights, float)
+    if not is_known(sample):
+        counts = plate_einsum("i", [(w, ""), (sample.probs, "i")], reduce)
+        return Dirichlet.from_natural(np.broadcast_to(counts, reduced_shape(reduce) + (size,)))
+    return Dirichlet.from_natural(_scatter_counts(np.asarray(E(sample), int), w, size,
+                                                  reduce))
+
+
+def _scatter_counts(x: np.ndarray, w: np.ndarray, size: int, reduce: Reduce) -> np.ndarray:
+    """Σ over the plate axes ``reduce[1]`` of w · one-hot(x) (x, w broadcast right-aligned
+    to the plate shape ``reduce[0]``): the kept plate axes, then ``size`` counts (one
+    ``np.bincount`` over the elements, in their own memory order)."""
+    shape, axes = reduce
+    kept = tuple(n for k, n in enumerate(shape) if k not in axes)
+    row = np.zeros((1,) * len(shape), int)  # each element's row of the result
+    stride = 1
+    for k in reversed(range(len(shape))):
+        if k not in axes:
+            row = row + stride * np.arange(shape[k]).reshape(
+                (-1,) + (1,) * (len(shape) - 1 - k))
+            stride *= shape[k]
+    flat, w = (a if a.shape == shape else np.broadcast_to(a, shape)  # (a view's ravel
+               for a in (row * size + x, np.asarray(w)))                # copies: only then)
+    counts = np.bincount(flat.ravel(), weights=w.ravel(), minlength=stride * size)
+    return counts.reshape(kept + (size,))
 
 
 @DISCRETE.evidence_operator("vmp")
 def _average_log_factor(sample, probs) -> np.ndarray:
-    """E_q[log f] = Σ_k q(x = k) E[log p_k] (a zero-probability category adds nothing)."""
+    """E_q[log f] = Σ_k q(x = k) E[log p_k] (a zero-probability category adds nothing); an
+    observed x reads E[log p_x] alone (no one-hot array over the categories)."""
+    if is_known(sample):
+        return _pick(Elog(probs), E(sample))
     return np.sum(times_finite(_sample_stats(sample, _size(probs)), Elog(probs)), axis=-1)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -87,6 +87,14 @@ def range_offset(rng: Range, lag: Any) -> Offset:
         raise ModelError(f"{rng.name} - {lag!r}: an offset index subtracts a positive "
                          f"integer from the plate index (write {rng.name} - 1).")
     return Offset(rng, int(lag))
+
+
+def range_lead(rng: Range, lead: Any) -> NoReturn:
+    """``t + lead``: refused by name (a chain reads earlier elements only)."""
+    raise ModelError(f"{rng.name} + {lead!r}: an offset index reads an earlier element of "
+                     f"range {rng.name!r} ({rng.name} - 1); {rng.name} + {lead!r} would read "
+                     f"past its end at {rng.name} = {rng.size - 1}. Write the chain forwards: "
+                     f"x[{rng.name}] from x[{rng.name} - 1].")
 
 
 def range_condition(rng: Range, op: str, value: Any) -> RangeCondition:

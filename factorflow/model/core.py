@@ -118,6 +118,12 @@ class Range:
         from factorflow.model.chains import range_offset
         return range_offset(self, lag)
 
+    def __add__(self, lead: Any) -> Any:
+        from factorflow.model.chains import range_lead
+        return range_lead(self, lead)
+
+    __radd__ = __add__
+
     def __eq__(self, other: Any) -> Any:
         if isinstance(other, numbers.Integral) and not isinstance(other, bool):
             from factorflow.model.chains import range_condition

@@ -265,6 +265,11 @@ def _chain_model(step=None, start=True, extra=None):
      r"x\[t - 2\] at t = 1 reads x\[-1\], before the start of range 't'"),
     (lambda: _chain_model(start=False, step=lambda x, t: 1.0),
      r"define the chain's start first"),
+    (lambda: _chain_model(extra=lambda x, t: ff.Gaussian("y", x[t + 1], precision=1.0,
+                                                         observed=np.zeros(4))),
+     r"t \+ 1: an offset index reads an earlier element of range 't' \(t - 1\); t \+ 1 "
+     r"would read past its end at t = 3"),
+    (lambda: _chain_model(lambda x, t: 0.5 * x[1 + t]), r"t \+ 1: .*past its end"),
     (lambda: _chain_model(lambda x, t: x[t - 1] * x[t - 1]), r"linear in x\[t - 1\]"),
     (lambda: _chain_model(lambda x, t: 0.5 * x[t - 1] + ff.Gaussian("w", 0.0,
                                                                     precision=1.0)),

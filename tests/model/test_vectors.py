@@ -49,6 +49,8 @@ def test_covariance_and_scale_are_inverted():
      r"eigenvalue is -1\b"),
     (lambda: ff.Wishart("lam", 3.0, scale=NOT_PD), r"lam: scale is not positive definite: "
      r"its smallest eigenvalue is -1\b"),
+    (lambda: ff.Wishart("lam", 3.0, rate=NOT_PD), r"variable 'lam', argument 'rate' is not "
+     r"positive definite: its smallest eigenvalue is -1\b"),
     (lambda: ff.Wishart("lam", 3.0, rate=np.eye(2), observed=NOT_PD),
      r"observed value of 'lam' is not positive definite: its smallest eigenvalue is -1\b"),
     (lambda: ff.VectorGaussian("w", 0.0, precision=np.array([[1.0, 0.2], [0.0, 1.0]])),
@@ -81,7 +83,7 @@ def test_covariance_and_scale_are_inverted():
     (lambda: np.array([[1.0, np.nan]]) @ ff.VectorGaussian("z", 0.0, precision=np.eye(2)),
      "contains NaN or inf"),
 ], ids=["mean-vs-precision", "mean-vs-covariance", "inner", "not-pd-precision",
-        "not-pd-scale", "not-pd-observed", "not-symmetric", "dof", "inner-of-constants",
+        "not-pd-scale", "not-pd-rate", "not-pd-observed", "not-symmetric", "dof", "inner-of-constants",
         "scalar-mean", "vector-as-scalar", "no-spread", "precision-not-square",
         "matvec-dimension", "matvec-tall", "matvec-rank", "matvec-random-matrix",
         "vector-sum-dimension", "vector-difference-dimension", "matvec-nan"])
@@ -149,3 +151,19 @@ def test_at_reads_a_matrix_as_b_at_z_and_rows_per_plate_element_as_inner_product
     assert (y.domain, y.size, t.domain, t.size) == ("vector", 2, "vector", 2)
     assert s.domain == "real"
     assert (r.domain, r.size, q.size, [p.name for p in q.plates]) == ("vector", 2, 2, ["n"])
+
+
+def test_a_matrix_per_plate_element_that_is_not_positive_definite_is_named():
+    """One matrix of a plate of precisions is refused with its element and its smallest
+    eigenvalue; a ff.Data precision is checked at each run, naming the Data."""
+    with ff.Model(), ff.Plate(ff.Range("n", 3)), pytest.raises(
+            ff.DataError, match=r"variable 'w', argument 'precision' is not positive definite "
+                                r"at plate element \(2,\): its smallest eigenvalue is -1\b"):
+        ff.VectorGaussian("w", np.zeros(2), precision=np.stack([np.eye(2), np.eye(2), NOT_PD]))
+    with ff.Model() as model:
+        ff.VectorGaussian("w", np.zeros(2), precision=ff.Data("P", np.eye(2)))
+    assert_close(model.infer("vmp", progress=False)["w"].covariance, np.eye(2), 1e-12)
+    with pytest.raises(ff.DataError, match=r"ff.Data\('P'\) as variable 'w', argument "
+                                           r"'precision' is not positive definite: its "
+                                           r"smallest eigenvalue is -1\b"):
+        model.infer("vmp", data={"P": NOT_PD}, progress=False)
