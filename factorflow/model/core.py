@@ -241,7 +241,20 @@ class Operators:
 
 @dataclass(eq=False)
 class Variable(Operators):
-    """A random variable of a model (possibly observed), batched over its plates."""
+    """A random variable of a model (possibly observed), batched over its plates: what
+    the factories (``ff.Gaussian(name, ...)``) return.  It takes part in arithmetic
+    (``a + b``, ``2 * a``), comparisons (``a > b``) and logic (``c & d``), each a new
+    variable; ``x.initialize(distribution)`` sets where inference starts.
+
+    >>> with ff.Model() as model:
+    ...     with ff.Plate(ff.Range("n", 3)):
+    ...         x = ff.Gaussian("x", 0.0, variance=1.0)
+    ...     total = x[0] + x[1]
+    >>> x, x.shape, x.is_observed, total.name
+    (<real variable x[n]>, (3,), False, '(x[0] + x[1])')
+    >>> model.infer("ep")[total.name]                 # N(0, 1) + N(0, 1) = N(0, 2)
+    Gaussian(mean=0.0, variance=2.0)
+    """
 
     name: str
     domain: str
@@ -520,7 +533,7 @@ class Model:
         >>> model.add_variable(ff.Variable("x", "real", (), model))
         Traceback (most recent call last):
         ...
-        factorflow.errors.ModelError: Variable 'x': the name is already used in this model; choose another.
+        factorflow.errors.ModelError: Variable 'x': the name is already used in this model; ...
         """
         self._check_name(var.name, "Variable")
         self.variables[var.name] = var
