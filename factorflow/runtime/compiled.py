@@ -211,6 +211,20 @@ class CompiledModel:
         exec(code, namespace)
         self._infer = namespace["infer"]
 
+    def _watched_names(self) -> tuple[dict[str, str], dict[str, str]]:
+        """For the gate transform's own posteriors, which the monitor watches beside the
+        user's: identifier -> what people read (``means in the gate on z[n]``), and
+        identifier -> the model variable it copies (the name ``damping=`` takes)."""
+        decls = {d.name: d for d in self.compilation.final.decls if d.role == "random"}
+        labels = {name: d.label for name, d in decls.items() if d.label != name}
+        owners = {}
+        for name, d in decls.items():
+            of = next((d.attr(a) for a in ("clone_of", "exit_of", "local_of")
+                       if d.attr(a) is not None), None)
+            if isinstance(of, str) and of in decls:
+                owners[name] = decls[of].label
+        return labels, owners
+
     def _damping(self, damping: Any) -> dict[str | None, float] | None:
         """``damping`` as the generated code reads it: label -> d, None -> default."""
         if damping is None:
@@ -374,6 +388,7 @@ class CompiledModel:
         monitor = _Monitor(self.algorithm, tolerance, on_iteration, bool(trace),
                            stall=until_converged and tolerance is not None)
         monitor.fixed_point = self.fixed_point_updates()
+        monitor.labels, monitor.owners = self._watched_names()
         hook, saved = self._checkpoint(checkpoint, every, resume, monitor, int(iterations),
                                        values, sizes, init, damp, tolerance)
         start = time.perf_counter()
@@ -462,6 +477,9 @@ class _Monitor:
         self.bar: Any = None  # the progress bar (see progress_bar), or None
         #: the updates that are not coordinate ascent (a fall of the bound is then theirs)
         self.fixed_point: list[str] = []
+        #: internal identifier -> readable label, and -> the model variable it copies
+        self.labels: dict[str, str] = {}
+        self.owners: dict[str, str] = {}
 
     def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any,
                  state: Any = None, internal: dict[str, Any] | None = None) -> bool:
@@ -535,7 +553,8 @@ class _Monitor:
         self.bar.update(self.count - self.bar.n)
         what = "bound" if self.algorithm == "vmp" else "log_evidence"
         value = f"{what}={self.trace[-1]:.6g}, " if self.trace else ""
-        self.bar.set_postfix_str(f"{value}change={self.change:.2e} ({self.moved})",
+        moved = self.labels.get(self.moved, self.moved)
+        self.bar.set_postfix_str(f"{value}change={self.change:.2e} ({moved})",
                                  refresh=False)
 
     def finish(self, model: str, iterations: int, log_evidence: float) -> bool:
@@ -560,14 +579,16 @@ class _Monitor:
                             ": raise iterations="))
             else:
                 hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
-                        f"{sum(turns)} times): use damping=0.5 (or damping={{{self.moved!r}: "
+                        f"{sum(turns)} times): use damping=0.5 (or damping="
+                        f"{{{self.owners.get(self.moved, self.moved)!r}: "
                         "0.5}), or raise iterations=" if oscillates else "raise iterations=")
             if self.stalled:  # the default run: more sweeps would not help
                 hint = (f"its changes have not shrunk for {STALL_SWEEPS} sweeps, so the "
                         "run stopped" + (f"; {hint.removesuffix(', or raise iterations=')}"
                                          if oscillates else ""))
             warnings.warn(f"{model}: not converged after {self.count} iterations: the "
-                          f"posterior of {self.moved!r} still changed by {self.change:.3g} "
+                          f"posterior of {self.labels.get(self.moved, self.moved)!r} still "
+                          f"changed by {self.change:.3g} "
                           f"(relative; tolerance {self.tolerance:g}); {hint}.",
                           ConvergenceWarning, stacklevel=3)
         return converged
