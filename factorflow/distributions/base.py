@@ -469,11 +469,20 @@ class Distribution(ABC):
 
     def __repr__(self) -> str:
         """``Gaussian(mean=0.5, variance=2.0)``; a batch shows its values as NumPy does
-        (``mean=[0.1, 0.2, 0.3]``), summarised with ``...`` above 12 elements."""
+        (``mean=[0.1, 0.2, 0.3]``), summarised with ``...`` above 12 elements; when a
+        value wraps, each parameter gets a line and continues under its first element."""
         name = type(self).__name__
-        body = ", ".join(f"{k}={format_values(v, f'{name}({k}=')}"
-                         for k, v in self.describe().items())
-        return f"{name}({body})"
+        items = self.describe().items()
+        text = f"{name}("
+        for i, (k, v) in enumerate(items):
+            text += f"{', ' if i else ''}{k}="
+            text += format_values(v, " " * len(text))
+        if "\n" not in text:
+            return text + ")"
+        # a value wraps: one parameter a line, each continuing under its first element
+        indent = " " * (len(name) + 1)
+        return f"{name}(" + f",\n{indent}".join(
+            f"{k}={format_values(v, indent + ' ' * (len(k) + 1))}" for k, v in items) + ")"
 
     def describe(self) -> dict[str, np.ndarray]:
         """The parameters a person reads (mean and variance, shape and rate, ...), by

@@ -81,10 +81,13 @@ class Result:
         return iter(self.posteriors)
 
     def __repr__(self) -> str:
-        lines = [f"Result({self.algorithm.upper()}, {self.iterations} iterations"
+        lines = [f"Result({self.algorithm.upper()}, {self.iterations} iteration"
+                 f"{'' if self.iterations == 1 else 's'}"
                  f"{'' if self.converged else ' (not converged)'}, "
                  f"log_evidence={self.log_evidence:.6g})"]
-        lines += [f"  {k}: {v!r}" for k, v in self.posteriors.items()]
+        for k, v in self.posteriors.items():
+            head = f"  {k}: "   # a posterior that wraps stays aligned after its name
+            lines.append(head + repr(v).replace("\n", "\n" + " " * len(head)))
         return "\n".join(lines)
 
     def plot_convergence(self, axes: Any = None) -> Any:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from factorflow.distributions.base import format_values
 from factorflow.errors import ModelError
 
 
@@ -25,7 +26,10 @@ class Summary:
     sd: np.ndarray
 
     def __repr__(self) -> str:
-        return f"Summary(mean={self.mean!r}, sd={self.sd!r})"
+        """``Summary(mean=1.18, sd=0.78)``: numbers as a posterior's repr shows them."""
+        mean = format_values(self.mean, "Summary(mean=")
+        prefix = f"Summary(mean={mean}, sd=".rsplit("\n", 1)[-1]
+        return f"Summary(mean={mean}, sd={format_values(self.sd, ' ' * len(prefix))})"
 
 
 class SamplingResult:
