@@ -195,18 +195,16 @@ def _run(args: argparse.Namespace) -> None:
         raise ModelError("--draws and --seed are for --algorithm gibbs.")
     try:
         if gibbs:
-            result = model.infer("gibbs", data=run_data or None, draws=args.draws or 1000,
-                                 seed=0 if args.seed is None else args.seed)
-        else:
-            result = model.infer(args.algorithm, iterations=args.iterations,
-                                 data=run_data or None)
+            sampled = model.infer("gibbs", data=run_data or None, draws=args.draws or 1000,
+                                  seed=0 if args.seed is None else args.seed)
+            print(f"{model.name}: Gibbs sampling, {sampled.chains} chains x "
+                  f"{sampled.draws} draws (burn {sampled.burn}, seed {sampled.seed})")
+            print(posterior_table(sampled, args.rows))
+            return
+        result = model.compile(args.algorithm).run(iterations=args.iterations,
+                                                   data=run_data or None)
     except DataError as e:
         raise DataError(f"{args.data}: {e}" if args.data else str(e)) from e
-    if gibbs:
-        print(f"{model.name}: Gibbs sampling, {result.chains} chains x {result.draws} "
-              f"draws (burn {result.burn}, seed {result.seed})")
-        print(posterior_table(result, args.rows))
-        return
     state = "converged" if result.converged else "not converged"
     evidence = "evidence lower bound" if args.algorithm == "vmp" else "log evidence"
     print(f"{model.name}: {args.algorithm.upper()}, {result.iterations} sweeps ({state}), "

@@ -16,13 +16,17 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import numpy as np
 
 from factorflow.errors import ModelError
 
 if TYPE_CHECKING:
+    from factorflow.runtime.compiled import CompiledModel
+    from factorflow.runtime.result import Result
+    from factorflow.samplers.gibbs import GibbsModel
+    from factorflow.samplers.result import SamplingResult
     from factorflow.viz import Diagram
 
 _MODEL: contextvars.ContextVar[Model | None] = contextvars.ContextVar("ff_model", default=None)
@@ -599,7 +603,17 @@ class Model:
         return factor_graph(self)
 
     # ----- inference entry points (see factorflow.runtime) ------------------------
-    def compile(self, algorithm: str = "ep", **options: Any) -> Any:
+    @overload
+    def compile(self, algorithm: Literal["ep", "vmp"] = "ep", **options: Any
+                ) -> CompiledModel: ...
+
+    @overload
+    def compile(self, algorithm: Literal["gibbs"], **options: Any) -> GibbsModel: ...
+
+    @overload
+    def compile(self, algorithm: str, **options: Any) -> CompiledModel | GibbsModel: ...
+
+    def compile(self, algorithm: str = "ep", **options: Any) -> CompiledModel | GibbsModel:
         """Compile for ``algorithm`` ("ep", "vmp" or "gibbs"); cached per algorithm and
         options.
 
@@ -624,11 +638,36 @@ class Model:
             self._compiled[key] = compile_model(self, algorithm, **options)
         return self._compiled[key]
 
+    @overload
+    def infer(self, algorithm: Literal["ep", "vmp"] = "ep", iterations: int | None = None,
+              init: dict | None = None, data: dict | None = None, *,
+              tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
+              checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
+              progress: bool = True, trace: bool | None = None, **options: Any
+              ) -> Result: ...
+
+    @overload
+    def infer(self, algorithm: Literal["gibbs"], iterations: int | None = None,
+              init: dict | None = None, data: dict | None = None, *,
+              tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
+              checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
+              progress: bool = True, trace: bool | None = None, **options: Any
+              ) -> SamplingResult: ...
+
+    @overload
+    def infer(self, algorithm: str, iterations: int | None = None,
+              init: dict | None = None, data: dict | None = None, *,
+              tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
+              checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
+              progress: bool = True, trace: bool | None = None, **options: Any
+              ) -> Result | SamplingResult: ...
+
     def infer(self, algorithm: str = "ep", iterations: int | None = None,
               init: dict | None = None, data: dict | None = None, *,
               tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
               checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
-              progress: bool = True, trace: bool | None = None, **options: Any) -> Any:
+              progress: bool = True, trace: bool | None = None, **options: Any
+              ) -> Result | SamplingResult:
         """Compile (once) and run inference; returns a ``factorflow.runtime.Result``.
 
         Runs until converged (``tolerance``, 1e-10 by default), at most ``iterations``
@@ -673,12 +712,12 @@ class Model:
             run["damping"] = damping
         if checkpoint is not None or every is not None or resume is not None:
             run.update(checkpoint=checkpoint, every=every, resume=resume)
-        return self.compile(algorithm, **options).run(iterations=iterations, init=init,
-                                                       data=data, on_iteration=on_iteration,
-                                                       progress=progress, **run)
+        compiled = cast("CompiledModel", self.compile(algorithm, **options))  # not Gibbs
+        return compiled.run(iterations=iterations, init=init, data=data,
+                            on_iteration=on_iteration, progress=progress, **run)
 
 
-    def predictive(self, result: Any, n: int = 1000, rng: Any = None,
+    def predictive(self, result: Result, n: int = 1000, rng: Any = None,
                    variables: Any = None) -> dict[str, np.ndarray]:
         """``n`` draws from the posterior predictive of the observed variables (or of the
         observed names in ``variables``): each latent variable drawn from its posterior

@@ -7,7 +7,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,10 @@ from factorflow.runtime.kernels import NAMESPACE
 from factorflow.runtime.result import Result
 from factorflow.transforms.gates import GateOptions
 from factorflow.transforms.pipeline import Compilation, compile_program
+
+if TYPE_CHECKING:
+    from factorflow.ir.nodes import Program
+    from factorflow.transforms.scheduling import Schedule
 
 
 def _resolve(kind: str, key: Any) -> Any:
@@ -126,7 +130,7 @@ class CompiledModel:
                 "print .source for the program, .schedule for its schedule)")
 
     @property
-    def program(self) -> Any:
+    def program(self) -> Program:
         """The final statement IR (an ``ir.Program``) that ``source`` was generated from;
         ``print`` shows it as text, one statement a line.
 
@@ -157,7 +161,7 @@ class CompiledModel:
         return sorted(names)
 
     @property
-    def schedule(self) -> Any:
+    def schedule(self) -> Schedule:
         """The schedule: ``print(compiled.schedule)`` lists each update and why it is
         there; ``compiled.schedule.to_graphviz()`` draws the dependency graph (a
         ``factorflow.viz.Diagram``: DOT text that renders to SVG/PNG).
@@ -173,7 +177,10 @@ class CompiledModel:
           v_m__use0__F   output  # message from m to its use 0 (EP)
           v_m__B         output  # message from m to its definition (EP)
         """
-        return self.compilation.schedule
+        schedule = self.compilation.schedule
+        if schedule is None:  # every compile runs the scheduling stage; a guard for types
+            raise ModelError(f"{self.model.name!r} was compiled without a schedule.")
+        return schedule
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickle (and deepcopy) as the model, the algorithm and the initialised names;

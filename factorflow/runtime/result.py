@@ -14,13 +14,18 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import factorflow.distributions as dist
 from factorflow.distributions.base import Distribution
 from factorflow.errors import ExcludedVariableError, ModelError
+
+if TYPE_CHECKING:
+    import pandas
+    import xarray
+    from matplotlib.axes import Axes
 
 #: the version of the layout ``to_xarray`` writes
 FORMAT = 1
@@ -90,7 +95,7 @@ class Result:
             lines.append(head + repr(v).replace("\n", "\n" + " " * len(head)))
         return "\n".join(lines)
 
-    def plot_convergence(self, axes: Any = None) -> Any:
+    def plot_convergence(self, axes: Any = None) -> tuple[Axes, Axes]:
         """Draw ``trace`` with matplotlib: the log evidence (EP) or bound (VMP) after
         each sweep, and below it the size of each sweep's step |Δ| on a log scale (a
         straight fall is geometric convergence).  ``axes``: two matplotlib Axes to draw
@@ -192,7 +197,7 @@ class Result:
                 out[f"{name}_{quantity}"] = xr.Variable(self._axes(name, arr.ndim), arr, attrs)
         return out
 
-    def to_dataframe(self, observed: bool = False) -> Any:
+    def to_dataframe(self, observed: bool = False) -> pandas.DataFrame:
         """The posteriors as a ``pandas.DataFrame``: one row per plate element of each
         posterior, indexed by (``variable``, ``element``) where ``element`` names the
         plate indices (``"k=1"``, ``"n=3, j=0"``; ``""`` for an unbatched variable);
@@ -238,7 +243,7 @@ class Result:
             index, names=["variable", "element"]))
 
     # ----- saving and loading -----------------------------------------------------------
-    def to_xarray(self) -> Any:
+    def to_xarray(self) -> xarray.Dataset:
         """The result as an ``xarray.Dataset`` (the layout ``to_netcdf`` writes).
 
         For reading: ``<name>_<quantity>`` for each of ``quantities`` (``means_mean``,
@@ -307,7 +312,7 @@ class Result:
         ds.to_netcdf(path, engine="scipy", encoding=encoding)
 
     @classmethod
-    def from_xarray(cls, ds: Any) -> Result:
+    def from_xarray(cls, ds: xarray.Dataset) -> Result:
         """The result a ``to_xarray`` dataset holds (ModelError if it holds none): the same
         posteriors, bit for bit.
 
