@@ -13,6 +13,8 @@ import pytest
 import factorflow as ff
 import factorflow.distributions as dist
 from factorflow.runtime.compiled import CompiledModel
+from factorflow.samplers.gibbs import GibbsModel
+from factorflow.samplers.result import SamplingResult
 
 #: modules whose public functions carry examples (every module that defines a name of
 #: ``ff.__all__`` or a public method below is here: see ``test_examples_are_run``)
@@ -22,10 +24,11 @@ MODULES = ["factorflow.model.factories", "factorflow.model.gates", "factorflow.m
            "factorflow.model.dsl", "factorflow.model.naturals", "factorflow.model.links",
            "factorflow.model.extremes", "factorflow.rewrite.user", "factorflow.errors",
            "factorflow.distributions", "factorflow.distributions.base",
-           "factorflow.distributions.families", "factorflow.distributions.multivariate"]
+           "factorflow.distributions.families", "factorflow.distributions.multivariate",
+           "factorflow.samplers.gibbs", "factorflow.samplers.result"]
 
 #: classes whose public methods and properties each carry an example
-CLASSES = [ff.Model, CompiledModel, ff.Result] + [
+CLASSES = [ff.Model, CompiledModel, ff.Result, GibbsModel, SamplingResult] + [
     getattr(dist, name) for name in dist.__all__]
 
 
