@@ -127,6 +127,11 @@ class ImproperMessageError(ArithmeticError):
     """
 
 
+class ImproperMessageWarning(UserWarning):
+    """EP skipped a message update where its input was improper (a cavity made improper
+    by other sites' negative precisions); the message kept its previous value there."""
+
+
 class ScheduleWarning(UserWarning):
     """A schedule ignores something the user asked for (such as an initialization).
 
