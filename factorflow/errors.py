@@ -129,7 +129,19 @@ class ImproperMessageError(ArithmeticError):
 
 class ImproperMessageWarning(UserWarning):
     """EP skipped a message update where its input was improper (a cavity made improper
-    by other sites' negative precisions); the message kept its previous value there."""
+    by other sites' negative precisions); the message kept its previous value there.
+
+    >>> import warnings
+    >>> from factorflow.runtime.kernels import skip_improper
+    >>> G = ff.distributions.Gaussian
+    >>> cavity = G.from_natural([0.0, 0.0], [1.0, -1.0])     # element 1 improper
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     new = skip_improper(G([5.0, 5.0], variance=1.0),     # the previous message
+    ...                         lambda: G([1.0, 1.0], variance=2.0), (cavity,), "m", 0)
+    >>> new.mean, caught[0].category.__name__     # element 1 kept its previous mean
+    (array([1., 5.]), 'ImproperMessageWarning')
+    """
 
 
 class ScheduleWarning(UserWarning):

@@ -103,6 +103,7 @@ NOT_IN_THE_DSL = {
     "horseshoe_gibbs": "HalfCauchy and Gibbs sampling",
     "linear_regression": "VectorGaussian weights and X @ w",
     "logistic_regression": "the logistic link and vector weights",
+    "multinomial_regression": "ff.softmax and vector weights",
     "poisson_regression": "the log link ff.exp and vector weights",
     "probit_bpm": "VectorGaussian weights and the probit link",
     "state_space": "chains (x[t - 1])",
