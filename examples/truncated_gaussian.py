@@ -11,12 +11,17 @@ import time
 import factorflow as ff
 
 
-def main() -> dict[str, float]:
+def build(threshold: float = 0.5) -> ff.Model:
+    """x ~ N(0, 1) constrained to x > threshold, the threshold an ``ff.Data``."""
     with ff.Model("truncated_gaussian") as model:
-        threshold = ff.Data("threshold", 0.5)
+        t = ff.Data("threshold", threshold)
         x = ff.Gaussian("x", 0.0, variance=1.0)
-        ff.constrain_true(x > threshold)
-    compiled = model.compile("ep")
+        ff.constrain_true(x > t)
+    return model
+
+
+def main() -> dict[str, float]:
+    compiled = build().compile("ep")
     out = {}
     for t in (0.0, 0.5, 1.0):
         start = time.perf_counter()

@@ -1,6 +1,7 @@
 """The ``factorflow`` command line: run a model, show each compiler stage, run the demos.
 
-    factorflow run MODEL.py|MODEL.ff [--algorithm ep|vmp|...] [--data FILE] [--iterations N]
+    factorflow run MODEL.py|MODEL.ff [--algorithm ep|vmp|gibbs] [--data FILE] [--iterations N]
+                   [--draws N --seed S]    (Gibbs: the sample mean and sd per element)
     factorflow compile MODEL [--emit source|schedule|ir|graph] [--after PASS] [--data FILE]
     factorflow demo [NAME] [--list]
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import runpy
 import sys
 from collections.abc import Sequence
@@ -136,17 +138,24 @@ def _format(value: Any) -> str:
 
 def posterior_table(result: Any, rows: int = 10) -> str:
     """The posteriors as a text table: one row per plate element (the first ``rows`` of
-    each variable), observed variables left out."""
+    each variable), observed variables left out.  A Gibbs ``SamplingResult`` gives the
+    sample mean and sd of each element (posterior "samples")."""
     lines: list[list[str]] = [["variable", "posterior", "mean", "sd", "parameters"]]
+    sampled = getattr(result, "algorithm", None) == "gibbs"
     for name in result:
         posterior = result[name]
-        if not hasattr(posterior, "describe"):
+        if not sampled and not hasattr(posterior, "describe"):
             continue  # an observed variable (a point mass)
-        shape = posterior.batch_shape
+        shape = (np.shape(posterior.mean)[:len(result.plates[name])] if sampled
+                 else posterior.batch_shape)
         elements = list(np.ndindex(*shape))
         for index in elements[:rows]:
-            element = posterior[index] if shape else posterior
             label = name + (f"[{', '.join(map(str, index))}]" if shape else "")
+            if sampled:
+                lines.append([label, "samples", _format(posterior.mean[index]),
+                              _format(posterior.sd[index]), ""])
+                continue
+            element = posterior[index] if shape else posterior
             mean = getattr(element, "mean", getattr(element, "p", None))
             variance = getattr(element, "variance", None)
             params = ", ".join(f"{k}={_format(v)}" for k, v in element.describe().items())
@@ -178,9 +187,22 @@ def _run(args: argparse.Namespace) -> None:
         raise DataError(f"the model needs values for {missing} (ff.Data), and {source} "
                         f"gives {'none' if not args.data else sorted(run_data) or 'nothing'}"
                         "; add them to the data file.")
+    gibbs = args.algorithm == "gibbs"
+    if gibbs and args.iterations is not None:
+        raise ModelError("--iterations counts message-passing sweeps; Gibbs sampling "
+                         "takes --draws (and --seed).")
+    if not gibbs and (args.draws is not None or args.seed is not None):
+        raise ModelError("--draws and --seed are for --algorithm gibbs.")
     try:
-        result = model.infer(args.algorithm, iterations=args.iterations,
-                             data=run_data or None)
+        if gibbs:
+            sampled = model.infer("gibbs", data=run_data or None, draws=args.draws or 1000,
+                                  seed=0 if args.seed is None else args.seed)
+            print(f"{model.name}: Gibbs sampling, {sampled.chains} chains x "
+                  f"{sampled.draws} draws (burn {sampled.burn}, seed {sampled.seed})")
+            print(posterior_table(sampled, args.rows))
+            return
+        result = model.compile(args.algorithm).run(iterations=args.iterations,
+                                                   data=run_data or None)
     except DataError as e:
         raise DataError(f"{args.data}: {e}" if args.data else str(e)) from e
     state = "converged" if result.converged else "not converged"
@@ -233,16 +255,21 @@ def parser() -> argparse.ArgumentParser:
         "Compile Bayesian models to message-passing programs (EP, VMP) and run them."))
     commands = top.add_subparsers(dest="command", required=True)
 
-    def model_command(name: str, helptext: str) -> argparse.ArgumentParser:
+    def model_command(name: str, helptext: str,
+                      algorithms: Sequence[str] = ALGORITHMS) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=helptext, description=helptext)
         sub.add_argument("model", help="a .py file defining `model`, or a .ff DSL file")
-        sub.add_argument("--algorithm", "-a", choices=ALGORITHMS, default="ep")
+        sub.add_argument("--algorithm", "-a", choices=algorithms, default="ep")
         sub.add_argument("--data", "-d", help="a .csv, .npz or .nc file of named arrays")
         return sub
 
-    run = model_command("run", "run inference and print the posteriors as a table")
+    run = model_command("run", "run inference and print the posteriors as a table",
+                        (*ALGORITHMS, "gibbs"))
     run.add_argument("--iterations", "-n", type=int, default=None,
-                     help="at most this many sweeps (default 50)")
+                     help="at most this many sweeps (default: until converged)")
+    run.add_argument("--draws", type=int, default=None,
+                     help="Gibbs: draws per chain (default 1000)")
+    run.add_argument("--seed", type=int, default=None, help="Gibbs: the seed (default 0)")
     run.add_argument("--rows", type=int, default=10,
                      help="plate elements shown per variable (default 10)")
     run.set_defaults(handler=_run)
@@ -267,7 +294,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         args.handler(args)
+        sys.stdout.flush()   # inside the try: a reader that left is a BrokenPipeError here
     except ModelError as e:
         print(f"factorflow {args.command}: error: {e}", file=sys.stderr)
         return 1
+    except BrokenPipeError:   # the reader left (`factorflow compile ... | head`): no trace
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())   # Python's own recipe: no second error
+        return 0
     return 0

@@ -84,6 +84,35 @@ def test_bad_pass_in_a_subprocess_exits_1_with_one_line(files):
 
 
 @pytest.mark.slow
+def test_gibbs_run_in_a_subprocess_prints_sample_means(files):
+    """Beta(1, 1) and 4 heads in 5 flips: the posterior is Beta(5, 2), mean 5/7 and sd
+    √(10 / (49 · 8)); the sample mean and sd of 4 × 2000 draws are within 0.02."""
+    done = factorflow("run", "coin.py", "--algorithm", "gibbs", "--data", "flips.npz",
+                      "--draws", "2000", "--seed", "1", cwd=files)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "coin: Gibbs sampling, 4 chains x 2000 draws (burn 1000, seed 1)"
+    name, kind, mean, sd = lines[3].split()
+    assert (name, kind) == ("p", "samples")
+    assert abs(float(mean) - 5 / 7) < 0.02 and abs(float(sd) - np.sqrt(10 / 392)) < 0.02
+    done = factorflow("run", "coin.py", "-a", "vmp", "--draws", "10", "--data", "flips.npz",
+                      cwd=files)
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith("--draws and --seed are for --algorithm gibbs.")
+
+
+@pytest.mark.slow
+def test_compile_into_a_pipe_that_closes_early_ends_quietly(files):
+    """`factorflow compile ... | head -n 1`: the first line, status 0, no traceback."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    done = subprocess.run(
+        ["bash", "-c", f"'{sys.executable}' -m factorflow compile learning.ff -a vmp "
+         "--emit graph --data x.csv | head -n 1; exit ${PIPESTATUS[0]}"],
+        cwd=files, env=env, capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (0, "digraph schedule {\n", "")
+
+
+@pytest.mark.slow
 def test_demo_in_a_subprocess():
     done = factorflow("demo", "two_coins", cwd=ROOT)
     assert done.returncode == 0, done.stderr

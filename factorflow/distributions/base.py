@@ -113,13 +113,26 @@ class Distribution(ABC):
     # ----- construction ------------------------------------------------------------
     @classmethod
     def from_natural(cls: type[D], *eta: Any) -> D:
+        """The distribution with natural parameters ``eta`` (in the order of
+        ``natural_names``), taken as they are: no check that they are proper.
+
+        >>> g = ff.distributions.Gaussian.from_natural(6.0, 2.0)  # eta = (m/v, 1/v)
+        >>> g
+        Gaussian(mean=3.0, variance=0.5)
+        """
         obj = cls.__new__(cls)
         Distribution.__init__(obj, *eta)
         return obj
 
     @classmethod
     def uniform(cls: type[D], batch_shape: Sequence[int] = (), *event: int) -> D:
-        """The (possibly improper) uniform distribution: all natural parameters zero."""
+        """The (possibly improper) uniform distribution: all natural parameters zero, of
+        batch shape ``batch_shape`` (and ``event``: the K of a Discrete or Dirichlet).
+
+        >>> u = ff.distributions.Gaussian.uniform((2,))
+        >>> u.precision, bool(u.is_uniform().all()), bool(u.is_proper().any())
+        (array([0., 0.]), True, False)
+        """
         return cls.from_natural(*cls._uniform_naturals(tuple(batch_shape), *event))
 
     @classmethod
@@ -129,11 +142,21 @@ class Distribution(ABC):
     # ----- shape and plates --------------------------------------------------------
     @property
     def batch_shape(self) -> tuple[int, ...]:
+        """The plate axes: the shape of the natural parameters without the event axes.
+
+        >>> ff.distributions.Dirichlet(np.ones((4, 3))).batch_shape   # 4 Dirichlets, K = 3
+        (4,)
+        """
         shape = self.eta[0].shape
         return shape[: len(shape) - self.event_ndim]
 
     @property
     def shape(self) -> tuple[int, ...]:
+        """Same as ``batch_shape`` (as a NumPy array's ``shape``).
+
+        >>> ff.distributions.Gamma(np.ones((2, 3)), rate=1.0).shape
+        (2, 3)
+        """
         return self.batch_shape
 
     def _map(self: D, fn) -> D:
@@ -144,11 +167,22 @@ class Distribution(ABC):
         return self._map(lambda e, nd: e[index])  # batch axes lead, so NumPy indexing fits
 
     def take(self: D, indices: np.ndarray, axis: int = 0) -> D:
-        """Gather batch elements: ``result[i] = self[indices[i]]`` along ``axis``."""
+        """Gather batch elements: ``result[i] = self[indices[i]]`` along ``axis``.
+
+        >>> g = ff.distributions.Gaussian([0.0, 1.0, 2.0], variance=1.0)
+        >>> g.take([2, 0, 2]).mean
+        array([2., 0., 2.])
+        """
         indices = as_index(indices)
         return self._map(lambda e, nd: np.take(e, indices, axis=axis))
 
     def broadcast_to(self: D, batch_shape: Sequence[int]) -> D:
+        """The same distributions repeated to ``batch_shape`` (NumPy broadcasting rules; a
+        view: no copy).
+
+        >>> ff.distributions.Beta(2.0, 3.0).broadcast_to((2,))
+        Beta(alpha=[2., 2.], beta=[3., 3.])
+        """
         return self._map(lambda e, nd: np.broadcast_to(e, tuple(batch_shape) + e.shape[
             e.ndim - nd:]))
 
@@ -159,7 +193,13 @@ class Distribution(ABC):
         moment of ``self`` at the cost of the distinct elements only (a gate's clone of a
         K-vector over an (N, K) plate is K distinct messages, not N·K).  Returns ``self``
         when no axis is broadcast, or when ``self`` is small enough (under
-        ``COMPACT_ABOVE`` elements) that looking costs more than it saves."""
+        ``COMPACT_ABOVE`` elements) that looking costs more than it saves.
+
+        >>> big = ff.distributions.Gaussian(np.arange(3.0), variance=1.0).broadcast_to(
+        ...     (5000, 3))
+        >>> big.compact().batch_shape, bool((big.compact().mean == [0.0, 1.0, 2.0]).all())
+        ((1, 3), True)
+        """
         if self.eta[0].size < COMPACT_ABOVE:
             return self
         nb = len(self.batch_shape)
@@ -171,7 +211,13 @@ class Distribution(ABC):
         return self._map(lambda e, nd: e[index])
 
     def prod(self: D, axis: int | tuple[int, ...] | None = None) -> D:
-        """The product of the messages along batch ``axis`` (all batch axes if None)."""
+        """The product of the messages along batch ``axis`` (all batch axes if None):
+        natural parameters add.  Two unit-variance Gaussians at 1 and 3 multiply to
+        N(2, 1/2):
+
+        >>> ff.distributions.Gaussian([1.0, 3.0], variance=1.0).prod()
+        Gaussian(mean=2.0, variance=0.5)
+        """
         if axis is None:
             axis = tuple(range(len(self.batch_shape)))
         return self._prod_naturals(axis)
@@ -186,7 +232,12 @@ class Distribution(ABC):
     def scatter_prod(self: D, indices: np.ndarray, size: int) -> D:
         """``out[j] = prod of self[i] over i with indices[i] == j``, for j < size: the
         batch axes that ``indices`` spans (its shape leads the batch shape) become one axis
-        of length ``size``."""
+        of length ``size``.
+
+        >>> g = ff.distributions.Gaussian([1.0, 3.0, 5.0], variance=1.0)
+        >>> g.scatter_prod(np.array([0, 0, 1]), 2)   # out[0] = g[0]·g[1], out[1] = g[2]
+        Gaussian(mean=[2., 5.], variance=[0.5, 1. ])
+        """
         out = []
         indices = as_index(indices)
         for e in self._product_form():
@@ -226,21 +277,74 @@ class Distribution(ABC):
     # ----- family-specific ---------------------------------------------------------
     @abstractmethod
     def log_normalizer(self) -> np.ndarray:
-        """A(eta), one value per batch element."""
+        """A(eta), one value per batch element: log ∫ exp(<eta, T(x)>) dx.  For
+        N(0, 1), A = ½ log 2π:
+
+        >>> a = ff.distributions.Gaussian(0.0, variance=1.0).log_normalizer()
+        >>> bool(np.isclose(a, 0.5 * np.log(2 * np.pi)))
+        True
+        """
         ...
 
     @abstractmethod
     def expected_stats(self) -> tuple[np.ndarray, ...]:
-        """E[T(x)], in the order of the natural parameters."""
+        """E[T(x)], in the order of the natural parameters.  A Gaussian's T(x) is
+        (x, −x²/2): E = (m, −(v + m²)/2):
+
+        >>> [float(e) for e in ff.distributions.Gaussian(2.0, variance=3.0).expected_stats()]
+        [2.0, -3.5]
+        """
         ...
 
     @abstractmethod
     def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
+        """T(x), in the order of the natural parameters (so that log p(x) =
+        <eta, T(x)> + log h(x) − A(eta)).  A Gamma's T(x) is (log x, x):
+
+        >>> [float(t) for t in ff.distributions.Gamma(2.0, rate=1.0).sufficient_stats(np.e)]
+        [1.0, 2.718281828459045]
+        """
         ...
 
     @abstractmethod
     def is_proper(self) -> np.ndarray:
+        """Whether each batch element is a normalisable distribution (a Gaussian's
+        precision > 0, a Gamma's shape and rate > 0, ...).  EP's messages may be improper;
+        posteriors are checked proper.
+
+        >>> ff.distributions.Gaussian.from_natural([0.0, 0.0], [1.0, -1.0]).is_proper()
+        array([ True, False])
+        """
         ...
+
+    @property
+    @abstractmethod
+    def mean(self) -> np.ndarray:
+        """E[x] per batch element (a vector per element for a Dirichlet or
+        VectorGaussian, a matrix for a Wishart).
+
+        >>> float(ff.distributions.Beta(2.0, 6.0).mean)      # alpha / (alpha + beta)
+        0.25
+        """
+
+    @property
+    @abstractmethod
+    def variance(self) -> np.ndarray:
+        """Var[x] per batch element (elementwise for vector- and matrix-valued families).
+
+        >>> float(ff.distributions.Gamma(3.0, rate=2.0).variance)   # shape / rate²
+        0.75
+        """
+
+    @abstractmethod
+    def to_scipy(self) -> Any:
+        """The same distribution as a frozen ``scipy.stats`` object (batched where SciPy
+        takes array parameters; a Discrete or Dirichlet one element at a time).
+
+        >>> frozen = ff.distributions.Gaussian([0.0, 1.0], variance=4.0).to_scipy()
+        >>> frozen.mean(), frozen.std()
+        (array([0., 1.]), array([2., 2.]))
+        """
 
     @abstractmethod
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -256,17 +360,32 @@ class Distribution(ABC):
         the category index, so it adds no axis; a Dirichlet's adds K); a result of shape
         () is a NumPy scalar.  ``rng`` is a ``numpy.random.Generator``, a seed (int or
         SeedSequence), or None for fresh entropy; the same seed gives the same draws.
+
+        >>> draws = ff.distributions.Gamma(3.0, rate=2.0).sample(200_000, rng=0)
+        >>> draws.shape, round(float(draws.mean()), 2)    # the mean is 3 / 2
+        ((200000,), 1.5)
         """
         x = np.asarray(self._draw(generator(rng), sample_shape(size) + self.batch_shape))
         return x[()] if x.ndim == 0 else x
 
     def log_base_measure(self, x: Any) -> np.ndarray:
+        """log h(x) in p(x) = h(x) exp(<eta, T(x)> − A(eta)): 0 for most families; a
+        Poisson's −log k!, a Binomial's log C(n, k).
+
+        >>> bool(np.isclose(ff.distributions.Poisson(1.0).log_base_measure(3), -np.log(6.0)))
+        True
+        """
         return np.zeros(np.shape(x)[: np.ndim(x) - self.event_ndim])
 
     # ----- generic consequences -----------------------------------------------------
     def is_uniform(self) -> np.ndarray:
-        """Whether each batch element has all natural parameters zero (computed on the
-        distinct elements of a broadcast message, ``compact``)."""
+        """Whether each batch element is the uniform message (all natural parameters as
+        ``uniform`` makes them): one that carries no information.  Computed on the
+        distinct elements of a broadcast message (``compact``).
+
+        >>> ff.distributions.Beta([1.0, 2.0], 1.0).is_uniform()    # Beta(1, 1) is uniform
+        array([ True, False])
+        """
         small = self.compact()
         if small is not self:
             return np.broadcast_to(small.is_uniform(), self.batch_shape)
@@ -286,25 +405,59 @@ class Distribution(ABC):
         return np.asarray(total)
 
     def log_prob(self, x: Any) -> np.ndarray:
+        """log p(x) per batch element (``x`` broadcasts against the batch), equal to
+        SciPy's ``logpdf``/``logpmf`` of ``to_scipy()``.
+
+        >>> g = ff.distributions.Gaussian(1.0, variance=4.0)
+        >>> bool(np.isclose(g.log_prob(2.0), -0.5 * np.log(8 * np.pi) - 1 / 8))
+        True
+        """
         x = np.asarray(x)
         return (self._inner(self.eta, self.sufficient_stats(x)) + self.log_base_measure(x)
                 - self.log_normalizer())
 
     def entropy(self) -> np.ndarray:
+        """The differential (or discrete) entropy −E[log p(x)], per batch element.
+        N(m, v) has ½ log(2πe v):
+
+        >>> h = ff.distributions.Gaussian(0.0, variance=2.0).entropy()
+        >>> bool(np.isclose(h, 0.5 * np.log(2 * np.pi * np.e * 2.0)))
+        True
+        """
         return self.log_normalizer() - self._inner(self.eta, self.expected_stats())
 
     def kl(self, other: Distribution) -> np.ndarray:
-        """KL(self || other), per batch element."""
+        """KL(self || other), per batch element.  For Gaussians of variance 1 it is half
+        the squared distance of the means:
+
+        >>> G = ff.distributions.Gaussian
+        >>> float(G(0.0, variance=1.0).kl(G(3.0, variance=1.0)))
+        4.5
+        """
         diff = [o - s for o, s in zip(other.eta, self.eta, strict=True)]
         return other.log_normalizer() - self.log_normalizer() - self._inner(
             diff, self.expected_stats())
 
     def log_average_of(self, other: Distribution) -> np.ndarray:
-        """log ∫ p_self(x) p_other(x) dx: the evidence of two messages meeting on an edge."""
+        """log ∫ p_self(x) p_other(x) dx: the evidence of two messages meeting on an edge.
+        For N(0, 1) and N(1, 1) it is the density of N(0, 2) at 1:
+
+        >>> G = ff.distributions.Gaussian
+        >>> z = G(0.0, variance=1.0).log_average_of(G(1.0, variance=1.0))
+        >>> bool(np.isclose(z, -0.5 * np.log(4 * np.pi) - 1 / 4))
+        True
+        """
         return (self * other).log_normalizer() - self.log_normalizer() - other.log_normalizer()
 
     def check_proper(self, what: str) -> None:
-        """Raise ImproperMessageError naming ``what`` unless every element is proper."""
+        """Raise ImproperMessageError naming ``what`` unless every element is proper
+        (and no parameter is NaN); return None otherwise.
+
+        >>> ff.distributions.Gamma(-1.0, rate=1.0).check_proper("prec")
+        Traceback (most recent call last):
+        ...
+        factorflow.errors.ImproperMessageError: prec is improper: Gamma(shape=-1.0, ...
+        """
         proper = np.asarray(self.is_proper())
         finite = not any(np.isnan(e).any() for e in self.eta)
         if not finite or not np.all(proper):
@@ -324,14 +477,28 @@ class Distribution(ABC):
 
     def __repr__(self) -> str:
         """``Gaussian(mean=0.5, variance=2.0)``; a batch shows its values as NumPy does
-        (``mean=[0.1, 0.2, 0.3]``), summarised with ``...`` above 12 elements."""
+        (``mean=[0.1, 0.2, 0.3]``), summarised with ``...`` above 12 elements; when a
+        value wraps, each parameter gets a line and continues under its first element."""
         name = type(self).__name__
-        body = ", ".join(f"{k}={format_values(v, f'{name}({k}=')}"
-                         for k, v in self.describe().items())
-        return f"{name}({body})"
+        items = self.describe().items()
+        text = f"{name}("
+        for i, (k, v) in enumerate(items):
+            text += f"{', ' if i else ''}{k}="
+            text += format_values(v, " " * len(text))
+        if "\n" not in text:
+            return text + ")"
+        # a value wraps: one parameter a line, each continuing under its first element
+        indent = " " * (len(name) + 1)
+        return f"{name}(" + f",\n{indent}".join(
+            f"{k}={format_values(v, indent + ' ' * (len(k) + 1))}" for k, v in items) + ")"
 
     def describe(self) -> dict[str, np.ndarray]:
-        """The parameters a person reads (mean and variance, shape and rate, ...)."""
+        """The parameters a person reads (mean and variance, shape and rate, ...), by
+        name, as the repr prints them.
+
+        >>> {k: float(v) for k, v in ff.distributions.Gamma(2.0, rate=4.0).describe().items()}
+        {'shape': 2.0, 'rate': 4.0}
+        """
         return self._params()
 
     def __eq__(self, other: object) -> bool:

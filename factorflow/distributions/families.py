@@ -37,15 +37,26 @@ class Gaussian(Distribution):
         if (variance is None) == (precision is None):
             raise TypeError("Gaussian takes exactly one of variance= or precision=")
         prec = 1.0 / np.asarray(variance, float) if precision is None else precision
-        prec = np.asarray(prec, float)
-        super().__init__(np.asarray(mean, float) * prec, prec)
+        # one shape for both parameters, so that indexing and ``take`` see one batch
+        mean, prec = np.broadcast_arrays(np.asarray(mean, float), np.asarray(prec, float))
+        super().__init__(mean * prec, prec)
 
     @property
     def mean_times_precision(self) -> np.ndarray:
+        """The first natural parameter, mean / variance.
+
+        >>> float(ff.distributions.Gaussian(3.0, variance=2.0).mean_times_precision)
+        1.5
+        """
         return self.eta[0]
 
     @property
     def precision(self) -> np.ndarray:
+        """1 / variance (the second natural parameter; 0 for a uniform message).
+
+        >>> float(ff.distributions.Gaussian(3.0, variance=4.0).precision)
+        0.25
+        """
         return self.eta[1]
 
     @property
@@ -61,7 +72,12 @@ class Gaussian(Distribution):
     def log_normalizer(self) -> np.ndarray:
         """A(η) = h²/2p − ½ log p + ½ log 2π; for an improper message (p < 0, as EP's
         messages may be) the real part of its analytic continuation, log |p|, so that
-        evidence terms built from such messages still cancel exactly."""
+        evidence terms built from such messages still cancel exactly.
+
+        >>> a = ff.distributions.Gaussian(1.0, variance=2.0).log_normalizer()
+        >>> bool(np.isclose(a, 1.0 / 4 + 0.5 * np.log(2.0) + 0.5 * np.log(2 * np.pi)))
+        True
+        """
         h, p = self.eta
         return 0.5 * h * h / p - 0.5 * np.log(np.abs(p)) + 0.5 * LOG_2PI
 
@@ -95,7 +111,8 @@ class Gamma(Distribution):
         if (rate is None) == (scale is None):
             raise TypeError("Gamma takes exactly one of rate= or scale=")
         r = 1.0 / np.asarray(scale, float) if rate is None else np.asarray(rate, float)
-        super().__init__(np.asarray(shape, float) - 1.0, -r)
+        shape, r = np.broadcast_arrays(np.asarray(shape, float), r)  # one batch shape
+        super().__init__(shape - 1.0, -r)
 
     @classmethod
     def _uniform_naturals(cls, batch_shape: tuple[int, ...], *event: int) -> tuple:
@@ -103,10 +120,20 @@ class Gamma(Distribution):
 
     @property
     def shape_param(self) -> np.ndarray:
+        """The shape a (``shape`` is the batch shape, as for every distribution).
+
+        >>> float(ff.distributions.Gamma(2.5, rate=1.0).shape_param)
+        2.5
+        """
         return self.eta[0] + 1.0
 
     @property
     def rate(self) -> np.ndarray:
+        """The rate b (1 / scale).
+
+        >>> float(ff.distributions.Gamma(2.0, scale=0.25).rate)
+        4.0
+        """
         return -self.eta[1]
 
     @property
@@ -118,12 +145,22 @@ class Gamma(Distribution):
         return self.shape_param / self.rate**2
 
     def mean_log(self) -> np.ndarray:
+        """E[log x] = ψ(a) − log b (what VMP's messages read).  For Gamma(1, 1), −γ:
+
+        >>> bool(np.isclose(ff.distributions.Gamma(1.0, rate=1.0).mean_log(), -np.euler_gamma))
+        True
+        """
         return special.digamma(self.shape_param) - np.log(self.rate)
 
     def log_normalizer(self) -> np.ndarray:
         """A(η) = log Γ(a) − a log b; for an improper message (b < 0 or a < 0, as EP's
         messages may be) log |Γ(a)| − a log |b|, so that evidence terms built from such
-        messages still cancel exactly (as Gaussian's)."""
+        messages still cancel exactly (as Gaussian's).
+
+        >>> a = ff.distributions.Gamma(3.0, rate=2.0).log_normalizer()
+        >>> bool(np.isclose(a, np.log(2.0) - 3 * np.log(2.0)))      # log Γ(3) − 3 log 2
+        True
+        """
         a = self.shape_param
         return special.gammaln(a) - a * np.log(np.abs(self.rate))
 
@@ -153,14 +190,25 @@ class Beta(Distribution):
     natural_names = ("alpha_minus_one", "beta_minus_one")
 
     def __init__(self, alpha: Any = 1.0, beta: Any = 1.0):
-        super().__init__(np.asarray(alpha, float) - 1.0, np.asarray(beta, float) - 1.0)
+        alpha, beta = np.broadcast_arrays(np.asarray(alpha, float), np.asarray(beta, float))
+        super().__init__(alpha - 1.0, beta - 1.0)
 
     @property
     def alpha(self) -> np.ndarray:
+        """The first shape parameter α (the prior count of ones, plus one).
+
+        >>> float(ff.distributions.Beta(2.0, 5.0).alpha)
+        2.0
+        """
         return self.eta[0] + 1.0
 
     @property
     def beta(self) -> np.ndarray:
+        """The second shape parameter β.
+
+        >>> float(ff.distributions.Beta(2.0, 5.0).beta)
+        5.0
+        """
         return self.eta[1] + 1.0
 
     @property
@@ -214,10 +262,20 @@ class Bernoulli(Distribution):
 
     @property
     def log_odds(self) -> np.ndarray:
+        """log(p / (1 − p)), the natural parameter (±inf for a certain value).
+
+        >>> ff.distributions.Bernoulli([0.5, 1.0]).log_odds
+        array([ 0., inf])
+        """
         return self.eta[0]
 
     @property
     def p(self) -> np.ndarray:
+        """P(x = True), which is also the mean.
+
+        >>> float(ff.distributions.Bernoulli.from_natural(np.log(3.0)).p)    # odds 3:1
+        0.75
+        """
         return special.expit(self.eta[0])
 
     mean = p
@@ -280,12 +338,21 @@ class Discrete(Distribution):
 
     @property
     def size(self) -> int:
+        """K, the number of categories (values 0 … K − 1).
+
+        >>> ff.distributions.Discrete([0.2, 0.3, 0.5]).size
+        3
+        """
         return self.eta[0].shape[-1]
 
     @property
     def probs(self) -> np.ndarray:
         """exp(η) normalised over the categories (as SciPy's ``softmax``; computed once
-        per natural-parameter array, read-only)."""
+        per natural-parameter array, read-only).
+
+        >>> ff.distributions.Discrete.from_natural(np.log([1.0, 3.0])).probs
+        array([0.25, 0.75])
+        """
         return memo_of("exp", log_normalize(self.eta[0]), np.exp)
 
     @property
@@ -352,6 +419,11 @@ class Dirichlet(Distribution):
 
     @property
     def alpha(self) -> np.ndarray:
+        """The concentration vector α (last axis: the K categories).
+
+        >>> ff.distributions.Dirichlet([1.0, 2.0, 3.0]).alpha
+        array([1., 2., 3.])
+        """
         return self.eta[0] + 1.0
 
     @property
@@ -366,8 +438,12 @@ class Dirichlet(Distribution):
         return a * (a0 - a) / (a0**2 * (a0 + 1))
 
     def mean_log(self) -> np.ndarray:
-        """E[log p_k] = digamma(α_k) − digamma(Σ α), remembered while the natural
-        parameters live (read-only)."""
+        """E[log x_k] = ψ(α_k) − ψ(Σ α), per category, remembered while the natural
+        parameters live (read-only).  For Dirichlet(1, 1), ψ(1) − ψ(2) = −1:
+
+        >>> ff.distributions.Dirichlet([1.0, 1.0]).mean_log()
+        array([-1., -1.])
+        """
         def compute(eta: np.ndarray) -> np.ndarray:
             a = eta + 1.0
             return special.digamma(a) - special.digamma(np.sum(a, axis=-1, keepdims=True))
@@ -376,7 +452,13 @@ class Dirichlet(Distribution):
     def take(self, indices: np.ndarray, axis: int = 0) -> Dirichlet:
         """Gather batch elements; when the gather makes more elements than it reads (LDA's
         θ[doc] over the tokens), E[log p] is computed on the rows read and gathered with
-        them (the same numbers, bit for bit)."""
+        them (the same numbers, bit for bit).
+
+        >>> ff.distributions.Dirichlet([[1.0, 1.0], [2.0, 6.0]]).take([1, 1, 0]).mean
+        array([[0.25, 0.75],
+               [0.25, 0.75],
+               [0.5 , 0.5 ]])
+        """
         out = super().take(indices, axis)
         if out.eta[0].size > self.eta[0].size:
             remember("dirichlet_mean_log", out.eta[0],
@@ -423,6 +505,11 @@ class Poisson(Distribution):
 
     @property
     def rate(self) -> np.ndarray:
+        """The rate λ, which is also the mean and the variance.
+
+        >>> float(ff.distributions.Poisson(2.5).rate)
+        2.5
+        """
         return np.exp(self.eta[0])
 
     mean = rate
@@ -479,6 +566,11 @@ class Binomial(Distribution):
 
     @classmethod
     def from_natural(cls, *eta: Any, trials: Any = None) -> Binomial:
+        """The Binomial with log-odds ``eta`` and ``trials`` trials.
+
+        >>> ff.distributions.Binomial.from_natural(0.0, trials=10)
+        Binomial(trials=10.0, p=0.5)
+        """
         obj = super().from_natural(*eta)
         object.__setattr__(obj, "trials", np.asarray(trials, float))
         return obj
@@ -520,6 +612,11 @@ class Binomial(Distribution):
 
     @property
     def p(self) -> np.ndarray:
+        """The success probability of each trial.
+
+        >>> round(float(ff.distributions.Binomial(10, 0.3).p), 12)
+        0.3
+        """
         return special.expit(self.eta[0])
 
     @property
@@ -584,23 +681,48 @@ class PointMass:
 
     @property
     def batch_shape(self) -> tuple[int, ...]:
+        """The shape of the values.
+
+        >>> ff.distributions.PointMass([1.0, 2.0]).batch_shape
+        (2,)
+        """
         return self.value.shape
 
     @property
     def mean(self) -> np.ndarray:
+        """The values themselves.
+
+        >>> ff.distributions.PointMass([1.0, 2.0]).mean
+        array([1., 2.])
+        """
         return self.value
 
     @property
     def variance(self) -> np.ndarray:
+        """Zeros of the values' shape.
+
+        >>> ff.distributions.PointMass([1.0, 2.0]).variance
+        array([0., 0.])
+        """
         return np.zeros(self.value.shape)
 
     def log_prob(self, x: Any) -> np.ndarray:
+        """0 where ``x`` equals the value, −inf elsewhere.
+
+        >>> ff.distributions.PointMass([1.0, 2.0]).log_prob(2.0)
+        array([-inf,   0.])
+        """
         return np.where(np.asarray(x) == self.value, 0.0, -np.inf)
 
     def sample(self, size: int | Sequence[int] | None = None, rng: Any = None
                ) -> np.ndarray:
         """``size`` copies of the values: shape ``size + batch_shape`` (``rng`` unused;
-        accepted so that every posterior samples alike)."""
+        accepted so that every posterior samples alike).
+
+        >>> ff.distributions.PointMass([1.0, 2.0]).sample(2)
+        array([[1., 2.],
+               [1., 2.]])
+        """
         shape = sample_shape(size) + self.value.shape
         out = np.broadcast_to(self.value, shape).copy()
         return out[()] if out.ndim == 0 else out

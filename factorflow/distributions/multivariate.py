@@ -164,6 +164,7 @@ def _distinct(method: Any) -> Any:
         return tuple(back(r) for r in small) if isinstance(small, tuple) else back(small)
 
     wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    wrapper.__qualname__ = method.__qualname__   # so inspect.getdoc finds an inherited doc
     return wrapper
 
 
@@ -217,35 +218,73 @@ class VectorGaussian(Distribution):
 
     @property
     def dim(self) -> int:
+        """D, the length of the vector.
+
+        >>> ff.distributions.VectorGaussian([0.0, 0.0, 0.0], np.eye(3)).dim
+        3
+        """
         return int(self.eta[1].shape[-1])
 
     @property
     def mean_times_precision(self) -> np.ndarray:
+        """precision · mean, shape batch + (D,).
+
+        >>> ff.distributions.VectorGaussian([1.0, 2.0], precision=np.diag([2.0, 3.0])
+        ...                                 ).mean_times_precision
+        array([2., 6.])
+        """
         return self.eta[0][..., 0]
 
     @property
     def precision(self) -> np.ndarray:
+        """The precision matrix (the inverse covariance), shape batch + (D, D).
+
+        >>> ff.distributions.VectorGaussian([0.0, 0.0], np.diag([2.0, 4.0])).precision
+        array([[0.5 , 0.  ],
+               [0.  , 0.25]])
+        """
         return self.eta[1]
 
     @property
     @_distinct
     def mean(self) -> np.ndarray:
-        """precision⁻¹ · (precision · mean); 0 where the precision is zero (uniform)."""
+        """precision⁻¹ · (precision · mean); 0 where the precision is zero (uniform).
+
+        >>> ff.distributions.VectorGaussian([1.0, -2.0], np.eye(2)).mean
+        array([ 1., -2.])
+        """
         return solve(self.eta[1], self.eta[0][..., 0])
 
     @property
     @_distinct
     def covariance(self) -> np.ndarray:
+        """The covariance matrix, precision⁻¹ (the pseudo-inverse for a singular one).
+
+        >>> ff.distributions.VectorGaussian([0.0, 0.0], precision=[[2.0, 1.0], [1.0, 2.0]]
+        ...                                 ).covariance * 3       # inverse: [[2, −1], [−1, 2]] / 3
+        array([[ 2., -1.],
+               [-1.,  2.]])
+        """
         return inverse(self.eta[1])
 
     @property
     def variance(self) -> np.ndarray:
-        """The marginal variance of each component (the covariance's diagonal)."""
+        """The marginal variance of each component (the covariance's diagonal).
+
+        >>> ff.distributions.VectorGaussian([0.0, 0.0], [[4.0, 1.0], [1.0, 9.0]]).variance
+        array([4., 9.])
+        """
         return np.diagonal(self.covariance, axis1=-2, axis2=-1).copy()
 
     @_distinct
     def mean_and_covariance(self) -> tuple[np.ndarray, np.ndarray]:
-        """(E[x], Cov[x]) from one inversion of the precision."""
+        """(E[x], Cov[x]) from one inversion of the precision.
+
+        >>> m, cov = ff.distributions.VectorGaussian([1.0, 2.0], np.eye(2)).mean_and_covariance()
+        >>> m, cov
+        (array([1., 2.]), array([[1., 0.],
+               [0., 1.]]))
+        """
         cov = self.covariance
         return np.einsum("...ij,...j->...i", cov, self.eta[0][..., 0], optimize=True), cov
 
@@ -259,7 +298,12 @@ class VectorGaussian(Distribution):
         ``base.log_normalizer_or_zero``) that part weighs 1, so A is taken over the range
         of P: pseudo-inverse, pseudo-determinant and rank · log(2π) / 2.  The evidence
         terms that read such a message cancel its A exactly, as they cancel a uniform
-        message's 0."""
+        message's 0.
+
+        >>> a = ff.distributions.VectorGaussian([0.0, 0.0], np.eye(2)).log_normalizer()
+        >>> bool(np.isclose(a, np.log(2 * np.pi)))          # D log(2π) / 2 with D = 2
+        True
+        """
         h, p = self.eta[0][..., 0], self.eta[1]
         if p.size == 0:
             return np.zeros(self.batch_shape)
@@ -284,7 +328,13 @@ class VectorGaussian(Distribution):
         return np.zeros(np.shape(x)[:-1])
 
     def log_prob(self, x: Any) -> np.ndarray:
-        """log N(x; mean, precision⁻¹); ``x`` has shape (..., D)."""
+        """log N(x; mean, precision⁻¹); ``x`` has shape (..., D); equal to SciPy's
+        ``multivariate_normal.logpdf``.
+
+        >>> vg = ff.distributions.VectorGaussian([0.0, 1.0], [[2.0, 0.5], [0.5, 1.0]])
+        >>> bool(np.isclose(vg.log_prob([0.3, 0.2]), vg.to_scipy().logpdf([0.3, 0.2])))
+        True
+        """
         x = np.asarray(x, float)
         h, p = self.eta[0][..., 0], self.eta[1]
         return (np.sum(h * x, axis=-1) - 0.5 * quad_form(p, x) - self.log_normalizer())
@@ -297,7 +347,11 @@ class VectorGaussian(Distribution):
 
     @_distinct
     def is_uniform(self) -> np.ndarray:
-        """All natural parameters zero (checked once per distinct element)."""
+        """All natural parameters zero (checked once per distinct element).
+
+        >>> ff.distributions.VectorGaussian.uniform((2,), 3).is_uniform()
+        array([ True,  True])
+        """
         return _all_zero(self.eta, self.batch_shape)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -351,46 +405,92 @@ class Wishart(Distribution):
 
     @property
     def dim(self) -> int:
+        """D, the size of each D × D matrix.
+
+        >>> ff.distributions.Wishart(5.0, np.eye(2)).dim
+        2
+        """
         return int(self.eta[1].shape[-1])
 
     @property
     @_distinct
     def dof(self) -> np.ndarray:
+        """The degrees of freedom ν.
+
+        >>> float(ff.distributions.Wishart(5.0, np.eye(2)).dof)
+        5.0
+        """
         return 2.0 * self.eta[0][..., 0, 0] + self.dim + 1
 
     @property
     @_distinct
     def rate(self) -> np.ndarray:
+        """The rate matrix R (the inverse of ``scale``).
+
+        >>> ff.distributions.Wishart(5.0, scale=np.diag([0.5, 0.25])).rate
+        array([[2., 0.],
+               [0., 4.]])
+        """
         return -2.0 * self.eta[1]
 
     @property
     @_distinct
     def scale(self) -> np.ndarray:
+        """The scale matrix S = R⁻¹ (SciPy's ``scale``).
+
+        >>> ff.distributions.Wishart(5.0, np.diag([2.0, 4.0])).scale
+        array([[0.5 , 0.  ],
+               [0.  , 0.25]])
+        """
         return inverse(self.rate)
 
     @property
     @_distinct
     def mean(self) -> np.ndarray:
-        """E[X] = ν R⁻¹."""
+        """E[X] = ν R⁻¹.
+
+        >>> ff.distributions.Wishart(4.0, np.diag([2.0, 4.0])).mean
+        array([[2., 0.],
+               [0., 1.]])
+        """
         return self.dof[..., None, None] * self.scale
 
     @property
     @_distinct
     def variance(self) -> np.ndarray:
-        """Var[X_ij] = ν (S_ij² + S_ii S_jj), S = R⁻¹."""
+        """Var[X_ij] = ν (S_ij² + S_ii S_jj), S = R⁻¹.
+
+        >>> ff.distributions.Wishart(4.0, np.eye(2)).variance      # 4 · (2 on, 1 off the diagonal)
+        array([[8., 4.],
+               [4., 8.]])
+        """
         s = self.scale
         diag = np.diagonal(s, axis1=-2, axis2=-1)
         return self.dof[..., None, None] * (s * s + outer(diag, diag))
 
     @_distinct
     def mean_log_det(self) -> np.ndarray:
-        """E[log |X|] = ψ_D(ν/2) + D log 2 − log |R|."""
+        """E[log |X|] = ψ_D(ν/2) + D log 2 − log |R|.  For D = 1 it is Gamma(ν/2, R/2)'s
+        E[log x] = ψ(ν/2) − log(R/2):
+
+        >>> from scipy.special import digamma
+        >>> w = ff.distributions.Wishart(3.0, [[2.0]])
+        >>> bool(np.isclose(w.mean_log_det(), digamma(1.5) - np.log(1.0)))
+        True
+        """
         return (multi_digamma(0.5 * self.dof, self.dim) + self.dim * np.log(2.0)
                 - logdet(self.rate))
 
     @_distinct
     def log_normalizer(self) -> np.ndarray:
-        """A(η) = ν D log 2 / 2 − ν log |R| / 2 + log Γ_D(ν/2)."""
+        """A(η) = ν D log 2 / 2 − ν log |R| / 2 + log Γ_D(ν/2).  For D = 1, R = 2 it is
+        Gamma(ν/2, 1)'s log Γ(ν/2):
+
+        >>> from scipy.special import gammaln
+        >>> bool(np.isclose(ff.distributions.Wishart(3.0, [[2.0]]).log_normalizer(),
+        ...                 gammaln(1.5)))
+        True
+        """
         nu = self.dof
         with np.errstate(invalid="ignore"):
             return (0.5 * nu * (self.dim * np.log(2.0) - logdet(self.rate))
@@ -414,7 +514,11 @@ class Wishart(Distribution):
 
     @_distinct
     def is_uniform(self) -> np.ndarray:
-        """All natural parameters zero (checked once per distinct element)."""
+        """All natural parameters zero (checked once per distinct element).
+
+        >>> ff.distributions.Wishart.uniform((2,), 3).is_uniform()
+        array([ True,  True])
+        """
         return _all_zero(self.eta, self.batch_shape)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -147,6 +147,11 @@ class Program:
     def range_size(self, name: str) -> int:
         return dict(self.ranges)[name]
 
+    def __str__(self) -> str:
+        """The program as text (``ir.printer.format_program``), as ``print`` shows it."""
+        from factorflow.ir.printer import format_program
+        return format_program(self)
+
 
 def walk(nodes: tuple[Node, ...], loops: tuple[str, ...] = ()
          ) -> Iterator[tuple[Stmt, tuple[str, ...]]]:

@@ -138,7 +138,20 @@ class Table:
 
 
 def Constant(values: Any) -> Table:
-    """A known array to index by a discrete variable: see ``Table``."""
+    """A known array to index by a discrete variable (``ff.Constant(p)[z]`` under
+    ``ff.Switch(z)``), or by the previous state of a chain; see ``Table``.
+
+    >>> with ff.Model() as model:             # P(z = k | y) ∝ 1/3 · p_k
+    ...     z = ff.Discrete("z", [1 / 3, 1 / 3, 1 / 3])
+    ...     with ff.Switch(z):
+    ...         y = ff.Bernoulli("y", ff.Constant([0.1, 0.3, 0.6])[z], observed=True)
+    >>> model.infer("ep")["z"].probs
+    array([0.1, 0.3, 0.6])
+    >>> ff.Constant(0.5)
+    Traceback (most recent call last):
+    ...
+    factorflow.errors.ModelError: ff.Constant needs an array with an axis to index, got a ...
+    """
     return Table(values)
 
 

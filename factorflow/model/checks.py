@@ -92,7 +92,7 @@ def check_support(value: Any, domain: str, what: str, size: int | None = None) -
         real = raw.astype(float)
         if np.any((real != 0) & (real != 1)):
             raise DataError(f"{what}: boolean values must be True/False or 0/1, got "
-                            f"{real[(real != 0) & (real != 1)].flat[0]!r}.")
+                            f"{real[(real != 0) & (real != 1)].flat[0].item()!r}.")
     if domain == "simplex":
         if arr.ndim == 0:
             raise DataError(f"{what}: a probability vector needs at least one axis.")

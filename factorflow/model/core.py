@@ -16,13 +16,17 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast, overload
 
 import numpy as np
 
 from factorflow.errors import ModelError
 
 if TYPE_CHECKING:
+    from factorflow.runtime.compiled import CompiledModel
+    from factorflow.runtime.result import Result
+    from factorflow.samplers.gibbs import GibbsModel
+    from factorflow.samplers.result import SamplingResult
     from factorflow.viz import Diagram
 
 _MODEL: contextvars.ContextVar[Model | None] = contextvars.ContextVar("ff_model", default=None)
@@ -247,7 +251,20 @@ class Operators:
 
 @dataclass(eq=False)
 class Variable(Operators):
-    """A random variable of a model (possibly observed), batched over its plates."""
+    """A random variable of a model (possibly observed), batched over its plates: what
+    the factories (``ff.Gaussian(name, ...)``) return.  It takes part in arithmetic
+    (``a + b``, ``2 * a``), comparisons (``a > b``) and logic (``c & d``), each a new
+    variable; ``x.initialize(distribution)`` sets where inference starts.
+
+    >>> with ff.Model() as model:
+    ...     with ff.Plate(ff.Range("n", 3)):
+    ...         x = ff.Gaussian("x", 0.0, variance=1.0)
+    ...     total = x[0] + x[1]
+    >>> x, x.shape, x.is_observed, total.name
+    (<real variable x[n]>, (3,), False, '(x[0] + x[1])')
+    >>> model.infer("ep")[total.name]                 # N(0, 1) + N(0, 1) = N(0, 2)
+    Gaussian(mean=0.0, variance=2.0)
+    """
 
     name: str
     domain: str
@@ -447,14 +464,44 @@ class Model:
 
     @property
     def frames(self) -> tuple[Any, ...]:
+        """The plates (``Range``) and gates (``GateFrame``) open now, outermost first;
+        empty outside every ``with`` block.
+
+        >>> with ff.Model() as model:
+        ...     c = ff.Bernoulli("c", 0.5)
+        ...     with ff.Plate(ff.Range("n", 2)), ff.If(c):
+        ...         print([getattr(f, "name", None) or f.describe() for f in model.frames])
+        ['n', 'ff.If(c)']
+        >>> model.frames
+        ()
+        """
         return tuple(self._frames)
 
     @property
     def gates(self) -> tuple[GateFrame, ...]:
+        """The gates (``ff.If``, ``ff.Case``, ``ff.Switch``) open now, outermost first.
+
+        >>> with ff.Model() as model:
+        ...     c = ff.Bernoulli("c", 0.5)
+        ...     with ff.IfNot(c):
+        ...         print([g.describe() for g in model.gates])
+        ['ff.IfNot(c)']
+        """
         return tuple(f for f in self._frames if isinstance(f, GateFrame))
 
     @property
     def plates(self) -> tuple[Range, ...]:
+        """The plates open now, outermost first: the array axes a variable created here
+        gets.
+
+        >>> with ff.Model() as model:
+        ...     with ff.Plate(ff.Range("i", 3)), ff.Plate(ff.Range("j", 2)):
+        ...         x = ff.Gaussian("x", 0.0, variance=1.0)
+        ...         print(model.plates)
+        (Range('i', 3), Range('j', 2))
+        >>> x.shape
+        (3, 2)
+        """
         return tuple(f for f in self._frames if isinstance(f, Range))
 
     # ----- registration ----------------------------------------------------------
@@ -473,6 +520,13 @@ class Model:
         self.data[data.name] = data
 
     def fresh_name(self, label: str) -> str:
+        """A name no variable of the model has, ``label#k`` (k counts up): the name of an
+        intermediate expression such as ``a + b`` (results hide such names).
+
+        >>> model = ff.Model()
+        >>> model.fresh_name("sum"), model.fresh_name("sum")
+        ('sum#1', 'sum#2')
+        """
         self._counter += 1
         name = f"{label}#{self._counter}"
         while name in self.variables:
@@ -481,11 +535,31 @@ class Model:
         return name
 
     def add_variable(self, var: Variable) -> Variable:
+        """Register ``var`` (made by a factory such as ``ff.Gaussian``) under its name and
+        return it; ModelError if the name is taken by a variable, a Data or a Range.
+
+        >>> with ff.Model() as model:
+        ...     x = ff.Gaussian("x", 0.0, variance=1.0)
+        >>> model.add_variable(ff.Variable("x", "real", (), model))
+        Traceback (most recent call last):
+        ...
+        factorflow.errors.ModelError: Variable 'x': the name is already used in this model; ...
+        """
         self._check_name(var.name, "Variable")
         self.variables[var.name] = var
         return var
 
     def add_statement(self, call: FactorCall) -> None:
+        """Append the factor statement ``call`` (the factories call this), recording the
+        plates and gates open around it; statements keep the order they were written in.
+
+        >>> with ff.Model() as model:
+        ...     m = ff.Gaussian("m", 0.0, variance=1.0)
+        ...     with ff.Plate(ff.Range("n", 2)):
+        ...         y = ff.Gaussian("y", m, variance=1.0, observed=[1.0, 2.0])
+        >>> [(c.factor, c.output.name, len(c.frames)) for c in model.statements]
+        [('Gaussian', 'm', 0), ('Gaussian', 'y', 1)]
+        """
         from factorflow.model.chains import check_no_chain_frame
         check_no_chain_frame(self, call.provenance or f"{call.factor} statement")
         call.frames = self.frames
@@ -494,6 +568,17 @@ class Model:
         self.statements.append(call)
 
     def variable(self, name: str) -> Variable:
+        """The variable called ``name``; ModelError listing the names there are otherwise.
+
+        >>> with ff.Model() as model:
+        ...     m = ff.Gaussian("m", 0.0, variance=1.0)
+        >>> model.variable("m") is m
+        True
+        >>> model.variable("mu")
+        Traceback (most recent call last):
+        ...
+        factorflow.errors.ModelError: the model has no variable 'mu'; it has m.
+        """
         try:
             return self.variables[name]
         except KeyError:
@@ -511,17 +596,43 @@ class Model:
         renders to SVG or PNG where Graphviz is installed (``.pipe("svg")``,
         ``.render("model.svg")``, shown inline in Jupyter).  Variables are circles
         (observed ones shaded), factors small squares, plates boxes and gates dashed
-        boxes; see ``model.display.factor_graph``."""
+        boxes; see ``model.display.factor_graph``.
+
+        >>> with ff.Model() as model:
+        ...     m = ff.Gaussian("m", 0.0, variance=1.0)
+        ...     y = ff.Gaussian("y", m, variance=1.0, observed=2.0)
+        >>> dot = model.to_graphviz()
+        >>> dot.splitlines()[0], "m" in dot.source and "filled" in dot.source
+        ('digraph "model" {', True)
+        """
         from factorflow.model.display import factor_graph
         return factor_graph(self)
 
     # ----- inference entry points (see factorflow.runtime) ------------------------
-    def compile(self, algorithm: str = "ep", **options: Any) -> Any:
+    @overload
+    def compile(self, algorithm: Literal["ep", "vmp"] = "ep", **options: Any
+                ) -> CompiledModel: ...
+
+    @overload
+    def compile(self, algorithm: Literal["gibbs"], **options: Any) -> GibbsModel: ...
+
+    @overload
+    def compile(self, algorithm: str, **options: Any) -> CompiledModel | GibbsModel: ...
+
+    def compile(self, algorithm: str = "ep", **options: Any) -> CompiledModel | GibbsModel:
         """Compile for ``algorithm`` ("ep", "vmp" or "gibbs"); cached per algorithm and
         options.
 
         ``init`` names the variables whose posteriors ``run(init=...)`` will start from:
-        any iterable of names (a list, tuple or set; a dict's keys), or one name."""
+        any iterable of names (a list, tuple or set; a dict's keys), or one name.
+
+        >>> with ff.Model() as model:
+        ...     m = ff.Gaussian("m", 0.0, variance=1.0)
+        ...     y = ff.Gaussian("y", m, variance=1.0, observed=2.0)
+        >>> compiled = model.compile("vmp")
+        >>> compiled is model.compile("vmp"), compiled.run()["m"]  # exact: N(1, 1/2)
+        (True, Gaussian(mean=1.0, variance=0.5))
+        """
         from factorflow.runtime.compiled import compile_model
         if algorithm == "gibbs":
             from factorflow.samplers.gibbs import compile_gibbs
@@ -533,11 +644,36 @@ class Model:
             self._compiled[key] = compile_model(self, algorithm, **options)
         return self._compiled[key]
 
+    @overload
+    def infer(self, algorithm: Literal["ep", "vmp"] = "ep", iterations: int | None = None,
+              init: dict | None = None, data: dict | None = None, *,
+              tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
+              checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
+              progress: bool = True, trace: bool | None = None, **options: Any
+              ) -> Result: ...
+
+    @overload
+    def infer(self, algorithm: Literal["gibbs"], iterations: int | None = None,
+              init: dict | None = None, data: dict | None = None, *,
+              tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
+              checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
+              progress: bool = True, trace: bool | None = None, **options: Any
+              ) -> SamplingResult: ...
+
+    @overload
+    def infer(self, algorithm: str, iterations: int | None = None,
+              init: dict | None = None, data: dict | None = None, *,
+              tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
+              checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
+              progress: bool = True, trace: bool | None = None, **options: Any
+              ) -> Result | SamplingResult: ...
+
     def infer(self, algorithm: str = "ep", iterations: int | None = None,
               init: dict | None = None, data: dict | None = None, *,
               tolerance: Any = "default", on_iteration: Any = None, damping: Any = None,
               checkpoint: Any = None, every: int | None = None, resume: bool | None = None,
-              progress: bool = True, trace: bool | None = None, **options: Any) -> Any:
+              progress: bool = True, trace: bool | None = None, **options: Any
+              ) -> Result | SamplingResult:
         """Compile (once) and run inference; returns a ``factorflow.runtime.Result``.
 
         Runs until converged (``tolerance``, 1e-10 by default), at most ``iterations``
@@ -551,7 +687,21 @@ class Model:
 
         ``algorithm="gibbs"`` samples instead: ``model.infer("gibbs", draws=1000,
         burn=500, thin=1, chains=4, seed=0)`` returns a ``SamplingResult`` (see
-        ``factorflow.samplers.gibbs.GibbsModel.run``)."""
+        ``factorflow.samplers.gibbs.GibbsModel.run``).
+
+        A Gaussian's mean from 2 points of variance 1 under a N(0, 100) prior: the exact
+        posterior has precision 2 + 1/100 and mean (5 + 7) / (2 + 1/100):
+
+        >>> with ff.Model() as model:
+        ...     mean = ff.Gaussian("mean", 0.0, variance=100.0)
+        ...     with ff.Plate(ff.Range("n", 2)):
+        ...         x = ff.Gaussian("x", mean, variance=1.0, observed=[5.0, 7.0])
+        >>> result = model.infer("ep")
+        >>> result["mean"]
+        Gaussian(mean=5.970149253731344, variance=0.49751243781094534)
+        >>> bool(np.isclose(result["mean"].mean, 12 / 2.01)), result.converged
+        (True, True)
+        """
         if algorithm == "gibbs":
             from factorflow.samplers.gibbs import infer_gibbs
             passing = {"iterations": iterations, "tolerance": None if tolerance == "default"
@@ -568,17 +718,28 @@ class Model:
             run["damping"] = damping
         if checkpoint is not None or every is not None or resume is not None:
             run.update(checkpoint=checkpoint, every=every, resume=resume)
-        return self.compile(algorithm, **options).run(iterations=iterations, init=init,
-                                                       data=data, on_iteration=on_iteration,
-                                                       progress=progress, **run)
+        compiled = cast("CompiledModel", self.compile(algorithm, **options))  # not Gibbs
+        return compiled.run(iterations=iterations, init=init, data=data,
+                            on_iteration=on_iteration, progress=progress, **run)
 
 
-    def predictive(self, result: Any, n: int = 1000, rng: Any = None,
+    def predictive(self, result: Result, n: int = 1000, rng: Any = None,
                    variables: Any = None) -> dict[str, np.ndarray]:
         """``n`` draws from the posterior predictive of the observed variables (or of the
         observed names in ``variables``): each latent variable drawn from its posterior
         in ``result``, then each observed one from the statements defining it.  Returns
-        name -> array of shape ``(n,) + plate sizes``; see ``model.predictive``."""
+        name -> array of shape ``(n,) + plate sizes``; see ``model.predictive``.
+
+        >>> with ff.Model() as model:
+        ...     m = ff.Gaussian("m", 0.0, variance=1.0)
+        ...     with ff.Plate(ff.Range("n", 2)):
+        ...         y = ff.Gaussian("y", m, variance=1.0, observed=[2.0, 2.0])
+        >>> draws = model.predictive(model.infer("ep"), n=200_000, rng=0)["y"]
+        >>> draws.shape, np.round(draws.mean(axis=0), 1), np.round(draws.var(axis=0), 1)
+        ((200000, 2), array([1.3, 1.3]), array([1.3, 1.3]))
+
+        (m's posterior is N(4/3, 1/3): each new y ~ N(4/3, 1 + 1/3).)
+        """
         from factorflow.model.predictive import predictive
         return predictive(self, result, n, rng, variables)
 

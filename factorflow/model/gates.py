@@ -64,7 +64,20 @@ def If(condition: Any) -> Iterator[GateFrame]:
 
 @contextmanager
 def IfNot(condition: Any) -> Iterator[GateFrame]:
-    """Statements inside apply where the boolean ``condition`` is false; see ``If``."""
+    """Statements inside apply where the boolean ``condition`` is false (``ff.If``'s other
+    branch).  A coin that is fair unless it is loaded, after 3 heads: P(loaded | 3 heads)
+    = 0.5 · 0.9³ / (0.5 · 0.9³ + 0.5 · 0.5³):
+
+    >>> with ff.Model() as model:
+    ...     loaded = ff.Bernoulli("loaded", 0.5)
+    ...     with ff.Plate(ff.Range("n", 3)):
+    ...         with ff.If(loaded):
+    ...             heads = ff.Bernoulli("heads", 0.9, observed=[True, True, True])
+    ...         with ff.IfNot(loaded):
+    ...             heads = ff.Bernoulli("heads", 0.5, observed=[True, True, True])
+    >>> bool(np.isclose(model.infer("ep")["loaded"].p, 0.9**3 / (0.9**3 + 0.5**3)))
+    True
+    """
     model = current_model("ff.IfNot")
     c = _condition(model, condition, "ff.IfNot", ("bool",))
     with model._gate(GateFrame("if", c, negated=True, provenance=_provenance())) as frame:

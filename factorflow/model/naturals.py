@@ -70,7 +70,30 @@ def _normalized(p: np.ndarray) -> np.ndarray:
 
 def naturals(user: UserFactor, argument: str, family: str
              ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register a checked natural-parameter update; see the module docstring."""
+    """Register a checked natural-parameter update; see the module docstring.  Returns
+    the decorated function unchanged; ``user.custom`` then names ``argument``.
+
+    The seed's update of a Gaussian's mean in its LogNormalFactor, (E[x] E[τ], −E[τ]/2),
+    checked against the derived one; the posterior is the exact N(12 / 2.01, 1 / 2.01):
+
+    >>> @ff.factor(x="real", mu="real", tau="positive")
+    ... def doc_log_normal(x, mu, tau):
+    ...     return -0.5 * (tau * (x - mu) ** 2 + np.log(2 * np.pi) - ff.log(tau))
+    >>> @ff.naturals(doc_log_normal, "mu", "Gaussian")
+    ... def doc_log_normal_mu(x, tau):
+    ...     return ff.E(x) * ff.E(tau), -ff.E(tau) / 2
+    >>> with ff.Model() as model:
+    ...     mu = ff.Gaussian("mu", 0.0, variance=100.0)
+    ...     with ff.Plate(ff.Range("n", 2)):
+    ...         y = doc_log_normal("y", mu=mu, tau=1.0, observed=[5.0, 7.0])
+    >>> posterior = model.infer("vmp")["mu"]
+    >>> bool(np.allclose([posterior.mean, posterior.variance], [12 / 2.01, 1 / 2.01]))
+    True
+    >>> ff.naturals(doc_log_normal, "mu", "Gamma")(doc_log_normal_mu)
+    Traceback (most recent call last):
+    ...
+    factorflow.errors.ModelError: @ff.naturals(doc_log_normal, 'mu'): 'mu' has domain 'real', ...
+    """
     if not isinstance(user, UserFactor):
         raise ModelError(f"@ff.naturals: {user!r} is not a factor declared with @ff.factor")
     where = f"@ff.naturals({user.name}, {argument!r})"

@@ -100,7 +100,18 @@ def VectorGaussian(name: str, mean: Any = 0.0, *, precision: Any = None,
 
     ``mean``: a D-vector (constant, per plate element, or a VectorGaussian variable) or a
     scalar constant (the same in every component); ``precision``: a positive-definite
-    D × D matrix (constant or a Wishart variable), or ``covariance=`` (a constant)."""
+    D × D matrix (constant or a Wishart variable), or ``covariance=`` (a constant).
+
+    One observation x ~ N(w, I) of a w ~ N(0, I): the posterior is N(x / 2, I / 2):
+
+    >>> with ff.Model() as model:
+    ...     w = ff.VectorGaussian("w", 0.0, precision=np.eye(2))
+    ...     x = ff.VectorGaussian("x", w, precision=np.eye(2), observed=[2.0, -4.0])
+    >>> posterior = model.infer("ep")["w"]
+    >>> posterior.mean, posterior.covariance
+    (array([ 1., -2.]), array([[0.5, 0. ],
+           [0. , 0.5]]))
+    """
     key, value = _one_of(name, "spread", precision=precision, covariance=covariance)
     prec = inverse(_constant_matrix(name, "covariance", value)) if key == "covariance" \
         else value
@@ -116,7 +127,20 @@ def Wishart(name: str, dof: Any, *, rate: Any = None, scale: Any = None,
     p(Λ) ∝ |Λ|^((dof − D − 1)/2) exp(−tr(rate Λ)/2), E[Λ] = dof · rate⁻¹.
 
     ``dof``: a constant above D − 1; ``rate``: a positive-definite matrix (constant or a
-    Wishart variable), or ``scale=`` its inverse (a constant, SciPy's ``scale``)."""
+    Wishart variable), or ``scale=`` its inverse (a constant, SciPy's ``scale``).
+
+    The precision of zero-mean vectors: conjugate, the posterior is Wishart(dof + N,
+    rate + Σ x xᵀ):
+
+    >>> xs = np.array([[1.0, 0.5], [-0.5, 2.0], [0.0, -1.0]])
+    >>> with ff.Model() as model:
+    ...     prec = ff.Wishart("prec", 3.0, rate=np.eye(2))
+    ...     with ff.Plate(ff.Range("n", 3)):
+    ...         x = ff.VectorGaussian("x", 0.0, precision=prec, observed=xs)
+    >>> posterior = model.infer("vmp")["prec"]
+    >>> float(posterior.dof), bool(np.allclose(posterior.rate, np.eye(2) + xs.T @ xs))
+    (6.0, True)
+    """
     key, value = _one_of(name, "rate", rate=rate, scale=scale)
     r = inverse(_constant_matrix(name, "scale", value)) if key == "scale" else value
     dim = _common_dimension(name, {key: (value, "posdef")})
@@ -138,7 +162,23 @@ def _is_random(v: Any) -> bool:
 def inner(a: Any, b: Any) -> Variable:
     """The real variable aᵀ b of two D-vectors (``a @ b``): a vector variable with a
     constant vector, a known vector per plate element (a design-matrix row), or — under
-    VMP — another vector variable."""
+    VMP — another vector variable.
+
+    Bayesian linear regression, y ~ N(w·x, 1) with w ~ N(0, I): the posterior of w has
+    precision I + XᵀX and mean (I + XᵀX)⁻¹ Xᵀ y:
+
+    >>> X = np.array([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+    >>> y = np.array([1.0, 2.0, 2.5])
+    >>> with ff.Model() as model:
+    ...     w = ff.VectorGaussian("w", 0.0, precision=np.eye(2))
+    ...     with ff.Plate(ff.Range("n", 3)):
+    ...         obs = ff.Gaussian("y", ff.inner(w, X), variance=1.0, observed=y)
+    >>> posterior = model.infer("ep")["w"]
+    >>> exact = np.linalg.solve(np.eye(2) + X.T @ X, X.T @ y)
+    >>> bool(np.allclose(posterior.mean, exact)), bool(np.allclose(posterior.precision,
+    ...                                                            np.eye(2) + X.T @ X))
+    (True, True)
+    """
     current_model("ff.inner")
     if not _is_random(a):
         a, b = b, a
@@ -188,7 +228,21 @@ def matvec(matrix: Any, vector: Any) -> Variable:
     B must have full row rank with M ≤ D (the product's distribution is then a proper
     VectorGaussian); a taller B is written row by row: inside a plate over its M rows,
     ``B @ z`` with B of shape (M, D) is one inner product per row.  A random matrix is
-    written the same way, its rows a VectorGaussian over a plate (``W @ z``)."""
+    written the same way, its rows a VectorGaussian over a plate (``W @ z``).
+
+    One observation y ~ N(B z, I) of z ~ N(0, I): the posterior of z has precision
+    I + BᵀB and mean (I + BᵀB)⁻¹ Bᵀ y:
+
+    >>> B = np.array([[1.0, 2.0, 0.0], [0.0, 1.0, -1.0]])
+    >>> with ff.Model() as model:
+    ...     z = ff.VectorGaussian("z", 0.0, precision=np.eye(3))
+    ...     y = ff.VectorGaussian("y", ff.matvec(B, z), precision=np.eye(2),
+    ...                           observed=[1.0, 3.0])
+    >>> posterior = model.infer("ep")["z"]
+    >>> exact = np.linalg.solve(np.eye(3) + B.T @ B, B.T @ [1.0, 3.0])
+    >>> bool(np.allclose(posterior.mean, exact))
+    True
+    """
     model = current_model("B @ z")
     label = f"({_label(matrix)} @ {_label(vector)})"
     if isinstance(matrix, Variable | Indexed | Data):

@@ -14,13 +14,18 @@ import json
 import math
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 import factorflow.distributions as dist
 from factorflow.distributions.base import Distribution
 from factorflow.errors import ExcludedVariableError, ModelError
+
+if TYPE_CHECKING:
+    import pandas
+    import xarray
+    from matplotlib.axes import Axes
 
 #: the version of the layout ``to_xarray`` writes
 FORMAT = 1
@@ -81,18 +86,35 @@ class Result:
         return iter(self.posteriors)
 
     def __repr__(self) -> str:
-        lines = [f"Result({self.algorithm.upper()}, {self.iterations} iterations"
+        lines = [f"Result({self.algorithm.upper()}, {self.iterations} iteration"
+                 f"{'' if self.iterations == 1 else 's'}"
                  f"{'' if self.converged else ' (not converged)'}, "
                  f"log_evidence={self.log_evidence:.6g})"]
-        lines += [f"  {k}: {v!r}" for k, v in self.posteriors.items()]
+        for k, v in self.posteriors.items():
+            head = f"  {k}: "   # a posterior that wraps stays aligned after its name
+            lines.append(head + repr(v).replace("\n", "\n" + " " * len(head)))
         return "\n".join(lines)
 
-    def plot_convergence(self, axes: Any = None) -> Any:
+    def plot_convergence(self, axes: Any = None) -> tuple[Axes, Axes]:
         """Draw ``trace`` with matplotlib: the log evidence (EP) or bound (VMP) after
         each sweep, and below it the size of each sweep's step |Δ| on a log scale (a
         straight fall is geometric convergence).  ``axes``: two matplotlib Axes to draw
         in (default: a new figure).  Returns the two Axes.  Needs matplotlib
-        (``pip install "factorflow[plot]"``)."""
+        (``pip install "factorflow[plot]"``).
+
+        >>> import matplotlib
+        >>> matplotlib.use("Agg")
+        >>> with ff.Model() as model:
+        ...     mean = ff.Gaussian("mean", 0.0, variance=100.0)
+        ...     prec = ff.Gamma("prec", 1.0, rate=1.0)
+        ...     with ff.Plate(ff.Range("n", 2)):
+        ...         x = ff.Gaussian("x", mean, precision=prec, observed=[5.0, 7.0])
+        >>> result = model.infer("vmp")
+        >>> top, bottom = result.plot_convergence()
+        >>> line = top.get_lines()[0].get_ydata()
+        >>> len(line) == result.iterations, bool(np.all(np.diff(line) >= -1e-9))  # VMP rises
+        (True, True)
+        """
         if not self.trace:
             raise ModelError("plot_convergence: the result has no trace (it ran 0 sweeps, "
                              "or ran EP without trace=True); run at least one iteration "
@@ -124,7 +146,18 @@ class Result:
     def quantities(self, name: str) -> dict[str, np.ndarray]:
         """What a person reads of the posterior of ``name``: ``mean`` and ``variance``,
         then the parameters its family is written with (``shape``/``rate``, ``probs``,
-        ...); an observed variable's ``value``.  Arrays of shape batch (+ event)."""
+        ...); an observed variable's ``value``.  Arrays of shape batch (+ event).
+
+        >>> with ff.Model() as model:
+        ...     with ff.Plate(ff.Range("k", 2)):
+        ...         mu = ff.Gaussian("mu", 0.0, variance=1.0)
+        ...         y = ff.Gaussian("y", mu, variance=1.0, observed=[2.0, 4.0])
+        >>> result = model.infer("ep")   # exact: mu[k] ~ N(y[k] / 2, 1/2)
+        >>> result.quantities("mu")
+        {'mean': array([1., 2.]), 'variance': array([0.5, 0.5])}
+        >>> result.quantities("y")
+        {'value': array([2., 4.])}
+        """
         posterior = self[name]
         if isinstance(posterior, dist.PointMass):
             return {"value": np.asarray(posterior.value)}
@@ -164,13 +197,25 @@ class Result:
                 out[f"{name}_{quantity}"] = xr.Variable(self._axes(name, arr.ndim), arr, attrs)
         return out
 
-    def to_dataframe(self, observed: bool = False) -> Any:
+    def to_dataframe(self, observed: bool = False) -> pandas.DataFrame:
         """The posteriors as a ``pandas.DataFrame``: one row per plate element of each
         posterior, indexed by (``variable``, ``element``) where ``element`` names the
         plate indices (``"k=1"``, ``"n=3, j=0"``; ``""`` for an unbatched variable);
         columns ``family`` then ``quantities`` (an event-valued one, such as a
         Discrete's ``probs``, as ``probs[0]``, ``probs[1]``, ...).  Observed variables
-        (their ``value``) only with ``observed=True``."""
+        (their ``value``) only with ``observed=True``.
+
+        >>> with ff.Model() as model:
+        ...     with ff.Plate(ff.Range("k", 2)):
+        ...         mu = ff.Gaussian("mu", 0.0, variance=1.0)
+        ...         y = ff.Gaussian("y", mu, variance=1.0, observed=[2.0, 4.0])
+        >>> result = model.infer("ep")   # exact: mu[k] ~ N(y[k] / 2, 1/2)
+        >>> result.to_dataframe()
+                           family  mean  variance
+        variable element
+        mu       k=0      Gaussian   1.0       0.5
+                 k=1      Gaussian   2.0       0.5
+        """
         import pandas as pd
 
         rows: list[dict[str, Any]] = []
@@ -198,14 +243,24 @@ class Result:
             index, names=["variable", "element"]))
 
     # ----- saving and loading -----------------------------------------------------------
-    def to_xarray(self) -> Any:
+    def to_xarray(self) -> xarray.Dataset:
         """The result as an ``xarray.Dataset`` (the layout ``to_netcdf`` writes).
 
         For reading: ``<name>_<quantity>`` for each of ``quantities`` (``means_mean``,
         ``means_variance``, ``prec_shape``, ``z_probs``, ``x_value``), with the model's
         plate names as dimensions (``<name>_category`` for an event axis).  For loading
         back bit for bit: ``p<k>_<field>``, the parameters as held (natural parameters),
-        described by the ``factorflow`` attribute."""
+        described by the ``factorflow`` attribute.
+
+        >>> with ff.Model() as model:
+        ...     with ff.Plate(ff.Range("k", 2)):
+        ...         mu = ff.Gaussian("mu", 0.0, variance=1.0)
+        ...         y = ff.Gaussian("y", mu, variance=1.0, observed=[2.0, 4.0])
+        >>> result = model.infer("ep")   # exact: mu[k] ~ N(y[k] / 2, 1/2)
+        >>> ds = result.to_xarray()
+        >>> ds["mu_mean"].dims, ds["mu_mean"].values, ds["y_value"].values
+        (('k',), array([1., 2.]), array([2., 4.]))
+        """
         import xarray as xr
 
         variables: dict[str, Any] = {}
@@ -240,15 +295,36 @@ class Result:
 
     def to_netcdf(self, path: str | os.PathLike[str]) -> None:
         """Write the result to ``path`` (netCDF-3 through xarray's SciPy engine); every
-        float64 parameter is written bit for bit.  ``ff.load_result(path)`` reads it."""
+        float64 parameter is written bit for bit.  ``ff.load_result(path)`` reads it;
+        see there for an example.
+
+        >>> import os, tempfile
+        >>> with ff.Model() as model:
+        ...     m = ff.Gaussian("m", 0.0, variance=1.0)
+        >>> path = os.path.join(tempfile.mkdtemp(), "prior.nc")
+        >>> model.infer("ep").to_netcdf(path)
+        >>> ff.Result.from_netcdf(path)["m"]
+        Gaussian(mean=0.0, variance=1.0)
+        """
         ds = self.to_xarray()
         encoding = {k: {"_FillValue": None} for k, v in ds.data_vars.items()
                     if v.dtype.kind == "f"}
         ds.to_netcdf(path, engine="scipy", encoding=encoding)
 
     @classmethod
-    def from_xarray(cls, ds: Any) -> Result:
-        """The result a ``to_xarray`` dataset holds (ModelError if it holds none)."""
+    def from_xarray(cls, ds: xarray.Dataset) -> Result:
+        """The result a ``to_xarray`` dataset holds (ModelError if it holds none): the same
+        posteriors, bit for bit.
+
+        >>> with ff.Model() as model:
+        ...     with ff.Plate(ff.Range("k", 2)):
+        ...         mu = ff.Gaussian("mu", 0.0, variance=1.0)
+        ...         y = ff.Gaussian("y", mu, variance=1.0, observed=[2.0, 4.0])
+        >>> result = model.infer("ep")   # exact: mu[k] ~ N(y[k] / 2, 1/2)
+        >>> again = ff.Result.from_xarray(result.to_xarray())
+        >>> again["mu"], again["mu"] == result["mu"], again.dims
+        (Gaussian(mean=[1., 2.], variance=[0.5, 0.5]), True, {'mu': ('k',), 'y': ('k',)})
+        """
         try:
             header = json.loads(ds.attrs["factorflow"])
         except (KeyError, TypeError, ValueError):
@@ -283,7 +359,16 @@ class Result:
 
     @classmethod
     def from_netcdf(cls, path: str | os.PathLike[str]) -> Result:
-        """The result ``to_netcdf`` wrote to ``path``."""
+        """The result ``to_netcdf`` wrote to ``path`` (the same as ``ff.load_result``).
+
+        >>> import os, tempfile
+        >>> with ff.Model() as model:
+        ...     g = ff.Gamma("g", 2.0, rate=3.0)
+        >>> path = os.path.join(tempfile.mkdtemp(), "g.nc")
+        >>> model.infer("vmp").to_netcdf(path)
+        >>> ff.Result.from_netcdf(path)["g"]
+        Gamma(shape=2.0, rate=3.0)
+        """
         import xarray as xr
 
         return cls.from_xarray(xr.load_dataset(path, engine="scipy", mask_and_scale=False))

@@ -71,7 +71,16 @@ class GibbsModel:
     """A model compiled for Gibbs sampling.
 
     ``samplers`` lists the conditional of every latent variable and the derivation that
-    found it; ``run`` draws samples."""
+    found it; ``run`` draws samples.
+
+    >>> with ff.Model("coin") as model:       # the posterior is Beta(1 + 4, 1 + 1)
+    ...     p = ff.Beta("p", 1.0, 1.0)
+    ...     with ff.Plate(ff.Range("n", 5)):
+    ...         flips = ff.Bernoulli("flip", p, observed=[True, True, False, True, True])
+    >>> gibbs = model.compile("gibbs")
+    >>> gibbs.run(draws=2000, seed=0)
+    SamplingResult(p: 4 chains x 2000 draws, burn 1000, thin 1)
+    """
 
     algorithm = "gibbs"
 
@@ -115,6 +124,18 @@ class GibbsModel:
 
     @property
     def samplers(self) -> SamplerTable:
+        """Each latent variable's sampler, and the rewrites that found it (printed one
+        variable a block; indexed by name).
+
+        >>> with ff.Model("coin") as model:       # the posterior is Beta(1 + 4, 1 + 1)
+        ...     p = ff.Beta("p", 1.0, 1.0)
+        ...     with ff.Plate(ff.Range("n", 5)):
+        ...         flips = ff.Bernoulli("flip", p, observed=[True, True, False, True, True])
+        >>> print(model.compile("gibbs").samplers)
+        p: Beta (conjugate)
+            Beta(p): log density linear in (log(x), log(1 - x)), coefficients (-1 + 1.0, ...
+            Bernoulli(flip): log density linear in (log(x), log(1 - x)), coefficients ...
+        """
         return SamplerTable(
             SamplerChoice(c.variable.name, _describe(c),
                           self.plan.rewrites.get(c.variable.name, ()) + c.rewrites)
@@ -129,7 +150,19 @@ class GibbsModel:
         """Run ``chains`` chains for ``burn`` sweeps (default ``draws // 2``) then
         ``draws * thin`` sweeps, keeping every ``thin``-th; ``init`` gives starting values
         by name (else each variable starts from a draw of its prior). Same ``seed``, same
-        samples."""
+        samples.
+
+        >>> with ff.Model("coin") as model:       # the posterior is Beta(1 + 4, 1 + 1)
+        ...     p = ff.Beta("p", 1.0, 1.0)
+        ...     with ff.Plate(ff.Range("n", 5)):
+        ...         flips = ff.Bernoulli("flip", p, observed=[True, True, False, True, True])
+        >>> gibbs = model.compile("gibbs")
+        >>> result = gibbs.run(draws=2000, seed=0)
+        >>> bool(result["p"].mean == gibbs.run(draws=2000, seed=0)["p"].mean)  # same seed
+        True
+        >>> abs(float(result["p"].mean) - 5 / 7) < 0.01      # Beta(5, 2)'s mean
+        True
+        """
         draws, thin, chains = (_count(draws, "draws", 1), _count(thin, "thin", 1),
                                _count(chains, "chains", 1))
         burn = draws // 2 if burn is None else _count(burn, "burn", 0)

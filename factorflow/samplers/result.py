@@ -14,22 +14,45 @@ from typing import Any
 
 import numpy as np
 
+from factorflow.distributions.base import format_values
 from factorflow.errors import ModelError
 
 
 @dataclass(frozen=True)
 class Summary:
-    """Posterior mean and standard deviation of one variable, per plate element."""
+    """Posterior mean and standard deviation of one variable, per plate element (over
+    every chain and draw): ``result[name]`` of a ``SamplingResult``.
+
+    >>> with ff.Model("coin") as model:       # the posterior is Beta(1 + 4, 1 + 1)
+    ...     p = ff.Beta("p", 1.0, 1.0)
+    ...     with ff.Plate(ff.Range("n", 5)):
+    ...         flips = ff.Bernoulli("flip", p, observed=[True, True, False, True, True])
+    >>> summary = model.infer("gibbs", draws=2000, seed=0)["p"]
+    >>> bool(abs(summary.mean - 5 / 7) < 0.01), bool(abs(summary.sd - (10 / 392) ** 0.5) < 0.01)
+    (True, True)
+    """
 
     mean: np.ndarray
     sd: np.ndarray
 
     def __repr__(self) -> str:
-        return f"Summary(mean={self.mean!r}, sd={self.sd!r})"
+        """``Summary(mean=1.18, sd=0.78)``: numbers as a posterior's repr shows them."""
+        mean = format_values(self.mean, "Summary(mean=")
+        prefix = f"Summary(mean={mean}, sd=".rsplit("\n", 1)[-1]
+        return f"Summary(mean={mean}, sd={format_values(self.sd, ' ' * len(prefix))})"
 
 
 class SamplingResult:
-    """Draws of every sampled variable of a run (see the module docstring)."""
+    """Draws of every sampled variable of a run (see the module docstring).
+
+    >>> with ff.Model("coin") as model:       # the posterior is Beta(1 + 4, 1 + 1)
+    ...     p = ff.Beta("p", 1.0, 1.0)
+    ...     with ff.Plate(ff.Range("n", 5)):
+    ...         flips = ff.Bernoulli("flip", p, observed=[True, True, False, True, True])
+    >>> result = model.infer("gibbs", draws=2000, seed=0)
+    >>> result, result.names, result.chains, result.draws
+    (SamplingResult(p: 4 chains x 2000 draws, burn 1000, thin 1), ('p',), 4, 2000)
+    """
 
     algorithm = "gibbs"
 
@@ -41,18 +64,54 @@ class SamplingResult:
 
     @property
     def names(self) -> tuple[str, ...]:
+        """The sampled variables, in the model's order (observed ones are not sampled).
+
+        >>> with ff.Model("coin") as model:       # the posterior is Beta(1 + 4, 1 + 1)
+        ...     p = ff.Beta("p", 1.0, 1.0)
+        ...     with ff.Plate(ff.Range("n", 5)):
+        ...         flips = ff.Bernoulli("flip", p, observed=[True, True, False, True, True])
+        >>> model.infer("gibbs", draws=10, seed=0).names
+        ('p',)
+        """
         return tuple(self._draws)
 
     @property
     def chains(self) -> int:
+        """The number of chains (``chains=`` of the run; 4 by default).
+
+        >>> with ff.Model("coin") as model:       # the posterior is Beta(1 + 4, 1 + 1)
+        ...     p = ff.Beta("p", 1.0, 1.0)
+        ...     with ff.Plate(ff.Range("n", 5)):
+        ...         flips = ff.Bernoulli("flip", p, observed=[True, True, False, True, True])
+        >>> model.infer("gibbs", draws=10, chains=2, seed=0).chains
+        2
+        """
         return next(iter(self._draws.values())).shape[0] if self._draws else 0
 
     @property
     def draws(self) -> int:
+        """The draws kept per chain (after burn-in and thinning).
+
+        >>> with ff.Model("coin") as model:       # the posterior is Beta(1 + 4, 1 + 1)
+        ...     p = ff.Beta("p", 1.0, 1.0)
+        ...     with ff.Plate(ff.Range("n", 5)):
+        ...         flips = ff.Bernoulli("flip", p, observed=[True, True, False, True, True])
+        >>> model.infer("gibbs", draws=10, thin=3, seed=0).draws
+        10
+        """
         return next(iter(self._draws.values())).shape[1] if self._draws else 0
 
     def samples(self, name: str) -> np.ndarray:
-        """The draws of ``name``: ``(chain, draw, *plate shape, *event)`` (read-only)."""
+        """The draws of ``name``: ``(chain, draw, *plate shape, *event)`` (read-only).
+
+        >>> with ff.Model("coin") as model:       # the posterior is Beta(1 + 4, 1 + 1)
+        ...     p = ff.Beta("p", 1.0, 1.0)
+        ...     with ff.Plate(ff.Range("n", 5)):
+        ...         flips = ff.Bernoulli("flip", p, observed=[True, True, False, True, True])
+        >>> draws = model.infer("gibbs", draws=2000, seed=0).samples("p")
+        >>> draws.shape, bool(draws.flags.writeable), bool(np.all((0 < draws) & (draws < 1)))
+        ((4, 2000), False, True)
+        """
         arr = self._draws[self._check(name)].view()
         arr.flags.writeable = False
         return arr
@@ -82,7 +141,17 @@ class SamplingResult:
     def to_arviz(self) -> Any:
         """An ``arviz.InferenceData`` with a posterior group: one variable per sampled
         variable, dimensions ``chain``, ``draw``, then its plates by name (and
-        ``<name>_dim`` for a simplex's components)."""
+        ``<name>_dim`` for a simplex's components).
+
+        >>> with ff.Model("coin") as model:       # the posterior is Beta(1 + 4, 1 + 1)
+        ...     p = ff.Beta("p", 1.0, 1.0)
+        ...     with ff.Plate(ff.Range("n", 5)):
+        ...         flips = ff.Bernoulli("flip", p, observed=[True, True, False, True, True])
+        >>> import arviz as az
+        >>> table = az.summary(model.infer("gibbs", draws=2000, seed=0).to_arviz())
+        >>> list(table.index), bool(abs(table.loc["p", "mean"] - 5 / 7) < 0.01)
+        (['p'], True)
+        """
         try:
             import arviz as az
         except ImportError:  # pragma: no cover - arviz is in the test and mcmc extras

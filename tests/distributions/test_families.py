@@ -301,3 +301,23 @@ def test_to_scipy_of_a_categorical_batch_says_to_index() -> None:
         Dirichlet(probs + 1.0).to_scipy()
     np.testing.assert_allclose(Discrete(probs)[1].to_scipy().pmf([0, 1]), [0.5, 0.5])
     np.testing.assert_allclose(Dirichlet(probs + 1.0)[0].to_scipy().mean(), [0.4, 0.6])
+
+
+@pytest.mark.parametrize("make", [
+    lambda a, b: Gaussian(a, variance=b),
+    lambda a, b: Gamma(a, rate=b),
+    lambda a, b: Beta(a, b),
+], ids=["Gaussian", "Gamma", "Beta"])
+def test_two_parameter_families_broadcast_a_scalar_parameter(make):
+    """A vector first parameter with a scalar second one (``Gaussian([..], variance=1)``)
+    is a batch: indexing, ``take``, ``prod`` and ``scatter_prod`` see one batch shape and
+    give what the element-by-element construction gives."""
+    first = np.array([1.0, 2.0, 3.0])
+    batch, scalar = make(first, 2.0), make(first, np.full(3, 2.0))
+    assert [e.shape for e in batch.eta] == [(3,), (3,)]
+    assert batch == scalar
+    assert batch.take([2, 0]) == make(first[[2, 0]], 2.0)
+    assert batch.prod() == scalar.prod()
+    assert batch.scatter_prod(np.array([0, 1, 0]), 2) == scalar.scatter_prod(
+        np.array([0, 1, 0]), 2)
+    assert batch[1] == make(2.0, 2.0)

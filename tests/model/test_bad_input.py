@@ -28,7 +28,7 @@ def test_nan_or_inf_data(bad):
 
 
 @pytest.mark.parametrize(("make", "match"), [
-    (lambda: ff.Bernoulli("b", 0.5, observed=2), r"'b'.*True/False or 0/1"),
+    (lambda: ff.Bernoulli("b", 0.5, observed=[0, 2]), r"'b'.*True/False or 0/1, got 2\.0\.$"),
     (lambda: ff.Gamma("g", 1.0, rate=1.0, observed=-1.0), r"'g'.*values > 0"),
     (lambda: ff.Poisson("k", 2.0, observed=-3), r"'k'.*non-negative integers"),
     (lambda: ff.Discrete("d", [0.5, 0.6]), r"'d'.*sum to 1"),

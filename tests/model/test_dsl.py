@@ -326,3 +326,17 @@ def test_elbo_term_with_lgamma_of_a_random_argument_uses_eloggamma():
     assert_close(got, want, rtol=1e-9)
     assert "shape" in gamma_of_random_shape.blocked and "lgamma(shape)" in \
         gamma_of_random_shape.blocked["shape"]
+
+
+@pytest.mark.parametrize("fn", [ff.log, ff.exp, ff.lgamma, ff.digamma, ff.E, ff.V, ff.Elog],
+                         ids=lambda f: f.__name__)
+def test_formula_functions_refuse_what_is_not_a_formula(fn):
+    """A string (a misspelt argument name) is named in a ModelError, not a TypeError."""
+    with pytest.raises(ff.ModelError, match=rf"ff\.{fn.__name__}\('tau'\): the argument must be"):
+        fn("tau")
+
+
+def test_a_user_function_refuses_what_is_not_a_formula():
+    twice = ff.function("twice_for_test", lambda x: 2 * x)
+    with pytest.raises(ff.ModelError, match=r"twice_for_test\('k',\): the arguments of a user"):
+        twice("k")

@@ -117,3 +117,35 @@ def test_a_run_until_converged_counts_its_sweeps(bars, monkeypatch) -> None:
     result = gaussian_model().infer("vmp")
     (bar,) = bars
     assert result.converged and bar.total is None and bar.n == result.iterations
+
+
+def mixture_model() -> ff.Model:
+    with ff.Model("mixture") as model:
+        with ff.Plate(ff.Range("k", 2)):
+            means = ff.Gaussian("means", 0.0, variance=100.0)
+        w = ff.Dirichlet("w", np.ones(2))
+        with ff.Plate(ff.Range("n", 6)):
+            z = ff.Discrete("z", w)
+            with ff.Switch(z):
+                ff.Gaussian("x", means[z], variance=1.0,
+                            observed=[-3.0, -2.5, -2.0, 2.0, 2.5, 3.0])
+    means.initialize(ff.distributions.Gaussian(np.array([-1.0, 1.0]), variance=1.0))
+    return model
+
+
+def test_bar_and_warning_name_a_gate_copy_as_people_read_it(bars, monkeypatch) -> None:
+    """The gate transform's own posteriors (watched for convergence) are shown by their
+    label, never by a generated identifier such as ``v_means__k_cond_z_n``."""
+    made = bars
+    on_terminal(monkeypatch)
+    model = mixture_model()
+    compiled = model.compile("vmp")
+    labels, owners = compiled._watched_names()
+    assert labels["v_means__k_cond_z_n"] == "means in the gate on z[n]"
+    assert owners["v_means__k_cond_z_n"] == "means"
+    with pytest.warns(ff.ConvergenceWarning) as caught:
+        model.infer("vmp", iterations=2)
+    message = str(caught[0].message)
+    assert "the posterior of 'means in the gate on z[n]' still changed" in message
+    assert "v_" not in message
+    assert "v_" not in made[0].postfix

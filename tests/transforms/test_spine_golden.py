@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
+import factorflow as ff
 from factorflow.ir import check, format_program
 from factorflow.transforms.channels import channels
 from factorflow.transforms.lower import lower
@@ -103,3 +104,12 @@ def test_spine_meaning_matches_closed_form(known_precision_model):
         cov = np.eye(2) + 100.0 * np.ones((2, 2))
         exact = stats.multivariate_normal([0.0, 0.0], cov).logpdf([5.0, 7.0])
         assert_close(result.log_evidence, exact)
+
+
+def test_print_of_a_program_is_its_text_form():
+    with ff.Model() as model:
+        m = ff.Gaussian("m", 0.0, variance=1.0)
+        ff.Gaussian("y", m, variance=1.0, observed=2.0)
+    program = model.compile("ep").program
+    assert str(program) == format_program(program)
+    assert str(program).startswith("program model (ep)\nrandom real v_m  # m\n")
