@@ -27,7 +27,7 @@ import numpy as np
 
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
-from factorflow.rewrite.terms import Term, data, sym
+from factorflow.rewrite.terms import Term, at, data, index_sum, sym
 from factorflow.samplers.densities import EXPRESSION, log_density_term, substitute
 from factorflow.samplers.numpy_terms import compile_term
 
@@ -60,6 +60,9 @@ class Access:
     plates: tuple[Range, ...]
     #: the plates the index is laid out over (the statement that indexes)
     index_plates: tuple[Range, ...] = ()
+    #: the plate summed inside the site (``ff.sum(x, k)``): its axis comes last, after
+    #: the site's plates, and the term reads the access as ``at(data(a), index)``
+    inner: tuple[Range, ...] = ()
 
     @property
     def variable(self) -> Variable | None:
@@ -95,19 +98,19 @@ class Access:
         """The value at the site, ``(chains|1, *site plates|1, *event)``; a category as its
         one-hot vector (for the formulas), a boolean as 0.0 / 1.0."""
         src = self.source
+        want = self.plates + self.inner
         if not isinstance(src, Variable):
             arr = _known(src, known)
-            if self.index_plates == self.plates:  # laid out over the site's plates
+            if self.index_plates == want:  # laid out over the site's plates
                 return arr.reshape((1, *arr.shape))
             # inside an expression's plates (scalar arguments): right-aligned to them
             ctx = self.index_plates
             arr = arr.reshape((1,) * (len(ctx) - arr.ndim) + arr.shape)
-            return align(np.broadcast_to(arr, tuple(p.size for p in ctx))[None], ctx,
-                         self.plates)
+            return align(np.broadcast_to(arr, tuple(p.size for p in ctx))[None], ctx, want)
         base = values[src.name] if src.name in values else _known(src.observed, known)[None]
         event = 1 if src.domain == "simplex" else 0
         if self.index is None:
-            out = align(np.asarray(base), src.plates, self.plates, event)
+            out = align(np.asarray(base), src.plates, want, event)
         else:
             idx = self.index_value(values, known)
             chains = np.arange(base.shape[0]).reshape((-1,) + (1,) * (idx.ndim - 1))
@@ -122,7 +125,7 @@ class Access:
         layout ``(chains, *its plates, *event)``: over the plates it lacks, or scattered
         by the index."""
         var = self.variable
-        assert var is not None
+        assert var is not None and not self.inner
         plates = (chains, *(p.size for p in self.plates))
         if self.index is None:
             out = _sum_onto(np.asarray(contribution), chains, self.plates, var.plates,
@@ -319,23 +322,31 @@ class _Builder:
         return Site(call, formula(**args), accesses, call.plates, gates, args)
 
     def access(self, source: Any, index: Any, ctx: tuple[Range, ...],
-               accesses: dict[str, Access], call: FactorCall) -> Term:
+               accesses: dict[str, Access], call: FactorCall,
+               inner: tuple[Range, ...] = ()) -> Term:
         self.count += 1
         name = f"a{self.count}"
-        accesses[name] = Access(name, source, index, call.plates, ctx)
-        return data(name)
+        accesses[name] = Access(name, source, index, call.plates, ctx, inner)
+        return at(data(name), plate_index(inner[0])) if inner else data(name)
 
     def term(self, value: Any, ctx: tuple[Range, ...], accesses: dict[str, Access],
-             call: FactorCall) -> Term:
-        """The term of the argument ``value`` written inside the plates ``ctx``."""
+             call: FactorCall, inner: tuple[Range, ...] = ()) -> Term:
+        """The term of the argument ``value`` written inside the plates ``ctx`` (inside
+        ``ff.sum`` over the plate ``inner``: the access carries that plate's index)."""
         if isinstance(value, Indexed):
             if value.base.derived:
                 raise UnsupportedFactorError(
                     f"{call.provenance}: Gibbs sampling reads {value.base.name}[...] only "
                     "for a sampled or observed variable, not a deterministic one.")
+            if inner:
+                raise UnsupportedFactorError(
+                    f"{call.provenance}: Gibbs sampling does not read {value.base.name}[...] "
+                    f"inside ff.sum over {inner[0].name!r}; sum a plate variable instead.")
             return self.access(value.base, value.index, ctx, accesses, call)
         if isinstance(value, Variable) and value.derived:
             definition = self.defining[value.name]
+            if definition.factor == "PlateSum":
+                return self.plate_sum(definition, accesses, call, inner)
             if definition.factor not in EXPRESSION:
                 raise UnsupportedFactorError(
                     f"{definition.provenance or value.name}: the deterministic variable "
@@ -345,10 +356,29 @@ class _Builder:
                 raise UnsupportedFactorError(
                     f"{value.name!r} is defined in several branches of a gate; Gibbs sampling "
                     "reads only deterministic variables with one definition.")
-            inner = {k: self.term(v, definition.plates, accesses, call)
+            parts = {k: self.term(v, definition.plates, accesses, call, inner)
                      for k, v in definition.args.items()}
-            return EXPRESSION[definition.factor](**inner)
-        return self.access(value, None, ctx, accesses, call)
+            return EXPRESSION[definition.factor](**parts)
+        return self.access(value, None, ctx, accesses, call, inner)
+
+    def plate_sum(self, definition: FactorCall, accesses: dict[str, Access],
+                  call: FactorCall, inner: tuple[Range, ...]) -> Term:
+        """``ff.sum(x, k)`` as ``Σ_k`` over the term of ``x``, whose accesses carry the
+        plate ``k`` as their last axis (one summed plate per site)."""
+        array = definition.args["array"]
+        summed = array.plates[-1]
+        if inner or any(a.inner for a in accesses.values()):
+            raise UnsupportedFactorError(
+                f"{definition.provenance or call.provenance}: Gibbs sampling reads one "
+                f"ff.sum per statement ({call.factor} of {call.output.name!r}); give the "
+                "other sum its own variable.")
+        body = self.term(array, array.plates, accesses, call, (summed,))
+        return index_sum(body, plate_index(summed))
+
+
+def plate_index(plate: Range) -> str:
+    """The term index of the plate summed by ``ff.sum`` (the last axis of its accesses)."""
+    return f"sum_{plate.name}"
 
 
 def _factor_args(factor: str) -> tuple[str, ...]:
