@@ -65,6 +65,8 @@ class _Affine:
 class _Monomial:
     rest: Evaluate
     forms: tuple[_Affine, ...]
+    #: whether it reads only known values (its share of Q and b is computed once a run)
+    static: bool = False
 
 
 def _ones(env: dict[str, np.ndarray]) -> np.ndarray:
@@ -88,6 +90,9 @@ class GaussianBlock:
         self.sites = [s for s in sites if any(id(a.source) in mine for a in s.accesses.values())]
         self.parts = [(s, _monomials(s, mine, variables)) for s in self.sites]
         self._basis: dict[str, np.ndarray] = {}
+        self._own = {a.name for s in self.sites for a in s.accesses.values()
+                     if id(a.source) in mine}
+        self._static: tuple[Any, tuple[np.ndarray, np.ndarray]] | None = None
         self.members: list[Any] = []  # their Conditionals, set by the compiler
 
     @property
@@ -98,20 +103,29 @@ class GaussianBlock:
                   ) -> tuple[np.ndarray, np.ndarray]:
         """``(Q, b)`` of the joint conditional at ``values``: ``(chains, D, D)``,
         ``(chains, D)``."""
+        if self._static is None or self._static[0] is not known:
+            self._static = (known, self._sum(True, values, known, 1))
+        q, b = self._sum(False, values, known, chains)
+        return q + self._static[1][0], b + self._static[1][1]
+
+    def _sum(self, static: bool, values: dict[str, np.ndarray], known: dict[str, Any],
+             chains: int) -> tuple[np.ndarray, np.ndarray]:
+        """The shares of Q and b of the monomials that are ``static`` (or not)."""
         q = np.zeros((chains, self.size, self.size))
         b = np.zeros((chains, self.size))
-        mine = {a.name for s in self.sites for a in s.accesses.values()
-                if a.variable in self.variables}
         for site, monomials in self.parts:
-            env = site.environment(values, known, skip=mine)
+            chosen = [m for m in monomials if m.static == static]
+            if not chosen:
+                continue
+            env = site.environment(values, known, skip=self._own)
             mask = site.mask(values, known)
             shape = (chains, *(p.size for p in site.plates))
-            for m in monomials:
+            for m in chosen:
                 r = np.asarray(m.rest(env), dtype=float)
                 if mask is not None:
                     r = r * mask
                 r = _flat(r, shape, ())
-                forms = [self._evaluate(f, site, env, shape) for f in m.forms]
+                forms = [self._evaluate(f, env, shape) for f in m.forms]
                 if len(forms) == 1:
                     b += np.einsum("cs,csi->ci", r, forms[0][1])
                     continue
@@ -121,7 +135,7 @@ class GaussianBlock:
                 q -= outer + outer.transpose(0, 2, 1)
         return q, b
 
-    def _evaluate(self, form: _Affine, site: Site, env: dict[str, np.ndarray],
+    def _evaluate(self, form: _Affine, env: dict[str, np.ndarray],
                   shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
         """(constant ``(chains, S)``, coefficient vector ``ℓ`` ``(chains, S, D)``)."""
         const = sum((np.asarray(fn(env), dtype=float) for fn in form.constants),
@@ -252,7 +266,9 @@ def _monomials(site: Site, mine: set[int], variables: list[Variable]) -> list[_M
             raise ModelError(f"in {site.label}, {site.describe(str(mono))} is of degree "
                              f"{len(forms)} in {names}, so their joint conditional is not "
                              "Gaussian")
-        out.append(_Monomial(rest, tuple(forms)))
+        random = {n for n, a in site.accesses.items() if a.is_random} - own
+        static = not site.gates and not (mono.symbols & random)
+        out.append(_Monomial(rest, tuple(forms), static))
     return out
 
 

@@ -103,7 +103,8 @@ def logistic_exact() -> list[float]:
 def test_logistic_regression_is_augmented_by_exploration():
     compiled = logistic_regression().compile("gibbs")
     samplers = compiled.samplers
-    assert samplers["a"].sampler == samplers["b"].sampler == "Gaussian (conjugate)"
+    assert samplers["a"].sampler == samplers["b"].sampler == "Gaussian, jointly (conjugate)"
+    assert samplers["a"].rewrites[-1].startswith("jointly with a, b: every site reading them")
     aux = samplers["y__pg"]
     assert aux.sampler == "PolyaGamma (conjugate)"
     assert "rules: bernoulli_binomial, binomial_polya_gamma; one of 3 forms explored" \
