@@ -67,6 +67,15 @@ def horseshoe_data():
     return beta + rng.normal(size=50)
 
 
+def horseshoe_regression_data():
+    """The acceptance test's data: N = 50, p = 10, β = (1, 1.5, 0, …, 0), σ = 1."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(50, 10))
+    beta = np.zeros(10)
+    beta[:2] = [1.0, 1.5]
+    return x, x @ beta + rng.normal(size=50)
+
+
 def student_t_data():
     rng = np.random.default_rng(0)
     return 1.5 + rng.standard_t(3, 200)
@@ -95,6 +104,17 @@ def factorflow_model(name: str) -> ff.Model:
                 lam = ff.HalfCauchy("lam", tau)
                 beta = ff.Gaussian("beta", 0.0, scale=lam)
                 ff.Gaussian("y", beta, precision=1.0, observed=y)
+        elif name == "hs_regression":
+            x, y = horseshoe_regression_data()
+            i, k = ff.Range("i", len(y)), ff.Range("k", x.shape[1])
+            tau = ff.HalfCauchy("tau", 1.0)
+            with ff.Plate(k):
+                lam = ff.HalfCauchy("lam", tau)
+                beta = ff.Gaussian("beta", 0.0, scale=lam)
+            with ff.Plate(i):
+                with ff.Plate(k):
+                    scaled = x * beta
+                ff.Gaussian("y", ff.sum(scaled, k), precision=1.0, observed=y)
         elif name == "logistic":
             x, y = logistic_data()
             a = ff.Gaussian("a", 0.0, variance=25.0)
@@ -111,6 +131,7 @@ def factorflow_model(name: str) -> ff.Model:
 
 
 PARAMETERS = {"rats": ("a", "b", "p"), "horseshoe": ("tau", "lam", "beta"),
+              "hs_regression": ("tau", "lam", "beta"),
               "student_t": ("mu",), "logistic": ("a", "b1", "b2")}
 
 
@@ -149,6 +170,13 @@ def numpyro_model(name: str):
             beta = numpyro.sample("beta", dist.Normal(0.0, lam))
             numpyro.sample("y", dist.Normal(beta, 1.0), obs=y)
 
+    def hs_regression(x, y):
+        tau = numpyro.sample("tau", dist.HalfCauchy(1.0))
+        with numpyro.plate("k", x.shape[1]):
+            lam = numpyro.sample("lam", dist.HalfCauchy(tau))
+            beta = numpyro.sample("beta", dist.Normal(0.0, lam))
+        numpyro.sample("y", dist.Normal(x @ beta, 1.0), obs=y)
+
     def student_t(y):
         mu = numpyro.sample("mu", dist.Normal(0.0, 10.0))
         with numpyro.plate("n", len(y)):
@@ -162,9 +190,10 @@ def numpyro_model(name: str):
             numpyro.sample("y", dist.Bernoulli(logits=a + b1 * x[0] + b2 * x[1]), obs=y)
 
     data = {"rats": rats_data(), "horseshoe": (horseshoe_data(),),
+            "hs_regression": horseshoe_regression_data(),
             "student_t": (student_t_data(),), "logistic": logistic_data()}[name]
-    return {"rats": rats, "horseshoe": horseshoe, "student_t": student_t,
-            "logistic": logistic}[name], data
+    return {"rats": rats, "horseshoe": horseshoe, "hs_regression": hs_regression,
+            "student_t": student_t, "logistic": logistic}[name], data
 
 
 def run_numpyro(name: str, draws: int, chains: int) -> tuple[float, float, float]:
@@ -199,18 +228,18 @@ def main() -> None:
         have_numpyro = True
     except ImportError:
         have_numpyro = False
-    header = (f"{'model':>10} | {'factorflow Gibbs':^32} | "
+    header = (f"{'model':>13} | {'factorflow Gibbs':^32} | "
               + (f"{'NumPyro NUTS':^32} | ratio" if have_numpyro else ""))
     print(f"{args.chains} chains x {args.draws} draws (+ {args.draws // 2} warm-up); "
           "ESS: smallest bulk ESS over the parameters")
     print(header)
-    sub = f"{'':>10} | {'min ESS':>8} {'sample s':>9} {'ESS/s':>8} {'compile':>7}"
+    sub = f"{'':>13} | {'min ESS':>8} {'sample s':>9} {'ESS/s':>8} {'compile':>7}"
     print(sub + (f" | {'min ESS':>8} {'sample s':>9} {'ESS/s':>8} {'jit s':>7} |"
                  if have_numpyro else ""))
     print("-" * len(header))
     for name in args.models:
         ess, seconds, compile_s = run_factorflow(name, args.draws, args.chains)
-        line = (f"{name:>10} | {ess:8.0f} {seconds:9.2f} {ess / seconds:8.0f} "
+        line = (f"{name:>13} | {ess:8.0f} {seconds:9.2f} {ess / seconds:8.0f} "
                 f"{compile_s:7.2f}")
         if have_numpyro:
             n_ess, n_seconds, jit = run_numpyro(name, args.draws, args.chains)
