@@ -251,15 +251,32 @@ def _gaussian_steps(steps: list[Conditional | JointBlock]
     return out
 
 
-def _prior(var: Variable, sites: list[Site]) -> Conditional:
+def _prior(var: Variable, sites: list[Site]) -> Conditional | _VectorPrior:
     """The conditional of ``var`` given only its own definitions (its prior), to start
     the chains from."""
     own = [s for s in sites if s.statement.output is var]
+    if var.domain == "vector":
+        return _VectorPrior(var, GaussianBlock([var], own))
     return conditional(var, own)
 
 
+@dataclass
+class _VectorPrior:
+    """A vector variable's prior draw, by the joint Gaussian draw over its own site."""
+
+    variable: Variable
+    block: GaussianBlock
+    kind: str = "block"
+
+    def draw(self, rng: np.random.Generator, values: dict[str, np.ndarray],
+             known: dict[str, Any], chains: int) -> np.ndarray:
+        trial = dict(values)
+        self.block.update(rng, trial, known, chains)
+        return trial[self.variable.name]
+
+
 def _given(var: Variable, value: Any, chains: int) -> np.ndarray:
-    event = (var.size,) if var.domain == "simplex" else ()
+    event = (var.size,) if var.domain in ("simplex", "vector") else ()
     shape = (*var.shape, *event)
     arr = np.asarray(value, dtype=np.int64 if var.domain in ("int", "bool") else float)
     try:

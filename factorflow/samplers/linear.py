@@ -84,11 +84,12 @@ class GaussianBlock:
         self.offsets, offset = {}, 0
         for v in variables:
             self.offsets[v.name] = offset
-            offset += int(np.prod(v.shape, dtype=int))
+            offset += coordinates(v)
         self.size = offset
         mine = {id(v) for v in variables}
         self.sites = [s for s in sites if any(id(a.source) in mine for a in s.accesses.values())]
-        self.parts = [(s, _monomials(s, mine, variables)) for s in self.sites]
+        self.parts = [(s, _monomials(s, mine, variables)) for s in self.sites if not s.native]
+        self.native = [s for s in self.sites if s.native]
         self._basis: dict[str, np.ndarray] = {}
         self._own = {a.name for s in self.sites for a in s.accesses.values()
                      if id(a.source) in mine}
@@ -113,6 +114,8 @@ class GaussianBlock:
         """The shares of Q and b of the monomials that are ``static`` (or not)."""
         q = np.zeros((chains, self.size, self.size))
         b = np.zeros((chains, self.size))
+        for site in self.native if static else ():
+            self._vector_gaussian(site, values, known, q, b)
         for site, monomials in self.parts:
             chosen = [m for m in monomials if m.static == static]
             if not chosen:
@@ -134,6 +137,22 @@ class GaussianBlock:
                 outer = np.einsum("cs,csi,csj->cij", r, l1, l2)
                 q -= outer + outer.transpose(0, 2, 1)
         return q, b
+
+    def _vector_gaussian(self, site: Site, values: dict[str, np.ndarray],
+                         known: dict[str, Any], q: np.ndarray, b: np.ndarray) -> None:
+        """A VectorGaussian prior N(m, Λ⁻¹) of a member (known m and Λ): Q += Eᵀ Λ E and
+        b += Eᵀ Λ m, E placing each plate element's vector in θ."""
+        sample, mean, precision = (site.accesses[site.arguments[k].payload[0]]
+                                   for k in ("sample", "mean", "precision"))
+        basis = self._basis_of(sample)
+        m, lam = mean.read(values, known), precision.read(values, known)
+        lead = np.broadcast_shapes(basis.shape[:-2], lam.shape[:-2], m.shape[:-1])
+        d, size = basis.shape[-2:]
+        basis = np.broadcast_to(basis, (*lead, d, size)).reshape(-1, d, size)
+        lam = np.broadcast_to(lam, (*lead, d, d)).reshape(-1, d, d)
+        m = np.broadcast_to(m, (*lead, d)).reshape(-1, d)
+        q += np.einsum("sdn,sde,sem->nm", basis, lam, basis)
+        b += np.einsum("sdn,sde,se->n", basis, lam, m)
 
     def _evaluate(self, form: _Affine, env: dict[str, np.ndarray],
                   shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
@@ -158,9 +177,11 @@ class GaussianBlock:
         ``(1, *site plates|1, [summed plate,] D)``."""
         if access.name not in self._basis:
             v = access.variable
-            n = int(np.prod(v.shape, dtype=int))
-            eye = np.eye(n).reshape((1, *v.shape, n))
-            placed = align(eye, v.plates, access.plates + access.inner, event_ndim=1)
+            n = coordinates(v)
+            event = (v.size,) if v.domain == "vector" else ()
+            eye = np.eye(n).reshape((1, *v.shape, *event, n))
+            placed = align(eye, v.plates, access.plates + access.inner,
+                           event_ndim=1 + len(event))
             full = np.zeros((*placed.shape[:-1], self.size))
             start = self.offsets[v.name]
             full[..., start:start + n] = placed
@@ -185,8 +206,15 @@ class GaussianBlock:
         theta = mean + np.linalg.solve(lower_t, z)[..., 0]
         for v in self.variables:
             start = self.offsets[v.name]
-            n = int(np.prod(v.shape, dtype=int))
-            values[v.name] = theta[:, start:start + n].reshape((chains, *v.shape))
+            event = (v.size,) if v.domain == "vector" else ()
+            values[v.name] = theta[:, start:start + coordinates(v)].reshape(
+                (chains, *v.shape, *event))
+
+
+def coordinates(v: Variable) -> int:
+    """How many coordinates of θ the variable ``v`` holds: one per plate element (times
+    D for a D-vector)."""
+    return int(np.prod(v.shape, dtype=int)) * (int(v.size) if v.domain == "vector" else 1)
 
 
 def _flat(x: np.ndarray, shape: tuple[int, ...], trailing: tuple[int, ...]) -> np.ndarray:
@@ -283,7 +311,8 @@ def gaussian_blocks(latent: list[Variable], sites: list[Site]) -> list[GaussianB
     and the fallbacks refused when no Gaussian conditional is found), and those that
     meet in a site, when their joint conditional is Gaussian and has at most
     :data:`MAX_OPTIONAL` coordinates (else they stay one at a time)."""
-    candidates = {id(v): v for v in latent if v.domain == "real" and not v.derived}
+    candidates = {id(v): v for v in latent
+                  if v.domain in ("real", "vector") and not v.derived}
     for site in sites:  # read through an index or as a condition: drawn one at a time
         for a in site.accesses.values():
             if a.index is not None:
@@ -303,7 +332,8 @@ def gaussian_blocks(latent: list[Variable], sites: list[Site]) -> list[GaussianB
         read = list(dict.fromkeys(id(a.source) for a in site.accesses.values()
                                   if id(a.source) in candidates))
         for a in site.accesses.values():
-            if id(a.source) in candidates and set(a.inner) & set(a.source.plates):
+            if id(a.source) in candidates and (set(a.inner) & set(a.source.plates)
+                                               or a.source.domain == "vector"):
                 required.add(id(a.source))
         for k in read[1:]:
             parent[find(k)] = find(read[0])
@@ -318,7 +348,7 @@ def gaussian_blocks(latent: list[Variable], sites: list[Site]) -> list[GaussianB
         must = bool(ids & required)
         if not must and not ids & coupled:
             continue
-        size = sum(int(np.prod(v.shape, dtype=int)) for v in members)
+        size = sum(coordinates(v) for v in members)
         names = ", ".join(repr(v.name) for v in members)
         if not must and size > MAX_OPTIONAL:
             continue
@@ -329,8 +359,9 @@ def gaussian_blocks(latent: list[Variable], sites: list[Site]) -> list[GaussianB
         except ModelError as exc:
             if must:
                 raise UnsupportedFactorError(
-                    f"no sampler for {names}: a site sums the elements of a plate of them "
-                    f"(ff.sum), so they must be drawn jointly, but {exc}; fallbacks refused: "
+                    f"no sampler for {names}: a site sums the elements of a plate or vector "
+                    f"of them (ff.sum, ff.inner), so they must be drawn jointly, but {exc}; "
+                    "fallbacks refused: "
                     "one element at a time (they are not conditionally independent), slice "
                     "sampling (univariate only). Give them Gaussian priors and enter them "
                     "linearly, or use 'ep' or 'vmp'.") from None

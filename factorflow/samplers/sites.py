@@ -27,12 +27,16 @@ import numpy as np
 
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
-from factorflow.rewrite.terms import Term, at, data, index_sum, sym
-from factorflow.samplers.densities import EXPRESSION, log_density_term, substitute
+from factorflow.rewrite.terms import Term, at, const, data, index_sum, sym
+from factorflow.samplers.densities import EXPRESSION, K, log_density_term, substitute
 from factorflow.samplers.numpy_terms import compile_term
 
 #: an access in a printed term: ``data(a3)`` or ``a3``
 _ACCESS = re.compile(r"data\((a\d+)\)|\b(a\d+)\b")
+
+
+#: the event dimensions of a variable's value, by domain
+EVENT_DIMS = {"simplex": 1, "vector": 1, "posdef": 2}
 
 
 def align(value: np.ndarray, have: tuple[Range, ...], want: tuple[Range, ...],
@@ -63,6 +67,8 @@ class Access:
     #: the plate summed inside the site (``ff.sum(x, k)``): its axis comes last, after
     #: the site's plates, and the term reads the access as ``at(data(a), index)``
     inner: tuple[Range, ...] = ()
+    #: the event dimensions of a known value (1: a vector, 2: a matrix), after its plates
+    event: int = 0
 
     @property
     def variable(self) -> Variable | None:
@@ -101,6 +107,11 @@ class Access:
         want = self.plates + self.inner
         if not isinstance(src, Variable):
             arr = _known(src, known)
+            if self.event:  # plates right-aligned to the expression's, then the event
+                ctx, ev = self.index_plates, arr.shape[arr.ndim - self.event:]
+                arr = arr.reshape((1,) * (len(ctx) + self.event - arr.ndim) + arr.shape)
+                arr = np.broadcast_to(arr, (*(p.size for p in ctx), *ev))
+                return align(arr[None], ctx, want, self.event)
             if self.index_plates == want:  # laid out over the site's plates
                 return arr.reshape((1, *arr.shape))
             # inside an expression's plates (scalar arguments): right-aligned to them
@@ -108,7 +119,7 @@ class Access:
             arr = arr.reshape((1,) * (len(ctx) - arr.ndim) + arr.shape)
             return align(np.broadcast_to(arr, tuple(p.size for p in ctx))[None], ctx, want)
         base = values[src.name] if src.name in values else _known(src.observed, known)[None]
-        event = 1 if src.domain == "simplex" else 0
+        event = EVENT_DIMS.get(src.domain, 0)
         if self.index is None:
             out = align(np.asarray(base), src.plates, want, event)
         else:
@@ -197,6 +208,9 @@ class Site:
     gates: tuple[GateFrame, ...]
     #: the term of each argument of the factor (over the accesses' names)
     arguments: dict[str, Term] = field(default_factory=dict)
+    #: a factor read natively, not through its term (a VectorGaussian prior, see
+    #: :mod:`.linear`): its term is 0 and only its own output may be random
+    native: bool = False
     _terms: dict[str, Term] = field(default_factory=dict, repr=False)
     _static: Any = field(default=None, repr=False)
 
@@ -303,6 +317,8 @@ class _Builder:
                          if c.output is not None and c.output.derived}
 
     def site(self, call: FactorCall) -> Site:
+        if call.factor == "VectorGaussian" and call.output is not None:
+            return self.vector_gaussian(call)
         formula = log_density_term(call.factor)
         if formula is None or call.output is None:
             raise UnsupportedFactorError(
@@ -321,12 +337,30 @@ class _Builder:
             gates = ()  # the prior of a variable local to its gates applies in every case
         return Site(call, formula(**args), accesses, call.plates, gates, args)
 
+    def vector_gaussian(self, call: FactorCall) -> Site:
+        """A VectorGaussian statement, read natively by the joint Gaussian draw of its
+        output (:mod:`.linear`): its mean and precision must be known."""
+        random = [k for k, v in call.args.items()
+                  if isinstance(v, Indexed) or (isinstance(v, Variable) and not v.is_observed)]
+        if random:
+            raise UnsupportedFactorError(
+                f"{call.provenance or call.factor}: Gibbs sampling reads a VectorGaussian "
+                f"({call.output.name!r}) only with a known mean and precision, but its "
+                f"{' and '.join(random)} is random; use 'ep' or 'vmp'.")
+        accesses: dict[str, Access] = {}
+        args = {"sample": self.access(call.output, None, call.plates, accesses, call)}
+        for arg, event in (("mean", 1), ("precision", 2)):
+            value = call.args[arg]
+            args[arg] = self.access(value.observed if isinstance(value, Variable) else value,
+                                    None, call.plates, accesses, call, event=event)
+        return Site(call, const(0.0), accesses, call.plates, (), args, native=True)
+
     def access(self, source: Any, index: Any, ctx: tuple[Range, ...],
                accesses: dict[str, Access], call: FactorCall,
-               inner: tuple[Range, ...] = ()) -> Term:
+               inner: tuple[Range, ...] = (), event: int = 0) -> Term:
         self.count += 1
         name = f"a{self.count}"
-        accesses[name] = Access(name, source, index, call.plates, ctx, inner)
+        accesses[name] = Access(name, source, index, call.plates, ctx, inner, event)
         return at(data(name), plate_index(inner[0])) if inner else data(name)
 
     def term(self, value: Any, ctx: tuple[Range, ...], accesses: dict[str, Access],
@@ -347,6 +381,8 @@ class _Builder:
             definition = self.defining[value.name]
             if definition.factor == "PlateSum":
                 return self.plate_sum(definition, accesses, call, inner)
+            if definition.factor == "InnerProduct":
+                return self.inner_product(definition, accesses, call, inner)
             if definition.factor not in EXPRESSION:
                 raise UnsupportedFactorError(
                     f"{definition.provenance or value.name}: the deterministic variable "
@@ -374,6 +410,27 @@ class _Builder:
                 "other sum its own variable.")
         body = self.term(array, array.plates, accesses, call, (summed,))
         return index_sum(body, plate_index(summed))
+
+
+    def inner_product(self, definition: FactorCall, accesses: dict[str, Access],
+                      call: FactorCall, inner: tuple[Range, ...]) -> Term:
+        """``ff.inner(a, b)`` as ``Σ_k a_k b_k`` over the vectors' last axis (a vector
+        variable, or a known vector per plate element: a design-matrix row)."""
+        if inner:
+            raise UnsupportedFactorError(
+                f"{definition.provenance or call.provenance}: Gibbs sampling does not read "
+                f"an inner product inside ff.sum over {inner[0].name!r}.")
+        parts = []
+        for value in definition.args.values():
+            if isinstance(value, Indexed) or (isinstance(value, Variable) and value.derived):
+                raise UnsupportedFactorError(
+                    f"{definition.provenance or call.provenance}: Gibbs sampling reads an "
+                    "inner product of a vector variable and a known vector only.")
+            known = not isinstance(value, Variable)
+            term = self.access(value, None, definition.plates, accesses, call,
+                               event=1 if known else 0)
+            parts.append(at(term, K))
+        return index_sum(parts[0] * parts[1], K)
 
 
 def plate_index(plate: Range) -> str:

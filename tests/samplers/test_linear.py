@@ -234,3 +234,23 @@ def test_horseshoe_regression_recovers_the_truth(seed):
     close = np.isclose(median, truth, atol=0.1, rtol=0) | np.isclose(median, truth,
                                                                       atol=0, rtol=0.5)
     assert close.all(), (median, truth)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_vector_gaussian_coefficients_by_inner_products(seed):
+    """w ~ N(m0, P0⁻¹) with a full precision P0, y[n] ~ N(X[n] @ w, 1/τ): the closed-form
+    posterior N((P0 + τ XᵀX)⁻¹ (P0 m0 + τ Xᵀy), (P0 + τ XᵀX)⁻¹)."""
+    x, y = regression_data(seed + 20, n=25)
+    m0 = np.array([0.2, 0.0, -0.1])
+    p0 = np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.2], [0.0, 0.2, 0.5]])
+    tau = 1.5
+    with ff.Model() as model:
+        w = ff.VectorGaussian("w", m0, precision=p0)
+        with ff.Plate(ff.Range("n", len(y))):
+            ff.Gaussian("y", x @ w, precision=tau, observed=y)
+    q = p0 + tau * x.T @ x
+    cov = np.linalg.inv(q)
+    result = model.infer("gibbs", draws=400, chains=4, seed=seed)
+    assert result.samples("w").shape == (4, 400, 3)
+    assert model.compile("gibbs").samplers["w"].sampler == "Gaussian, jointly (conjugate)"
+    assert_gaussian_within(result.samples("w"), cov @ (p0 @ m0 + tau * x.T @ y), cov)
