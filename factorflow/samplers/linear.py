@@ -140,19 +140,37 @@ class GaussianBlock:
 
     def _vector_gaussian(self, site: Site, values: dict[str, np.ndarray],
                          known: dict[str, Any], q: np.ndarray, b: np.ndarray) -> None:
-        """A VectorGaussian prior N(m, Λ⁻¹) of a member (known m and Λ): Q += Eᵀ Λ E and
-        b += Eᵀ Λ m, E placing each plate element's vector in θ."""
-        sample, mean, precision = (site.accesses[site.arguments[k].payload[0]]
-                                   for k in ("sample", "mean", "precision"))
-        basis = self._basis_of(sample)
-        m, lam = mean.read(values, known), precision.read(values, known)
-        lead = np.broadcast_shapes(basis.shape[:-2], lam.shape[:-2], m.shape[:-1])
-        d, size = basis.shape[-2:]
-        basis = np.broadcast_to(basis, (*lead, d, size)).reshape(-1, d, size)
+        """A VectorGaussian N(s; μ, Λ⁻¹) with s − μ = A θ + c affine in the block and Λ
+        known: Q += Σ Aᵀ Λ A and b −= Σ Aᵀ Λ c over the plate elements."""
+        a_s, c_s = self._vector_affine(site, site.vectors["sample"], values, known)
+        a_m, c_m = self._vector_affine(site, site.vectors["mean"], values, known)
+        lam = site.accesses[site.vectors["precision"]].read(values, known)
+        a, c = a_s - a_m, c_s - c_m
+        lead = np.broadcast_shapes(a.shape[:-2], c.shape[:-1], lam.shape[:-2])
+        d = lam.shape[-1]
+        a = np.broadcast_to(a, (*lead, d, self.size)).reshape(-1, d, self.size)
+        c = np.broadcast_to(c, (*lead, d)).reshape(-1, d)
         lam = np.broadcast_to(lam, (*lead, d, d)).reshape(-1, d, d)
-        m = np.broadcast_to(m, (*lead, d)).reshape(-1, d)
-        q += np.einsum("sdn,sde,sem->nm", basis, lam, basis)
-        b += np.einsum("sdn,sde,se->n", basis, lam, m)
+        q += np.einsum("sdn,sde,sem->nm", a, lam, a)
+        b -= np.einsum("sdn,sde,se->n", a, lam, c)
+
+    def _vector_affine(self, site: Site, form: Any, values: dict[str, np.ndarray],
+                       known: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+        """A vector form of ``site`` as ``(A, c)``: ``(..., D, n)`` and ``(..., D)``."""
+        if form[0] == "plus":
+            (a1, c1), (a2, c2) = (self._vector_affine(site, f, values, known)
+                                  for f in form[1:])
+            return a1 + a2, c1 + c2
+        if form[0] == "matvec":
+            matrix = site.accesses[form[1]].read(values, known)
+            a, c = self._vector_affine(site, form[2], values, known)
+            return matrix @ a, (matrix @ c[..., None])[..., 0]
+        access = site.accesses[form[1]]
+        if access.variable in self.variables:
+            basis = self._basis_of(access)
+            return basis, np.zeros(basis.shape[:-1])
+        value = access.read(values, known)
+        return np.zeros((*value.shape, self.size)), value
 
     def _evaluate(self, form: _Affine, env: dict[str, np.ndarray],
                   shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:

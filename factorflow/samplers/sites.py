@@ -211,6 +211,9 @@ class Site:
     #: a factor read natively, not through its term (a VectorGaussian prior, see
     #: :mod:`.linear`): its term is 0 and only its own output may be random
     native: bool = False
+    #: a native VectorGaussian's sample and mean as affine forms, and its precision's
+    #: access (see ``_Builder.vector_gaussian``)
+    vectors: dict[str, Any] = field(default_factory=dict)
     _terms: dict[str, Term] = field(default_factory=dict, repr=False)
     _static: Any = field(default=None, repr=False)
 
@@ -338,22 +341,48 @@ class _Builder:
         return Site(call, formula(**args), accesses, call.plates, gates, args)
 
     def vector_gaussian(self, call: FactorCall) -> Site:
-        """A VectorGaussian statement, read natively by the joint Gaussian draw of its
-        output (:mod:`.linear`): its mean and precision must be known."""
-        random = [k for k, v in call.args.items()
-                  if isinstance(v, Indexed) or (isinstance(v, Variable) and not v.is_observed)]
-        if random:
+        """A VectorGaussian statement, read natively by the joint Gaussian draw of the
+        vector variables in it (:mod:`.linear`): its sample and mean are affine in them
+        (a variable, a known vector, ``B @ z``, ``a + b``), its precision known. Its
+        ``vectors`` hold each as a form: ``("read", access name)``, ``("matvec", matrix
+        access name, form)`` or ``("plus", form, form)``."""
+        precision = call.args["precision"]
+        if isinstance(precision, Indexed) or (isinstance(precision, Variable)
+                                              and not precision.is_observed):
             raise UnsupportedFactorError(
                 f"{call.provenance or call.factor}: Gibbs sampling reads a VectorGaussian "
-                f"({call.output.name!r}) only with a known mean and precision, but its "
-                f"{' and '.join(random)} is random; use 'ep' or 'vmp'.")
+                f"({call.output.name!r}) only with a known precision; use 'ep' or 'vmp'.")
         accesses: dict[str, Access] = {}
-        args = {"sample": self.access(call.output, None, call.plates, accesses, call)}
-        for arg, event in (("mean", 1), ("precision", 2)):
-            value = call.args[arg]
-            args[arg] = self.access(value.observed if isinstance(value, Variable) else value,
-                                    None, call.plates, accesses, call, event=event)
-        return Site(call, const(0.0), accesses, call.plates, (), args, native=True)
+        forms = {arg: self.vector_form(call.output if arg == "sample" else call.args[arg],
+                                       accesses, call)
+                 for arg in ("sample", "mean")}
+        value = precision.observed if isinstance(precision, Variable) else precision
+        forms["precision"] = self.access(value, None, call.plates, accesses, call,
+                                         event=2).payload[0]
+        return Site(call, const(0.0), accesses, call.plates, (), native=True, vectors=forms)
+
+    def vector_form(self, value: Any, accesses: dict[str, Access], call: FactorCall) -> Any:
+        if isinstance(value, Variable) and value.derived:
+            definition = self.defining[value.name]
+            args = definition.args
+            if definition.factor == "MatrixVectorProduct":
+                matrix = self.access(args["matrix"], None, call.plates, accesses, call,
+                                     event=2)
+                return ("matvec", matrix.payload[0], self.vector_form(args["vector"],
+                                                                      accesses, call))
+            if definition.factor == "VectorPlus":
+                return ("plus", self.vector_form(args["a"], accesses, call),
+                        self.vector_form(args["b"], accesses, call))
+            raise UnsupportedFactorError(
+                f"{definition.provenance or call.provenance}: Gibbs sampling reads the "
+                f"vector {value.name!r} ({definition.factor}) only as B @ z or a + b.")
+        if isinstance(value, Indexed):
+            raise UnsupportedFactorError(
+                f"{call.provenance}: Gibbs sampling does not read {value.base.name}[...] in a "
+                "VectorGaussian.")
+        event = 0 if isinstance(value, Variable) else 1
+        return ("read", self.access(value, None, call.plates, accesses, call,
+                                    event=event).payload[0])
 
     def access(self, source: Any, index: Any, ctx: tuple[Range, ...],
                accesses: dict[str, Access], call: FactorCall,

@@ -254,3 +254,40 @@ def test_vector_gaussian_coefficients_by_inner_products(seed):
     assert result.samples("w").shape == (4, 400, 3)
     assert model.compile("gibbs").samplers["w"].sampler == "Gaussian, jointly (conjugate)"
     assert_gaussian_within(result.samples("w"), cov @ (p0 @ m0 + tau * x.T @ y), cov)
+
+
+def test_vector_gaussian_observed_through_a_matrix():
+    """z ~ N(m0, P0⁻¹), y[n] ~ N(B z + c, Λ⁻¹) with B a known 2 × 3 matrix: the posterior
+    N(Q⁻¹b, Q⁻¹) with Q = P0 + N BᵀΛB, b = P0 m0 + Σ_n BᵀΛ(y[n] − c)."""
+    rng = np.random.default_rng(11)
+    m0, p0 = np.array([0.5, -1.0, 0.0]), np.diag([1.0, 2.0, 0.5])
+    matrix = np.array([[1.0, 0.5, -0.3], [0.2, -1.0, 0.8]])
+    offset, lam = np.array([0.3, -0.2]), np.array([[2.0, 0.4], [0.4, 1.0]])
+    y = rng.normal(size=(6, 2)) + 1.0
+    with ff.Model() as model:
+        z = ff.VectorGaussian("z", m0, precision=p0)
+        with ff.Plate(ff.Range("n", len(y))):
+            ff.VectorGaussian("y", matrix @ z + offset, precision=lam, observed=y)
+    q = p0 + len(y) * matrix.T @ lam @ matrix
+    cov = np.linalg.inv(q)
+    mean = cov @ (p0 @ m0 + matrix.T @ lam @ (y - offset).sum(0))
+    result = model.infer("gibbs", draws=400, chains=4, seed=0)
+    assert_gaussian_within(result.samples("z"), mean, cov)
+
+
+def test_vector_gaussian_with_a_vector_gaussian_mean():
+    """m ~ N(0, I), w ~ N(m, P⁻¹), y[n] ~ N(X[n] @ w, 1): one block (m, w); w's
+    posterior from its marginal prior N(0, I + P⁻¹) in closed form."""
+    x, y = regression_data(30, n=15, p=2)
+    p = np.array([[3.0, 1.0], [1.0, 2.0]])
+    with ff.Model() as model:
+        m = ff.VectorGaussian("m", 0.0, precision=np.eye(2))
+        w = ff.VectorGaussian("w", m, precision=p)
+        with ff.Plate(ff.Range("n", len(y))):
+            ff.Gaussian("y", x @ w, precision=1.0, observed=y)
+    prior = np.linalg.inv(np.eye(2) + np.linalg.inv(p))
+    cov = np.linalg.inv(prior + x.T @ x)
+    samplers = model.compile("gibbs").samplers
+    assert "jointly with m, w" in samplers["w"].rewrites[-1]
+    result = model.infer("gibbs", draws=500, chains=4, seed=2)
+    assert_gaussian_within(result.samples("w"), cov @ x.T @ y, cov)
