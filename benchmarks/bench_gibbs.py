@@ -43,14 +43,19 @@ them one at a time (a joint Gaussian draw of scalar coefficients is not done yet
 from __future__ import annotations
 
 import argparse
+import runpy
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 
 import factorflow as ff
 
 warnings.filterwarnings("ignore", category=FutureWarning)
+#: the horseshoe regression of examples/horseshoe_regression.py (its data, seed 0)
+HORSESHOE = runpy.run_path(str(Path(__file__).parents[1] / "examples"
+                                / "horseshoe_regression.py"))
 
 
 def rats_data():
@@ -67,15 +72,6 @@ def horseshoe_data():
     return beta + rng.normal(size=50)
 
 
-def horseshoe_regression_data():
-    """The acceptance test's data: N = 50, p = 10, β = (1, 1.5, 0, …, 0), σ = 1."""
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(50, 10))
-    beta = np.zeros(10)
-    beta[:2] = [1.0, 1.5]
-    return x, x @ beta + rng.normal(size=50)
-
-
 def student_t_data():
     rng = np.random.default_rng(0)
     return 1.5 + rng.standard_t(3, 200)
@@ -89,6 +85,8 @@ def logistic_data():
 
 
 def factorflow_model(name: str) -> ff.Model:
+    if name == "hs_regression":
+        return HORSESHOE["build"](*HORSESHOE["data"](0))
     with ff.Model(name) as model:
         if name == "rats":
             n, y = rats_data()
@@ -104,17 +102,6 @@ def factorflow_model(name: str) -> ff.Model:
                 lam = ff.HalfCauchy("lam", tau)
                 beta = ff.Gaussian("beta", 0.0, scale=lam)
                 ff.Gaussian("y", beta, precision=1.0, observed=y)
-        elif name == "hs_regression":
-            x, y = horseshoe_regression_data()
-            i, k = ff.Range("i", len(y)), ff.Range("k", x.shape[1])
-            tau = ff.HalfCauchy("tau", 1.0)
-            with ff.Plate(k):
-                lam = ff.HalfCauchy("lam", tau)
-                beta = ff.Gaussian("beta", 0.0, scale=lam)
-            with ff.Plate(i):
-                with ff.Plate(k):
-                    scaled = x * beta
-                ff.Gaussian("y", ff.sum(scaled, k), precision=1.0, observed=y)
         elif name == "logistic":
             x, y = logistic_data()
             a = ff.Gaussian("a", 0.0, variance=25.0)
@@ -206,7 +193,7 @@ def numpyro_model(name: str):
             numpyro.sample("y", dist.Bernoulli(logits=a + b1 * x[0] + b2 * x[1]), obs=y)
 
     data = {"rats": rats_data(), "horseshoe": (horseshoe_data(),),
-            "hs_regression": horseshoe_regression_data(),
+            "hs_regression": HORSESHOE["data"](0),
             "student_t": (student_t_data(),), "logistic": logistic_data()}[name]
     return {"rats": rats, "horseshoe": horseshoe, "hs_regression": hs_regression,
             "student_t": student_t, "logistic": logistic}[name], data

@@ -35,8 +35,18 @@ from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.model.core import Variable
 from factorflow.rewrite.match import normalize
 from factorflow.rewrite.rules import ALGEBRA
-from factorflow.rewrite.terms import CONST, INDEX, INDEX_SUM, POW, PROD, SUM, SYM, Term, \
-    index_sum, sym
+from factorflow.rewrite.terms import (
+    CONST,
+    INDEX,
+    INDEX_SUM,
+    POW,
+    PROD,
+    SUM,
+    SYM,
+    Term,
+    index_sum,
+    sym,
+)
 from factorflow.rewrite.user import user_rules
 from factorflow.samplers.densities import substitute
 from factorflow.samplers.numpy_terms import compile_term
