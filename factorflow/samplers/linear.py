@@ -91,10 +91,10 @@ class GaussianBlock:
 
     def __init__(self, variables: list[Variable], sites: list[Site]) -> None:
         self.variables = variables
-        self.offsets, offset = {}, 0
+        self.offsets, self.sizes, offset = {}, {}, 0
         for v in variables:
-            self.offsets[v.name] = offset
-            offset += coordinates(v)
+            self.offsets[v.name], self.sizes[v.name] = offset, coordinates(v)
+            offset += self.sizes[v.name]
         self.size = offset
         mine = {id(v) for v in variables}
         self.sites = [s for s in sites if any(id(a.source) in mine for a in s.accesses.values())]
@@ -228,14 +228,14 @@ class GaussianBlock:
                 f"the joint conditional of {', '.join(map(repr, self.names))} is an improper "
                 "Gaussian (its precision matrix is not positive definite); give them proper "
                 "Gaussian priors.") from None
-        lower_t = chol.transpose(0, 2, 1)
-        mean = np.linalg.solve(lower_t, np.linalg.solve(chol, b[..., None]))[..., 0]
+        # θ = L⁻ᵀ (L⁻¹ b + z): mean Q⁻¹ b, covariance L⁻ᵀ L⁻¹ = Q⁻¹
         z = rng.standard_normal((chains, self.size, 1))
-        theta = mean + np.linalg.solve(lower_t, z)[..., 0]
+        theta = np.linalg.solve(chol.transpose(0, 2, 1),
+                                np.linalg.solve(chol, b[..., None]) + z)[..., 0]
         for v in self.variables:
             start = self.offsets[v.name]
             event = (v.size,) if v.domain == "vector" else ()
-            values[v.name] = theta[:, start:start + coordinates(v)].reshape(
+            values[v.name] = theta[:, start:start + self.sizes[v.name]].reshape(
                 (chains, *v.shape, *event))
 
 

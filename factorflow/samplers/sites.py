@@ -139,9 +139,11 @@ class Access:
         assert var is not None and not self.inner
         plates = (chains, *(p.size for p in self.plates))
         if self.index is None:
+            full = (chains, *var.shape, *event)
+            if self.plates == var.plates and np.shape(contribution) == full:
+                return contribution  # already the variable's layout
             out = _sum_onto(np.asarray(contribution), chains, self.plates, var.plates,
                             len(event))
-            full = (chains, *var.shape, *event)
             return out if out.shape == full else np.broadcast_to(out, full)
         full = (*plates, *event)
         contribution = np.broadcast_to(contribution, full)
@@ -266,10 +268,12 @@ class Site:
         if cached is None or cached[0] is not known:
             cached = self._static = (known, {name: a.read(values, known)
                                              for name, a in self.accesses.items()
-                                             if not a.is_random})
+                                             if not a.is_random},
+                                     [(name, a) for name, a in self.accesses.items()
+                                      if a.is_random])
         env = dict(cached[1])
-        for name, a in self.accesses.items():
-            if a.is_random and name not in skip:
+        for name, a in cached[2]:
+            if name not in skip:
                 env[name] = a.read(values, known)
         return env
 
