@@ -261,6 +261,16 @@ def test_same_seed_same_draws():
     assert not np.array_equal(a[0], a[1])  # the chains differ
 
 
+def test_thinning_keeps_every_thin_th_sweep_after_the_burn_in():
+    """Same seed, same sweeps: thin=3 keeps sweeps burn + 3, burn + 6, ... of the run
+    that keeps them all."""
+    compiled = beta_binomial().compile("gibbs")
+    every = compiled.run(draws=30, burn=7, thin=1, chains=2, seed=4).samples("p")
+    thinned = compiled.run(draws=10, burn=7, thin=3, chains=2, seed=4)
+    assert thinned.samples("p").shape == (2, 10) and thinned.thin == 3
+    assert np.array_equal(thinned.samples("p"), every[:, 2::3])
+
+
 def test_data_changes_without_recompiling():
     with ff.Model() as model:
         counts = ff.Data("counts", np.array([1, 2]))
