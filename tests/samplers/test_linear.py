@@ -279,3 +279,26 @@ def test_vector_gaussian_with_a_vector_gaussian_mean():
     assert "jointly with m, w" in samplers["w"].rewrites[-1]
     result = model.infer("gibbs", draws=500, chains=4, seed=2)
     assert_gaussian_within(result.samples("w"), cov @ x.T @ y, cov)
+
+
+def test_joint_draw_inside_an_observed_gate():
+    """y[n] ~ N(a + b x[n], 1) where flag[n], else N(0, 1): the gate's mask keeps only
+    the flagged points in Q and b (closed form over them)."""
+    x = np.array([0.5, -1.0, 1.5, 2.0, -0.3, 0.8])
+    y = np.array([1.1, -0.8, 2.9, 3.2, 7.0, -5.0])
+    flag = np.array([1, 1, 1, 1, 0, 0])
+    with ff.Model() as model:
+        a = ff.Gaussian("a", 0.0, variance=4.0)
+        b = ff.Gaussian("b", 0.0, variance=4.0)
+        with ff.Plate(ff.Range("n", len(y))):
+            on = ff.Bernoulli("on", 0.5, observed=flag)
+            with ff.If(on):
+                ff.Gaussian("y", a + b * x, precision=1.0, observed=y)
+            with ff.IfNot(on):
+                ff.Gaussian("y", 0.0, precision=1.0, observed=y)
+    design = np.column_stack([np.ones(4), x[:4]])
+    mean, cov = exact_regression(design, y[:4], np.zeros(2), np.array([4.0, 4.0]), 1.0)
+    result = model.infer("gibbs", draws=500, chains=4, seed=3)
+    assert model.compile("gibbs").samplers["a"].sampler == "Gaussian, jointly (conjugate)"
+    draws = np.stack([result.samples("a"), result.samples("b")], axis=-1)
+    assert_gaussian_within(draws, mean, cov)
