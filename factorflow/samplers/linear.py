@@ -1,4 +1,4 @@
-"""Joint Gaussian draws of coupled real variables: regression coefficients.
+"""Joint Gaussian draws of coupled real and vector variables: regression coefficients.
 
 Real variables that meet in one site (``a + b1 * x1 + b2 * x2``) or whose elements are
 summed together (``ff.sum(X * beta, k)``, a plate of coefficients) are not conditionally
@@ -17,10 +17,14 @@ latest samples over whole plates, so the precisions may themselves be sampled (a
 scale mixture's auxiliaries, a horseshoe's local scales) and a Pólya-Gamma likelihood
 (``(y − n/2) ψ − ω ψ²/2``, ψ affine) is quadratic like a Gaussian one.
 
-θ stacks the members' elements, ``(chains, D)``; a site adds
-``Σ_sites r ℓ₁ ℓ₂ᵀ`` to the quadratic part, where ``ℓ`` is the form's coefficient
-vector over θ per site element (one array operation per monomial, never a loop per
-datum).
+A VectorGaussian statement has no term (two indices): it is read natively. With its
+sample minus its mean affine in the block, ``s − μ = A θ + c`` (a vector variable ``w``,
+``B @ z + c``, a VectorGaussian mean), and a known precision Λ, it adds ``AᵀΛA`` to Q and
+``−AᵀΛc`` to b. ``X @ w`` (``ff.inner``) is ``Σ_k X_k w_k`` like a summed plate.
+
+θ stacks the members' elements, ``(chains, D)``; a monomial ``r · ℓ₁ᵀθ · ℓ₂ᵀθ`` takes
+``Σ_sites r (ℓ₁ℓ₂ᵀ + ℓ₂ℓ₁ᵀ)`` from Q, where ``ℓ`` is the form's coefficient vector over
+θ per site element (one array operation per monomial, never a loop per datum).
 """
 
 from __future__ import annotations
@@ -104,7 +108,6 @@ class GaussianBlock:
         self._own = {a.name for s in self.sites for a in s.accesses.values()
                      if id(a.source) in mine}
         self._static: tuple[Any, tuple[np.ndarray, np.ndarray]] | None = None
-        self.members: list[Any] = []  # their Conditionals, set by the compiler
 
     @property
     def names(self) -> list[str]:
