@@ -200,6 +200,7 @@ HORSESHOE = runpy.run_path(str(Path(__file__).parents[2] / "examples"
                                 / "horseshoe_regression.py"))
 
 
+@pytest.mark.slow
 def test_horseshoe_regression_recovers_the_truth():
     """examples/horseshoe_regression.py (N = 50, p = 10, β = (1, 1.5, 0, …, 0), σ = 1) on
     a second data set (the example's own, seed 0, runs in tests/test_examples.py), 3,000
