@@ -55,8 +55,9 @@ class Piece:
 class Conditional:
     """How one variable is drawn given all the others.
 
-    ``kind`` is "conjugate" (``family`` and its ``pieces``), "enumerate" or "slice" (over
-    the ``sites`` that read the variable); ``rewrites`` says how it was found, for
+    ``kind`` is "conjugate" (``family`` and its ``pieces``), "enumerate", "slice" (over
+    the ``sites`` that read the variable) or "block" (drawn jointly with others by
+    ``block``); ``rewrites`` says how it was found, for
     ``compiled.samplers``; ``then`` names the auxiliaries to draw right after this
     variable (those a collapsed conditional marginalizes)."""
 
@@ -69,6 +70,8 @@ class Conditional:
     then: tuple[str, ...] = ()
     #: conjugate children integrated out of a slice-sampled variable's conditional
     marginals: list[Marginal] = field(default_factory=list)
+    #: kind "block": the :class:`~factorflow.samplers.linear.GaussianBlock` drawing it
+    block: Any = None
 
     @property
     def event(self) -> tuple[int, ...]:
@@ -273,6 +276,15 @@ def conditional(var: Variable, sites: list[Site]) -> Conditional:
             f"({', '.join(a.label for a in coupled[0].accesses_of(var))}): they are coupled, "
             "and Gibbs sampling draws the elements of a variable together; give each read "
             "its own variable (e.g. a Gaussian performance per player).")
+    summed = [(s, a) for s in mine for a in s.accesses_of(var) if set(a.inner) & set(var.plates)]
+    if summed:
+        site, access = summed[0]
+        raise UnsupportedFactorError(
+            f"no sampler for {var.name!r}: {site.label} sums its elements (ff.sum over "
+            f"{access.inner[0].name!r}), so they are coupled and no joint Gaussian "
+            "conditional was found for them; fallbacks refused: one element at a time "
+            "(they are not conditionally independent), slice sampling (univariate only). "
+            f"Give {var.name!r} a Gaussian prior and enter it linearly, or use 'ep' or 'vmp'.")
     if var.domain == "count":
         raise UnsupportedFactorError(
             f"no sampler for {var.name!r}: it is a latent count, whose support is unbounded "

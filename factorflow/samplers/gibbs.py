@@ -27,6 +27,8 @@ from factorflow.model.checks import run_data
 from factorflow.model.core import Model, Variable
 from factorflow.samplers.block import JointBlock, joint_blocks
 from factorflow.samplers.conditionals import Conditional, collapse, conditional, marginalize
+from factorflow.samplers.linear import GaussianBlock, gaussian_blocks
+from factorflow.samplers.linear import describe as describe_block
 from factorflow.samplers.plan import choose_plan
 from factorflow.samplers.result import SamplingResult
 from factorflow.samplers.sites import Site, read_sites
@@ -89,10 +91,13 @@ class GibbsModel:
         self.model = model
         self.plan = choose_plan(model)
         sites = read_sites(self.plan.statements, self.plan.definitions)
+        joint = {v.name: b for b in gaussian_blocks(self.plan.latent, sites)
+                 for v in b.variables}
         self.conditionals = [
             collapse(c, self.plan.expanded, self.plan.statements, self.plan.definitions)
             if c.kind == "slice" else c
-            for c in (conditional(v, sites) for v in self.plan.latent)]
+            for c in (_joint(v, joint[v.name], sites) if v.name in joint
+                      else conditional(v, sites) for v in self.plan.latent)]
         self.conditionals = [marginalize(c, self.conditionals) if c.kind == "slice" else c
                              for c in self.conditionals]
         discrete = [c for c in self.conditionals if c.kind == "enumerate"]
@@ -106,7 +111,7 @@ class GibbsModel:
                               for label in part if label in by_label)
         self.updates: list[Conditional] = [by_label[label] for label in order]
         self.updates = _blocks(self.updates)
-        self.steps = joint_blocks(self.updates)
+        self.steps = _gaussian_steps(joint_blocks(self.updates))
         for block in self.steps:
             if isinstance(block, JointBlock):
                 others = [v.name for v in block.variables]
@@ -178,7 +183,7 @@ class GibbsModel:
         start = time.perf_counter()
         for sweep in range(burn + draws * thin):
             for step in self.steps:
-                if isinstance(step, JointBlock):
+                if isinstance(step, JointBlock | GaussianBlock):
                     step.update(rng, values, known, chains)
                 else:
                     values[step.variable.name] = step.draw(rng, values, known, chains)
@@ -259,15 +264,52 @@ def _blocks(updates: list[Conditional]) -> list[Conditional]:
     return out
 
 
-def _prior(var: Variable, sites: list[Site]) -> Conditional:
+def _joint(var: Variable, block: GaussianBlock, sites: list[Site]) -> Conditional:
+    """The conditional of ``var``, a member of ``block`` (drawn with it)."""
+    return Conditional(var, "block", [s for s in sites if s.reads(var)], "Gaussian",
+                       rewrites=(describe_block(block),), block=block)
+
+
+def _gaussian_steps(steps: list[Conditional | JointBlock]
+                    ) -> list[Conditional | JointBlock | GaussianBlock]:
+    """``steps`` with the members of each Gaussian block replaced by the block, where
+    the first of them was."""
+    out: list[Conditional | JointBlock | GaussianBlock] = []
+    for step in steps:
+        block = step.block if isinstance(step, Conditional) else None
+        if block is None:
+            out.append(step)
+        elif block not in out:
+            out.append(block)
+    return out
+
+
+def _prior(var: Variable, sites: list[Site]) -> Conditional | _VectorPrior:
     """The conditional of ``var`` given only its own definitions (its prior), to start
     the chains from."""
     own = [s for s in sites if s.statement.output is var]
+    if var.domain == "vector":
+        return _VectorPrior(var, GaussianBlock([var], own))
     return conditional(var, own)
 
 
+@dataclass
+class _VectorPrior:
+    """A vector variable's prior draw, by the joint Gaussian draw over its own site."""
+
+    variable: Variable
+    block: GaussianBlock
+    kind: str = "block"
+
+    def draw(self, rng: np.random.Generator, values: dict[str, np.ndarray],
+             known: dict[str, Any], chains: int) -> np.ndarray:
+        trial = dict(values)
+        self.block.update(rng, trial, known, chains)
+        return trial[self.variable.name]
+
+
 def _given(var: Variable, value: Any, chains: int) -> np.ndarray:
-    event = (var.size,) if var.domain == "simplex" else ()
+    event = (var.size,) if var.domain in ("simplex", "vector") else ()
     shape = (*var.shape, *event)
     arr = np.asarray(value, dtype=np.int64 if var.domain in ("int", "bool") else float)
     try:
@@ -290,6 +332,8 @@ def _describe(c: Conditional) -> str:
         return f"{c.family} (conjugate)"
     if c.kind == "slice":
         return "slice sampling (no conjugate conditional)"
+    if c.kind == "block":
+        return "Gaussian, jointly (conjugate)"
     return "Discrete by enumeration" if c.variable.domain == "int" else \
         "Bernoulli by enumeration"
 

@@ -18,6 +18,7 @@ from typing import Any
 from factorflow.errors import ModelError
 from factorflow.model.core import FactorCall, Model, Variable
 from factorflow.samplers.conditionals import conditional
+from factorflow.samplers.linear import gaussian_blocks
 from factorflow.samplers.sites import model_statements, read_sites
 
 MAX_COMBINATIONS = 64
@@ -126,8 +127,14 @@ def _score(plan: Plan) -> tuple[int, int, int, list[str]]:
         sites = read_sites(plan.statements, plan.definitions)
     except ModelError:
         return (len(plan.latent) + 1, 0, 0, ["<unreadable>"])
+    try:
+        joint = {v.name for b in gaussian_blocks(plan.latent, sites) for v in b.variables}
+    except ModelError:
+        return (len(plan.latent) + 1, 0, 0, ["<no joint draw>"])
     failed, sliced = [], []
     for v in plan.latent:
+        if v.name in joint:
+            continue
         try:
             if conditional(v, sites).kind == "slice":
                 sliced.append(v.name)

@@ -27,12 +27,16 @@ import numpy as np
 
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
-from factorflow.rewrite.terms import Term, data, sym
-from factorflow.samplers.densities import EXPRESSION, log_density_term, substitute
+from factorflow.rewrite.terms import Term, at, const, data, index_sum, sym
+from factorflow.samplers.densities import EXPRESSION, K, log_density_term, substitute
 from factorflow.samplers.numpy_terms import compile_term
 
 #: an access in a printed term: ``data(a3)`` or ``a3``
 _ACCESS = re.compile(r"data\((a\d+)\)|\b(a\d+)\b")
+
+
+#: the event dimensions of a variable's value, by domain
+EVENT_DIMS = {"simplex": 1, "vector": 1, "posdef": 2}
 
 
 def align(value: np.ndarray, have: tuple[Range, ...], want: tuple[Range, ...],
@@ -60,6 +64,11 @@ class Access:
     plates: tuple[Range, ...]
     #: the plates the index is laid out over (the statement that indexes)
     index_plates: tuple[Range, ...] = ()
+    #: the plate summed inside the site (``ff.sum(x, k)``): its axis comes last, after
+    #: the site's plates, and the term reads the access as ``at(data(a), index)``
+    inner: tuple[Range, ...] = ()
+    #: the event dimensions of a known value (1: a vector, 2: a matrix), after its plates
+    event: int = 0
 
     @property
     def variable(self) -> Variable | None:
@@ -95,19 +104,24 @@ class Access:
         """The value at the site, ``(chains|1, *site plates|1, *event)``; a category as its
         one-hot vector (for the formulas), a boolean as 0.0 / 1.0."""
         src = self.source
+        want = self.plates + self.inner
         if not isinstance(src, Variable):
             arr = _known(src, known)
-            if self.index_plates == self.plates:  # laid out over the site's plates
+            if self.event:  # plates right-aligned to the expression's, then the event
+                ctx, ev = self.index_plates, arr.shape[arr.ndim - self.event:]
+                arr = arr.reshape((1,) * (len(ctx) + self.event - arr.ndim) + arr.shape)
+                arr = np.broadcast_to(arr, (*(p.size for p in ctx), *ev))
+                return align(arr[None], ctx, want, self.event)
+            if self.index_plates == want:  # laid out over the site's plates
                 return arr.reshape((1, *arr.shape))
             # inside an expression's plates (scalar arguments): right-aligned to them
             ctx = self.index_plates
             arr = arr.reshape((1,) * (len(ctx) - arr.ndim) + arr.shape)
-            return align(np.broadcast_to(arr, tuple(p.size for p in ctx))[None], ctx,
-                         self.plates)
+            return align(np.broadcast_to(arr, tuple(p.size for p in ctx))[None], ctx, want)
         base = values[src.name] if src.name in values else _known(src.observed, known)[None]
-        event = 1 if src.domain == "simplex" else 0
+        event = EVENT_DIMS.get(src.domain, 0)
         if self.index is None:
-            out = align(np.asarray(base), src.plates, self.plates, event)
+            out = align(np.asarray(base), src.plates, want, event)
         else:
             idx = self.index_value(values, known)
             chains = np.arange(base.shape[0]).reshape((-1,) + (1,) * (idx.ndim - 1))
@@ -122,12 +136,14 @@ class Access:
         layout ``(chains, *its plates, *event)``: over the plates it lacks, or scattered
         by the index."""
         var = self.variable
-        assert var is not None
+        assert var is not None and not self.inner
         plates = (chains, *(p.size for p in self.plates))
         if self.index is None:
+            full = (chains, *var.shape, *event)
+            if self.plates == var.plates and np.shape(contribution) == full:
+                return contribution  # already the variable's layout
             out = _sum_onto(np.asarray(contribution), chains, self.plates, var.plates,
                             len(event))
-            full = (chains, *var.shape, *event)
             return out if out.shape == full else np.broadcast_to(out, full)
         full = (*plates, *event)
         contribution = np.broadcast_to(contribution, full)
@@ -194,6 +210,12 @@ class Site:
     gates: tuple[GateFrame, ...]
     #: the term of each argument of the factor (over the accesses' names)
     arguments: dict[str, Term] = field(default_factory=dict)
+    #: a factor read natively, not through its term (a VectorGaussian prior, see
+    #: :mod:`.linear`): its term is 0 and only its own output may be random
+    native: bool = False
+    #: a native VectorGaussian's sample and mean as affine forms, and its precision's
+    #: access (see ``_Builder.vector_gaussian``)
+    vectors: dict[str, Any] = field(default_factory=dict)
     _terms: dict[str, Term] = field(default_factory=dict, repr=False)
     _static: Any = field(default=None, repr=False)
 
@@ -246,10 +268,12 @@ class Site:
         if cached is None or cached[0] is not known:
             cached = self._static = (known, {name: a.read(values, known)
                                              for name, a in self.accesses.items()
-                                             if not a.is_random})
+                                             if not a.is_random},
+                                     [(name, a) for name, a in self.accesses.items()
+                                      if a.is_random])
         env = dict(cached[1])
-        for name, a in self.accesses.items():
-            if a.is_random and name not in skip:
+        for name, a in cached[2]:
+            if name not in skip:
                 env[name] = a.read(values, known)
         return env
 
@@ -300,6 +324,8 @@ class _Builder:
                          if c.output is not None and c.output.derived}
 
     def site(self, call: FactorCall) -> Site:
+        if call.factor == "VectorGaussian" and call.output is not None:
+            return self.vector_gaussian(call)
         formula = log_density_term(call.factor)
         if formula is None or call.output is None:
             raise UnsupportedFactorError(
@@ -318,24 +344,78 @@ class _Builder:
             gates = ()  # the prior of a variable local to its gates applies in every case
         return Site(call, formula(**args), accesses, call.plates, gates, args)
 
+    def vector_gaussian(self, call: FactorCall) -> Site:
+        """A VectorGaussian statement, read natively by the joint Gaussian draw of the
+        vector variables in it (:mod:`.linear`): its sample and mean are affine in them
+        (a variable, a known vector, ``B @ z``, ``a + b``), its precision known. Its
+        ``vectors`` hold each as a form: ``("read", access name)``, ``("matvec", matrix
+        access name, form)`` or ``("plus", form, form)``."""
+        precision = call.args["precision"]
+        if isinstance(precision, Indexed) or (isinstance(precision, Variable)
+                                              and not precision.is_observed):
+            raise UnsupportedFactorError(
+                f"{call.provenance or call.factor}: Gibbs sampling reads a VectorGaussian "
+                f"({call.output.name!r}) only with a known precision; use 'ep' or 'vmp'.")
+        accesses: dict[str, Access] = {}
+        forms = {arg: self.vector_form(call.output if arg == "sample" else call.args[arg],
+                                       accesses, call)
+                 for arg in ("sample", "mean")}
+        value = precision.observed if isinstance(precision, Variable) else precision
+        forms["precision"] = self.access(value, None, call.plates, accesses, call,
+                                         event=2).payload[0]
+        return Site(call, const(0.0), accesses, call.plates, (), native=True, vectors=forms)
+
+    def vector_form(self, value: Any, accesses: dict[str, Access], call: FactorCall) -> Any:
+        if isinstance(value, Variable) and value.derived:
+            definition = self.defining[value.name]
+            args = definition.args
+            if definition.factor == "MatrixVectorProduct":
+                matrix = self.access(args["matrix"], None, call.plates, accesses, call,
+                                     event=2)
+                return ("matvec", matrix.payload[0], self.vector_form(args["vector"],
+                                                                      accesses, call))
+            if definition.factor == "VectorPlus":
+                return ("plus", self.vector_form(args["a"], accesses, call),
+                        self.vector_form(args["b"], accesses, call))
+            raise UnsupportedFactorError(
+                f"{definition.provenance or call.provenance}: Gibbs sampling reads the "
+                f"vector {value.name!r} ({definition.factor}) only as B @ z or a + b.")
+        if isinstance(value, Indexed):
+            raise UnsupportedFactorError(
+                f"{call.provenance}: Gibbs sampling does not read {value.base.name}[...] in a "
+                "VectorGaussian.")
+        event = 0 if isinstance(value, Variable) else 1
+        return ("read", self.access(value, None, call.plates, accesses, call,
+                                    event=event).payload[0])
+
     def access(self, source: Any, index: Any, ctx: tuple[Range, ...],
-               accesses: dict[str, Access], call: FactorCall) -> Term:
+               accesses: dict[str, Access], call: FactorCall,
+               inner: tuple[Range, ...] = (), event: int = 0) -> Term:
         self.count += 1
         name = f"a{self.count}"
-        accesses[name] = Access(name, source, index, call.plates, ctx)
-        return data(name)
+        accesses[name] = Access(name, source, index, call.plates, ctx, inner, event)
+        return at(data(name), plate_index(inner[0])) if inner else data(name)
 
     def term(self, value: Any, ctx: tuple[Range, ...], accesses: dict[str, Access],
-             call: FactorCall) -> Term:
-        """The term of the argument ``value`` written inside the plates ``ctx``."""
+             call: FactorCall, inner: tuple[Range, ...] = ()) -> Term:
+        """The term of the argument ``value`` written inside the plates ``ctx`` (inside
+        ``ff.sum`` over the plate ``inner``: the access carries that plate's index)."""
         if isinstance(value, Indexed):
             if value.base.derived:
                 raise UnsupportedFactorError(
                     f"{call.provenance}: Gibbs sampling reads {value.base.name}[...] only "
                     "for a sampled or observed variable, not a deterministic one.")
+            if inner:
+                raise UnsupportedFactorError(
+                    f"{call.provenance}: Gibbs sampling does not read {value.base.name}[...] "
+                    f"inside ff.sum over {inner[0].name!r}; sum a plate variable instead.")
             return self.access(value.base, value.index, ctx, accesses, call)
         if isinstance(value, Variable) and value.derived:
             definition = self.defining[value.name]
+            if definition.factor == "PlateSum":
+                return self.plate_sum(definition, accesses, call, inner)
+            if definition.factor == "InnerProduct":
+                return self.inner_product(definition, accesses, call, inner)
             if definition.factor not in EXPRESSION:
                 raise UnsupportedFactorError(
                     f"{definition.provenance or value.name}: the deterministic variable "
@@ -345,10 +425,50 @@ class _Builder:
                 raise UnsupportedFactorError(
                     f"{value.name!r} is defined in several branches of a gate; Gibbs sampling "
                     "reads only deterministic variables with one definition.")
-            inner = {k: self.term(v, definition.plates, accesses, call)
+            parts = {k: self.term(v, definition.plates, accesses, call, inner)
                      for k, v in definition.args.items()}
-            return EXPRESSION[definition.factor](**inner)
-        return self.access(value, None, ctx, accesses, call)
+            return EXPRESSION[definition.factor](**parts)
+        return self.access(value, None, ctx, accesses, call, inner)
+
+    def plate_sum(self, definition: FactorCall, accesses: dict[str, Access],
+                  call: FactorCall, inner: tuple[Range, ...]) -> Term:
+        """``ff.sum(x, k)`` as ``Σ_k`` over the term of ``x``, whose accesses carry the
+        plate ``k`` as their last axis (one summed plate per site)."""
+        array = definition.args["array"]
+        summed = array.plates[-1]
+        if inner or any(a.inner for a in accesses.values()):
+            raise UnsupportedFactorError(
+                f"{definition.provenance or call.provenance}: Gibbs sampling reads one "
+                f"ff.sum per statement ({call.factor} of {call.output.name!r}); give the "
+                "other sum its own variable.")
+        body = self.term(array, array.plates, accesses, call, (summed,))
+        return index_sum(body, plate_index(summed))
+
+
+    def inner_product(self, definition: FactorCall, accesses: dict[str, Access],
+                      call: FactorCall, inner: tuple[Range, ...]) -> Term:
+        """``ff.inner(a, b)`` as ``Σ_k a_k b_k`` over the vectors' last axis (a vector
+        variable, or a known vector per plate element: a design-matrix row)."""
+        if inner:
+            raise UnsupportedFactorError(
+                f"{definition.provenance or call.provenance}: Gibbs sampling does not read "
+                f"an inner product inside ff.sum over {inner[0].name!r}.")
+        parts = []
+        for value in definition.args.values():
+            if isinstance(value, Indexed) or (isinstance(value, Variable) and value.derived):
+                raise UnsupportedFactorError(
+                    f"{definition.provenance or call.provenance}: Gibbs sampling reads an "
+                    "inner product of a vector variable and a known vector only.")
+            known = not isinstance(value, Variable)
+            term = self.access(value, None, definition.plates, accesses, call,
+                               event=1 if known else 0)
+            parts.append(at(term, K))
+        return index_sum(parts[0] * parts[1], K)
+
+
+def plate_index(plate: Range) -> str:
+    """The term index of the plate summed by ``ff.sum`` (the last axis of its accesses)."""
+    return f"sum_{plate.name}"
 
 
 def _factor_args(factor: str) -> tuple[str, ...]:

@@ -261,6 +261,16 @@ def test_same_seed_same_draws():
     assert not np.array_equal(a[0], a[1])  # the chains differ
 
 
+def test_thinning_keeps_every_thin_th_sweep_after_the_burn_in():
+    """Same seed, same sweeps: thin=3 keeps sweeps burn + 3, burn + 6, ... of the run
+    that keeps them all."""
+    compiled = beta_binomial().compile("gibbs")
+    every = compiled.run(draws=30, burn=7, thin=1, chains=2, seed=4).samples("p")
+    thinned = compiled.run(draws=10, burn=7, thin=3, chains=2, seed=4)
+    assert thinned.samples("p").shape == (2, 10) and thinned.thin == 3
+    assert np.array_equal(thinned.samples("p"), every[:, 2::3])
+
+
 def test_data_changes_without_recompiling():
     with ff.Model() as model:
         counts = ff.Data("counts", np.array([1, 2]))
@@ -287,13 +297,14 @@ def test_latent_count_is_refused_at_compile_time(define):
         model.compile("gibbs")
 
 
-def test_vector_variable_is_refused_naming_it():
+def test_vector_variable_with_a_random_precision_is_refused_naming_it():
     with ff.Model() as model:
-        w = ff.VectorGaussian("w", np.zeros(2), precision=np.eye(2))
+        lam = ff.Wishart("lam", 3.0, rate=np.eye(2))
+        w = ff.VectorGaussian("w", np.zeros(2), precision=lam)
         with ff.Plate(ff.Range("n", 3)):
             ff.Gaussian("y", ff.inner(w, np.ones((3, 2))), precision=1.0, observed=[1., 2, 3])
     with pytest.raises(ff.UnsupportedFactorError,
-                       match="VectorGaussian \\(defining 'w'\\) has no log-density formula"):
+                       match="factor Wishart \\(defining 'lam'\\) has no log-density formula"):
         model.compile("gibbs")
 
 

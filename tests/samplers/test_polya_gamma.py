@@ -103,7 +103,8 @@ def logistic_exact() -> list[float]:
 def test_logistic_regression_is_augmented_by_exploration():
     compiled = logistic_regression().compile("gibbs")
     samplers = compiled.samplers
-    assert samplers["a"].sampler == samplers["b"].sampler == "Gaussian (conjugate)"
+    assert samplers["a"].sampler == samplers["b"].sampler == "Gaussian, jointly (conjugate)"
+    assert samplers["a"].rewrites[-1].startswith("jointly with a, b: every site reading them")
     aux = samplers["y__pg"]
     assert aux.sampler == "PolyaGamma (conjugate)"
     assert "rules: bernoulli_binomial, binomial_polya_gamma; one of 3 forms explored" \
@@ -181,6 +182,39 @@ def test_negative_binomial_with_gamma_dispersion_against_grid_quadrature(seed):
     result = negative_binomial_intercept().infer("gibbs", draws=500, chains=4, seed=seed)
     assert_mean_within(result.samples("a"), e_a)
     assert_mean_within(result.samples("r"), e_r)
+
+
+NB_X = np.array([-1.2, 0.3, -0.5, 1.1, 0.0, -1.6, 0.6, 1.9, -0.8, 0.9])
+
+
+@pytest.mark.slow
+def test_negative_binomial_regression_with_gamma_dispersion_against_grid_quadrature():
+    """y[n] ~ NB(r, σ(a + b x[n])), a, b ~ N(0, 4), r ~ Gamma(2, rate 0.5): a and b in one
+    joint Gaussian draw given ω, r slice-sampled with ω integrated out; E[a], E[b],
+    E[r] on a 3-D grid over (a, b, log r)."""
+    with ff.Model("negative_binomial_regression") as model:
+        a = ff.Gaussian("a", 0.0, variance=4.0)
+        b = ff.Gaussian("b", 0.0, variance=4.0)
+        r = ff.Gamma("r", 2.0, rate=0.5)
+        with ff.Plate(ff.Range("n", len(COUNTS))):
+            ff.NegativeBinomial("y", r, ff.logistic(a + b * NB_X), observed=COUNTS)
+    a_grid, b_grid, s_grid = (np.linspace(-3, 5, 73), np.linspace(-3, 4, 65),
+                              np.linspace(-4, 5, 71))
+    A, B, S = np.meshgrid(a_grid, b_grid, s_grid, indexing="ij")
+    r_grid = np.exp(S)[..., None]
+    psi = A[..., None] + B[..., None] * NB_X
+    # NB(y | r, p = σ(ψ)): Γ(y + r)/(Γ(r) y!) p^y (1 − p)^r
+    log_lik = (special.gammaln(COUNTS + r_grid) - special.gammaln(r_grid)
+               + COUNTS * special.log_expit(psi) + r_grid * special.log_expit(-psi)).sum(-1)
+    log_p = (stats.norm.logpdf(A, 0, 2) + stats.norm.logpdf(B, 0, 2)
+             + stats.gamma.logpdf(np.exp(S), 2.0, scale=2.0) + S + log_lik)
+    w = np.exp(log_p - log_p.max())
+    exact = [(w * v).sum() / w.sum() for v in (A, B, np.exp(S))]
+    samplers = model.compile("gibbs").samplers
+    assert samplers["a"].sampler == samplers["b"].sampler == "Gaussian, jointly (conjugate)"
+    result = model.infer("gibbs", draws=600, chains=4, seed=0)
+    for name, value in zip(("a", "b", "r"), exact, strict=True):
+        assert_mean_within(result.samples(name), value)
 
 
 def test_logistic_of_a_number_and_message_passing_refusal():
