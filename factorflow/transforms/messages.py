@@ -14,8 +14,10 @@ argument) so later passes read annotations from the registry.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 from factorflow.codegen.names import backward, forward, fresh, marginal
 from factorflow.errors import ModelError, UnsupportedFactorError
@@ -250,6 +252,7 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
                            stmt.provenance))
     if algorithm in factor.evidence:
         reads = tuple((k, edges.get(k, v)) for k, v in args.items() if k not in needed)
+        reads += _messages_sent(factor.evidence[algorithm], result)
         evidence = Stmt(f"{factor.name}.{EVIDENCE[algorithm]}", (), reads,
                         params_common + (("evidence", (factor.name, algorithm)),),
                         stmt.provenance)
@@ -261,6 +264,16 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
         if name not in edges and isinstance(operand, Const) and operand.value is None:
             raise ModelError(f"{where}: argument {name!r} has no value.")
     return result
+
+
+def _messages_sent(fn: Callable[..., Any], stmts: list[Stmt]) -> tuple[tuple[str, Ref], ...]:
+    """The reads ``to_<argument>`` that an evidence term ``fn`` names in its signature: the
+    message this factor sends to that argument (as Infer.NET's ``to_X``), where an
+    operator computes it here (not fused over plates)."""
+    wanted = set(inspect.signature(fn).parameters)
+    return tuple((f"to_{s.param('operator')[2]}", s.outputs[0]) for s in stmts
+                 if s.param("operator") and not s.param("reduce")
+                 and f"to_{s.param('operator')[2]}" in wanted)
 
 
 def _to_gate(evidence: Stmt, gate: Operand | None, decls: dict[str, VarDecl]) -> Stmt:
