@@ -36,7 +36,8 @@ update reads q(x) as it stood before x's other messages last changed (a VMP post
 reads its messages fresh, so this one cannot be read after them): a fixed-point step
 (``ascent=False``) whose bound may fall on the way; at its fixed point p is current and
 q(x) is the mean-field optimum (exact, bound = log Z, where x is the model's only
-latent variable).  Random
+latent variable).  It holds for one truncation of each element of x (a second, whose
+q(x) would be the truncation to both intervals, is refused by name).  Random
 bounds are refused under VMP (a Gaussian q of a bound puts mass on both sides of x:
 E log f = −∞), as in Infer.NET.
 """
@@ -249,7 +250,7 @@ def _is_between_out_vmp(x, lower, upper, out=None) -> Bernoulli:
 
 
 @IS_BETWEEN.operator("vmp", "x", skip_if_uniform=("out",), known=("lower", "upper"),
-                     ascent=False)
+                     ascent=False, sole=True)
 def _is_between_x_vmp(out, x, lower, upper, *, previous=None) -> Gaussian:
     """proj[p · f] / p, p = q(x) / previous: q(x) becomes the truncation of p."""
     _require_known(out)

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from factorflow.codegen.names import backward, forward, fresh, marginal
+from factorflow.codegen.names import backward, display, forward, fresh, marginal
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.factors.registry import DOMAIN_FAMILY, FACTORS
 from factorflow.ir import Const, For, If, Program, Ref, Stmt, VarDecl
@@ -81,16 +81,46 @@ def messages(program: Program, algorithm: str) -> Program:
         return ident
 
     body: list[Stmt] = []
+    sole: dict[str, str] = {}
     for stmt, loops, mask in _walk_masked(program.body, (), (), decls):
         if stmt.op == "Variable":
             made = _variable_statements(stmt, decls, algorithm, vmp_derived, fused)
         else:
+            _check_sole(stmt, algorithm, decls, sole)
             made = _factor_statements(stmt, loops, decls, algorithm, fused, buffer_decl,
                                       deferred)
         body.extend(replace(s, params=s.params + (("mask", mask),)) if mask else s
                     for s in made)
     return replace(program, decls=program.decls + tuple(new_decls), body=tuple(body),
                    algorithm=algorithm, _by_name={})
+
+
+def _check_sole(stmt: Stmt, algorithm: str, decls: dict[str, VarDecl],
+                seen: dict[str, str]) -> None:
+    """UnsupportedFactorError where an operator that holds only as the sole one of its
+    factor on each element of its target (``Operator.sole``) is not: a second statement
+    on the same variable, or one over a plate the variable lacks."""
+    factor = FACTORS.get(stmt.op)
+    if factor is None:
+        return
+    for name, value in stmt.inputs:
+        op = factor.operators.get((algorithm, name))
+        if op is None or not op.sole or not isinstance(value, Ref) \
+                or decls[value.var].role != "use":
+            continue
+        var = decls[value.var].attr("of")
+        where = stmt.provenance or stmt.op
+        extra = [p for p in decls[value.var].plates if p not in decls[var].plates]
+        if var in seen or extra:
+            label = decls[var].label
+            raise UnsupportedFactorError(
+                f"{where}: {algorithm.upper()}'s {factor.name} message to {name!r} holds for "
+                f"one {factor.name} on each element of {label}, and "
+                + (f"{label} has one already ({seen[var]})" if var in seen else
+                   f"this one is repeated over {', '.join(map(display, extra))}, which "
+                   f"{label} lacks")
+                + "; combine them into one (the intersection), or use 'ep'.")
+        seen[var] = where
 
 
 def _walk_masked(nodes: tuple, loops: tuple[str, ...], mask: tuple, decls: dict[str, VarDecl]):

@@ -278,3 +278,39 @@ def test_vmp_refuses_random_bounds_and_a_random_boolean_by_name():
     with pytest.raises(ff.UnsupportedFactorError, match=r"IsBetween under VMP: the message "
                        r"to x needs the boolean .* known.*use 'ep'"):
         model.infer("vmp")
+
+
+def test_vmp_refuses_a_second_truncation_of_one_variable_by_name():
+    """Two intervals on one x (or one repeated over a plate x lacks): q(x) would be the
+    truncation to their intersection, which one message per factor does not give (it
+    gave a "bound" above log Z), so VMP refuses and names both."""
+    with ff.Model("twice") as model:
+        x = ff.Gaussian("x", 0.0, variance=1.0)
+        ff.constrain_true(ff.is_between(x, -1.0, 2.0))
+        ff.constrain_true(ff.is_between(x, 0.0, 3.0))
+    with pytest.raises(ff.UnsupportedFactorError, match=r"is_between\(x, 0.0, 3.0\).*one "
+                       r"IsBetween on each element of x, and x has one already \(.*"
+                       r"is_between\(x, -1.0, 2.0\).*use 'ep'"):
+        model.infer("vmp")
+    with ff.Model("plate") as model:
+        x = ff.Gaussian("x", 0.0, variance=1.0)
+        with ff.Plate(ff.Range("n", 2)):
+            ff.constrain_true(ff.is_between(x, -1.0, 2.0))
+    with pytest.raises(ff.UnsupportedFactorError, match="repeated over n, which x lacks"):
+        model.infer("vmp")
+
+
+def test_vmp_truncates_each_element_of_a_plate_once():
+    """x[n] ~ N(0, 1) each truncated to its own interval: SciPy's truncated moments and
+    log Z = Σ log P(lo_n < x < hi_n)."""
+    lo, hi = np.array([-1.0, 0.5, -3.0]), np.array([0.5, 2.0, -0.5])
+    with ff.Model("plated") as model:
+        with ff.Plate(ff.Range("n", 3)):
+            x = ff.Gaussian("x", 0.0, variance=1.0)
+            ff.constrain_true(ff.is_between(x, lo, hi))
+    result = model.infer("vmp", iterations=20)
+    exact = stats.truncnorm(lo, hi)
+    assert_close(result["x"].mean, exact.mean(), rtol=1e-9, atol=1e-12)
+    assert_close(result["x"].variance, exact.var(), rtol=1e-9)
+    assert_close(result.log_evidence, np.sum(np.log(stats.norm.cdf(hi) - stats.norm.cdf(lo))),
+                 rtol=1e-9)
