@@ -61,16 +61,30 @@ def factorflow_model(model: str, X: np.ndarray, y: np.ndarray) -> ff.Model:
     return m
 
 
+def run_nuts(fn, args: tuple, draws: int, seed: int = 0, site: str = "w"):
+    """Posterior means of the sample site ``site`` of the NumPyro model ``fn(*args)`` by
+    NUTS (4 chains, ``draws`` each after as many warm-up), and their Monte Carlo errors."""
+    import jax
+    import numpyro
+    from numpyro.diagnostics import effective_sample_size
+    from numpyro.infer import MCMC, NUTS
+
+    numpyro.set_host_device_count(4)
+    mcmc = MCMC(NUTS(fn), num_warmup=draws, num_samples=draws, num_chains=4,
+                chain_method="vectorized", progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(seed), *args)
+    samples = np.asarray(mcmc.get_samples(group_by_chain=True)[site])
+    ess = np.asarray(effective_sample_size(samples))
+    flat = samples.reshape(-1, samples.shape[-1])
+    return flat.mean(0), flat.std(0) / np.sqrt(ess)
+
+
 def nuts(model: str, X: np.ndarray, y: np.ndarray, draws: int, seed: int = 0):
     """Posterior means of w by NumPyro NUTS (4 chains) and their Monte Carlo errors."""
     import jax
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as nd
-    from numpyro.diagnostics import effective_sample_size
-    from numpyro.infer import MCMC, NUTS
-
-    numpyro.set_host_device_count(4)
 
     def fn(X, y):
         w = numpyro.sample("w", nd.Normal(jnp.zeros(X.shape[1]), 1.0).to_event(1))
@@ -82,13 +96,7 @@ def nuts(model: str, X: np.ndarray, y: np.ndarray, draws: int, seed: int = 0):
         else:
             numpyro.sample("y", nd.Poisson(jnp.exp(eta)), obs=y)
 
-    mcmc = MCMC(NUTS(fn), num_warmup=draws, num_samples=draws, num_chains=4,
-                chain_method="vectorized", progress_bar=False)
-    mcmc.run(jax.random.PRNGKey(seed), jnp.asarray(X), jnp.asarray(y, float))
-    samples = np.asarray(mcmc.get_samples(group_by_chain=True)["w"])
-    ess = np.asarray(effective_sample_size(samples))
-    flat = samples.reshape(-1, samples.shape[-1])
-    return flat.mean(0), flat.std(0) / np.sqrt(ess)
+    return run_nuts(fn, (jnp.asarray(X), jnp.asarray(y, float)), draws, seed)
 
 
 def main() -> None:

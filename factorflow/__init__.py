@@ -14,6 +14,7 @@ from factorflow.errors import (
     DataError,
     ExcludedVariableError,
     ImproperMessageError,
+    ImproperMessageWarning,
     ModelError,
     ParseError,
     RenderError,
@@ -43,7 +44,7 @@ from factorflow.model.factories import (
     is_positive,
 )
 from factorflow.model.gates import Case, If, IfNot, Switch
-from factorflow.model.links import logistic, probit
+from factorflow.model.links import logistic, probit, softmax
 from factorflow.model.naturals import naturals
 from factorflow.model.nodes import Deterministic
 from factorflow.model.vectors import VectorGaussian, Wishart, inner, matvec
@@ -65,11 +66,12 @@ __all__ = [
     "Gaussian", "Gamma", "Beta", "Bernoulli", "Binomial", "Discrete", "Dirichlet", "Poisson",
     "StudentT", "Laplace", "HalfCauchy", "NegativeBinomial", "VectorGaussian", "Wishart",
     "inner", "matvec", "constrain_true", "is_between", "is_positive", "Constant", "logistic",
-    "probit", "distributions",
+    "probit", "softmax", "distributions",
     "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
     "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ExcludedVariableError",
-    "ImproperMessageError", "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
+    "ImproperMessageError", "ImproperMessageWarning",
+    "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
     "load_result", "parse", "ParseError",
 ]

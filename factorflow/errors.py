@@ -54,6 +54,11 @@ class ImproperMessageError(ArithmeticError):
     """A message or posterior became improper (or NaN) during inference."""
 
 
+class ImproperMessageWarning(UserWarning):
+    """EP skipped a message update where its input was improper (a cavity made improper
+    by other sites' negative precisions); the message kept its previous value there."""
+
+
 class ScheduleWarning(UserWarning):
     """A schedule ignores something the user asked for (such as an initialization)."""
 

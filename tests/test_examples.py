@@ -55,6 +55,14 @@ def test_example_runs(path, capsys):
         assert out["ep_mean_error"] < 1e-3 and abs(out["ep_log_evidence"] - out["log_z"]) < 0.01
         assert out["vmp_mean_error"] < 0.05 and out["vmp_log_evidence"] < out["log_z"]
         assert np.all(np.diff(out["vmp_trace"]) >= -1e-12 * np.abs(out["vmp_trace"][1:]))
+    if path.stem == "multinomial_regression":  # against importance sampling (ESS > 2.5·10⁴)
+        ep, vmp = out["ep"], out["vmp"]
+        assert out["ess"] > 2.5e4 and out["ep_error"] < 0.01 and out["vmp_error"] < 0.1
+        assert abs(ep.log_evidence - out["is_log_z"]) < 0.05
+        assert vmp.log_evidence < out["is_log_z"] and vmp.converged
+        assert out["plate_vmp"].log_evidence < vmp.log_evidence
+        for trace in (vmp.trace, out["plate_vmp"].trace):
+            assert np.all(np.diff(trace) >= -1e-12 * np.abs(np.asarray(trace)[1:]))
     if path.stem == "probit_bpm":  # against importance sampling (ESS > 10⁴)
         assert out["ess"] > 1e4 and np.max(np.abs(out["ep_mean"] - out["is_mean"])) < 0.02
         assert np.max(np.abs(out["ep_buy"] - out["is_buy"])) < 0.03

@@ -158,32 +158,45 @@ class _Emitter:
         method = FACTORS[s.param("operator")[0]].operators[s.param("operator")[1:]].method
         if method:  # how this message is computed, where that is a choice
             self.emit(f"# {comment(method)}", depth)
-        self.check_proper_inputs(s, depth)
+        checks = self.proper_inputs(s)
         if self.p.algorithm == "ep" and s.param("target") in self.decls:
-            # EP damping: the new message to the variable mixed with the old one
             out, fixed = s.outputs[0], _fixed(s.outputs[0])
             old = f"take_element({out.var}, {fixed})" if fixed else out.var
+            if checks and s.param("defer") is None:
+                # a message to a variable keeps its old value where its input is improper
+                inputs, what, extra = checks
+                rhs = (f"skip_improper({old}, lambda: {rhs}, ({inputs},), {what!r}, "
+                       f"{self.iteration}{extra})")
+                checks = None
+            # EP damping: the new message to the variable mixed with the old one
             label = self.decls[s.param("target")].label
             rhs = f"damp({old}, {rhs}, damping, {label!r})"
+        if checks:
+            inputs, what, extra = checks
+            for value in inputs.split(", "):
+                self.emit(f"check_proper_input({value}, {what!r}, {self.iteration}{extra})",
+                          depth)
         self.assign(s.outputs[0], rhs, depth, s)
 
-    def check_proper_inputs(self, s: Stmt, depth: int) -> None:
-        """Before an EP operator annotated ``proper`` for some arguments (seed 000: its
-        output is not defined on a uniform input), a run-time check of those inputs."""
+    def proper_inputs(self, s: Stmt) -> tuple[str, str, str] | None:
+        """For an EP operator annotated ``proper`` for some arguments (seed 000: its output
+        is not defined on a uniform input): those inputs' operands, what to call them in a
+        run-time error, and the mask argument; None if there are none."""
         factor, algorithm, target = s.param("operator")
         if algorithm != "ep":  # VMP reads posteriors; a derived variable's message may
-            return  # be uniform before the first sweep and its operators accept that
+            return None  # be uniform before the first sweep and its operators accept that
         plates = s.param("plates", ())
+        proper = FACTORS[factor].operators[(algorithm, target)].proper
+        values = [self.operand(value, plates) for arg, value in s.inputs if arg in proper]
+        if not values:
+            return None
+        args = [arg for arg, _ in s.inputs if arg in proper]
+        what = f"{factor}'s message to {target!r}, from argument " + \
+            " or ".join(repr(a) for a in args)
+        if s.provenance:
+            what += f" ({comment(s.provenance)})"
         mask = self.mask(s)
-        for arg, value in s.inputs:
-            if arg not in FACTORS[factor].operators[(algorithm, target)].proper:
-                continue
-            what = f"{factor}'s message to {target!r}, from argument {arg!r}"
-            if s.provenance:
-                what += f" ({comment(s.provenance)})"
-            extra = f", {mask}" if mask is not None else ""
-            self.emit(f"check_proper_input({self.operand(value, plates)}, {what!r}, "
-                      f"{self.iteration}{extra})", depth)
+        return ", ".join(values), what, f", {mask}" if mask is not None else ""
 
     def mask(self, s: Stmt) -> str | None:
         """The boolean array (over the statement's plates) of the observed conditions

@@ -29,6 +29,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     poisson,
     polya_gamma,
     scale_mixtures,
+    softmax,
     vector_gaussian,
     wishart,
 )

@@ -66,16 +66,20 @@ class Derivation:
 
 
 def derive_naturals(log_density: Term, target: Term, statistics: Sequence[Term] | str, *,
-                    index: str = "k") -> Derivation:
+                    index: str = "k", close_rest: bool = True) -> Derivation:
     """Rewrite ``E_q[log_density]`` as ``<naturals, E[statistics(target)]> + constant``.
 
     ``statistics`` are terms in ``target`` or a family name of :data:`FAMILIES`. Raises
     ModelError naming the term that blocks conjugacy, or when the expectation over the
-    other arguments cannot be closed.
+    other arguments cannot be closed.  With ``close_rest=False`` only the naturals are
+    closed: ``constant`` and ``expected_log_factor`` stay the unsimplified expectations
+    (for a factor whose ELBO term is computed another way: the gradient fallback's).
     """
     form, stats, coefficients, constant = split_statistics(log_density, target, statistics,
                                                            index=index)
     naturals = tuple(simplify_expectation(E(add(*c))) for c in coefficients)
+    if not close_rest:
+        return Derivation(target, stats, naturals, E(add(*constant)), E(form))
     return Derivation(target, stats, naturals, simplify_expectation(E(add(*constant))),
                       simplify_expectation(E(form)))
 

@@ -12,7 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.distributions import Bernoulli, Beta, Dirichlet, Discrete, Gamma, Gaussian
+from factorflow.distributions import (
+    Bernoulli,
+    Beta,
+    Dirichlet,
+    Discrete,
+    Gamma,
+    Gaussian,
+    VectorGaussian,
+)
 from factorflow.distributions.base import Distribution, log_normalize, log_normalizer_or_zero
 from factorflow.distributions.moments import E, is_known
 from factorflow.factors.common import bool_log_probs, bool_log_weights, logsumexp, times_finite
@@ -102,6 +110,11 @@ def project(comps: Distribution, log_w: np.ndarray) -> Distribution:
         return Bernoulli(mix(comps.p))
     if isinstance(comps, Discrete):
         return Discrete(mix(comps.probs, 1))
+    if isinstance(comps, VectorGaussian):  # the mixture's mean and full covariance
+        mean, cov = comps.mean_and_covariance()
+        m = mix(mean, 1)
+        second = mix(cov + mean[..., :, None] * mean[..., None, :], 2)
+        return VectorGaussian(m, second - m[..., :, None] * m[..., None, :])
     nd = comps.event_ndim
     with np.errstate(invalid="ignore", over="ignore"):
         m = mix(comps.mean, nd)

@@ -55,6 +55,12 @@ _HERMITE_LOGW = np.log(_HERMITE[1] / np.sqrt(2 * np.pi))  # weights of N(0, 1), 
 _LAGUERRE = np.polynomial.laguerre.laggauss(LAGUERRE_NODES)
 
 
+def standard_normal_rule() -> tuple[np.ndarray, np.ndarray]:
+    """The ``GH_NODES``-node Gauss–Hermite rule of N(0, 1): nodes z and weights summing to
+    1, so that E[f(m + √v z)] ≈ Σ w f(m + √v z) (exact for polynomials of degree 127)."""
+    return _HERMITE[0], np.exp(_HERMITE_LOGW)
+
+
 @dataclass(frozen=True)
 class Step:
     """A smooth step likelihood h(x) > 0 with log h concave.

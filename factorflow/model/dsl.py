@@ -23,8 +23,9 @@ same number of components; the output variable takes that number.
 from __future__ import annotations
 
 import inspect
+import itertools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,9 @@ from factorflow.distributions.families import (
     Gaussian,
 )
 from factorflow.errors import ModelError
+from factorflow.factors import gradient
 from factorflow.factors.derive import Derivation, derive_naturals
+from factorflow.factors.gradient import GaussianFallback
 from factorflow.factors.registry import FACTORS, Factor, define_factor
 from factorflow.model import links
 from factorflow.model.core import Data, Indexed, Variable
@@ -261,6 +264,8 @@ class UserFactor:
     #: the arguments whose update the user wrote (``@ff.naturals``), checked against the
     #: derived one
     custom: set[str] = field(default_factory=set)
+    #: the Gaussian arguments with no conjugate form, updated by the gradient fallback
+    fallbacks: dict[str, GaussianFallback] = field(default_factory=dict)
 
     def __call__(self, name: str, *, observed: Any = None, **args: Any) -> Variable:
         output = next(iter(self.arguments))
@@ -275,7 +280,10 @@ class UserFactor:
             raise ModelError(f"{self.name}({name!r}): the number of components of {output!r} "
                              f"comes from an argument sharing its index "
                              f"{self.inner[output]!r}, and there is none.")
-        return new_variable(self.name, name, self.arguments[output], args, domains, observed,
+        derived = frozenset(t for t in self.fallbacks if isinstance(args.get(t), Variable)
+                            and args[t].derived)
+        factor = _of_expressions(self, derived) if derived else self.name
+        return new_variable(factor, name, self.arguments[output], args, domains, observed,
                             size=size)
 
     def _sizes(self, name: str, args: dict[str, Any]) -> dict[str, int]:
@@ -345,29 +353,56 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
             if domain in _KNOWN_ONLY:  # counts: observed or constant, never messages
                 registered.notes[("vmp", target)] = f"{domain} arguments must be observed"
                 continue
-            family, to_message = _FAMILY[domain]
+            family = _FAMILY[domain][0]
             try:
                 d = derive_naturals(density, sym(target), family,
                                     index=inner.get(target, "k"))
             except ModelError as exc:
-                user.blocked[target] = str(exc)
-                registered.notes[("vmp", target)] = str(exc)
+                why = _fallback(user, registered, target, str(exc))
+                if why is not None:
+                    user.blocked[target] = why
+                    registered.notes[("vmp", target)] = why
                 continue
-            user.derivations[target] = d
-            others = tuple(a for a in arguments if a != target)
-            # a vector target's own message is read for its number of components
-            reads = (*others, target) if domain in _VECTOR else others
-            registered.operator("vmp", target, proper=others)(
-                _operator(d, to_message, reads, dict(arguments), inner))
+            _conjugate(user, registered, target, d)
+        for target in [t for t in user.blocked if user.fallbacks]:
+            # beside a fallback the ELBO term is the fallback's, so a conjugate argument
+            # needs only its naturals closed (the rest may hold the fallback's terms)
+            try:
+                d = derive_naturals(density, sym(target), _FAMILY[arguments[target]][0],
+                                    index=inner.get(target, "k"), close_rest=False)
+            except ModelError:
+                continue
+            del user.blocked[target], registered.notes[("vmp", target)]
+            _conjugate(user, registered, target, d)
         full = next(iter(user.derivations.values()), None)
-        if full is not None:
+        if user.fallbacks:  # E_q[log f] with the fallback's quadrature over its target
+            registered.evidence_operator("vmp")(_fallback_elbo(
+                next(iter(user.fallbacks.values())), dict(arguments), inner))
+        elif full is not None:
             registered.evidence_operator("vmp")(_elbo(full.expected_log_factor,
                                                       dict(arguments), inner))
         user.factor = registered
         _USER_FACTORS[name] = user
+        # the twins for fallback arguments given as expressions, made now so that a
+        # pickled model using one loads wherever this declaration has run
+        targets = sorted(user.fallbacks)
+        for r in range(1, len(targets) + 1):
+            for subset in itertools.combinations(targets, r):
+                _of_expressions(user, frozenset(subset))
         return user
 
     return declare
+
+
+def _conjugate(user: UserFactor, registered: Factor, target: str, d: Derivation) -> None:
+    """Register the derived conjugate VMP message to ``target``."""
+    domain = user.arguments[target]
+    user.derivations[target] = d
+    others = tuple(a for a in user.arguments if a != target)
+    # a vector target's own message is read for its number of components
+    reads = (*others, target) if domain in _VECTOR else others
+    registered.operator("vmp", target, proper=others)(
+        _operator(d, _FAMILY[domain][1], reads, dict(user.arguments), user.inner))
 
 
 #: the user factors by registered name, so that declaring one again reuses it
@@ -406,3 +441,102 @@ def _numeric(density: Term, domains: dict[str, str], inner: dict[str, str]
         return evaluate(density, _environment([], values, domains, inner))
 
     return log_density
+
+
+# ----- the gradient fallback (factors.gradient) ------------------------------------------
+def _fallback(user: UserFactor, registered: Factor, target: str, blocked: str) -> str | None:
+    """Register the gradient fallback's VMP update of the Gaussian argument ``target``
+    (no conjugate form: ``blocked`` says why); None if registered, else why not."""
+    if user.arguments[target] != "real":
+        return blocked
+    try:
+        fb = gradient.gaussian_fallback(user.log_density, target)
+    except ModelError as exc:
+        return f"{blocked}; the gradient fallback does not apply either: {exc}"
+    user.fallbacks[target] = fb
+    domains = dict(user.arguments)
+    others = tuple(a for a in domains if a != target)
+
+    def message(*, reduce: Any = None, previous: Any = None, **args: Any) -> Any:
+        coefficients, _, known, shape = _fallback_inputs(fb, args, domains, user.inner)
+        if reduce is not None:
+            shape = reduce[0]
+        return gradient.optimize_gaussian(fb, coefficients, known, args[target], previous,
+                                          shape, reduce)
+
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in (*others, target)]
+    params += [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None)
+               for n in ("reduce", "previous")]
+    message.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    registered.operator("vmp", target, proper=(*others, target),
+                        method=gradient.METHOD)(message)
+    return None
+
+
+def _ncvmp_operator(user: UserFactor, fb: GaussianFallback) -> Callable[..., Any]:
+    """Non-conjugate VMP's message to the derived target of ``fb`` (factors.gradient)."""
+    domains, target = dict(user.arguments), fb.target
+
+    def message(*, reduce: Any = None, **args: Any) -> Any:
+        coefficients, _, known, shape = _fallback_inputs(fb, args, domains, user.inner)
+        if reduce is not None:
+            shape = reduce[0]
+        return gradient.ncvmp_message(fb, coefficients, known, args[target], shape, reduce)
+
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY)
+              for n in (*(a for a in domains if a != target), target)]
+    params.append(inspect.Parameter("reduce", inspect.Parameter.KEYWORD_ONLY, default=None))
+    message.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return message
+
+
+def _of_expressions(user: UserFactor, targets: frozenset[str]) -> str:
+    """The name of ``user``'s twin factor whose fallback ``targets`` are expressions
+    (derived variables): their messages non-conjugate VMP's, the rest shared."""
+    name = f"{user.name}__of_{'_'.join(sorted(targets))}"
+    if name in FACTORS:
+        return name
+    base = FACTORS[user.name]
+    twin = define_factor(name, *((a.name, a.domain) for a in base.args),
+                         log_density=base.log_density)
+    twin.operators.update({key: replace(op, factor=name) for key, op in base.operators.items()
+                           if key[1] not in targets})
+    twin.evidence.update(base.evidence)
+    twin.notes.update(base.notes)
+    others = {t: tuple(a for a in user.arguments if a != t) for t in targets}
+    for t in sorted(targets):
+        twin.operator("vmp", t, proper=(*others[t], t), method=gradient.NCVMP_METHOD,
+                      ascent=False)(_ncvmp_operator(user, user.fallbacks[t]))
+    return name
+
+
+def _fallback_inputs(fb: GaussianFallback, args: dict[str, Any], domains: dict[str, str],
+                     inner: dict[str, str]) -> tuple[list[np.ndarray], np.ndarray,
+                                                    dict[str, np.ndarray], tuple[int, ...]]:
+    """The fallback's closed coefficients and constant from the other arguments' moments,
+    the known values its parts read, and the plate shape they span."""
+    others = {k: v for k, v in args.items() if k != fb.target}
+    env = _environment(list(fb.closed_terms), others, domains, inner)
+    values = [np.asarray(evaluate(t, env), float) for t in fb.closed_terms]
+    random = sorted(n for n in fb.part_symbols if not moments.is_known(others.get(n)))
+    if random:
+        raise ModelError(f"the gradient fallback for {fb.target!r} integrates over "
+                         f"{fb.target!r} alone, but its terms {', '.join(map(str, fb.parts))} "
+                         f"also read the random argument {random[0]!r}; observe it, or "
+                         "write the factor so that the two are separate terms.")
+    known = {n: np.asarray(others[n], float) for n in fb.part_symbols}
+    target = args.get(fb.target)
+    tshape = target.batch_shape if isinstance(target, Gaussian) else np.shape(target)
+    shape = np.broadcast_shapes(tshape, *(np.shape(v) for v in values),
+                                *(np.shape(v) for v in known.values()))
+    return values[:-1], values[-1], known, shape
+
+
+def _fallback_elbo(fb: GaussianFallback, domains: dict[str, str],
+                   inner: dict[str, str]) -> Callable[..., Any]:
+    def average_log_factor(**args: Any) -> np.ndarray:
+        coefficients, constant, known, shape = _fallback_inputs(fb, args, domains, inner)
+        return gradient.expected_log_factor(fb, coefficients, constant, known,
+                                            args[fb.target], shape)
+
+    return _signature(average_log_factor, tuple(domains))

@@ -473,6 +473,8 @@ def Discrete(name: str, probs: Any, *, observed: Any = None) -> Variable:
     >>> model.infer("vmp")["w"].alpha.tolist()   # 1 + the count of each value
     [2.0, 2.0, 3.0]
     """
+    if isinstance(probs, Link):
+        return observe_through("Discrete", name, probs, observed, "int")
     k = _categories(name, probs)
     return new_variable("Discrete", name, "int", {"probs": probs}, {"probs": "simplex"},
                         observed, size=k)

@@ -22,7 +22,7 @@ from factorflow.model.core import Model
 from factorflow.model.factories import check_support, event_shape
 from factorflow.model.gates import excluded_elements
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
-from factorflow.runtime.kernels import NAMESPACE
+from factorflow.runtime.kernels import NAMESPACE, SKIPPED
 from factorflow.runtime.result import Result
 from factorflow.transforms.gates import GateOptions
 from factorflow.transforms.pipeline import Compilation, compile_program
@@ -268,6 +268,9 @@ class CompiledModel:
         relative change with the variable it moved — when standard error is a terminal;
         ``progress=False`` turns it off.  ``result.plot_convergence()`` draws the trace.
         """
+        arguments = dict(iterations=iterations, data=data, init=init,
+                         on_iteration=on_iteration, tolerance=tolerance, checkpoint=checkpoint,
+                         every=every, resume=resume, progress=progress, trace=trace)
         until_converged = iterations is None
         if until_converged:
             iterations = MAX_ITERATIONS
@@ -301,13 +304,37 @@ class CompiledModel:
         start = time.perf_counter()
         monitor.bar = progress_bar(progress, None if until_converged else int(iterations),
                                    self.algorithm)
+        skipped, failed = SKIPPED.set({}), None
         try:
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 posteriors, log_evidence = self._infer(values, sizes, init, int(iterations),
                                                        hook, damp, saved)
+        except ImproperMessageError as e:
+            if self.algorithm != "ep" or damp is not None or "iteration" not in str(e):
+                raise
+            if checkpoint is not None:  # a checkpoint belongs to one damping: no restart
+                raise ImproperMessageError(
+                    f"{e} Under EP, sites whose updates overshoot (a mixture, a loopy "
+                    "model) can make it improper in a sweep: try damping=0.5, or VMP."
+                    ) from None
+            failed = e
         finally:
+            monitor.skipped = SKIPPED.get() or {}
+            SKIPPED.reset(skipped)
             if monitor.bar is not None:
                 monitor.bar.close()
+        if failed is not None:  # EP's own failure mode: overshooting sites (a mixture, a
+            # loopy model).  Damping keeps the fixed points and shortens the steps.
+            warnings.warn(f"{self.model.name}: undamped EP failed ({failed}); running it "
+                          f"again with damping={RESTART_DAMPING}.", ConvergenceWarning,
+                          stacklevel=2)
+            try:
+                return self.run(**arguments, damping=RESTART_DAMPING)
+            except ImproperMessageError as e:
+                raise ImproperMessageError(
+                    f"{e} (EP damped with {RESTART_DAMPING}, after the undamped run "
+                    "failed too): EP has no proper fixed point within reach here; use "
+                    "VMP, or more informative priors.") from None
         seconds = time.perf_counter() - start
         if iterations == 0:
             _check_initialised(posteriors)
@@ -353,6 +380,9 @@ def _relative(step: np.ndarray, old: np.ndarray) -> float:
     return float(np.max(rel, initial=0.0))
 
 
+#: the damping EP runs again with when its undamped run went improper
+RESTART_DAMPING = 0.5
+
 #: relative changes this small (a thousand units of rounding) are rounding, not progress
 ROUNDING = 1e3 * float(np.finfo(float).eps)
 
@@ -384,6 +414,8 @@ class _Monitor:
         self.bar: Any = None  # the progress bar (see progress_bar), or None
         #: the updates that are not coordinate ascent (a fall of the bound is then theirs)
         self.fixed_point: list[str] = []
+        #: EP updates skipped where their inputs were improper: what -> (sweep, elements)
+        self.skipped: dict[str, tuple[int, int]] = {}
 
     def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any,
                  state: Any = None, internal: dict[str, Any] | None = None) -> bool:
@@ -466,6 +498,15 @@ class _Monitor:
             warnings.warn(f"{model}: the VMP bound fell by {-self.fell[1]:.3g} at iteration "
                           f"{self.fell[0]}; a message update is not coordinate ascent "
                           "(report this model).", ConvergenceWarning, stacklevel=3)
+        last = [f"{what} at {count} element(s)" for what, (sweep, count)
+                in self.skipped.items() if sweep == self.count - 1]
+        if last:  # EP kept old messages where their inputs were improper (skip_improper)
+            warnings.warn(f"{model}: not an EP fixed point after {self.count} iterations: "
+                          f"the last sweep still skipped the updates of {'; '.join(last)} "
+                          "(improper inputs; the messages kept their previous values); "
+                          "try damping=0.5, more informative priors, or VMP.",
+                          ConvergenceWarning, stacklevel=3)
+            return False
         if self.tolerance is None or iterations == 0:
             return self.tolerance is None or iterations == 0
         converged = self.settled >= 2 or (self.settled == 1 and self.count < iterations

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import warnings
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 
 from factorflow.distributions import Bernoulli
 from factorflow.distributions.base import Distribution
-from factorflow.errors import ImproperMessageError, ModelError
+from factorflow.errors import ImproperMessageError, ImproperMessageWarning, ModelError
 from factorflow.factors.common import Deferred
 from factorflow.factors.variable import (
     ep_variable_evidence,
@@ -107,8 +109,29 @@ def check_proper(d: Distribution, what: str, iteration: int | None = None,
     d.check_proper(what if iteration is None else f"{what}, at iteration {iteration + 1}")
 
 
+def _proper_elements(value: Distribution, mask: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per element of ``value``: (proper, strictly improper).  A NaN parameter is neither;
+    an exactly uniform message is not proper; ``mask`` (over the statement's plates) makes
+    every element where the statement does not apply proper."""
+    proper = np.asarray(value.is_proper())
+    if np.all(proper) and not any(np.isnan(e).any() for e in value.eta):
+        return proper, ~proper  # (the common case, in as few passes as it can be told)
+    number = np.ones_like(proper)
+    for e in value.eta:  # a NaN parameter is no message either
+        nan = np.isnan(e)
+        number = number & ~(nan.any(axis=tuple(range(proper.ndim, nan.ndim)))
+                            if nan.ndim > proper.ndim else nan)
+    improper = ~proper & number & ~np.asarray(value.is_uniform())
+    proper = proper & number
+    if mask is not None:
+        proper, where_applies = np.broadcast_arrays(proper, leading(mask, proper.ndim))
+        proper = proper | ~where_applies
+        improper = improper & where_applies
+    return proper, improper
+
+
 def check_proper_input(value: Any, what: str, iteration: int | None = None, mask: Any = None
-                 ) -> Any:
+                       ) -> Any:
     """An operator annotated ``proper`` for an argument cannot run on an improper or
     uniform message there: ImproperMessageError naming ``what`` (the factor, the message
     it computes and the argument) and the iteration (counted from 1).  Known values pass;
@@ -116,14 +139,7 @@ def check_proper_input(value: Any, what: str, iteration: int | None = None, mask
     applies.  Returns ``value``."""
     if not isinstance(value, Distribution):
         return value
-    proper = np.asarray(value.is_proper())
-    for e in value.eta:  # a NaN parameter is no message either
-        nan = np.isnan(e)
-        proper = proper & ~(nan.any(axis=tuple(range(proper.ndim, nan.ndim)))
-                            if nan.ndim > proper.ndim else nan)
-    if mask is not None:
-        proper, where_applies = np.broadcast_arrays(proper, leading(mask, proper.ndim))
-        proper = proper | ~where_applies
+    proper, _ = _proper_elements(value, mask)
     if np.all(proper):
         return value
     bad = np.argwhere(~proper)
@@ -134,6 +150,46 @@ def check_proper_input(value: Any, what: str, iteration: int | None = None, mask
         f"{what} needs a proper message, got an improper or uniform one{where} {when}: "
         f"{value!r}. Give the variables around it proper priors, or initialise them "
         "(init=...).")
+
+
+#: during a run, the EP updates ``skip_improper`` skipped: what -> (last sweep, elements)
+SKIPPED: ContextVar[dict[str, tuple[int, int]] | None] = ContextVar("skipped", default=None)
+
+
+def skip_improper(old: Distribution, compute: Any, inputs: tuple, what: str,
+                  iteration: int | None, mask: Any = None) -> Distribution:
+    """EP: the message of an operator annotated ``proper`` for ``inputs``, computed by
+    ``compute()``.  Where an input is strictly improper (in a sweep, a cavity that other
+    sites' negative precisions made improper, as parallel EP on a mixture does), that
+    element keeps its previous message ``old``: the site update is skipped there (Minka
+    2001), and an ``ImproperMessageWarning`` names the factor, the argument, the iteration
+    and how many elements.  A uniform or NaN input, or an improper one before the first
+    sweep, raises ``ImproperMessageError`` as ``check_proper_input`` does."""
+    skip = None
+    for value in inputs:
+        if not isinstance(value, Distribution):
+            continue
+        proper, improper = _proper_elements(value, mask)
+        if np.all(proper):
+            continue
+        if iteration is None or np.any(~proper & ~improper):
+            check_proper_input(value, what, iteration, mask)
+        skip = improper if skip is None else skip | improper
+    if skip is None:
+        return compute()
+    with np.errstate(all="ignore"):
+        new = compute()
+    skip = leading(skip, len(new.batch_shape))
+    count, skipped = int(np.sum(skip)), SKIPPED.get()
+    if skipped is None or what not in skipped:  # once per run and message
+        warnings.warn(ImproperMessageWarning(
+            f"{what}: its input was improper at {count} element(s) at iteration "
+            f"{iteration + 1}; the message kept its previous value there (EP skipped those "
+            "updates; a run that still skips them in its last sweep is not at an EP fixed "
+            "point and says so)"), stacklevel=2)
+    if skipped is not None:
+        skipped[what] = (iteration, count)
+    return where_mask(~skip, new, old)
 
 
 def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ...]
@@ -171,6 +227,7 @@ NAMESPACE = {
     "permute_plates": permute_plates,
     "check_proper": check_proper,
     "check_proper_input": check_proper_input,
+    "skip_improper": skip_improper,
     "initial": initial,
     "total": total,
     "ep_variable_evidence": ep_variable_evidence,

@@ -91,7 +91,9 @@ def _node_kind(stmt: Stmt, arg: str, derived: bool, posterior: bool) -> Dep:
     if stmt.param("to_gate"):  # an evidence term sent to a gate's case: as a factor
         evidence = stmt.param("evidence")
         vmp = (evidence[1] if evidence else stmt.param("algorithm")) == "vmp"
-        return _vmp_read(posterior) if vmp else Dep.DEPENDENCY
+        # (under VMP it needs every message it reads: an average log factor of a
+        # uniform message, a clone not yet entered, is −inf, and the case's weight NaN)
+        return _vmp_read(posterior) | Dep.REQUIRED if vmp else Dep.DEPENDENCY
     update = stmt.op.removeprefix("Variable.")
     if update == "use" and arg != "marginal":
         return Dep.DEPENDENCY

@@ -65,7 +65,7 @@ class _Loop:
 class _Trial:
     """Tentative effects of a plan on top of the real state."""
 
-    __slots__ = ("ov", "cause", "steps", "penalty", "invalidated", "hit", "waived")
+    __slots__ = ("ov", "cause", "steps", "penalty", "invalidated", "hit", "waived", "failed")
 
     def __init__(self) -> None:
         self.ov: dict[int, int] = {}
@@ -74,6 +74,10 @@ class _Trial:
         self.penalty = self.invalidated = 0
         self.hit: list[int] = []
         self.waived: dict[int, list[int]] = {}  # node -> Fresh sources read as they are
+        #: statements this plan could not bring up to date: not tried again in it (each
+        #: retry would search the same sources again, exponential in the depth of Fresh
+        #: chains)
+        self.failed: set[int] = set()
 
 
 class _Greedy:
@@ -165,7 +169,10 @@ class _Greedy:
                         break
             if need is None:
                 return not self.init_mode or all(self._get(trial, r) & RAN for r in lp.need_src[y])
-            if need in active or not self._ensure(need, trial, active | {need}):
+            if need in active or need in trial.failed or not self._ensure(
+                    need, trial, active | {need}):
+                if need not in active:
+                    trial.failed.add(need)
                 if self.lenient and not self._get(trial, need) & RAN:
                     # a stuck init schedule starts from initial values: a Fresh source
                     # that cannot run yet (it requires what has not run) is read as is

@@ -715,3 +715,29 @@ def test_bayesian_pca_equals_hand_written_vmp():
         bounds.append(result.log_evidence)
     assert np.all(np.diff(result.trace) > -1e-9 * abs(result.trace[-1]))
     assert np.all(np.diff(bounds) > 0)
+
+
+def test_ep_vector_gaussian_entered_into_a_gate_is_the_mixture_projection():
+    """w ~ N(0, I₂), c ~ Bernoulli(0.5); If(c): y ~ N(a·w, 1), else y ~ N(0, 1), y = 0.3.
+    One non-Gaussian site: EP's posterior of w is the exact mixture's mean and full
+    covariance (it raised a raw TypeError: no projection of VectorGaussian mixtures),
+    and P(c | y) and log Z are exact."""
+    a, y = np.array([1.0, 2.0]), 0.3
+    with ff.Model() as model:
+        w = ff.VectorGaussian("w", np.zeros(2), precision=np.eye(2))
+        c = ff.Bernoulli("c", 0.5)
+        with ff.If(c):
+            ff.Gaussian("y", ff.inner(w, a), precision=1.0, observed=y)
+        with ff.IfNot(c):
+            ff.Gaussian("y", 0.0, precision=1.0, observed=y)
+    z_on, z_off = 0.5 * stats.norm(0, np.sqrt(1 + a @ a)).pdf(y), 0.5 * stats.norm.pdf(y)
+    p_on = z_on / (z_on + z_off)
+    mean_on = a * y / (1 + a @ a)
+    cov_on = np.eye(2) - np.outer(a, a) / (1 + a @ a)
+    mean = p_on * mean_on
+    second = p_on * (cov_on + np.outer(mean_on, mean_on)) + (1 - p_on) * np.eye(2)
+    result = model.infer("ep", iterations=50)
+    assert_close(result.log_evidence, np.log(z_on + z_off), atol=1e-10)
+    assert_close(result["c"].p, p_on, atol=1e-10)
+    assert_close(result["w"].mean, mean, atol=1e-10)
+    assert_close(result["w"].covariance, second - np.outer(mean, mean), atol=1e-10)

@@ -758,3 +758,102 @@ def test_vmp_switch_case_copy_waits_for_its_entered_value():
     assert_close(ep["z9"].probs, np.array(zs) / sum(zs), atol=1e-9)
     vmp = model.infer("vmp", iterations=50)
     assert np.isfinite(vmp.log_evidence) and vmp.log_evidence <= np.log(sum(zs)) + 1e-9
+
+
+def _nested_case_in_switch_model() -> ff.Model:
+    with ff.Model() as model:
+        g1 = ff.Gaussian("g1", -2.0, precision=0.25)
+        g2 = ff.Gaussian("g2", 0.0, precision=2.0)
+        ff.Gaussian("y3", g2, precision=1.0, observed=0.7)
+        ff.Gaussian("y4", g2, precision=4.0, observed=-0.4)
+        z5 = ff.Discrete("z5", [0.6, 0.4])
+        with ff.Case(z5, 0):
+            ff.Gaussian("y6", g2, precision=2.0, observed=0.7)
+        with ff.Case(z5, 1):
+            ff.Gaussian("y6", g2, precision=1.0, observed=0.7)
+        z7 = ff.Discrete("z7", [0.4, 0.6])
+        z8 = ff.Discrete("z8", [0.667, 0.333])
+        with ff.Switch(z7):
+            with ff.Case(z8, 0):
+                ff.Gaussian("y9", g2, precision=0.25, observed=-0.4)
+            with ff.Case(z8, 1):
+                ff.Gaussian("y9", g1, precision=0.25, observed=-0.4)
+    return model
+
+
+def test_vmp_gate_evidence_waits_for_the_clones_it_reads():
+    """Oracle seed 2: under VMP the initialisation sent z5's cases the evidence of a
+    clone of g2 not yet entered (a uniform message: the average log factor −inf, the
+    cases NaN).  Evidence sent to a gate now requires the messages it reads.  Exact log Z
+    by Gaussian conditioning per (z5, z8) configuration, mixed by enumeration (z7 sums
+    out)."""
+    def log_marginal(mean, precision, observations):
+        ys = np.array([y for y, _ in observations])
+        cov = np.diag([1 / p for _, p in observations]) + 1 / precision
+        return stats.multivariate_normal(np.full(len(ys), mean), cov).logpdf(ys)
+
+    terms, z8_weight = [], np.zeros(2)
+    for p5, prec6 in [(0.6, 2.0), (0.4, 1.0)]:
+        for z8, p8 in enumerate([0.667, 0.333]):
+            g2_obs = [(0.7, 1.0), (-0.4, 4.0), (0.7, prec6)] + ([(-0.4, 0.25)] if z8 == 0 else [])
+            g1_obs = [(-0.4, 0.25)] if z8 == 1 else []
+            log_w = np.log(p5 * p8) + log_marginal(0.0, 2.0, g2_obs)
+            log_w += log_marginal(-2.0, 0.25, g1_obs) if g1_obs else 0.0
+            terms.append(log_w)
+            z8_weight[z8] += np.exp(log_w)
+    log_z = special.logsumexp(terms)
+    model = _nested_case_in_switch_model()
+    ep = model.infer("ep", iterations=100)  # two gated sites on g2: EP projects, not exact
+    assert_close(ep.log_evidence, log_z, atol=1e-5)
+    assert_close(ep["z8"].probs, z8_weight / z8_weight.sum(), atol=1e-5)
+    vmp = model.infer("vmp", iterations=100)
+    assert np.isfinite(vmp.log_evidence) and vmp.log_evidence <= log_z + 1e-9
+    assert np.all(np.isfinite(vmp["z5"].probs))
+
+
+def _three_point_mixture() -> ff.Model:
+    with ff.Model("mixture") as model:
+        k = ff.Range("k", 2)
+        with ff.Plate(k):
+            means = ff.Gaussian("means", [0.5, -1.0], precision=0.5)
+        with ff.Plate(ff.Range("n", 3)):
+            z = ff.Discrete("z", [0.6, 0.4])
+            with ff.Switch(z):
+                ff.Gaussian("y", means[z], precision=4.0, observed=[3.4, 1.2, 1.9])
+    return model
+
+
+def test_ep_mixture_whose_cavities_go_improper_says_so():
+    """Oracle seed 2: parallel EP on a three-point mixture.  Undamped, the posterior of
+    the means goes improper in sweep 4: the run says so and runs again with damping 0.5
+    (the same fixed points), giving the damped run's result.  Damped, some cavities are
+    improper (another datum's site has negative precision): those site updates are
+    skipped, reported once by an ImproperMessageWarning; they are still skipped when the
+    run stops, so the result is not an EP fixed point and says so (``converged`` False, a
+    ConvergenceWarning), with finite, proper posteriors."""
+    model = _three_point_mixture()
+    with pytest.warns(ff.ConvergenceWarning, match=r"undamped EP failed \(posterior of "
+                                                    r"means .* at iteration 4 .*\); running "
+                                                    r"it again with damping=0\.5"):
+        restarted = model.infer("ep", iterations=300)
+    with pytest.warns(ff.ConvergenceWarning, match=r"not an EP fixed point after \d+ "
+                                                    r"iterations: the last sweep still "
+                                                    r"skipped .*Gate\.EnterOne"):
+        with pytest.warns(ff.ImproperMessageWarning) as caught:
+            result = model.infer("ep", iterations=300, damping=0.5)
+    assert len([w for w in caught if w.category is ff.ImproperMessageWarning]) == 1
+    assert not result.converged and not restarted.converged
+    assert np.all(result["means"].is_proper()) and np.isfinite(result.log_evidence)
+    assert_close(restarted["means"].mean, result["means"].mean, atol=0.0)
+    assert restarted.log_evidence == result.log_evidence
+
+
+def test_ep_that_fails_damped_too_names_both_runs(monkeypatch):
+    """When the damped run fails as well, the error says both runs failed and what to
+    do instead."""
+    from factorflow.runtime import compiled as runtime
+    monkeypatch.setattr(runtime, "RESTART_DAMPING", 0.0)  # no help: the same run
+    with pytest.warns(ff.ConvergenceWarning, match="undamped EP failed"):
+        with pytest.raises(ff.ImproperMessageError, match=r"EP damped with 0\.0, after the "
+                                                           r"undamped run failed too\)"):
+            _three_point_mixture().infer("ep", iterations=300)

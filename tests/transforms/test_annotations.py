@@ -51,27 +51,42 @@ def _resume_with(compiled, messages: dict) -> None:
                     {**state, "messages": {**state["messages"], **messages}})
 
 
-@pytest.mark.parametrize("x_def", [Gaussian.from_natural(np.float64(0.0), np.float64(-1.0)),
-                                   Gaussian.from_natural(np.float64(0.0), np.float64(0.0))],
-                         ids=["improper", "uniform"])
-def test_a_proper_operator_refuses_an_improper_message_naming_it(x_def):
+def test_a_proper_operator_refuses_a_uniform_message_naming_it():
     """The message into IsPositive (x's posterior divided by IsPositive's message) made
-    improper or uniform: the run stops at the operator, not with a NaN."""
+    uniform: the run stops at the operator, not with a NaN."""
     compiled = _positive().compile("ep")
-    assert "check_proper_input(v_x__use0__F" in compiled.source
+    assert "skip_improper(v_x__use0__B, lambda: IsPositive_x_average_conditional(" \
+        in compiled.source
     pattern = (r"IsPositive's message to 'out', from argument 'x' \(.*is_positive.*\) needs a "
-               r"proper message, got an improper or uniform one at iteration 4")
+               r"proper message, got an improper or uniform one at iteration \d")
+    uniform = Gaussian.from_natural(np.float64(0.0), np.float64(0.0))
     with pytest.raises(ff.ImproperMessageError, match=pattern):
-        _resume_with(compiled, {"v_x__F": x_def,
+        _resume_with(compiled, {"v_x__F": uniform,
+                                "v_x__use0__B": Gaussian.from_natural(np.float64(0.0),
+                                                                      np.float64(3.0))})
+
+
+def test_an_improper_cavity_skips_the_update_and_says_so():
+    """The classic EP failure: the posterior is proper (precision 2) but the cavity, the
+    posterior divided by IsPositive's own message (precision 3), is not (precision −1).
+    The operator is not run there: its message keeps its previous value, and an
+    ImproperMessageWarning names the factor, the argument and the sweep; the uniform
+    check above still raises."""
+    compiled = _positive().compile("ep")
+    with pytest.warns(ff.ImproperMessageWarning,
+                      match=r"IsPositive's message to 'x', from argument 'x' \(.*\): its "
+                            r"input was improper at 1 element\(s\) at iteration 4"):
+        _resume_with(compiled, {"v_x__F": Gaussian.from_natural(np.float64(0.0),
+                                                                np.float64(-1.0)),
                                 "v_x__use0__B": Gaussian.from_natural(np.float64(0.0),
                                                                       np.float64(3.0))})
 
 
 def test_proper_inputs_are_checked_only_where_annotated():
     source = _positive().compile("ep").source
-    checks = [line.strip() for line in source.splitlines() if "check_proper_input(" in line]
+    checks = [line.strip() for line in source.splitlines() if "skip_improper(" in line]
     # IsPositive.out and .x read x Proper; .x also reads out, which is not annotated
-    assert {c.split("(")[1].split(",")[0] for c in checks} == {"v_x__use0__F"}
+    assert {c.split("), (")[1].split(",)")[0] for c in checks} == {"v_x__use0__F"}
     assert {"'out', from argument 'x'", "'x', from argument 'x'"} <= {
         c.split("message to ")[1].split(" (")[0] for c in checks}
 

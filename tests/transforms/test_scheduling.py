@@ -515,3 +515,26 @@ def test_random_schedules_satisfy_every_constraint(g: DependencyGraph) -> None:
     assert all(any(entry == ref for ref in it) for entry in upto(pruned.log))
     if not changed:
         assert all(pruned.value[out] == reference.value[out] for out in g.outputs)
+
+
+def test_fresh_chains_are_searched_once_per_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plan retried every Fresh source that it had failed to bring up to date, once per
+    reader: exponential in the depth of Fresh chains (the VMP model of a Case inside a
+    Switch took 246 s to schedule, more than 2,000,000 calls).  A source that failed is
+    not tried again in the same plan: about 15,000 calls."""
+    from factorflow.transforms import greedy
+    from tests.runtime.test_wrong_answers import _nested_case_in_switch_model
+
+    calls = 0
+    ensure = greedy._Greedy._ensure
+
+    def counted(self, *args):
+        nonlocal calls
+        calls += 1
+        if calls > 100_000:
+            raise AssertionError("the scheduler searched Fresh chains more than 100,000 times")
+        return ensure(self, *args)
+
+    monkeypatch.setattr(greedy._Greedy, "_ensure", counted)
+    _nested_case_in_switch_model().compile("vmp")
+    assert calls < 100_000

@@ -1,0 +1,364 @@
+"""DiscreteFromSoftmax(sample | logits): a category drawn with probabilities softmax(η).
+
+P(sample = y) = exp(η_y) / Σ_k exp(η_k), log f = η_y − lse(η)  (``ff.Discrete(name,
+ff.softmax(eta))``, multinomial regression; Infer.NET's SoftmaxOp with a Discrete).
+
+Two factors share the operators below:
+
+* ``DiscreteFromSoftmax``: η a K-vector (a VectorGaussian, ``B @ w``, a constant);
+* ``DiscreteFromSoftmaxPlate``: η a plate of K real variables, the statement's plates
+  plus one (``ff.softmax(eta, k)``), its messages one scalar Gaussian per element (the
+  fully factorised approximation: EP projects the tilted distribution on independent
+  Gaussians, VMP's bound is separable).
+
+EP (moment matching).  The likelihood depends on η only through the K − 1 differences
+D_j = η_j − η_0, so the tilted distribution is the cavity's with its D-marginal replaced:
+the message is a Gaussian in D (exact in closed form from the tilted D-moments, with a
+precision of rank K − 1 in η).  The tilted D-moments are a (K − 1)-dimensional integral:
+
+* K = 2: softmax_1 = σ(D), the logistic quadrature of ``factors.quadrature`` (1e-7 or
+  better for cavity variances 10⁻³ to 10³);
+* K = 3: for class y with d = the two differences η_j − η_y, 1/(1 + e^d₁ + e^d₂) =
+  c⁻¹ σ(log c − d₂), c = 1 + e^d₁: the integral over d₂ given d₁ is the logistic
+  quadrature again (vectorised over the outer nodes), the one over d₁ a trapezoid rule
+  over ±10 standard deviations (spectrally accurate: the integrand is analytic in a
+  strip of half-width π, so a step h errs by about e^(−2π²/h); h = 0.7 min(sd, 1), at
+  most 4,000 nodes: full accuracy up to cavity variances of about 1,000);
+* K ≥ 4: refused (UnsupportedFactorError: use VMP).
+
+A random sample's message is log E_cavity[softmax_k(η)] per class; the message to η is
+then the moment match of the mixture of the K tilted distributions.
+
+VMP: Böhning's bound (Böhning 1992; Infer.NET's SoftmaxOp_Bohning): with A = ½(I − 11ᵀ/K),
+which bounds the Hessian of lse everywhere, lse(η) ≤ lse(ψ) + (η − ψ)ᵀ softmax(ψ) +
+½ (η − ψ)ᵀ A (η − ψ).  The bound is quadratic in η, so the message to η is Gaussian:
+precision A, precision·mean E[one-hot(y)] − softmax(ψ) + A ψ, with ψ = E[η] from the
+current posterior at each update (its optimum: the bound touches lse at ψ), which makes
+each update a coordinate ascent step in (q, ψ): the bound never falls, and it is a lower
+bound of log Z.  The plate form uses ½ I in place of A (A ⪯ ½ I), which separates the
+elements so that their parallel update is still coordinate ascent.  The reported term is
+Σ_k q_k E[η_k] − lse(E[η]) − ½ tr(A Cov η).  To the sample: log-probabilities E[η].
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from factorflow.distributions import Discrete, Gaussian
+from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.moments import Eonehot, gaussian_moments, is_known
+from factorflow.distributions.multivariate import inverse, trace_product
+from factorflow.factors.common import logsumexp, times_finite, unsupported
+from factorflow.factors.quadrature import LOGISTIC, tilted_moments
+from factorflow.factors.registry import define_factor
+from factorflow.factors.vector_gaussian import mean_cov, vector_gaussian
+
+
+def _log_density(sample, logits):
+    eta = np.asarray(logits, float)
+    y = np.asarray(sample, int)
+    shape = np.broadcast_shapes(y.shape, eta.shape[:-1])
+    eta = np.broadcast_to(eta, shape + eta.shape[-1:])
+    picked = np.take_along_axis(eta, np.broadcast_to(y, shape)[..., None], -1)[..., 0]
+    return picked - logsumexp(eta, axis=-1)
+
+
+SOFTMAX = define_factor("DiscreteFromSoftmax", ("sample", "int"), ("logits", "vector"),
+                        log_density=_log_density)
+SOFTMAX_PLATE = define_factor("DiscreteFromSoftmaxPlate", ("sample", "int"),
+                              ("logits", "real"), log_density=_log_density)
+
+#: the largest number of categories EP integrates (a (K − 1)-dimensional quadrature)
+EP_MAX_CATEGORIES = 3
+#: the reach of the outer integral (K = 3), in standard deviations of its cavity
+_TRAPEZOID_SPAN = 10.0
+#: the trapezoid's step, in units of min(sd, 1): errors about e^(−2π²/0.7) ≈ 6e-13
+_TRAPEZOID_STEP = 0.7
+
+_EP_METHOD = ("EP: moment matching of the tilted distribution in the K-1 logit "
+              "differences, by quadrature (K = 2: the logistic's; K = 3: logistic "
+              "quadrature inside a trapezoid rule)")
+_VMP_METHOD = ("VMP: Bohning's quadratic bound on log-sum-exp (Bohning 1992), "
+               "psi = E[eta] from the current posterior")
+
+
+# ----- moments of the logits, vector or plate -----------------------------------------
+def _moments(logits, plate: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(E[η], Cov[η]) with K last: a plate's Gaussians give a diagonal covariance."""
+    if not plate:
+        m, cov = mean_cov(logits)
+        m = np.asarray(m, float)
+        return m, np.broadcast_to(cov, m.shape + m.shape[-1:]) if np.ndim(cov) == 0 else cov
+    m, v = (np.asarray(a, float) for a in gaussian_moments(logits))
+    v = np.broadcast_to(v, m.shape)
+    return m, v[..., :, None] * np.eye(m.shape[-1])
+
+
+def _categories(logits) -> int:
+    if is_known(logits):
+        return int(np.shape(logits)[-1])
+    return int(logits.eta[0].shape[-1] if isinstance(logits, Gaussian) else logits.dim)
+
+
+def _sample_weights(sample, size: int, shape: tuple[int, ...]) -> np.ndarray:
+    """E[one-hot(y)] over the statement's plates ``shape`` (K last)."""
+    return np.broadcast_to(Eonehot(sample, size), shape + (size,))
+
+
+# ----- EP: the tilted moments -------------------------------------------------------------
+def _differences(size: int) -> np.ndarray:
+    """B, (K − 1) × K: D = B η, D_j = η_{j+1} − η_0."""
+    return np.hstack([-np.ones((size - 1, 1)), np.eye(size - 1)])
+
+
+def _class_map(size: int, k: int) -> np.ndarray:
+    """M_k with d = M_k D: the differences η_j − η_k (j ≠ k, in order) from D."""
+    b = _differences(size)
+    rows = [j for j in range(size) if j != k]
+    a = np.eye(size)[rows] - np.eye(size)[k]
+    return a @ np.linalg.pinv(b)  # exact: the rows of a lie in the row space of b
+
+
+def _tilted_one(mu, var) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log Z, mean, variance of N(d; mu, var) / (1 + e^d)."""
+    lz, mean, v = tilted_moments(-mu, var, LOGISTIC)
+    return lz, -mean, v
+
+
+def _tilted_two(mu, cov) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log Z, mean (…, 2), covariance (…, 2, 2) of N(d; mu, cov) / (1 + e^d₁ + e^d₂):
+    the inner integral by the logistic quadrature, the outer by the trapezoid rule."""
+    m1, m2 = mu[..., 0], mu[..., 1]
+    s11, s12, s22 = cov[..., 0, 0], cov[..., 0, 1], cov[..., 1, 1]
+    sd1 = np.sqrt(s11)
+    lo = np.minimum(m1, m1 - s11) - _TRAPEZOID_SPAN * sd1
+    hi = m1 + _TRAPEZOID_SPAN * sd1
+    step = _TRAPEZOID_STEP * np.minimum(sd1, 1.0)
+    n = int(np.clip(np.max(np.ceil((hi - lo) / step)), 16, 4000)) + 1
+    t = np.linspace(0.0, 1.0, n)
+    d1 = lo[..., None] + (hi - lo)[..., None] * t  # (…, n)
+    h = (hi - lo) / (n - 1)
+    slope = (s12 / s11)[..., None]
+    cvar = np.maximum(s22 - s12 * s12 / s11, 1e-14 * s22)[..., None]
+    cmean = m2[..., None] + slope * (d1 - m1[..., None])
+    log_c = np.logaddexp(0.0, d1)
+    lz_u, mu_u, var_u = tilted_moments(log_c - cmean, np.broadcast_to(cvar, d1.shape), LOGISTIC)
+    e2 = log_c - mu_u  # E[d₂ | d₁] under the tilted distribution
+    log_w = (-0.5 * (d1 - m1[..., None]) ** 2 / s11[..., None] - log_c + lz_u)
+    top = np.max(log_w, axis=-1, keepdims=True)
+    w = np.exp(log_w - top)
+    total = np.sum(w, axis=-1)
+    p = w / total[..., None]
+    mean1, mean2 = np.sum(p * d1, axis=-1), np.sum(p * e2, axis=-1)
+    c1, c2 = d1 - mean1[..., None], e2 - mean2[..., None]
+    cov_t = np.stack([np.stack([np.sum(p * c1 * c1, -1), np.sum(p * c1 * c2, -1)], -1),
+                      np.stack([np.sum(p * c1 * c2, -1), np.sum(p * (var_u + c2 * c2), -1)],
+                               -1)], -2)
+    log_z = np.log(total) + top[..., 0] + np.log(h) - 0.5 * np.log(2 * np.pi * s11)
+    return log_z, np.stack([mean1, mean2], -1), cov_t
+
+
+def _tilted_class(mk: np.ndarray, mu_d, cov_d) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """log E[softmax_k(η)], and the tilted mean and covariance of D = B η, under
+    D ~ N(mu_d, cov_d), for the class k whose map d = M_k D is ``mk`` (one for all, or
+    one per plate element)."""
+    size = mu_d.shape[-1] + 1
+    mu = np.einsum("...ij,...j->...i", mk, mu_d)
+    cov = np.einsum("...ij,...jl,...kl->...ik", mk, cov_d, mk)
+    if size == 2:
+        lz, mean, var = _tilted_one(mu[..., 0], cov[..., 0, 0])
+        mean, cov_t = mean[..., None], var[..., None, None]
+    else:
+        lz, mean, cov_t = _tilted_two(mu, cov)
+    back = np.linalg.inv(mk)
+    return (lz, np.einsum("...ij,...j->...i", back, mean),
+            np.einsum("...ij,...jl,...kl->...ik", back, cov_t, back))
+
+
+def _ep_size(logits) -> int:
+    size = _categories(logits)
+    if size > EP_MAX_CATEGORIES:
+        raise unsupported("DiscreteFromSoftmax", "ep", f"integrates softmax over at most "
+                          f"{EP_MAX_CATEGORIES} categories (a quadrature in K - 1 "
+                          f"dimensions), and these logits have K = {size}; use 'vmp' "
+                          "(Bohning's bound), or fewer categories.")
+    return size
+
+
+def _cavity_d(logits, plate: bool, shape: tuple[int, ...]):
+    """The cavity's moments of η and of D = B η over the statement's plates."""
+    m, cov = _moments(logits, plate)
+    size = m.shape[-1]
+    m = np.broadcast_to(m, shape + (size,))
+    cov = np.broadcast_to(cov, shape + (size, size))
+    b = _differences(size)
+    return m, cov, b, b @ m[..., None], np.einsum("ij,...jl,kl->...ik", b, cov, b)
+
+
+def _log_weights(sample, size: int, shape: tuple[int, ...]) -> np.ndarray:
+    """log q(y = k), K last; a uniform message weighs every class 1 (evidence weights)."""
+    if is_known(sample):
+        y = np.asarray(sample, int)[..., None]
+        return np.broadcast_to(np.where(y == np.arange(size), 0.0, -np.inf), shape + (size,))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lw = sample.eta[0] - log_normalizer_or_zero(sample)[..., None]
+    return np.broadcast_to(lw, shape + (size,))
+
+
+def _tilted(sample, logits, plate: bool):
+    """log Σ_k w_k E[softmax_k], the cavity's η moments, and the tilted (mixture) moments
+    of D."""
+    size = _ep_size(logits)
+    shape = _statement_shape(sample, logits, plate)
+    m, cov, b, mu_d, cov_d = _cavity_d(logits, plate, shape)
+    mu_d = mu_d[..., 0]
+    if is_known(sample):  # one class per element: its map picked per element
+        maps = np.stack([_class_map(size, k) for k in range(size)])
+        y = np.broadcast_to(np.asarray(sample, int), shape)
+        lz, mean, cov_t = _tilted_class(maps[y], mu_d, cov_d)
+        return lz, (m, cov, b, mu_d, cov_d), (mean, cov_t)
+    log_w = _log_weights(sample, size, shape)
+    parts = [_tilted_class(_class_map(size, k), mu_d, cov_d) for k in range(size)]
+    a = np.stack([log_w[..., k] + parts[k][0] for k in range(size)], -1)
+    with np.errstate(invalid="ignore"):
+        total = logsumexp(a, axis=-1)
+        p = np.exp(a - total[..., None])
+    p = np.where(np.isfinite(p), p, 0.0)
+    mean = sum(p[..., k, None] * parts[k][1] for k in range(size))
+    second = sum(p[..., k, None, None] * (parts[k][2] + parts[k][1][..., :, None]
+                                           * parts[k][1][..., None, :]) for k in range(size))
+    cov_t = second - mean[..., :, None] * mean[..., None, :]
+    return total, (m, cov, b, mu_d, cov_d), (mean, cov_t)
+
+
+def _statement_shape(sample, logits, plate: bool) -> tuple[int, ...]:
+    ys = np.shape(sample) if is_known(sample) else sample.batch_shape
+    if is_known(logits):
+        ls = np.shape(logits)[:-1]
+    else:
+        ls = logits.batch_shape[:-1] if plate else logits.batch_shape
+    return np.broadcast_shapes(ys, ls)
+
+
+def _ep_logits(sample, logits, plate: bool):
+    """The EP message to η: proj[cavity · f] / cavity, taken in D (precision of rank
+    K − 1 in η; for an observed sample its D-precision clipped at 0 where rounding leaves
+    it negative, which a log-concave likelihood cannot; a random sample's mixture may be
+    wider than the cavity, and its message improper, as EP's may be); for the plate form
+    the projection on independent Gaussians of the tilted η-marginals."""
+    _, (m, cov, b, mu_d, cov_d), (mean_t, cov_t) = _tilted(sample, logits, plate)
+    if plate:
+        gain = np.einsum("...ij,kj,...kl->...il", cov, b, inverse(cov_d))
+        mean_eta = m + np.einsum("...ij,...j->...i", gain, mean_t - mu_d)
+        cov_eta = cov + np.einsum("...ij,...jk,...lk->...il", gain, cov_t - cov_d, gain)
+        v_eta, v = np.diagonal(cov_eta, 0, -2, -1), np.diagonal(cov, 0, -2, -1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            prec = 1 / v_eta - 1 / v
+            prec = np.maximum(prec, 0.0) if is_known(sample) else prec
+            return Gaussian.from_natural(np.where(prec == 0, 0.0, mean_eta / v_eta - m / v),
+                                         prec)
+    pt, pc = inverse(cov_t), inverse(cov_d)
+    prec_d = pt - pc
+    if is_known(sample):  # log-concave: only rounding can make an eigenvalue negative
+        w, vecs = np.linalg.eigh(0.5 * (prec_d + np.swapaxes(prec_d, -1, -2)))
+        prec_d = np.einsum("...ij,...j,...kj->...ik", vecs, np.maximum(w, 0.0), vecs)
+    h_d = np.einsum("...ij,...j->...i", pt, mean_t) - np.einsum("...ij,...j->...i", pc, mu_d)
+    return vector_gaussian(h_d @ b, np.einsum("ji,...jk,kl->...il", b, prec_d, b))
+
+
+def _ep_sample(logits, plate: bool) -> Discrete:
+    """log E_cavity[softmax_k(η)] per class."""
+    size = _ep_size(logits)
+    if is_known(logits):
+        eta = np.asarray(logits, float)
+        return Discrete.from_natural(eta - logsumexp(eta, axis=-1, keepdims=True))
+    shape = _statement_shape(np.zeros(()), logits, plate)
+    _, _, _, mu_d, cov_d = _cavity_d(logits, plate, shape)
+    return Discrete.from_natural(
+        np.stack([_tilted_class(_class_map(size, k), mu_d[..., 0], cov_d)[0]
+                  for k in range(size)], -1))
+
+
+def _ep_evidence(sample, logits, plate: bool) -> np.ndarray:
+    """log Σ_k w_k E_cavity[softmax_k(η)] (the log density for known logits)."""
+    if is_known(logits):
+        eta = np.asarray(logits, float)
+        log_p = eta - logsumexp(eta, axis=-1, keepdims=True)
+        return logsumexp(_log_weights(sample, eta.shape[-1], log_p.shape[:-1]) + log_p,
+                         axis=-1)
+    return _tilted(sample, logits, plate)[0]
+
+
+# ----- VMP: Böhning's bound -----------------------------------------------------------------
+def _curvature(size: int, plate: bool) -> np.ndarray:
+    """A = ½(I − 11ᵀ/K) (vector), or its separable majorant ½ I (plate)."""
+    if plate:
+        return 0.5 * np.eye(size)
+    return 0.5 * (np.eye(size) - np.ones((size, size)) / size)
+
+
+def _vmp_logits(sample, logits, plate: bool):
+    """Precision A, precision·mean E[one-hot(y)] − softmax(ψ) + A ψ at ψ = E[η]."""
+    m, _ = _moments(logits, plate)
+    size = m.shape[-1]
+    shape = _statement_shape(sample, logits, plate)
+    m = np.broadcast_to(m, shape + (size,))
+    g = np.exp(m - logsumexp(m, axis=-1, keepdims=True))
+    a = _curvature(size, plate)
+    h = _sample_weights(sample, size, shape) - g + m @ a
+    if plate:
+        return Gaussian.from_natural(h, np.broadcast_to(np.diagonal(a), h.shape))
+    return vector_gaussian(h, np.broadcast_to(a, shape + (size, size)))
+
+
+def _vmp_sample(logits, plate: bool) -> Discrete:
+    """Log-probabilities E[η_k] (the bound's lse term does not depend on the sample)."""
+    return Discrete.from_natural(_moments(logits, plate)[0])
+
+
+def _vmp_evidence(sample, logits, plate: bool) -> np.ndarray:
+    """Σ_k q_k E[η_k] − lse(E[η]) − ½ tr(A Cov η) (the log density for known logits)."""
+    m, cov = _moments(logits, plate)
+    size = m.shape[-1]
+    q = Eonehot(sample, size)
+    bound = logsumexp(m, axis=-1) + 0.5 * trace_product(_curvature(size, plate), cov)
+    return np.sum(times_finite(q, m), axis=-1) - bound
+
+
+# ----- registration: both factors ------------------------------------------------------------
+def _register(factor, plate: bool) -> None:
+    """The operators and evidence of ``factor`` (the vector form, or the plate form)."""
+
+    @factor.operator("ep", "sample", skip_if_uniform=("logits",), proper=("logits",),
+                     method=_EP_METHOD)
+    def sample_ep(logits) -> Discrete:
+        return _ep_sample(logits, plate)
+
+    @factor.operator("ep", "logits", skip_if_uniform=("sample", "logits"),
+                     proper=("logits",), method=_EP_METHOD)
+    def logits_ep(sample, logits) -> Any:
+        return _ep_logits(sample, logits, plate)
+
+    @factor.evidence_operator("ep")
+    def log_average_factor(sample, logits) -> np.ndarray:
+        return _ep_evidence(sample, logits, plate)
+
+    @factor.operator("vmp", "sample", skip_if_uniform=("logits",),
+                     method="VMP: log-probabilities E[eta] (Bohning's bound)")
+    def sample_vmp(logits) -> Discrete:
+        return _vmp_sample(logits, plate)
+
+    @factor.operator("vmp", "logits", skip_if_uniform=("sample",), proper=("logits",),
+                     method=_VMP_METHOD + (" (separable: 1/2 I)" if plate else ""))
+    def logits_vmp(sample, logits) -> Any:
+        return _vmp_logits(sample, logits, plate)
+
+    @factor.evidence_operator("vmp")
+    def average_log_factor(sample, logits) -> np.ndarray:
+        return _vmp_evidence(sample, logits, plate)
+
+
+_register(SOFTMAX, plate=False)
+_register(SOFTMAX_PLATE, plate=True)
