@@ -5,8 +5,8 @@ so one operator serves an observed argument and a random one alike: for a known 
 E(x) = x, V(x) = 0 and C(x) = 0 (a PointMass counts as known).
 
 ``Eloggamma`` and ``Elogdet`` look the family up in a table (:func:`register_moment`), the
-extension point for new families: a matrix family such as a Wishart registers its
-``Elogdet`` (Σ_i ψ((ν + 1 - i)/2) + p log 2 + log det S) where it is defined.
+extension point for new families; the Wishart's ``Elogdet`` (Σ_i ψ((ν + 1 - i)/2) +
+p log 2 + log det S) is registered below.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from factorflow.distributions.families import (
     Gaussian,
     PointMass,
 )
+from factorflow.distributions.multivariate import Wishart
 from factorflow.errors import ModelError
 from factorflow.lazy import special
 
@@ -173,6 +174,12 @@ def gamma_elogdet(v: Gamma) -> np.ndarray:
 def dirichlet_elogdet(v: Dirichlet) -> np.ndarray:
     """E[log det diag(θ)] = Σ_k (ψ(α_k) - ψ(α_0)) over the simplex's components."""
     return _sum_last(v.mean_log(), "Dirichlet")
+
+
+@register_moment("Elogdet", Wishart)
+def wishart_elogdet(v: Wishart) -> np.ndarray:
+    """E[log |X|] = ψ_D(ν/2) + D log 2 − log |R| for X ~ Wishart(ν, rate R)."""
+    return v.mean_log_det()
 
 
 def _sum_last(mean_log: np.ndarray, family: str) -> np.ndarray:

@@ -52,7 +52,7 @@ def _sample_vmp(p) -> Bernoulli:
         return Bernoulli.from_natural(np.asarray(Elog(p) - Elog1m(p), float))
 
 
-@BERNOULLI.operator("vmp", "p")
+@BERNOULLI.operator("vmp", "p", uniform_penalty=("sample",))
 def _p_vmp(sample) -> Beta:
     """Beta(1 + E[x], 2 − E[x]): exp E_x[log f] as a function of p."""
     q = Eprob(sample)

@@ -24,7 +24,22 @@ operators are annotated ``uniform_penalty`` on the other arguments, so the
 initialization schedule computes the bounds' messages first where it can, and starts
 from a uniform bound where it cannot.
 
-VMP: the message to ``out`` (the forward distribution, as for Greater).
+VMP: the message to ``out`` (the forward distribution, as for Greater), and, with ``out``
+and both bounds known, the message to a Gaussian x (Infer.NET's
+``DoubleIsBetweenOp.XAverageLogarithm``).  The optimal q(x) is then the truncation of
+x's other messages to the interval (or to its complement when ``out`` is false): with
+p = q(x) / (this factor's previous message to x), the message is proj[p · f] / p, which
+is the EP message to x computed from p, so that q(x) carries the truncated moments.  The
+bound's term is the entropy that q(x) has beyond its Gaussian projection,
+H[p · f / Z] − H[proj], = log Z + v G − ½ log(1 − v β) in the derivatives above.  The
+update reads q(x) as it stood before x's other messages last changed (a VMP posterior
+reads its messages fresh, so this one cannot be read after them): a fixed-point step
+(``ascent=False``) whose bound may fall on the way; at its fixed point p is current and
+q(x) is the mean-field optimum (exact, bound = log Z, where x is the model's only
+latent variable).  It holds for one truncation of each element of x (a second, whose
+q(x) would be the truncation to both intervals, is refused by name).  Random
+bounds are refused under VMP (a Gaussian q of a bound puts mass on both sides of x:
+E log f = −∞), as in Infer.NET.
 """
 
 from __future__ import annotations
@@ -33,6 +48,7 @@ import numpy as np
 
 from factorflow.distributions import Bernoulli, Gaussian
 from factorflow.distributions.moments import gaussian_moments, is_known
+from factorflow.errors import UnsupportedFactorError
 from factorflow.factors.common import bool_log_weights, broadcast_batch, full
 from factorflow.factors.registry import define_factor
 from factorflow.lazy import special
@@ -222,9 +238,55 @@ def _is_between_out_ep(x, lower, upper) -> Bernoulli:
 
 
 @IS_BETWEEN.operator("vmp", "out", skip_if_uniform=("x",), trigger=("x", "lower", "upper"))
-def _is_between_out_vmp(x, lower, upper) -> Bernoulli:
-    """The forward distribution Bernoulli(P(lower < x < upper)) under the posteriors."""
-    return _out_message(x, lower, upper)
+def _is_between_out_vmp(x, lower, upper, out=None) -> Bernoulli:
+    """The forward distribution Bernoulli(P(lower < x < upper)) under the posteriors; for
+    a random x where the boolean is known (its own message a point mass), that value: q(x)
+    is then the truncation to where it holds (the message to x), so it holds surely."""
+    forward = _out_message(x, lower, upper)
+    if out is None or is_known(x) or is_known(out):
+        return forward
+    certain = np.isinf(np.asarray(out.log_odds))
+    return Bernoulli.from_natural(np.where(certain, out.log_odds, forward.log_odds))
+
+
+@IS_BETWEEN.operator("vmp", "x", skip_if_uniform=("out",), known=("lower", "upper"),
+                     ascent=False, sole=True)
+def _is_between_x_vmp(out, x, lower, upper, *, previous=None) -> Gaussian:
+    """proj[p · f] / p, p = q(x) / previous: q(x) becomes the truncation of p."""
+    _require_known(out)
+    prior = _prior(x, previous)
+    _, parts = _derivatives(out, prior, lower, upper)
+    return _message(*parts["x"])
+
+
+def _require_known(out) -> None:
+    """VMP's message to x needs the boolean known (observed, or ``ff.constrain_true``)."""
+    if not is_known(out) and not np.all(np.isinf(np.asarray(out.log_odds))):
+        raise UnsupportedFactorError(
+            "IsBetween under VMP: the message to x needs the boolean lower < x < upper "
+            "known (observe it or apply ff.constrain_true to it); with a random boolean "
+            "use 'ep'.")
+
+
+def _prior(x: Gaussian, to_x: Gaussian | None) -> Gaussian:
+    """x's other messages: its posterior divided by this factor's message to it."""
+    if to_x is None:
+        return x
+    return Gaussian.from_natural(*(a - b for a, b in zip(x.eta, to_x.eta, strict=True)))
+
+
+@IS_BETWEEN.evidence_operator("vmp")
+def _is_between_average_log_factor(out, x, lower, upper, to_x=None) -> np.ndarray:
+    """The bound's term for a random x: H[q] − H[proj q] with q the truncation of x's other
+    messages (log Z + v G − ½ log(1 − v β)); 0 for a known x (out is then computed from
+    it, and has no term)."""
+    if is_known(x):
+        return np.zeros(broadcast_batch(out, x, lower, upper))
+    _require_known(out)
+    log_z, parts = _derivatives(out, _prior(x, to_x), lower, upper)
+    _, var, g, big_g, _ = parts["x"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return log_z + var * big_g - 0.5 * np.log1p(-var * (g * g - 2 * big_g))
 
 
 @IS_BETWEEN.evidence_operator("ep")

@@ -124,6 +124,10 @@ class Operator:
     #: argument: its update is called like an operator and returns the buffer's value
     buffer: bool = False
     uniform_penalty: frozenset[str] = frozenset()
+    #: whether the message holds only where this factor is the only one of its kind on
+    #: each element of the target (VMP IsBetween: q(x) is the truncation of x's other
+    #: messages); ``transforms.messages`` refuses a second one by name
+    sole: bool = False
 
     @property
     def qualname(self) -> str:
@@ -190,7 +194,7 @@ class Factor:
                  fresh: tuple[str, ...] = (), no_init: bool = False,
                  known: tuple[str, ...] = (), block: tuple[str, ...] = (),
                  method: str = "", ascent: bool = True,
-                 uniform_penalty: tuple[str, ...] = ()
+                 uniform_penalty: tuple[str, ...] = (), sole: bool = False
                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``fn`` as the ``algorithm`` message to ``target``;
         ``method`` names how it is computed (shown in the generated code); ``ascent=False``
@@ -215,7 +219,8 @@ class Factor:
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
                 frozenset(known), fuses, block=frozenset(block), previous=previous,
                 weights=weighs and fuses, method=method, ascent=ascent,
-                buffer=target in self.buffers, uniform_penalty=frozenset(uniform_penalty))
+                buffer=target in self.buffers, uniform_penalty=frozenset(uniform_penalty),
+                sole=sole)
             return fn
 
         return register

@@ -11,8 +11,10 @@ TRIGGER        "A invalidates B": a read, and after every update of A, B must be
                recomputed before anything reads B.
 FRESH          "B needs a fresh A": a read, and A must be up to date when B runs.
 INITIALIZER    A computes the user's initial value of B: A runs before B's loop starts.
-PREFERRED      "B would rather not start from a uniform A": a read; the initialization
-               runs A before B's first run where it can (SkipIfUniform as a penalty).
+PREFERRED      "B would rather not start from a uniform A": the initialization runs A
+               before B's first run where it can (SkipIfUniform as a penalty).  Not a
+               read by itself (B may prefer a message it reads only through a
+               posterior); an edge that is also a read carries Dependency too.
 =============  ==========================================================================
 
 Semantics of running a statement X, which the scheduler guarantees and the tests
@@ -52,7 +54,7 @@ class Dep(enum.Flag):
     PREFERRED = enum.auto()
 
 
-READS = Dep.DEPENDENCY | Dep.REQUIRED | Dep.TRIGGER | Dep.FRESH | Dep.PREFERRED
+READS = Dep.DEPENDENCY | Dep.REQUIRED | Dep.TRIGGER | Dep.FRESH
 """Edge kinds under which the target reads the source's value."""
 NEEDS_RUN = Dep.REQUIRED | Dep.DECLARATION
 """Edge kinds under which the source must have run once before the target first runs."""

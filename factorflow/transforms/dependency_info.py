@@ -159,6 +159,7 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
                     edges[key] = edges.get(key, Dep(0)) | kind
                     if _generative_read(s, arg):
                         consistent.add(key)
+    _prefer_behind_posteriors(stmts, writer, edges)
     inits = frozenset(marginal(v) for v in user_initialized) & set(nodes)
     descriptions = {node_label(s): describe(s, program) for s in stmts if s.outputs}
     hubs = {node_label(s): (s.param("algorithm"), plates) for s in stmts
@@ -170,6 +171,44 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
     return (DependencyGraph(nodes, edges, frozenset(outputs), inits, descriptions, sweeps,
                             no_init, _unaffected(stmts, writer)),
             {node_label(s): s for s in stmts if s.outputs})
+
+
+def _prefer_behind_posteriors(stmts: list[Stmt], writer: dict[str, list[str]],
+                              edges: dict[tuple[str, str], Dep]) -> None:
+    """Under VMP a factor reads a variable's posterior q, which is uniform until the
+    messages from the variable's other factors come in (seed 000's second case: VMP
+    BernoulliFromBeta, whose message to p from a uniform q of the sample is a poor
+    start).  An operator's ``uniform_penalty`` on such an argument therefore prefers
+    those messages computed first: Preferred edges (a penalty, not a read) from their
+    writers to the operator, in place."""
+    by_output = {o.var: s for s in stmts for o in s.outputs}
+    for s in stmts:
+        if not s.param("operator") or s.param("operator")[1] != "vmp":
+            continue
+        penalised = _operator(s).uniform_penalty
+        for arg, value in s.inputs:
+            if arg not in penalised or not isinstance(value, Ref):
+                continue
+            for name in refs_in(value):
+                for message in _posterior_inputs(by_output, name):
+                    for source in writer.get(message, ()):
+                        key = (source, node_label(s))
+                        edges[key] = edges.get(key, Dep(0)) | Dep.PREFERRED
+
+
+def _posterior_inputs(by_output: dict[str, Stmt], name: str) -> list[str]:
+    """For a VMP message ``name`` sent by a variable to one of its factors (its posterior
+    q), the messages into q from the variable's other factors; else nothing."""
+    send = by_output.get(name)
+    if send is None or send.op not in ("Variable.backward", "Variable.use"):
+        return []
+    q = dict(send.inputs).get("marginal")
+    post = by_output.get(q.var) if isinstance(q, Ref) else None
+    if post is None or post.op != "Variable.marginal":
+        return []
+    own = "def" if send.op == "Variable.backward" else f"use{send.param('use')}"
+    return [n for key, m in post.inputs if key != own and isinstance(m, Ref)
+            for n in refs_in(m)]
 
 
 def _unaffected(stmts: list[Stmt], writer: dict[str, list[str]]) -> frozenset[tuple[str, str]]:

@@ -18,10 +18,12 @@ over the values of ``x``).  For a random condition ``c`` the output has
   ``Gate.EnterOne(cases, value, index: k)``.  A clone sits in the loops its expression
   needs: the body's own ``for`` loops when those are the outer ones, else fresh loops
   before the gate (``enter_whole_arrays``: whole arrays before the gate, the seed's
-  alternative method).  The reads of one array entering an If or a Case are grouped into
-  disjoint index sets first (``gate_analysis``): a read whose set is larger than itself
-  (``array[0]`` beside ``array[i]``, a gather ``array[idx[n]]``) reads the clone of its
-  set at its own indices, a gather through a per-case ``Copy`` of the clone's slot;
+  alternative method).  The reads of one array entering a gate (EnterPartial, and Enter
+  in a switch) are grouped into disjoint index sets first (``gate_analysis``), at every
+  level of nested gates: a read whose set is larger than itself (``array[0]`` beside
+  ``array[i]``, a gather ``array[idx[n]]``) reads the clone of its set at its own
+  indices (a nested gate's clone is of the outer set's clone), a gather, and in a switch
+  every read of a set, through a per-case ``Copy`` of the clone's slot;
 * each variable defined in every case (an *exit* variable, ``derived`` from then on)
   defined per case in ``x__cond_c[.., k]`` (attrs ``exit_of``, ``gate``; in a switch through
   a local, attr ``local_of``, and ``Copy``, which makes the array ``derived``: under VMP
@@ -291,64 +293,92 @@ class _Gates:
         return self._lift(sub, ref.var, is_def, len(self.levels), hit, prov, post)
 
     def _lift(self, ref: Ref, var: str, is_def: bool, depth: int, hit: set[int], prov: str,
-              post: list[Stmt]) -> Ref:
+              post: list[Stmt], read: tuple | None = None) -> Ref:
         """``ref`` as read or defined inside the first ``depth`` gates around it: cloned for
-        each gate below the variable's home (``gate_analysis``), outermost first."""
+        each gate below the variable's home (``gate_analysis``), outermost first.  At each
+        gate the clone is that of the disjoint index set of the original read (``read``,
+        ``ref.index`` at first), itself lifted through the gates around, so that the sets of
+        a nested gate (a subset of the reads of the gates around it, so never larger than
+        their sets) are read from the clones of the outer ones."""
         if self.decls[var].role != "random" or depth <= self.a.home.get(var, 0):
             return ref
+        read = ref.index if read is None else read
         m = depth - 1
         cond = self.levels[m][0]
-        src = self._lift(ref, var, is_def, m, hit, prov, post)
-        one = m in hit or (cond.switch is not None and cond.switch in src.index)
-        cover, subst = self._index_set(m, src, var, is_def or one)
-        clone = cond.clones.get(format_ref(cover)) or self._clone(m, cover, var, one, prov)
-        use = self._use(clone, m, is_def, prov, post)
-        if any(isinstance(i, Ref) for i in subst.values()):
-            use = self._case_copy(clone, m, use, prov)  # a gather reads a plain array
+        if cond.switch is None:
+            one = m in hit
+            cover, subst = self._index_set(m, ref, read, var, is_def or one)
+            src = self._lift(cover, var, is_def, m, hit, prov, post, read)
+        else:  # in a switch an element indexed by the switch's loop enters one case
+            src = self._lift(ref, var, is_def, m, hit, prov, post, read)
+            one = m in hit or cond.switch in src.index
+            cover, subst = self._index_set(m, ref, read, var, is_def or one)
+            if cover != ref:
+                src = self._lift(cover, var, is_def, m, hit, prov, post, read)
+        clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, one, prov)
+        if cond.switch is not None and clone.kind == "enter" and self._shared(m, var, cover):
+            # a set's clone in a switch: one copy of the case's slot for all its reads
+            use = self._case_copy(clone, m, clone.ref(self.levels[m][1]), prov)
+        else:
+            use = self._use(clone, m, is_def, prov, post)
+            if any(isinstance(i, Ref) for i in subst.values()):
+                use = self._case_copy(clone, m, use, prov)  # a gather reads a plain array
         return Ref(use.var, tuple(subst.get(i, i) if isinstance(i, str) else i
                                   for i in use.index)) if subst else use
+
+    def _shared(self, m: int, var: str, cover: Ref) -> bool:
+        """Whether ``cover`` is the pattern of a disjoint index set of ``var`` at level ``m``
+        that other reads share."""
+        return cover.var == var and cover.index in self.a.groups.get(
+            self.levels[m][0].key, {}).get(var, {}).values()
 
     def _case_copy(self, clone: Clone, m: int, element: Ref, prov: str) -> Ref:
         """The current case's slot of ``clone`` (``element``) as an array of its own,
         copied once per case at the top of the gate's body (the seed's switch rows: "make
-        a copy"), so that a gather by known indices can read it."""
-        case = self.levels[m][1]
+        a copy"), so that a gather by known indices, or in a switch every read of a
+        disjoint index set, can read it."""
+        cond, case, frame = self.levels[m]
+        here = self._loops(self.frames.index(frame))
         local = clone.locals.get(("slot", case))
         if local is None:
             d = self.decls[clone.var]
+            plates = clone.plates
+            if cond.switch:  # a copy per case, its axes in the order of the loops
+                plates = tuple(p for p in here if p in plates or p == cond.axis) + tuple(
+                    p for p in plates if p not in here)
             local = clone.locals[("slot", case)] = Ref(
-                self._fresh(*split_derived(clone.name), case), clone.plates)
-            self._declare(local.var, d.domain, clone.plates, d.event,
+                self._fresh(*split_derived(clone.name), case), plates)
+            self._declare(local.var, d.domain, plates, d.event,
                           f"{d.label or clone.var} in case {display(str(case))} of "
                           f"{self._show(self.levels[m][0].lhs)}",
                           (("local_of", clone.var), ("derived", True)))
-            frame = self.levels[m][2]
             node: Any = Stmt("Copy", (local,), (("value", element),), (), prov)
-            here = self._loops(self.frames.index(frame))
             for r in reversed([p for p in clone.plates if p not in here]):
                 node = ForB(r, [node])  # in loops over the clone's whole axes
             frame.items.append(node)
         return local
 
-    def _index_set(self, m: int, src: Ref, var: str, skip: bool) -> tuple[Ref, dict]:
-        """The expression whose clone ``src`` is read from at level ``m`` — the pattern of
-        its disjoint index set (``gate_analysis``: ``array[0]`` beside ``array[i]`` reads
-        the clone of ``array[i]``) — and the literals that replace the set's loops.  Only
-        reads entering an If or a Case (EnterPartial) are grouped, and only through loops
-        inside the gate (a loop around it is another clone per iteration); a gather only
-        of a one-axis array, outside loops."""
+    def _index_set(self, m: int, ref: Ref, read: tuple, var: str, skip: bool
+                   ) -> tuple[Ref, dict]:
+        """The expression whose clone ``ref`` is read from at level ``m`` — the pattern of
+        the disjoint index set of the original read ``read`` (``gate_analysis``:
+        ``array[0]`` beside ``array[i]`` reads the clone of ``array[i]``) — and what
+        replaces the set's loops in it.  Only reads entering a gate (EnterPartial, and
+        Enter in a switch) are grouped, and only through loops inside the gate (a loop
+        around it is another clone per iteration); a gather only of a one-axis array,
+        outside loops."""
         cond, _, frame = self.levels[m]
-        cover = None if skip or cond.switch or src.var != var or var in self.a.exits \
+        pattern = None if skip or ref.var != var or var in self.a.exits \
             and cond.key in self.a.exits[var] else \
-            self.a.groups.get(cond.key, {}).get(var, {}).get(src.index)
-        if cover is None:
-            return src, {}
-        subst = {c: i for c, i in zip(cover, src.index, strict=True) if c != i}
+            self.a.groups.get(cond.key, {}).get(var, {}).get(read)
+        if pattern is None:
+            return ref, {}
+        subst = {c: i for c, i in zip(pattern, ref.index, strict=True) if c != i}
         around = self._loops(self.frames.index(frame))
         gather = any(isinstance(i, Ref) for i in subst.values())
-        if set(subst) & set(around) or gather and (around or len(cover) > 1):
-            return src, {}  # a gather is read as array[index] of a whole array only
-        return Ref(var, cover), subst
+        if set(subst) & set(around) or gather and (around or len(pattern) > 1):
+            return ref, {}  # a gather is read as array[index] of a whole array only
+        return Ref(var, pattern), subst
 
     def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str) -> Clone:
         """The clone array of ``src`` for gate level ``m``, declared and placed."""

@@ -14,10 +14,12 @@ argument) so later passes read annotations from the registry.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
-from factorflow.codegen.names import backward, forward, fresh, marginal
+from factorflow.codegen.names import backward, display, forward, fresh, marginal
 from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.factors.registry import DOMAIN_FAMILY, FACTORS
 from factorflow.ir import Const, For, If, Program, Ref, Stmt, VarDecl
@@ -79,16 +81,46 @@ def messages(program: Program, algorithm: str) -> Program:
         return ident
 
     body: list[Stmt] = []
+    sole: dict[str, str] = {}
     for stmt, loops, mask in _walk_masked(program.body, (), (), decls):
         if stmt.op == "Variable":
             made = _variable_statements(stmt, decls, algorithm, vmp_derived, fused)
         else:
+            _check_sole(stmt, algorithm, decls, sole)
             made = _factor_statements(stmt, loops, decls, algorithm, fused, buffer_decl,
                                       deferred)
         body.extend(replace(s, params=s.params + (("mask", mask),)) if mask else s
                     for s in made)
     return replace(program, decls=program.decls + tuple(new_decls), body=tuple(body),
                    algorithm=algorithm, _by_name={})
+
+
+def _check_sole(stmt: Stmt, algorithm: str, decls: dict[str, VarDecl],
+                seen: dict[str, str]) -> None:
+    """UnsupportedFactorError where an operator that holds only as the sole one of its
+    factor on each element of its target (``Operator.sole``) is not: a second statement
+    on the same variable, or one over a plate the variable lacks."""
+    factor = FACTORS.get(stmt.op)
+    if factor is None:
+        return
+    for name, value in stmt.inputs:
+        op = factor.operators.get((algorithm, name))
+        if op is None or not op.sole or not isinstance(value, Ref) \
+                or decls[value.var].role != "use":
+            continue
+        var = decls[value.var].attr("of")
+        where = stmt.provenance or stmt.op
+        extra = [p for p in decls[value.var].plates if p not in decls[var].plates]
+        if var in seen or extra:
+            label = decls[var].label
+            raise UnsupportedFactorError(
+                f"{where}: {algorithm.upper()}'s {factor.name} message to {name!r} holds for "
+                f"one {factor.name} on each element of {label}, and "
+                + (f"{label} has one already ({seen[var]})" if var in seen else
+                   f"this one is repeated over {', '.join(map(display, extra))}, which "
+                   f"{label} lacks")
+                + "; combine them into one (the intersection), or use 'ep'.")
+        seen[var] = where
 
 
 def _walk_masked(nodes: tuple, loops: tuple[str, ...], mask: tuple, decls: dict[str, VarDecl]):
@@ -250,6 +282,7 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
                            stmt.provenance))
     if algorithm in factor.evidence:
         reads = tuple((k, edges.get(k, v)) for k, v in args.items() if k not in needed)
+        reads += _messages_sent(factor.evidence[algorithm], result)
         evidence = Stmt(f"{factor.name}.{EVIDENCE[algorithm]}", (), reads,
                         params_common + (("evidence", (factor.name, algorithm)),),
                         stmt.provenance)
@@ -261,6 +294,16 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
         if name not in edges and isinstance(operand, Const) and operand.value is None:
             raise ModelError(f"{where}: argument {name!r} has no value.")
     return result
+
+
+def _messages_sent(fn: Callable[..., Any], stmts: list[Stmt]) -> tuple[tuple[str, Ref], ...]:
+    """The reads ``to_<argument>`` that an evidence term ``fn`` names in its signature: the
+    message this factor sends to that argument (as Infer.NET's ``to_X``), where an
+    operator computes it here (not fused over plates)."""
+    wanted = set(inspect.signature(fn).parameters)
+    return tuple((f"to_{s.param('operator')[2]}", s.outputs[0]) for s in stmts
+                 if s.param("operator") and not s.param("reduce")
+                 and f"to_{s.param('operator')[2]}" in wanted)
 
 
 def _to_gate(evidence: Stmt, gate: Operand | None, decls: dict[str, VarDecl]) -> Stmt:

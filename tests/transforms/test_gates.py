@@ -14,6 +14,7 @@ plate), and the bad inputs.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -145,6 +146,15 @@ MORE: dict[str, tuple[Program, list[str]]] = {
     "index_set_disjoint": (Program("index_set_disjoint", (("i", 3),), (
         rv("c"), rv("array", plates=("i",)), known("constDist")), (
         If(c, (equal_random(R("array", (0,))), equal_random(R("array", (2,))))),)), ["c"]),
+    "index_set_nested": (Program("index_set_nested", (("i", 3),), (
+        rv("c"), rv("d"), rv("array", plates=("i",)), known("constDist")), (
+        If(c, (If(d, (equal_random(R("array", (0,))),
+                      For("i", (equal_random(R("array", ("i",))),)))),)),)), ["c", "d"]),
+    "index_set_switch": (Program("index_set_switch", (("i", 3), ("k", 2)), (
+        rv("s", "int", (), 2), rv("array", plates=("i",)), known("constDist")), (
+        For("k", (If(R("s"), (equal_random(R("array", (0,))),
+                              For("i", (equal_random(R("array", ("i",))),))), "k"),)),)),
+        ["s"]),
     "index_set_gather": (Program("index_set_gather", (("i", 3), ("n", 2)), (
         rv("c"), rv("array", plates=("i",)), known("idx", "n", domain="int"),
         known("constDist")), (
@@ -441,6 +451,47 @@ if c__cases[0]:
     ConstrainEqualRandom(value=array__0_cond_c[0], dist=constDist)
     ConstrainEqualRandom(value=array__2_cond_c[0], dist=constDist)
 """,
+    "index_set_nested": """\
+ranges i=3, c__cases__k=2, d__cond_c__k=1, d__cases__k=2, array__cond_c__k=1, \
+array__cond_c__0_cond_d__k=1
+random bool c__cases[c__cases__k]  # cases of c
+random bool d__cond_c[d__cond_c__k]  # d in the gate on c
+random bool d__cases[d__cases__k]  # cases of d
+random bool array__cond_c[i][array__cond_c__k]  # array in the gate on c
+random bool array__cond_c__0_cond_d[i][array__cond_c__0_cond_d__k]  # array in the gate on d
+c__cases[c__cases__k] = Gate.Cases(selector=c)
+d__cond_c[d__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], value=d, indices: (0))
+array__cond_c[i, array__cond_c__k] = Gate.EnterPartial(cases=c__cases[c__cases__k], \
+value=array[i], indices: (0))
+if c__cases[0]:
+    d__cases[d__cases__k] = Gate.Cases(selector=d__cond_c[0])
+    array__cond_c__0_cond_d[i, \
+array__cond_c__0_cond_d__k] = Gate.EnterPartial(cases=d__cases[d__cases__k], \
+value=array__cond_c[i, 0], indices: (0))
+    if d__cases[0]:
+        ConstrainEqualRandom(value=array__cond_c__0_cond_d[0, 0], dist=constDist)
+for i:
+    if c__cases[0]:
+        if d__cases[0]:
+            ConstrainEqualRandom(value=array__cond_c__0_cond_d[i, 0], dist=constDist)
+""",
+    "index_set_switch": """\
+ranges i=3, k=2
+random bool s__cases[k]  # cases of s
+random bool array__cond_s[i][k]  # array in the gate on s
+random bool array__cond_s_k[k][i]  # array in case k of s
+s__cases[k] = Gate.Cases(selector=s)
+array__cond_s[i, k] = Gate.Enter(cases=s__cases[k], value=array[i])
+for k:
+    for i:
+        if s__cases[k]:
+            array__cond_s_k[k, i] = Copy(value=array__cond_s[i, k])
+    if s__cases[k]:
+        ConstrainEqualRandom(value=array__cond_s_k[k, 0], dist=constDist)
+    for i:
+        if s__cases[k]:
+            ConstrainEqualRandom(value=array__cond_s_k[k, i], dist=constDist)
+""",
     "index_set_gather": """\
 ranges i=3, n=2, c__cases__k=2, array__cond_c__k=1
 random bool c__cases[c__cases__k]  # cases of c
@@ -668,6 +719,26 @@ def test_index_sets_group_overlapping_patterns() -> None:
     gather = R("idx", ("n",))
     assert index_sets([(gather, 1)], plates, lambda r: r.var == "idx") == {
         (gather, 1): ("i", 1)}
+
+
+@pytest.mark.parametrize(("name", "enter"), [("index_set_nested", "Gate.EnterPartial"),
+                                             ("index_set_switch", "Gate.Enter(")])
+def test_grouping_at_every_gate_level_and_in_a_switch(name: str, enter: str,
+                                                      monkeypatch) -> None:
+    """``array[0]`` beside ``array[i]`` in a gate nested in another, and in a switch: one
+    clone per gate (ungrouped: one per expression, at the inner gate and in the switch),
+    and the same meaning both ways (every assignment of the conditions)."""
+    program, conditions = MORE[name]
+    out, text = gated(program)
+    assert text.count(enter) == (3 if name == "index_set_nested" else 1)  # (d enters c)
+    assert same_meaning(program, out, conditions) >= 2
+    import factorflow.transforms.gates as gate_pass
+    analysis = gate_pass.analyze_gates
+    monkeypatch.setattr(gate_pass, "analyze_gates",
+                        lambda p: replace(analysis(p), groups={}))
+    plain, plain_text = gated(program)
+    assert plain_text.count(enter) == (5 if name == "index_set_nested" else 2)
+    assert same_meaning(program, plain, conditions) >= 2
 
 
 def test_overlapping_uses_share_one_clone_and_meaning() -> None:
