@@ -7,6 +7,7 @@ Everything here works on whole batched arrays and on arguments that are either k
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -134,9 +135,11 @@ def plate_einsum(out_event: str, terms: list[tuple[Any, str]], reduce: Reduce) -
     terms = [(collapsed(np.asarray(a, float), len(event)), event) for a, event in terms]
     scalars = [a for a, event in terms if not event]
     terms = [(a, event) for a, event in terms if event]
-    if scalars:
-        weight = np.prod(np.broadcast_arrays(*scalars), axis=0) if len(scalars) > 1 \
-            else scalars[0]
+    if scalars and not terms:
+        # scalar events only (Σ_n q_nk η_nk): each an operand, multiplied in einsum's loop
+        terms = [(a, "") for a in scalars]
+    elif scalars:
+        weight = functools.reduce(np.multiply, scalars)
         # fold the per-element weights into a vector term that already has all their
         # axes, so that einsum contracts two operands (a matrix product), never
         # enlarging a term; otherwise the weights are an operand of their own

@@ -295,19 +295,26 @@ def _enter_one_value_vmp(enter_one, cases, value, index, *,
             return power_each(enter_one.broadcast_to(batch), q)
         lp, _, m, _ = _one(cases, value, enter_one, index, ep=False)
         return power_product(expand(m, m.batch_shape + (1,)), np.exp(lp)[..., None])
-    full, index = normalized(_logits(cases)), np.asarray(index)
-    if index.ndim:
-        batch = np.broadcast_shapes(full.shape, index.shape)
-        lp = np.take_along_axis(np.broadcast_to(full, batch), np.broadcast_to(index, batch),
-                                -1)
-    else:
-        lp = full[..., int(index)]
-    q = np.exp(lp)
+    q = _one_probs(cases, index)
     if isinstance(enter_one, Deferred):
         return enter_one.reduced(reduce, q)
     letters = "ij"[: enter_one.event_ndim]
     return enter_one.from_natural(*(plate_einsum(letters, [(q, ""), (e, letters)], reduce)
                                     for e in enter_one.eta))
+
+
+def _one_probs(cases: Any, index: Any) -> np.ndarray:
+    """q(case ``index``) on the element batch: for a Switch's clones (element k on case
+    k) the shared (N, K) case probabilities themselves (``_case_probs``, no gather)."""
+    index = np.asarray(index)
+    if index.ndim and np.array_equal(index, np.arange(np.shape(_logits(cases))[-1])):
+        return _case_probs(cases)
+    full = normalized(_logits(cases))
+    if index.ndim:
+        batch = np.broadcast_shapes(full.shape, index.shape)
+        return np.exp(np.take_along_axis(np.broadcast_to(full, batch),
+                                         np.broadcast_to(index, batch), -1))
+    return np.exp(full[..., int(index)])
 
 
 def _case_probs(cases: Any) -> np.ndarray:
