@@ -60,7 +60,7 @@ def test_a_proper_operator_refuses_an_improper_message_naming_it(x_def):
     compiled = _positive().compile("ep")
     assert "check_proper_input(v_x__use0__F" in compiled.source
     pattern = (r"IsPositive's message to 'out', from argument 'x' \(.*is_positive.*\) needs a "
-               r"proper message, got an improper or uniform one at iteration 4")
+               r"proper message, got an improper or uniform one at iteration 5")
     with pytest.raises(ff.ImproperMessageError, match=pattern):
         _resume_with(compiled, {"v_x__F": x_def,
                                 "v_x__use0__B": Gaussian.from_natural(np.float64(0.0),
