@@ -117,6 +117,8 @@ def check_proper_input(value: Any, what: str, iteration: int | None = None, mask
     if not isinstance(value, Distribution):
         return value
     proper = np.asarray(value.is_proper())
+    if np.all(proper) and not any(np.isnan(e).any() for e in value.eta):
+        return value  # (the common case, in as few passes as it can be told)
     for e in value.eta:  # a NaN parameter is no message either
         nan = np.isnan(e)
         proper = proper & ~(nan.any(axis=tuple(range(proper.ndim, nan.ndim)))
