@@ -121,12 +121,12 @@ def unchanged_recomputations(body: Sequence[Node], reads: Callable[[Node], Itera
     """Updates of a cyclic ``body`` that recompute what the statement already holds.
 
     An update of x (a ``pure`` statement: a function of what it ``reads`` alone, not of
-    its own value, updated more than once per pass) is a recomputation when nothing it reads is updated between
-    x's previous update (cyclically: the last one of the pass before) and it.  Such an
-    update is dropped.  When its previous update is in the pass before, the first pass
-    would have computed x from the values the loop starts with: if nothing earlier in
-    the pass reads x, that update moves before the loop (it computes the same value
-    there), and is listed in ``moved``.
+    its own value, updated more than once per pass) is a recomputation when nothing it
+    reads is updated between x's previous update (cyclically: the last one of the pass
+    before) and it.  Such an update is dropped.  When its previous update is in the
+    pass before, the first pass would have computed x from the values the loop starts
+    with: if nothing earlier in the pass reads x, that update moves before the loop (it
+    computes the same value there), and is listed in ``moved``.
 
     Returns (positions kept, positions moved before the loop), positions in ``body``;
     one at a time, in order, to a fixed point (dropping one update may make another a
