@@ -11,7 +11,8 @@ from tests.conftest import assert_close
 from tests.model.test_chains import forward_backward
 
 
-@pytest.mark.parametrize(("k", "t_len"), [(1, 1), (3, 1), (3, 2), (2, 9), (4, 17), (3, 50)])
+@pytest.mark.parametrize(("k", "t_len"), [(1, 1), (3, 1), (3, 2), (2, 9), (4, 17), (3, 50),
+                                          (3, 300), (2, 4113)])  # 2, 3 levels of chunks
 def test_discrete_chunked_and_sequential_equal_the_reference(k, t_len):
     rng = np.random.default_rng(k * 100 + t_len)
     pi, trans = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k), size=k)
