@@ -280,27 +280,16 @@ def _discrete_trans_vmp(sample, init, trans) -> Dirichlet:
     α_{t−1}(i) m_{t−1}(i) trans(i, j) m_t(j) β_t(j) (expected transition counts; none on
     t = 0); their product over t is Dirichlet(1 + the expected counts)."""
     eta, chain = _discrete_pass(sample, init, trans)
-    a, b = chain.log_alpha + eta, eta + chain.log_beta
     with np.errstate(invalid="ignore", divide="ignore", under="ignore"):
-        # in probabilities, each side scaled by its largest state: one product per pair
-        pair = (_scaled_exp(a)[..., :-1, :, None] * _parameter(trans, 2)
-                * _scaled_exp(b)[..., 1:, None, :])
+        # in probabilities, each side scaled per t by its largest state (as the pass
+        # itself runs): one product per pair, normalised by a BLAS sum
+        pair = (_scaled_exp(chain.log_alpha + eta)[..., :-1, :, None] * _parameter(trans, 2)
+                * _scaled_exp(eta + chain.log_beta)[..., 1:, None, :])
         total = _sum_last(pair, 2)
         pair /= np.where(total > 0, total, 1.0)[..., None, None]
-    low = total < _LOW  # (nearly) underflowed: those t again in logs, exactly
-    if np.any(low):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            logs = (a[..., :-1, :, None] + np.log(_parameter(trans, 2))
-                    + b[..., 1:, None, :])[low]
-        pair[low] = _probs(logs.reshape(logs.shape[:-2] + (-1,))).reshape(logs.shape)
     counts = np.zeros(eta.shape + eta.shape[-1:])
     counts[..., 1:, :, :] = pair
     return Dirichlet.from_natural(counts)
-
-
-#: below this a pair's total in ``_discrete_trans_vmp`` is recomputed in logs (its terms
-#: may have lost digits to underflow)
-_LOW = 1e-200
 
 
 def _scaled_exp(log_p: np.ndarray) -> np.ndarray:
