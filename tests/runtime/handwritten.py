@@ -220,26 +220,33 @@ def hmm_model(emission: np.ndarray, obs: np.ndarray) -> ff.Model:
     return model
 
 
-def hmm_forward_backward(emission: np.ndarray, obs: np.ndarray, sweeps: int) -> Trace:
-    """Scaled forward–backward by hand (Rabiner), one t at a time: the exact marginals in
-    one pass, repeated ``sweeps`` times; the trace holds the mean and variance of the
-    state's index under q(x[t]) (what factorflow's Discrete posterior reports)."""
-    lik = emission[:, obs].T                       # (T, K)
+def forward_backward_by_hand(pi: np.ndarray, trans: np.ndarray, lik: np.ndarray
+                             ) -> np.ndarray:
+    """One scaled forward–backward pass (Rabiner), one t at a time: q(x[t]) (T, K) of the
+    chain with start ``pi``, transitions ``trans`` and likelihoods ``lik`` (T, K)."""
     t_len, k = lik.shape
+    alpha, beta = np.empty((t_len, k)), np.ones((t_len, k))
+    a = pi * lik[0]
+    alpha[0] = a / a.sum()
+    for t in range(1, t_len):
+        a = (alpha[t - 1] @ trans) * lik[t]
+        alpha[t] = a / a.sum()
+    for t in range(t_len - 2, -1, -1):
+        b = trans @ (lik[t + 1] * beta[t + 1])
+        beta[t] = b / b.sum()
+    q = alpha * beta
+    return q / q.sum(axis=1, keepdims=True)
+
+
+def hmm_forward_backward(emission: np.ndarray, obs: np.ndarray, sweeps: int) -> Trace:
+    """``forward_backward_by_hand`` on the HMM: the exact marginals in one pass, repeated
+    ``sweeps`` times; the trace holds the mean and variance of the state's index under
+    q(x[t]) (what factorflow's Discrete posterior reports)."""
+    index = np.arange(HMM_K)
     trace: Trace = []
     for _ in range(sweeps):
-        alpha, beta = np.empty((t_len, k)), np.ones((t_len, k))
-        a = lik[0] / k
-        alpha[0] = a / a.sum()
-        for t in range(1, t_len):
-            a = (alpha[t - 1] @ HMM_TRANS) * lik[t]
-            alpha[t] = a / a.sum()
-        for t in range(t_len - 2, -1, -1):
-            b = HMM_TRANS @ (lik[t + 1] * beta[t + 1])
-            beta[t] = b / b.sum()
-        q = alpha * beta
-        q /= q.sum(axis=1, keepdims=True)
-        index = np.arange(k)
+        q = forward_backward_by_hand(np.full(HMM_K, 1.0 / HMM_K), HMM_TRANS,
+                                     emission[:, obs].T)
         mean = q @ index
         trace.append((mean, q @ index**2 - mean**2))
     return trace
@@ -264,26 +271,28 @@ def ssm_model(y: np.ndarray) -> ff.Model:
     return model
 
 
-def ssm_rts(y: np.ndarray, sweeps: int) -> Trace:
-    """Kalman filter and Rauch–Tung–Striebel smoother by hand, one t at a time: the exact
-    posteriors in one pass, repeated ``sweeps`` times."""
+def rts_by_hand(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kalman filter and Rauch–Tung–Striebel smoother by hand, one t at a time: the
+    posterior means and variances of x[t] in the state-space model of ``ssm_model``."""
     t_len = y.size
-    trace: Trace = []
-    for _ in range(sweeps):
-        mf, vf, mp, vp = (np.empty(t_len) for _ in range(4))
-        m, v = 0.0, 1.0 / SSM_P0
-        for t in range(t_len):
-            mp[t], vp[t] = m, v
-            gain = v / (v + 1.0 / SSM_R)
-            mf[t], vf[t] = m + gain * (y[t] - m), (1 - gain) * v
-            m, v = mf[t], vf[t] + 1.0 / SSM_Q
-        ms, vs = mf.copy(), vf.copy()
-        for t in range(t_len - 2, -1, -1):
-            g = vf[t] / vp[t + 1]
-            ms[t] = mf[t] + g * (ms[t + 1] - mp[t + 1])
-            vs[t] = vf[t] + g * g * (vs[t + 1] - vp[t + 1])
-        trace.append((ms, vs))
-    return trace
+    mf, vf, mp, vp = (np.empty(t_len) for _ in range(4))
+    m, v = 0.0, 1.0 / SSM_P0
+    for t in range(t_len):
+        mp[t], vp[t] = m, v
+        gain = v / (v + 1.0 / SSM_R)
+        mf[t], vf[t] = m + gain * (y[t] - m), (1 - gain) * v
+        m, v = mf[t], vf[t] + 1.0 / SSM_Q
+    ms, vs = mf.copy(), vf.copy()
+    for t in range(t_len - 2, -1, -1):
+        g = vf[t] / vp[t + 1]
+        ms[t] = mf[t] + g * (ms[t + 1] - mp[t + 1])
+        vs[t] = vf[t] + g * g * (vs[t + 1] - vp[t + 1])
+    return ms, vs
+
+
+def ssm_rts(y: np.ndarray, sweeps: int) -> Trace:
+    """``rts_by_hand``: the exact posteriors in one pass, repeated ``sweeps`` times."""
+    return [rts_by_hand(y) for _ in range(sweeps)]
 
 
 # ----- measuring ---------------------------------------------------------------------
