@@ -78,10 +78,12 @@ def _without_recomputations(sched: Schedule, stmt_of: dict[str, Stmt],
     def reads(x: str) -> list[str]:
         return [ix.labels[a] for a in ix.uses_src[ix.pos[x]]]
 
+    user = sched.graph.user_initialized  # (put in place when the loop starts: what reads
+    # them stays in the loop)
     for k, body in enumerate(sched.loop):
         kept, moved = deadcode.unchanged_recomputations(
-            body, reads,
-            lambda x: x not in sched.graph.user_initialized and _pure(stmt_of[x], algorithm))
+            body, reads, lambda x: x not in user and not user & set(reads(x))
+            and _pure(stmt_of[x], algorithm))
         if len(kept) == len(body):
             continue
         for i, at in enumerate(kept):
