@@ -14,6 +14,7 @@ import numpy as np
 
 from factorflow.distributions.base import (
     Distribution,
+    exp_flushed,
     format_values,
     log_normalize,
     memo_of,
@@ -284,7 +285,7 @@ class Discrete(Distribution):
     def probs(self) -> np.ndarray:
         """exp(η) normalised over the categories (as SciPy's ``softmax``; computed once
         per natural-parameter array, read-only)."""
-        return memo_of("exp", log_normalize(self.eta[0]), np.exp)
+        return memo_of("exp", log_normalize(self.eta[0]), exp_flushed)
 
     @property
     def mean(self) -> np.ndarray:

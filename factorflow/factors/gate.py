@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Bernoulli, Discrete
-from factorflow.distributions.base import Distribution, memo_of
+from factorflow.distributions.base import Distribution, exp_flushed, memo_of
 from factorflow.distributions.moments import E, is_known
 from factorflow.factors.common import Deferred, Reduce, logsumexp, plate_einsum, times_finite
 from factorflow.factors.mixtures import (
@@ -320,7 +320,7 @@ def _one_probs(cases: Any, index: Any) -> np.ndarray:
 def _case_probs(cases: Any) -> np.ndarray:
     """q(case k) = exp(ℓ_k) normalised over the last axis, computed once per cases message
     (every clone of a gate's variables reads the same one in a sweep)."""
-    return memo_of("exp", normalized(_logits(cases)), np.exp)
+    return memo_of("exp", normalized(_logits(cases)), exp_flushed)
 
 
 @ENTER_ONE.operator("ep", "cases", fresh=("weight",))  # (see Gate.Exit's)
