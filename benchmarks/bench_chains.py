@@ -19,12 +19,17 @@ Run: ``python benchmarks/bench_chains.py``.
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
-import factorflow as ff
-from factorflow.factors.chains import discrete_forward_backward
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import factorflow as ff  # noqa: E402
+from factorflow.factors.chains import discrete_forward_backward  # noqa: E402
+from tests.runtime.handwritten import forward_backward_by_hand, rts_by_hand  # noqa: E402
 
 K, V = 3, 4
 
@@ -97,37 +102,6 @@ def compile_table() -> None:
                   f"{large / small:5.2f}")
 
 
-def by_hand_hmm(pi, trans, lik) -> np.ndarray:
-    """One scaled forward–backward pass, one t at a time (the textbook recursion)."""
-    t_len = len(lik)
-    alpha, beta = np.empty((t_len, K)), np.ones((t_len, K))
-    a = pi * lik[0]
-    alpha[0] = a / a.sum()
-    for t in range(1, t_len):
-        a = (alpha[t - 1] @ trans) * lik[t]
-        alpha[t] = a / a.sum()
-    for t in range(t_len - 2, -1, -1):
-        b = trans @ (lik[t + 1] * beta[t + 1])
-        beta[t] = b / b.sum()
-    q = alpha * beta
-    return q / q.sum(axis=1, keepdims=True)
-
-
-def by_hand_rts(y) -> np.ndarray:
-    t_len = len(y)
-    mf, vf, mp, vp = (np.empty(t_len) for _ in range(4))
-    m, v = 0.0, 100.0
-    for t in range(t_len):
-        mp[t], vp[t] = m, v
-        gain = v / (v + 1.0)
-        mf[t], vf[t] = m + gain * (y[t] - m), (1 - gain) * v
-        m, v = mf[t], vf[t] + 1.0
-    ms = mf.copy()
-    for t in range(t_len - 2, -1, -1):
-        ms[t] = mf[t] + vf[t] / vp[t + 1] * (ms[t + 1] - mp[t + 1])
-    return ms
-
-
 def sweep_table(t_len: int = 25_000, sweeps: int = 15) -> None:
     rng = np.random.default_rng(1)
     print(f"\nper sweep at T = {t_len:,} (ms)   factorflow   hand-written pass   "
@@ -135,7 +109,7 @@ def sweep_table(t_len: int = 25_000, sweeps: int = 15) -> None:
     model = hmm(t_len, rng)
     trans = 0.8 * np.eye(K) + 0.1 * (1 - np.eye(K))
     lik = rng.dirichlet(np.ones(K), size=t_len)
-    hand = _seconds(lambda: by_hand_hmm(np.full(K, 1 / K), trans, lik))
+    hand = _seconds(lambda: forward_backward_by_hand(np.full(K, 1 / K), trans, lik))
     kernel = _seconds(lambda: discrete_forward_backward(np.full(K, 1 / K), trans,
                                                         np.log(lik)))
     for algorithm in ("ep", "vmp"):
@@ -153,7 +127,7 @@ def sweep_table(t_len: int = 25_000, sweeps: int = 15) -> None:
           f"{1e3 * kernel:12.1f}")
     y = rng.normal(size=t_len)
     model = state_space(t_len, rng)
-    hand = _seconds(lambda: by_hand_rts(y))
+    hand = _seconds(lambda: rts_by_hand(y))
     for algorithm in ("ep", "vmp"):
         compiled = model.compile(algorithm)
         per = _seconds(lambda c=compiled: c.run(iterations=sweeps, tolerance=None,

@@ -5,8 +5,9 @@ For each model, a hand-written vectorised NumPy implementation of the same algor
 to it, estimated from the rate at which its steps shrink, is below 1e-9); both are then
 run sweep by sweep, and the table shows how many sweeps each needs to stay within
 ``--tol`` (default 1e-3) of that fixed point — the largest difference of any posterior
-mean or variance — and the time per sweep, side by side with their ratios; "ff final"
-is factorflow's distance after its last sweep.
+mean or variance — the time per sweep, side by side with their ratios, and the time to
+solution (those sweeps times the time per sweep); "ff final" is factorflow's distance
+after its last sweep.
 
 * EP TrueSkill: ``skill[winner]``, ``skill[loser]`` (prior N(25, 70)), performance noise of
   variance 16, ``constrain_true(pw > pl)``; the hand-written EP gathers the skills,
@@ -17,6 +18,12 @@ is factorflow's distance after its last sweep.
   N(0, 100), the README's mixture): coordinate ascent weights -> z -> means by hand.
 * The sprinkler network (cloudy -> sprinkler, rain -> wet grass, observed wet; written
   with gates): loopy EP against loopy belief propagation by hand (the same fixed point).
+* Chains (T = 1,000 and 25,000): a 3-state HMM with known transitions and emissions
+  (``ff.If(t == 0)`` / ``ff.If(t > 0)``, ``ff.Switch(x)`` for the emissions) against
+  scaled forward–backward by hand, and a 1-D linear-Gaussian state-space model against a
+  Kalman filter and RTS smoother by hand, one t at a time; both are exact in one pass,
+  so the reference fixed point is the hand-written pass (the posterior mean and variance
+  of x[t]: for the HMM, of the state's index).
 
 A second table runs each model with the default settings (``model.infer(algorithm)``:
 until converged, tolerance 1e-10) and prints the sweeps it took, whether it converged,
@@ -45,11 +52,17 @@ from tests.runtime.handwritten import (  # noqa: E402
     Trace,
     distance,
     factorflow_trace,
+    hmm_data,
+    hmm_forward_backward,
+    hmm_model,
     mixture_data,
     mixture_model,
     mixture_vmp,
     sprinkler_bp,
     sprinkler_model,
+    ssm_data,
+    ssm_model,
+    ssm_rts,
     sweeps_within,
     trueskill_ep,
     trueskill_games,
@@ -68,8 +81,11 @@ def row(label: str, ff_trace: Trace, ff_sec: float, hand: Trace, hand_sec: float
     a, b = sweeps_within(ff_trace, ref, tol), sweeps_within(hand, ref, tol)
     ratio = f"{a / b:6.2f}" if a and b else "     -"
     fmt = lambda s: f"{s:>8d}" if s else f">{len(ff_trace):>7d}"  # noqa: E731
+    # time to solution: the sweeps to the tolerance times the time per sweep
+    solve = (f"{1e3 * a * ff_sec:10.1f} {1e3 * b * hand_sec:10.1f}" if a and b
+             else f"{'-':>10} {'-':>10}")
     return (f"{label:<34} {fmt(a)} {fmt(b)} {ratio}   {1e3 * ff_sec:9.2f} {1e3 * hand_sec:9.2f}"
-            f" {ff_sec / hand_sec:6.1f}   {distance(ff_trace[-1], ref):9.1e}")
+            f" {ff_sec / hand_sec:6.1f}   {solve}   {distance(ff_trace[-1], ref):9.1e}")
 
 
 def main() -> None:
@@ -78,9 +94,9 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     args = parser.parse_args()
     print(f"sweeps until within {args.tol:g} of the fixed point (max |Δ mean|, |Δ variance|)"
-          ", and ms per sweep")
+          ", ms per sweep, and ms to solution (sweeps × ms per sweep)")
     print(f"{'model':<34} {'ff':>8} {'hand':>8} {'ratio':>6}   {'ff ms':>9} {'hand ms':>9}"
-          f" {'ratio':>6}   {'ff final':>9}")
+          f" {'ratio':>6}   {'ff to sol':>10} {'hand to sol':>10}   {'ff final':>9}")
     sizes = [(20, 500, 300)] if args.quick else [(20, 500, 300), (1000, 100_000, 900)]
     defaults = []  # (label, model, algorithm, names, reference, init) for the second table
     for players, games, sweeps in sizes:
@@ -104,6 +120,21 @@ def main() -> None:
         label = f"VMP mixture k=3 n={n}"
         print(row(label, ff_trace, ff_sec, hand, hand_sec, ref, args.tol))
         defaults.append((label, mixture_model(x), "vmp", "means", ref, init))
+    for t_len in [1000] if args.quick else [1000, 25_000]:
+        emission, obs = hmm_data(t_len)
+        y = ssm_data(t_len)
+        chains = (("HMM 3 states", hmm_model(emission, obs),
+                   lambda s: hmm_forward_backward(emission, obs, s)),  # noqa: B023
+                  ("state space", ssm_model(y), lambda s: ssm_rts(y, s)))  # noqa: B023
+        for name, model, by_hand in chains:
+            ref = by_hand(1)[-1]  # exact in one pass
+            hand = by_hand(10)
+            hand_sec = hand_time(by_hand, 3)
+            for algorithm in ("ep", "vmp"):
+                ff_trace, ff_sec = factorflow_trace(model, algorithm, "x", 10)
+                label = f"{algorithm.upper()} {name} T={t_len:,}"
+                print(row(label, ff_trace, ff_sec, hand, hand_sec, ref, args.tol))
+                defaults.append((label, model, algorithm, "x", ref, None))
     names = ("cloudy", "sprinkler", "rain")
     ref = sprinkler_bp(20_000, stop=1e-13)[-1]
     hand = sprinkler_bp(100)

@@ -536,11 +536,32 @@ def logsumexp(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndarr
     if not np.all(np.isfinite(top)):
         top = np.where(np.isfinite(top), top, 0.0)
     shifted = np.subtract(x, top)          # one fresh array, exponentiated in place
-    np.exp(shifted, out=shifted)
+    exp_flushed(shifted, out=shifted)       # (the largest term is 1: exact)
     with np.errstate(divide="ignore"):
         out = np.log(np.sum(shifted, axis=axis, keepdims=True))
     out += top
     return out if keepdims else np.squeeze(out, axis=axis)
+
+
+#: exp_flushed's cut: e^-700 ≈ 1e-304 (NumPy's vectorised exp leaves its fast path for
+#: results near and below the smallest normal double, e^-708.4)
+_LOG_CUT = -700.0
+
+
+def exp_flushed(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """exp(x), with results below e^-700 (≈ 1e-304) flushed to 0.
+
+    NumPy's exp leaves its vectorised path for every result near or below the smallest
+    normal double (and for −inf): a mixture's responsibilities far out in a component's
+    tail are mostly such once the components separate, and exp then costs several times
+    more.  Beside a term of order 1 — a normalised row, whose largest entry is 1 — they
+    add nothing to any sum.  NaN and +inf pass through."""
+    x = np.asarray(x, dtype=float)
+    keep = x >= _LOG_CUT
+    y = np.maximum(x, _LOG_CUT, out=out)
+    np.exp(y, out=y)
+    y *= keep
+    return y
 
 
 #: (what, id(array)) -> (weak reference to the array, what of it): see ``memo_of``

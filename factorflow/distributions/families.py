@@ -15,6 +15,7 @@ import numpy as np
 from factorflow.distributions.base import (
     Distribution,
     as_index,
+    exp_flushed,
     format_values,
     log_normalize,
     memo_of,
@@ -353,7 +354,7 @@ class Discrete(Distribution):
         >>> ff.distributions.Discrete.from_natural(np.log([1.0, 3.0])).probs
         array([0.25, 0.75])
         """
-        return memo_of("exp", log_normalize(self.eta[0]), np.exp)
+        return memo_of("exp", log_normalize(self.eta[0]), exp_flushed)
 
     @property
     def mean(self) -> np.ndarray:

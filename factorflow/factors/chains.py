@@ -28,7 +28,6 @@ The chain is a tree, so its messages are exact:
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any, NamedTuple
 
@@ -65,7 +64,17 @@ class _LastPass:
                 a.shape == b.shape and np.array_equal(a, b)
                 for a, b in zip(inputs, self.inputs, strict=True))):
             self.inputs, self.result = tuple(np.array(a) for a in inputs), compute()
-        return copy.deepcopy(self.result)  # (a caller may not change the stored pass)
+            _freeze(self.result)  # (a caller may not change the stored pass)
+        return self.result
+
+
+def _freeze(value: Any) -> None:
+    """Make every array in ``value`` (nested tuples) read-only, in place."""
+    if isinstance(value, np.ndarray):
+        value.flags.writeable = False
+    elif isinstance(value, tuple):
+        for item in value:
+            _freeze(item)
 
 
 _DISCRETE_PASS = _LastPass()
@@ -118,7 +127,7 @@ def discrete_forward_backward(init: np.ndarray, trans: np.ndarray, eta: np.ndarr
     trans = np.asarray(trans, float)
     shape = eta.shape
     size = shape[-1]
-    top = np.max(eta, axis=-1, keepdims=True)
+    top = _max_last(eta)
     top = np.where(np.isfinite(top), top, 0.0)
     if chunked is None:
         chunked = float(np.prod(shape, dtype=float)) * size <= CHUNK_LIMIT
@@ -135,14 +144,33 @@ def discrete_forward_backward(init: np.ndarray, trans: np.ndarray, eta: np.ndarr
         log_alpha, log_beta = np.log(alpha), np.log(beta)
         log_z = log_scale + np.sum(top[..., 0], axis=-1) + np.log(np.sum(init))
         log_q = log_alpha + log_beta + eta
-        peak = np.max(np.where(np.isfinite(log_q), log_q, -np.inf), axis=-1, keepdims=True)
+        peak = _max_last(np.where(np.isfinite(log_q), log_q, -np.inf))
         log_q = log_q - np.where(np.isfinite(peak), peak, 0.0)
     return ChainPass(log_alpha, log_beta, log_q, log_z)
 
 
+def _sum_last(v: np.ndarray, n: int = 1) -> np.ndarray:
+    """Σ over the last ``n`` axes as a matrix-vector product with ones: NumPy's reduction
+    over a short last axis (K = 3 states) is tens of times slower than BLAS."""
+    flat = v.reshape(v.shape[: v.ndim - n] + (-1,))
+    return flat @ np.ones(flat.shape[-1])
+
+
+def _max_last(v: np.ndarray) -> np.ndarray:
+    """max over the last axis, keeping it: one elementwise pass per state for a few
+    states (NumPy's reduction over a short last axis is slow, as for ``_sum_last``)."""
+    if v.shape[-1] > 8 or v.shape[-1] == 0:
+        return np.max(v, axis=-1, keepdims=True)
+    top = v[..., 0]
+    for k in range(1, v.shape[-1]):
+        top = np.maximum(top, v[..., k])
+    return top[..., None]
+
+
 def _normalized(v: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
-    s = np.sum(v, axis=axes, keepdims=True)
-    return v / s, np.log(np.squeeze(s, axis=axes))
+    """``v`` divided by its sum over the trailing ``axes``, and the log of that sum."""
+    s = _sum_last(v, len(axes))
+    return v / s.reshape(s.shape + (1,) * len(axes)), np.log(s)
 
 
 def _forward_sequential(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
@@ -159,16 +187,36 @@ def _forward_sequential(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
     return alpha, log_z
 
 
+#: the chunk length of ``_forward_chunked``'s levels; chains at most this long (and the
+#: top level) run one step at a time
+CHUNK = 16
+
+
 def _forward_chunked(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
                      ) -> tuple[np.ndarray, np.ndarray]:
-    """The same as ``_forward_sequential`` in O(√T) array steps: the chain is cut into C
-    chunks of L ≈ √T steps; the products P_{c,l} = M_{c,0}⋯M_{c,l} of M = diag(m̃)·trans are
-    formed within every chunk at once (a loop over l), the messages at the chunks' starts
-    v_{c+1} ∝ v_c·P_{c,L−1} by a loop over c, and α_{c,l} ∝ v_c·P_{c,l−1} at once."""
-    *batch, t_len, size = m.shape
-    length = max(1, int(np.ceil(np.sqrt(t_len))))
-    count = -(-t_len // length)
+    """The same as ``_forward_sequential`` in O(CHUNK · log T) array steps: the chain is
+    cut into C chunks of L = CHUNK steps; the products P_{c,l} = M_{c,0}⋯M_{c,l} of
+    M = diag(m̃)·trans are formed within every chunk at once (a loop over l), the messages
+    at the chunks' starts v_c ∝ a0·P_{0,L−1}⋯P_{c−1,L−1} by the same method on the
+    chain of chunk products (a level up), and α_{c,l} ∝ v_c·P_{c,l−1} at once."""
     mats = m[..., :, :, None] * trans
+    return _forward_products(a0, mats)
+
+
+def _forward_products(a0: np.ndarray, mats: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(α_t normalised, log a0·M_0⋯M_{T−1}·1) for the matrices ``mats`` (..., T, K, K)."""
+    *batch, t_len, size, _ = mats.shape
+    if t_len <= CHUNK:
+        alpha = np.empty((*batch, t_len, size))
+        log_z = np.zeros(tuple(batch))
+        v = a0
+        for t in range(t_len):
+            alpha[..., t, :] = v
+            v, s = _normalized((v[..., None, :] @ mats[..., t, :, :])[..., 0, :], (-1,))
+            log_z = log_z + s
+        return alpha, log_z
+    length = CHUNK
+    count = -(-t_len // length)
     pad = count * length - t_len
     if pad:  # identities after the end
         eye = np.broadcast_to(np.eye(size), (*batch, pad, size, size))
@@ -181,17 +229,17 @@ def _forward_chunked(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
         p, s = _normalized(p @ mats[..., step, :, :], (-2, -1))
         prods[..., step, :, :] = p
         log_p = log_p + s
-    starts = np.empty((*batch, count, size))
-    log_z = np.zeros(tuple(batch))
-    v = a0
-    for c in range(count):
-        starts[..., c, :] = v
-        v, s = _normalized((v[..., None, :] @ prods[..., c, -1, :, :])[..., 0, :], (-1,))
-        log_z = log_z + s + log_p[..., c]
+    # the chunks' starts: the same recursion on the chain of chunk products, a level up
+    starts, log_z = _forward_products(a0, prods[..., -1, :, :])
+    log_z = log_z + np.sum(log_p, axis=-1)
     alpha = np.empty((*batch, count, length, size))
     alpha[..., :, 0, :] = starts
-    alpha[..., :, 1:, :] = (starts[..., :, None, None, :] @ prods[..., :, :-1, :, :])[
-        ..., 0, :]
+    # α_{c,l} = v_c·P_{c,l−1}: per chunk one row vector times the chunk's products laid
+    # side by side, (1, K)·(K, (L−1)·K)
+    side = np.swapaxes(prods[..., :, :-1, :, :], -3, -2).reshape(
+        (*batch, count, size, (length - 1) * size))
+    alpha[..., :, 1:, :] = (starts[..., :, None, :] @ side).reshape(
+        (*batch, count, length - 1, size))
     alpha = alpha.reshape((*batch, count * length, size))[..., :t_len, :]
     return _normalized(alpha, (-1,))[0], log_z
 
@@ -241,21 +289,31 @@ def _discrete_trans_vmp(sample, init, trans) -> Dirichlet:
     α_{t−1}(i) m_{t−1}(i) trans(i, j) m_t(j) β_t(j) (expected transition counts; none on
     t = 0); their product over t is Dirichlet(1 + the expected counts)."""
     eta, chain = _discrete_pass(sample, init, trans)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        pair = ((chain.log_alpha + eta)[..., :-1, :, None] + np.log(_parameter(trans, 2))
-                + (eta + chain.log_beta)[..., 1:, None, :])
-    pair = _probs(pair.reshape(pair.shape[:-2] + (-1,))).reshape(pair.shape)
+    with np.errstate(invalid="ignore", divide="ignore", under="ignore"):
+        # in probabilities, each side scaled per t by its largest state (as the pass
+        # itself runs): one product per pair, normalised by a BLAS sum
+        pair = (_scaled_exp(chain.log_alpha + eta)[..., :-1, :, None] * _parameter(trans, 2)
+                * _scaled_exp(eta + chain.log_beta)[..., 1:, None, :])
+        total = _sum_last(pair, 2)
+        pair /= np.where(total > 0, total, 1.0)[..., None, None]
     counts = np.zeros(eta.shape + eta.shape[-1:])
     counts[..., 1:, :, :] = pair
     return Dirichlet.from_natural(counts)
 
 
+def _scaled_exp(log_p: np.ndarray) -> np.ndarray:
+    """exp(log_p) over the last axis scaled so that its largest entry is 1 (0 where every
+    entry is −inf)."""
+    top = _max_last(log_p)
+    with np.errstate(invalid="ignore"):
+        return np.exp(log_p - np.where(np.isfinite(top), top, 0.0))
+
+
 def _probs(log_p: np.ndarray) -> np.ndarray:
     """exp(log_p) normalised over the last axis (0 where every entry is −inf)."""
-    peak = np.max(log_p, axis=-1, keepdims=True)
+    p = _scaled_exp(log_p)
     with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.exp(log_p - np.where(np.isfinite(peak), peak, 0.0))
-        total = np.sum(p, axis=-1, keepdims=True)
+        total = _sum_last(p)[..., None]
         return np.where(total > 0, p / np.where(total > 0, total, 1.0), 0.0)
 
 

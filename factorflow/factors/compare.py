@@ -61,6 +61,12 @@ def truncated_normal_moments(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     For t > 4 both cancel, and they come instead from the continued fraction
     1/λ = 1/(t + 1/D₁), D_k = t + (k+1)/D_{k+1}:  λ − t = 1/D₁, Var = (2/D₂ − 1/D₁)/D₁.
     """
+    return _truncated(t)[1:]
+
+
+def _truncated(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(λ, E[X] − t, Var[X]) of ``truncated_normal_moments``, λ = φ(t)/Q(t) the inverse
+    Mills ratio (the tilted mean's shift u of a certain constraint, ``_x_message``)."""
     t = np.asarray(t, float)
     lam = _SQRT_2_OVER_PI / special.erfcx(t / np.sqrt(2))
     with np.errstate(invalid="ignore"):
@@ -76,7 +82,7 @@ def truncated_normal_moments(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         excess, var = np.array(excess, float), np.array(var, float)
         excess[tail] = 1 / d1
         var[tail] = (2 / d - 1 / d1) / d1
-    return excess, var
+    return lam, excess, var
 
 
 def _standardise(mean, var):
@@ -125,25 +131,25 @@ def _x_message(out, mean, var) -> Gaussian:
     m = np.where(uniform, 0.0, mean) if some_uniform else np.asarray(mean, float)
     s = np.sqrt(v)
     z = m / s
-    log_true = lw_true + special.log_ndtr(z)
-    log_false = lw_false + special.log_ndtr(-z)
-    with np.errstate(invalid="ignore"):
-        log_z = np.logaddexp(log_true, log_false)
-    if np.all(lw_false == -np.inf):  # out is certainly true (a constraint): one half
-        excess1, var1 = truncated_normal_moments(-z)
-        t_excess, t_var = excess1, var1
-    elif np.all(lw_true == -np.inf):
-        excess0, var0 = truncated_normal_moments(z)
-        t_excess, t_var = -excess0, var0
+    if np.all(lw_false == -np.inf) or np.all(lw_true == -np.inf):
+        # out is certain (a constraint): one truncated half, whose inverse Mills ratio
+        # λ = φ(z)/Φ(±z) is u itself (no log Φ needed)
+        sign = 1.0 if np.all(lw_false == -np.inf) else -1.0
+        u, excess, t_var = _truncated(-sign * z)
+        u, t_excess = sign * u, sign * excess
     else:
+        log_true = lw_true + special.log_ndtr(z)
+        log_false = lw_false + special.log_ndtr(-z)
         with np.errstate(invalid="ignore"):
+            log_z = np.logaddexp(log_true, log_false)
             w1, w0 = np.exp(log_true - log_z), np.exp(log_false - log_z)
         excess1, var1 = truncated_normal_moments(-z)
         excess0, var0 = truncated_normal_moments(z)
         t_excess = w1 * excess1 - w0 * excess0
         t_var = w1 * var1 + w0 * var0 + w1 * w0 * (excess1 + excess0) ** 2
+        # u = ∂log Z/∂z
+        u = _weight_difference(out) * np.exp(-z * z / 2 - _LOG_SQRT_2PI - log_z)
     # t_excess = E[x]/√var = u + z, t_var = Var[x]/var = 1 − k (standard units)
-    u = _weight_difference(out) * np.exp(-z * z / 2 - _LOG_SQRT_2PI - log_z)
     k = u * (u + z)
     strong = t_var < 0.5
     k, rest = np.where(strong, 1 - t_var, k), np.where(strong, t_var, 1 - k)

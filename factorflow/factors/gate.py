@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Bernoulli, Discrete
-from factorflow.distributions.base import Distribution, memo_of
+from factorflow.distributions.base import Distribution, exp_flushed, memo_of
 from factorflow.distributions.moments import E, is_known
 from factorflow.factors.common import Deferred, Reduce, logsumexp, plate_einsum, times_finite
 from factorflow.factors.mixtures import (
@@ -295,14 +295,7 @@ def _enter_one_value_vmp(enter_one, cases, value, index, *,
             return power_each(enter_one.broadcast_to(batch), q)
         lp, _, m, _ = _one(cases, value, enter_one, index, ep=False)
         return power_product(expand(m, m.batch_shape + (1,)), np.exp(lp)[..., None])
-    full, index = normalized(_logits(cases)), np.asarray(index)
-    if index.ndim:
-        batch = np.broadcast_shapes(full.shape, index.shape)
-        lp = np.take_along_axis(np.broadcast_to(full, batch), np.broadcast_to(index, batch),
-                                -1)
-    else:
-        lp = full[..., int(index)]
-    q = np.exp(lp)
+    q = _one_probs(cases, index)
     if isinstance(enter_one, Deferred):
         return enter_one.reduced(reduce, q)
     letters = "ij"[: enter_one.event_ndim]
@@ -310,10 +303,24 @@ def _enter_one_value_vmp(enter_one, cases, value, index, *,
                                     for e in enter_one.eta))
 
 
+def _one_probs(cases: Any, index: Any) -> np.ndarray:
+    """q(case ``index``) on the element batch: for a Switch's clones (element k on case
+    k) the shared (N, K) case probabilities themselves (``_case_probs``, no gather)."""
+    index = np.asarray(index)
+    if index.ndim and np.array_equal(index, np.arange(np.shape(_logits(cases))[-1])):
+        return _case_probs(cases)
+    full = normalized(_logits(cases))
+    if index.ndim:
+        batch = np.broadcast_shapes(full.shape, index.shape)
+        return np.exp(np.take_along_axis(np.broadcast_to(full, batch),
+                                         np.broadcast_to(index, batch), -1))
+    return np.exp(full[..., int(index)])
+
+
 def _case_probs(cases: Any) -> np.ndarray:
     """q(case k) = exp(ℓ_k) normalised over the last axis, computed once per cases message
     (every clone of a gate's variables reads the same one in a sweep)."""
-    return memo_of("exp", normalized(_logits(cases)), np.exp)
+    return memo_of("exp", normalized(_logits(cases)), exp_flushed)
 
 
 @ENTER_ONE.operator("ep", "cases", fresh=("weight",))  # (see Gate.Exit's)

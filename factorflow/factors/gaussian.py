@@ -11,6 +11,7 @@ from factorflow.distributions import Gamma, Gaussian
 from factorflow.distributions.base import distinct, log_normalizer_or_zero
 from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
+from factorflow.factors.common import Reduce, collapsed, plate_einsum
 from factorflow.factors.registry import define_factor
 
 
@@ -46,16 +47,34 @@ def _sample_vmp(mean, precision) -> Gaussian:
 
 
 @GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"))
-def _mean_vmp(sample, precision) -> Gaussian:
+def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
+              weights: np.ndarray | None = None) -> Gaussian:
+    """Naturals (E[τ] E[x], E[τ]); with ``reduce``, their sums over its plate axes, each
+    element's raised to ``weights`` when given (a mixture's Σ_n q_nk E[τ_k] x_n as one
+    matrix-vector product: no (N, K) message)."""
     tau = E(precision)  # under a gate: K distinct values, an outer product with the data
-    return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(sample), tau))
+    if reduce is None:
+        return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(sample), tau))
+    w = [] if weights is None else [(weights, "")]
+    x, tau = E(sample), distinct(tau)
+    tau_all = np.broadcast_to(tau, np.broadcast_shapes(np.shape(tau), np.shape(x)))
+    return Gaussian.from_natural(plate_einsum("", w + [(tau, ""), (x, "")], reduce),
+                                 plate_einsum("", w + [(collapsed(tau_all), "")], reduce))
 
 
 @GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))
-def _precision_vmp(sample, mean) -> Gamma:
+def _precision_vmp(sample, mean, *, reduce: Reduce | None = None,
+                   weights: np.ndarray | None = None) -> Gamma:
+    """Naturals (½, −½ E[(x − μ)²]); with ``reduce``, their sums over its plate axes, each
+    element's raised to ``weights`` when given (one weighted sum: no (N, K) message)."""
     d2 = _expected_square_diff(sample, mean)
-    d2 = np.multiply(d2, -0.5, out=d2 if np.ndim(d2) else None)
-    return Gamma.from_natural(np.broadcast_to(0.5, np.shape(d2)), d2)
+    if reduce is None:
+        d2 = np.multiply(d2, -0.5, out=d2 if np.ndim(d2) else None)
+        return Gamma.from_natural(np.broadcast_to(0.5, np.shape(d2)), d2)
+    w = [] if weights is None else [(weights, "")]
+    half = np.broadcast_to(0.5, np.shape(d2))
+    return Gamma.from_natural(plate_einsum("", w + [(half, "")], reduce),
+                              -0.5 * plate_einsum("", w + [(d2, "")], reduce))
 
 
 @GAUSSIAN.evidence_operator("vmp")

@@ -527,7 +527,12 @@ class _Monitor:
         them while the user's stand still); True stops the run."""
         self.count = iteration + 1
         change, moved = 0.0, ""
-        for name, post in (posteriors | (internal or {})).items():
+        # the changes are read by the convergence test and the progress bar: without
+        # either (tolerance=None, no bar) they are not computed (a pass over every
+        # posterior, as long as a sweep of a mixture's (N, K) responsibilities)
+        watched = posteriors | (internal or {}) if (self.tolerance is not None
+                                                    or self.bar is not None) else {}
+        for name, post in watched.items():
             # a copy of each distinct element (a broadcast view, such as a gate's clone
             # of K components over N data, is copied along its stride-0 axes once)
             eta = tuple(np.array(collapsed(np.asarray(e, dtype=float))) for e in post.eta)

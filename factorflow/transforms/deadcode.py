@@ -114,3 +114,45 @@ def overwritten_initializations(graph: DependencyGraph, schedule: Schedule) -> t
                 bad.append(x)
                 break
     return tuple(bad)
+
+
+def unchanged_recomputations(body: Sequence[Node], reads: Callable[[Node], Iterable[Node]],
+                             pure: Callable[[Node], bool]) -> tuple[list[int], list[int]]:
+    """Updates of a cyclic ``body`` that recompute what the statement already holds.
+
+    An update of x (a ``pure`` statement: a function of what it ``reads`` alone, not of
+    its own value, updated more than once per pass) is a recomputation when nothing it
+    reads is updated between x's previous update (cyclically: the last one of the pass
+    before) and it.  Such an update is dropped.  When its previous update is in the
+    pass before, the first pass would have computed x from the values the loop starts
+    with: if nothing earlier in the pass reads x, that update moves before the loop (it
+    computes the same value there), and is listed in ``moved``.
+
+    Returns (positions kept, positions moved before the loop), positions in ``body``;
+    one at a time, in order, to a fixed point (dropping one update may make another a
+    recomputation).  Guarantees: every read sees the value it saw before, in every pass.
+    """
+    alive = list(range(len(body)))
+    moved: list[int] = []
+    reads_of = {x: set(reads(x)) for x in set(body)}
+    changed = True
+    while changed:
+        changed = False
+        for at, i in enumerate(alive):
+            x = body[i]
+            mine = [k for k, j in enumerate(alive) if body[j] == x]
+            if len(mine) < 2 or not pure(x) or x in reads_of[x]:  # (reads its own value)
+                continue
+            before = [k for k in mine if k < at]
+            prev = before[-1] if before else mine[-1]
+            between = alive[prev + 1:at] if before else alive[prev + 1:] + alive[:at]
+            if any(body[j] in reads_of[x] for j in between):
+                continue
+            if not before:  # the first update of the pass: computed before the loop
+                if any(x in reads_of[body[j]] for j in range(i)):
+                    continue
+                moved.append(i)
+            del alive[at]
+            changed = True
+            break
+    return alive, sorted(moved)

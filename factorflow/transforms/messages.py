@@ -199,7 +199,8 @@ def _deferred_clone_messages(program: Program, decls: dict[str, VarDecl],
         if stmt.op != "Gate.EnterOne" or not isinstance(value, Ref) or value.var not in fused:
             continue
         uses = uses_of.get(stmt.outputs[0].var, [])
-        if len(uses) == 1 and reader.get(uses[0], ("", False))[1]:
+        # (a use its reader already multiplies over plates of its own is not deferred)
+        if len(uses) == 1 and uses[0] not in fused and reader.get(uses[0], ("", False))[1]:
             out.add(uses[0])
     return out
 

@@ -11,7 +11,8 @@ from tests.conftest import assert_close
 from tests.model.test_chains import forward_backward
 
 
-@pytest.mark.parametrize(("k", "t_len"), [(1, 1), (3, 1), (3, 2), (2, 9), (4, 17), (3, 50)])
+@pytest.mark.parametrize(("k", "t_len"), [(1, 1), (3, 1), (3, 2), (2, 9), (4, 17), (3, 50),
+                                          (3, 300), (2, 4113)])  # 2, 3 levels of chunks
 def test_discrete_chunked_and_sequential_equal_the_reference(k, t_len):
     rng = np.random.default_rng(k * 100 + t_len)
     pi, trans = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k), size=k)
@@ -57,3 +58,36 @@ def test_discrete_unnormalised_parameters_scale_z():
         assert_close(scaled.log_z, base.log_z + np.log(2) + 4 * np.log(0.5), 1e-12)
         assert_close(scaled.log_q - scaled.log_q.max(-1, keepdims=True),
                      base.log_q - base.log_q.max(-1, keepdims=True), 1e-12, 1e-12)
+
+
+@pytest.mark.parametrize("scale", [1.0, 30.0], ids=["moderate", "sharp"])
+def test_vmp_transition_counts_equal_enumeration(scale):
+    """The expected transition counts ξ_t(i, j) = q(x_{t−1} = i, x_t = j) under the chain
+    posterior, against every path enumerated in logs (``scale`` 30: messages of log
+    ratios up to about 100, nearly certain states)."""
+    import itertools
+
+    from factorflow.distributions import Dirichlet, Discrete
+    from factorflow.distributions.moments import Elog
+    from factorflow.factors import FACTORS
+    from factorflow.factors.common import logsumexp
+
+    rng = np.random.default_rng(7)
+    k, t_len = 3, 5
+    eta = rng.normal(0, 1, (t_len, k)) * scale
+    eta[3, 1] = -np.inf
+    rows = Dirichlet(rng.uniform(1, 4, (k, k)))
+    log_trans = np.asarray(Elog(rows))  # VMP: the chain under exp E[log A]
+    init = np.full(k, 1.0 / k)
+    paths = np.array(list(itertools.product(range(k), repeat=t_len)))
+    with np.errstate(divide="ignore"):
+        log_w = (np.log(init)[paths[:, 0]] + eta[np.arange(t_len), paths].sum(axis=1)
+                 + log_trans[paths[:, :-1], paths[:, 1:]].sum(axis=1))
+    log_w = log_w - logsumexp(log_w)
+    op = FACTORS["DiscreteChain"].operators[("vmp", "trans")].fn
+    got = op(sample=Discrete.from_natural(eta), init=init, trans=rows).eta[0]
+    assert_close(got[0], np.zeros((k, k)), 0, 0)
+    for t in range(1, t_len):
+        want = np.zeros((k, k))
+        np.add.at(want, (paths[:, t - 1], paths[:, t]), np.exp(log_w))
+        assert_close(got[t], want, 1e-9, 1e-12)

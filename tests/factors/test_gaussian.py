@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 
-from factorflow.distributions import Gamma, Gaussian
+from factorflow.distributions import Bernoulli, Gamma, Gaussian
 from tests.conftest import assert_close
 from tests.factors.checks import (
     SETTINGS,
@@ -135,3 +136,43 @@ def test_batched_operators_equal_elementwise_calls():
     ]
     for fn, kwargs in calls:
         assert_batched(fn, kwargs, shape)
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["called", "deferred"])
+def test_fused_vmp_messages_equal_the_weighted_product_of_per_element_messages(deferred):
+    """With ``reduce`` (and ``weights``) the messages to the mean and the precision are
+    the per-(n, k) messages raised to the weights and multiplied over n: a mixture's
+    components read from N data through a Switch (Gate.EnterOne reduces them)."""
+    from factorflow.factors import FACTORS
+    from factorflow.factors.common import Deferred
+    from factorflow.factors.mixtures import expand, power_product
+    from factorflow.runtime.kernels import prod_over
+
+    rng = np.random.default_rng(5)
+    n, k = 9, 4
+    x = rng.normal(size=(n, 1)) * 3
+    resp = rng.dirichlet(np.ones(k), size=n)
+    q_mu = Gaussian(rng.normal(size=k), rng.uniform(0.5, 2.0, k))
+    q_tau = Gamma(rng.uniform(1.0, 3.0, k), rng.uniform(0.5, 2.0, k))
+    clones = {"mean": q_mu.broadcast_to((n, k)), "precision": q_tau.broadcast_to((n, k))}
+    enter = FACTORS["Gate.EnterOne"].operators[("vmp", "value")].fn
+    cases = Bernoulli.from_natural(np.log(resp))
+    for target, other, value in (("precision", "mean", q_tau), ("mean", "precision", q_mu)):
+        fn = FACTORS["Gaussian"].operators[("vmp", target)].fn
+        args = {"sample": x, other: clones[other]}
+        per_element = fn(**args)
+        # independently: each element's natural parameters times its weight, summed over n
+        want = [np.sum(resp * np.broadcast_to(e, (n, k)), axis=0) for e in per_element.eta]
+        plain = prod_over(power_product(expand(per_element, (n, k, 1)), resp[..., None]),
+                          (n, k), (0,))
+        msg = Deferred(fn, args) if deferred else per_element
+        fused = enter(enter_one=msg, cases=cases, value=value, index=np.arange(k),
+                      reduce=((n, k), (0,)))
+        assert fused.batch_shape == (k,)
+        for got, e_plain, e_want in zip(fused.eta, plain.eta, want, strict=True):
+            assert_close(got, e_want, rtol=1e-12, atol=1e-12)
+            assert_close(e_plain, e_want, rtol=1e-12, atol=1e-12)
+        # unweighted: the product over the plate of the plain messages
+        unweighted = fn(**args, reduce=((n, k), (0,)))
+        for got, e in zip(unweighted.eta, per_element.eta, strict=True):
+            assert_close(got, np.sum(np.broadcast_to(e, (n, k)), axis=0), rtol=1e-12)

@@ -8,6 +8,9 @@ normal moments, tested against SciPy in ``tests/factors/test_compare.py``).
   game at once and scatters the new messages back with ``np.bincount``.
 * VMP Gaussian mixture (3 components, unit precision, Dirichlet(1) weights, means
   N(0, 100)): coordinate ascent, weights -> responsibilities -> means.
+* Chains: a 3-state HMM with known transitions and emissions (scaled forward–backward,
+  one t at a time) and a 1-D linear-Gaussian state-space model (Kalman filter and RTS
+  smoother): exact in one pass.
 """
 
 from __future__ import annotations
@@ -183,6 +186,113 @@ def sprinkler_bp(sweeps: int, stop: float | None = None) -> Trace:
         if stop is not None and settled(trace, stop):
             break
     return trace
+
+
+# ----- chains: a 3-state HMM and a 1-D linear-Gaussian state-space model --------------
+HMM_K, HMM_V = 3, 4
+HMM_TRANS = 0.8 * np.eye(HMM_K) + 0.1 * (1 - np.eye(HMM_K))
+SSM_P0, SSM_Q, SSM_R = 0.01, 1.0, 1.0  # start precision, step precision, noise precision
+
+
+def hmm_data(t_len: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(emission matrix (K, V), observations (T,)) of a chain drawn from the HMM."""
+    rng = np.random.default_rng(seed)
+    emission = rng.dirichlet(np.ones(HMM_V), size=HMM_K)
+    x = np.empty(t_len, int)
+    x[0] = rng.integers(HMM_K)
+    for t in range(1, t_len):
+        x[t] = rng.choice(HMM_K, p=HMM_TRANS[x[t - 1]])
+    obs = np.array([rng.choice(HMM_V, p=emission[k]) for k in x])
+    return emission, obs
+
+
+def hmm_model(emission: np.ndarray, obs: np.ndarray) -> ff.Model:
+    """x[0] ~ uniform, x[t] ~ HMM_TRANS[x[t − 1]], y[t] ~ emission[x[t]] (observed)."""
+    with ff.Model("hmm") as model:
+        t = ff.Range("t", obs.size)
+        with ff.Plate(t):
+            with ff.If(t == 0):
+                x = ff.Discrete("x", np.full(HMM_K, 1.0 / HMM_K))
+            with ff.If(t > 0):
+                x = ff.Discrete("x", ff.Constant(HMM_TRANS)[x[t - 1]])
+            with ff.Switch(x):
+                ff.Discrete("y", ff.Constant(emission)[x], observed=obs)
+    return model
+
+
+def forward_backward_by_hand(pi: np.ndarray, trans: np.ndarray, lik: np.ndarray
+                             ) -> np.ndarray:
+    """One scaled forward–backward pass (Rabiner), one t at a time: q(x[t]) (T, K) of the
+    chain with start ``pi``, transitions ``trans`` and likelihoods ``lik`` (T, K)."""
+    t_len, k = lik.shape
+    alpha, beta = np.empty((t_len, k)), np.ones((t_len, k))
+    a = pi * lik[0]
+    alpha[0] = a / a.sum()
+    for t in range(1, t_len):
+        a = (alpha[t - 1] @ trans) * lik[t]
+        alpha[t] = a / a.sum()
+    for t in range(t_len - 2, -1, -1):
+        b = trans @ (lik[t + 1] * beta[t + 1])
+        beta[t] = b / b.sum()
+    q = alpha * beta
+    return q / q.sum(axis=1, keepdims=True)
+
+
+def hmm_forward_backward(emission: np.ndarray, obs: np.ndarray, sweeps: int) -> Trace:
+    """``forward_backward_by_hand`` on the HMM: the exact marginals in one pass, repeated
+    ``sweeps`` times; the trace holds the mean and variance of the state's index under
+    q(x[t]) (what factorflow's Discrete posterior reports)."""
+    index = np.arange(HMM_K)
+    trace: Trace = []
+    for _ in range(sweeps):
+        q = forward_backward_by_hand(np.full(HMM_K, 1.0 / HMM_K), HMM_TRANS,
+                                     emission[:, obs].T)
+        mean = q @ index
+        trace.append((mean, q @ index**2 - mean**2))
+    return trace
+
+
+def ssm_data(t_len: int, seed: int = 0) -> np.ndarray:
+    """Observations y[t] = x[t] + noise of a Gaussian random walk x."""
+    rng = np.random.default_rng(seed)
+    return np.cumsum(rng.normal(size=t_len)) + rng.normal(size=t_len)
+
+
+def ssm_model(y: np.ndarray) -> ff.Model:
+    """x[0] ~ N(0, 1/SSM_P0), x[t] ~ N(x[t − 1], 1/SSM_Q), y[t] ~ N(x[t], 1/SSM_R)."""
+    with ff.Model("ssm") as model:
+        t = ff.Range("t", y.size)
+        with ff.Plate(t):
+            with ff.If(t == 0):
+                x = ff.Gaussian("x", 0.0, precision=SSM_P0)
+            with ff.If(t > 0):
+                x = ff.Gaussian("x", x[t - 1], precision=SSM_Q)
+            ff.Gaussian("y", x, precision=SSM_R, observed=y)
+    return model
+
+
+def rts_by_hand(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kalman filter and Rauch–Tung–Striebel smoother by hand, one t at a time: the
+    posterior means and variances of x[t] in the state-space model of ``ssm_model``."""
+    t_len = y.size
+    mf, vf, mp, vp = (np.empty(t_len) for _ in range(4))
+    m, v = 0.0, 1.0 / SSM_P0
+    for t in range(t_len):
+        mp[t], vp[t] = m, v
+        gain = v / (v + 1.0 / SSM_R)
+        mf[t], vf[t] = m + gain * (y[t] - m), (1 - gain) * v
+        m, v = mf[t], vf[t] + 1.0 / SSM_Q
+    ms, vs = mf.copy(), vf.copy()
+    for t in range(t_len - 2, -1, -1):
+        g = vf[t] / vp[t + 1]
+        ms[t] = mf[t] + g * (ms[t + 1] - mp[t + 1])
+        vs[t] = vf[t] + g * g * (vs[t + 1] - vp[t + 1])
+    return ms, vs
+
+
+def ssm_rts(y: np.ndarray, sweeps: int) -> Trace:
+    """``rts_by_hand``: the exact posteriors in one pass, repeated ``sweeps`` times."""
+    return [rts_by_hand(y) for _ in range(sweeps)]
 
 
 # ----- measuring ---------------------------------------------------------------------

@@ -30,8 +30,8 @@ def test_nan_message_during_inference_is_named(monkeypatch):
     op = FACTORS["Gaussian"].operators[("vmp", "mean")]
     real = op.fn
 
-    def poisoned(sample, precision):
-        msg = real(sample, precision)
+    def poisoned(sample, precision, **fused):
+        msg = real(sample, precision, **fused)
         return Gaussian.from_natural(msg.eta[0] * float("nan"), msg.eta[1])
 
     model = _model()

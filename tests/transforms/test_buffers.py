@@ -49,13 +49,9 @@ def _loop(model: ff.Model) -> tuple[str, ...]:
 
 
 TRUESKILL_LOOP = """\
-v_pw_pl__B
-v_skill__marginal
-v_skill__use1__F
 v_pl__F
 v_pl__marginal
 v_pl__use0__F
-v_skill__use0__F
 v_pw__F
 v_pw__marginal
 v_pw__use0__F
@@ -80,7 +76,8 @@ v_skill__use1__F"""
 
 def test_golden_trueskill_sweep_computes_the_difference_once():
     """The buffer runs once, then both messages out of Greater read it, before either
-    posterior they feed is updated."""
+    posterior they feed is updated; the skills' posterior and the messages from it are
+    computed once per sweep (at its end: the next sweep starts from them)."""
     winner, loser = trueskill_games(5, 12)
     assert "\n".join(_loop(trueskill_model(5, winner, loser))) == TRUESKILL_LOOP
 

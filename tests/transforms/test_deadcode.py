@@ -11,6 +11,7 @@ from factorflow.transforms.deadcode import (
     live_on_entry,
     live_positions,
     overwritten_initializations,
+    unchanged_recomputations,
 )
 from factorflow.transforms.dependencies import Dep, DependencyGraph
 from factorflow.transforms.scheduling import Schedule
@@ -105,3 +106,59 @@ def test_a_statement_reading_its_own_initial_value_uses_it(self_read: bool,
     g = DependencyGraph(("x", "z"), edges, user_initialized=frozenset({"x"}))
     s = Schedule(prefix=(), init=((),), loop=(("x", "z"),), suffix=((),))
     assert overwritten_initializations(g, s) == expected
+
+
+# ----- recomputations of unchanged values -------------------------------------------
+def _passes(body: str, before: str, table: dict[str, str], start: dict[str, int],
+            passes: int) -> list[dict[str, int]]:
+    """The value of every statement after each pass: ``before`` runs once, then ``body``
+    ``passes`` times; each update is a pure function of its name and what it reads."""
+    values = dict(start)
+
+    def run(x: str) -> None:
+        values[x] = hash((x, tuple(values[r] for r in sorted(table.get(x, ""))))) % 10**9
+
+    for x in before:
+        run(x)
+    out = []
+    for _ in range(passes):
+        for x in body:
+            run(x)
+        out.append(dict(values))
+    return out
+
+
+def test_seed_like_recomputation_at_the_start_of_the_loop_moves_before_it() -> None:
+    # m (a posterior) is updated at the end of each pass and again at the start of the
+    # next from the same inputs; u reads m: both first updates are recomputations
+    table = {"m": "b", "u": "m", "a": "u", "b": "a"}
+    kept, moved = unchanged_recomputations("muabmu", reads_of(table), lambda x: True)
+    assert "".join("muabmu"[i] for i in kept) == "abmu" and moved == [0, 1]
+    # an impure update (a draw, a damped message) is never dropped
+    # (and what reads it is then recomputed from a new value)
+    assert unchanged_recomputations("muabmu", reads_of(table), lambda x: x != "m")[0] == [
+        0, 1, 2, 3, 4, 5]
+    # nor one that reads its own value
+    assert unchanged_recomputations("muabmu", reads_of(table | {"m": "bm"}),
+                                    lambda x: True)[0] == [0, 1, 2, 3, 4, 5]
+    # read before its first update: the first pass would read another value; kept
+    assert unchanged_recomputations("amuabmu", reads_of(table | {"a": "um"}),
+                                    lambda x: True)[0][:1] == [0]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.lists(st.sampled_from("abcd"), min_size=1, max_size=9),
+       st.dictionaries(st.sampled_from("abcd"), st.sets(st.sampled_from("abcd"), max_size=3)
+                       .map(lambda s: "".join(sorted(s)))),
+       st.sets(st.sampled_from("abcd")))
+def test_dropping_recomputations_changes_no_value_after_any_pass(body, table, impure):
+    """Every pass ends with every statement holding the value it held before the
+    recomputations were dropped (the moved ones run once before the loop)."""
+    body = "".join(body)
+    kept, moved = unchanged_recomputations(body, reads_of(table), lambda x: x not in impure)
+    assert set(moved) <= set(range(len(body))) - set(kept)
+    start = {x: ord(x) for x in "abcd"}
+    lean = "".join(body[i] for i in kept)
+    assert set(lean) == set(body)  # every statement keeps an update
+    assert _passes(lean, "".join(body[i] for i in moved), table, start, 4) == _passes(
+        body, "", table, start, 4)

@@ -48,7 +48,7 @@ Gaussian.log_average_factor(sample=v_x[v_n], mean=v_mean__use0__F[v_n], precisio
 
 SCHEDULED_VMP = """\
 v_mean__F = Gaussian.sample_average_logarithm(mean=0.0, precision=0.01)
-v_mean__use0__B[v_n] = Gaussian.mean_average_logarithm(sample=v_x[v_n], precision=1.0)
+v_mean__use0__B = Gaussian.mean_average_logarithm(sample=v_x[v_n], precision=1.0)
 v_mean__marginal = Variable.marginal(def=v_mean__F, use0=v_mean__use0__B)
 v_mean__use0__F = Variable.use(marginal=v_mean__marginal)
 v_mean__B = Variable.backward(marginal=v_mean__marginal)
