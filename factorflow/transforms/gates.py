@@ -97,6 +97,9 @@ class _Gates:
         self.conds: dict[tuple, Cond] = {}
         #: id of an observed condition's open branch -> the variables defined inside it
         self.det_defined: dict[int, set[str]] = {}
+        #: a switch case's local: the observed-branch frames around each of its definitions
+        self.det_paths: dict[tuple, list[tuple[Frame, ...]]] = {}
+        self.copy_of: dict[int, tuple] = {}  # id of a case's exit copy -> (clone, case)
         self.levels: list[tuple[Cond, int | str, Frame]] = []
         self.frames: list[Frame] = [Frame("root", [])]
         self.partials: list[Clone] = []
@@ -207,7 +210,7 @@ class _Gates:
         self.levels.append((cond, case, frame))
         self.frames.append(frame)
         self._block(node.body)
-        frame.items.extend(cond.pending)
+        frame.items.extend(self._under_det(copy) for copy in cond.pending)
         cond.pending.clear()
         self.frames.pop()
         self.levels.pop()
@@ -257,10 +260,47 @@ class _Gates:
                                  c.prov)
                 # an array defined in loops inside the gate exits in those loops
                 here = self._loops()
-                for r in reversed([i for i in c.src.index if isinstance(i, str)
-                                   and i not in here]):
+                inner = [i for i in c.src.index if isinstance(i, str) and i not in here]
+                node = self._exit_under_det(c, node, set(here) | set(inner))
+                for r in reversed(inner):
                     node = ForB(r, [node])
                 items.append(node)
+
+    def _exit_under_det(self, clone: Clone, node: Any, loops: set[str]) -> Any:
+        """A switch's exit of a variable that every case defines only inside the same
+        observed-condition branches: inside those branches (where they are off the
+        variable does not exist, and neither its exit nor its evidence), as far as their
+        conditions are indexed by the loops open there."""
+        paths = [p for (name, _), ps in self.det_paths.items() if name == clone.name
+                 for p in ps]
+        common: list = []
+        for frames in zip(*paths):
+            if any(f is not frames[0] for f in frames):
+                break
+            common.append(frames[0].node)
+        for b in reversed(common):
+            if not all(i in loops for i in b.condition.index if isinstance(i, str)):
+                return node
+        for b in reversed(common):
+            node = IfB(b.condition, [node], value=b.value, negated=b.negated, wraps=False)
+        return node
+
+    def _under_det(self, copy: Stmt) -> Any:
+        """A switch case's copy of a local defined in a case's observed-condition branches,
+        inside the branches common to all its definitions: where they are off, the
+        variable does not exist in that case (nor its clone's evidence); a local defined
+        in every branch (``If``/``IfNot``) is copied wherever the case holds."""
+        key = self.copy_of.get(id(copy))
+        paths = self.det_paths.get(key, []) if key is not None else []
+        common: list = []
+        for frames in zip(*paths):
+            if any(f is not frames[0] for f in frames):
+                break
+            common.append(frames[0].node)
+        node: Any = copy
+        for b in reversed(common):
+            node = IfB(b.condition, [node], value=b.value, negated=b.negated, wraps=False)
+        return node
 
     # ----- statements and their references -----------------------------------------------
     def _stmt(self, s: Stmt) -> None:
@@ -447,6 +487,10 @@ class _Gates:
         if cond.switch is None:
             return clone.ref(case)
         local = clone.locals.get(case)  # in a switch: a local copy of the case's element
+        if is_def and clone.kind != "enter":  # the observed branches it is defined under
+            level_frame = self.frames.index(self.levels[m][2])
+            self.det_paths.setdefault((clone.name, case), []).append(
+                tuple(f for f in self.frames[level_frame + 1:] if f.kind == "det"))
         if local is None:
             d = self.decls[clone.var]
             at = self._inner(m)
@@ -462,6 +506,7 @@ class _Gates:
                                                   (("value", clone.ref(case)),), (), prov))
             else:  # defined here: copied into the clone array once defined
                 copy = Stmt("Copy", (clone.ref(case),), (("value", local),), (), prov)
+                self.copy_of[id(copy)] = (clone.name, case)
                 self._mark_derived(clone.name)  # a Copy defines the array: derived (VMP)
                 # after the statement; but after the whole case when the definition is
                 # inside an observed condition's branches (each branch defines the local:
