@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import json
+import os
+import subprocess
+import sys
 import runpy
 from pathlib import Path
 
@@ -255,6 +259,54 @@ def test_excluded_variables_survive_saving(tmp_path):
         np.testing.assert_array_equal(back.excluded[name], mask)
     with pytest.raises(ff.ExcludedVariableError):
         back["v3"]
+
+
+STANDALONE = """
+import json, sys, runpy
+import numpy as np
+import factorflow as ff
+module = runpy.run_path(sys.argv[1])
+posteriors, log_evidence = module["run"](10)
+result = module["result"](10)
+try:
+    result["v3"]
+    raised = None
+except ff.ExcludedVariableError as exc:
+    raised = str(exc)
+print(json.dumps({"names": sorted(posteriors), "log_evidence": log_evidence,
+                  "same": float(result.log_evidence) == log_evidence, "raised": raised,
+                  "excluded": {k: v.tolist() for k, v in result.excluded.items()},
+                  "w": result["w"].mean.tolist()}))
+"""
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_standalone_module_reports_excluded_variables(algorithm, tmp_path):
+    """A compiled model saved as a module and run by a fresh interpreter reports the
+    elements its saved data exclude as compiled.run does: v3 has no posterior (result[v3]
+    raises ExcludedVariableError), result.excluded holds the same masks, and the numbers
+    are the exact ones (log Z and w's posterior as in the test above)."""
+    flags = np.array([False, True, True])
+    compiled = _excluding_model(True, flags).compile(algorithm)
+    expected = compiled.run(iterations=10, tolerance=None)
+    path = compiled.save_module(tmp_path / "excluding.py")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    done = subprocess.run([sys.executable, "-c", STANDALONE, str(path)], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["names"] == sorted(n for n in expected.posteriors if n not in ("o", "o3", "c",
+                                                                            "v1"))
+    assert "v3" not in out["names"] and out["same"]
+    assert out["raised"] is not None and "'v3' is not part of the model" in out["raised"]
+    assert out["excluded"] == {"v3": True, "w": (~flags).tolist()}
+    o = np.array([1.0, 2.0, 3.0])
+    exact = (np.log(0.05) + np.sum(np.where(flags, np.log(0.3), np.log(0.7)))
+             + np.sum(np.where(flags, -0.5 * np.log(2 * np.pi * 1.2) - (o - 1) ** 2 / 2.4,
+                               0.0)))
+    assert_close(out["log_evidence"], exact, rtol=1e-12)
+    assert_close(out["log_evidence"], expected.log_evidence, rtol=1e-12)
+    assert_close(np.array(out["w"])[flags], (5 + o[flags]) / 6, rtol=1e-12)
 
 
 _PB = (np.array([1.0, 2.0, 0.5]), np.array([1.5, 0.5, 2.0]))  # Beta pseudo-counts per k
