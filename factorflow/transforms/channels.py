@@ -220,12 +220,12 @@ def _use_plates(ref: Ref, decl: VarDecl, loops: tuple[str, ...], kind: tuple
     in a Switch's loop opened around the array's plate): then its own plates first, in
     its order, and the others after them (the generated code permutes the reading
     statement's operand)."""
-    if kind[0] == "gather":
+    if kind[0] not in ("same", "broadcast", "element"):
         return loops
     fixed = dict(kind[1]) if kind[0] == "element" else {}
     own = tuple(p for i, p in enumerate(decl.plates) if i not in fixed)
     it = iter(loops)
-    if all(p in it for p in own):
+    if not set(own) <= set(loops) or all(p in it for p in own):
         return loops
     return own + tuple(p for p in loops if p not in own)
 

@@ -301,7 +301,8 @@ class _Gates:
         src = self._lift(ref, var, is_def, m, hit, prov, post)
         one = m in hit or (cond.switch is not None and cond.switch in src.index)
         cover, subst = self._index_set(m, src, var, is_def or one)
-        clone = cond.clones.get(format_ref(cover)) or self._clone(m, cover, var, one, prov)
+        clone = cond.clones.get(format_ref(cover)) or self._clone(m, cover, var, one, prov,
+                                                                  is_def)
         use = self._use(clone, m, is_def, prov, post)
         if any(isinstance(i, Ref) for i in subst.values()):
             use = self._case_copy(clone, m, use, prov)  # a gather reads a plain array
@@ -350,11 +351,23 @@ class _Gates:
             return src, {}  # a gather is read as array[index] of a whole array only
         return Ref(var, cover), subst
 
-    def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str) -> Clone:
+    def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str, is_def: bool = True
+               ) -> Clone:
         """The clone array of ``src`` for gate level ``m``, declared and placed."""
         cond, case, frame = self.levels[m]
         kind = ("exit" if cond.key in self.a.exits.get(var, ()) else "one" if one
                 else "enter" if cond.switch else "partial")
+        if kind == "exit" and not is_def:
+            # a variable the gate defines, read there through another index than its
+            # definition's (a gather v[idx]): it would become a second exit of it
+            defined = next((c.src for c in cond.clones.values()
+                            if c.kind == "exit" and c.var == var), None)
+            shown = f" (defined as {self._show(defined)})" if defined is not None else ""
+            raise ModelError(
+                f"{prov or 'a statement'}: {self._show(src)} reads "
+                f"{self.decls[var].label or var}{shown} inside the gate on "
+                f"{self._show(cond.lhs)} that defines it, through other indices than its "
+                "definition; read it there as it is defined, or after the gate.")
         gate = self.frames.index(frame)
         # the frame holding the gate (or its loop), outside observed conditions' branches
         top = self._outside_det(gate - (2 if cond.switch else 1), cond.lhs.var, src.var)

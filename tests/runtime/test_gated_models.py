@@ -556,3 +556,25 @@ def test_an_exit_variable_is_read_inside_each_branch_that_defines_it(algorithm, 
     mean = w @ post_m
     assert_close(result["a"].mean, mean, rtol=1e-10)
     assert_close(result["a"].variance, w @ (post_v + post_m ** 2) - mean ** 2, rtol=1e-10)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_gates_own_variable_read_there_through_other_indices_is_refused(algorithm):
+    """Fuzz (c): v6 defined inside ff.Switch(v3) over a plate r5 and read in the same
+    Switch as v6[v8] (a gather) became a second exit of v6 (VMP: "duplicate statement
+    labels"; EP ran a Gate.Exit that redefined v6 at the gathered elements).  Refused by
+    name, saying what to do."""
+    with ff.Model("own_read") as model:
+        v3 = ff.Discrete("v3", np.array([0.25, 0.75]))
+        with ff.Switch(v3):
+            with ff.Plate(ff.Range("r5", 2)):
+                v6 = ff.Gamma("v6", 3.5, rate=0.2)
+            with ff.Plate(ff.Range("r7", 2)):
+                v8 = ff.Discrete("v8", np.array([0.5, 0.5]), observed=np.array([0, 1]))
+                with ff.Switch(v8):
+                    ff.Poisson("v10", v6[v8], observed=np.array([1, 2]))
+    with pytest.raises(ff.ModelError, match=(
+            r"v6\[v8\[r7\]\] reads v6 \(defined as v6\[r5\]\) inside the gate on v3 that "
+            r"defines it, through other indices than its definition; read it there as it "
+            r"is defined, or after the gate")):
+        model.compile(algorithm)
