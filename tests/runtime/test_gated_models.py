@@ -578,3 +578,29 @@ def test_a_gates_own_variable_read_there_through_other_indices_is_refused(algori
             r"defines it, through other indices than its definition; read it there as it "
             r"is defined, or after the gate")):
         model.compile(algorithm)
+
+
+@pytest.mark.parametrize("observed", [False, True], ids=["prior", "observed"])
+@pytest.mark.parametrize("k", [2, 3, 4])
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_dirichlet_in_a_plate_inside_a_switch_is_exact(algorithm, k, observed):
+    """Fuzz (b): a Dirichlet defined in a plate inside ff.Switch(z): VMP's Gate.Exit
+    evidence took away the log normaliser of its uniform backward message, log Γ(K) per
+    element (invisible for K = 2, log Γ(3) = log 2 per element for K = 3).  z is
+    independent of d, so the posterior factorises and EP and VMP are exact: log Z =
+    Σ_j log(α_{w_j} / Σα) (0 with nothing observed), d_j | w_j ~ Dirichlet(α + e_{w_j}),
+    z keeps its prior."""
+    alpha, w = np.arange(1.0, k + 1), np.array([0, k - 1])
+    with ff.Model("dirichlet_in_switch") as model:
+        z = ff.Discrete("z", [0.4, 0.6])
+        with ff.Switch(z):
+            with ff.Plate(ff.Range("j", 2)):
+                d = ff.Dirichlet("d", alpha)
+                if observed:
+                    ff.Discrete("w", d, observed=w)
+    result = model.infer(algorithm, iterations=10)
+    exact = np.sum(np.log(alpha[w] / alpha.sum())) if observed else 0.0
+    assert_close(result.log_evidence, exact, rtol=1e-12, atol=1e-12)
+    assert_close(result["z"].probs, [0.4, 0.6], rtol=1e-12)
+    posterior = np.tile(alpha, (2, 1)) + (np.eye(k)[w] if observed else 0.0)
+    assert_close(result["d"].alpha, posterior, rtol=1e-10)
