@@ -153,9 +153,11 @@ class _Gates:
         return i
 
     def _inner(self, m: int) -> int:
-        """The innermost frame of level ``m``'s body outside any deeper gate."""
+        """The innermost frame of level ``m``'s body outside any deeper gate (a deeper
+        Switch's loop over its cases belongs to that gate)."""
         if m + 1 < len(self.levels):
-            return self.frames.index(self.levels[m + 1][2]) - 1
+            deeper = self.levels[m + 1]
+            return self.frames.index(deeper[2]) - (2 if deeper[0].switch else 1)
         return len(self.frames) - 1
 
     # ----- blocks --------------------------------------------------------------------------

@@ -604,3 +604,37 @@ def test_a_dirichlet_in_a_plate_inside_a_switch_is_exact(algorithm, k, observed)
     assert_close(result["z"].probs, [0.4, 0.6], rtol=1e-12)
     posterior = np.tile(alpha, (2, 1)) + (np.eye(k)[w] if observed else 0.0)
     assert_close(result["d"].alpha, posterior, rtol=1e-10)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_variable_defined_in_nested_switches_is_exact(algorithm):
+    """Fuzz: m defined inside ff.Switch(c6) inside ff.Switch(c5): the outer case local of m
+    was laid over the inner Switch's loop too, and the inner exit clone over (c5, c6, c6)
+    (a raw ValueError).  A tree: log Z = log Σ_a p5_a N(y; B_a, 1) + log Σ_b p6_b
+    N(x; A_b, 2) by enumeration; m's posterior (EP) is the projection of the mixture over
+    c6 of N((A_b + x)/2, 1/2); VMP's bound is below log Z."""
+    p5, p6 = np.array([0.3, 0.7]), np.array([0.4, 0.6])
+    a, b, x, y = np.array([-1.0, 2.0]), np.array([0.5, -2.0]), 0.5, -1.0
+    with ff.Model("nested_exit") as model:
+        c5 = ff.Discrete("c5", p5)
+        with ff.Switch(c5):
+            ff.Gaussian("y", ff.Constant(b)[c5], variance=1.0, observed=y)
+            c6 = ff.Discrete("c6", p6)
+            with ff.Switch(c6):
+                m = ff.Gaussian("m", ff.Constant(a)[c6], variance=1.0)
+                ff.Gaussian("x", m, variance=1.0, observed=x)
+    result = model.infer(algorithm, iterations=20)
+    j5 = np.log(p5) - 0.5 * np.log(2 * np.pi) - (y - b) ** 2 / 2
+    j6 = np.log(p6) - 0.5 * np.log(4 * np.pi) - (x - a) ** 2 / 4
+    exact = special.logsumexp(j5) + special.logsumexp(j6)
+    if algorithm == "vmp":
+        assert np.isfinite(result.log_evidence) and result.log_evidence <= exact + 1e-12
+        return
+    assert_close(result.log_evidence, exact, rtol=1e-12)
+    w5, w6 = np.exp(j5 - special.logsumexp(j5)), np.exp(j6 - special.logsumexp(j6))
+    assert_close(result["c5"].probs, w5, rtol=1e-10)
+    assert_close(result["c6"].probs, w6, rtol=1e-10)
+    means = (a + x) / 2
+    mean = w6 @ means
+    assert_close(result["m"].mean, mean, rtol=1e-10)
+    assert_close(result["m"].variance, w6 @ (0.5 + means ** 2) - mean ** 2, rtol=1e-10)
