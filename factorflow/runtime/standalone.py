@@ -13,8 +13,8 @@ importable path (message operators from ``factorflow.factors``, helpers from
 which run exactly the computation ``compiled.run`` runs (same operations, same data),
 so the numbers are the same; a variable that the saved data exclude from the model
 (``result.excluded``) has no posterior, and ``result(...)[name]`` raises
-``ff.ExcludedVariableError``, as in the process that compiled it.  It needs NumPy, SciPy and factorflow installed, but not
-the code that built the model, nor a compile.
+``ff.ExcludedVariableError``, as in the process that compiled it.  It needs NumPy,
+SciPy and factorflow installed, but not the code that built the model, nor a compile.
 """
 
 from __future__ import annotations

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import re
-from contextlib import nullcontext
 import json
 import os
+import re
+import runpy
 import subprocess
 import sys
-import runpy
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
