@@ -435,16 +435,23 @@ class _Gates:
         if local is None:
             d = self.decls[clone.var]
             at = self._inner(m)
+            here = self._loops(at)
+            # an entered array's axes that no loop here runs over (its own plates, read
+            # whole by a deeper Switch): the local copy keeps them, copied in their loops
+            whole = tuple(p for p in clone.plates if p not in here) \
+                if clone.kind == "enter" else ()
             local = clone.locals[case] = Ref(self._fresh(*split_derived(clone.name), case),
-                                             self._loops(at))
+                                             here + whole)
             self._declare(local.var, d.domain, local.index, d.event,
                           f"{d.label or clone.var} in case {display(str(case))} of "
                           f"{self._show(cond.lhs)}",
                           (("local_of", clone.var),) + (
                               (("derived", True),) if clone.kind == "enter" else ()))
             if clone.kind == "enter":
-                self.frames[at].items.append(Stmt("Copy", (local,),
-                                                  (("value", clone.ref(case)),), (), prov))
+                node: Any = Stmt("Copy", (local,), (("value", clone.ref(case)),), (), prov)
+                for r in reversed(whole):
+                    node = ForB(r, [node])
+                self.frames[at].items.append(node)
             else:  # defined here: copied into the clone array once defined
                 copy = Stmt("Copy", (clone.ref(case),), (("value", local),), (), prov)
                 self._mark_derived(clone.name)  # a Copy defines the array: derived (VMP)
