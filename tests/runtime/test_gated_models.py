@@ -638,3 +638,22 @@ def test_a_variable_defined_in_nested_switches_is_exact(algorithm):
     mean = w6 @ means
     assert_close(result["m"].mean, mean, rtol=1e-10)
     assert_close(result["m"].variance, w6 @ (0.5 + means ** 2) - mean ** 2, rtol=1e-10)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_an_array_read_in_loops_of_another_order_is_exact(algorithm):
+    """x over plates (n, k) read inside ff.Plate(k), ff.Plate(n): the read is permuted (it
+    was refused as plates "whose order differs").  Each y[k, n] ~ N(x[n, k], 1) observed:
+    x[n, k] | y ~ N((μ + y[k, n]) / 2, 1/2), log Z = Σ log N(y; μ, 2) (exact, both)."""
+    mu, obs = np.arange(6.0).reshape(2, 3) / 10, np.arange(6.0).reshape(3, 2)
+    with ff.Model("permuted") as model:
+        n, k = ff.Range("n", 2), ff.Range("k", 3)
+        with ff.Plate(n), ff.Plate(k):
+            x = ff.Gaussian("x", mu, variance=1.0)
+        with ff.Plate(k), ff.Plate(n):
+            ff.Gaussian("y", x, variance=1.0, observed=obs)
+    result = model.infer(algorithm)
+    assert_close(result["x"].mean, (mu + obs.T) / 2, rtol=1e-12)
+    assert_close(result["x"].variance, np.full((2, 3), 0.5), rtol=1e-12)
+    exact = np.sum(-0.5 * np.log(4 * np.pi) - (obs.T - mu) ** 2 / 4)
+    assert_close(result.log_evidence, exact, rtol=1e-12)
