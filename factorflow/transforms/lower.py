@@ -115,8 +115,10 @@ def lower(model: Model) -> tuple[Program, Bindings]:
         own = plates[len(plates) - len(batch):] if 0 < len(batch) <= len(plates) else ()
         if tuple(sizes[p] for p in own) != batch:
             own = ()
-        decls.append(VarDecl(ident, "constant", plates=own,
-                             label=f"{arg} of {_label(owner, decls)}",
+        # over plates with an event axis (a row of probabilities per element): its
+        # domain tells the generated code which trailing axes are the event's
+        decls.append(VarDecl(ident, "constant", domain if own and event_shape(domain, 1)
+                             else None, plates=own, label=f"{arg} of {_label(owner, decls)}",
                              attrs=(("shape", arr.shape),)))
         return Ref(ident, own)
 
