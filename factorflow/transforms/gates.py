@@ -158,9 +158,11 @@ class _Gates:
         return i
 
     def _inner(self, m: int) -> int:
-        """The innermost frame of level ``m``'s body outside any deeper gate."""
+        """The innermost frame of level ``m``'s body outside any deeper gate (a deeper
+        Switch's loop over its cases belongs to that gate)."""
         if m + 1 < len(self.levels):
-            return self.frames.index(self.levels[m + 1][2]) - 1
+            deeper = self.levels[m + 1]
+            return self.frames.index(deeper[2]) - (2 if deeper[0].switch else 1)
         return len(self.frames) - 1
 
     # ----- blocks --------------------------------------------------------------------------
@@ -271,13 +273,8 @@ class _Gates:
         observed-condition branches: inside those branches (where they are off the
         variable does not exist, and neither its exit nor its evidence), as far as their
         conditions are indexed by the loops open there."""
-        paths = [p for (name, _), ps in self.det_paths.items() if name == clone.name
-                 for p in ps]
-        common: list = []
-        for frames in zip(*paths):
-            if any(f is not frames[0] for f in frames):
-                break
-            common.append(frames[0].node)
+        common = _common_branches([p for (name, _), ps in self.det_paths.items()
+                                   if name == clone.name for p in ps])
         for b in reversed(common):
             if not all(i in loops for i in b.condition.index if isinstance(i, str)):
                 return node
@@ -291,12 +288,7 @@ class _Gates:
         variable does not exist in that case (nor its clone's evidence); a local defined
         in every branch (``If``/``IfNot``) is copied wherever the case holds."""
         key = self.copy_of.get(id(copy))
-        paths = self.det_paths.get(key, []) if key is not None else []
-        common: list = []
-        for frames in zip(*paths):
-            if any(f is not frames[0] for f in frames):
-                break
-            common.append(frames[0].node)
+        common = _common_branches(self.det_paths.get(key, []) if key is not None else [])
         node: Any = copy
         for b in reversed(common):
             node = IfB(b.condition, [node], value=b.value, negated=b.negated, wraps=False)
@@ -355,7 +347,8 @@ class _Gates:
             cover, subst = self._index_set(m, ref, read, var, is_def or one)
             if cover != ref:
                 src = self._lift(cover, var, is_def, m, hit, prov, post, read)
-        clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, one, prov)
+        clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, one, prov,
+                                                                is_def)
         if cond.switch is not None and clone.kind == "enter" and self._shared(m, var, cover):
             # a set's clone in a switch: one copy of the case's slot for all its reads
             use = self._case_copy(clone, m, clone.ref(self.levels[m][1]), prov)
@@ -420,11 +413,23 @@ class _Gates:
             return ref, {}  # a gather is read as array[index] of a whole array only
         return Ref(var, pattern), subst
 
-    def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str) -> Clone:
+    def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str, is_def: bool = True
+               ) -> Clone:
         """The clone array of ``src`` for gate level ``m``, declared and placed."""
         cond, case, frame = self.levels[m]
         kind = ("exit" if cond.key in self.a.exits.get(var, ()) else "one" if one
                 else "enter" if cond.switch else "partial")
+        if kind == "exit" and not is_def:
+            # a variable the gate defines, read there through another index than its
+            # definition's (a gather v[idx]): it would become a second exit of it
+            defined = next((c.src for c in cond.clones.values()
+                            if c.kind == "exit" and c.var == var), None)
+            shown = f" (defined as {self._show(defined)})" if defined is not None else ""
+            raise ModelError(
+                f"{prov or 'a statement'}: {self._show(src)} reads "
+                f"{self.decls[var].label or var}{shown} inside the gate on "
+                f"{self._show(cond.lhs)} that defines it, through other indices than its "
+                "definition; read it there as it is defined, or after the gate.")
         gate = self.frames.index(frame)
         # the frame holding the gate (or its loop), outside observed conditions' branches
         top = self._outside_det(gate - (2 if cond.switch else 1), cond.lhs.var, src.var)
@@ -494,16 +499,23 @@ class _Gates:
         if local is None:
             d = self.decls[clone.var]
             at = self._inner(m)
+            here = self._loops(at)
+            # an entered array's axes that no loop here runs over (its own plates, read
+            # whole by a deeper Switch): the local copy keeps them, copied in their loops
+            whole = tuple(p for p in clone.plates if p not in here) \
+                if clone.kind == "enter" else ()
             local = clone.locals[case] = Ref(self._fresh(*split_derived(clone.name), case),
-                                             self._loops(at))
+                                             here + whole)
             self._declare(local.var, d.domain, local.index, d.event,
                           f"{d.label or clone.var} in case {display(str(case))} of "
                           f"{self._show(cond.lhs)}",
                           (("local_of", clone.var),) + (
                               (("derived", True),) if clone.kind == "enter" else ()))
             if clone.kind == "enter":
-                self.frames[at].items.append(Stmt("Copy", (local,),
-                                                  (("value", clone.ref(case)),), (), prov))
+                node: Any = Stmt("Copy", (local,), (("value", clone.ref(case)),), (), prov)
+                for r in reversed(whole):
+                    node = ForB(r, [node])
+                self.frames[at].items.append(node)
             else:  # defined here: copied into the clone array once defined
                 copy = Stmt("Copy", (clone.ref(case),), (("value", local),), (), prov)
                 self.copy_of[id(copy)] = (clone.name, case)
@@ -516,3 +528,14 @@ class _Gates:
                     f.kind == "det" for f in self.frames[level_frame + 1:])
                 (post if inline else cond.pending).append(copy)
         return local
+
+
+def _common_branches(paths: list[tuple[Frame, ...]]) -> list[IfB]:
+    """The observed-condition branches (outermost first) that every path of frames
+    opens, in the same frames."""
+    common: list[IfB] = []
+    for frames in zip(*paths, strict=False):
+        if any(f is not frames[0] for f in frames):
+            break
+        common.append(frames[0].node)
+    return common
