@@ -514,7 +514,7 @@ def _nested_switches(in_plate: bool = False) -> ff.Model:
 
 
 @pytest.mark.parametrize("in_plate", [False, True], ids=["top", "in-plate"])
-@pytest.mark.parametrize("algorithm", ["ep"])  # VMP: the scheduler takes minutes (open)
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])  # (VMP took minutes to schedule)
 def test_nested_switches_over_different_ranges_are_exact(algorithm, in_plate):
     """Fuzz (a): the clone of m2 entered into the outer Switch is laid out (j, k) (its case
     axis last) but read in the loops (k, j): it was refused as plates "whose order differs"
