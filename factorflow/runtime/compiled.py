@@ -247,7 +247,7 @@ class CompiledModel:
             out[label] = _check_damping(d, f"damping[{name!r}]")
         return out
 
-    def excluded(self, values: dict[str, Any]) -> dict[str, np.ndarray]:
+    def _excluded(self, values: dict[str, Any]) -> dict[str, np.ndarray]:
         """``result.excluded`` for a run on ``values`` (by IR name, as ``_data`` gives
         them): the masks of the elements outside the model (see ``Result``)."""
         b = self.compilation.bindings
@@ -459,7 +459,7 @@ class CompiledModel:
             if var.is_observed:
                 posteriors[var.name] = dist.PointMass(values[ident])
         converged = monitor.finish(self.model.name, int(iterations), float(log_evidence))
-        excluded = self.excluded(values)
+        excluded = self._excluded(values)
         for name, mask in excluded.items():  # not in the model: no posterior, not uniform
             if mask.all():
                 posteriors.pop(name, None)

@@ -212,7 +212,7 @@ def write_module(compiled: Any, path: str | Path, data: dict[str, Any] | None = 
                                      for ident, value in values.items() if value is not None}
     for k, d in enumerate(init.values()):
         arrays.update({f"init{k}_{i}": eta for i, eta in enumerate(d.eta)})
-    excluded = compiled.excluded(values)
+    excluded = compiled._excluded(values)
     arrays.update({f"excluded{k}": mask for k, mask in enumerate(excluded.values())})
     data_path = path.with_suffix(".npz")
     text = module_text(compiled, data_path.name, init, list(excluded))
