@@ -206,7 +206,11 @@ class _Gates:
         # where its branch holds, so one made in the first would be off in the second)
         home = next((f for f in reversed(self.frames) if f.kind == "det" and
                      node.condition.var in self.det_defined.get(id(f), ())), None)
-        slot = key + ((id(home),) if home is not None else ())
+        # and cases made inside an observed branch (a loop there holds them) are that
+        # branch's own: another branch gating on the same condition makes its own
+        at = self._outside_det(len(self.frames) - (2 if switch else 1), node.condition.var)
+        inside = tuple(id(f) for f in self.frames[:at + 1] if f.kind == "det")
+        slot = key + ((id(home),) if home is not None else ()) + inside
         cond = self.conds.get(slot) or self._condition(key, node, count, switch, slot)
         level, frame = len(self.levels), Frame("if", [])
         self.levels.append((cond, case, frame))
