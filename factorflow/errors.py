@@ -40,6 +40,11 @@ class CheckpointError(ModelError):
     run asks for, or was written by another run (the error names what differs)."""
 
 
+class BackendError(ModelError):
+    """An array backend (``backend="jax"``) is unknown, not installed (the message names
+    the extra to install), or cannot run what was asked of it (such as a checkpoint)."""
+
+
 class ImproperMessageError(ArithmeticError):
     """A message or posterior became improper (or NaN) during inference."""
 
