@@ -35,7 +35,7 @@ import numpy as np
 import factorflow.distributions as dist
 from factorflow.codegen.jax import generate_jax
 from factorflow.codegen.python import Generated
-from factorflow.errors import BackendError, ModelError
+from factorflow.errors import BackendError
 from factorflow.ir import Program
 from factorflow.runtime.backends.jax_loop import CHECKS, Sweeps, raise_failures, to_monitor
 from factorflow.runtime.backends.jax_namespace import Namespace, namespace
@@ -89,8 +89,9 @@ def _to_numpy(value: Any) -> Any:
 
 
 def _device_value(name: str, value: Any) -> Any:
-    """Data as a device array, float64 for floats; BackendError for a dtype that
-    float64 would round (extended precision, complex)."""
+    """Data as a device array, float64 for floats (under ``jax.enable_x64`` whatever the
+    global setting); BackendError for a dtype that float64 would round (extended
+    precision, complex), or where the device gives no float64."""
     arr = np.asarray(value)
     if arr.dtype.kind == "c" or (arr.dtype.kind == "f" and arr.dtype.itemsize > 8):
         raise BackendError(f"{name}: data of dtype {arr.dtype} would lose precision in the "
@@ -98,7 +99,13 @@ def _device_value(name: str, value: Any) -> Any:
                            ".astype(float) first, or use backend='numpy'.")
     if arr.dtype.kind == "f":
         arr = arr.astype(np.float64)
-    return jnp.asarray(arr)
+    with jax.enable_x64(True):
+        out = jnp.asarray(arr)
+    if arr.dtype.kind == "f" and out.dtype != np.float64:
+        raise BackendError(f"{name}: JAX stores this data as {out.dtype} on "
+                           f"{jax.default_backend()}, which would lose precision; use "
+                           "backend='numpy'.")
+    return out
 
 
 @dataclass(repr=False)
@@ -216,4 +223,3 @@ def _recompile_jax(model: Any, algorithm: str, init: tuple[str, ...],
 
 
 __all__ = ["JaxCompiledModel"]
-_ = ModelError

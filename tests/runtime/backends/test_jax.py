@@ -104,3 +104,93 @@ def test_clinical_trial_ep_vmp():
     import clinical_trial
     assert_same(clinical_trial.build(), "ep")
     assert_same(clinical_trial.build(), "vmp")
+
+
+# ----- what the JAX backend refuses or reports -------------------------------------------
+def _learning():
+    with ff.Model("learning") as model:
+        mean = ff.Gaussian("mean", 0.0, variance=100.0)
+        prec = ff.Gamma("prec", 1.0, rate=1.0)
+        with ff.Plate(ff.Range("n", 2)):
+            ff.Gaussian("x", mean, precision=prec, observed=[5.0, 7.0])
+    return model
+
+
+def test_unknown_backend_lists_the_valid_ones():
+    with pytest.raises(ff.BackendError, match=r"unknown backend 'torch'.*'numpy', 'jax'"):
+        _learning().compile("vmp", backend="torch")
+    with pytest.raises(ff.BackendError, match="unknown backend"):
+        _learning().infer("gibbs", backend="torch")
+    with pytest.raises(ff.BackendError, match="Gibbs sampling runs on NumPy only"):
+        _learning().infer("gibbs", backend="jax")
+
+
+def test_backend_not_installed_names_the_extra(monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "jax" else real(name, *a))
+    with pytest.raises(ff.BackendError, match=r'pip install "factorflow\[jax\]"'):
+        _learning().compile("vmp", backend="jax")
+    assert isinstance(ff.BackendError("x"), ff.ModelError)
+
+
+def test_what_needs_python_between_sweeps_is_refused():
+    compiled = _learning().compile("vmp", backend="jax")
+    with pytest.raises(ff.BackendError, match="on_iteration"):
+        compiled.run(on_iteration=lambda i, p: False)
+    with pytest.raises(ff.BackendError, match="checkpoint"):
+        compiled.run(checkpoint="run.ckpt")
+    with pytest.raises(ff.BackendError, match="save_module"):
+        compiled.save_module("x.py")
+
+
+def test_data_that_float64_would_round_is_refused():
+    from factorflow.runtime.backends.jax_backend import _device_value
+    with pytest.raises(ff.BackendError, match="v_x: data of dtype float128.*astype"):
+        _device_value("v_x", np.array([1.0, 2.0], dtype=np.longdouble))
+    with pytest.raises(ff.BackendError, match="complex"):
+        _device_value("v_x", np.array([1.0 + 2.0j]))
+    # float32 data is widened to float64 (exactly), as the NumPy backend reads it, even
+    # with JAX's global x64 switch off (the default)
+    import jax
+    assert not jax.config.jax_enable_x64
+    out = _device_value("v_x", np.float32([0.1]))
+    assert out.dtype == np.float64 and float(out[0]) == float(np.float32(0.1))
+
+
+@pytest.mark.slow
+def test_float64_without_touching_the_global_config():
+    import jax
+    before = jax.config.jax_enable_x64
+    a, b = assert_same(_learning(), "vmp")
+    assert jax.config.jax_enable_x64 == before
+    assert b["mean"].eta[0].dtype == np.float64
+
+
+@pytest.mark.slow
+def test_improper_posterior_is_named_after_the_loop(monkeypatch):
+    """A NaN inside an operator: the device check stops the loop at that sweep and the
+    host raises ImproperMessageError naming the posterior and the iteration."""
+    compiled = _learning().compile("vmp", backend="jax")
+    real = compiled._program.__globals__["Gaussian_mean_average_logarithm"]
+
+    def poisoned(sample, precision):
+        msg = real(sample, precision)
+        return type(msg).from_natural(msg.eta[0] * float("nan"), msg.eta[1])
+
+    monkeypatch.setitem(compiled._program.__globals__, "Gaussian_mean_average_logarithm",
+                        poisoned)
+    with pytest.raises(ff.ImproperMessageError, match="posterior of mean.*iteration 1 "):
+        compiled.run()
+
+
+@pytest.mark.slow
+def test_convergence_warning_is_the_numpy_one():
+    import clinical_trial
+    model = clinical_trial.build()
+    with pytest.warns(ff.ConvergenceWarning) as numpy_warning:
+        model.infer("ep", iterations=2)
+    with pytest.warns(ff.ConvergenceWarning) as jax_warning:
+        model.infer("ep", iterations=2, backend="jax")
+    assert str(numpy_warning[0].message) == str(jax_warning[0].message)
