@@ -194,3 +194,48 @@ def test_convergence_warning_is_the_numpy_one():
     with pytest.warns(ff.ConvergenceWarning) as jax_warning:
         model.infer("ep", iterations=2, backend="jax")
     assert str(numpy_warning[0].message) == str(jax_warning[0].message)
+
+
+# ----- generated models (the oracle's families) ----------------------------------------
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+FAMILY = settings(derandomize=True, max_examples=3, deadline=None, database=None,
+                  phases=(Phase.generate,), suppress_health_check=list(HealthCheck))
+
+
+def _same_or_same_error(model: ff.Model, algorithm: str) -> None:
+    """The backends agree, or raise the same kind of error."""
+    try:
+        model.compile(algorithm).run(iterations=100)
+    except (ff.ModelError, ff.ImproperMessageError) as error:
+        with pytest.raises(type(error)):
+            model.compile(algorithm, backend="jax").run(iterations=100)
+        return
+    assert_same(model, algorithm, iterations=100)
+
+
+@pytest.mark.slow
+@FAMILY
+@given(st.data())
+def test_generated_models_agree(data):
+    """Random discrete models with nested gates and random gated linear-Gaussian models
+    (``tests.oracle.models``): EP and VMP, both backends, to 1e-10."""
+    from tests.oracle import models
+    from tests.oracle.build import build
+    spec = data.draw(st.one_of(models.discrete(), models.linear_gaussian(gated=True)))
+    model, _ = build(spec)
+    for algorithm in ("ep", "vmp"):
+        _same_or_same_error(model, algorithm)
+
+
+def test_factors_defined_in_the_process_are_refused():
+    @ff.factor(sample="real", mean="real")
+    def unit_gaussian(sample, mean):
+        return -0.5 * (sample - mean) ** 2
+
+    with ff.Model("user_factor") as model:
+        mean = ff.Gaussian("mean", 0.0, variance=100.0)
+        unit_gaussian("x", mean=mean, observed=1.5)
+    with pytest.raises(ff.BackendError, match="unit_gaussian.*backend='numpy'"):
+        model.compile("vmp", backend="jax")
