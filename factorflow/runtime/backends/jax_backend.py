@@ -83,8 +83,9 @@ def _to_numpy(value: Any) -> Any:
     cls = getattr(dist, type(value).__name__)
     obj = cls.__new__(cls)
     for name, v in value.__getstate__().items():
+        dtype = float if name == "eta" else None
         object.__setattr__(obj, name, jax.tree_util.tree_map(
-            lambda a: np.asarray(a, dtype=float) if name == "eta" else np.asarray(a), v))
+            lambda a, dtype=dtype: np.asarray(a, dtype=dtype), v))
     return obj
 
 

@@ -16,22 +16,21 @@ and readers only.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from typing import Any
 
-import types
-
 import jax.numpy as np
 
-from factorflow.distributions.base import _sub_naturals, as_index
+from factorflow.distributions import Bernoulli, Gaussian
+from factorflow.distributions.base import as_index
 from factorflow.distributions.moments import E
 from factorflow.factors.common import bool_log_weights, logsumexp
 from factorflow.factors.compare import _CF_TERMS, _SQRT_2_OVER_PI, _TAIL
+from factorflow.factors.gate import _slots
 from factorflow.factors.gaussian import _spread
 from factorflow.factors.mixtures import concat, expand, log_mass, project
-from factorflow.factors.gate import _slots
 from factorflow.factors.variable import log_average, slot
-from factorflow.distributions import Bernoulli, Gaussian
 from factorflow.lazy import special
 from factorflow.runtime.backends.jax_loop import CHECKS
 

@@ -26,7 +26,6 @@ def assert_same(model: ff.Model, algorithm: str, compile_options: dict | None = 
     a = model.compile(algorithm, **options).run(**run)
     b = model.compile(algorithm, backend="jax", **options).run(**run)
     assert a.iterations == b.iterations and a.converged == b.converged
-    assert set(a.posteriors) == set(b.posteriors) if hasattr(a, "posteriors") else True
     for name in model.variables:
         pa, pb = a[name], b[name]
         if not hasattr(pa, "eta"):
@@ -35,13 +34,15 @@ def assert_same(model: ff.Model, algorithm: str, compile_options: dict | None = 
         for x, y in zip(pa.eta, pb.eta, strict=True):
             x, y = np.asarray(x), np.asarray(y)
             same_inf = np.isinf(x) & (x == y)
-            diff = np.where(same_inf, 0.0, np.abs(x - y) / (1.0 + np.abs(x)))
+            with np.errstate(invalid="ignore"):
+                diff = np.where(same_inf, 0.0, np.abs(x - y) / (1.0 + np.abs(x)))
             assert np.max(diff, initial=0.0) < TOL, (name, x, y)
     assert abs(a.log_evidence - b.log_evidence) <= TOL * (1 + abs(a.log_evidence))
     np.testing.assert_allclose(b.trace, a.trace, rtol=TOL, atol=TOL)
     return a, b
 
 
+@pytest.mark.slow
 def test_learning_gaussian_vmp():
     import learning_gaussian
     model = learning_gaussian.build(np.random.default_rng(0).normal(3, 2, 50))
@@ -50,6 +51,7 @@ def test_learning_gaussian_vmp():
     assert_same(model, "vmp", iterations=3, tolerance=None)
 
 
+@pytest.mark.slow
 def test_gaussian_mixture_vmp():
     import gaussian_mixture as gm
     x = gm.data(120)
@@ -59,6 +61,7 @@ def test_gaussian_mixture_vmp():
     assert_same(model, "vmp", {"init": ["means"]}, init={"means": start}, iterations=500)
 
 
+@pytest.mark.slow
 def test_linear_regression_ep_vmp():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40, 3))
@@ -78,15 +81,17 @@ def test_linear_regression_ep_vmp():
     assert_same(noisy, "vmp", iterations=200)
 
 
+@pytest.mark.slow
 def test_truncated_gaussian_ep():
     with ff.Model("truncated_gaussian") as model:
-        ff.Data("threshold", 0.5)
+        threshold = ff.Data("threshold", 0.5)
         x = ff.Gaussian("x", 0.0, variance=1.0)
-        ff.constrain_true(x > model.data["threshold"] if hasattr(model, "data") else x > 0.5)
+        ff.constrain_true(x > threshold)
     for t in (0.0, 0.5, 5.0):
         assert_same(model, "ep", data={"threshold": t})
 
 
+@pytest.mark.slow
 def test_two_coins_ep():
     with ff.Model("two_coins") as model:
         first = ff.Bernoulli("first", 0.5)
@@ -100,6 +105,7 @@ def test_two_coins_ep():
     assert_same(conditioned, "ep")
 
 
+@pytest.mark.slow
 def test_clinical_trial_ep_vmp():
     import clinical_trial
     assert_same(clinical_trial.build(), "ep")
@@ -200,7 +206,7 @@ def test_convergence_warning_is_the_numpy_one():
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-FAMILY = settings(derandomize=True, max_examples=3, deadline=None, database=None,
+FAMILY = settings(derandomize=True, max_examples=2, deadline=None, database=None,
                   phases=(Phase.generate,), suppress_health_check=list(HealthCheck))
 
 
