@@ -48,7 +48,7 @@ class _XNumPy(types.ModuleType):
 
     NUMPY_ONLY = ("random", "integer", "floating", "bool_", "number", "generic", "dtype",
                   "intp", "int64", "float64", "iinfo", "finfo", "array2string", "inf", "nan",
-                  "pi", "e", "newaxis", "ndindex", "printoptions")
+                  "pi", "e", "newaxis", "ndindex", "printoptions", "polynomial")
 
     #: functions NumPy lets take a list of arrays, which ``jax.numpy``'s do not
     LISTS = ("all", "any", "sum", "max", "min", "prod")
