@@ -163,7 +163,7 @@ class Distribution(ABC):
         if self.eta[0].size < COMPACT_ABOVE:
             return self
         nb = len(self.batch_shape)
-        shrink = [i for i in range(nb) if all(e.strides[i] == 0 and e.shape[i] > 1
+        shrink = [i for i in range(nb) if all(strides(e)[i] == 0 and e.shape[i] > 1
                                               for e in self.eta)]
         if not shrink:
             return self
@@ -426,10 +426,19 @@ def zeros_view(shape: tuple[int, ...]) -> np.ndarray:
     return np.broadcast_to(np.zeros(()), shape)
 
 
+def strides(a: Any) -> tuple[int, ...]:
+    """``a.strides``, or (for an array without strides: a traced JAX array, never a
+    broadcast view) a stride of 1 on every axis."""
+    got = getattr(a, "strides", None)
+    return tuple(got) if got is not None else (1,) * np.ndim(a)
+
+
 def is_zeros_view(eta: tuple[np.ndarray, ...]) -> bool:
     """Whether every array is a non-empty broadcast view of one zero (``zeros_view``),
-    read in O(1): a uniform message made by ``uniform``."""
-    return all(e.size and not any(e.strides) and e.flat[0] == 0.0 for e in eta)
+    read in O(1): a uniform message made by ``uniform``.  Arrays without strides (a
+    traced JAX array) are never such a view: False."""
+    return all(getattr(e, "strides", None) is not None and e.size and not any(e.strides)
+               and e.flat[0] == 0.0 for e in eta)
 
 
 def as_index(indices: Any) -> np.ndarray:

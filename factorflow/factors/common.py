@@ -15,6 +15,7 @@ from factorflow.distributions import Bernoulli, Distribution
 from factorflow.distributions.base import (  # noqa: F401  (logsumexp: re-exported)
     log_normalizer_or_zero,
     logsumexp,
+    strides,
 )
 from factorflow.distributions.moments import E, is_known
 from factorflow.errors import UnsupportedFactorError
@@ -162,7 +163,7 @@ def plate_einsum(out_event: str, terms: list[tuple[Any, str]], reduce: Reduce) -
 def collapsed(arr: np.ndarray, event_ndim: int = 0) -> np.ndarray:
     """``arr`` with each plate axis it only broadcasts along (stride 0) cut to length 1:
     a view, never a copy."""
-    index = tuple(slice(0, 1) if arr.shape[k] > 1 and arr.strides[k] == 0 else slice(None)
+    index = tuple(slice(0, 1) if arr.shape[k] > 1 and strides(arr)[k] == 0 else slice(None)
                   for k in range(arr.ndim - event_ndim))
     return arr[index] if any(i != slice(None) for i in index) else arr
 

@@ -512,12 +512,14 @@ class Model:
     # ----- inference entry points (see factorflow.runtime) ------------------------
     def compile(self, algorithm: str = "ep", **options: Any) -> Any:
         """Compile for ``algorithm`` ("ep", "vmp" or "gibbs"); cached per algorithm and
-        options.
+        options.  ``backend="jax"`` (EP and VMP) runs the program under ``jax.jit``
+        (``factorflow.runtime.backends``); the default is ``"numpy"``.
 
         ``init`` names the variables whose posteriors ``run(init=...)`` will start from:
         any iterable of names (a list, tuple or set; a dict's keys), or one name."""
         from factorflow.runtime.compiled import compile_model
         if algorithm == "gibbs":
+            _numpy_only(options)
             from factorflow.samplers.gibbs import compile_gibbs
             return compile_gibbs(self, **options)
         if "init" in options:
@@ -547,6 +549,7 @@ class Model:
         burn=500, thin=1, chains=4, seed=0)`` returns a ``SamplingResult`` (see
         ``factorflow.samplers.gibbs.GibbsModel.run``)."""
         if algorithm == "gibbs":
+            _numpy_only(options)
             from factorflow.samplers.gibbs import infer_gibbs
             passing = {"iterations": iterations, "tolerance": None if tolerance == "default"
                        else tolerance, "on_iteration": on_iteration, "damping": damping,
@@ -575,6 +578,15 @@ class Model:
         name -> array of shape ``(n,) + plate sizes``; see ``model.predictive``."""
         from factorflow.model.predictive import predictive
         return predictive(self, result, n, rng, variables)
+
+
+def _numpy_only(options: dict[str, Any]) -> None:
+    """Gibbs sampling runs on NumPy: ``backend`` (removed from ``options``) must be
+    "numpy" or absent; ff.BackendError otherwise (an unknown name lists the backends)."""
+    from factorflow.runtime.backends import check_backend
+    if check_backend(options.pop("backend", "numpy")) != "numpy":
+        from factorflow.errors import BackendError
+        raise BackendError("Gibbs sampling runs on NumPy only; leave backend= out.")
 
 
 def init_names(init: Any) -> tuple[str, ...]:
