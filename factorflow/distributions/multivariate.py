@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.distributions.base import Distribution, strides
+from factorflow.distributions.base import Distribution, strides, zeros_view
 from factorflow.errors import DataError
 from factorflow.lazy import special, stats
 
@@ -210,8 +210,8 @@ class VectorGaussian(Distribution):
         if not event:
             raise TypeError("VectorGaussian.uniform needs the dimension D")
         d = event[0]  # read-only views of one zero: a plate of uniform messages is free
-        return (np.broadcast_to(0.0, batch_shape + (d, 1)),
-                np.broadcast_to(0.0, batch_shape + (d, d)))
+        return (zeros_view(batch_shape + (d, 1)),
+                zeros_view(batch_shape + (d, d)))
 
     @property
     def dim(self) -> int:
@@ -344,8 +344,8 @@ class Wishart(Distribution):
         if not event:
             raise TypeError("Wishart.uniform needs the dimension D")
         d = event[0]  # read-only views of one zero, as VectorGaussian's
-        return (np.broadcast_to(0.0, batch_shape + (1, 1)),
-                np.broadcast_to(0.0, batch_shape + (d, d)))
+        return (zeros_view(batch_shape + (1, 1)),
+                zeros_view(batch_shape + (d, d)))
 
     @property
     def dim(self) -> int:

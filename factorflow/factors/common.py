@@ -13,6 +13,8 @@ import numpy as np
 
 from factorflow.distributions import Bernoulli, Distribution
 from factorflow.distributions.base import (  # noqa: F401  (logsumexp: re-exported)
+    all_true,
+    is_zeros_view,
     log_normalizer_or_zero,
     logsumexp,
     strides,
@@ -55,7 +57,7 @@ def bool_log_probs(v: Any) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(E(v)) > 0.5
         return np.where(x, 0.0, -np.inf), np.where(x, -np.inf, 0.0)
     lo = v.log_odds
-    if np.all(lo == np.inf):  # certainly true everywhere (a constraint): no logs needed
+    if all_true(lo == np.inf):  # certainly true everywhere (a constraint): no logs needed
         return np.zeros(np.shape(lo)), np.full(np.shape(lo), -np.inf)
     return special.log_expit(lo), special.log_expit(-lo)
 
@@ -208,7 +210,8 @@ class Deferred:
         return self.fn(**self.args)
 
     def __mul__(self, other: Any) -> Any:
-        if isinstance(other, Distribution) and np.all(other.is_uniform()):
+        if isinstance(other, Distribution) and (is_zeros_view(other.eta)
+                                                or all_true(other.is_uniform())):
             return self
         return self.value() * other
 

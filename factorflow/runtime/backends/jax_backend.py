@@ -186,10 +186,11 @@ class JaxCompiledModel(CompiledModel):
         data = {k: _device_value(k, v) for k, v in values.items() if v is not None}
         start = {k: _to_copy(ns, v) for k, v in init.items()}
         key = (tuple(sorted(sizes.items())), iterations, monitor.tolerance,
+               monitor.tracing, monitor.stall,
                tuple(sorted((str(k), v) for k, v in (damping or {}).items())),
                tuple(sorted(start)), tuple(sorted(data)))
         if key not in self._traced:
-            self._traced[key] = self._trace(sizes, iterations, monitor.tolerance, damping)
+            self._traced[key] = self._trace(sizes, iterations, monitor, damping)
         fn, info = self._traced[key]
         posteriors, log_evidence, outputs, passed = jax.device_get(fn(data, start))
         raise_failures(info["loops"], outputs["failures"], info["before"], passed)
@@ -197,13 +198,14 @@ class JaxCompiledModel(CompiledModel):
             to_monitor(monitor, info["names"], outputs["monitor"])
         return {k: _to_numpy(v) for k, v in posteriors.items()}, float(log_evidence)
 
-    def _trace(self, sizes: dict[str, int], iterations: int, tolerance: float | None,
+    def _trace(self, sizes: dict[str, int], iterations: int, monitor: Any,
                damping: Any) -> tuple[Any, dict[str, Any]]:
         info: dict[str, Any] = {}
         program = self._program
 
         def whole(data: dict[str, Any], init: dict[str, Any]) -> tuple:
-            sweeps = Sweeps(self.algorithm, tolerance, max(iterations, 1))
+            sweeps = Sweeps(self.algorithm, monitor.tolerance, max(iterations, 1),
+                            monitor.tracing, monitor.stall)
             with CHECKS.frame() as before:
                 posteriors, log_evidence = program(data, sizes, init, iterations, sweeps,
                                                    damping)

@@ -104,11 +104,25 @@ def _pmax(current: Any, new: Any) -> Any:
     return jnp.where(new > current, new, current)
 
 
+def _materialised(state: tuple) -> tuple:
+    """``state`` with every deferred message (``factors.common.Deferred``, a call kept
+    for ``Gate.EnterOne`` to fuse) computed: a loop carries arrays only.  Within a sweep
+    the deferred calls stay fused; a carried one is only read again if a later sweep
+    reads it before making it anew, and the compiler drops it otherwise."""
+    from factorflow.runtime.backends.jax_namespace import namespace
+    deferred = namespace()["factorflow.factors.common"].Deferred
+    return tuple(v.value() if isinstance(v, deferred) else v for v in state)
+
+
 class Sweeps:
     """The ``sweeps`` of one traced run (see the module docstring)."""
 
-    def __init__(self, algorithm: str, tolerance: float | None, capacity: int) -> None:
+    def __init__(self, algorithm: str, tolerance: float | None, capacity: int,
+                 tracing: bool = True, stall: bool = False) -> None:
         self.algorithm, self.tolerance, self.capacity = algorithm, tolerance, capacity
+        #: the bound or log evidence after every sweep (``run(trace=)``); the default
+        #: run stops when the changes stop shrinking (``stall``, as ``_Monitor``'s)
+        self.tracing, self.stall = tracing, stall
         self.names: list[str] = []
         self.monitor: dict[str, Any] | None = None
         #: per loop: the names of its checks and the sweep each first failed at (-1: none)
@@ -127,6 +141,8 @@ class Sweeps:
             "distance": jnp.asarray(jnp.inf), "settled": jnp.asarray(0),
             "fell_at": jnp.asarray(-1), "fell_step": jnp.asarray(0.0),
             "trace": jnp.zeros(self.capacity), "n_trace": jnp.asarray(0),
+            "least": jnp.asarray(jnp.inf), "least_at": jnp.asarray(0),
+            "stalled": jnp.asarray(False),
         }
 
     def _observe(self, m: dict[str, Any], iteration: Any, watched: dict[str, Any],
@@ -173,14 +189,21 @@ class Sweeps:
         rate = jnp.where((prev_change > 0) & (prev_change < jnp.inf), change / prev_change, 1.0)
         distance = jnp.where(rate < 1.0, change / (1.0 - rate),
                              jnp.where(change == 0, 0.0, jnp.inf))
-        from factorflow.runtime.compiled import ROUNDING
+        from factorflow.runtime.compiled import ROUNDING, STALL_SWEEPS
+        shrank = (change < 0.999 * m["least"]) | ~jnp.isfinite(m["least"])
+        least = jnp.where(shrank, change, m["least"])
+        least_at = jnp.where(shrank, count, m["least_at"])
+        stalled = jnp.asarray(self.stall) & (count - least_at >= STALL_SWEEPS)
         if self.tolerance is None:
             settled = jnp.asarray(False)
         else:
             settled = (distance <= self.tolerance) | (change <= ROUNDING)
+        settled = jnp.where(settled, m["settled"] + 1, 0)
+        # the noise floor below the tolerance: nothing more to gain (``_Monitor``)
+        floor = stalled & (change <= (self.tolerance or 0.0))
         m.update(count=count, has_prev=jnp.asarray(True), prev=etas, change=change,
-                 moved=moved, distance=distance,
-                 settled=jnp.where(settled, m["settled"] + 1, 0))
+                 moved=moved, distance=distance, least=least, least_at=least_at,
+                 settled=jnp.where(floor, 2, settled), stalled=stalled & ~floor)
         return m
 
     def __call__(self, sweep: Callable, state: tuple, iterations: int,
@@ -195,9 +218,11 @@ class Sweeps:
                 new = sweep(iteration, s)
                 user, internal = posteriors(new)
                 value = None
-                if evidence is not None:
+                if evidence is not None and self.tracing:
                     value, new = evidence(new)
-            return new, found, (user | internal, value)
+            return _materialised(new), found, (user | internal, value)
+
+        state = _materialised(state)
 
         state = _settle_shapes(state, lambda s: one(jnp.asarray(0), s)[0])
         names: list[str] = []  # the checks' names, in the order they run
@@ -220,7 +245,8 @@ class Sweeps:
 
         def cond(carry: tuple) -> Any:
             iteration, _, m, bad = carry
-            return (iteration < iterations) & (m["settled"] < 2) & jnp.all(bad < 0)
+            return ((iteration < iterations) & (m["settled"] < 2) & ~m["stalled"]
+                    & jnp.all(bad < 0))
 
         start = (jnp.asarray(0), state, self.monitor, -jnp.ones(len(names), int))
         # the monitor's settled count starts afresh in each loop (it stops at 2)
@@ -266,6 +292,8 @@ def to_monitor(monitor: Any, names: list[str], out: dict[str, Any]) -> None:
     monitor.moved = names[moved] if 0 <= moved < len(names) else ""
     monitor.distance = float(out["distance"])
     monitor.settled = int(out["settled"])
+    monitor.least = (float(out["least"]), int(out["least_at"]))
+    monitor.stalled = bool(out["stalled"])
     monitor.trace = [float(v) for v in np.asarray(out["trace"])[: int(out["n_trace"])]]
     if int(out["fell_at"]) >= 0:
         monitor.fell = (int(out["fell_at"]), float(out["fell_step"]))

@@ -64,17 +64,35 @@ class _XNumPy(types.ModuleType):
             value = getattr(self._np, name)
         elif name == "errstate":
             value = _errstate
+        elif name == "broadcast_to":
+            value = self._broadcast_to
+        elif name == "broadcast_arrays":
+            value = self._broadcast_arrays
         elif name == "ndarray":
             import jax
             value = (self._np.ndarray, jax.Array)
         else:
             value = getattr(self._jnp, name)
-            if isinstance(value, self._jnp.ufunc):
+            if isinstance(getattr(self._np, name, None), self._np.ufunc):
                 value = _functional(value)
             elif name in self.LISTS:
                 value = _of_arrays(value)
         setattr(self, name, value)
         return value
+
+
+    def _broadcast_to(self, a: Any, shape: Any) -> Any:
+        """``jnp.broadcast_to``, its result recorded as a broadcast view of ``a`` (the
+        copied ``distributions.base.strides`` reads which axes only repeat values)."""
+        a = self._jnp.asarray(a)
+        view = self._jnp.broadcast_to(a, shape)
+        if view is not a:
+            self.note_view(view, a.shape)
+        return view
+
+    def _broadcast_arrays(self, *arrays: Any) -> list[Any]:
+        shape = self._jnp.broadcast_shapes(*(self._jnp.shape(a) for a in arrays))
+        return [self._broadcast_to(a, shape) for a in arrays]
 
 
 def _functional(ufunc: Any) -> Any:
@@ -171,6 +189,9 @@ class Namespace:
         module.__dict__["__package__"] = real.__package__
         self.modules[name] = sys.modules[module.__name__] = module
         exec(compile(source, path, "exec"), module.__dict__)
+        if name == "factorflow.distributions.base":  # values unknown while traced
+            module.__dict__["TRACED"] = True
+            self.numpy.note_view = module.note_view
         from factorflow.runtime.backends import jax_overrides
         jax_overrides.install(name, module, self)
         return module
