@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from factorflow.distributions import Dirichlet, Discrete, Gaussian
-from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.base import log_normalizer_or_zero, set_at, traced
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.factors.common import logsumexp, times_finite
 from factorflow.factors.registry import define_factor
@@ -61,6 +61,8 @@ class _LastPass:
         self.result: Any = None
 
     def get(self, inputs: tuple[np.ndarray, ...], compute: Any) -> Any:
+        if traced():  # values unknown: computed again (the compiler merges repeats)
+            return compute()
         if not (len(inputs) == len(self.inputs) and all(
                 a.shape == b.shape and np.array_equal(a, b)
                 for a, b in zip(inputs, self.inputs, strict=True))):
@@ -121,13 +123,12 @@ def discrete_forward_backward(init: np.ndarray, trans: np.ndarray, eta: np.ndarr
     top = np.max(eta, axis=-1, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
     if chunked is None:
-        chunked = float(np.prod(shape, dtype=float)) * size <= CHUNK_LIMIT
+        chunked = float(math.prod(shape)) * size <= CHUNK_LIMIT
     forward = _forward_chunked if chunked else _forward_sequential
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         m = np.exp(eta - top)  # m̃_t = m_t / exp(top_t), in [0, 1]
         rows = np.sum(trans, axis=-1)
-        m_rows = m.copy()
-        m_rows[..., :-1, :] *= rows
+        m_rows = np.concatenate([m[..., :-1, :] * rows, m[..., -1:, :]], axis=-2)
         a0 = np.broadcast_to(init / np.sum(init), shape[:-2] + (size,))
         alpha, log_scale = forward(a0, trans / rows[:, None], m_rows)
         b0 = np.full(shape[:-2] + (size,), 1.0 / size)
@@ -149,14 +150,14 @@ def _forward_sequential(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray]:
     """α_t (normalised) for α_{t+1} ∝ (α_t ⊙ m̃_t)·trans, one t at a time, and
     log Σ α_0·diag(m̃_0)·trans⋯diag(m̃_{T−1})·trans·1 (log Z where trans's rows sum to 1)."""
-    alpha = np.empty(m.shape)
+    alpha = []
     log_z = np.zeros(m.shape[:-2])
     a = a0
     for t in range(m.shape[-2]):
-        alpha[..., t, :] = a
+        alpha.append(np.broadcast_to(a, m.shape[:-2] + m.shape[-1:]))
         a, s = _normalized((a * m[..., t, :]) @ trans, (-1,))
         log_z = log_z + s
-    return alpha, log_z
+    return np.stack(alpha, axis=-2), log_z
 
 
 def _forward_chunked(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
@@ -174,24 +175,23 @@ def _forward_chunked(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
         eye = np.broadcast_to(np.eye(size), (*batch, pad, size, size))
         mats = np.concatenate([mats, eye], axis=-3)
     mats = mats.reshape((*batch, count, length, size, size))
-    prods = np.empty(mats.shape)
     p, log_p = _normalized(mats[..., 0, :, :], (-2, -1))
-    prods[..., 0, :, :] = p
+    prods = [p]
     for step in range(1, length):
         p, s = _normalized(p @ mats[..., step, :, :], (-2, -1))
-        prods[..., step, :, :] = p
+        prods.append(p)
         log_p = log_p + s
-    starts = np.empty((*batch, count, size))
+    prods = np.stack(prods, axis=-3)
+    starts = []
     log_z = np.zeros(tuple(batch))
     v = a0
     for c in range(count):
-        starts[..., c, :] = v
+        starts.append(np.broadcast_to(v, (*batch, size)))
         v, s = _normalized((v[..., None, :] @ prods[..., c, -1, :, :])[..., 0, :], (-1,))
         log_z = log_z + s + log_p[..., c]
-    alpha = np.empty((*batch, count, length, size))
-    alpha[..., :, 0, :] = starts
-    alpha[..., :, 1:, :] = (starts[..., :, None, None, :] @ prods[..., :, :-1, :, :])[
-        ..., 0, :]
+    starts = np.stack(starts, axis=-2)
+    alpha = np.concatenate([starts[..., :, None, :], (
+        starts[..., :, None, None, :] @ prods[..., :, :-1, :, :])[..., 0, :]], axis=-2)
     alpha = alpha.reshape((*batch, count * length, size))[..., :t_len, :]
     return _normalized(alpha, (-1,))[0], log_z
 
@@ -230,9 +230,8 @@ def _discrete_sample_vmp(sample, init, trans) -> Discrete:
 def _discrete_init_vmp(sample, init, trans) -> Dirichlet:
     """Dirichlet(1 + q(x₀)) on t = 0 (uniform on the other t): E[one-hot(x₀)]."""
     q = _probs(_discrete_pass(sample, init, trans)[1].log_q)
-    stats = np.zeros(q.shape)
-    stats[..., 0, :] = q[..., 0, :]
-    return Dirichlet.from_natural(stats)
+    return Dirichlet.from_natural(set_at(np.zeros(q.shape), (..., 0, slice(None)),
+                                         q[..., 0, :]))
 
 
 @DISCRETE_CHAIN.operator("vmp", "trans", skip_if_uniform=("sample",), block=("sample",))
@@ -245,9 +244,9 @@ def _discrete_trans_vmp(sample, init, trans) -> Dirichlet:
         pair = ((chain.log_alpha + eta)[..., :-1, :, None] + np.log(_parameter(trans, 2))
                 + (eta + chain.log_beta)[..., 1:, None, :])
     pair = _probs(pair.reshape(pair.shape[:-2] + (-1,))).reshape(pair.shape)
-    counts = np.zeros(eta.shape + eta.shape[-1:])
-    counts[..., 1:, :, :] = pair
-    return Dirichlet.from_natural(counts)
+    return Dirichlet.from_natural(set_at(np.zeros(eta.shape + eta.shape[-1:]),
+                                         (..., slice(1, None), slice(None), slice(None)),
+                                         pair))
 
 
 def _probs(log_p: np.ndarray) -> np.ndarray:
@@ -301,11 +300,12 @@ def gaussian_forward_backward(m0: Any, p0: Any, a: Any, b: Any, q: Any, h: np.nd
     H_t = aq(g − bG)/(q + G) with (g, G) the message into x_{t+1} from the future and its
     own use.  The message to x_t is their product; log Z = log ∫ f Π_t m_t.  The
     recursions run on Python floats, one chain at a time, when there are fewer chains
-    than steps, else on arrays over the chains, one t at a time."""
-    m0, p0, a, b, q = (float(np.asarray(v, float)) for v in (m0, p0, a, b, q))
+    than steps (and not traced), else on arrays over the chains, one t at a time."""
+    m0, p0, a, b, q = (np.asarray(v, float) if traced() else float(np.asarray(v, float))
+                       for v in (m0, p0, a, b, q))
     batch, t_len = h.shape[:-1], h.shape[-1]
-    count = int(np.prod(batch, dtype=int))
-    if count <= t_len:
+    count = math.prod(batch)
+    if count <= t_len and not traced():
         rows = [_recursions(m0, p0, a, b, q, hr, tr, math.log1p)
                 for hr, tr in zip(h.reshape(count, t_len).tolist(),
                                   tau.reshape(count, t_len).tolist(), strict=True)]

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from factorflow.distributions.base import all_true, traced
 from factorflow.lazy import special
 
 #: Gauss–Hermite nodes (see the module docstring for why 64)
@@ -158,7 +159,7 @@ def _mode(m: np.ndarray, v: np.ndarray, h: Step) -> np.ndarray:
             nxt = np.where(ok, newton, 0.5 * (lo + hi))
         last = np.abs(nxt - x)
         x = nxt
-        if np.all(last <= 1e-13 * (1 + np.abs(x))):
+        if all_true(last <= 1e-13 * (1 + np.abs(x))):  # (traced: every step is taken)
             break
     return x
 
@@ -220,6 +221,12 @@ def tilted_moments(m: np.ndarray, v: np.ndarray, h: Step) -> tuple[np.ndarray, n
     # (and the cavity's mean within 30 standard deviations of the step, or its density
     # at the Laguerre nodes underflows)
     wide = (v > _WIDE_CAVITY) & (scale > _WIDE) & ~deep & (np.abs(m) < 30 * np.sqrt(v))
+    if traced():  # no boolean indexing: every element both ways, its own rule selected
+        lz, mu, s2 = _hermite(m, v, h, x, scale)
+        for _ in range(h.recentre):
+            lz, mu, s2 = _hermite(m, v, h, mu, np.sqrt(s2))
+        return tuple(np.where(wide, b, a) for a, b in zip((lz, mu, s2),
+                                                          _laguerre(m, v, h), strict=True))
     log_z, mean, var = np.empty_like(m), np.empty_like(m), np.empty_like(m)
     narrow = ~wide
     if np.any(narrow):

@@ -26,6 +26,7 @@ from typing import Any
 import jax.numpy as np
 
 from factorflow.runtime.backends.jax_loop import CHECKS
+from factorflow.runtime.kernels import leading
 
 #: module name -> {function or "Class.method" name -> its replacement}
 OVERRIDES: dict[str, dict[str, Callable[..., Any]]] = {}
@@ -60,17 +61,20 @@ KERNELS = "factorflow.runtime.kernels"
 
 @override(KERNELS, "check_proper")
 def check_proper(d: Any, what: str, iteration: Any = None, where: Any = None) -> None:
-    """``kernels.check_proper`` as a record: every element (where ``where`` holds) proper
-    and no parameter NaN."""
+    """``kernels.check_proper`` as a record: every element where ``where`` holds proper,
+    with no NaN parameter; in the first sweep (``iteration == 0``, a traced number
+    here) an exactly uniform element passes."""
     ok = _proper(d)
     if where is not None:
-        ok = ok | ~np.broadcast_to(np.asarray(where, bool), ok.shape)
+        ok = ok | ~np.broadcast_to(leading(where, len(d.batch_shape)), ok.shape)
+    if iteration is not None:
+        ok = ok | ((np.asarray(iteration) == 0) & np.asarray(d.is_uniform(), bool))
     CHECKS.record(what, np.all(ok))
 
 
 @override(KERNELS, "_proper")
 def _proper(d: Any) -> Any:
-    """Per batch element: proper, with no NaN parameter."""
+    """Per batch element: proper, with no NaN parameter (the checks' common part)."""
     ok = np.asarray(d.is_proper(), bool)
     for e in d.eta:
         nan = np.isnan(e)
@@ -87,7 +91,7 @@ def check_proper_input(value: Any, what: str, iteration: Any = None, mask: Any =
         return value
     ok = _proper(value)
     if mask is not None:
-        ok, applies = np.broadcast_arrays(ok, np.asarray(mask, bool))
+        ok, applies = np.broadcast_arrays(ok, leading(mask, ok.ndim))
         ok = ok | ~applies
     CHECKS.record(what, np.all(ok))
     return value

@@ -12,8 +12,8 @@ import factorflow as ff
 
 pytest.importorskip("jax")
 
-EXAMPLES = Path(__file__).parents[3] / "examples"
-sys.path.insert(0, str(EXAMPLES))
+EXAMPLES_DIR = Path(__file__).parents[3] / "examples"
+sys.path.insert(0, str(EXAMPLES_DIR))
 
 TOL = 1e-10
 
@@ -25,6 +25,11 @@ def assert_same(model: ff.Model, algorithm: str, compile_options: dict | None = 
     options = compile_options or {}
     a = model.compile(algorithm, **options).run(**run)
     b = model.compile(algorithm, backend="jax", **options).run(**run)
+    _check_same(model, a, b)
+    return a, b
+
+
+def _check_same(model: ff.Model, a: ff.Result, b: ff.Result) -> None:
     assert a.iterations == b.iterations and a.converged == b.converged
     for name in model.variables:
         pa, pb = a[name], b[name]
@@ -39,7 +44,6 @@ def assert_same(model: ff.Model, algorithm: str, compile_options: dict | None = 
             assert np.max(diff, initial=0.0) < TOL, (name, x, y)
     assert abs(a.log_evidence - b.log_evidence) <= TOL * (1 + abs(a.log_evidence))
     np.testing.assert_allclose(b.trace, a.trace, rtol=TOL, atol=TOL)
-    return a, b
 
 
 @pytest.mark.slow
@@ -110,6 +114,37 @@ def test_clinical_trial_ep_vmp():
     import clinical_trial
     assert_same(clinical_trial.build(), "ep")
     assert_same(clinical_trial.build(), "vmp")
+
+
+# ----- every EP/VMP run of every example, on both backends ------------------------------
+EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py") if "gibbs" not in p.stem)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_examples_agree(example, monkeypatch, capsys):
+    """Each example's ``main()`` runs as written; every NumPy run in it is run again on
+    JAX (the same model, algorithm, initialised names and run arguments) and the two
+    agree to 1e-10 (``assert_same``'s checks)."""
+    import importlib
+
+    from factorflow.runtime.compiled import CompiledModel, compile_model
+    real_run = CompiledModel.run
+    compared = []
+
+    def both(self, *args, **kwargs):
+        a = real_run(self, *args, **kwargs)
+        if type(self) is CompiledModel and self.algorithm in ("ep", "vmp"):
+            twin = compile_model(self.model, self.algorithm, self.user_initialized,
+                                 enter_whole_arrays=self.enter_whole_arrays, backend="jax")
+            _check_same(self.model, a, twin.run(*args, **kwargs))
+            compared.append(self.model.name)
+        return a
+
+    monkeypatch.setattr(CompiledModel, "run", both)
+    importlib.import_module(example).main()
+    capsys.readouterr()
+    assert compared, f"{example}.main() ran no EP or VMP inference"
 
 
 # ----- what the JAX backend refuses or reports -------------------------------------------
