@@ -9,11 +9,13 @@ divided by S, the best of ``--repeats`` runs.  JAX's first call traces and compi
 program (the "compile" column); the timed runs reuse it.  The last column checks that the
 two backends' posteriors agree (largest relative difference of a natural parameter).
 
-``--model gaussian`` times ``examples/learning_gaussian.py``'s model instead (an unknown
-mean and precision of 1-D data, VMP).
+``--model mixture1d`` times issue 14's 1-D mixture instead
+(``benchmarks/mixture_reference.py``: K = 10 components, Dirichlet weights, Gaussian
+means, Gamma precisions, ``ff.Switch(z)``); ``--model gaussian``
+``examples/learning_gaussian.py``'s model (an unknown mean and precision of 1-D data).
 
 Run: ``python benchmarks/bench_backends.py [--sweeps S] [--big] [--sizes N ...]
-[--model mixture|gaussian]``.  Timings on a shared
+[--model mixture|mixture1d|gaussian]``.  Timings on a shared
 machine are noisy: read the ratios.  Devices: JAX runs on its default device (the CPU
 where no GPU is visible; the table says which).
 """
@@ -32,6 +34,9 @@ import factorflow as ff
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 import gaussian_mixture as gm  # noqa: E402
 import learning_gaussian as lg  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import mixture_reference as mix  # noqa: E402
 
 
 def _time(compiled, sweeps: int, init: dict, repeats: int) -> tuple[float, object]:
@@ -56,6 +61,10 @@ def row(model_name: str, n: int, sweeps: int, repeats: int) -> str:
         model, names = gm.mixture(gm.data(n), 3), ("weights", "means", "precs", "z")
         init = {"means": ff.distributions.VectorGaussian(
             gm.CENTERS + 0.5, np.broadcast_to(np.eye(2), (3, 2, 2)))}
+    elif model_name == "mixture1d":
+        x = mix.data(10, n)
+        model, names = mix.model(x, 10), ("weights", "means", "precs", "z")
+        init = mix.factorflow_init(x, 10)
     else:
         model, names = lg.build(np.random.default_rng(0).normal(3.0, 2.0, n)), ("mean", "prec")
         init = {}
@@ -77,12 +86,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2, help="timed runs (best kept)")
     parser.add_argument("--big", action="store_true", help="add N = 10^7")
     parser.add_argument("--sizes", type=int, nargs="*", help="N values instead")
-    parser.add_argument("--model", choices=("mixture", "gaussian"), default="mixture")
+    parser.add_argument("--model", choices=("mixture", "mixture1d", "gaussian"),
+                        default="mixture")
     args = parser.parse_args()
     import jax
     sizes = args.sizes or [10**4, 10**5, 10**6] + ([10**7] if args.big else [])
-    title = ("Gaussian mixture (K = 3, D = 2)" if args.model == "mixture" else
-             "Learning a Gaussian (mean and precision)")
+    title = {"mixture": "Gaussian mixture (K = 3, D = 2)",
+             "mixture1d": "1-D Gaussian mixture (K = 10, issue 14's)",
+             "gaussian": "Learning a Gaussian (mean and precision)"}[args.model]
     print(f"{title}, VMP, {args.sweeps} sweeps per run; JAX {jax.__version__} on "
           f"{jax.devices()[0].platform.upper()}", flush=True)
     print("| N          | NumPy ms/sweep | JAX ms/sweep | NumPy/JAX | JAX compile s "

@@ -305,7 +305,9 @@ def gaussian_forward_backward(m0: Any, p0: Any, a: Any, b: Any, q: Any, h: np.nd
                        for v in (m0, p0, a, b, q))
     batch, t_len = h.shape[:-1], h.shape[-1]
     count = math.prod(batch)
-    if count <= t_len and not traced():
+    if traced():  # one scan over t (the trace, and its compilation, do not grow with T)
+        mu, var, big_h, big_s, log_z = _scanned(m0, p0, a, b, q, h, tau)
+    elif count <= t_len:
         rows = [_recursions(m0, p0, a, b, q, hr, tr, math.log1p)
                 for hr, tr in zip(h.reshape(count, t_len).tolist(),
                                   tau.reshape(count, t_len).tolist(), strict=True)]
@@ -320,6 +322,34 @@ def gaussian_forward_backward(m0: Any, p0: Any, a: Any, b: Any, q: Any, h: np.nd
         log_z = np.broadcast_to(np.asarray(out[4], float), batch)
     msg = (mu / var + big_h, 1.0 / var + big_s)
     return msg, (msg[0] + h, msg[1] + tau), log_z
+
+
+def _scanned(m0: Any, p0: Any, a: Any, b: Any, q: Any, h: np.ndarray, tau: np.ndarray
+             ) -> tuple:
+    """``_recursions``'s formulas as two ``jax.lax.scan``s over t (the JAX backend):
+    (μ, v, H, S) on (..., T) and log Z on (...)."""
+    from jax import lax
+    steps = (np.moveaxis(h, -1, 0), np.moveaxis(tau, -1, 0))
+    zero = np.zeros(h.shape[:-1])
+
+    def forward(carry: tuple, step: tuple) -> tuple:
+        mean, v, log_z = carry
+        ht, tt = step
+        prec = 1.0 / v + tt
+        lin = mean / v + ht
+        log_z = log_z - 0.5 * np.log1p(tt * v) + 0.5 * lin * lin / prec \
+            - 0.5 * mean * mean / v
+        return (a * lin / prec + b, a * a / prec + 1.0 / q, log_z), (mean, v)
+
+    def backward(carry: tuple, step: tuple) -> tuple:
+        g, gg = carry
+        ht, tt = step
+        g2, gg2 = g + ht, gg + tt
+        return (a * q * (g2 - b * gg2) / (q + gg2), a * a * q * gg2 / (q + gg2)), (g, gg)
+
+    (_, _, log_z), (mu, var) = lax.scan(forward, (zero + m0, zero + 1.0 / p0, zero), steps)
+    _, (big_h, big_s) = lax.scan(backward, (zero, zero), steps, reverse=True)
+    return (*(np.moveaxis(x, 0, -1) for x in (mu, var, big_h, big_s)), log_z)
 
 
 def _recursions(m0: float, p0: float, a: float, b: float, q: float, h: list, tau: list,

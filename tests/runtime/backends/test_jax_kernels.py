@@ -105,8 +105,8 @@ def test_in_place_helpers_are_functional_when_traced():
         cases = [
             (kernels.with_element(whole, ((1, 2),), part),
              jk.with_element(_to_copy(ns, whole), ((1, 2),), _to_copy(ns, part))),
-            (kernels.place_element(whole, ((0, 1),), (3, 4), (), (5, 4)),
-             jk.place_element(_to_copy(ns, whole), ((0, 1),), (3, 4), (), (5, 4))),
+            (kernels.place_element(whole, ((0, 1),), (3, 4), (0,), (5, 4)),
+             jk.place_element(_to_copy(ns, whole), ((0, 1),), (3, 4), (0,), (5, 4))),
             (kernels.place_slots(whole, (0, 2, 3, 5), (3, 6)),
              jk.place_slots(_to_copy(ns, whole), (0, 2, 3, 5), (3, 6))),
             (whole.scatter_prod(np.array([0, 2, 0]), 3),
