@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from factorflow.distributions.base import all_true, traced
+from factorflow.distributions.base import traced
 from factorflow.lazy import special
 
 #: Gauss–Hermite nodes (see the module docstring for why 64)
@@ -142,24 +142,34 @@ def _mode(m: np.ndarray, v: np.ndarray, h: Step) -> np.ndarray:
     bracket, bisecting where a Newton step leaves it or does not halve it (rtsafe)."""
     lo, hi = h.bracket(m, v)
     lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
-    x = 0.5 * (lo + hi)
-    last = hi - lo
-    for _ in range(_NEWTON_STEPS):
+
+    def step(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, last: np.ndarray) -> tuple:
         with np.errstate(over="ignore", invalid="ignore"):
             g = -(x - m) / v + h.d1(x)
             curv = 1 / v - h.d2(x)  # −f'' > 0
             lo = np.where(g > 0, x, lo)
             hi = np.where(g > 0, hi, x)
-            step = g / curv
-            newton = x + step
+            size = g / curv
+            newton = x + size
             # Newton inside the bracket and at least halving the last step (or already at
             # rounding, where bisecting would throw a converged element away)
             ok = (newton >= lo) & (newton <= hi) & (
-                (np.abs(step) < 0.5 * last) | (np.abs(step) <= 1e-13 * (1 + np.abs(x))))
+                (np.abs(size) < 0.5 * last) | (np.abs(size) <= 1e-13 * (1 + np.abs(x))))
             nxt = np.where(ok, newton, 0.5 * (lo + hi))
-        last = np.abs(nxt - x)
-        x = nxt
-        if all_true(last <= 1e-13 * (1 + np.abs(x))):  # (traced: every step is taken)
+        return nxt, lo, hi, np.abs(nxt - x)
+
+    def settled(x: np.ndarray, last: np.ndarray) -> np.ndarray:
+        return np.all(last <= 1e-13 * (1 + np.abs(x)))
+
+    x, last = 0.5 * (lo + hi), hi - lo
+    if traced():  # the same steps in a loop on the device (its trace does not unroll)
+        from jax import lax
+        return lax.while_loop(
+            lambda c: (c[0] < _NEWTON_STEPS) & ((c[0] == 0) | ~settled(c[1], c[4])),
+            lambda c: (c[0] + 1, *step(*c[1:])), (0, x, lo, hi, last))[1]
+    for _ in range(_NEWTON_STEPS):
+        x, lo, hi, last = step(x, lo, hi, last)
+        if settled(x, last):
             break
     return x
 
