@@ -167,7 +167,7 @@ def _forward_chunked(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
     formed within every chunk at once (a loop over l), the messages at the chunks' starts
     v_{c+1} ∝ v_c·P_{c,L−1} by a loop over c, and α_{c,l} ∝ v_c·P_{c,l−1} at once."""
     *batch, t_len, size = m.shape
-    length = max(1, int(np.ceil(np.sqrt(t_len))))
+    length = max(1, math.ceil(math.sqrt(t_len)))
     count = -(-t_len // length)
     mats = m[..., :, :, None] * trans
     pad = count * length - t_len

@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -80,17 +81,22 @@ class Step:
     recentre: int = 0
 
 
+def _once(compute: Callable[[], Any]) -> Callable[[], Any]:
+    """``compute()`` computed at its first call and kept (under tracing a value belongs to
+    its trace: computed in each, never kept)."""
+    cached = functools.cache(compute)
+    return lambda: compute() if traced() else cached()
+
+
 def _laguerre_rule(tail: Callable[[np.ndarray], np.ndarray]
                    ) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
     """The rule for ∫₀^∞ ε(t) g(t) dt where ``tail(t)`` = eᵗ ε(t) is smooth, built on first
     use (SciPy loads when first needed)."""
 
-    @functools.cache
-    def rule() -> tuple[np.ndarray, np.ndarray]:
+    def compute() -> tuple[np.ndarray, np.ndarray]:
         t, w = _LAGUERRE
         return t, w * tail(t)
-
-    return rule
+    return _once(compute)
 
 
 def _logistic_bracket(m, v):
@@ -115,7 +121,7 @@ def _exp_neg_exp_bracket(m, v):
     return np.minimum(m, 0.0) - v, m
 
 
-@functools.cache
+@_once
 def _double_exponential_rule() -> tuple[np.ndarray, np.ndarray]:
     """∫₀^∞ exp(−eᵗ) g(t) dt = e⁻¹ ∫₀^∞ e⁻ˢ g(log(1 + s)) / (1 + s) ds (s = eᵗ − 1), by
     Gauss–Laguerre in s: smooth where Laguerre in t would meet a double exponential."""
