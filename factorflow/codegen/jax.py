@@ -27,7 +27,7 @@ there (``GENERATED`` below adds this frame's own names).
 
 from __future__ import annotations
 
-from factorflow.codegen.names import USER_PREFIX, comment, marginal
+from factorflow.codegen.names import USER_PREFIX, comment
 from factorflow.codegen.python import (
     GENERATED as NUMPY_GENERATED,
 )
@@ -35,6 +35,8 @@ from factorflow.codegen.python import (
     Generated,
     _Emitter,
     _no_sweep,
+    _posteriors,
+    _prologue,
     _refresh,
     _state_names,
 )
@@ -76,27 +78,8 @@ def generate_jax(program: Program, reserved: frozenset[str] = frozenset()) -> Ge
     e.emit("Traced once under ``jax.jit``: ``sweeps`` runs each loop's ``sweep`` in a", 1)
     e.emit("``lax.while_loop`` that tests convergence on the device.  Returns the", 1)
     e.emit('posteriors and the log evidence (VMP: the bound)."""', 1)
-    for r, _ in program.ranges:
-        e.emit(f"{r} = sizes[{r!r}]", 1)
-    for d in program.decls:
-        if d.role in ("observed", "constant"):
-            e.emit(f"{d.name} = data[{d.name!r}]  # {comment(d.role + ' ' + d.label)}", 1)
-    e.emit("# every message starts uniform, a posterior the user initialised from init", 1)
-    for d in program.decls:
-        if d.role in ("message", "marginal"):
-            fam = e.symbol(d.family or "", "family", d.family)
-            if d.attr("init") is not None:
-                e.emit(f"{d.name} = initial(init, {d.attr('init')!r}, {fam}, "
-                       f"{e.shape(d.plates)})", 1)
-            else:
-                e.emit(f"{d.name} = {fam}.uniform({e.shape(d.plates)}{e.event(d)})", 1)
-    internal = ("gate", "clone_of", "exit_of", "local_of")
-    outputs = [d for d in program.decls if d.role == "random"
-               and not any(d.attr(a) is not None for a in internal)]
-    result = "{" + ", ".join(f"{d.label!r}: {marginal(d.name)}" for d in outputs) + "}"
-    hidden = [d for d in program.decls if d.role == "random" and d not in outputs
-              and any(m.name == marginal(d.name) for m in program.decls)]
-    watched = "{" + ", ".join(f"{d.name!r}: {marginal(d.name)}" for d in hidden) + "}"
+    _prologue(e, program)
+    result, watched = _posteriors(program)
     evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
     loops = [n for n in program.body if isinstance(n, While)]
     last = max((i for i, n in enumerate(program.body) if isinstance(n, While)), default=-1)
