@@ -37,7 +37,7 @@ from factorflow.codegen.python import (
     _no_sweep,
     _posteriors,
     _prologue,
-    _refresh,
+    _sections,
     _state_names,
 )
 from factorflow.ir import IRError, Program, Stmt, While
@@ -80,11 +80,7 @@ def generate_jax(program: Program, reserved: frozenset[str] = frozenset()) -> Ge
     e.emit('posteriors and the log evidence (VMP: the bound)."""', 1)
     _prologue(e, program)
     result, watched = _posteriors(program)
-    evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
-    loops = [n for n in program.body if isinstance(n, While)]
-    last = max((i for i, n in enumerate(program.body) if isinstance(n, While)), default=-1)
-    tail = [n for n in program.body[last + 1:] if isinstance(n, Stmt) and n.outputs]
-    refresh = _refresh(program, last)
+    evidence, loops, last, tail, refresh = _sections(program)
     e.emit("# ---- evidence: what runs after the last loop, then the evidence terms; run", 1)
     e.emit("# after every sweep too (the bound per iteration), and its updates carried on", 1)
     e.emit("def evidence(state):", 1)

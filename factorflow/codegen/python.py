@@ -379,6 +379,18 @@ def _posteriors(program: Program) -> tuple[str, str]:
     return result, watched
 
 
+def _sections(program: Program) -> tuple[list[Stmt], list[While], int, list[Stmt],
+                                         list[Stmt]]:
+    """The program's parts as ``infer`` lays them out: the evidence terms, the loops, the
+    index of the last loop in the body, the updates after it, and the VMP refresh that
+    brings every message up to date before the bound (``_refresh``)."""
+    evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
+    loops = [n for n in program.body if isinstance(n, While)]
+    last = max((i for i, n in enumerate(program.body) if isinstance(n, While)), default=-1)
+    tail = [n for n in program.body[last + 1:] if isinstance(n, Stmt) and n.outputs]
+    return evidence, loops, last, tail, _refresh(program, last)
+
+
 def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Generated:
     """Python source for a scheduled message program (see module docstring); ``reserved``:
     the names the runtime puts in the source's globals besides the symbols."""
@@ -395,14 +407,10 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
     e.emit('``resume`` it replaces the initialisation: the run goes on from there."""', 1)
     _prologue(e, program)
     result, watched = _posteriors(program)
-    evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
-    loops = [n for n in program.body if isinstance(n, While)]
     # the statements after the last loop and the evidence form ``evidence()``, which the
     # loop's hook may call after any sweep (the bound per iteration) and which runs once
     # at the end; names it assigns are the function's own (nonlocal)
-    last = max((i for i, n in enumerate(program.body) if isinstance(n, While)), default=-1)
-    tail = [n for n in program.body[last + 1:] if isinstance(n, Stmt) and n.outputs]
-    refresh = _refresh(program, last)
+    evidence, loops, last, tail, refresh = _sections(program)
     hook = "evidence" if tail or evidence else "None"
     assigned = sorted({o.var for s in refresh + tail for o in s.outputs})
     e.emit("# ---- evidence: what runs after the last loop, then the evidence terms; the", 1)
