@@ -116,6 +116,11 @@ class ExcludedVariableError(ModelError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class BackendError(ModelError):
+    """An array backend (``backend="jax"``) is unknown, not installed (the message names
+    the extra to install), or cannot run what was asked of it (such as a checkpoint)."""
+
+
 class ImproperMessageError(ArithmeticError):
     """A message or posterior became improper (or NaN) during inference (the message
     names it and says what to do).
