@@ -109,7 +109,7 @@ class CompiledModel:
     backend = "numpy"
 
     @classmethod
-    def generate_source(cls, program: Any) -> Generated:
+    def _generate_source(cls, program: Any) -> Generated:
         """The program's source for this class's backend."""
         return generate(program, frozenset(NAMESPACE))
 
@@ -697,7 +697,7 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     start = time.perf_counter()
     compilation = compile_program(model, algorithm, names, debug,
                                   GateOptions(enter_whole_arrays=enter_whole_arrays))
-    generated = cls.generate_source(compilation.final)
+    generated = cls._generate_source(compilation.final)
     seconds = time.perf_counter() - start
     return cls(model, algorithm, compilation, generated, seconds, names, enter_whole_arrays)
 

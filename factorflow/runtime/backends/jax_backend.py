@@ -124,7 +124,7 @@ class JaxCompiledModel(CompiledModel):
     _traced: dict[Any, Any] = field(default_factory=dict, init=False, compare=False)
 
     @classmethod
-    def generate_source(cls, program: Program) -> Generated:
+    def _generate_source(cls, program: Program) -> Generated:
         ns = namespace()
         return generate_jax(program, frozenset(ns["factorflow.runtime.kernels"].NAMESPACE))
 
