@@ -402,8 +402,11 @@ def _exit_cases_vmp(exit, cases, values) -> Bernoulli:
 
 @EXIT.evidence_operator("vmp")
 def _exit_average_log_factor(exit, cases, values) -> np.ndarray:
-    """−E_{to_exit}[log m̂_exit]: the children's term its message to cases counted again."""
-    return -average_log(_exit_vmp(cases, values), exit)
+    """−E_{to_exit}[log m̂_exit]: the children's term its message to cases counted again;
+    0 where m̂_exit is uniform (no children: that message skips it, and a uniform
+    Dirichlet's normaliser, log Γ(K), must not be taken away)."""
+    term = -average_log(_exit_vmp(cases, values), exit)
+    return np.where(exit.is_uniform(), 0.0, term)
 
 
 def _zero(**args: Any) -> np.ndarray:

@@ -145,7 +145,10 @@ def check_defined_for(model: Model, var: Variable, what: str) -> None:
     that defines it is inside the open gates, or it is defined in every branch of each
     gate that is not open."""
     open_gates = model.gates
-    definitions = model.definitions.get(var.name, [])
+    # a definition in another branch of a gate open here is not read here (inside
+    # ff.IfNot(c) the variable is the one defined in that branch, not in ff.If(c))
+    definitions = [d for d in model.definitions.get(var.name, [])
+                   if not any(_exclusive(g, o) for g in d for o in open_gates)]
     outside = [d for d in definitions if not set(d) <= set(open_gates)]
     if not outside:
         return
@@ -164,6 +167,21 @@ def check_defined_for(model: Model, var: Variable, what: str) -> None:
                              f"{frame.describe()} (on {frame.condition.name!r}) but is read "
                              "outside it; define it in every branch or read it inside the "
                              "gate.")
+
+
+def _exclusive(a: GateFrame, b: GateFrame) -> bool:
+    """Whether branches ``a`` and ``b`` can never hold together (If and IfNot on one
+    condition, or two Cases of one condition with different values)."""
+    if a is b or a.condition is not b.condition or "switch" in (a.kind, b.kind):
+        return False
+    if a.kind == "if" and b.kind == "if":
+        return a.negated != b.negated
+    return _case_value(a) != _case_value(b)
+
+
+def _case_value(frame: GateFrame) -> Any:
+    """The value a branch selects: Case's value, If's True, IfNot's False."""
+    return (not frame.negated) if frame.kind == "if" else frame.value
 
 
 def excluded_elements(model: Model, observed: dict[str, Any]) -> dict[str, np.ndarray]:

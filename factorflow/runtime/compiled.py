@@ -255,6 +255,14 @@ class CompiledModel:
             out[label] = _check_damping(d, f"damping[{name!r}]")
         return out
 
+    def _excluded(self, values: dict[str, Any]) -> dict[str, np.ndarray]:
+        """``result.excluded`` for a run on ``values`` (by IR name, as ``_data`` gives
+        them): the masks of the elements outside the model (see ``Result``)."""
+        b = self.compilation.bindings
+        assert b is not None
+        return excluded_elements(self.model, {v.name: values[ident] for ident, v
+                                              in b.variables.items() if v.is_observed})
+
     def _data(self, data: dict[str, Any] | None) -> dict[str, Any]:
         data = dict(data or {})
         b = self.compilation.bindings
@@ -459,8 +467,7 @@ class CompiledModel:
             if var.is_observed:
                 posteriors[var.name] = dist.PointMass(values[ident])
         converged = monitor.finish(self.model.name, int(iterations), float(log_evidence))
-        excluded = excluded_elements(self.model, {v.name: values[ident] for ident, v
-                                                  in b.variables.items() if v.is_observed})
+        excluded = self._excluded(values)
         for name, mask in excluded.items():  # not in the model: no posterior, not uniform
             if mask.all():
                 posteriors.pop(name, None)

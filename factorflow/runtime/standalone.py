@@ -7,10 +7,14 @@ importable path (message operators from ``factorflow.factors``, helpers from
 ``factorflow.runtime.kernels``, distribution families), and defines
 
     run(iterations=50, init=None) -> (posteriors, log_evidence)
+    result(iterations=50, init=None) -> ff.Result
+    excluded() -> result.excluded
 
-which runs exactly the computation ``compiled.run`` runs (same operations, same data),
-so the numbers are the same.  It needs NumPy, SciPy and factorflow installed, but not
-the code that built the model, nor a compile.
+which run exactly the computation ``compiled.run`` runs (same operations, same data),
+so the numbers are the same; a variable that the saved data exclude from the model
+(``result.excluded``) has no posterior, and ``result(...)[name]`` raises
+``ff.ExcludedVariableError``, as in the process that compiled it.  It needs NumPy,
+SciPy and factorflow installed, but not the code that built the model, nor a compile.
 """
 
 from __future__ import annotations
@@ -68,8 +72,10 @@ def _used_names(source: str) -> set[str]:
     return {node.id for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Name)}
 
 
-def module_text(compiled: Any, data_file: str, init: dict[str, Distribution]) -> str:
-    """The source of the standalone module (see the module docstring)."""
+def module_text(compiled: Any, data_file: str, init: dict[str, Distribution],
+                excluded: list[str] = ()) -> str:
+    """The source of the standalone module (see the module docstring); ``excluded``
+    names the variables with excluded elements (their masks are in the data file)."""
     from factorflow.runtime.compiled import _resolve
 
     generated = compiled.generated
@@ -91,6 +97,8 @@ def module_text(compiled: Any, data_file: str, init: dict[str, Distribution]) ->
         if family not in generated.symbols:
             imports["factorflow.distributions"].append(family)
     sizes = {name: int(size) for name, size in compiled.compilation.final.ranges}
+    dims = {name: tuple(r.name for r in v.plates)
+            for name, v in compiled.model.variables.items() if not v.is_observed}
     lines = [
         '"""Standalone message passing, written by factorflow\'s save_module.',
         "",
@@ -116,6 +124,12 @@ def module_text(compiled: Any, data_file: str, init: dict[str, Distribution]) ->
         "",
         f"DATA_FILE = Path(__file__).with_name({data_file!r})",
         f"SIZES = {sizes!r}",
+        "#: each latent variable's plate names (result dims)",
+        f"DIMS = {dims!r}",
+        "#: variables with elements outside the model for the saved data (npz key",
+        "#: prefix excluded<k>): result.excluded's masks, True where excluded",
+        "EXCLUDED = {" + ", ".join(f"{name!r}: 'excluded{k}'"
+                                   for k, name in enumerate(excluded)) + "}",
         "#: initial posteriors saved with the module: label -> (family, npz key prefix)",
         "INIT = {" + ", ".join(f"{label!r}: ({family}, 'init{k}_')" for k, (label, family)
                               in enumerate(init_families.items())) + "}",
@@ -135,12 +149,37 @@ def module_text(compiled: Any, data_file: str, init: dict[str, Distribution]) ->
         "    return data, init",
         "",
         "",
+        "def excluded():",
+        '    """result.excluded for the saved data: name -> mask over its plates, True',
+        '    where the element is not part of the model."""',
+        "    with np.load(DATA_FILE, allow_pickle=False) as f:",
+        "        return {name: f[key] for name, key in EXCLUDED.items()}",
+        "",
+        "",
         "def run(iterations=50, init=None):",
         '    """Run ``iterations`` sweeps; returns (posteriors by name, log evidence).',
-        '    ``init`` replaces saved initial posteriors by name."""',
+        '    ``init`` replaces saved initial posteriors by name.  A variable excluded',
+        '    everywhere (see ``excluded``) has no posterior, as in compiled.run."""',
         "    data, saved = load()",
         "    with np.errstate(divide='ignore', invalid='ignore', over='ignore'):",
-        "        return infer(data, dict(SIZES), {**saved, **(init or {})}, int(iterations))",
+        "        posteriors, log_evidence = infer(data, dict(SIZES),",
+        "                                         {**saved, **(init or {})}, int(iterations))",
+        "    for name, mask in excluded().items():",
+        "        if mask.all():",
+        "            posteriors.pop(name, None)",
+        "    return posteriors, log_evidence",
+        "",
+        "",
+        "def result(iterations=50, init=None):",
+        '    """``run`` as an ff.Result: result[name] raises ff.ExcludedVariableError for',
+        '    a variable excluded everywhere, and result.excluded holds the masks."""',
+        "    from factorflow import Result",
+        "",
+        "    posteriors, log_evidence = run(iterations, init)",
+        f"    return Result(posteriors, float(log_evidence), {compiled.algorithm!r}, "
+        "int(iterations), 0.0,",
+        "                  dims={k: DIMS[k] for k in posteriors if k in DIMS},",
+        "                  excluded=excluded())",
         "",
         "",
         'if __name__ == "__main__":',
@@ -173,8 +212,10 @@ def write_module(compiled: Any, path: str | Path, data: dict[str, Any] | None = 
                                      for ident, value in values.items() if value is not None}
     for k, d in enumerate(init.values()):
         arrays.update({f"init{k}_{i}": eta for i, eta in enumerate(d.eta)})
+    excluded = compiled._excluded(values)
+    arrays.update({f"excluded{k}": mask for k, mask in enumerate(excluded.values())})
     data_path = path.with_suffix(".npz")
-    text = module_text(compiled, data_path.name, init)
+    text = module_text(compiled, data_path.name, init, list(excluded))
     np.savez(data_path, **arrays)
     path.write_text(text, encoding="utf-8")
     return path

@@ -43,6 +43,7 @@ def channels(program: Program) -> Program:
             raise IRError(f"{program.name}: the use name {name} is already declared.")
         taken.add(name)
         kind = kind or _use_kind(ref, decl, loops, where)
+        loops = _use_plates(ref, decl, loops, kind)
         uses[ref.var].append((name, kind))
         new_decls.append(VarDecl(name, "use", decl.domain, plates=tuple(loops),
                                  event=decl.event, label=f"use {k} of {decl.label}",
@@ -201,8 +202,7 @@ def _use_kind(ref: Ref, decl: VarDecl, loops: tuple[str, ...], where: str) -> tu
         return ("gather", ref.index[0])
     fixed = tuple((i, item) for i, item in enumerate(ref.index) if isinstance(item, int))
     own = tuple(p for i, p in enumerate(decl.plates) if i not in dict(fixed))
-    it = iter(loops)
-    if not all(p in it for p in own):
+    if not set(own) <= set(loops):
         raise ModelError(f"{where}: {decl.label} is used inside plates {_show(loops)} whose "
                          f"order differs from its own plates {_show(decl.plates)}.")
     extra = tuple(p for p in loops if p not in own)
@@ -211,6 +211,23 @@ def _use_kind(ref: Ref, decl: VarDecl, loops: tuple[str, ...], where: str) -> tu
     if not extra:
         return ("same",)
     return ("broadcast", extra)
+
+
+def _use_plates(ref: Ref, decl: VarDecl, loops: tuple[str, ...], kind: tuple
+                ) -> tuple[str, ...]:
+    """The plates of a use read inside ``loops``: the loops, except where the variable's
+    own plates run there in another order (a gate's clone with its cases axis last, read
+    in a Switch's loop opened around the array's plate): then its own plates first, in
+    its order, and the others after them (the generated code permutes the reading
+    statement's operand)."""
+    if kind[0] not in ("same", "broadcast", "element"):
+        return loops
+    fixed = dict(kind[1]) if kind[0] == "element" else {}
+    own = tuple(p for i, p in enumerate(decl.plates) if i not in fixed)
+    it = iter(loops)
+    if not set(own) <= set(loops) or all(p in it for p in own):
+        return loops
+    return own + tuple(p for p in loops if p not in own)
 
 
 def _show(plates: tuple[str, ...]) -> str:

@@ -97,6 +97,9 @@ class _Gates:
         self.conds: dict[tuple, Cond] = {}
         #: id of an observed condition's open branch -> the variables defined inside it
         self.det_defined: dict[int, set[str]] = {}
+        #: a switch case's local: the observed-branch frames around each of its definitions
+        self.det_paths: dict[tuple, list[tuple[Frame, ...]]] = {}
+        self.copy_of: dict[int, tuple] = {}  # id of a case's exit copy -> (clone, case)
         self.levels: list[tuple[Cond, int | str, Frame]] = []
         self.frames: list[Frame] = [Frame("root", [])]
         self.partials: list[Clone] = []
@@ -155,9 +158,11 @@ class _Gates:
         return i
 
     def _inner(self, m: int) -> int:
-        """The innermost frame of level ``m``'s body outside any deeper gate."""
+        """The innermost frame of level ``m``'s body outside any deeper gate (a deeper
+        Switch's loop over its cases belongs to that gate)."""
         if m + 1 < len(self.levels):
-            return self.frames.index(self.levels[m + 1][2]) - 1
+            deeper = self.levels[m + 1]
+            return self.frames.index(deeper[2]) - (2 if deeper[0].switch else 1)
         return len(self.frames) - 1
 
     # ----- blocks --------------------------------------------------------------------------
@@ -201,13 +206,17 @@ class _Gates:
         # where its branch holds, so one made in the first would be off in the second)
         home = next((f for f in reversed(self.frames) if f.kind == "det" and
                      node.condition.var in self.det_defined.get(id(f), ())), None)
-        slot = key + ((id(home),) if home is not None else ())
+        # and cases made inside an observed branch (a loop there holds them) are that
+        # branch's own: another branch gating on the same condition makes its own
+        at = self._outside_det(len(self.frames) - (2 if switch else 1), node.condition.var)
+        inside = tuple(id(f) for f in self.frames[:at + 1] if f.kind == "det")
+        slot = key + ((id(home),) if home is not None else ()) + inside
         cond = self.conds.get(slot) or self._condition(key, node, count, switch, slot)
         level, frame = len(self.levels), Frame("if", [])
         self.levels.append((cond, case, frame))
         self.frames.append(frame)
         self._block(node.body)
-        frame.items.extend(cond.pending)
+        frame.items.extend(self._under_det(copy) for copy in cond.pending)
         cond.pending.clear()
         self.frames.pop()
         self.levels.pop()
@@ -257,10 +266,37 @@ class _Gates:
                                  c.prov)
                 # an array defined in loops inside the gate exits in those loops
                 here = self._loops()
-                for r in reversed([i for i in c.src.index if isinstance(i, str)
-                                   and i not in here]):
+                inner = [i for i in c.src.index if isinstance(i, str) and i not in here]
+                node = self._exit_under_det(c, node, set(here) | set(inner))
+                for r in reversed(inner):
                     node = ForB(r, [node])
                 items.append(node)
+
+    def _exit_under_det(self, clone: Clone, node: Any, loops: set[str]) -> Any:
+        """A switch's exit of a variable that every case defines only inside the same
+        observed-condition branches: inside those branches (where they are off the
+        variable does not exist, and neither its exit nor its evidence), as far as their
+        conditions are indexed by the loops open there."""
+        common = _common_branches([p for (name, _), ps in self.det_paths.items()
+                                   if name == clone.name for p in ps])
+        for b in reversed(common):
+            if not all(i in loops for i in b.condition.index if isinstance(i, str)):
+                return node
+        for b in reversed(common):
+            node = IfB(b.condition, [node], value=b.value, negated=b.negated, wraps=False)
+        return node
+
+    def _under_det(self, copy: Stmt) -> Any:
+        """A switch case's copy of a local defined in a case's observed-condition branches,
+        inside the branches common to all its definitions: where they are off, the
+        variable does not exist in that case (nor its clone's evidence); a local defined
+        in every branch (``If``/``IfNot``) is copied wherever the case holds."""
+        key = self.copy_of.get(id(copy))
+        common = _common_branches(self.det_paths.get(key, []) if key is not None else [])
+        node: Any = copy
+        for b in reversed(common):
+            node = IfB(b.condition, [node], value=b.value, negated=b.negated, wraps=False)
+        return node
 
     # ----- statements and their references -----------------------------------------------
     def _stmt(self, s: Stmt) -> None:
@@ -315,7 +351,8 @@ class _Gates:
             cover, subst = self._index_set(m, ref, read, var, is_def or one)
             if cover != ref:
                 src = self._lift(cover, var, is_def, m, hit, prov, post, read)
-        clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, one, prov)
+        clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, one, prov,
+                                                                is_def)
         if cond.switch is not None and clone.kind == "enter" and self._shared(m, var, cover):
             # a set's clone in a switch: one copy of the case's slot for all its reads
             use = self._case_copy(clone, m, clone.ref(self.levels[m][1]), prov)
@@ -380,11 +417,23 @@ class _Gates:
             return ref, {}  # a gather is read as array[index] of a whole array only
         return Ref(var, pattern), subst
 
-    def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str) -> Clone:
+    def _clone(self, m: int, src: Ref, var: str, one: bool, prov: str, is_def: bool = True
+               ) -> Clone:
         """The clone array of ``src`` for gate level ``m``, declared and placed."""
         cond, case, frame = self.levels[m]
         kind = ("exit" if cond.key in self.a.exits.get(var, ()) else "one" if one
                 else "enter" if cond.switch else "partial")
+        if kind == "exit" and not is_def:
+            # a variable the gate defines, read there through another index than its
+            # definition's (a gather v[idx]): it would become a second exit of it
+            defined = next((c.src for c in cond.clones.values()
+                            if c.kind == "exit" and c.var == var), None)
+            shown = f" (defined as {self._show(defined)})" if defined is not None else ""
+            raise ModelError(
+                f"{prov or 'a statement'}: {self._show(src)} reads "
+                f"{self.decls[var].label or var}{shown} inside the gate on "
+                f"{self._show(cond.lhs)} that defines it, through other indices than its "
+                "definition; read it there as it is defined, or after the gate.")
         gate = self.frames.index(frame)
         # the frame holding the gate (or its loop), outside observed conditions' branches
         top = self._outside_det(gate - (2 if cond.switch else 1), cond.lhs.var, src.var)
@@ -447,21 +496,33 @@ class _Gates:
         if cond.switch is None:
             return clone.ref(case)
         local = clone.locals.get(case)  # in a switch: a local copy of the case's element
+        if is_def and clone.kind != "enter":  # the observed branches it is defined under
+            level_frame = self.frames.index(self.levels[m][2])
+            self.det_paths.setdefault((clone.name, case), []).append(
+                tuple(f for f in self.frames[level_frame + 1:] if f.kind == "det"))
         if local is None:
             d = self.decls[clone.var]
             at = self._inner(m)
+            here = self._loops(at)
+            # an entered array's axes that no loop here runs over (its own plates, read
+            # whole by a deeper Switch): the local copy keeps them, copied in their loops
+            whole = tuple(p for p in clone.plates if p not in here) \
+                if clone.kind == "enter" else ()
             local = clone.locals[case] = Ref(self._fresh(*split_derived(clone.name), case),
-                                             self._loops(at))
+                                             here + whole)
             self._declare(local.var, d.domain, local.index, d.event,
                           f"{d.label or clone.var} in case {display(str(case))} of "
                           f"{self._show(cond.lhs)}",
                           (("local_of", clone.var),) + (
                               (("derived", True),) if clone.kind == "enter" else ()))
             if clone.kind == "enter":
-                self.frames[at].items.append(Stmt("Copy", (local,),
-                                                  (("value", clone.ref(case)),), (), prov))
+                node: Any = Stmt("Copy", (local,), (("value", clone.ref(case)),), (), prov)
+                for r in reversed(whole):
+                    node = ForB(r, [node])
+                self.frames[at].items.append(node)
             else:  # defined here: copied into the clone array once defined
                 copy = Stmt("Copy", (clone.ref(case),), (("value", local),), (), prov)
+                self.copy_of[id(copy)] = (clone.name, case)
                 self._mark_derived(clone.name)  # a Copy defines the array: derived (VMP)
                 # after the statement; but after the whole case when the definition is
                 # inside an observed condition's branches (each branch defines the local:
@@ -471,3 +532,14 @@ class _Gates:
                     f.kind == "det" for f in self.frames[level_frame + 1:])
                 (post if inline else cond.pending).append(copy)
         return local
+
+
+def _common_branches(paths: list[tuple[Frame, ...]]) -> list[IfB]:
+    """The observed-condition branches (outermost first) that every path of frames
+    opens, in the same frames."""
+    common: list[IfB] = []
+    for frames in zip(*paths, strict=False):
+        if any(f is not frames[0] for f in frames):
+            break
+        common.append(frames[0].node)
+    return common

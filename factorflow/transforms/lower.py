@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.codegen.names import USER_PREFIX, fresh, identifier, sanitize
+from factorflow.codegen.names import USER_PREFIX, display, fresh, identifier, sanitize
 from factorflow.errors import ModelError
 from factorflow.factors.registry import FACTORS
 from factorflow.ir import Const, For, If, Node, Program, Ref, Stmt, VarDecl
@@ -115,8 +115,10 @@ def lower(model: Model) -> tuple[Program, Bindings]:
         own = plates[len(plates) - len(batch):] if 0 < len(batch) <= len(plates) else ()
         if tuple(sizes[p] for p in own) != batch:
             own = ()
-        decls.append(VarDecl(ident, "constant", plates=own,
-                             label=f"{arg} of {_label(owner, decls)}",
+        # over plates with an event axis (a row of probabilities per element): its
+        # domain tells the generated code which trailing axes are the event's
+        decls.append(VarDecl(ident, "constant", domain if own and event_shape(domain, 1)
+                             else None, plates=own, label=f"{arg} of {_label(owner, decls)}",
                              attrs=(("shape", arr.shape),)))
         return Ref(ident, own)
 
@@ -131,8 +133,10 @@ def lower(model: Model) -> tuple[Program, Bindings]:
         plates = tuple(rname[p.name] for p in call.plates)
         frames: list[tuple] = []
         switched: dict[str, GateFrame] = {}  # user range -> the Switch looping over it
+        opened: dict[str, Range] = {}  # plates opened around the frame
         for f in call.frames:
             if isinstance(f, Range):
+                opened[rname[f.name]] = f
                 if rname[f.name] in switched:
                     g = switched[rname[f.name]]
                     raise ModelError(
@@ -148,6 +152,16 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                 continue  # each element's case is its observed value: array[z] gathers
             if f.kind == "switch":
                 loop = switch_range[id(f)][0]
+                around = (f"ff.Plate({opened[loop].name})" if loop in opened
+                          else switched[loop].describe() if loop in switched else None)
+                if around is not None:  # one loop variable cannot stand for two indices
+                    shown = opened[loop].name if loop in opened else display(loop)
+                    raise ModelError(
+                        f"{call.provenance or 'a statement'}: {f.describe()} loops over "
+                        f"{shown} (an array over {shown} is indexed by "
+                        f"{f.condition.name}) inside {around}, which loops over {shown} "
+                        f"too; index by {f.condition.name} an array over another ff.Range "
+                        "of the same size.")
                 switched[loop] = f
                 frames.append(("for", loop))
                 frames.append(("if", cond, loop, False, id(f)))

@@ -230,13 +230,17 @@ def test_errors_and_labels_use_the_names_the_user_gave():
                 ff.Gaussian("x", 0.0, variance=1.0, observed=[1.0, 2.0])
     assert "v_" not in str(error.value)
     with ff.Model() as model:
-        n, k = ff.Range("n", 2), ff.Range("k", 3)
-        with ff.Plate(n), ff.Plate(k):
-            x = ff.Gaussian("x", 0.0, variance=1.0)
-        with ff.Plate(k), ff.Plate(n):
-            ff.Gaussian("y", x, variance=1.0, observed=np.ones((3, 2)))
-    with pytest.raises(ff.ModelError, match=r"plates \(k, n\) .* own plates \(n, k\)"):
+        k = ff.Range("k", 2)
+        with ff.Plate(k):
+            m = ff.Gaussian("m", 0.0, variance=1.0)
+        with ff.Plate(k):
+            z = ff.Discrete("z", [0.5, 0.5])
+            with ff.Switch(z):
+                ff.Gaussian("y", m[z], variance=1.0, observed=np.ones(2))
+    with pytest.raises(ff.ModelError, match=r"ff.Switch\(z\) loops over k .* inside "
+                       r"ff.Plate\(k\)") as error:
         model.compile("ep")
+    assert "v_" not in str(error.value)
     from tests.runtime.test_gated_models import mixture
     schedule = str(mixture().compile("vmp").schedule)
     assert "posterior of cases of z[n]" in schedule and "v_z[v_n]" not in schedule

@@ -76,6 +76,8 @@ class FaultWriter:
     counter: int = 0
     #: where the plates and gates the fault sits in begin (see ``before_context``)
     context_at: int | None = None
+    #: whether a Switch is open around the fault (gates inside it are Switches too)
+    switched: bool = False
 
     def pick(self, options: Any) -> Any:
         return self.draw(st.sampled_from(tuple(options)))
@@ -133,7 +135,11 @@ class FaultWriter:
         for _ in range(self.draw(st.integers(0, most))):
             if gates and self.draw(st.integers(0, 3)) == 0:
                 c = self.fresh("c")
-                form = self.pick(("If", "IfNot", "Case", "Switch"))
+                # inside a Switch only Switches: a variable defined there without its axis
+                # must be defined in every case of a gate inside it (refused by design)
+                form = "Switch" if self.switched else self.pick(
+                    ("If", "IfNot", "Case", "Switch"))
+                self.switched = self.switched or form == "Switch"
                 if form in ("If", "IfNot"):
                     self.emit(f"{c} = ff.Bernoulli({c!r}, 0.5)")
                     self.emit(f"with ff.{form}({c}):")

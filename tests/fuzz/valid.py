@@ -134,6 +134,11 @@ class Writer:
     #: the ranges open Switches loop over (an array over one is indexed by the condition):
     #: a plate over one of them inside that Switch is refused by factorflow, by name
     switch_loops: list[Rng] = field(default_factory=list)
+    #: the range each condition's Switches loop over (that of the first array it indexes:
+    #: every array it indexes is over that range, and no loop around a Switch is over it)
+    switch_range: dict[str, Rng] = field(default_factory=dict)
+    #: len(scope) when each open gate opened (what it defines lies after its mark)
+    gate_marks: list[int] = field(default_factory=list)
     gates: int = 0
     counter: int = 0
     budget: int = 8
@@ -285,15 +290,21 @@ class Writer:
             out |= part
         return out
 
+    def outside_gates(self) -> list[Var]:
+        """The variables in scope defined outside every open gate."""
+        return self.scope[: self.gate_marks[0]] if self.gate_marks else self.scope
+
     def index_bases(self, domain: str, size: int | None = None) -> list[Var]:
-        return [v for v in self.scope if v.domain == domain and len(v.plates) == 1
+        """Arrays to index by known indices: not one an open gate defines (a gate's own
+        variable read there by other indices than its definition is refused by name)."""
+        return [v for v in self.outside_gates() if v.domain == domain and len(v.plates) == 1
                 and v.plates[0] not in self.plates and (size is None or v.size == size)
                 and (v.plates[0].size > 0 or 0 in self.shape)]
 
     def switch_bases(self, domain: str, size: int | None = None) -> list[tuple[Var, Var]]:
-        return [(v, z) for z in self.switches for v in self.scope
-                if v.domain == domain and len(v.plates) == 1 and v.plates[0].size == z.size
-                and v.plates[0] not in self.plates and (size is None or v.size == size)]
+        return [(v, z) for z in self.switches for v in self.outside_gates()
+                if v.domain == domain and v.plates == (self.switch_range[z.ident],)
+                and (size is None or v.size == size)]
 
     def indexed(self, base: Var, avoid: np.ndarray | None = None) -> str:
         """``base[index]`` with a random index per plate element; one that differs from
@@ -516,6 +527,9 @@ class Writer:
             with self.plate(r):
                 self.define(domain, observe=False)
             bases = self.index_bases(domain)
+        if not bases:  # inside a gate, which owns what it defines
+            self.use_index(domain)
+            return
         if self.flip(0.8):
             r = self.new_range(exclude=bases[0].plates[0])
             with self.plate(r):
@@ -650,10 +664,12 @@ class Writer:
         """A gate block: what is written inside goes out of scope when it closes."""
         mark = len(self.scope)
         self.gates += 1
+        self.gate_marks.append(mark)
 
         def close() -> None:
             del self.scope[mark:]
             self.gates -= 1
+            self.gate_marks.pop()
         return self._Block(self, header, close)
 
     def block_plate(self) -> None:
@@ -737,8 +753,10 @@ class Writer:
             self.write_switch(self.pick(ready), domain)
             return
         if self.plates:
-            arrays = [v for v in self.scope if v.domain == domain and len(v.plates) == 1
-                      and v.plates[0] not in self.plates and v.plates[0].size >= 2]
+            arrays = [v for v in self.outside_gates() if v.domain == domain
+                      and len(v.plates) == 1
+                      and v.plates[0] not in self.plates + self.switch_loops
+                      and v.plates[0].size >= 2]
             if not arrays:
                 self.factory()
                 return
@@ -746,14 +764,18 @@ class Writer:
             self.write_switch(self.define("int", size=size, observe=self.flip(0.15)), domain)
             return
         size = self.pick((2, 3, 4))
-        k = next((r for r in self.ranges if r.size == size), None)
+        k = next((r for r in self.ranges if r.size == size and r not in self.switch_loops),
+                 None)
         if k is None:
             ident, name = self.fresh("r")
             self.emit(f"{ident} = ff.Range({name!r}, {size})")
             k = Rng(ident, size)
             self.ranges.append(k)
-        if not [v for v in self.scope if v.domain == domain and v.plates == (k,)] \
-                or self.flip(0.3):
+        have = [v for v in self.outside_gates() if v.domain == domain and v.plates == (k,)]
+        if self.gate_marks and not have:  # an array defined in a gate is its own there
+            self.factory()
+            return
+        if not self.gate_marks and (not have or self.flip(0.3)):
             with self.plate(k):
                 self.define(domain, observe=False)
         if self.flip(0.8):
@@ -767,6 +789,7 @@ class Writer:
         with self.gate(f"with ff.Switch({z.ident}):"):
             self.switches.append(z)
             base = self.pick(self.switch_bases_for(z, domain))
+            self.switch_range.setdefault(z.ident, base.plates[0])
             self.switch_loops.append(base.plates[0])
             out = {"real": "real", "unit": "bool", "positive": "count"}[domain]
             call = {"real": f"ff.Gaussian({{name}}, {{t}}, precision={self.constant('positive')}",
@@ -783,8 +806,12 @@ class Writer:
         self.scope += [v for v in defined if v.plates == tuple(self.plates)]
 
     def switch_bases_for(self, z: Var, domain: str) -> list[Var]:
-        return [v for v in self.scope if v.domain == domain and len(v.plates) == 1
-                and v.plates[0].size == z.size and v.plates[0] not in self.plates]
+        """Arrays ``z`` may index in a new Switch: over the range of z's Switches (any of
+        z's size for its first), never one a plate or Switch around loops over."""
+        loop = self.switch_range.get(z.ident)
+        return [v for v in self.outside_gates() if v.domain == domain and len(v.plates) == 1
+                and v.plates[0].size == z.size and loop in (None, v.plates[0])
+                and v.plates[0] not in self.plates + self.switch_loops]
 
     # ----- driver -------------------------------------------------------------------
     def statement(self, kind: str) -> None:

@@ -857,3 +857,64 @@ def test_ep_that_fails_damped_too_names_both_runs(monkeypatch):
         with pytest.raises(ff.ImproperMessageError, match=r"EP damped with 0\.0, after the "
                                                            r"undamped run failed too\)"):
             _three_point_mixture().infer("ep", iterations=300)
+
+
+@pytest.mark.parametrize("plate", [False, True])
+def test_a_switch_exit_defined_only_in_an_observed_branch_that_is_off(plate):
+    """Oracle seed 3: z6 is defined inside ``ff.Switch(z3)`` only under ``IfNot(o1)``,
+    with o1 observed True: z6 is not part of the model.  Its switch exit clone and its
+    Gate.Exit ran outside the branch, and EP counted log 3 (z6's categories) of
+    evidence.  They now sit inside the branch: log Z = log P(o1) under EP and VMP, and z6
+    is excluded."""
+    with ff.Model() as model:
+        o1 = ff.Bernoulli("o1", 0.8, observed=True)
+        ff.Bernoulli("o2", 0.9, observed=False)
+
+        def body():
+            z3 = ff.Discrete("z3", [0.5, 0.5])
+            with ff.Switch(z3):
+                ff.Discrete("e4", [0.4, 0.267, 0.333])
+                with ff.If(o1):
+                    ff.Bernoulli("e5", 0.4)
+                with ff.IfNot(o1):
+                    ff.Bernoulli("e5", 0.25)
+                    ff.Discrete("z6", [0.143, 0.557, 0.3])
+        if plate:
+            with ff.Plate(ff.Range("n", 2)):
+                body()
+        else:
+            body()
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm, iterations=50)
+        assert_close(result.log_evidence, np.log(0.8 * 0.1), atol=1e-10)
+        assert_close(result["e5"].p, 0.4, atol=1e-10)
+        with pytest.raises(ff.ExcludedVariableError):
+            result["z6"]
+
+
+@pytest.mark.parametrize("size", [1, 3])
+def test_gates_in_each_branch_of_an_observed_condition_inside_a_plate(size):
+    """Oracle seed 3: e12 is defined under If(o9) and IfNot(o9) (o9 observed False), and
+    later blocks of both branches gate on e12 inside a plate.  The second branch's gate
+    read the cases made in the first (inside its loop, under o9, which is off): its
+    evidence was lost, P(e12) its prior 0.2 and log Z log 0.8.  Each branch's cases are
+    its own.  Exact: Z = 0.8 (0.2·0.8 + 0.8·0.5)^N, P(e12) = 0.16 / 0.56."""
+    with ff.Model() as model:
+        o9 = ff.Bernoulli("o9", 0.2, observed=False)
+        with ff.Plate(ff.Range("n", size)):
+            with ff.If(o9):
+                e12 = ff.Bernoulli("e12", 0.3)
+            with ff.IfNot(o9):
+                e12 = ff.Bernoulli("e12", 0.2)
+            with ff.If(o9):
+                with ff.If(e12):
+                    ff.Bernoulli("o17", 0.1, observed=[True] * size)
+            with ff.IfNot(o9):
+                with ff.If(e12):
+                    ff.Bernoulli("o20", 0.8, observed=[True] * size)
+                with ff.IfNot(e12):
+                    ff.Bernoulli("o22", 0.5, observed=[False] * size)
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm, iterations=50)
+        assert_close(result.log_evidence, np.log(0.8) + size * np.log(0.56), atol=1e-10)
+        assert_close(result["e12"].p, np.full(size, 0.16 / 0.56), atol=1e-10)

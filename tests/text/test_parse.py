@@ -90,16 +90,45 @@ def test_example_two_coins():
     assert_close(dsl.infer("ep")["first"].p, 1 / 3, rtol=1e-12)
 
 
+def test_example_trueskill():
+    ex = example("trueskill")
+    _, winner, loser = ex["games"](6, 20, np.random.default_rng(0))
+    dsl = ff.parse("""
+        skill[player] ~ Gaussian(25, variance=70)
+        pw[game] ~ Gaussian(skill[winner[game]], variance=16)
+        pl[game] ~ Gaussian(skill[loser[game]], variance=16)
+        constrain_true(pw[game] > pl[game])
+    """, data={"winner": winner, "loser": loser, "player": 6}, name="trueskill")
+    assert_same_model(dsl, ex["trueskill"](6, winner, loser), algorithms=("ep",))
+
+
+def test_example_lda():
+    build = example("lda")["lda"]
+    doc, words = np.array([0, 0, 1, 1, 1]), np.array([0, 2, 1, 1, 3])
+    dsl = ff.parse("""
+        theta[d] ~ Dirichlet([0.5, 0.5])
+        phi[k] ~ Dirichlet([0.1, 0.1, 0.1, 0.1])
+        z[n] ~ Discrete(theta[doc[n]])
+        switch z[n]:
+            w[n] ~ Discrete(phi[z[n]])
+    """, data={"doc": doc, "w": words, "d": 2, "k": 2}, name="lda")
+    assert_same_model(dsl, build(doc, words, 2, 2, 4, 0.5, 0.1), algorithms=("vmp",),
+                      iterations=5)
+
+
 #: the gallery (examples/*.py): each model the DSL expresses has a twin test above that
 #: builds it with the example's own code; the others say what the DSL lacks
 DSL_TWINS = {"learning_gaussian": test_example_learning_gaussian,
              "clinical_trial": test_example_clinical_trial,
              "truncated_gaussian": test_example_truncated_gaussian_with_changeable_data,
-             "two_coins": test_example_two_coins}
+             "two_coins": test_example_two_coins,
+             "trueskill": test_example_trueskill,
+             "lda": test_example_lda}
 NOT_IN_THE_DSL = {
     "bayesian_pca": "vector variables (VectorGaussian) and inner products",
     "gaussian_mixture": "VectorGaussian and Wishart components",
     "hmm": "chains (x[t - 1]) and ff.Constant tables",
+    "horseshoe_regression": "HalfCauchy scales, X @ beta and Gibbs sampling",
     "horseshoe_gibbs": "HalfCauchy and Gibbs sampling",
     "linear_regression": "VectorGaussian weights and X @ w",
     "logistic_regression": "the logistic link and vector weights",
