@@ -9,6 +9,7 @@ import factorflow.factors  # noqa: F401  (registers every built-in factor)
 import factorflow.runtime.compiled  # noqa: F401  (the compiler, loaded once at import)
 from factorflow import distributions
 from factorflow.errors import (
+    BackendError,
     CheckpointError,
     ConvergenceWarning,
     DataError,
@@ -73,5 +74,5 @@ __all__ = [
     "ExcludedVariableError",
     "ImproperMessageError", "ImproperMessageWarning",
     "ScheduleWarning", "ConvergenceWarning", "RenderError", "Result",
-    "load_result", "parse", "ParseError",
+    "load_result", "parse", "ParseError", "BackendError",
 ]

@@ -116,6 +116,21 @@ class ExcludedVariableError(ModelError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class BackendError(ModelError):
+    """An array backend (``backend="jax"``) is unknown, not installed (the message names
+    the extra to install), or cannot run what was asked of it (such as a checkpoint).
+
+    >>> import factorflow as ff
+    >>> with ff.Model() as model:
+    ...     m = ff.Gaussian("m", 0.0, variance=1.0)
+    ...     y = ff.Gaussian("y", m, variance=1.0, observed=2.0)
+    >>> model.compile("ep", backend="cupy")
+    Traceback (most recent call last):
+    ...
+    factorflow.errors.BackendError: ...
+    """
+
+
 class ImproperMessageError(ArithmeticError):
     """A message or posterior became improper (or NaN) during inference (the message
     names it and says what to do).

@@ -60,14 +60,62 @@ def generator(rng: Any) -> np.random.Generator:
                          f"None, got {rng!r}.") from None
 
 
+#: True in the JAX backend's copy of the kernel modules (``runtime.backends.jax_namespace``
+#: sets it): there arrays are traced, their values unknown while the program is built, so
+#: a fast path chosen by values (``all_true``, ``any_true``) gives way to the general
+#: path, which computes the same result on every element.
+TRACED = False
+
+
+def traced() -> bool:
+    """Whether these modules run traced (``TRACED``): no in-place writes, no boolean
+    indexing, no branch on values."""
+    return TRACED
+
+
+def all_true(cond: Any) -> bool:
+    """``np.all(cond)`` as a Python bool: whether a fast path for "every element" may be
+    taken; False under tracing (``TRACED``), where the general path runs."""
+    return not TRACED and bool(np.all(cond))
+
+
+def any_true(cond: Any) -> bool:
+    """``np.any(cond)`` as a Python bool: whether the general path must run for some
+    element; True under tracing (``TRACED``)."""
+    return TRACED or bool(np.any(cond))
+
+
+def add_at(acc: np.ndarray, index: Any, values: Any, repeats: bool = False) -> np.ndarray:
+    """``acc[index] += values``, returning ``acc``: written in place, or under tracing a
+    new array (``.at[index].add``).  ``repeats``: ``index`` may name an element twice,
+    whose values then all add up (``np.add.at``)."""
+    if TRACED:
+        return acc.at[index].add(values)
+    if repeats:
+        np.add.at(acc, index, values)
+    else:
+        acc[index] += values
+    return acc
+
+
+def set_at(arr: np.ndarray, index: Any, values: Any) -> np.ndarray:
+    """A copy of ``arr`` (float) with ``values`` at ``index`` (under tracing
+    ``.at[index].set``)."""
+    if TRACED:
+        return np.asarray(arr, float).at[index].set(values)
+    out = np.array(arr, dtype=float)
+    out[index] = values
+    return out
+
+
 def _sub_naturals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a - b, where (±inf) - (same inf) is 0: a point mass divided by itself is uniform."""
     with np.errstate(invalid="ignore"):
         diff = np.subtract(a, b)
-    if not np.isnan(diff).any():  # inf − inf is NaN: none here, nothing to mend
+    if not any_true(np.isnan(diff)):  # inf − inf is NaN: none here, nothing to mend
         return diff
     same_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
-    return np.where(same_inf, 0.0, diff) if np.any(same_inf) else diff
+    return np.where(same_inf, 0.0, diff) if any_true(same_inf) else diff
 
 
 #: batches of fewer elements are not compacted (``Distribution.compact``): below this
@@ -203,7 +251,7 @@ class Distribution(ABC):
         if self.eta[0].size < COMPACT_ABOVE:
             return self
         nb = len(self.batch_shape)
-        shrink = [i for i in range(nb) if all(e.strides[i] == 0 and e.shape[i] > 1
+        shrink = [i for i in range(nb) if all(strides(e)[i] == 0 and e.shape[i] > 1
                                               for e in self.eta)]
         if not shrink:
             return self
@@ -241,16 +289,15 @@ class Distribution(ABC):
         out = []
         indices = as_index(indices)
         for e in self._product_form():
-            if indices.ndim == 1 and e.shape[:1] == indices.shape:  # one bincount pass
-                rest = e.shape[1:]
+            if not TRACED and indices.ndim == 1 and e.shape[:1] == indices.shape:
+                rest = e.shape[1:]  # one bincount pass
                 width = int(np.prod(rest, dtype=int))
                 flat = (indices[:, None] * width + np.arange(width)).ravel()
                 out.append(np.bincount(flat, weights=np.reshape(e, -1), minlength=size * width
                                        ).reshape((size,) + rest))
                 continue
-            acc = np.zeros((size,) + e.shape[indices.ndim:])
-            np.add.at(acc, indices, e)
-            out.append(acc)
+            out.append(add_at(np.zeros((size,) + e.shape[indices.ndim:]), indices, e,
+                              repeats=True))
         return self.from_natural(*out)
 
     # ----- message algebra ----------------------------------------------------------
@@ -533,10 +580,10 @@ def logsumexp(x: np.ndarray, axis: int = -1, keepdims: bool = False) -> np.ndarr
     """
     x = np.asarray(x, dtype=float)
     top = np.max(x, axis=axis, keepdims=True)
-    if not np.all(np.isfinite(top)):
+    if not all_true(np.isfinite(top)):
         top = np.where(np.isfinite(top), top, 0.0)
     shifted = np.subtract(x, top)          # one fresh array, exponentiated in place
-    exp_flushed(shifted, out=shifted)       # (the largest term is 1: exact)
+    shifted = exp_flushed(shifted, out=shifted)  # (the largest term is 1: exact)
     with np.errstate(divide="ignore"):
         out = np.log(np.sum(shifted, axis=axis, keepdims=True))
     out += top
@@ -559,7 +606,7 @@ def exp_flushed(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     x = np.asarray(x, dtype=float)
     keep = x >= _LOG_CUT
     y = np.maximum(x, _LOG_CUT, out=out)
-    np.exp(y, out=y)
+    y = np.exp(y, out=y)  # (the returned value: traced, out= writes nothing)
     y *= keep
     return y
 
@@ -572,7 +619,10 @@ def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
     """``compute(arr)``, remembered while ``arr`` lives (keyed by its identity; natural
     parameters are never written in place) and returned read-only.  One sweep reads the
     same posterior's normalised probabilities in several messages (every clone of a
-    gate reads its cases): they are computed once."""
+    gate reads its cases): they are computed once.  Under tracing (``TRACED``) nothing
+    is remembered: the compiler merges the repeated computations."""
+    if TRACED:
+        return compute(arr)
     key = (what, id(arr))
     hit = _MEMO.get(key)
     if hit is not None and hit[0]() is arr:
@@ -586,7 +636,10 @@ def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
 
 
 def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
-    """Record ``value`` as ``what`` of ``arr`` for ``memo_of`` (forgotten with ``arr``)."""
+    """Record ``value`` as ``what`` of ``arr`` for ``memo_of`` (forgotten with ``arr``;
+    nothing under tracing)."""
+    if TRACED:
+        return
     key = (what, id(arr))
     try:
         # (the table bound here: the callback may run as the interpreter shuts down)
@@ -602,6 +655,8 @@ def log_normalize(log_w: np.ndarray) -> np.ndarray:
     def compute(x: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             out = x - logsumexp(x, axis=-1, keepdims=True)
+        if TRACED:
+            return out
         out.flags.writeable = False
         remember("log_normalize", out, out)
         return out
@@ -611,21 +666,68 @@ def log_normalize(log_w: np.ndarray) -> np.ndarray:
 def distinct(a: Any) -> Any:
     """``a`` with every axis along which it is a broadcast view (stride 0) shrunk to
     length 1: the same values under NumPy broadcasting, without a pass over copies."""
-    if not isinstance(a, np.ndarray) or not a.ndim or all(a.strides):
+    if not np.ndim(a) or not hasattr(a, "shape"):
+        return a
+    st = strides(a)
+    if all(st):
         return a
     return a[tuple(slice(0, 1) if s == 0 and n > 1 else slice(None)
-                   for s, n in zip(a.strides, a.shape, strict=True))]
+                   for s, n in zip(st, a.shape, strict=True))]
+
+
+#: id -> (weak reference, strides) of the broadcast views made under tracing: a traced
+#: array has no strides to show which axes only repeat its values; this table says
+#: (``strides``), while the array lives.  The JAX backend's ``broadcast_to`` fills it.
+_TRACED_VIEWS: dict[int, tuple[Any, tuple[int, ...]]] = {}
+#: the ids of the traced views that ``zeros_view`` made (all-zero by construction)
+_TRACED_ZEROS: set[int] = set()
+
+
+def note_view(view: Any, source_shape: tuple[int, ...]) -> None:
+    """Record, under tracing, that ``view`` is ``np.broadcast_to`` of an array of
+    ``source_shape``: stride 0 on each axis the source lacks or holds once."""
+    lead = len(view.shape) - len(source_shape)
+    st = tuple(0 if k < lead or (source_shape[k - lead] == 1 and n != 1) else 1
+               for k, n in enumerate(view.shape))
+    key = id(view)
+
+    def forget(_: Any, key: int = key, table: dict = _TRACED_VIEWS,
+               zeros: set = _TRACED_ZEROS) -> None:
+        table.pop(key, None)
+        zeros.discard(key)
+    _TRACED_VIEWS[key] = (weakref.ref(view, forget), st)
+
+
+def _traced_view(a: Any) -> tuple[int, ...] | None:
+    hit = _TRACED_VIEWS.get(id(a))
+    return hit[1] if hit is not None and hit[0]() is a else None
 
 
 def zeros_view(shape: tuple[int, ...]) -> np.ndarray:
     """An all-zero array of ``shape`` that holds one element (a read-only broadcast view):
     the natural parameters of a uniform message, which products then skip."""
-    return np.broadcast_to(np.zeros(()), shape)
+    view = np.broadcast_to(np.zeros(()), shape)
+    if TRACED and _traced_view(view) is not None:
+        _TRACED_ZEROS.add(id(view))
+    return view
+
+
+def strides(a: Any) -> tuple[int, ...]:
+    """``a.strides``; under tracing, 0 on the axes along which ``a`` is known to be a
+    broadcast view (``note_view``) and 1 elsewhere."""
+    got = getattr(a, "strides", None)
+    if got is not None:
+        return tuple(got)
+    return _traced_view(a) or (1,) * np.ndim(a)
 
 
 def is_zeros_view(eta: tuple[np.ndarray, ...]) -> bool:
     """Whether every array is a non-empty broadcast view of one zero (``zeros_view``),
-    read in O(1): a uniform message made by ``uniform``."""
+    read in O(1): a uniform message made by ``uniform``.  Under tracing, whether each
+    array is one that ``zeros_view`` made (a structural fact, known while tracing)."""
+    if TRACED:
+        return all(e.size and id(e) in _TRACED_ZEROS and _traced_view(e) is not None
+                   for e in eta)
     return all(e.size and not any(e.strides) and e.flat[0] == 0.0 for e in eta)
 
 
@@ -648,7 +750,7 @@ def log_normalizer_or_zero(d: Distribution) -> np.ndarray:
     if d.uniform_is_proper:
         return d.log_normalizer()
     uniform = d.is_uniform()
-    if not np.any(uniform):
+    if not any_true(uniform):
         return d.log_normalizer()
     with np.errstate(all="ignore"):
         return np.where(uniform, 0.0, d.log_normalizer())

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.distributions.base import Distribution
+from factorflow.distributions.base import Distribution, strides, zeros_view
 from factorflow.errors import DataError
 from factorflow.lazy import special, stats
 
@@ -92,7 +92,7 @@ def quad_form(matrix: np.ndarray, x: np.ndarray) -> np.ndarray:
         return np.sum((x @ matrix) * x, axis=-1)
     # a stack that only repeats some matrices (stride 0: K components seen by N data) is
     # read as they are, matmul broadcasting them (einsum's batched path would copy them)
-    index = tuple(slice(0, 1) if matrix.shape[k] > 1 and matrix.strides[k] == 0
+    index = tuple(slice(0, 1) if matrix.shape[k] > 1 and strides(matrix)[k] == 0
                   else slice(None) for k in range(matrix.ndim - 2))
     xm = np.matmul(x[..., None, :], matrix[index])[..., 0, :]
     return np.sum(xm * x, axis=-1)
@@ -104,7 +104,7 @@ def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a, b = np.asarray(a, float), np.asarray(b, float)
     shape = np.broadcast_shapes(a.shape, b.shape)
     a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    index = tuple(slice(0, 1) if shape[k] > 1 and a.strides[k] == 0 and b.strides[k] == 0
+    index = tuple(slice(0, 1) if shape[k] > 1 and strides(a)[k] == 0 and strides(b)[k] == 0
                   else slice(None) for k in range(len(shape) - 2))
     out = np.einsum("...ij,...ij->...", a[index], b[index], optimize=True)
     return np.broadcast_to(out, shape[:-2])
@@ -151,7 +151,7 @@ def _distinct(method: Any) -> Any:
     def wrapper(self: Any, *args: Any) -> Any:
         nb = len(self.batch_shape)
         axes = [k for k in range(nb) if self.eta[0].shape[k] > 1
-                and all(e.shape[k] == 1 or e.strides[k] == 0 for e in self.eta)]
+                and all(e.shape[k] == 1 or strides(e)[k] == 0 for e in self.eta)]
         if not axes:
             return method(self, *args)
         index = tuple(slice(0, 1) if k in axes else slice(None) for k in range(nb))
@@ -213,8 +213,8 @@ class VectorGaussian(Distribution):
         if not event:
             raise TypeError("VectorGaussian.uniform needs the dimension D")
         d = event[0]  # read-only views of one zero: a plate of uniform messages is free
-        return (np.broadcast_to(0.0, batch_shape + (d, 1)),
-                np.broadcast_to(0.0, batch_shape + (d, d)))
+        return (zeros_view(batch_shape + (d, 1)),
+                zeros_view(batch_shape + (d, d)))
 
     @property
     def dim(self) -> int:
@@ -400,8 +400,8 @@ class Wishart(Distribution):
         if not event:
             raise TypeError("Wishart.uniform needs the dimension D")
         d = event[0]  # read-only views of one zero, as VectorGaussian's
-        return (np.broadcast_to(0.0, batch_shape + (1, 1)),
-                np.broadcast_to(0.0, batch_shape + (d, d)))
+        return (zeros_view(batch_shape + (1, 1)),
+                zeros_view(batch_shape + (d, d)))
 
     @property
     def dim(self) -> int:

@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from factorflow.distributions import Dirichlet, Discrete, Gaussian
-from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.base import log_normalizer_or_zero, set_at, traced
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.factors.common import logsumexp, times_finite
 from factorflow.factors.registry import define_factor
@@ -60,6 +60,8 @@ class _LastPass:
         self.result: Any = None
 
     def get(self, inputs: tuple[np.ndarray, ...], compute: Any) -> Any:
+        if traced():  # values unknown: computed again (the compiler merges repeats)
+            return compute()
         if not (len(inputs) == len(self.inputs) and all(
                 a.shape == b.shape and np.array_equal(a, b)
                 for a, b in zip(inputs, self.inputs, strict=True))):
@@ -130,13 +132,12 @@ def discrete_forward_backward(init: np.ndarray, trans: np.ndarray, eta: np.ndarr
     top = _max_last(eta)
     top = np.where(np.isfinite(top), top, 0.0)
     if chunked is None:
-        chunked = float(np.prod(shape, dtype=float)) * size <= CHUNK_LIMIT
+        chunked = float(math.prod(shape)) * size <= CHUNK_LIMIT
     forward = _forward_chunked if chunked else _forward_sequential
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         m = np.exp(eta - top)  # m̃_t = m_t / exp(top_t), in [0, 1]
         rows = np.sum(trans, axis=-1)
-        m_rows = m.copy()
-        m_rows[..., :-1, :] *= rows
+        m_rows = np.concatenate([m[..., :-1, :] * rows, m[..., -1:, :]], axis=-2)
         a0 = np.broadcast_to(init / np.sum(init), shape[:-2] + (size,))
         alpha, log_scale = forward(a0, trans / rows[:, None], m_rows)
         b0 = np.full(shape[:-2] + (size,), 1.0 / size)
@@ -177,14 +178,14 @@ def _forward_sequential(a0: np.ndarray, trans: np.ndarray, m: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray]:
     """α_t (normalised) for α_{t+1} ∝ (α_t ⊙ m̃_t)·trans, one t at a time, and
     log Σ α_0·diag(m̃_0)·trans⋯diag(m̃_{T−1})·trans·1 (log Z where trans's rows sum to 1)."""
-    alpha = np.empty(m.shape)
+    alpha = []
     log_z = np.zeros(m.shape[:-2])
     a = a0
     for t in range(m.shape[-2]):
-        alpha[..., t, :] = a
+        alpha.append(np.broadcast_to(a, m.shape[:-2] + m.shape[-1:]))
         a, s = _normalized((a * m[..., t, :]) @ trans, (-1,))
         log_z = log_z + s
-    return alpha, log_z
+    return np.stack(alpha, axis=-2), log_z
 
 
 #: the chunk length of ``_forward_chunked``'s levels; chains at most this long (and the
@@ -207,14 +208,14 @@ def _forward_products(a0: np.ndarray, mats: np.ndarray) -> tuple[np.ndarray, np.
     """(α_t normalised, log a0·M_0⋯M_{T−1}·1) for the matrices ``mats`` (..., T, K, K)."""
     *batch, t_len, size, _ = mats.shape
     if t_len <= CHUNK:
-        alpha = np.empty((*batch, t_len, size))
+        alpha = []  # (stacked at the end: no in-place writes, traced-safe)
         log_z = np.zeros(tuple(batch))
         v = a0
         for t in range(t_len):
-            alpha[..., t, :] = v
+            alpha.append(np.broadcast_to(v, (*batch, size)))
             v, s = _normalized((v[..., None, :] @ mats[..., t, :, :])[..., 0, :], (-1,))
             log_z = log_z + s
-        return alpha, log_z
+        return np.stack(alpha, axis=-2), log_z
     length = CHUNK
     count = -(-t_len // length)
     pad = count * length - t_len
@@ -222,24 +223,22 @@ def _forward_products(a0: np.ndarray, mats: np.ndarray) -> tuple[np.ndarray, np.
         eye = np.broadcast_to(np.eye(size), (*batch, pad, size, size))
         mats = np.concatenate([mats, eye], axis=-3)
     mats = mats.reshape((*batch, count, length, size, size))
-    prods = np.empty(mats.shape)
     p, log_p = _normalized(mats[..., 0, :, :], (-2, -1))
-    prods[..., 0, :, :] = p
+    prods = [p]
     for step in range(1, length):
         p, s = _normalized(p @ mats[..., step, :, :], (-2, -1))
-        prods[..., step, :, :] = p
+        prods.append(p)
         log_p = log_p + s
+    prods = np.stack(prods, axis=-3)
     # the chunks' starts: the same recursion on the chain of chunk products, a level up
     starts, log_z = _forward_products(a0, prods[..., -1, :, :])
     log_z = log_z + np.sum(log_p, axis=-1)
-    alpha = np.empty((*batch, count, length, size))
-    alpha[..., :, 0, :] = starts
     # α_{c,l} = v_c·P_{c,l−1}: per chunk one row vector times the chunk's products laid
     # side by side, (1, K)·(K, (L−1)·K)
     side = np.swapaxes(prods[..., :, :-1, :, :], -3, -2).reshape(
         (*batch, count, size, (length - 1) * size))
-    alpha[..., :, 1:, :] = (starts[..., :, None, :] @ side).reshape(
-        (*batch, count, length - 1, size))
+    rest = (starts[..., :, None, :] @ side).reshape((*batch, count, length - 1, size))
+    alpha = np.concatenate([starts[..., :, None, :], rest], axis=-2)
     alpha = alpha.reshape((*batch, count * length, size))[..., :t_len, :]
     return _normalized(alpha, (-1,))[0], log_z
 
@@ -278,9 +277,8 @@ def _discrete_sample_vmp(sample, init, trans) -> Discrete:
 def _discrete_init_vmp(sample, init, trans) -> Dirichlet:
     """Dirichlet(1 + q(x₀)) on t = 0 (uniform on the other t): E[one-hot(x₀)]."""
     q = _probs(_discrete_pass(sample, init, trans)[1].log_q)
-    stats = np.zeros(q.shape)
-    stats[..., 0, :] = q[..., 0, :]
-    return Dirichlet.from_natural(stats)
+    return Dirichlet.from_natural(set_at(np.zeros(q.shape), (..., 0, slice(None)),
+                                         q[..., 0, :]))
 
 
 @DISCRETE_CHAIN.operator("vmp", "trans", skip_if_uniform=("sample",), block=("sample",))
@@ -295,10 +293,10 @@ def _discrete_trans_vmp(sample, init, trans) -> Dirichlet:
         pair = (_scaled_exp(chain.log_alpha + eta)[..., :-1, :, None] * _parameter(trans, 2)
                 * _scaled_exp(eta + chain.log_beta)[..., 1:, None, :])
         total = _sum_last(pair, 2)
-        pair /= np.where(total > 0, total, 1.0)[..., None, None]
-    counts = np.zeros(eta.shape + eta.shape[-1:])
-    counts[..., 1:, :, :] = pair
-    return Dirichlet.from_natural(counts)
+        pair = pair / np.where(total > 0, total, 1.0)[..., None, None]
+    return Dirichlet.from_natural(set_at(np.zeros(eta.shape + eta.shape[-1:]),
+                                         (..., slice(1, None), slice(None), slice(None)),
+                                         pair))
 
 
 def _scaled_exp(log_p: np.ndarray) -> np.ndarray:
@@ -359,11 +357,14 @@ def gaussian_forward_backward(m0: Any, p0: Any, a: Any, b: Any, q: Any, h: np.nd
     H_t = aq(g − bG)/(q + G) with (g, G) the message into x_{t+1} from the future and its
     own use.  The message to x_t is their product; log Z = log ∫ f Π_t m_t.  The
     recursions run on Python floats, one chain at a time, when there are fewer chains
-    than steps, else on arrays over the chains, one t at a time."""
-    m0, p0, a, b, q = (float(np.asarray(v, float)) for v in (m0, p0, a, b, q))
+    than steps (and not traced), else on arrays over the chains, one t at a time."""
+    m0, p0, a, b, q = (np.asarray(v, float) if traced() else float(np.asarray(v, float))
+                       for v in (m0, p0, a, b, q))
     batch, t_len = h.shape[:-1], h.shape[-1]
-    count = int(np.prod(batch, dtype=int))
-    if count <= t_len:
+    count = math.prod(batch)
+    if traced():  # one scan over t (the trace, and its compilation, do not grow with T)
+        mu, var, big_h, big_s, log_z = _scanned(m0, p0, a, b, q, h, tau)
+    elif count <= t_len:
         rows = [_recursions(m0, p0, a, b, q, hr, tr, math.log1p)
                 for hr, tr in zip(h.reshape(count, t_len).tolist(),
                                   tau.reshape(count, t_len).tolist(), strict=True)]
@@ -378,6 +379,34 @@ def gaussian_forward_backward(m0: Any, p0: Any, a: Any, b: Any, q: Any, h: np.nd
         log_z = np.broadcast_to(np.asarray(out[4], float), batch)
     msg = (mu / var + big_h, 1.0 / var + big_s)
     return msg, (msg[0] + h, msg[1] + tau), log_z
+
+
+def _scanned(m0: Any, p0: Any, a: Any, b: Any, q: Any, h: np.ndarray, tau: np.ndarray
+             ) -> tuple:
+    """``_recursions``'s formulas as two ``jax.lax.scan``s over t (the JAX backend):
+    (μ, v, H, S) on (..., T) and log Z on (...)."""
+    from jax import lax
+    steps = (np.moveaxis(h, -1, 0), np.moveaxis(tau, -1, 0))
+    zero = np.zeros(h.shape[:-1])
+
+    def forward(carry: tuple, step: tuple) -> tuple:
+        mean, v, log_z = carry
+        ht, tt = step
+        prec = 1.0 / v + tt
+        lin = mean / v + ht
+        log_z = log_z - 0.5 * np.log1p(tt * v) + 0.5 * lin * lin / prec \
+            - 0.5 * mean * mean / v
+        return (a * lin / prec + b, a * a / prec + 1.0 / q, log_z), (mean, v)
+
+    def backward(carry: tuple, step: tuple) -> tuple:
+        g, gg = carry
+        ht, tt = step
+        g2, gg2 = g + ht, gg + tt
+        return (a * q * (g2 - b * gg2) / (q + gg2), a * a * q * gg2 / (q + gg2)), (g, gg)
+
+    (_, _, log_z), (mu, var) = lax.scan(forward, (zero + m0, zero + 1.0 / p0, zero), steps)
+    _, (big_h, big_s) = lax.scan(backward, (zero, zero), steps, reverse=True)
+    return (*(np.moveaxis(x, 0, -1) for x in (mu, var, big_h, big_s)), log_z)
 
 
 def _recursions(m0: float, p0: float, a: float, b: float, q: float, h: list, tau: list,

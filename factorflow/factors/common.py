@@ -8,15 +8,18 @@ Everything here works on whole batched arrays and on arguments that are either k
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any
 
 import numpy as np
 
 from factorflow.distributions import Bernoulli, Distribution
 from factorflow.distributions.base import (  # noqa: F401  (logsumexp: re-exported)
+    all_true,
     is_zeros_view,
     log_normalizer_or_zero,
     logsumexp,
+    strides,
 )
 from factorflow.distributions.moments import E, is_known
 from factorflow.errors import UnsupportedFactorError
@@ -56,7 +59,7 @@ def bool_log_probs(v: Any) -> tuple[np.ndarray, np.ndarray]:
         x = np.asarray(E(v)) > 0.5
         return np.where(x, 0.0, -np.inf), np.where(x, -np.inf, 0.0)
     lo = v.log_odds
-    if np.all(lo == np.inf):  # certainly true everywhere (a constraint): no logs needed
+    if all_true(lo == np.inf):  # certainly true everywhere (a constraint): no logs needed
         return np.zeros(np.shape(lo)), np.full(np.shape(lo), -np.inf)
     return special.log_expit(lo), special.log_expit(-lo)
 
@@ -170,7 +173,7 @@ def plate_einsum(out_event: str, terms: list[tuple[Any, str]], reduce: Reduce) -
     out = np.einsum(",".join(subs) + "->" + "".join(plates[k] for k in kept if k in varies)
                     + out_event, *arrays, optimize=optimize)
     event_shape = out.shape[out.ndim - len(out_event):]
-    count = np.prod([shape[ax] for ax in constant]) if constant else 1
+    count = math.prod(shape[ax] for ax in constant)  # (a Python int: static when traced)
     if count != 1:
         out = out * count
     if all(k in varies for k in kept):
@@ -184,7 +187,7 @@ def plate_einsum(out_event: str, terms: list[tuple[Any, str]], reduce: Reduce) -
 def collapsed(arr: np.ndarray, event_ndim: int = 0) -> np.ndarray:
     """``arr`` with each plate axis it only broadcasts along (stride 0) cut to length 1:
     a view, never a copy."""
-    index = tuple(slice(0, 1) if arr.shape[k] > 1 and arr.strides[k] == 0 else slice(None)
+    index = tuple(slice(0, 1) if arr.shape[k] > 1 and strides(arr)[k] == 0 else slice(None)
                   for k in range(arr.ndim - event_ndim))
     return arr[index] if any(i != slice(None) for i in index) else arr
 
@@ -230,7 +233,7 @@ class Deferred:
 
     def __mul__(self, other: Any) -> Any:
         if isinstance(other, Distribution) and (is_zeros_view(other.eta)
-                                                or np.all(other.is_uniform())):
+                                                or all_true(other.is_uniform())):
             return self
         return self.value() * other
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from factorflow.distributions import Bernoulli, Gaussian
+from factorflow.distributions.base import all_true, any_true, traced
 from factorflow.distributions.moments import E, V, gaussian_moments, is_known
 from factorflow.factors.common import bool_log_weights, broadcast_batch, full, times_finite
 from factorflow.factors.registry import define_factor
@@ -73,15 +74,21 @@ def _truncated(t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         excess = lam - t
         var = 1 - lam * excess
     tail = t > _TAIL
-    if np.any(tail):  # the continued fraction, on the tail elements only
-        tt = t[tail]
-        d = tt
-        for k in range(_CF_TERMS, 1, -1):
-            d = tt + (k + 1) / d
-        d1 = tt + 2 / d
-        excess, var = np.array(excess, float), np.array(var, float)
-        excess[tail] = 1 / d1
-        var[tail] = (2 / d - 1 / d1) / d1
+    if not any_true(tail):
+        return lam, excess, var
+    # the continued fraction, on the tail elements only (traced: on every element, a
+    # harmless point in place of the others, and the tail's values selected)
+    tt = np.where(tail, t, 2 * _TAIL) if traced() else t[tail]
+    d = tt
+    for k in range(_CF_TERMS, 1, -1):
+        d = tt + (k + 1) / d
+    d1 = tt + 2 / d
+    if traced():
+        return (lam, np.where(tail, 1 / d1, excess),
+                np.where(tail, (2 / d - 1 / d1) / d1, var))
+    excess, var = np.array(excess, float), np.array(var, float)
+    excess[tail] = 1 / d1
+    var[tail] = (2 / d - 1 / d1) / d1
     return lam, excess, var
 
 
@@ -126,15 +133,15 @@ def _x_message(out, mean, var) -> Gaussian:
     """
     lw_true, lw_false = bool_log_weights(out)
     uniform = np.isinf(var)
-    some_uniform = bool(np.any(uniform))  # none, as a rule: no masking passes then
+    some_uniform = any_true(uniform)  # none, as a rule: no masking passes then
     v = np.where(uniform, 1.0, var) if some_uniform else np.asarray(var, float)
     m = np.where(uniform, 0.0, mean) if some_uniform else np.asarray(mean, float)
     s = np.sqrt(v)
     z = m / s
-    if np.all(lw_false == -np.inf) or np.all(lw_true == -np.inf):
+    if all_true(lw_false == -np.inf) or all_true(lw_true == -np.inf):
         # out is certain (a constraint): one truncated half, whose inverse Mills ratio
         # λ = φ(z)/Φ(±z) is u itself (no log Φ needed)
-        sign = 1.0 if np.all(lw_false == -np.inf) else -1.0
+        sign = 1.0 if all_true(lw_false == -np.inf) else -1.0
         u, excess, t_var = _truncated(-sign * z)
         u, t_excess = sign * u, sign * excess
     else:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Dirichlet, Discrete
-from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.base import add_at, log_normalizer_or_zero, traced
 from factorflow.distributions.moments import E, Elog, Eonehot, is_known
 from factorflow.factors.common import (
     Reduce,
@@ -115,7 +115,10 @@ def _scatter_counts(x: np.ndarray, w: np.ndarray, size: int, reduce: Reduce) -> 
             stride *= shape[k]
     flat, w = (a if a.shape == shape else np.broadcast_to(a, shape)  # (a view's ravel
                for a in (row * size + x, np.asarray(w)))                # copies: only then)
-    counts = np.bincount(flat.ravel(), weights=w.ravel(), minlength=stride * size)
+    if traced():  # (bincount's length is the values' there: a scatter-add instead)
+        counts = add_at(np.zeros(stride * size), flat.ravel(), w.ravel(), repeats=True)
+    else:
+        counts = np.bincount(flat.ravel(), weights=w.ravel(), minlength=stride * size)
     return counts.reshape(kept + (size,))
 
 

@@ -36,7 +36,14 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Bernoulli, Discrete
-from factorflow.distributions.base import Distribution, exp_flushed, memo_of
+from factorflow.distributions.base import (
+    Distribution,
+    any_true,
+    exp_flushed,
+    memo_of,
+    set_at,
+    traced,
+)
 from factorflow.distributions.moments import E, is_known
 from factorflow.factors.common import Deferred, Reduce, logsumexp, plate_einsum, times_finite
 from factorflow.factors.mixtures import (
@@ -130,9 +137,8 @@ def _enter_cases(cases, value, clones, indices) -> Bernoulli:
     (0 for a normalised message; log K for a uniform finite one, whose weight 1 on every
     value the value's own evidence terms, outside the gate, count in every case)."""
     lw, v, m = _slots(cases, value, clones, indices)
-    out = np.broadcast_to(np.expand_dims(log_mass(value), -1), lw.shape).copy()
-    out[..., list(indices)] = log_average(v, m)
-    return Bernoulli.from_natural(out)
+    out = np.broadcast_to(np.expand_dims(log_mass(value), -1), lw.shape)
+    return Bernoulli.from_natural(set_at(out, (..., list(indices)), log_average(v, m)))
 
 
 def _enter_value(clones, cases, value, indices) -> Distribution:
@@ -151,7 +157,7 @@ def _enter_value(clones, cases, value, indices) -> Distribution:
     # where every clone's message is uniform the mixture is the value itself: the message
     # is exactly uniform (the projection's rounding would leave an improper residue)
     silent = np.all(m.is_uniform(), axis=-1)
-    if not np.any(silent):
+    if not any_true(silent):
         return message
     return type(message).from_natural(*(
         np.where(np.reshape(silent, silent.shape + (1,) * (np.ndim(e) - silent.ndim)), 0.0, e)
@@ -307,7 +313,8 @@ def _one_probs(cases: Any, index: Any) -> np.ndarray:
     """q(case ``index``) on the element batch: for a Switch's clones (element k on case
     k) the shared (N, K) case probabilities themselves (``_case_probs``, no gather)."""
     index = np.asarray(index)
-    if index.ndim and np.array_equal(index, np.arange(np.shape(_logits(cases))[-1])):
+    if (not traced() and index.ndim
+            and np.array_equal(index, np.arange(np.shape(_logits(cases))[-1]))):
         return _case_probs(cases)
     full = normalized(_logits(cases))
     if index.ndim:

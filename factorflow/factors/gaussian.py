@@ -34,7 +34,7 @@ def _expected_square_diff(a, b):
     d = np.subtract(E(a), E(b))  # a fresh array: the squares below reuse it in place
     if np.ndim(d) == 0:
         return np.asarray(d * d + (_spread(a) + _spread(b)))
-    np.multiply(d, d, out=d)
+    d = np.multiply(d, d, out=d)
     d += distinct(_spread(a)) + distinct(_spread(b))  # broadcast variances: no copy
     return d
 

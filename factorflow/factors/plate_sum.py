@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from factorflow.distributions import Gaussian
+from factorflow.distributions.base import traced
 from factorflow.distributions.moments import gaussian_moments, is_known
 from factorflow.factors.arithmetic import _linear_evidence
 from factorflow.factors.common import times_finite, unsupported
@@ -108,7 +109,10 @@ def _array_vmp(sum, array, *, previous: Gaussian | None = None) -> Gaussian:
         b = eta + h
         spread = np.sum(1.0 / p, axis=-1, keepdims=True)
         mu = (b - tau * np.sum(b / p, axis=-1, keepdims=True) / (1 + tau * spread)) / p
-    if not np.all(np.isfinite(mu)):  # an element with no other proper message: Winn's
+    finite = np.all(np.isfinite(mu))
+    if traced():  # (the same choice, made on the device)
+        mu = np.where(finite, mu, gaussian_moments(array)[0])
+    elif not finite:  # an element with no other proper message: Winn's
         mu = gaussian_moments(array)[0]  # Jacobi step from the current means
     total = np.sum(mu, axis=-1, keepdims=True)
     return Gaussian.from_natural(*np.broadcast_arrays(h - tau * (total - mu), tau))

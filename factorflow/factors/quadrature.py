@@ -32,9 +32,11 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from factorflow.distributions.base import traced
 from factorflow.lazy import special
 
 #: Gauss–Hermite nodes (see the module docstring for why 64)
@@ -85,17 +87,22 @@ class Step:
     recentre: int = 0
 
 
+def _once(compute: Callable[[], Any]) -> Callable[[], Any]:
+    """``compute()`` computed at its first call and kept (under tracing a value belongs to
+    its trace: computed in each, never kept)."""
+    cached = functools.cache(compute)
+    return lambda: compute() if traced() else cached()
+
+
 def _laguerre_rule(tail: Callable[[np.ndarray], np.ndarray]
                    ) -> Callable[[], tuple[np.ndarray, np.ndarray]]:
     """The rule for ∫₀^∞ ε(t) g(t) dt where ``tail(t)`` = eᵗ ε(t) is smooth, built on first
     use (SciPy loads when first needed)."""
 
-    @functools.cache
-    def rule() -> tuple[np.ndarray, np.ndarray]:
+    def compute() -> tuple[np.ndarray, np.ndarray]:
         t, w = _LAGUERRE
         return t, w * tail(t)
-
-    return rule
+    return _once(compute)
 
 
 def _logistic_bracket(m, v):
@@ -120,7 +127,7 @@ def _exp_neg_exp_bracket(m, v):
     return np.minimum(m, 0.0) - v, m
 
 
-@functools.cache
+@_once
 def _double_exponential_rule() -> tuple[np.ndarray, np.ndarray]:
     """∫₀^∞ exp(−eᵗ) g(t) dt = e⁻¹ ∫₀^∞ e⁻ˢ g(log(1 + s)) / (1 + s) ds (s = eᵗ − 1), by
     Gauss–Laguerre in s: smooth where Laguerre in t would meet a double exponential."""
@@ -147,24 +154,34 @@ def _mode(m: np.ndarray, v: np.ndarray, h: Step) -> np.ndarray:
     bracket, bisecting where a Newton step leaves it or does not halve it (rtsafe)."""
     lo, hi = h.bracket(m, v)
     lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
-    x = 0.5 * (lo + hi)
-    last = hi - lo
-    for _ in range(_NEWTON_STEPS):
+
+    def step(x: np.ndarray, lo: np.ndarray, hi: np.ndarray, last: np.ndarray) -> tuple:
         with np.errstate(over="ignore", invalid="ignore"):
             g = -(x - m) / v + h.d1(x)
             curv = 1 / v - h.d2(x)  # −f'' > 0
             lo = np.where(g > 0, x, lo)
             hi = np.where(g > 0, hi, x)
-            step = g / curv
-            newton = x + step
+            size = g / curv
+            newton = x + size
             # Newton inside the bracket and at least halving the last step (or already at
             # rounding, where bisecting would throw a converged element away)
             ok = (newton >= lo) & (newton <= hi) & (
-                (np.abs(step) < 0.5 * last) | (np.abs(step) <= 1e-13 * (1 + np.abs(x))))
+                (np.abs(size) < 0.5 * last) | (np.abs(size) <= 1e-13 * (1 + np.abs(x))))
             nxt = np.where(ok, newton, 0.5 * (lo + hi))
-        last = np.abs(nxt - x)
-        x = nxt
-        if np.all(last <= 1e-13 * (1 + np.abs(x))):
+        return nxt, lo, hi, np.abs(nxt - x)
+
+    def settled(x: np.ndarray, last: np.ndarray) -> np.ndarray:
+        return np.all(last <= 1e-13 * (1 + np.abs(x)))
+
+    x, last = 0.5 * (lo + hi), hi - lo
+    if traced():  # the same steps in a loop on the device (its trace does not unroll)
+        from jax import lax
+        return lax.while_loop(
+            lambda c: (c[0] < _NEWTON_STEPS) & ((c[0] == 0) | ~settled(c[1], c[4])),
+            lambda c: (c[0] + 1, *step(*c[1:])), (0, x, lo, hi, last))[1]
+    for _ in range(_NEWTON_STEPS):
+        x, lo, hi, last = step(x, lo, hi, last)
+        if settled(x, last):
             break
     return x
 
@@ -226,6 +243,12 @@ def tilted_moments(m: np.ndarray, v: np.ndarray, h: Step) -> tuple[np.ndarray, n
     # (and the cavity's mean within 30 standard deviations of the step, or its density
     # at the Laguerre nodes underflows)
     wide = (v > _WIDE_CAVITY) & (scale > _WIDE) & ~deep & (np.abs(m) < 30 * np.sqrt(v))
+    if traced():  # no boolean indexing: every element both ways, its own rule selected
+        lz, mu, s2 = _hermite(m, v, h, x, scale)
+        for _ in range(h.recentre):
+            lz, mu, s2 = _hermite(m, v, h, mu, np.sqrt(s2))
+        return tuple(np.where(wide, b, a) for a, b in zip((lz, mu, s2),
+                                                          _laguerre(m, v, h), strict=True))
     log_z, mean, var = np.empty_like(m), np.empty_like(m), np.empty_like(m)
     narrow = ~wide
     if np.any(narrow):

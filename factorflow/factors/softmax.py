@@ -117,7 +117,7 @@ def _class_map(size: int, k: int) -> np.ndarray:
     """M_k with d = M_k D: the differences η_j − η_k (j ≠ k, in order) from D."""
     b = _differences(size)
     rows = [j for j in range(size) if j != k]
-    a = np.eye(size)[rows] - np.eye(size)[k]
+    a = np.eye(size)[np.array(rows, int)] - np.eye(size)[k]  # (an array index: JAX too)
     return a @ np.linalg.pinv(b)  # exact: the rows of a lie in the row space of b
 
 

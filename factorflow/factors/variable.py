@@ -18,7 +18,13 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.distributions.base import Distribution, as_index, log_normalizer_or_zero
+from factorflow.distributions.base import (
+    Distribution,
+    add_at,
+    as_index,
+    log_normalizer_or_zero,
+    traced,
+)
 from factorflow.factors.common import logsumexp
 from factorflow.factors.mixtures import log_average, log_weights
 
@@ -65,19 +71,14 @@ def _reduce_array(w: np.ndarray, how: tuple | None, use_shape: tuple[int, ...],
     full = np.broadcast_to(w, tuple(use_shape) + tail)
     if how[0] == "broadcast":
         return np.sum(full, axis=tuple(how[2])) if how[2] else full
+    acc = np.zeros(tuple(var_shape) + tail)
     if how[0] == "gather":
-        acc = np.zeros(tuple(var_shape) + tail)
-        np.add.at(acc, as_index(how[1]), full)
-        return acc
+        return add_at(acc, as_index(how[1]), full, repeats=True)
     if how[0] == "slots":  # clone slot s belongs to case how[1][s] (last plate axis)
-        acc = np.zeros(tuple(var_shape) + tail)
-        acc[(Ellipsis, list(how[1])) + (slice(None),) * trailing] += full
-        return acc
+        return add_at(acc, (Ellipsis, list(how[1])) + (slice(None),) * trailing, full)
     fixed, axes = how[1], how[2]  # element: sum the extra plates, place the fixed slots
     summed = np.sum(full, axis=tuple(axes)) if axes else full
-    acc = np.zeros(tuple(var_shape) + tail)
-    acc[slot(fixed, len(var_shape))] += summed
-    return acc
+    return add_at(acc, slot(fixed, len(var_shape)), summed)
 
 
 def slot(fixed: tuple, ndim: int) -> tuple:
@@ -145,5 +146,6 @@ def vmp_variable_evidence(marginal: Distribution) -> np.ndarray:
 
 
 def total(value: Any) -> float:
-    """Sum an evidence term over all plate elements."""
-    return float(np.sum(value))
+    """Sum an evidence term over all plate elements (a Python float; under tracing an
+    array of no axes)."""
+    return np.sum(value) if traced() else float(np.sum(value))

@@ -621,7 +621,8 @@ class Model:
 
     def compile(self, algorithm: str = "ep", **options: Any) -> CompiledModel | GibbsModel:
         """Compile for ``algorithm`` ("ep", "vmp" or "gibbs"); cached per algorithm and
-        options.
+        options.  ``backend="jax"`` (EP and VMP) runs the program under ``jax.jit``
+        (``factorflow.runtime.backends``); the default is ``"numpy"``.
 
         ``init`` names the variables whose posteriors ``run(init=...)`` will start from:
         any iterable of names (a list, tuple or set; a dict's keys), or one name.
@@ -635,6 +636,7 @@ class Model:
         """
         from factorflow.runtime.compiled import compile_model
         if algorithm == "gibbs":
+            _numpy_only(options)
             from factorflow.samplers.gibbs import compile_gibbs
             return compile_gibbs(self, **options)
         if "init" in options:
@@ -703,6 +705,7 @@ class Model:
         (True, True)
         """
         if algorithm == "gibbs":
+            _numpy_only(options)
             from factorflow.samplers.gibbs import infer_gibbs
             passing = {"iterations": iterations, "tolerance": None if tolerance == "default"
                        else tolerance, "on_iteration": on_iteration, "damping": damping,
@@ -742,6 +745,15 @@ class Model:
         """
         from factorflow.model.predictive import predictive
         return predictive(self, result, n, rng, variables)
+
+
+def _numpy_only(options: dict[str, Any]) -> None:
+    """Gibbs sampling runs on NumPy: ``backend`` (removed from ``options``) must be
+    "numpy" or absent; ff.BackendError otherwise (an unknown name lists the backends)."""
+    from factorflow.runtime.backends import check_backend
+    if check_backend(options.pop("backend", "numpy")) != "numpy":
+        from factorflow.errors import BackendError
+        raise BackendError("Gibbs sampling runs on NumPy only; leave backend= out.")
 
 
 def init_names(init: Any) -> tuple[str, ...]:

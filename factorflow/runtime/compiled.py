@@ -105,6 +105,14 @@ class CompiledModel:
     #: the gate transform's "alternative method": whole arrays enter gates (seed 001)
     enter_whole_arrays: bool = False
 
+    #: where the program runs (``factorflow.runtime.backends``)
+    backend = "numpy"
+
+    @classmethod
+    def _generate_source(cls, program: Any) -> Generated:
+        """The program's source for this class's backend."""
+        return generate(program, frozenset(NAMESPACE))
+
     @property
     def source(self) -> str:
         """The generated Python program (readable: one array operation per statement over
@@ -677,12 +685,17 @@ def _recompile(model: Model, algorithm: str, init: tuple[str, ...],
 
 
 def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
-                  debug: bool = False, enter_whole_arrays: bool = False) -> CompiledModel:
+                  debug: bool = False, enter_whole_arrays: bool = False,
+                  backend: str = "numpy") -> CompiledModel:
     """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises.
 
     ``enter_whole_arrays``: the gate transform's alternative method (seed 001): an array
     used inside a gate enters it whole, before the gate, instead of the elements each
-    case uses (``Gate.EnterPartial``/``EnterOne``); the posteriors are the same."""
+    case uses (``Gate.EnterPartial``/``EnterOne``); the posteriors are the same.
+    ``backend``: "numpy" or "jax" (``factorflow.runtime.backends``; ff.BackendError for
+    another name, or one not installed)."""
+    from factorflow.runtime.backends import backend_class
+    cls = backend_class(backend)
     algorithm = algorithm.lower()
     if not isinstance(enter_whole_arrays, bool):
         raise ModelError(f"enter_whole_arrays must be True or False, got "
@@ -691,8 +704,7 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     start = time.perf_counter()
     compilation = compile_program(model, algorithm, names, debug,
                                   GateOptions(enter_whole_arrays=enter_whole_arrays))
-    generated = generate(compilation.final, frozenset(NAMESPACE))
+    generated = cls._generate_source(compilation.final)
     seconds = time.perf_counter() - start
-    return CompiledModel(model, algorithm, compilation, generated, seconds, names,
-                         enter_whole_arrays)
+    return cls(model, algorithm, compilation, generated, seconds, names, enter_whole_arrays)
 

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Bernoulli
-from factorflow.distributions.base import Distribution
+from factorflow.distributions.base import Distribution, add_at, set_at, strides
 from factorflow.errors import ImproperMessageError, ImproperMessageWarning, ModelError
 from factorflow.factors.common import Deferred
 from factorflow.factors.variable import (
@@ -39,7 +39,7 @@ def prod_over(msg: Distribution, shape: tuple[int, ...], axis: tuple[int, ...]
         for ax in axis:
             if e.shape[ax] == 0:  # an empty plate: the product of no messages, summed
                 sum_axes.append(ax)
-            elif e.shape[ax] == 1 or e.strides[ax] == 0:
+            elif e.shape[ax] == 1 or strides(e)[ax] == 0:
                 scale *= shape[ax]
             else:
                 sum_axes.append(ax)
@@ -248,14 +248,9 @@ def take_element(value: Any, fixed: tuple[tuple[int, int], ...]) -> Any:
 def with_element(whole: Distribution, fixed: tuple[tuple[int, int], ...],
                  part: Distribution) -> Distribution:
     """``whole`` with its slot at ``fixed`` replaced by ``part`` (a new object)."""
-    nd = len(whole.batch_shape)
-    where = slot(fixed, nd)
-    out = []
-    for w, p in zip(whole.eta, part.eta, strict=True):
-        w = np.array(w, dtype=float)
-        w[where] = p
-        out.append(w)
-    return whole.from_natural(*out)
+    where = slot(fixed, len(whole.batch_shape))
+    return whole.from_natural(*(set_at(w, where, p)
+                                for w, p in zip(whole.eta, part.eta, strict=True)))
 
 
 def place_element(msg: Distribution, fixed: tuple[tuple[int, int], ...],
@@ -269,8 +264,7 @@ def place_element(msg: Distribution, fixed: tuple[tuple[int, int], ...],
     out = []
     for e in reduced._product_form():
         acc = np.zeros(tuple(var_shape) + e.shape[e.ndim - msg.event_ndim:])
-        acc[slot(fixed, nd)] += e
-        out.append(acc)
+        out.append(add_at(acc, slot(fixed, nd), e))
     return msg.from_natural(*out)
 
 
@@ -284,8 +278,7 @@ def place_slots(msg: Distribution, slots: tuple[int, ...], var_shape: tuple[int,
     for e in msg._product_form():
         e = np.sum(e, axis=extra) if extra else e
         acc = np.zeros(tuple(var_shape) + e.shape[len(msg.batch_shape) - len(extra):])
-        acc[(Ellipsis, list(slots)) + (slice(None),) * msg.event_ndim] += e
-        out.append(acc)
+        out.append(add_at(acc, (Ellipsis, list(slots)) + (slice(None),) * msg.event_ndim, e))
     return msg.from_natural(*out)
 
 

@@ -1,0 +1,115 @@
+"""Backends side by side: time per sweep of the NumPy backend and the JAX backend (CPU).
+
+The model is ``examples/gaussian_mixture.py``'s: K = 3 components in D = 2 dimensions
+with Dirichlet weights, VectorGaussian means and Wishart precisions, ``ff.Switch(z)``,
+under VMP, on that example's data generator at N = 10⁴, 10⁵, 10⁶ (``--big`` adds 10⁷).
+Each backend runs ``compiled.run(iterations=S, tolerance=None)`` (the same S sweeps,
+each followed by the bound, as every run computes it); a sweep's time is the run's time
+divided by S, the best of ``--repeats`` runs (wall time, and the CPU time of every
+thread: on a machine shared with other jobs the wall time mostly measures waiting).
+JAX's first call traces and compiles the program (the "compile" column: that call's time
+less its S sweeps); the timed runs reuse it.  The last column checks that the
+two backends' posteriors agree (largest relative difference of a natural parameter).
+
+``--model mixture1d`` times issue 14's 1-D mixture instead
+(``benchmarks/mixture_reference.py``: K = 10 components, Dirichlet weights, Gaussian
+means, Gamma precisions, ``ff.Switch(z)``); ``--model gaussian``
+``examples/learning_gaussian.py``'s model (an unknown mean and precision of 1-D data).
+
+Run: ``python benchmarks/bench_backends.py [--sweeps S] [--big] [--sizes N ...]
+[--model mixture|mixture1d|gaussian]``.  Timings on a shared
+machine are noisy: read the ratios.  Devices: JAX runs on its default device (the CPU
+where no GPU is visible; the table says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import factorflow as ff
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import gaussian_mixture as gm  # noqa: E402
+import learning_gaussian as lg  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import mixture_reference as mix  # noqa: E402
+
+
+def _time(compiled, sweeps: int, init: dict, repeats: int) -> tuple[float, float, object]:
+    """(wall seconds, CPU seconds of every thread) per sweep, the best of ``repeats``
+    runs, and the last result."""
+    best, cpu, result = np.inf, np.inf, None
+    for _ in range(repeats):
+        begin, begin_cpu = time.perf_counter(), time.process_time()
+        result = compiled.run(init=init, iterations=sweeps, tolerance=None, progress=False)
+        best = min(best, time.perf_counter() - begin)
+        cpu = min(cpu, time.process_time() - begin_cpu)
+    return best / sweeps, cpu / sweeps, result
+
+
+def _difference(a, b, names: tuple[str, ...]) -> float:
+    worst = 0.0
+    for name in names:
+        for x, y in zip(a[name].eta, b[name].eta, strict=True):
+            worst = max(worst, float(np.max(np.abs(x - y) / (1 + np.abs(x)), initial=0.0)))
+    return worst
+
+
+def row(model_name: str, n: int, sweeps: int, repeats: int) -> str:
+    if model_name == "mixture":
+        model, names = gm.mixture(gm.data(n), 3), ("weights", "means", "precs", "z")
+        init = {"means": ff.distributions.VectorGaussian(
+            gm.CENTERS + 0.5, np.broadcast_to(np.eye(2), (3, 2, 2)))}
+    elif model_name == "mixture1d":
+        x = mix.data(10, n)
+        model, names = mix.model(x, 10), ("weights", "means", "precs", "z")
+        init = mix.factorflow_init(x, 10)
+    else:
+        model, names = lg.build(np.random.default_rng(0).normal(3.0, 2.0, n)), ("mean", "prec")
+        init = {}
+    options = {"init": list(init)} if init else {}
+    numpy_model = model.compile("vmp", **options)
+    jax_model = model.compile("vmp", backend="jax", **options)
+    per_numpy, cpu_numpy, a = _time(numpy_model, sweeps, init, repeats)
+    begin = time.perf_counter()
+    jax_model.run(init=init, iterations=sweeps, tolerance=None, progress=False)
+    first = time.perf_counter() - begin
+    per_jax, cpu_jax, b = _time(jax_model, sweeps, init, repeats)
+    compile_s = first - sweeps * per_jax  # the first call less its sweeps
+    return (f"| {n:>10,} | {per_numpy * 1e3:10.1f} | {per_jax * 1e3:10.1f} | "
+            f"{per_numpy / per_jax:6.1f}× | {cpu_numpy * 1e3:10.1f} | {cpu_jax * 1e3:10.1f} | "
+            f"{cpu_numpy / cpu_jax:6.1f}× | {compile_s:8.1f} | "
+            f"{_difference(a, b, names):9.1e} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweeps", type=int, default=5, help="sweeps per timed run")
+    parser.add_argument("--repeats", type=int, default=2, help="timed runs (best kept)")
+    parser.add_argument("--big", action="store_true", help="add N = 10^7")
+    parser.add_argument("--sizes", type=int, nargs="*", help="N values instead")
+    parser.add_argument("--model", choices=("mixture", "mixture1d", "gaussian"),
+                        default="mixture")
+    args = parser.parse_args()
+    import jax
+    sizes = args.sizes or [10**4, 10**5, 10**6] + ([10**7] if args.big else [])
+    title = {"mixture": "Gaussian mixture (K = 3, D = 2)",
+             "mixture1d": "1-D Gaussian mixture (K = 10, issue 14's)",
+             "gaussian": "Learning a Gaussian (mean and precision)"}[args.model]
+    print(f"{title}, VMP, {args.sweeps} sweeps per run; JAX {jax.__version__} on "
+          f"{jax.devices()[0].platform.upper()}", flush=True)
+    print("| N | NumPy ms/sweep | JAX ms/sweep | NumPy/JAX | NumPy CPU ms | JAX CPU ms "
+          "| CPU ratio | JAX compile s | max rel. diff |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n in sizes:
+        print(row(args.model, n, args.sweeps, args.repeats), flush=True)
+
+
+if __name__ == "__main__":
+    main()

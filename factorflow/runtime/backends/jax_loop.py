@@ -1,0 +1,306 @@
+"""The JAX backend's loop: sweeps in ``lax.while_loop``, the convergence test on device.
+
+``Sweeps`` is the ``sweeps`` the generated JAX program calls for each of its loops
+(``factorflow.codegen.jax``).  It runs ``sweep`` until the run has converged or
+``iterations`` sweeps are done, computing after each sweep exactly what the NumPy
+backend's monitor (``runtime.compiled._Monitor``) computes on the host: the largest
+relative change of any watched posterior's natural parameters (and of the VMP bound),
+the contraction rate and the distance to the fixed point, the sweeps in a row that met
+the tolerance, whether each step reversed the one before (the oscillation hint), the
+first fall of the VMP bound, and the trace of the log evidence.  ``to_monitor`` copies
+those numbers into a ``_Monitor`` after the run, so that ``result.converged``,
+``result.iterations``, ``result.trace`` and the ``ConvergenceWarning`` text come from
+the same code as for NumPy.
+
+Checks: ``check_proper`` and ``check_proper_input`` cannot raise inside ``jit``.  The
+JAX kernels record each check's verdict (a boolean on the device) in ``CHECKS`` while
+the sweep is traced; the loop keeps, per check, the first sweep at which it failed and
+stops there (the condition of the while loop), and the host raises
+``ImproperMessageError`` naming the check and that sweep once the loop has returned
+(``raise_failures``).  Checks before the loops are returned as booleans the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from factorflow.errors import ImproperMessageError
+
+#: turns (step reversals) kept per posterior: the NumPy monitor reads its last 10
+TURNS = 10
+
+
+class Checks:
+    """The run-time checks met while a program is traced: (what, ok) per check, ``ok``
+    a boolean array on the device (True: every element passed)."""
+
+    def __init__(self) -> None:
+        self.frames: list[list[tuple[str, Any]]] = []
+
+    def record(self, what: str, ok: Any) -> None:
+        if not self.frames:
+            raise RuntimeError("a JAX kernel check ran outside a traced program")
+        self.frames[-1].append((what, jnp.asarray(ok, bool)))
+
+    @contextlib.contextmanager
+    def frame(self) -> Iterator[list[tuple[str, Any]]]:
+        found: list[tuple[str, Any]] = []
+        self.frames.append(found)
+        try:
+            yield found
+        finally:
+            self.frames.pop()
+
+
+CHECKS = Checks()
+
+
+def _unify(a: Any, b: Any) -> Any:
+    """``a`` broadcast to the shape it shares with ``b`` (a loop's carry keeps one shape:
+    a message that starts uniform over fewer plates than the sweep gives it is laid out
+    over the sweep's plates, which broadcasting makes the same message)."""
+    shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))
+    dtype = jnp.result_type(a, b)
+    return jnp.broadcast_to(jnp.asarray(a, dtype), shape)
+
+
+def _settle_shapes(state: Any, step: Callable[[Any], Any]) -> Any:
+    """``state`` with every leaf broadcast to the shape ``step`` keeps (at most 4
+    rounds: each round can only add axes)."""
+    for _ in range(4):
+        out = jax.eval_shape(step, state)
+        same = jax.tree_util.tree_map(lambda a, b: jnp.shape(a) == b.shape and
+                                      jnp.result_type(a) == b.dtype, state, out)
+        if all(jax.tree_util.tree_leaves(same)):
+            return state
+        state = jax.tree_util.tree_map(
+            lambda a, b: _unify(a, jnp.zeros(b.shape, b.dtype)), state, out)
+    return state
+
+
+def _change(eta: tuple, old: tuple) -> Any:
+    """The largest relative change |Δη| / (1 + |η_old|) over the parameters (0 where a
+    parameter is unchanged, which an infinite one, a point mass, may be)."""
+    d = jnp.asarray(0.0)
+    for a, b in zip(eta, old, strict=True):
+        rel = jnp.where(a == b, 0.0, jnp.abs(a - b) / (1.0 + jnp.abs(b)))
+        d = jnp.maximum(d, jnp.max(rel, initial=0.0)) if rel.size else d
+    return d
+
+
+def _step(eta: tuple, old: tuple) -> Any:
+    return jnp.concatenate([jnp.ravel(jnp.where(a == b, 0.0, a - b))
+                            for a, b in zip(eta, old, strict=True)])
+
+
+def _pmax(current: Any, new: Any) -> Any:
+    """Python's ``max(current, new)``: ``new`` only when it is greater (NaN never is)."""
+    return jnp.where(new > current, new, current)
+
+
+def _materialised(state: tuple) -> tuple:
+    """``state`` with every deferred message (``factors.common.Deferred``, a call kept
+    for ``Gate.EnterOne`` to fuse) computed: a loop carries arrays only.  Within a sweep
+    the deferred calls stay fused; a carried one is only read again if a later sweep
+    reads it before making it anew, and the compiler drops it otherwise."""
+    from factorflow.runtime.backends.jax_namespace import namespace
+    deferred = namespace()["factorflow.factors.common"].Deferred
+    return tuple(v.value() if isinstance(v, deferred) else v for v in state)
+
+
+class Sweeps:
+    """The ``sweeps`` of one traced run (see the module docstring)."""
+
+    def __init__(self, algorithm: str, tolerance: float | None, capacity: int,
+                 tracing: bool = True, stall: bool = False) -> None:
+        self.algorithm, self.tolerance, self.capacity = algorithm, tolerance, capacity
+        #: the bound or log evidence after every sweep (``run(trace=)``); the default
+        #: run stops when the changes stop shrinking (``stall``, as ``_Monitor``'s)
+        self.tracing, self.stall = tracing, stall
+        self.names: list[str] = []
+        self.monitor: dict[str, Any] | None = None
+        #: per loop: the names of its checks and the sweep each first failed at (-1: none)
+        self.failures: list[tuple[list[str], Any]] = []
+
+    def _start(self, watched: dict[str, Any]) -> dict[str, Any]:
+        self.names = list(watched)
+        etas = tuple(tuple(jnp.asarray(e, float) for e in d.eta) for d in watched.values())
+        sizes = [sum(int(np.prod(jnp.shape(e))) for e in eta) for eta in etas]
+        return {
+            "count": jnp.asarray(0), "has_prev": jnp.asarray(False), "prev": etas,
+            "has_step": jnp.asarray(False),
+            "steps": tuple(jnp.zeros(n) for n in sizes),
+            "turns": jnp.zeros((len(etas), TURNS), bool), "n_turns": jnp.asarray(0),
+            "change": jnp.asarray(jnp.inf), "moved": jnp.asarray(-1),
+            "distance": jnp.asarray(jnp.inf), "settled": jnp.asarray(0),
+            "fell_at": jnp.asarray(-1), "fell_step": jnp.asarray(0.0),
+            "trace": jnp.zeros(self.capacity), "n_trace": jnp.asarray(0),
+            "least": jnp.asarray(jnp.inf), "least_at": jnp.asarray(0),
+            "stalled": jnp.asarray(False),
+        }
+
+    def _observe(self, m: dict[str, Any], iteration: Any, watched: dict[str, Any],
+                 value: Any) -> dict[str, Any]:
+        """The monitor after sweep ``iteration`` (``_Monitor.__call__``, on device)."""
+        m = dict(m)
+        count = iteration + 1
+        etas = tuple(tuple(jnp.asarray(e, float) for e in d.eta) for d in watched.values())
+        change, moved = jnp.asarray(0.0), jnp.asarray(-1)
+        steps, turns = [], []
+        for k, (eta, old) in enumerate(zip(etas, m["prev"], strict=True)):
+            step = _step(eta, old) if eta else jnp.zeros(0)
+            turns.append(jnp.nansum(step * m["steps"][k]) < 0)
+            steps.append(step)
+            d = _change(eta, old)
+            # before the first sweep a posterior has no previous value: it moved infinitely
+            d = jnp.where(m["has_prev"], d, jnp.inf)
+            bigger = ~(d <= change) | ~m["has_prev"]
+            change, moved = jnp.where(bigger, d, change), jnp.where(bigger, k, moved)
+        if etas:
+            # a step is compared with the last one once there is one (from the 3rd sweep)
+            record = m["has_step"]
+            ring = jnp.roll(m["turns"], -1, axis=1).at[:, -1].set(jnp.stack(turns))
+            m["turns"] = jnp.where(record, ring, m["turns"])
+            m["n_turns"] = m["n_turns"] + record.astype(int)
+            m["has_step"] = m["has_step"] | m["has_prev"]
+            m["steps"] = tuple(jnp.where(m["has_prev"], s, o)
+                               for s, o in zip(steps, m["steps"], strict=True))
+        if value is not None:
+            value = jnp.asarray(value, float)
+            n = m["n_trace"]
+            if self.algorithm == "vmp":
+                last = m["trace"][jnp.maximum(n - 1, 0)]
+                step = value - last
+                change = jnp.where(n > 0, _pmax(change, jnp.abs(step) / (1.0 + jnp.abs(value))),
+                                   change)
+                falls = (n > 0) & (step < -1e-9 * jnp.maximum(1.0, jnp.abs(value))) & (
+                    m["fell_at"] < 0)
+                m["fell_at"] = jnp.where(falls, count, m["fell_at"])
+                m["fell_step"] = jnp.where(falls, step, m["fell_step"])
+            m["trace"] = m["trace"].at[n].set(value)
+            m["n_trace"] = n + 1
+        prev_change = m["change"]
+        rate = jnp.where((prev_change > 0) & (prev_change < jnp.inf), change / prev_change, 1.0)
+        distance = jnp.where(rate < 1.0, change / (1.0 - rate),
+                             jnp.where(change == 0, 0.0, jnp.inf))
+        from factorflow.runtime.compiled import ROUNDING, STALL_SWEEPS
+        shrank = (change < 0.999 * m["least"]) | ~jnp.isfinite(m["least"])
+        least = jnp.where(shrank, change, m["least"])
+        least_at = jnp.where(shrank, count, m["least_at"])
+        stalled = jnp.asarray(self.stall) & (count - least_at >= STALL_SWEEPS)
+        if self.tolerance is None:
+            settled = jnp.asarray(False)
+        else:
+            settled = (distance <= self.tolerance) | (change <= ROUNDING)
+        settled = jnp.where(settled, m["settled"] + 1, 0)
+        # the noise floor below the tolerance: nothing more to gain (``_Monitor``)
+        floor = stalled & (change <= (self.tolerance or 0.0))
+        m.update(count=count, has_prev=jnp.asarray(True), prev=etas, change=change,
+                 moved=moved, distance=distance, least=least, least_at=least_at,
+                 settled=jnp.where(floor, 2, settled), stalled=stalled & ~floor)
+        return m
+
+    def __call__(self, sweep: Callable, state: tuple, iterations: int,
+                 posteriors: Callable, evidence: Callable | None) -> tuple:
+        """Run ``sweep`` from ``state`` (see the module docstring); the final state."""
+        user, internal = posteriors(state)
+        if self.monitor is None:
+            self.monitor = self._start(user | internal)
+
+        def one(iteration: Any, s: tuple) -> tuple[tuple, list, Any]:
+            with CHECKS.frame() as found:
+                new = sweep(iteration, s)
+                user, internal = posteriors(new)
+                value = None
+                if evidence is not None and self.tracing:
+                    value, new = evidence(new)
+            return _materialised(new), found, (user | internal, value)
+
+        state = _materialised(state)
+
+        state = _settle_shapes(state, lambda s: one(jnp.asarray(0), s)[0])
+        names: list[str] = []  # the checks' names, in the order they run
+
+        def probe(s: tuple) -> tuple:
+            new, found, _ = one(jnp.asarray(0), s)
+            names.extend(what for what, _ in found)
+            return new
+        jax.eval_shape(probe, state)
+
+        def body(carry: tuple) -> tuple:
+            iteration, s, m, bad = carry
+            new, found, (watched, value) = one(iteration, s)
+            new = jax.tree_util.tree_map(  # laid out as the carry is (see _unify)
+                lambda a, ref: jnp.broadcast_to(jnp.asarray(a, ref.dtype), ref.shape), new, s)
+            ok = jnp.stack([f for _, f in found]) if found else jnp.zeros(0, bool)
+            bad = jnp.where((bad < 0) & ~ok, iteration, bad)
+            m = self._observe(m, iteration, watched, value)
+            return iteration + 1, new, m, bad
+
+        def cond(carry: tuple) -> Any:
+            iteration, _, m, bad = carry
+            return ((iteration < iterations) & (m["settled"] < 2) & ~m["stalled"]
+                    & jnp.all(bad < 0))
+
+        start = (jnp.asarray(0), state, self.monitor, -jnp.ones(len(names), int))
+        # the monitor's settled count starts afresh in each loop (it stops at 2)
+        start[2]["settled"] = jnp.asarray(0)
+        _, state, self.monitor, bad = jax.lax.while_loop(cond, body, start)
+        self.failures.append((names, bad))
+        return state
+
+    def outputs(self) -> dict[str, Any]:
+        """What the host needs after the run: the monitor and the checks' failures."""
+        return {"monitor": self.monitor, "failures": tuple(b for _, b in self.failures)}
+
+
+def raise_failures(names: list[list[str]], failures: tuple, before: list[str],
+                   passed: Any) -> None:
+    """ImproperMessageError for the first check that failed: before the loops
+    (``before``/``passed``), or in a loop at the first sweep where one did."""
+    for what, ok in zip(before, np.asarray(passed, bool).reshape(-1), strict=True):
+        if not ok:
+            raise ImproperMessageError(
+                f"{what} needs a proper message, got an improper or uniform one before the "
+                "first iteration (JAX backend: checked on the device). Give the variables "
+                "around it proper priors, or initialise them (init=...).")
+    for loop_names, bad in zip(names, failures, strict=True):
+        bad = np.asarray(bad)
+        if bad.size and np.any(bad >= 0):
+            first = int(np.min(bad[bad >= 0]))
+            what = loop_names[int(np.flatnonzero(bad == first)[0])]
+            raise ImproperMessageError(
+                f"{what}, at iteration {first + 1} is improper (JAX backend: checked on "
+                "the device after the sweep). Give the variable a proper prior, observe "
+                "more data, or initialise its messages (init=...).")
+
+
+def to_monitor(monitor: Any, names: list[str], out: dict[str, Any]) -> None:
+    """Copy the device monitor's numbers ``out`` into the host ``_Monitor``."""
+    count = int(out["count"])
+    if count == 0:
+        return
+    monitor.count = count
+    monitor.change = float(out["change"])
+    moved = int(out["moved"])
+    monitor.moved = names[moved] if 0 <= moved < len(names) else ""
+    monitor.distance = float(out["distance"])
+    monitor.settled = int(out["settled"])
+    monitor.least = (float(out["least"]), int(out["least_at"]))
+    monitor.stalled = bool(out["stalled"])
+    monitor.trace = [float(v) for v in np.asarray(out["trace"])[: int(out["n_trace"])]]
+    if int(out["fell_at"]) >= 0:
+        monitor.fell = (int(out["fell_at"]), float(out["fell_step"]))
+    n = min(int(out["n_turns"]), TURNS)
+    turns = np.asarray(out["turns"])
+    monitor.turns = {name: [bool(t) for t in turns[k, TURNS - n:]]
+                     for k, name in enumerate(names)} if n else {}
+
+
+__all__ = ["Sweeps", "CHECKS", "raise_failures", "to_monitor"]

@@ -1,0 +1,235 @@
+"""factorflow's kernels over ``jax.numpy``: the same source, another array namespace.
+
+The message operators, the distributions they pass and the generated program's helpers
+(``factorflow.distributions``, ``factorflow.factors``, ``factorflow.runtime.kernels``)
+are written over NumPy as ``np`` and SciPy's ``special``.  This module loads a second
+copy of those modules whose ``import numpy as np`` binds ``jax.numpy`` (through
+``XNP`` below) and whose ``special`` binds ``jax.scipy.special``: the code is the same
+text, so the JAX backend computes the same updates as the NumPy one, statement for
+statement.  The copies live apart from the real modules (their own classes and their
+own ``FACTORS``); nothing here changes the NumPy backend.
+
+A few functions of those modules cannot be traced by JAX as written: they update
+arrays in place (``acc[i] += x``, ``np.add.at``) or take a fast path chosen by the
+values (``if np.any(x):``).  ``factorflow.runtime.backends.jax_overrides`` gives each of
+them a functional version with the same result, installed over the copy when its module
+is loaded; every other function runs unchanged.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import importlib
+import sys
+import types
+from typing import Any
+
+#: the modules copied, in an order where each one's factorflow imports come first
+COPIED = (
+    "factorflow.distributions.base",
+    "factorflow.distributions.families",
+    "factorflow.distributions.multivariate",
+    "factorflow.distributions",
+    "factorflow.distributions.moments",
+    "factorflow.factors.registry",
+    "factorflow.factors",
+    "factorflow.runtime.kernels",
+)
+#: the prefix of the copies' module names (in ``sys.modules``, as dataclasses and pickle
+#: need; ``factorflow._jax`` is no package of its own)
+PREFIX = "factorflow._jax."
+
+
+class _XNumPy(types.ModuleType):
+    """``numpy`` as the copied modules see it: ``jax.numpy``, with NumPy's own for what
+    only describes types (``np.random``, ``np.integer``, ``np.finfo``) and a no-op
+    ``errstate`` (JAX never warns on floating-point exceptions)."""
+
+    NUMPY_ONLY = ("random", "integer", "floating", "bool_", "number", "generic", "dtype",
+                  "intp", "int64", "float64", "iinfo", "finfo", "array2string", "inf", "nan",
+                  "pi", "e", "newaxis", "ndindex", "printoptions", "polynomial")
+
+    #: functions NumPy lets take a list of arrays, which ``jax.numpy``'s do not
+    LISTS = ("all", "any", "sum", "max", "min", "prod")
+
+    def __init__(self) -> None:
+        super().__init__("numpy")
+        import jax.numpy as jnp
+        import numpy as np
+        self._jnp, self._np = jnp, np
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self.NUMPY_ONLY:
+            value = getattr(self._np, name)
+        elif name == "errstate":
+            value = _errstate
+        elif name == "broadcast_to":
+            value = self._broadcast_to
+        elif name == "broadcast_arrays":
+            value = self._broadcast_arrays
+        elif name == "ndarray":
+            import jax
+            value = (self._np.ndarray, jax.Array)
+        else:
+            value = getattr(self._jnp, name)
+            if isinstance(getattr(self._np, name, None), self._np.ufunc):
+                value = _functional(value)
+            elif name in self.LISTS:
+                value = _of_arrays(value)
+        setattr(self, name, value)
+        return value
+
+
+    def _broadcast_to(self, a: Any, shape: Any) -> Any:
+        """``jnp.broadcast_to``, its result recorded as a broadcast view of ``a`` (the
+        copied ``distributions.base.strides`` reads which axes only repeat values)."""
+        a = self._jnp.asarray(a)
+        view = self._jnp.broadcast_to(a, shape)
+        if view is not a:
+            self.note_view(view, a.shape)
+        return view
+
+    def _broadcast_arrays(self, *arrays: Any) -> list[Any]:
+        shape = self._jnp.broadcast_shapes(*(self._jnp.shape(a) for a in arrays))
+        return [self._broadcast_to(a, shape) for a in arrays]
+
+
+def _functional(ufunc: Any) -> Any:
+    """A ``jax.numpy`` ufunc that accepts NumPy's ``out=`` and returns the result (a
+    JAX array cannot be written in place; code that reads only the returned value, as
+    ``x = np.multiply(x, c, out=x)``, computes the same; code that relies on the write
+    is overridden in ``jax_overrides``)."""
+    class Functional:
+        def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
+            return ufunc(*args, **kwargs)
+
+        def __getattr__(self, name: str) -> Any:  # reduce, accumulate, outer
+            return getattr(ufunc, name)
+    return Functional()
+
+
+def _of_arrays(fn: Any) -> Any:
+    """``fn`` taking a list (or tuple) of arrays as its first argument, as NumPy does."""
+    def call(a: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(a, list | tuple):
+            import jax.numpy as jnp
+            a = jnp.stack([jnp.asarray(x) for x in a])
+        return fn(a, *args, **kwargs)
+    call.__name__ = fn.__name__
+    call.__doc__ = fn.__doc__
+    return call
+
+
+class _XSpecial(types.ModuleType):
+    """``scipy.special`` as the copied modules see it: ``jax.scipy.special``, with
+    ``log_expit`` (absent there) and ``betaln`` from ``gammaln`` (JAX's ``betaln`` is
+    accurate to about 1e-7 only; the sum of three ``gammaln`` is within 1e-11 of SciPy's
+    over (0.01, 2000)²)."""
+
+    def __init__(self) -> None:
+        super().__init__("scipy.special")
+        import jax.numpy as jnp
+        import jax.scipy.special as special
+        self._special = special
+        self.log_expit = lambda x: -jnp.logaddexp(0.0, -x)
+        self.betaln = lambda a, b: special.gammaln(a) + special.gammaln(b) - special.gammaln(
+            a + b)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._special, name)
+
+
+def _errstate(**_: Any) -> contextlib.AbstractContextManager:
+    return contextlib.nullcontext()
+
+
+class _XLazy(types.ModuleType):
+    """``factorflow.lazy`` for the copies: ``special`` is ``jax.scipy.special``
+    (``stats`` stays SciPy's: only sampling and ``to_scipy`` use it, outside the loop)."""
+
+    def __init__(self) -> None:
+        super().__init__("factorflow.lazy")
+        from factorflow import lazy
+        self.special = _XSpecial()
+        self.stats = lazy.stats
+        self.lazy_module = lazy.lazy_module
+
+
+class Namespace:
+    """The copied modules, loaded once per process (``namespace()``)."""
+
+    def __init__(self) -> None:
+        self.modules: dict[str, types.ModuleType] = {}
+        self.numpy = _XNumPy()
+        self.lazy = _XLazy()
+        names = dict(builtins.__dict__)
+        names["__import__"] = self._import
+        self.builtins = names
+        for name in COPIED:
+            self._load(name)
+
+    def _copied(self, name: str) -> bool:
+        return name in COPIED or name.startswith("factorflow.factors.") or (
+            name.startswith("factorflow.distributions."))
+
+    def _load(self, name: str) -> types.ModuleType:
+        if name in self.modules:
+            return self.modules[name]
+        real = importlib.import_module(name)
+        path = real.__file__
+        assert path is not None
+        with open(path, encoding="utf-8") as f:
+            source = f.read()
+        module = types.ModuleType(PREFIX + name.removeprefix("factorflow."), real.__doc__)
+        module.__file__ = path
+        module.__dict__["__builtins__"] = self.builtins
+        if hasattr(real, "__path__"):
+            module.__path__ = []  # a package: its submodules are loaded by _import
+        module.__dict__["__package__"] = real.__package__
+        self.modules[name] = sys.modules[module.__name__] = module
+        exec(compile(source, path, "exec"), module.__dict__)
+        if name == "factorflow.distributions.base":  # values unknown while traced
+            module.__dict__["TRACED"] = True
+            self.numpy.note_view = module.note_view
+        from factorflow.runtime.backends import jax_overrides
+        jax_overrides.install(name, module, self)
+        return module
+
+    def _import(self, name: str, globals: Any = None, locals: Any = None,
+                fromlist: Any = (), level: int = 0) -> Any:
+        if level:
+            raise ImportError(f"relative import {name!r} in a copied module")
+        if name == "numpy":
+            return self.numpy
+        if name == "factorflow.lazy":
+            return self.lazy
+        if self._copied(name):
+            module = self._load(name)
+            for item in fromlist or ():
+                sub = f"{name}.{item}"
+                if not hasattr(module, item) and self._copied(sub):
+                    setattr(module, item, self._load(sub))
+            if not fromlist:
+                raise ImportError(f"copied modules use 'from {name} import ...' only")
+            return module
+        return builtins.__import__(name, globals, locals, fromlist, level)
+
+    def __getitem__(self, name: str) -> types.ModuleType:
+        return self.modules[name]
+
+
+_NAMESPACE: Namespace | None = None
+
+
+def namespace() -> Namespace:
+    """The JAX copies of factorflow's kernel modules (loaded at the first call)."""
+    global _NAMESPACE
+    if _NAMESPACE is None:
+        import jax
+        with jax.enable_x64(True):  # module-level constants (LOG_2PI) in float64
+            _NAMESPACE = Namespace()
+    return _NAMESPACE
+
+
+__all__ = ["namespace", "Namespace", "COPIED"]

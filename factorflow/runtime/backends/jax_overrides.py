@@ -1,0 +1,151 @@
+"""The run-time checks of the generated program, as the JAX backend runs them.
+
+The kernels run under JAX as written (``jax_namespace``): their in-place writes and
+value-dependent fast paths go through ``distributions.base`` (``add_at``, ``set_at``,
+``all_true``, ``any_true``, ``traced``), which take the functional, general path under
+tracing.  What cannot be written so is a check that raises ``ImproperMessageError``
+in the middle of a sweep: inside ``jit`` it cannot raise, so each function here
+(``check_proper``, ``check_proper_input``, ``skip_improper``, ``initial``; ``_proper``
+their common part) replaces the one of the same name in the JAX copy of
+``runtime.kernels`` and records its verdict in ``jax_loop.CHECKS`` instead (the host
+raises after the loop).  The
+tests run each override and its NumPy kernel on the same random inputs: the verdicts
+agree (``tests/runtime/backends/test_jax.py``), so a change to one that the other
+lacks fails there.
+
+An override is written as if it stood in its module: it is installed with the copied
+module's globals, so ``np`` is ``jax.numpy`` there and every other name (``E``,
+``Gaussian``, ``slot``) is the copy's.  The imports below give those names to linters
+and readers only.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable
+from typing import Any
+
+import jax.numpy as np
+
+from factorflow.runtime.backends.jax_loop import CHECKS
+from factorflow.runtime.kernels import leading, where_mask
+
+#: module name -> {function or "Class.method" name -> its replacement}
+OVERRIDES: dict[str, dict[str, Callable[..., Any]]] = {}
+
+
+def override(module: str, name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        OVERRIDES.setdefault(module, {})[name] = fn
+        return fn
+    return register
+
+
+def install(name: str, module: Any, ns: Any) -> None:
+    """Put the overrides of module ``name`` into its JAX copy ``module`` (and into the
+    copy's ``NAMESPACE``, the generated program's globals, where it has one)."""
+    module.__dict__["CHECKS"] = CHECKS
+    for attr, fn in OVERRIDES.get(name, {}).items():
+        fn = types.FunctionType(fn.__code__, module.__dict__, fn.__name__, fn.__defaults__,
+                                fn.__closure__)
+        if "." in attr:
+            cls, method = attr.split(".")
+            setattr(getattr(module, cls), method, fn)
+            continue
+        setattr(module, attr, fn)
+        table = getattr(module, "NAMESPACE", None)
+        if table is not None and attr in table:
+            table[attr] = fn
+
+
+KERNELS = "factorflow.runtime.kernels"
+
+
+@override(KERNELS, "check_proper")
+def check_proper(d: Any, what: str, iteration: Any = None, where: Any = None) -> None:
+    """``kernels.check_proper`` as a record: every element where ``where`` holds proper,
+    with no NaN parameter; in the first sweep (``iteration == 0``, a traced number
+    here) an exactly uniform element passes."""
+    ok = _proper(d)
+    if where is not None:
+        ok = ok | ~np.broadcast_to(leading(where, len(d.batch_shape)), ok.shape)
+    if iteration is not None:
+        ok = ok | ((np.asarray(iteration) == 0) & np.asarray(d.is_uniform(), bool))
+    CHECKS.record(what, np.all(ok))
+
+
+@override(KERNELS, "_proper")
+def _proper(d: Any) -> Any:
+    """Per batch element: proper, with no NaN parameter (the checks' common part)."""
+    ok = np.asarray(d.is_proper(), bool)
+    for e in d.eta:
+        nan = np.isnan(e)
+        ok = ok & ~(nan.any(axis=tuple(range(ok.ndim, nan.ndim))) if nan.ndim > ok.ndim
+                    else nan)
+    return ok
+
+
+@override(KERNELS, "check_proper_input")
+def check_proper_input(value: Any, what: str, iteration: Any = None, mask: Any = None
+                       ) -> Any:
+    """``kernels.check_proper_input`` as a record (known values pass)."""
+    if not hasattr(value, "eta"):
+        return value
+    ok = _proper(value)
+    if mask is not None:
+        ok, applies = np.broadcast_arrays(ok, leading(mask, ok.ndim))
+        ok = ok | ~applies
+    CHECKS.record(what, np.all(ok))
+    return value
+
+
+@override(KERNELS, "skip_improper")
+def skip_improper(old: Any, compute: Any, inputs: tuple, what: str, iteration: Any = None,
+                  mask: Any = None) -> Any:
+    """``kernels.skip_improper`` on the device: the new message where every input is
+    proper, the old one where some input is strictly improper (the skipped EP update),
+    selected elementwise; the verdict recorded is ``check_proper_input``'s where NumPy
+    raises (a uniform or NaN input, or an improper one before the loops:
+    ``iteration is None``).  The skipped updates are not counted (no
+    ``ImproperMessageWarning`` under JAX)."""
+    skip = None
+    for value in inputs:
+        if not hasattr(value, "eta"):
+            continue
+        proper = np.asarray(value.is_proper(), bool)
+        number = np.ones_like(proper)
+        for e in value.eta:  # a NaN parameter is no message either
+            nan = np.isnan(e)
+            number = number & ~(nan.any(axis=tuple(range(proper.ndim, nan.ndim)))
+                                if nan.ndim > proper.ndim else nan)
+        improper = ~proper & number & ~np.asarray(value.is_uniform(), bool)
+        proper = proper & number
+        if mask is not None:
+            proper, applies = np.broadcast_arrays(proper, leading(mask, proper.ndim))
+            proper, improper = proper | ~applies, improper & applies
+        if iteration is None:  # before the loops nothing is skipped: improper is an error
+            CHECKS.record(what, np.all(proper))
+            continue
+        CHECKS.record(what, np.all(proper | improper))
+        skip = improper if skip is None else skip | improper
+    new = compute()
+    if skip is None:
+        return new
+    return where_mask(~skip, new, old)
+
+
+@override(KERNELS, "initial")
+def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ...]) -> Any:
+    """``kernels.initial`` without the properness check (the host checked the user's
+    initialisations before the run; see ``jax_backend``)."""
+    value = init[label]
+    if not isinstance(value, family):
+        from factorflow.errors import ModelError
+        raise ModelError(f"init[{label!r}] must be a {family.__name__} distribution, got "
+                         f"{type(value).__name__}.")
+    try:
+        return value.broadcast_to(shape) if value.batch_shape != tuple(shape) else value
+    except ValueError:
+        from factorflow.errors import ModelError
+        raise ModelError(f"init[{label!r}] has batch shape {value.batch_shape}, but the "
+                         f"variable has shape {tuple(shape)}.") from None

@@ -1,0 +1,233 @@
+"""The JAX copies of the kernels against the NumPy kernels, on random inputs.
+
+The JAX backend runs factorflow's own kernel source over ``jax.numpy``; where a kernel
+has a fast path chosen by values or writes in place, the copy takes the general,
+functional path (``distributions.base.traced``).  These tests run both on the same random
+inputs (fast paths hit and missed) and compare the numbers; and each of the few
+overrides (``jax_overrides``: the checks that raise) against its NumPy kernel's verdict,
+so that a change to one that the other lacks fails here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import factorflow as ff
+import factorflow.distributions as dist
+
+jax = pytest.importorskip("jax")
+
+from factorflow.runtime import kernels  # noqa: E402
+from factorflow.runtime.backends.jax_backend import _to_copy  # noqa: E402
+from factorflow.runtime.backends.jax_loop import CHECKS  # noqa: E402
+from factorflow.runtime.backends.jax_namespace import namespace  # noqa: E402
+from factorflow.runtime.backends.jax_overrides import OVERRIDES  # noqa: E402
+
+
+def _copy(module: str):
+    return namespace()[module]
+
+
+def _close(a, b, tol=1e-12):
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    assert a.shape == b.shape
+    same = (a == b) | (np.isnan(a) & np.isnan(b))
+    with np.errstate(invalid="ignore"):
+        diff = np.where(same, 0.0, np.abs(a - b) / (1.0 + np.abs(a)))
+    assert np.max(diff, initial=0.0) <= tol, (a, b)
+
+
+def _gaussians(rng, n, bad=0.0):
+    """n Gaussian messages; a share ``bad`` improper (negative precision), one NaN."""
+    prec = rng.gamma(2.0, 1.0, n)
+    prec[rng.random(n) < bad] *= -1
+    mtp = rng.normal(size=n) * prec
+    return dist.Gaussian.from_natural(mtp, prec)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_truncated_normal_moments_general_path(seed):
+    """Tail (t > 4, the continued fraction) and body elements mixed, and all-body."""
+    from factorflow.factors import compare
+    rng = np.random.default_rng(seed)
+    for t in (rng.normal(0, 6, 50), rng.uniform(-3, 3, 20), np.array([4.5, 30.0])):
+        with jax.enable_x64(True):
+            got = _copy("factorflow.factors.compare").truncated_normal_moments(t)
+        for a, b in zip(compare.truncated_normal_moments(t), got, strict=True):
+            _close(a, b)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_is_positive_x_message_general_path(seed):
+    """The EP message to x of IsPositive: certain outs (one half), mixed, uniform."""
+    from factorflow.factors import compare
+    rng = np.random.default_rng(seed)
+    n = 30
+    mean, var = rng.normal(0, 3, n), rng.gamma(1.0, 2.0, n)
+    var[:3] = np.inf  # uniform incoming messages
+    for lo in (np.full(n, np.inf), np.full(n, -np.inf), rng.normal(0, 2, n),
+               np.where(rng.random(n) < 0.5, np.inf, rng.normal(0, 2, n))):
+        out = dist.Bernoulli.from_natural(lo)
+        want = compare._x_message(out, mean, var)
+        with jax.enable_x64(True):
+            ns = namespace()
+            got = _copy("factorflow.factors.compare")._x_message(_to_copy(ns, out), mean, var)
+        for a, b in zip(want.eta, got.eta, strict=True):
+            _close(a, b, 1e-10)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_quadrature_general_path(seed):
+    """Narrow (Gauss-Hermite) and wide (Laguerre) cavities mixed in one batch."""
+    from factorflow.factors import quadrature
+    rng = np.random.default_rng(seed)
+    m = np.concatenate([rng.normal(0, 2, 10), rng.normal(0, 5, 5)])
+    v = np.concatenate([rng.gamma(2.0, 0.5, 10), rng.uniform(200, 2000, 5)])
+    for step in ("LOGISTIC", "EXP_NEG_EXP"):
+        want = quadrature.tilted_moments(m, v, getattr(quadrature, step))
+        q = _copy("factorflow.factors.quadrature")
+        with jax.enable_x64(True):
+            got = q.tilted_moments(m, v, getattr(q, step))
+        for a, b in zip(want, got, strict=True):
+            _close(a, b, 1e-10)
+
+
+def test_in_place_helpers_are_functional_when_traced():
+    """``with_element``, ``place_element``, ``place_slots`` and a scatter product: the
+    same messages from the copies (``.at[]``) as from NumPy's in-place writes."""
+    rng = np.random.default_rng(0)
+    whole = dist.Gaussian.from_natural(rng.normal(size=(3, 4)), rng.gamma(2.0, 1.0, (3, 4)))
+    part = dist.Gaussian.from_natural(rng.normal(size=3), rng.gamma(2.0, 1.0, 3))
+    ns = namespace()
+    jk = _copy("factorflow.runtime.kernels")
+    with jax.enable_x64(True):
+        cases = [
+            (kernels.with_element(whole, ((1, 2),), part),
+             jk.with_element(_to_copy(ns, whole), ((1, 2),), _to_copy(ns, part))),
+            (kernels.place_element(whole, ((0, 1),), (3, 4), (0,), (5, 4)),
+             jk.place_element(_to_copy(ns, whole), ((0, 1),), (3, 4), (0,), (5, 4))),
+            (kernels.place_slots(whole, (0, 2, 3, 5), (3, 6)),
+             jk.place_slots(_to_copy(ns, whole), (0, 2, 3, 5), (3, 6))),
+            (whole.scatter_prod(np.array([0, 2, 0]), 3),
+             _to_copy(ns, whole).scatter_prod(np.array([0, 2, 0]), 3)),
+            (kernels.prod_over(whole.broadcast_to((2, 3, 4)), (2, 3, 4), (0,)),
+             jk.prod_over(_to_copy(ns, whole).broadcast_to((2, 3, 4)), (2, 3, 4), (0,))),
+        ]
+    for want, got in cases:
+        for a, b in zip(want.eta, got.eta, strict=True):
+            _close(a, b)
+
+
+# ----- the overrides: the checks, recorded on the device --------------------------------
+def _verdict(fn, *args, **kwargs) -> bool:
+    """Whether the JAX override passed (its one recorded check)."""
+    with jax.enable_x64(True), CHECKS.frame() as found:
+        fn(*args, **kwargs)
+    assert len(found) == 1
+    return bool(found[0][1])
+
+
+def _numpy_verdict(fn, *args, **kwargs) -> bool:
+    try:
+        fn(*args, **kwargs)
+    except ff.ImproperMessageError:
+        return False
+    return True
+
+
+def test_the_overrides_are_the_checks():
+    """Only the checks that raise are overridden (everything else runs as written)."""
+    assert {m: set(f) for m, f in OVERRIDES.items()} == {"factorflow.runtime.kernels": {
+        "check_proper", "_proper", "check_proper_input", "skip_improper", "initial"}}
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_check_overrides_agree_with_numpy(seed):
+    """``check_proper`` and ``check_proper_input`` on random messages (some improper,
+    some NaN, some uniform), masks and iterations: the same verdict on both backends."""
+    rng = np.random.default_rng(seed)
+    ns = namespace()
+    jk = _copy("factorflow.runtime.kernels")
+    d = _gaussians(rng, 6, bad=rng.choice([0.0, 0.2]))
+    eta = [np.array(e) for e in d.eta]
+    if rng.random() < 0.3:
+        eta[0][rng.integers(6)] = np.nan
+    if rng.random() < 0.4:  # exactly uniform elements
+        k = rng.integers(6)
+        eta[0][k] = eta[1][k] = 0.0
+    d = dist.Gaussian.from_natural(*eta)
+    mask = rng.random(6) < 0.6 if rng.random() < 0.5 else None
+    for iteration in (None, 0, 3):
+        want = _numpy_verdict(kernels.check_proper, d, "x", iteration, where=mask)
+        got = _verdict(jk.check_proper, _to_copy(ns, d), "x",
+                       None if iteration is None else jax.numpy.asarray(iteration),
+                       where=mask)
+        assert want == got, (iteration, mask, d)
+    want = _numpy_verdict(kernels.check_proper_input, d, "x", 1, mask=mask)
+    assert want == _verdict(jk.check_proper_input, _to_copy(ns, d), "x", 1, mask=mask)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_skip_improper_override_agrees_with_numpy(seed):
+    """``skip_improper`` on random inputs (some strictly improper, some NaN, some
+    uniform), masks and iterations: NumPy raises where the override's verdict fails, and
+    elsewhere both keep the old message exactly where an input is strictly improper and
+    take the new one everywhere else."""
+    import warnings
+
+    rng = np.random.default_rng(seed)
+    ns = namespace()
+    jk = _copy("factorflow.runtime.kernels")
+    d = _gaussians(rng, 6, bad=rng.choice([0.0, 0.3]))
+    eta = [np.array(e) for e in d.eta]
+    if rng.random() < 0.25:
+        eta[0][rng.integers(6)] = np.nan
+    if rng.random() < 0.25:  # an exactly uniform element
+        k = rng.integers(6)
+        eta[0][k] = eta[1][k] = 0.0
+    d = dist.Gaussian.from_natural(*eta)
+    old, new = _gaussians(rng, 6), _gaussians(rng, 6)
+    mask = rng.random(6) < 0.6 if rng.random() < 0.5 else None
+    for iteration in (None, 0, 3):
+        token = kernels.SKIPPED.set({})
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ff.ImproperMessageWarning)
+                want = kernels.skip_improper(old, lambda: new, (d, 2.0), "x", iteration,
+                                             mask)
+        except ff.ImproperMessageError:
+            want = None
+        finally:
+            kernels.SKIPPED.reset(token)
+        with jax.enable_x64(True), CHECKS.frame() as found:
+            jnew = _to_copy(ns, new)
+            got = jk.skip_improper(
+                _to_copy(ns, old), lambda jnew=jnew: jnew, (_to_copy(ns, d), 2.0), "x",
+                None if iteration is None else jax.numpy.asarray(iteration), mask)
+        assert len(found) == 1
+        assert (want is not None) == bool(found[0][1]), (iteration, mask, d)
+        if want is not None:
+            for a, b in zip(want.eta, got.eta, strict=True):
+                _close(np.broadcast_to(a, np.shape(b)), b, 0.0)
+
+
+def test_initial_override_agrees_with_numpy():
+    """``initial``: the same broadcast message, the same ModelError for a wrong family or
+    shape (the JAX backend checks properness on the host, before the run)."""
+    ns = namespace()
+    jk = _copy("factorflow.runtime.kernels")
+    jfam = _copy("factorflow.distributions")
+    start = dist.Gaussian(np.array([0.5, 1.5]), 2.0)
+    want = kernels.initial({"m": start}, "m", dist.Gaussian, (3, 2))
+    with jax.enable_x64(True):
+        got = jk.initial({"m": _to_copy(ns, start)}, "m", jfam.Gaussian, (3, 2))
+    for a, b in zip(want.eta, got.eta, strict=True):
+        _close(a, b, 0.0)
+    for family, shape, match in ((dist.Gamma, (3, 2), "must be a Gamma"),
+                                 (dist.Gaussian, (3, 4), "batch shape")):
+        with pytest.raises(ff.ModelError, match=match):
+            kernels.initial({"m": start}, "m", family, shape)
+        with pytest.raises(ff.ModelError, match=match):
+            jk.initial({"m": _to_copy(ns, start)}, "m", getattr(jfam, family.__name__),
+                       shape)
