@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from hypothesis import HealthCheck, Phase, settings
 
 from tests.oracle.build import build
 from tests.oracle.exact import Reference, reference
@@ -22,6 +23,15 @@ from tests.oracle.structure import Traits, analyse
 
 KINDS = ("exception", "not finite", "wrong logZ", "wrong marginal", "bound above logZ",
          "bound decreased", "not converged")
+
+
+def oracle_settings(max_examples: int) -> settings:
+    """Hypothesis settings of every oracle test: derandomized (the same models on every
+    run, no example database), no deadline, and the first failure reported alone."""
+    return settings(derandomize=True, max_examples=max_examples, deadline=None,
+                    database=None, report_multiple_bugs=False,
+                    phases=tuple(set(Phase) - {Phase.explain}),
+                    suppress_health_check=list(HealthCheck))
 
 
 @dataclass

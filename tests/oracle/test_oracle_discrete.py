@@ -7,14 +7,12 @@ of size 0-4; ``tests.oracle.exact`` enumerates every configuration of its latent
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 
 from tests.oracle import models
-from tests.oracle.checks import Check
+from tests.oracle.checks import Check, oracle_settings
 
-SETTINGS = settings(derandomize=True, max_examples=150, deadline=None, database=None,
-                    report_multiple_bugs=False, phases=tuple(set(Phase) - {Phase.explain}),
-                    suppress_health_check=list(HealthCheck))
+SETTINGS = oracle_settings(150)
 
 
 def ep_checks(spec) -> Check:
@@ -47,16 +45,12 @@ def vmp_checks(spec) -> Check:
 
 
 @SETTINGS
-# Known open failures, each named in issue 9's note; strict: when fixed, the
-# test passes and this mark must go.
 @given(models.discrete())
 def test_ep_on_discrete_models(spec):
     ep_checks(spec).verdict()
 
 
 @SETTINGS
-# Known open failures, each named in issue 9's note; strict: when fixed, the
-# test passes and this mark must go.
 @given(models.discrete())
 def test_vmp_on_discrete_models(spec):
     vmp_checks(spec).verdict()

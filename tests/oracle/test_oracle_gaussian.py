@@ -10,14 +10,12 @@ variable, a Gaussian drawn identically in every case of a Switch, or a mixture
 
 from __future__ import annotations
 
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 
 from tests.oracle import models
-from tests.oracle.checks import Check
+from tests.oracle.checks import Check, oracle_settings
 
-SETTINGS = settings(derandomize=True, max_examples=100, deadline=None, database=None,
-                    report_multiple_bugs=False, phases=tuple(set(Phase) - {Phase.explain}),
-                    suppress_health_check=list(HealthCheck))
+SETTINGS = oracle_settings(100)
 
 
 def ep_checks(spec) -> Check:
@@ -69,8 +67,6 @@ def test_ep_on_linear_gaussian_models(spec):
 
 
 @SETTINGS
-# Known open failures, each named in issue 9's note; strict: when fixed, the
-# test passes and this mark must go.
 @given(models.linear_gaussian())
 def test_vmp_on_linear_gaussian_models(spec):
     vmp_checks(spec).verdict()
@@ -83,8 +79,6 @@ def test_ep_on_gated_linear_gaussian_models(spec):
 
 
 @SETTINGS
-# Known open failures, each named in issue 9's note; strict: when fixed, the
-# test passes and this mark must go.
 @given(models.linear_gaussian(gated=True))
 def test_vmp_on_gated_linear_gaussian_models(spec):
     vmp_checks(spec).verdict()

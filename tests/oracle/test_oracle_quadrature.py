@@ -12,17 +12,15 @@ discrete latents (``tests.oracle.exact``).
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 
 import factorflow as ff
 from tests.oracle import models
 from tests.oracle.build import build
-from tests.oracle.checks import Check
+from tests.oracle.checks import Check, oracle_settings
 from tests.oracle.spec import Draw, Gate, Plate, Ref
 
-SETTINGS = settings(derandomize=True, max_examples=120, deadline=None, database=None,
-                    report_multiple_bugs=False, phases=tuple(set(Phase) - {Phase.explain}),
-                    suppress_health_check=list(HealthCheck))
+SETTINGS = oracle_settings(120)
 
 
 def _random_precision(body) -> bool:
@@ -78,8 +76,6 @@ def vmp_checks(spec) -> Check:
 
 
 @SETTINGS
-# Known open failures, each named in issue 9's note; strict: when fixed, the
-# test passes and this mark must go.
 @given(models.one_continuous())
 def test_ep_with_one_continuous_variable(spec):
     ep_checks(spec).verdict()
