@@ -39,3 +39,17 @@ def gaussian_mixture(data, components: int = 2, learn_precision: bool = False) -
             with ff.Switch(z):
                 ff.Gaussian("x", means[z], precision=prec, observed=np.asarray(data, float))
     return model
+
+
+@pytest.fixture
+def uncertain_constraints(monkeypatch):
+    """ConstrainTrue's EP message not marked ``certain``: the constrained variable's
+    posterior is then computed from its definition's message every sweep (as before
+    ``transforms.pruning.fix_certain``), for the tests that study how that message is
+    scheduled."""
+    import dataclasses
+
+    from factorflow.factors.registry import FACTORS
+    ops = FACTORS["ConstrainTrue"].operators
+    monkeypatch.setitem(ops, ("ep", "value"),
+                        dataclasses.replace(ops[("ep", "value")], certain=False))

@@ -37,10 +37,11 @@ def reduced(e: _Emitter, name: str, how: tuple, use_plates: tuple[str, ...],
 
 
 def marginal(e: _Emitter, s: Stmt, depth: int) -> None:
-    """The posterior: the definition's message times every use's, reduced."""
+    """The posterior: the definition's message times every use's, reduced (those it reads:
+    a posterior fixed by certain messages reads only those, ``transforms.pruning``)."""
     var = e.decls[s.param("target")]
     hows, uplates = s.param("uses"), s.param("use_plates")
-    terms = [dict(s.inputs)["def"].var]
+    terms = [dict(s.inputs)["def"].var] if "def" in dict(s.inputs) else []
     done = s.param("reduced_uses", ())  # multiplied over their plates by their operator
     for k, (how, up) in enumerate(zip(hows, uplates, strict=True)):
         key = f"use{k}"

@@ -176,7 +176,7 @@ def _not_log_average_factor(out, a) -> np.ndarray:
 
 
 # ----- ConstrainTrue ----------------------------------------------------------------
-@CONSTRAIN_TRUE.operator("ep", "value")
+@CONSTRAIN_TRUE.operator("ep", "value", certain=True)
 def _constrain_ep() -> Bernoulli:
     """The point mass on true (log-odds +inf), one scalar that broadcasts over plates."""
     return Bernoulli.from_natural(np.inf)

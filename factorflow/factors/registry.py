@@ -128,6 +128,10 @@ class Operator:
     #: each element of the target (VMP IsBetween: q(x) is the truncation of x's other
     #: messages); ``transforms.messages`` refuses a second one by name
     sole: bool = False
+    #: whether the message is a point mass whatever its inputs (ConstrainTrue's): under
+    #: EP the posterior of its target is then that point mass, and the message from the
+    #: target to its definition too (``transforms.pruning.fix_certain``)
+    certain: bool = False
 
     @property
     def qualname(self) -> str:
@@ -194,7 +198,8 @@ class Factor:
                  fresh: tuple[str, ...] = (), no_init: bool = False,
                  known: tuple[str, ...] = (), block: tuple[str, ...] = (),
                  method: str = "", ascent: bool = True,
-                 uniform_penalty: tuple[str, ...] = (), sole: bool = False
+                 uniform_penalty: tuple[str, ...] = (), sole: bool = False,
+                 certain: bool = False
                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``fn`` as the ``algorithm`` message to ``target``;
         ``method`` names how it is computed (shown in the generated code); ``ascent=False``
@@ -220,7 +225,7 @@ class Factor:
                 frozenset(known), fuses, block=frozenset(block), previous=previous,
                 weights=weighs and fuses, method=method, ascent=ascent,
                 buffer=target in self.buffers, uniform_penalty=frozenset(uniform_penalty),
-                sole=sole)
+                sole=sole, certain=certain)
             return fn
 
         return register

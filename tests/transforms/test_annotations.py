@@ -29,7 +29,8 @@ def _positive() -> ff.Model:
 def test_proper_alone_makes_the_schedule_start_from_a_computed_message(monkeypatch):
     """IsPositive's message to out, annotated Proper on x and nothing else, may run only
     after the message from x has been computed (a Required edge): it is not the first
-    update, and the message it reads runs before it."""
+    update, and the message it reads runs before it (after the loop: the constraint fixes
+    out's posterior, so only the evidence reads the message, ``transforms.pruning``)."""
     op = FACTORS["IsPositive"].operators[("ep", "out")]
     monkeypatch.setitem(FACTORS["IsPositive"].operators, ("ep", "out"), dataclasses.replace(
         op, skip_if_uniform=frozenset(), proper=frozenset({"x"})))
@@ -37,7 +38,7 @@ def test_proper_alone_makes_the_schedule_start_from_a_computed_message(monkeypat
     graph = compiled.schedule.graph
     assert graph.edges["v_x__use0__F", "v_x_0__F"] & R
     sched = compiled.schedule
-    order = [*sched.prefix, *sched.init[0], *sched.loop[0]]
+    order = [*sched.prefix, *sched.init[0], *sched.loop[0], *sched.suffix[0]]
     assert order.index("v_x__use0__F") < order.index("v_x_0__F")
 
 
@@ -51,6 +52,7 @@ def _resume_with(compiled, messages: dict) -> None:
                     {**state, "messages": {**state["messages"], **messages}})
 
 
+@pytest.mark.usefixtures("uncertain_constraints")
 def test_a_proper_operator_refuses_a_uniform_message_naming_it():
     """The message into IsPositive (x's posterior divided by IsPositive's message) made
     uniform: the run stops at the operator, not with a NaN."""
@@ -66,6 +68,7 @@ def test_a_proper_operator_refuses_a_uniform_message_naming_it():
                                                                       np.float64(3.0))})
 
 
+@pytest.mark.usefixtures("uncertain_constraints")
 def test_an_improper_cavity_skips_the_update_and_says_so():
     """The classic EP failure: the posterior is proper (precision 2) but the cavity, the
     posterior divided by IsPositive's own message (precision 3), is not (precision −1).

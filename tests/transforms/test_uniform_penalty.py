@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 import factorflow as ff
 from factorflow.factors import FACTORS
 from factorflow.transforms.dependencies import READS, Dep, DependencyGraph
@@ -52,12 +54,14 @@ def _init(model: ff.Model, algorithm: str = "ep") -> str:
                      for i, name in enumerate(sched.init[0]))
 
 
+@pytest.mark.usefixtures("uncertain_constraints")
 def test_golden_init_computes_the_bound_before_the_message_that_prefers_it():
     """IsBetween's message to its boolean waits for the upper bound's message (w + 0.5
     from w's prior) instead of starting from a uniform upper bound."""
     assert _init(_shifted()) == GOLDEN_INIT
 
 
+@pytest.mark.usefixtures("uncertain_constraints")
 def test_without_the_penalty_the_init_starts_from_a_uniform_bound(monkeypatch):
     between = FACTORS["IsBetween"]
     for key, op in list(between.operators.items()):
