@@ -123,13 +123,15 @@ class _Emitter:
             self.last_prov = stmt.provenance
 
     # ----- statements -------------------------------------------------------------
-    def statement(self, s: Stmt, depth: int, check: bool) -> None:
+    def statement(self, s: Stmt, depth: int, check: bool, last: bool = True) -> None:
+        """Emit ``s``; ``check``: inside the loop (a posterior is checked proper after
+        its update, where ``last``: its last update in the sweep)."""
         self.provenance(s, depth)
         self.iteration = "iteration" if check else "None"
         emit: Callable[[Stmt, int], None] = getattr(
             self, "stmt_" + s.op.replace(".", "_"), self.stmt_operator)
         emit(s, depth)
-        if check and s.op == "Variable.marginal":
+        if check and last and s.op == "Variable.marginal":
             d = self.decls[s.param("target")]
             where = f"posterior of {d.label} ({comment(s.provenance)})" if s.provenance \
                 else f"posterior of {d.label}"
@@ -467,8 +469,12 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
             e.emit(f"for iteration in range(first_sweep(resume, {k}, iterations), "
                    "iterations):", 1)
             e.last_prov = None
-            for s in node.body:
-                e.statement(s, 2, check=True)
+            # a posterior updated twice in a sweep is checked once, after its last update
+            final_update = {s.outputs[0].var: i for i, s in enumerate(node.body)
+                            if s.op == "Variable.marginal"}
+            for i, s in enumerate(node.body):
+                e.statement(s, 2, check=True, last=s.op != "Variable.marginal"
+                            or final_update[s.outputs[0].var] == i)
             if not node.body:
                 e.emit("pass  # nothing to iterate: every message is exact after one pass",
                        2)

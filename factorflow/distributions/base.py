@@ -110,9 +110,13 @@ def set_at(arr: np.ndarray, index: Any, values: Any) -> np.ndarray:
 
 def _sub_naturals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a - b, where (±inf) - (same inf) is 0: a point mass divided by itself is uniform."""
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         diff = np.subtract(a, b)
-    if not any_true(np.isnan(diff)):  # inf − inf is NaN: none here, nothing to mend
+        # inf − inf is NaN: none here, nothing to mend (one reduction, no mask: the sum
+        # is NaN where any element is, and seldom otherwise — then the mask decides)
+        if not TRACED and not np.isnan(np.sum(diff)):
+            return diff
+    if not any_true(np.isnan(diff)):
         return diff
     same_inf = np.isinf(a) & np.isinf(b) & (np.sign(a) == np.sign(b))
     return np.where(same_inf, 0.0, diff) if any_true(same_inf) else diff

@@ -116,6 +116,16 @@ def _weight_difference(out) -> np.ndarray:
     return np.tanh(np.asarray(out.log_odds, float) / 2)
 
 
+def _certain_sign(out) -> float:
+    """+1 where ``out`` is certainly true everywhere, −1 certainly false, else 0 (known
+    values, or a Bernoulli message of log-odds ±inf: a constraint's)."""
+    if is_known(out):
+        value = np.asarray(E(out)) > 0.5
+        return 1.0 if all_true(value) else -1.0 if all_true(~value) else 0.0
+    lo = out.log_odds
+    return 1.0 if all_true(lo == np.inf) else -1.0 if all_true(lo == -np.inf) else 0.0
+
+
 def _x_message(out, mean, var) -> Gaussian:
     """proj[N(x; mean, var) · (w(T)[x > 0] + w(F)[x ≤ 0])] / N(x; mean, var).
 
@@ -131,20 +141,21 @@ def _x_message(out, mean, var) -> Gaussian:
     leaves rounding noise of either sign, an improper message).  A uniform incoming
     message gives a uniform message.
     """
-    lw_true, lw_false = bool_log_weights(out)
     uniform = np.isinf(var)
     some_uniform = any_true(uniform)  # none, as a rule: no masking passes then
     v = np.where(uniform, 1.0, var) if some_uniform else np.asarray(var, float)
     m = np.where(uniform, 0.0, mean) if some_uniform else np.asarray(mean, float)
     s = np.sqrt(v)
     z = m / s
-    if all_true(lw_false == -np.inf) or all_true(lw_true == -np.inf):
-        # out is certain (a constraint): one truncated half, whose inverse Mills ratio
-        # λ = φ(z)/Φ(±z) is u itself (no log Φ needed)
-        sign = 1.0 if all_true(lw_false == -np.inf) else -1.0
-        u, excess, t_var = _truncated(-sign * z)
-        u, t_excess = sign * u, sign * excess
+    sign = _certain_sign(out)
+    if sign == 1.0:  # out certainly true (a constraint): one truncated half, whose
+        # inverse Mills ratio λ = φ(z)/Φ(z) is u itself (no log Φ needed)
+        u, t_excess, t_var = _truncated(-z)
+    elif sign == -1.0:
+        u, excess, t_var = _truncated(z)
+        u, t_excess = -u, -excess
     else:
+        lw_true, lw_false = bool_log_weights(out)
         log_true = lw_true + special.log_ndtr(z)
         log_false = lw_false + special.log_ndtr(-z)
         with np.errstate(invalid="ignore"):
@@ -206,6 +217,12 @@ def _is_positive_log_average_factor(out, x) -> np.ndarray:
 
 
 # ----- Greater (a > b) ---------------------------------------------------------------
+def _spread(shape: tuple[int, ...], value) -> np.ndarray:
+    """``value`` over ``shape``: itself where it already has that shape (the operators
+    below only read it), else a fresh broadcast copy (``full``)."""
+    return value if np.shape(value) == shape else full(shape, value)
+
+
 def _difference(a, b):
     """Mean and variance of d = a − b under the incoming messages."""
     (ma, va), (mb, vb) = gaussian_moments(a), gaussian_moments(b)
@@ -233,7 +250,7 @@ def _greater_difference_ep(out, a, b) -> Gaussian:
     shared by the messages to ``a`` and ``b``: computed once per sweep, read Fresh."""
     shape = broadcast_batch(out, a, b)
     m, v = _difference(a, b)
-    return _x_message(out, full(shape, m), full(shape, v))
+    return _x_message(out, _spread(shape, m), _spread(shape, v))
 
 
 @GREATER.operator("ep", "a", skip_if_uniform=("out", "a", "b"), fresh=("difference",))
@@ -241,7 +258,7 @@ def _greater_a_ep(out, a, b, difference) -> Gaussian:
     """The message to d = a − b (``difference``, fresh), shifted by m_b and widened by v_b."""
     shape = broadcast_batch(out, a, b)
     mb, vb = gaussian_moments(b)
-    return _through_difference(difference, full(shape, mb), full(shape, vb), 1.0)
+    return _through_difference(difference, _spread(shape, mb), _spread(shape, vb), 1.0)
 
 
 @GREATER.operator("ep", "b", skip_if_uniform=("out", "a", "b"), fresh=("difference",))
@@ -250,7 +267,7 @@ def _greater_b_ep(out, a, b, difference) -> Gaussian:
     widened by v_a."""
     shape = broadcast_batch(out, a, b)
     ma, va = gaussian_moments(a)
-    return _through_difference(difference, full(shape, ma), full(shape, va), -1.0)
+    return _through_difference(difference, _spread(shape, ma), _spread(shape, va), -1.0)
 
 
 @GREATER.operator("vmp", "out", skip_if_uniform=("a", "b"), trigger=("a", "b"))

@@ -267,3 +267,23 @@ def test_unconstrained_comparison_evidence_is_exact(compare):
     assert_close([result["x"].mean, result["x"].variance], [mean, var], rtol=1e-14)
     assert_close(result[name].p, prob, rtol=1e-12)
     assert_close(result[f"(c | {name})"].p, 1 - (1 - p) * (1 - np.array(prob)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_a_certain_bernoulli_out_is_the_known_value(value):
+    """out as a Bernoulli of log-odds ±inf (a constraint's message) gives the messages of
+    the known value, to the last bit."""
+    rng = np.random.default_rng(3)
+    a = Gaussian(rng.normal(0, 2, 50), rng.uniform(0.5, 3, 50))
+    b = Gaussian(rng.normal(0, 2, 50), rng.uniform(0.5, 3, 50))
+    certain = Bernoulli.from_natural(np.full(50, np.inf if value else -np.inf))
+    for target in ("a", "b"):
+        d_known = op("Greater", "ep", "difference")(out=np.array(value), a=a, b=b)
+        d_certain = op("Greater", "ep", "difference")(out=certain, a=a, b=b)
+        for x, y in zip(d_known.eta, d_certain.eta, strict=True):
+            np.testing.assert_array_equal(x, y)
+        known = op("Greater", "ep", target)(out=np.array(value), a=a, b=b,
+                                            difference=d_known)
+        msg = op("Greater", "ep", target)(out=certain, a=a, b=b, difference=d_certain)
+        for x, y in zip(known.eta, msg.eta, strict=True):
+            np.testing.assert_array_equal(x, y)

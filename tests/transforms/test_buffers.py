@@ -90,6 +90,18 @@ def test_the_generated_code_calls_the_buffer_and_passes_it():
     assert "difference=v_pw_pl__difference" in source
 
 
+def test_each_posterior_is_checked_proper_once_per_sweep():
+    """pw's and pl's posteriors are updated twice a sweep (before the buffer and after the
+    messages out of Greater): checked after the last update only."""
+    winner, loser = trueskill_games(5, 12)
+    source = trueskill_model(5, winner, loser).compile("ep").source
+    loop = source.split("# ---- iterations")[1].split("if on_iteration")[0]
+    assert loop.count("v_pw__marginal = ") == 2
+    checks = [line.split("(")[1].split(",")[0] for line in loop.splitlines()
+              if "check_proper(" in line]
+    assert sorted(checks) == ["v_pl__marginal", "v_pw__marginal", "v_skill__marginal"]
+
+
 def test_without_unaffected_edges_the_buffer_is_computed_twice(monkeypatch):
     """A factor's message in leaves the message out on the same edge unchanged (EP): that
     lets both operators read one buffer.  Without it, the posterior of pw is updated
