@@ -267,9 +267,11 @@ def _discrete_sample_ep(sample, init, trans) -> Discrete:
     return Discrete.from_natural(_discrete_pass(sample, init, trans)[1].log_msg)
 
 
-@DISCRETE_CHAIN.operator("vmp", "sample")
+@DISCRETE_CHAIN.operator("vmp", "sample", uniform_penalty=("sample",))
 def _discrete_sample_vmp(sample, init, trans) -> Discrete:
-    """The chain posterior's marginals q_t ∝ α_t β_t m_t (``sample``: the uses' messages)."""
+    """The chain posterior's marginals q_t ∝ α_t β_t m_t (``sample``: the uses' messages;
+    a uniform one is a poor start, so the initialisation sends them first where it can
+    and the first sweep's pass already sees the emissions)."""
     return Discrete.from_natural(_discrete_pass(sample, init, trans)[1].log_q)
 
 

@@ -132,6 +132,30 @@ def test_hmm_marginals_equal_forward_backward(case):
         assert_close(result.log_evidence, log_z, 1e-10, 1e-10)
 
 
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(hmm_cases())
+def test_vmp_hmm_is_exact_after_one_sweep_of_one_pass(case):
+    """Known parameters under VMP: the initialisation sends the emissions' message to the
+    chain first (``uniform_penalty`` on the chain's incoming message), so the loop's one
+    forward–backward pass per sweep is exact from the first sweep (it ran on uniform
+    emissions before: two sweeps)."""
+    from factorflow.factors import chains
+    pi, trans, emission, obs, gaussian = case
+    lik = _likelihoods(emission, obs, gaussian)
+    expected = np.stack([forward_backward(pi, trans, row)[0] for row in lik])
+    compiled = hmm(pi, trans, emission, obs, gaussian).compile("vmp")
+    loop, init = compiled.schedule.loop[0], compiled.schedule.init[0]
+    assert loop.count("v_x__F") == 1 and "v_x__B" in init
+    passes, original = [], chains.discrete_forward_backward
+    chains.discrete_forward_backward = lambda *a: passes.append(1) or original(*a)
+    try:
+        result = compiled.run(iterations=1, tolerance=None, progress=False)
+    finally:
+        chains.discrete_forward_backward = original
+    assert_close(result["x"].probs, expected, 1e-10, 1e-10)
+    assert len(passes) == 1  # the evidence reuses the sweep's pass
+
+
 @st.composite
 def ssm_cases(draw):
     t_len = draw(st.integers(1, 10))
