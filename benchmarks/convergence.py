@@ -29,6 +29,10 @@ A second table runs each model with the default settings (``model.infer(algorith
 until converged, tolerance 1e-10) and prints the sweeps it took, whether it converged,
 whether it warned, and its distance to the reference fixed point.
 
+Last, EP TrueSkill's time per sweep (the largest size run) in alternating rounds against
+the hand-written EP, with the median of the rounds' ratios (a drifting machine speed moves
+the rows above, measured apart).
+
 Run: ``python benchmarks/convergence.py`` (``--quick`` for the small sizes only).
 """
 
@@ -149,6 +153,32 @@ def main() -> None:
           f" {'distance':>9}")
     for label, model, algorithm, name, ref, init in defaults:
         print(default_row(label, model, algorithm, name, ref, init))
+    players, games, _ = sizes[-1]
+    print()
+    print(paired_trueskill(players, games))
+
+
+def paired_trueskill(players: int, games: int, rounds: int = 8, sweeps: int = 30) -> str:
+    """EP TrueSkill's time per sweep against the hand-written EP in alternating rounds
+    (factorflow's ``run`` with no callback, less a run of no sweeps): the median of the
+    rounds' ratios holds up where the machine's speed drifts between the rows above."""
+    winner, loser = trueskill_games(players, games)
+    compiled = trueskill_model(players, winner, loser).compile("ep")
+    ours, hand = [], []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ff.ConvergenceWarning)
+        for _ in range(rounds):
+            start = time.perf_counter()
+            compiled.run(iterations=sweeps, tolerance=None, progress=False)
+            middle = time.perf_counter()
+            compiled.run(iterations=0, tolerance=None, progress=False)
+            ours.append((2 * middle - start - time.perf_counter()) / sweeps)
+            hand.append(hand_time(lambda s: trueskill_ep(players, winner, loser, s), sweeps))
+    ratios = np.array(ours) / np.array(hand)
+    return (f"EP TrueSkill {players} players/{winner.size} games, {rounds} paired rounds of "
+            f"{sweeps} sweeps: factorflow {1e3 * np.median(ours):.2f} ms, hand-written "
+            f"{1e3 * np.median(hand):.2f} ms per sweep; ratio median {np.median(ratios):.2f} "
+            f"(min {ratios.min():.2f}, max {ratios.max():.2f})")
 
 
 def default_row(label: str, model: ff.Model, algorithm: str, name: str | tuple[str, ...],
