@@ -177,10 +177,14 @@ def parse_tree(text: str, filename: str = "<text>") -> tuple[Tree, int]:
         message = f"{filename}, line {line}, column {column}: {found}"
         if expected:
             message += f"; expected {expected}"
-        raise ParseError(f"{message}\n{caret(lines, line, column)}", line, column) from None
+        error = ParseError(f"{message}\n{caret(lines, line, column)}", line, column)
     except _BadDedent as e:
         column = e.column + margin
-        raise ParseError(f"{filename}, line {e.line}, column {column}: this line's "
-                         "indentation matches no enclosing block; indent the statements of "
-                         f"a block by the same amount.\n{caret(lines, e.line, column)}",
-                         e.line, column) from None
+        error = ParseError(f"{filename}, line {e.line}, column {column}: this line's "
+                           "indentation matches no enclosing block; indent the statements of "
+                           f"a block by the same amount.\n{caret(lines, e.line, column)}",
+                           e.line, column)
+    # raised outside the handlers: the error keeps no link (``__context__``) to lark's
+    # exception, whose parser state cannot be pickled (tblib, as dask.distributed installs
+    # it, pickles an exception's context) and would stay alive with the error
+    raise error

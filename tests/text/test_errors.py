@@ -27,6 +27,9 @@ def test_syntax_error_has_line_column_and_caret():
                       "    y[i j] ~ Gaussian(a, 1)\n"
                       "        ^")
     assert pickle.loads(pickle.dumps(e)).line == 2
+    # no link to lark's exception (its parser state does not pickle where tblib pickles
+    # an exception's context, as dask.distributed installs it)
+    assert e.__context__ is None and e.__cause__ is None
 
 
 def test_columns_count_in_the_text_as_written():
