@@ -721,6 +721,9 @@ class Model:
             run["damping"] = damping
         if checkpoint is not None or every is not None or resume is not None:
             run.update(checkpoint=checkpoint, every=every, resume=resume)
+        for name in ("client", "chunks"):  # the Dask backend's run options
+            if name in options:
+                run[name] = options.pop(name)
         compiled = cast("CompiledModel", self.compile(algorithm, **options))  # not Gibbs
         return compiled.run(iterations=iterations, init=init, data=data,
                             on_iteration=on_iteration, progress=progress, **run)

@@ -1,0 +1,185 @@
+"""factorflow's kernels over chunked Dask arrays: the same source, a third namespace.
+
+The Dask backend runs the NumPy program itself (statement for statement, the same
+operators) with the data of the chunked plate as ``dask.array`` arrays.  NumPy
+dispatches every function and ufunc it is given a Dask array to Dask (NEP 18,
+``__array_function__`` / ``__array_ufunc__``; SciPy's special functions are ufuncs and
+become element-wise Dask maps), so a statement over the plate builds a chunked Dask
+array and a reduction over the plate (``np.sum(axis=0)``, ``np.einsum``) a Dask
+reduction.  What does not dispatch is ``np.asarray``/``np.array``, which would gather
+the whole array into this process: the copy of the kernel modules loaded here (the
+loader of ``jax_namespace``, with its own module names) sees a ``numpy`` whose
+``asarray`` and ``array`` leave a Dask array as it is, and whose ``ndarray`` is either
+kind.  NumPy arrays stay NumPy arrays: only what depends on the chunked data is Dask.
+
+The copies run untraced (``TRACED`` is False): a fast path chosen by values
+(``all_true``) computes its condition, a Dask reduction to one boolean.  Two kernels
+are replaced (``_OVERRIDES``): ``is_zeros_view`` (a Dask array is never the uniform
+message's broadcast zero; NumPy's reads ``.strides``) and ``check_proper``, which
+first *materialises* the posterior it checks (``materialise``): K-sized arrays (one
+chunk) are computed into this process, chunked ones persisted on the workers, so that
+the next statement starts from stored values and the task graph never grows with
+the sweeps.  In-place writes on Dask arrays (``add_at``, ``set_at``) are not used by
+the models the tests run; a kernel that needs one raises ``ff.BackendError``.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy
+
+from factorflow.runtime.backends.jax_namespace import Namespace
+
+
+class _DaskNumPy(types.ModuleType):
+    """``numpy`` as the Dask copies see it: NumPy, except ``asarray``/``array``/
+    ``asanyarray`` (a Dask array passes through, cast where a dtype is asked for) and
+    ``ndarray`` (NumPy's or Dask's array class)."""
+
+    def __init__(self) -> None:
+        super().__init__("numpy")
+        import dask.array as da
+        self._da = da
+        self.ndarray = (numpy.ndarray, da.Array)
+        self.asarray = self._passing(numpy.asarray)
+        self.asanyarray = self._passing(numpy.asanyarray)
+        self.array = self._passing(numpy.array)
+
+    def _passing(self, fn: Any) -> Any:
+        da = self._da
+
+        def call(a: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(a, da.Array):
+                return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+            return fn(a, dtype, *args, **kwargs)
+        call.__name__ = fn.__name__
+        return call
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(numpy, name)
+        setattr(self, name, value)
+        return value
+
+
+class _Lazy(types.ModuleType):
+    """``factorflow.lazy`` for the copies: SciPy as it is (its ufuncs dispatch)."""
+
+    def __init__(self) -> None:
+        super().__init__("factorflow.lazy")
+        from factorflow import lazy
+        self.special = lazy.special
+        self.stats = lazy.stats
+        self.lazy_module = lazy.lazy_module
+
+
+def materialise(d: Any) -> Any:
+    """``d`` (a distribution) with its Dask parameters stored: an array of one chunk
+    (K-sized, a plate reduced) computed into NumPy here, a chunked one persisted where it
+    lies (on the workers of the current scheduler); written into ``d`` itself, so
+    every name bound to it reads the stored arrays.  Returns ``d``."""
+    import dask
+    import dask.array as da
+    eta = getattr(d, "eta", None)
+    if not isinstance(eta, tuple) or not any(isinstance(e, da.Array) for e in eta):
+        return d
+    small = [i for i, e in enumerate(eta) if isinstance(e, da.Array) and e.npartitions == 1]
+    large = [i for i, e in enumerate(eta) if isinstance(e, da.Array) and e.npartitions > 1]
+    new = list(eta)
+    for i, value in zip(small, dask.compute(*(eta[i] for i in small)), strict=True):
+        new[i] = numpy.asarray(value)
+    for i, value in zip(large, dask.persist(*(eta[i] for i in large)), strict=True):
+        new[i] = value
+    object.__setattr__(d, "eta", tuple(new))
+    return d
+
+
+def _is_dask(a: Any) -> bool:
+    import dask.array as da
+    return isinstance(a, da.Array)
+
+
+def _is_zeros_view(original: Any, module: Any) -> Any:
+    """``base.is_zeros_view``: a Dask array (computed, not a view) never is one."""
+    def is_zeros_view(eta: tuple[Any, ...]) -> bool:
+        return not any(_is_dask(e) for e in eta) and original(eta)
+    return is_zeros_view
+
+
+def _memo_of(original: Any, module: Any) -> Any:
+    """``base.memo_of``: a Dask result is remembered as it is (it has no read-only
+    flag; a Dask array is never written in place)."""
+    def memo_of(what: str, arr: Any, compute: Any) -> Any:
+        if not _is_dask(arr):
+            return original(what, arr, compute)
+        hit = module._MEMO.get((what, id(arr)))
+        if hit is not None and hit[0]() is arr:
+            return hit[1]
+        value = compute(arr)
+        module.remember(what, arr, value)
+        return value
+    return memo_of
+
+
+def _log_normalize(original: Any, module: Any) -> Any:
+    """``base.log_normalize``, on a Dask array without NumPy's read-only flag."""
+    def log_normalize(log_w: Any) -> Any:
+        if not _is_dask(log_w):
+            return original(log_w)
+
+        def compute(x: Any) -> Any:
+            out = x - module.logsumexp(x, axis=-1, keepdims=True)
+            module.remember("log_normalize", out, out)
+            return out
+        return module.memo_of("log_normalize", log_w.astype(float), compute)
+    return log_normalize
+
+
+def _check_proper(original: Any, module: Any) -> Any:
+    """``kernels.check_proper`` after ``materialise(d)``: the check reads stored
+    values, and the next statements start from them."""
+    def check_proper(d: Any, what: str, iteration: int | None = None,
+                     where: Any = None) -> None:
+        original(materialise(d), what, iteration, where)
+    return check_proper
+
+
+#: module name -> {name: (the copy's function, the copy) -> its replacement}
+_OVERRIDES: dict[str, dict[str, Any]] = {
+    "factorflow.distributions.base": {"is_zeros_view": _is_zeros_view,
+                                      "memo_of": _memo_of,
+                                      "log_normalize": _log_normalize},
+    "factorflow.runtime.kernels": {"check_proper": _check_proper},
+}
+
+
+class DaskNamespace(Namespace):
+    """The Dask copies of factorflow's kernel modules (``namespace()``)."""
+
+    prefix = "factorflow._dask."
+
+    def _shims(self) -> tuple[Any, types.ModuleType]:
+        return _DaskNumPy(), _Lazy()
+
+    def _install(self, name: str, module: types.ModuleType) -> None:
+        for attr, make in _OVERRIDES.get(name, {}).items():
+            fn = make(getattr(module, attr), module)
+            setattr(module, attr, fn)
+            table = getattr(module, "NAMESPACE", None)
+            if table is not None and attr in table:
+                table[attr] = fn
+
+
+_NAMESPACE: DaskNamespace | None = None
+
+
+def namespace() -> DaskNamespace:
+    """The Dask copies of factorflow's kernel modules (loaded at the first call)."""
+    global _NAMESPACE
+    if _NAMESPACE is None:
+        _NAMESPACE = DaskNamespace()
+    return _NAMESPACE
+
+
+__all__ = ["namespace", "DaskNamespace", "materialise"]
