@@ -52,7 +52,7 @@ def default_client() -> Any:
         if None not in _CLIENTS:
             from distributed import Client, LocalCluster
             cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                   dashboard_address=None)
+                                   dashboard_address=":0")
             _CLIENTS[None] = Client(cluster, set_as_default=False)
         return _CLIENTS[None]
 
@@ -211,15 +211,13 @@ class DaskCompiledModel(CompiledModel):
         import dask.array as da
         plate = self.chunked_plate()
         sizes = dict(self.compilation.final.ranges)
-        b = self.compilation.bindings
-        assert b is not None
-        given = {b.data.get(k, k): v for k, v in self._given.items()}
+        given = self._given
         lengths = None if plate is None else plate_chunks(self._chunks, sizes[plate], plate)
         out = {}
         for d in self.compilation.final.decls:
             if d.name not in values or values[d.name] is None:
                 continue
-            value = given.get(d.attr("data"), given.get(d.name, values[d.name]))
+            value = given.get(d.attr("data"), values[d.name])
             if isinstance(value, da.Array):
                 value = value.astype(np.float64) if value.dtype.kind == "f" else value
                 check_dtype(d.label, np.empty(0, value.dtype))
@@ -242,18 +240,22 @@ class DaskCompiledModel(CompiledModel):
 
         def each(iteration: int, posteriors: Any, evidence: Any, state: Any,
                  extra: Any = None) -> Any:
-            seen: set[int] = set()
-            for message in state()["messages"].values():
-                if id(message) not in seen:
-                    seen.add(id(message))
-                    materialise(message)
+            messages = {id(m): m for m in state()["messages"].values()}
+            materialise(*messages.values())
             if hook is None:
                 return False
             return hook(iteration, posteriors, evidence, state, extra)
 
         with dask.config.set(scheduler=self._client):
-            posteriors, log_evidence = self._program(
-                self._chunked_data(values), sizes, start, iterations, each, damping, saved)
+            try:
+                posteriors, log_evidence = self._program(
+                    self._chunked_data(values), sizes, start, iterations, each, damping,
+                    saved)
+            except NotImplementedError as e:  # Dask's own refusal (an in-place write)
+                raise BackendError(
+                    f"{self.model.name}: an operator of this model writes into an array "
+                    f"in place, which a chunked Dask array cannot take ({e}); use "
+                    "backend='numpy'.") from None
             return ({k: _to_numpy(v) for k, v in posteriors.items()},
                     float(dask.compute(log_evidence)[0]))
 

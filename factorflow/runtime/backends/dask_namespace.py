@@ -74,25 +74,37 @@ class _Lazy(types.ModuleType):
         self.lazy_module = lazy.lazy_module
 
 
-def materialise(d: Any) -> Any:
-    """``d`` (a distribution) with its Dask parameters stored: an array of one chunk
-    (K-sized, a plate reduced) computed into NumPy here, a chunked one persisted where it
-    lies (on the workers of the current scheduler); written into ``d`` itself, so
-    every name bound to it reads the stored arrays.  Returns ``d``."""
+def materialise(*ds: Any, verdict: Any = None) -> bool:
+    """Store the Dask parameters of the distributions ``ds``: the arrays of one chunk
+    (K-sized: a plate reduced) computed into NumPy here, the chunked ones persisted
+    where they lie (on the workers of the current scheduler), all in one persist and
+    one compute; written into each distribution itself, so every name bound to it
+    reads the stored arrays.  ``verdict()``: Dask booleans over the stored arrays,
+    computed in the same round trip; returns whether they all hold."""
     import dask
     import dask.array as da
-    eta = getattr(d, "eta", None)
-    if not isinstance(eta, tuple) or not any(isinstance(e, da.Array) for e in eta):
-        return d
-    small = [i for i, e in enumerate(eta) if isinstance(e, da.Array) and e.npartitions == 1]
-    large = [i for i, e in enumerate(eta) if isinstance(e, da.Array) and e.npartitions > 1]
-    new = list(eta)
-    for i, value in zip(small, dask.compute(*(eta[i] for i in small)), strict=True):
-        new[i] = numpy.asarray(value)
-    for i, value in zip(large, dask.persist(*(eta[i] for i in large)), strict=True):
-        new[i] = value
-    object.__setattr__(d, "eta", tuple(new))
-    return d
+    where: list[tuple[Any, int]] = []
+    for d in ds:
+        eta = getattr(d, "eta", None)
+        if isinstance(eta, tuple):
+            where += [(d, i) for i, e in enumerate(eta) if isinstance(e, da.Array)]
+    if not where:
+        return bool(all(dask.compute(*verdict()))) if verdict else True
+    large = [(d, i) for d, i in where if d.eta[i].npartitions > 1]
+    small = [(d, i) for d, i in where if d.eta[i].npartitions == 1]
+    stored = dask.persist(*(d.eta[i] for d, i in large))
+    for (d, i), value in zip(large, stored, strict=True):  # (the verdict's keys are
+        _set(d, i, value)                                   # these: read, not recomputed)
+    got = dask.compute(*(d.eta[i] for d, i in small), *(verdict() if verdict else ()))
+    for (d, i), value in zip(small, got, strict=False):
+        _set(d, i, numpy.asarray(value))
+    return bool(all(got[len(small):]))
+
+
+def _set(d: Any, i: int, value: Any) -> None:
+    eta = list(d.eta)
+    eta[i] = value
+    object.__setattr__(d, "eta", tuple(eta))
 
 
 def _is_dask(a: Any) -> bool:
@@ -137,19 +149,50 @@ def _log_normalize(original: Any, module: Any) -> Any:
 
 
 def _check_proper(original: Any, module: Any) -> Any:
-    """``kernels.check_proper`` after ``materialise(d)``: the check reads stored
-    values, and the next statements start from them."""
+    """``kernels.check_proper`` after ``materialise(d)``, in one round trip when ``d``
+    is proper: its verdict (every element proper, no NaN) is computed with its
+    one-chunk arrays; NumPy's check runs only where it fails (its message, its first-sweep
+    rule for uniform elements)."""
     def check_proper(d: Any, what: str, iteration: int | None = None,
                      where: Any = None) -> None:
-        original(materialise(d), what, iteration, where)
+        def verdict() -> list[Any]:
+            return [numpy.all(d.is_proper())] + [~numpy.any(numpy.isnan(e)) for e in d.eta]
+        if where is None and materialise(d, verdict=verdict):
+            return
+        original(d, what, iteration, where)
     return check_proper
+
+
+def _total(original: Any, module: Any) -> Any:
+    """``variable.total``: a Dask term's sum stays a Dask scalar, so that the evidence
+    terms are summed in one computation (the run's ``float`` of the bound)."""
+    def total(value: Any) -> Any:
+        return numpy.sum(value) if _is_dask(value) else original(value)
+    return total
+
+
+def _all_true(original: Any, module: Any) -> Any:
+    """``base.all_true``: False for a Dask condition (the general path, which gives the
+    same result on every element, without a computation to choose the fast one)."""
+    def all_true(cond: Any) -> bool:
+        return not _is_dask(cond) and original(cond)
+    return all_true
+
+
+def _any_true(original: Any, module: Any) -> Any:
+    """``base.any_true``: True for a Dask condition (the general path)."""
+    def any_true(cond: Any) -> bool:
+        return _is_dask(cond) or original(cond)
+    return any_true
 
 
 #: module name -> {name: (the copy's function, the copy) -> its replacement}
 _OVERRIDES: dict[str, dict[str, Any]] = {
-    "factorflow.distributions.base": {"is_zeros_view": _is_zeros_view,
+    "factorflow.distributions.base": {"all_true": _all_true, "any_true": _any_true,
+                                      "is_zeros_view": _is_zeros_view,
                                       "memo_of": _memo_of,
                                       "log_normalize": _log_normalize},
+    "factorflow.factors.variable": {"total": _total},
     "factorflow.runtime.kernels": {"check_proper": _check_proper},
 }
 
