@@ -26,7 +26,7 @@ Refused with ``ff.BackendError``: checkpoints (the state lives on the workers),
 
 from __future__ import annotations
 
-import math
+import atexit
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +53,9 @@ def default_client() -> Any:
             from distributed import Client, LocalCluster
             cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                    dashboard_address=":0")
-            _CLIENTS[None] = Client(cluster, set_as_default=False)
+            client = _CLIENTS[None] = Client(cluster, set_as_default=False)
+            atexit.register(cluster.close)  # (last in, first out: the client first)
+            atexit.register(client.close)
         return _CLIENTS[None]
 
 

@@ -36,6 +36,7 @@ def assert_same(model: ff.Model, algorithm: str, chunks: int, client, init_names
     return a, b
 
 
+@pytest.mark.slow
 def test_mixture_1d_same_as_numpy_and_never_gathered(client):
     """Issue 14's mixture (K = 3, N = 600 in 4 chunks): the same posteriors, bound and
     trace as NumPy to 1e-10; during the run q(z) (per datum) is a Dask array of 4 chunks
@@ -96,14 +97,16 @@ def _learning(n: int = 40):
     return model
 
 
+@pytest.mark.slow
 def test_infer_takes_client_and_chunks_and_a_scheduler_address(client):
     x = np.random.default_rng(1).normal(2.0, 1.5, 40)
-    a = _learning().infer("vmp", data={"xs": x})
-    b = _learning().infer("vmp", data={"xs": x}, backend="dask", client=client, chunks=7)
-    c = _learning().infer("vmp", data={"xs": x}, backend="dask",
-                          client=client.scheduler.address, chunks=(10, 30))
-    d = _learning().infer("vmp", data={"xs": da.from_array(x, chunks=13)}, backend="dask",
-                          client=client)
+    run = {"iterations": 6, "tolerance": None, "data": {"xs": x}}
+    a = _learning().infer("vmp", **run)
+    b = _learning().infer("vmp", **run, backend="dask", client=client, chunks=7)
+    c = _learning().infer("vmp", **run, backend="dask", client=client.scheduler.address,
+                          chunks=(10, 30))
+    run["data"] = {"xs": da.from_array(x, chunks=13)}
+    d = _learning().infer("vmp", **run, backend="dask", client=client)
     for r in (b, c, d):
         _check_same(_learning(), a, r)
 
@@ -127,10 +130,10 @@ def test_chunks_that_disagree_with_the_plate(client):
     with ff.Model("grid") as model:
         mu = ff.Gaussian("mu", 0.0, variance=10.0)
         with ff.Plate(ff.Range("n", 6)), ff.Plate(ff.Range("d", 4)):
-            ff.Gaussian("y", mu, variance=1.0, observed=ff.Data("y"))
+            ff.Gaussian("y", mu, variance=1.0, observed=ff.Data("ys"))
     y = da.from_array(np.ones((6, 4)), chunks=(3, 2))  # chunked along d, not the plate
     with pytest.raises(ff.DataError, match=r"chunked as .*along its plate.*rechunk"):
-        model.compile("vmp", backend="dask").run(data={"y": y}, client=client)
+        model.compile("vmp", backend="dask").run(data={"ys": y}, client=client)
     with pytest.raises(ff.BackendError, match="client must be"):
         compiled.run(data={"xs": x}, client=3)
 
@@ -140,8 +143,8 @@ def test_dtype_that_would_lose_precision(client):
     with pytest.raises(ff.BackendError, match="float128.*lose precision.*astype"):
         compiled.run(data={"xs": np.arange(40.0, dtype=np.longdouble)}, client=client)
     x32 = np.float32(np.random.default_rng(2).normal(size=40))
-    a = _learning().infer("vmp", data={"xs": x32.astype(float)})
-    b = compiled.run(data={"xs": x32}, client=client, chunks=16)
+    a = _learning().infer("vmp", 6, data={"xs": x32.astype(float)}, tolerance=None)
+    b = compiled.run(6, data={"xs": x32}, client=client, chunks=16, tolerance=None)
     _check_same(_learning(), a, b)
 
 
