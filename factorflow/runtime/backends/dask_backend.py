@@ -21,7 +21,10 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
 The posteriors come back as NumPy distributions (the per-datum ones gathered once, at
 the end).  The bound, convergence test, warnings and ``Result`` are the NumPy backend's.
 Refused with ``ff.BackendError``: checkpoints (the state lives on the workers),
-``save_module``, factors defined in the process, and data that float64 would round.
+``save_module``, factors defined in the process, data that float64 would round, and a
+model whose operators use an array operation Dask arrays lack (in-place writes, as the
+vector Gaussian operators' ``out=``; stacked ``linalg.inv``; ``bincount`` with weights):
+the error names it.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import Any
 import numpy as np
 
 import factorflow.distributions as dist
-from factorflow.errors import BackendError, DataError
+from factorflow.errors import BackendError, DataError, ModelError
 from factorflow.runtime.backends.dask_namespace import materialise, namespace
 from factorflow.runtime.compiled import CompiledModel, compile_model
 
@@ -253,11 +256,15 @@ class DaskCompiledModel(CompiledModel):
                 posteriors, log_evidence = self._program(
                     self._chunked_data(values), sizes, start, iterations, each, damping,
                     saved)
-            except NotImplementedError as e:  # Dask's own refusal (an in-place write)
+            except ModelError:
+                raise
+            except (NotImplementedError, AttributeError, TypeError, ValueError) as e:
+                # Dask's refusals: an in-place write (``out=``, ``x[mask] = ...``), a
+                # NumPy-only method (``.tolist``), linear algebra on stacks of matrices
                 raise BackendError(
-                    f"{self.model.name}: an operator of this model writes into an array "
-                    f"in place, which a chunked Dask array cannot take ({e}); use "
-                    "backend='numpy'.") from None
+                    f"{self.model.name}: an operator of this model uses an array "
+                    f"operation that chunked Dask arrays do not support "
+                    f"({type(e).__name__}: {e}); use backend='numpy'.") from None
             return ({k: _to_numpy(v) for k, v in posteriors.items()},
                     float(dask.compute(log_evidence)[0]))
 
