@@ -40,6 +40,7 @@ import factorflow.distributions as dist
 from factorflow.errors import BackendError, DataError, ModelError
 from factorflow.runtime.backends.dask_namespace import materialise, namespace
 from factorflow.runtime.compiled import CompiledModel, compile_model
+from factorflow.runtime.svi import data_plate
 
 #: rows per chunk of the chunked plate when ``chunks`` is not given
 DEFAULT_CHUNKS = 1_000_000
@@ -185,11 +186,9 @@ class DaskCompiledModel(CompiledModel):
 
     def chunked_plate(self) -> str | None:
         """The identifier of the plate the data is chunked along: the largest plate that
-        leads an observed variable's axes (None: no observed variable has a plate)."""
-        sizes = dict(self.compilation.final.ranges)
-        leading = {d.plates[0] for d in self.compilation.final.decls
-                   if d.role == "observed" and d.plates}
-        return max(sorted(leading), key=lambda p: sizes[p], default=None)
+        leads an observed variable's axes (``svi.data_plate``; None: no observed
+        variable has a plate)."""
+        return data_plate(self)
 
     def run(self, iterations: int | None = None, data: dict[str, Any] | None = None,
             init: dict[str, Any] | None = None, on_iteration: Any = None, *,
