@@ -621,8 +621,10 @@ class Model:
 
     def compile(self, algorithm: str = "ep", **options: Any) -> CompiledModel | GibbsModel:
         """Compile for ``algorithm`` ("ep", "vmp" or "gibbs"); cached per algorithm and
-        options.  ``backend="jax"`` (EP and VMP) runs the program under ``jax.jit``
-        (``factorflow.runtime.backends``); the default is ``"numpy"``.
+        options.  ``backend="jax"`` (EP and VMP) runs the program under ``jax.jit``,
+        ``backend="dask"`` over data chunked along its plate on a ``dask.distributed``
+        cluster (``run(client=..., chunks=...)``; ``factorflow.runtime.backends``); the
+        default is ``"numpy"``.
 
         ``init`` names the variables whose posteriors ``run(init=...)`` will start from:
         any iterable of names (a list, tuple or set; a dict's keys), or one name.

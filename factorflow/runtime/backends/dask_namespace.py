@@ -12,15 +12,18 @@ loader of ``jax_namespace``, with its own module names) sees a ``numpy`` whose
 ``asarray`` and ``array`` leave a Dask array as it is, and whose ``ndarray`` is either
 kind.  NumPy arrays stay NumPy arrays: only what depends on the chunked data is Dask.
 
-The copies run untraced (``TRACED`` is False): a fast path chosen by values
-(``all_true``) computes its condition, a Dask reduction to one boolean.  Two kernels
-are replaced (``_OVERRIDES``): ``is_zeros_view`` (a Dask array is never the uniform
-message's broadcast zero; NumPy's reads ``.strides``) and ``check_proper``, which
-first *materialises* the posterior it checks (``materialise``): K-sized arrays (one
-chunk) are computed into this process, chunked ones persisted on the workers, so that
-the next statement starts from stored values and the task graph never grows with
-the sweeps.  In-place writes on Dask arrays (``add_at``, ``set_at``) are not used by
-the models the tests run; a kernel that needs one raises ``ff.BackendError``.
+The copies run untraced (``TRACED`` is False, NumPy's paths), with a few functions
+wrapped (``_OVERRIDES``), each passing NumPy input to the original: ``all_true`` /
+``any_true`` take the general path for a Dask condition (the same result on every
+element, with no computation to choose a fast one); ``is_zeros_view`` (NumPy's reads
+``.strides``), ``memo_of`` and ``log_normalize`` (NumPy's mark results read-only) accept
+Dask arrays; ``total`` leaves a Dask term's sum lazy, so the evidence is one
+computation; and ``check_proper`` first *materialises* the posterior it checks
+(``materialise``): its one-chunk (K-sized) arrays computed into this process, its
+chunked ones persisted on the workers, together with the check's verdict in one round
+trip, so that the next statements start from stored values and the task graph never
+grows with the sweeps.  An operator that writes into a Dask array in place, or calls
+what Dask lacks, fails in Dask; the backend turns that into ``ff.BackendError``.
 """
 
 from __future__ import annotations
