@@ -49,15 +49,35 @@ _LOCK = threading.Lock()
 _CLIENTS: dict[Any, Any] = {}
 
 
+def _distributed() -> Any:
+    """``distributed``, imported with factorflow's errors keeping their own pickling:
+    importing it runs ``tblib.pickling_support.install()``, which makes every exception
+    class pickle its traceback and context (a parser's state, with modules, in a
+    ``ParseError``'s), so that they no longer pickle."""
+    import copyreg
+    import inspect
+
+    import distributed
+
+    import factorflow.errors as errors
+    todo = [c for _, c in inspect.getmembers(errors, inspect.isclass)
+            if issubclass(c, BaseException) and c.__module__ == errors.__name__]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        copyreg.dispatch_table.pop(cls, None)
+    return distributed
+
+
 def default_client() -> Any:
     """The process's own ``LocalCluster`` client: 2 worker processes of one thread each,
     started at the first call."""
     with _LOCK:
         if None not in _CLIENTS:
-            from distributed import Client, LocalCluster
-            cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+            distributed = _distributed()
+            cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                    dashboard_address=":0")
-            client = _CLIENTS[None] = Client(cluster, set_as_default=False)
+            client = _CLIENTS[None] = distributed.Client(cluster, set_as_default=False)
             atexit.register(cluster.close)  # (last in, first out: the client first)
             atexit.register(client.close)
         return _CLIENTS[None]
@@ -66,7 +86,7 @@ def default_client() -> Any:
 def resolve_client(client: Any) -> Any:
     """``client`` as a ``distributed.Client``: itself, one connected to a scheduler
     address (kept per address), or ``default_client()`` for None."""
-    from distributed import Client
+    Client = _distributed().Client  # noqa: N806
     if client is None:
         return default_client()
     if isinstance(client, Client):

@@ -154,3 +154,13 @@ def test_checkpoints_and_save_module_are_refused():
         compiled.run(data={"xs": np.zeros(40)}, checkpoint="run.ckpt")
     with pytest.raises(ff.BackendError, match="save_module"):
         compiled.save_module("x.py")
+
+
+def test_errors_still_pickle_after_distributed_is_imported(client):
+    """``import distributed`` installs tblib's pickling of every exception (with its
+    traceback and context); factorflow's errors keep their own (a ParseError's context
+    holds the parser's state)."""
+    import pickle
+    with pytest.raises(ff.ParseError) as info:
+        ff.parse("a ~ Gaussian(0, 1)\ny[i j] ~ Gaussian(a, 1)")
+    assert pickle.loads(pickle.dumps(info.value)).line == 2
