@@ -621,8 +621,10 @@ class Model:
 
     def compile(self, algorithm: str = "ep", **options: Any) -> CompiledModel | GibbsModel:
         """Compile for ``algorithm`` ("ep", "vmp" or "gibbs"); cached per algorithm and
-        options.  ``backend="jax"`` (EP and VMP) runs the program under ``jax.jit``
-        (``factorflow.runtime.backends``); the default is ``"numpy"``.
+        options.  ``backend="jax"`` (EP and VMP) runs the program under ``jax.jit``,
+        ``backend="dask"`` over data chunked along its plate on a ``dask.distributed``
+        cluster (``run(client=..., chunks=...)``; ``factorflow.runtime.backends``); the
+        default is ``"numpy"``.
 
         ``init`` names the variables whose posteriors ``run(init=...)`` will start from:
         any iterable of names (a list, tuple or set; a dict's keys), or one name.
@@ -687,6 +689,10 @@ class Model:
         ``trace`` (VMP: on, EP: off by default) computes the bound or log evidence after
         every sweep for ``result.trace``; see ``CompiledModel.run``.
 
+        ``algorithm="svi"``: stochastic variational inference on minibatches of the data
+        plate, ``model.infer("svi", minibatch=100, steps=500, learning_rate=(1.0, 0.7),
+        rng=0)`` (see ``factorflow.runtime.svi``).
+
         ``algorithm="gibbs"`` samples instead: ``model.infer("gibbs", draws=1000,
         burn=500, thin=1, chains=4, seed=0)`` returns a ``SamplingResult`` (see
         ``factorflow.samplers.gibbs.GibbsModel.run``).
@@ -704,6 +710,10 @@ class Model:
         >>> bool(np.isclose(result["mean"].mean, 12 / 2.01)), result.converged
         (True, True)
         """
+        if algorithm == "svi":  # minibatches of the data plate: factorflow.runtime.svi
+            _numpy_only(options, "SVI")
+            from factorflow.runtime.svi import run_svi
+            return run_svi(self, init=init, data=data, **options)
         if algorithm == "gibbs":
             _numpy_only(options)
             from factorflow.samplers.gibbs import infer_gibbs
@@ -721,6 +731,9 @@ class Model:
             run["damping"] = damping
         if checkpoint is not None or every is not None or resume is not None:
             run.update(checkpoint=checkpoint, every=every, resume=resume)
+        for name in ("client", "chunks"):  # the Dask backend's run options
+            if name in options:
+                run[name] = options.pop(name)
         compiled = cast("CompiledModel", self.compile(algorithm, **options))  # not Gibbs
         return compiled.run(iterations=iterations, init=init, data=data,
                             on_iteration=on_iteration, progress=progress, **run)
@@ -747,13 +760,14 @@ class Model:
         return predictive(self, result, n, rng, variables)
 
 
-def _numpy_only(options: dict[str, Any]) -> None:
-    """Gibbs sampling runs on NumPy: ``backend`` (removed from ``options``) must be
-    "numpy" or absent; ff.BackendError otherwise (an unknown name lists the backends)."""
+def _numpy_only(options: dict[str, Any], what: str = "Gibbs sampling") -> None:
+    """``what`` (Gibbs sampling, SVI) runs on NumPy: ``backend`` (removed from
+    ``options``) must be "numpy" or absent; ff.BackendError otherwise (an unknown name
+    lists the backends)."""
     from factorflow.runtime.backends import check_backend
     if check_backend(options.pop("backend", "numpy")) != "numpy":
         from factorflow.errors import BackendError
-        raise BackendError("Gibbs sampling runs on NumPy only; leave backend= out.")
+        raise BackendError(f"{what} runs on NumPy only; leave backend= out.")
 
 
 def init_names(init: Any) -> tuple[str, ...]:

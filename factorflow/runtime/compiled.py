@@ -692,8 +692,8 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     ``enter_whole_arrays``: the gate transform's alternative method (seed 001): an array
     used inside a gate enters it whole, before the gate, instead of the elements each
     case uses (``Gate.EnterPartial``/``EnterOne``); the posteriors are the same.
-    ``backend``: "numpy" or "jax" (``factorflow.runtime.backends``; ff.BackendError for
-    another name, or one not installed)."""
+    ``backend``: "numpy", "jax" or "dask" (``factorflow.runtime.backends``;
+    ff.BackendError for another name, or one not installed)."""
     from factorflow.runtime.backends import backend_class
     cls = backend_class(backend)
     algorithm = algorithm.lower()

@@ -2,7 +2,9 @@
 
 ``"numpy"`` (the default) runs the generated NumPy program in the calling process;
 ``"jax"`` traces the same statements over ``jax.numpy`` and runs the whole loop under
-``jax.jit`` (``factorflow.runtime.backends.jax_backend``).  ``backend_class(name)``
+``jax.jit`` (``factorflow.runtime.backends.jax_backend``); ``"dask"`` runs the NumPy
+program over data chunked along its plate on a ``dask.distributed`` cluster
+(``factorflow.runtime.backends.dask_backend``).  ``backend_class(name)``
 gives the compiled-model class of a backend, or raises ``ff.BackendError`` naming the
 valid backends or the extra to install.
 """
@@ -15,7 +17,8 @@ from typing import Any
 from factorflow.errors import BackendError
 
 #: every backend: name -> (the module that must be importable, the pip extra)
-BACKENDS: dict[str, tuple[str, str]] = {"numpy": ("numpy", ""), "jax": ("jax", "jax")}
+BACKENDS: dict[str, tuple[str, str]] = {"numpy": ("numpy", ""), "jax": ("jax", "jax"),
+                                         "dask": ("distributed", "dask")}
 
 
 def check_backend(backend: Any) -> str:
@@ -37,6 +40,9 @@ def backend_class(backend: str) -> Any:
     if backend == "jax":
         from factorflow.runtime.backends.jax_backend import JaxCompiledModel
         return JaxCompiledModel
+    if backend == "dask":
+        from factorflow.runtime.backends.dask_backend import DaskCompiledModel
+        return DaskCompiledModel
     from factorflow.runtime.compiled import CompiledModel
     return CompiledModel
 

@@ -157,17 +157,25 @@ class _XLazy(types.ModuleType):
 
 
 class Namespace:
-    """The copied modules, loaded once per process (``namespace()``)."""
+    """The copied modules, loaded once per process (``namespace()``).  Another backend
+    subclasses it with its own ``prefix``, ``numpy``, ``lazy`` and ``_install``
+    (``dask_namespace``)."""
+
+    #: the prefix of the copies' names in ``sys.modules``
+    prefix = PREFIX
 
     def __init__(self) -> None:
         self.modules: dict[str, types.ModuleType] = {}
-        self.numpy = _XNumPy()
-        self.lazy = _XLazy()
+        self.numpy, self.lazy = self._shims()
         names = dict(builtins.__dict__)
         names["__import__"] = self._import
         self.builtins = names
         for name in COPIED:
             self._load(name)
+
+    def _shims(self) -> tuple[Any, types.ModuleType]:
+        """What the copies import as ``numpy`` and as ``factorflow.lazy``."""
+        return _XNumPy(), _XLazy()
 
     def _copied(self, name: str) -> bool:
         return name in COPIED or name.startswith("factorflow.factors.") or (
@@ -181,7 +189,7 @@ class Namespace:
         assert path is not None
         with open(path, encoding="utf-8") as f:
             source = f.read()
-        module = types.ModuleType(PREFIX + name.removeprefix("factorflow."), real.__doc__)
+        module = types.ModuleType(self.prefix + name.removeprefix("factorflow."), real.__doc__)
         module.__file__ = path
         module.__dict__["__builtins__"] = self.builtins
         if hasattr(real, "__path__"):
@@ -189,12 +197,17 @@ class Namespace:
         module.__dict__["__package__"] = real.__package__
         self.modules[name] = sys.modules[module.__name__] = module
         exec(compile(source, path, "exec"), module.__dict__)
+        self._install(name, module)
+        return module
+
+    def _install(self, name: str, module: types.ModuleType) -> None:
+        """Adapt the fresh copy ``module`` of ``name`` to the backend: traced values,
+        the JAX overrides."""
         if name == "factorflow.distributions.base":  # values unknown while traced
             module.__dict__["TRACED"] = True
-            self.numpy.note_view = module.note_view
+            self.numpy.note_view = module.note_view  # type: ignore[attr-defined]
         from factorflow.runtime.backends import jax_overrides
         jax_overrides.install(name, module, self)
-        return module
 
     def _import(self, name: str, globals: Any = None, locals: Any = None,
                 fromlist: Any = (), level: int = 0) -> Any:

@@ -1,0 +1,308 @@
+"""The Dask backend: the NumPy program run over chunked data on a ``dask.distributed``
+cluster.
+
+``model.compile(algorithm, backend="dask")`` gives a ``DaskCompiledModel``: its source is
+the NumPy program's, bound to the Dask copies of the kernels (``dask_namespace``), so
+both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
+
+- the *chunked plate* is the largest plate that leads an observed variable's axes; every
+  observed or constant array whose first axis is that plate becomes a ``dask.array``
+  chunked along it (``chunks`` rows per chunk: an int, or a tuple of chunk lengths that
+  sum to the plate's size; 1,000,000 by default), every other axis whole;
+- each statement over that plate is then a chunked Dask array and each sum over it
+  (the messages to K-sized variables, the bound) a Dask reduction;
+- after each update of a posterior, its chunked arrays are persisted on the workers and
+  its one-chunk (K-sized) arrays computed into this process (``materialise``); after
+  each sweep every message is, so the task graph never spans more than one sweep;
+- the run goes to ``client``: a ``distributed.Client``, a scheduler address
+  (``"tcp://host:8786"``), or None for a ``LocalCluster`` of 2 worker processes started
+  at the first call and kept for the process.
+
+The posteriors come back as NumPy distributions (the per-datum ones gathered once, at
+the end).  The bound, convergence test, warnings and ``Result`` are the NumPy backend's.
+Refused with ``ff.BackendError``: checkpoints (the state lives on the workers),
+``save_module``, factors defined in the process, data that float64 would round, and a
+model whose operators use an array operation Dask arrays lack (in-place writes, as the
+vector Gaussian operators' ``out=``; stacked ``linalg.inv``; ``bincount`` with weights):
+the error names it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import factorflow.distributions as dist
+from factorflow.errors import BackendError, DataError, ModelError
+from factorflow.runtime.backends.dask_namespace import materialise, namespace
+from factorflow.runtime.compiled import CompiledModel, compile_model
+from factorflow.runtime.svi import data_plate
+
+#: rows per chunk of the chunked plate when ``chunks`` is not given
+DEFAULT_CHUNKS = 1_000_000
+
+_LOCK = threading.Lock()
+_CLIENTS: dict[Any, Any] = {}
+
+
+def _distributed() -> Any:
+    """``distributed``, imported with factorflow's errors keeping their own pickling:
+    importing it runs ``tblib.pickling_support.install()``, which makes every exception
+    class pickle its traceback and context (a parser's state, with modules, in a
+    ``ParseError``'s), so that they no longer pickle."""
+    import copyreg
+    import inspect
+
+    import distributed
+
+    import factorflow.errors as errors
+    todo = [c for _, c in inspect.getmembers(errors, inspect.isclass)
+            if issubclass(c, BaseException) and c.__module__ == errors.__name__]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        copyreg.dispatch_table.pop(cls, None)
+    return distributed
+
+
+def default_client() -> Any:
+    """The process's own ``LocalCluster`` client: 2 worker processes of one thread each,
+    started at the first call."""
+    with _LOCK:
+        if None not in _CLIENTS:
+            distributed = _distributed()
+            cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                   dashboard_address=":0")
+            client = _CLIENTS[None] = distributed.Client(cluster, set_as_default=False)
+            atexit.register(cluster.close)  # (last in, first out: the client first)
+            atexit.register(client.close)
+        return _CLIENTS[None]
+
+
+def resolve_client(client: Any) -> Any:
+    """``client`` as a ``distributed.Client``: itself, one connected to a scheduler
+    address (kept per address), or ``default_client()`` for None."""
+    Client = _distributed().Client  # noqa: N806
+    if client is None:
+        return default_client()
+    if isinstance(client, Client):
+        return client
+    if isinstance(client, str):
+        with _LOCK:
+            if client not in _CLIENTS:
+                _CLIENTS[client] = Client(client, set_as_default=False)
+            return _CLIENTS[client]
+    raise BackendError(f"client must be a distributed.Client, a scheduler address or "
+                       f"None, got {type(client).__name__}.")
+
+
+def plate_chunks(chunks: Any, size: int, plate: str) -> tuple[int, ...]:
+    """``chunks`` (rows per chunk, or the chunk lengths) as the chunk lengths along a
+    plate of ``size``; DataError where they do not tile it."""
+    if chunks is None:
+        chunks = DEFAULT_CHUNKS
+    if isinstance(chunks, int | np.integer) and not isinstance(chunks, bool):
+        if chunks < 1:
+            raise DataError(f"chunks must be a positive number of rows, got {chunks}.")
+        full, rest = divmod(size, int(chunks))
+        return (int(chunks),) * full + ((rest,) if rest else ()) or (0,)
+    try:
+        lengths = tuple(int(c) for c in chunks)
+    except (TypeError, ValueError):
+        raise DataError(f"chunks must be a number of rows or a tuple of chunk lengths, "
+                        f"got {chunks!r}.") from None
+    if any(c < 1 for c in lengths) or sum(lengths) != size:
+        raise DataError(f"chunks {lengths} do not tile the plate {plate!r} of size {size}: "
+                        "the chunk lengths must be positive and sum to it.")
+    return lengths
+
+
+def check_dtype(name: str, arr: np.ndarray) -> np.ndarray:
+    """``arr`` as the Dask backend computes it: float64 for floats (float32 widened
+    exactly); BackendError for a dtype float64 would round (extended precision,
+    complex)."""
+    if arr.dtype.kind == "c" or (arr.dtype.kind == "f" and arr.dtype.itemsize > 8):
+        raise BackendError(f"{name}: data of dtype {arr.dtype} would lose precision in the "
+                           "Dask backend, which computes in float64; convert it with "
+                           ".astype(float) first, or use backend='numpy'.")
+    return arr.astype(np.float64) if arr.dtype.kind == "f" else arr
+
+
+def check_dask_chunks(name: str, arr: Any, plate: str | None) -> Any:
+    """A Dask array given as data: chunked along its first axis only, and only where
+    that axis is the chunked plate; DataError otherwise."""
+    if plate is None or any(len(c) > 1 for c in arr.chunks[1:]):
+        raise DataError(f"{name}: a Dask array chunked as {arr.chunks}, but the Dask "
+                        f"backend chunks data along its plate "
+                        f"{'axis 0' if plate is None else repr(plate)} only "
+                        f"({'it has no plate' if plate is None else 'as axis 0'}): "
+                        "rechunk it so every other axis is one chunk "
+                        "(arr.rechunk({0: n, 1: -1, ...})).")
+    return arr
+
+
+def _to_numpy(value: Any) -> Any:
+    """A Dask-copy distribution (Dask or NumPy parameters) as factorflow's own class with
+    NumPy arrays."""
+    import dask
+    cls = getattr(dist, type(value).__name__)
+    obj = cls.__new__(cls)
+    state = value.__getstate__()
+    names = list(state)
+    computed = dask.compute(*(state[n] for n in names))
+    for name, v in zip(names, computed, strict=True):
+        object.__setattr__(obj, name, tuple(np.asarray(e, float) for e in v)
+                           if name == "eta" else v)
+    return obj
+
+
+@dataclass(repr=False)
+class DaskCompiledModel(CompiledModel):
+    """A model compiled for one algorithm, run on a Dask cluster (see the module doc)."""
+
+    backend = "dask"
+
+    def __post_init__(self) -> None:
+        ns = namespace()
+        names = dict(ns["factorflow.runtime.kernels"].NAMESPACE)
+        factors = ns["factorflow.factors"].FACTORS
+        for ident, (kind, key) in self.generated.symbols.items():
+            if kind == "family":
+                names[ident] = getattr(ns["factorflow.distributions"], key)
+            elif key[0] not in factors:
+                raise BackendError(f"the factor {key[0]!r} is defined in this process "
+                                   "(@ff.factor, ff.Deterministic); the Dask backend runs "
+                                   "factorflow's built-in factors only: use "
+                                   "backend='numpy'.")
+            elif kind == "operator":
+                factor, algorithm, target = key
+                names[ident] = factors[factor].operators[(algorithm, target)].fn
+            else:
+                names[ident] = factors[key[0]].evidence[key[1]]
+        code = compile(self.source, f"<factorflow {self.algorithm} dask: {self.model.name}>",
+                       "exec")
+        exec(code, names)
+        self._program = names["infer"]
+        self._infer = self._run_dask
+        self._client: Any = None
+        self._chunks: Any = None
+        self._given: dict[str, Any] = {}
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return _recompile_dask, (self.model, self.algorithm,
+                                 tuple(sorted(self.user_initialized)),
+                                 self.enter_whole_arrays)
+
+    def __repr__(self) -> str:
+        return super().__repr__().replace("CompiledModel(", "DaskCompiledModel(", 1)
+
+    def save_module(self, path: Any, data: Any = None, init: Any = None) -> Any:
+        raise BackendError("save_module writes the NumPy program; compile with "
+                           "backend='numpy' to save a standalone module.")
+
+    def chunked_plate(self) -> str | None:
+        """The identifier of the plate the data is chunked along: the largest plate that
+        leads an observed variable's axes (``svi.data_plate``; None: no observed
+        variable has a plate)."""
+        return data_plate(self)
+
+    def run(self, iterations: int | None = None, data: dict[str, Any] | None = None,
+            init: dict[str, Any] | None = None, on_iteration: Any = None, *,
+            client: Any = None, chunks: Any = None, **options: Any) -> Any:
+        """As ``CompiledModel.run``, on the Dask cluster ``client`` (None: a local one of
+        2 workers) with the data chunked along its plate, ``chunks`` rows per chunk (or
+        the chunk lengths); see the module docstring.  ``data`` may hold Dask arrays
+        chunked along the plate only.  Checkpoints raise ``ff.BackendError``."""
+        for name in ("checkpoint", "every", "resume"):
+            if options.get(name) is not None:
+                raise BackendError(f"{name}= (checkpoints) writes every message to one "
+                                   "file; the Dask backend keeps the per-datum messages on "
+                                   "the workers: use backend='numpy'.")
+        import dask.array as da
+        plate = self.chunked_plate()
+        data = dict(data or {})
+        self._given = {k: check_dask_chunks(f"data[{k!r}]", v, plate)
+                       for k, v in data.items() if isinstance(v, da.Array)}
+        self._client, self._chunks = resolve_client(client), chunks
+        return super().run(iterations, data, init, on_iteration, **options)
+
+    def _chunked_data(self, values: dict[str, Any]) -> dict[str, Any]:
+        """The program's data: the arrays led by the chunked plate as Dask arrays."""
+        import dask.array as da
+        plate = self.chunked_plate()
+        sizes = dict(self.compilation.final.ranges)
+        given = self._given
+        lengths = None if plate is None else plate_chunks(self._chunks, sizes[plate], plate)
+        out = {}
+        for d in self.compilation.final.decls:
+            if d.name not in values or values[d.name] is None:
+                continue
+            value = given.get(d.attr("data"), values[d.name])
+            if isinstance(value, da.Array):
+                value = value.astype(np.float64) if value.dtype.kind == "f" else value
+                check_dtype(d.label, np.empty(0, value.dtype))
+                out[d.name] = value
+                continue
+            arr = check_dtype(d.label, np.asarray(value))
+            if d.plates and d.plates[0] == plate and arr.ndim and lengths is not None:
+                arr = da.from_array(arr, chunks=(lengths,) + arr.shape[1:])
+            out[d.name] = arr
+        return {**values, **out}
+
+    def _run_dask(self, values: dict[str, Any], sizes: dict[str, int],
+                  init: dict[str, Any], iterations: int, hook: Any, damping: Any,
+                  saved: Any) -> tuple[dict[str, Any], float]:
+        """The generated program over the chunked data, every computation on the
+        client's cluster; each sweep's messages stored before the monitor reads them."""
+        import dask
+        ns = namespace()
+        start = {k: _copy_of(ns, v) for k, v in init.items()}
+
+        def each(iteration: int, posteriors: Any, evidence: Any, state: Any,
+                 extra: Any = None) -> Any:
+            messages = {id(m): m for m in state()["messages"].values()}
+            materialise(*messages.values())
+            if hook is None:
+                return False
+            return hook(iteration, posteriors, evidence, state, extra)
+
+        with dask.config.set(scheduler=self._client):
+            try:
+                posteriors, log_evidence = self._program(
+                    self._chunked_data(values), sizes, start, iterations, each, damping,
+                    saved)
+            except ModelError:
+                raise
+            except (NotImplementedError, AttributeError, TypeError, ValueError) as e:
+                # Dask's refusals: an in-place write (``out=``, ``x[mask] = ...``), a
+                # NumPy-only method (``.tolist``), linear algebra on stacks of matrices
+                raise BackendError(
+                    f"{self.model.name}: an operator of this model uses an array "
+                    f"operation that chunked Dask arrays do not support "
+                    f"({type(e).__name__}: {e}); use backend='numpy'.") from None
+            return ({k: _to_numpy(v) for k, v in posteriors.items()},
+                    float(dask.compute(log_evidence)[0]))
+
+
+def _copy_of(ns: Any, value: Any) -> Any:
+    """A NumPy distribution as the Dask copy of its class (the same slots)."""
+    cls = getattr(ns["factorflow.distributions"], type(value).__name__)
+    obj = cls.__new__(cls)
+    for name, v in value.__getstate__().items():
+        object.__setattr__(obj, name, v)
+    return obj
+
+
+def _recompile_dask(model: Any, algorithm: str, init: tuple[str, ...],
+                    enter_whole_arrays: bool = False) -> CompiledModel:
+    """The compiled model ``pickle`` loads: compiled again for Dask."""
+    return compile_model(model, algorithm, init, enter_whole_arrays=enter_whole_arrays,
+                         backend="dask")
+
+
+__all__ = ["DaskCompiledModel", "default_client", "resolve_client", "plate_chunks",
+           "DEFAULT_CHUNKS"]

@@ -1,0 +1,231 @@
+"""factorflow's kernels over chunked Dask arrays: the same source, a third namespace.
+
+The Dask backend runs the NumPy program itself (statement for statement, the same
+operators) with the data of the chunked plate as ``dask.array`` arrays.  NumPy
+dispatches every function and ufunc it is given a Dask array to Dask (NEP 18,
+``__array_function__`` / ``__array_ufunc__``; SciPy's special functions are ufuncs and
+become element-wise Dask maps), so a statement over the plate builds a chunked Dask
+array and a reduction over the plate (``np.sum(axis=0)``, ``np.einsum``) a Dask
+reduction.  What does not dispatch is ``np.asarray``/``np.array``, which would gather
+the whole array into this process: the copy of the kernel modules loaded here (the
+loader of ``jax_namespace``, with its own module names) sees a ``numpy`` whose
+``asarray`` and ``array`` leave a Dask array as it is, and whose ``ndarray`` is either
+kind.  NumPy arrays stay NumPy arrays: only what depends on the chunked data is Dask.
+
+The copies run untraced (``TRACED`` is False, NumPy's paths), with a few functions
+wrapped (``_OVERRIDES``), each passing NumPy input to the original: ``all_true`` /
+``any_true`` take the general path for a Dask condition (the same result on every
+element, with no computation to choose a fast one); ``is_zeros_view`` (NumPy's reads
+``.strides``), ``memo_of`` and ``log_normalize`` (NumPy's mark results read-only) accept
+Dask arrays; ``total`` leaves a Dask term's sum lazy, so the evidence is one
+computation; and ``check_proper`` first *materialises* the posterior it checks
+(``materialise``): its one-chunk (K-sized) arrays computed into this process, its
+chunked ones persisted on the workers, together with the check's verdict in one round
+trip, so that the next statements start from stored values and the task graph never
+grows with the sweeps.  An operator that writes into a Dask array in place, or calls
+what Dask lacks, fails in Dask; the backend turns that into ``ff.BackendError``.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy
+
+from factorflow.runtime.backends.jax_namespace import Namespace
+
+
+class _DaskNumPy(types.ModuleType):
+    """``numpy`` as the Dask copies see it: NumPy, except ``asarray``/``array``/
+    ``asanyarray`` (a Dask array passes through, cast where a dtype is asked for) and
+    ``ndarray`` (NumPy's or Dask's array class)."""
+
+    def __init__(self) -> None:
+        super().__init__("numpy")
+        import dask.array as da
+        self._da = da
+        self.ndarray = (numpy.ndarray, da.Array)
+        self.asarray = self._passing(numpy.asarray)
+        self.asanyarray = self._passing(numpy.asanyarray)
+        self.array = self._passing(numpy.array)
+
+    def _passing(self, fn: Any) -> Any:
+        da = self._da
+
+        def call(a: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+            if isinstance(a, da.Array):
+                return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+            return fn(a, dtype, *args, **kwargs)
+        call.__name__ = fn.__name__
+        return call
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(numpy, name)
+        setattr(self, name, value)
+        return value
+
+
+class _Lazy(types.ModuleType):
+    """``factorflow.lazy`` for the copies: SciPy as it is (its ufuncs dispatch)."""
+
+    def __init__(self) -> None:
+        super().__init__("factorflow.lazy")
+        from factorflow import lazy
+        self.special = lazy.special
+        self.stats = lazy.stats
+        self.lazy_module = lazy.lazy_module
+
+
+def materialise(*ds: Any, verdict: Any = None) -> bool:
+    """Store the Dask parameters of the distributions ``ds``: the arrays of one chunk
+    (K-sized: a plate reduced) computed into NumPy here, the chunked ones persisted
+    where they lie (on the workers of the current scheduler), all in one persist and
+    one compute; written into each distribution itself, so every name bound to it
+    reads the stored arrays.  ``verdict()``: Dask booleans over the stored arrays,
+    computed in the same round trip; returns whether they all hold."""
+    import dask
+    import dask.array as da
+    where: list[tuple[Any, int]] = []
+    for d in ds:
+        eta = getattr(d, "eta", None)
+        if isinstance(eta, tuple):
+            where += [(d, i) for i, e in enumerate(eta) if isinstance(e, da.Array)]
+    if not where:
+        return bool(all(dask.compute(*verdict()))) if verdict else True
+    large = [(d, i) for d, i in where if d.eta[i].npartitions > 1]
+    small = [(d, i) for d, i in where if d.eta[i].npartitions == 1]
+    stored = dask.persist(*(d.eta[i] for d, i in large))
+    for (d, i), value in zip(large, stored, strict=True):  # (the verdict's keys are
+        _set(d, i, value)                                   # these: read, not recomputed)
+    got = dask.compute(*(d.eta[i] for d, i in small), *(verdict() if verdict else ()))
+    for (d, i), value in zip(small, got, strict=False):
+        _set(d, i, numpy.asarray(value))
+    return bool(all(got[len(small):]))
+
+
+def _set(d: Any, i: int, value: Any) -> None:
+    eta = list(d.eta)
+    eta[i] = value
+    object.__setattr__(d, "eta", tuple(eta))
+
+
+def _is_dask(a: Any) -> bool:
+    import dask.array as da
+    return isinstance(a, da.Array)
+
+
+def _is_zeros_view(original: Any, module: Any) -> Any:
+    """``base.is_zeros_view``: a Dask array (computed, not a view) never is one."""
+    def is_zeros_view(eta: tuple[Any, ...]) -> bool:
+        return not any(_is_dask(e) for e in eta) and original(eta)
+    return is_zeros_view
+
+
+def _memo_of(original: Any, module: Any) -> Any:
+    """``base.memo_of``: a Dask result is remembered as it is (it has no read-only
+    flag; a Dask array is never written in place)."""
+    def memo_of(what: str, arr: Any, compute: Any) -> Any:
+        if not _is_dask(arr):
+            return original(what, arr, compute)
+        hit = module._MEMO.get((what, id(arr)))
+        if hit is not None and hit[0]() is arr:
+            return hit[1]
+        value = compute(arr)
+        module.remember(what, arr, value)
+        return value
+    return memo_of
+
+
+def _log_normalize(original: Any, module: Any) -> Any:
+    """``base.log_normalize``, on a Dask array without NumPy's read-only flag."""
+    def log_normalize(log_w: Any) -> Any:
+        if not _is_dask(log_w):
+            return original(log_w)
+
+        def compute(x: Any) -> Any:
+            out = x - module.logsumexp(x, axis=-1, keepdims=True)
+            module.remember("log_normalize", out, out)
+            return out
+        return module.memo_of("log_normalize", log_w.astype(float), compute)
+    return log_normalize
+
+
+def _check_proper(original: Any, module: Any) -> Any:
+    """``kernels.check_proper`` after ``materialise(d)``, in one round trip when ``d``
+    is proper: its verdict (every element proper, no NaN) is computed with its
+    one-chunk arrays; NumPy's check runs only where it fails (its message, its first-sweep
+    rule for uniform elements)."""
+    def check_proper(d: Any, what: str, iteration: int | None = None,
+                     where: Any = None) -> None:
+        def verdict() -> list[Any]:
+            return [numpy.all(d.is_proper())] + [~numpy.any(numpy.isnan(e)) for e in d.eta]
+        if where is None and materialise(d, verdict=verdict):
+            return
+        original(d, what, iteration, where)
+    return check_proper
+
+
+def _total(original: Any, module: Any) -> Any:
+    """``variable.total``: a Dask term's sum stays a Dask scalar, so that the evidence
+    terms are summed in one computation (the run's ``float`` of the bound)."""
+    def total(value: Any) -> Any:
+        return numpy.sum(value) if _is_dask(value) else original(value)
+    return total
+
+
+def _all_true(original: Any, module: Any) -> Any:
+    """``base.all_true``: False for a Dask condition (the general path, which gives the
+    same result on every element, without a computation to choose the fast one)."""
+    def all_true(cond: Any) -> bool:
+        return not _is_dask(cond) and original(cond)
+    return all_true
+
+
+def _any_true(original: Any, module: Any) -> Any:
+    """``base.any_true``: True for a Dask condition (the general path)."""
+    def any_true(cond: Any) -> bool:
+        return _is_dask(cond) or original(cond)
+    return any_true
+
+
+#: module name -> {name: (the copy's function, the copy) -> its replacement}
+_OVERRIDES: dict[str, dict[str, Any]] = {
+    "factorflow.distributions.base": {"all_true": _all_true, "any_true": _any_true,
+                                      "is_zeros_view": _is_zeros_view,
+                                      "memo_of": _memo_of,
+                                      "log_normalize": _log_normalize},
+    "factorflow.factors.variable": {"total": _total},
+    "factorflow.runtime.kernels": {"check_proper": _check_proper},
+}
+
+
+class DaskNamespace(Namespace):
+    """The Dask copies of factorflow's kernel modules (``namespace()``)."""
+
+    prefix = "factorflow._dask."
+
+    def _shims(self) -> tuple[Any, types.ModuleType]:
+        return _DaskNumPy(), _Lazy()
+
+    def _install(self, name: str, module: types.ModuleType) -> None:
+        for attr, make in _OVERRIDES.get(name, {}).items():
+            fn = make(getattr(module, attr), module)
+            setattr(module, attr, fn)
+            table = getattr(module, "NAMESPACE", None)
+            if table is not None and attr in table:
+                table[attr] = fn
+
+
+_NAMESPACE: DaskNamespace | None = None
+
+
+def namespace() -> DaskNamespace:
+    """The Dask copies of factorflow's kernel modules (loaded at the first call)."""
+    global _NAMESPACE
+    if _NAMESPACE is None:
+        _NAMESPACE = DaskNamespace()
+    return _NAMESPACE
+
+
+__all__ = ["namespace", "DaskNamespace", "materialise"]

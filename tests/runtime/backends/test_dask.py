@@ -1,0 +1,166 @@
+"""The Dask backend against the NumPy backend: same posteriors, bound, sweeps, on a
+2-worker ``LocalCluster`` with the data in several chunks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import factorflow as ff
+
+pytest.importorskip("distributed")
+import dask.array as da  # noqa: E402
+
+ROOT = Path(__file__).parents[3]
+sys.path.insert(0, str(ROOT / "examples"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).parent))
+from test_jax import _check_same  # noqa: E402  (the JAX tests' comparison, to 1e-10)
+
+
+@pytest.fixture(scope="module")
+def client():
+    from factorflow.runtime.backends.dask_backend import default_client
+    return default_client()
+
+
+def assert_same(model: ff.Model, algorithm: str, chunks: int, client, init_names=(),
+                **run) -> tuple:
+    a = model.compile(algorithm, init=list(init_names)).run(**run)
+    b = model.compile(algorithm, init=list(init_names), backend="dask").run(
+        client=client, chunks=chunks, **run)
+    _check_same(model, a, b)
+    return a, b
+
+
+@pytest.mark.slow
+def test_mixture_1d_same_as_numpy_and_never_gathered(client):
+    """Issue 14's mixture (K = 3, N = 600 in 4 chunks): the same posteriors, bound and
+    trace as NumPy to 1e-10; during the run q(z) (per datum) is a Dask array of 4 chunks
+    stored on the workers, q(means) (K-sized) a NumPy array here."""
+    import mixture_reference as mr
+    x = mr.data(3, 600)
+    model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
+    assert_same(model, "vmp", 150, client, ["means"], init=init, iterations=4,
+                tolerance=None)
+    seen = []
+
+    def look(iteration, posteriors):
+        seen.append((posteriors["z"].eta[0], posteriors["means"].eta[0]))
+
+    model.compile("vmp", init=["means"], backend="dask").run(
+        2, init=init, client=client, chunks=150, on_iteration=look, tolerance=None)
+    for z, means in seen:
+        assert isinstance(z, da.Array) and z.npartitions == 4 and z.shape == (600, 3)
+        assert len(z.dask) == 4  # persisted: its graph is its 4 stored chunks
+        assert type(means) is np.ndarray
+
+
+def test_learning_gaussian_same_as_numpy(client):
+    import learning_gaussian
+    model = learning_gaussian.build(np.random.default_rng(0).normal(3, 2, 500))
+    assert_same(model, "vmp", 128, client, iterations=30)
+    assert_same(model, "vmp", 128, client, iterations=0)
+
+
+@pytest.mark.parametrize("example", ["clinical_trial", "two_coins"])
+def test_ep_examples_same_as_numpy(example, client):
+    module = __import__(example)
+    model = module.build()
+    assert_same(model, "ep", 2, client)
+
+
+def test_what_dask_cannot_run_is_refused_by_name(client):
+    """Linear regression's vector operators write into arrays in place (``out=``):
+    refused with ff.BackendError naming the operation, not Dask's NotImplementedError."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(60, 2))
+    with ff.Model("linear_regression") as model:
+        w = ff.VectorGaussian("w", 0.0, precision=np.eye(2))
+        with ff.Plate(ff.Range("n", 60)):
+            ff.Gaussian("y", ff.Data("X", x) @ w, precision=4.0,
+                        observed=x @ [1.0, -2.0] + rng.normal(size=60) / 2)
+    with pytest.raises(ff.BackendError, match="Dask arrays do not support.*out parameter.*backend='numpy'"):
+        model.compile("vmp", backend="dask").run(client=client, chunks=20)
+
+
+# ----- options and bad input ---------------------------------------------------------
+def _learning(n: int = 40):
+    with ff.Model("learning") as model:
+        mean = ff.Gaussian("mean", 0.0, variance=100.0)
+        prec = ff.Gamma("prec", 1.0, rate=1.0)
+        with ff.Plate(ff.Range("n", n)):
+            ff.Gaussian("x", mean, precision=prec, observed=ff.Data("xs"))
+    return model
+
+
+@pytest.mark.slow
+def test_infer_takes_client_and_chunks_and_a_scheduler_address(client):
+    x = np.random.default_rng(1).normal(2.0, 1.5, 40)
+    run = {"iterations": 6, "tolerance": None, "data": {"xs": x}}
+    a = _learning().infer("vmp", **run)
+    b = _learning().infer("vmp", **run, backend="dask", client=client, chunks=7)
+    c = _learning().infer("vmp", **run, backend="dask", client=client.scheduler.address,
+                          chunks=(10, 30))
+    run["data"] = {"xs": da.from_array(x, chunks=13)}
+    d = _learning().infer("vmp", **run, backend="dask", client=client)
+    for r in (b, c, d):
+        _check_same(_learning(), a, r)
+
+
+def test_missing_dask_names_the_extra(monkeypatch):
+    import importlib.util
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "distributed" else real(name, *a))
+    with pytest.raises(ff.BackendError, match=r'pip install "factorflow\[dask\]"'):
+        _learning().compile("vmp", backend="dask")
+
+
+def test_chunks_that_disagree_with_the_plate(client):
+    compiled = _learning().compile("vmp", backend="dask")
+    x = np.arange(40.0)
+    with pytest.raises(ff.DataError, match=r"chunks \(10, 10\) do not tile the plate"):
+        compiled.run(data={"xs": x}, client=client, chunks=(10, 10))
+    with pytest.raises(ff.DataError, match="positive number of rows"):
+        compiled.run(data={"xs": x}, client=client, chunks=0)
+    with ff.Model("grid") as model:
+        mu = ff.Gaussian("mu", 0.0, variance=10.0)
+        with ff.Plate(ff.Range("n", 6)), ff.Plate(ff.Range("d", 4)):
+            ff.Gaussian("y", mu, variance=1.0, observed=ff.Data("ys"))
+    y = da.from_array(np.ones((6, 4)), chunks=(3, 2))  # chunked along d, not the plate
+    with pytest.raises(ff.DataError, match=r"chunked as .*along its plate.*rechunk"):
+        model.compile("vmp", backend="dask").run(data={"ys": y}, client=client)
+    with pytest.raises(ff.BackendError, match="client must be"):
+        compiled.run(data={"xs": x}, client=3)
+
+
+def test_dtype_that_would_lose_precision(client):
+    compiled = _learning().compile("vmp", backend="dask")
+    with pytest.raises(ff.BackendError, match="float128.*lose precision.*astype"):
+        compiled.run(data={"xs": np.arange(40.0, dtype=np.longdouble)}, client=client)
+    x32 = np.float32(np.random.default_rng(2).normal(size=40))
+    a = _learning().infer("vmp", 6, data={"xs": x32.astype(float)}, tolerance=None)
+    b = compiled.run(6, data={"xs": x32}, client=client, chunks=16, tolerance=None)
+    _check_same(_learning(), a, b)
+
+
+def test_checkpoints_and_save_module_are_refused():
+    compiled = _learning().compile("vmp", backend="dask")
+    with pytest.raises(ff.BackendError, match="checkpoint"):
+        compiled.run(data={"xs": np.zeros(40)}, checkpoint="run.ckpt")
+    with pytest.raises(ff.BackendError, match="save_module"):
+        compiled.save_module("x.py")
+
+
+def test_errors_still_pickle_after_distributed_is_imported(client):
+    """``import distributed`` installs tblib's pickling of every exception (with its
+    traceback and context); factorflow's errors keep their own (a ParseError's context
+    holds the parser's state)."""
+    import pickle
+    with pytest.raises(ff.ParseError) as info:
+        ff.parse("a ~ Gaussian(0, 1)\ny[i j] ~ Gaussian(a, 1)")
+    assert pickle.loads(pickle.dumps(info.value)).line == 2
