@@ -50,22 +50,12 @@ _CLIENTS: dict[Any, Any] = {}
 
 
 def _distributed() -> Any:
-    """``distributed``, imported with factorflow's errors keeping their own pickling:
-    importing it runs ``tblib.pickling_support.install()``, which makes every exception
-    class pickle its traceback and context (a parser's state, with modules, in a
-    ``ParseError``'s), so that they no longer pickle."""
-    import copyreg
-    import inspect
-
+    """``distributed``, imported on first use (it is an optional extra). Importing it
+    installs tblib's pickling of every exception class (with its traceback and
+    context); factorflow's errors pickle either way (they keep no link to the
+    exceptions of the libraries they report, as ``ParseError`` does for lark's)."""
     import distributed
 
-    import factorflow.errors as errors
-    todo = [c for _, c in inspect.getmembers(errors, inspect.isclass)
-            if issubclass(c, BaseException) and c.__module__ == errors.__name__]
-    while todo:
-        cls = todo.pop()
-        todo.extend(cls.__subclasses__())
-        copyreg.dispatch_table.pop(cls, None)
     return distributed
 
 

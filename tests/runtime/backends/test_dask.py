@@ -158,8 +158,8 @@ def test_checkpoints_and_save_module_are_refused():
 
 def test_errors_still_pickle_after_distributed_is_imported(client):
     """``import distributed`` installs tblib's pickling of every exception (with its
-    traceback and context); factorflow's errors keep their own (a ParseError's context
-    holds the parser's state)."""
+    traceback and context); a ParseError keeps no context (lark's exception, whose
+    parser state does not pickle), so it still pickles."""
     import pickle
     with pytest.raises(ff.ParseError) as info:
         ff.parse("a ~ Gaussian(0, 1)\ny[i j] ~ Gaussian(a, 1)")
