@@ -1,0 +1,312 @@
+"""The linear-Gaussian state-space chain over a plate, for vector states, as one factor.
+
+``VectorGaussianChain(sample | init_mean, init_precision, transition, offset, precision)``:
+x[0] ~ N(m₀, P₀⁻¹), x[t] ~ N(A x[t−1] + b, Q⁻¹) for t > 0, x[t] ∈ R^D, all parameters known
+(``transition`` A is D × D).  The chain's plate is the last plate axis of ``sample``
+(earlier axes are independent chains, one per element of the outer plates).
+
+Given the messages m_t(x) = exp(h_tᵀ x − ½ xᵀ J_t x) from x's uses, the chain times them
+is a Gaussian over all T·D numbers whose precision Λ is block tridiagonal:
+
+    Λ_tt = J_t + [t = 0] P₀ + [t > 0] Q + [t < T−1] AᵀQA,    Λ_{t,t+1} = −AᵀQ,
+    η_t  = h_t + [t = 0] P₀ m₀ + [t > 0] Q b − [t < T−1] AᵀQ b.
+
+``block_tridiagonal`` solves it by block cyclic reduction (odd–even elimination): each
+level eliminates the even-indexed blocks from the system at once (batched D × D algebra
+over half the chain) and the Schur complement on the odd ones is again block
+tridiagonal, half as long; back-substitution gives the posterior means, the diagonal
+blocks of Λ⁻¹ (the smoothed covariances) and the blocks beside them (lag-one
+covariances), in O(T) work and O(log T) array steps, no Python step per t.  The
+result is the Rauch–Tung–Striebel smoother's, and log Z = log ∫ f Π_t m_t follows from
+log |Λ| (the product of the eliminated blocks' determinants).
+
+The chain is a tree, so with known parameters the messages are exact:
+
+* EP: the message to x[t] is the posterior marginal divided by m_t;
+* VMP: x is one block of the mean field (as for ``GaussianChain``): its posterior is the
+  smoothed chain given the uses' messages, and the evidence term
+  E_q[log f] + H[q] = log Z − Σ_t E_q[log m_t] makes the bound exact where x's
+  neighbours are known.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from factorflow.distributions import VectorGaussian
+from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.moments import E, is_known
+from factorflow.distributions.multivariate import LOG_2PI, logdet, quad_form
+from factorflow.factors.chains import _LastPass
+from factorflow.factors.registry import define_factor
+from factorflow.factors.vector_gaussian import vector_gaussian
+
+VECTOR_GAUSSIAN_CHAIN = define_factor(
+    "VectorGaussianChain", ("sample", "vector"), ("init_mean", "vector"),
+    ("init_precision", "posdef"), ("transition", "matrix"), ("offset", "vector"),
+    ("precision", "posdef"))
+
+_KNOWN = ("init_mean", "init_precision", "transition", "offset", "precision")
+_PASS = _LastPass()
+
+#: above this dimension the eliminated blocks are inverted by LAPACK (``np.linalg.inv``);
+#: at or below it by Gauss–Jordan elimination written over the batch, D³ elementwise
+#: array operations (several times faster for thousands of small matrices)
+ELEMENTWISE_INVERSE_LIMIT = 6
+
+
+# ----- batched linear algebra on small SPD blocks ---------------------------------------
+def spd_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(M⁻¹, log |M|) of each symmetric positive-definite D × D matrix of ``m``
+    (..., D, D).  Gauss–Jordan elimination without pivoting (stable for SPD matrices,
+    like Cholesky's), one elementwise operation over the batch per entry and step."""
+    m = np.asarray(m, float)
+    d = m.shape[-1]
+    if d > ELEMENTWISE_INVERSE_LIMIT:
+        return np.linalg.inv(m), logdet(m)
+    a = [[m[..., i, j] for j in range(d)] for i in range(d)]
+    one, zero = np.ones(m.shape[:-2]), np.zeros(m.shape[:-2])
+    inv = [[one if i == j else zero for j in range(d)] for i in range(d)]
+    log_det = zero
+    for k in range(d):
+        pivot = a[k][k]
+        log_det = log_det + np.log(pivot)
+        scale = 1.0 / pivot
+        a[k] = [v * scale if j > k else v for j, v in enumerate(a[k])]
+        inv[k] = [v * scale for v in inv[k]]
+        for i in range(d):
+            if i == k:
+                continue
+            f = a[i][k]
+            a[i] = [v - f * a[k][j] if j > k else v for j, v in enumerate(a[i])]
+            inv[i] = [v - f * w for v, w in zip(inv[i], inv[k], strict=True)]
+    out = np.stack([np.stack(row, axis=-1) for row in inv], axis=-2)
+    return 0.5 * (out + np.swapaxes(out, -1, -2)), log_det
+
+
+def _t(m: np.ndarray) -> np.ndarray:
+    return np.swapaxes(m, -1, -2)
+
+
+def _mv(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return (m @ v[..., None])[..., 0]
+
+
+def _zeros_like_block(x: np.ndarray, count: int) -> np.ndarray:
+    """``count`` zero blocks shaped like those of ``x`` along axis −3 (or −2 for vectors)."""
+    return np.zeros(x.shape[:-3] + (count,) + x.shape[-2:])
+
+
+def _interleave(even: np.ndarray, odd: np.ndarray, axis: int) -> np.ndarray:
+    """Elements e₀, o₀, e₁, o₁, …: ``even`` has as many as ``odd`` or one more."""
+    extra = even.shape[axis] - odd.shape[axis]
+    if extra:  # a dummy odd element after the last even one, cut off below
+        pad = list(odd.shape)
+        pad[axis] = extra
+        odd = np.concatenate([odd, np.zeros(pad)], axis=axis)
+    both = np.stack([even, odd], axis=axis + 1 if axis >= 0 else axis)
+    shape = list(even.shape)
+    shape[axis] = even.shape[axis] + odd.shape[axis]
+    out = both.reshape(shape)
+    count = even.shape[axis] + odd.shape[axis] - extra
+    index = [slice(None)] * out.ndim
+    index[axis] = slice(0, count)
+    return out[tuple(index)]
+
+
+class Tridiagonal(NamedTuple):
+    """Λ⁻¹η and the blocks of Λ⁻¹ on and beside the diagonal, and log |Λ|."""
+
+    mean: np.ndarray  # (..., T, D)
+    cov: np.ndarray  # (..., T, D, D): Σ_tt
+    cross: np.ndarray  # (..., T − 1, D, D): Σ_{t,t+1}
+    log_det: np.ndarray  # (...)
+
+
+def block_tridiagonal(diag: np.ndarray, upper: np.ndarray, rhs: np.ndarray) -> Tridiagonal:
+    """Solve the symmetric positive-definite block-tridiagonal system with diagonal
+    blocks ``diag`` (..., T, D, D), blocks Λ_{t,t+1} ``upper`` (..., T − 1, D, D) and
+    right-hand side ``rhs`` (..., T, D) by block cyclic reduction; see the module
+    docstring.  Guarantees: mean = Λ⁻¹ rhs, cov and cross the (t, t) and (t, t + 1)
+    blocks of Λ⁻¹, log_det = log |Λ|, to rounding (the eliminations are those of a
+    Cholesky factorisation in another order)."""
+    n = diag.shape[-3]
+    inv_e, logdet_e = spd_inverse(diag[..., 0::2, :, :])
+    if n == 1:
+        return Tridiagonal(_mv(inv_e, rhs), inv_e, _zeros_like_block(diag, 0),
+                           logdet_e[..., 0])
+    u_left = upper[..., 0::2, :, :]  # Λ_{2i, 2i+1}: left neighbour of odd 2i+1
+    u_right = upper[..., 1::2, :, :]  # Λ_{2i+1, 2i+2}: right neighbour (if there is one)
+    kept, right = u_left.shape[-3], u_right.shape[-3]
+    g = _t(u_left) @ inv_e[..., :kept, :, :]  # Λ_{j,j−1} D_{j−1}⁻¹
+    h = u_right @ inv_e[..., 1:right + 1, :, :]  # Λ_{j,j+1} D_{j+1}⁻¹
+    rhs_e = rhs[..., 0::2, :]
+    pad = kept - right
+    diag_o = diag[..., 1::2, :, :] - g @ u_left - np.concatenate(
+        [h @ _t(u_right), _zeros_like_block(diag, pad)], axis=-3)
+    rhs_o = rhs[..., 1::2, :] - _mv(g, rhs_e[..., :kept, :]) - np.concatenate(
+        [_mv(h, rhs_e[..., 1:right + 1, :]), np.zeros(rhs.shape[:-2] + (pad,)
+                                                       + rhs.shape[-1:])], axis=-2)
+    upper_o = -(h[..., :kept - 1, :, :] @ upper[..., 2::2, :, :])
+    sub = block_tridiagonal(0.5 * (diag_o + _t(diag_o)), upper_o, rhs_o)
+    # back-substitution for the even blocks e = 2k, neighbours j− = 2k − 1, j+ = 2k + 1
+    count = inv_e.shape[-3]
+    zero_block, zero_vec = _zeros_like_block(diag, 1), np.zeros(rhs.shape[:-2] + (1,)
+                                                                  + rhs.shape[-1:])
+    tail = count - kept  # 1 when T is odd: the last even block has no right neighbour
+    b_left = np.concatenate([zero_block, _t(u_right)], axis=-3)  # Λ_{e, e−1}
+    b_right = np.concatenate([u_left, _zeros_like_block(diag, tail)], axis=-3)  # Λ_{e,e+1}
+    mean_l = np.concatenate([zero_vec, sub.mean], axis=-2)[..., :count, :]
+    mean_r = np.concatenate([sub.mean, np.zeros(rhs.shape[:-2] + (tail,) + rhs.shape[-1:])],
+                            axis=-2)
+    cov_l = np.concatenate([zero_block, sub.cov], axis=-3)[..., :count, :, :]
+    cov_r = np.concatenate([sub.cov, _zeros_like_block(diag, tail)], axis=-3)
+    cross = np.concatenate([zero_block, sub.cross, _zeros_like_block(diag, tail + 1)],
+                           axis=-3)[..., :count, :, :]  # Σ_{j−, j+}
+    y, z = inv_e @ b_left, inv_e @ b_right
+    mean_e = _mv(inv_e, rhs_e - _mv(b_left, mean_l) - _mv(b_right, mean_r))
+    with_left = -(y @ cov_l + z @ _t(cross))  # Σ_{e, j−}
+    with_right = -(y @ cross + z @ cov_r)  # Σ_{e, j+}
+    cov_e = inv_e - with_left @ _t(y) - with_right @ _t(z)
+    cov_e = 0.5 * (cov_e + _t(cov_e))
+    # Σ_{t,t+1}: at t = 2k it is Σ_{e, j+}; at t = 2k − 1 it is Σ_{e, j−}ᵀ
+    cross_all = _interleave(with_right[..., :kept, :, :], _t(with_left[..., 1:, :, :]),
+                            axis=-3)
+    return Tridiagonal(_interleave(mean_e, sub.mean, axis=-2),
+                       _interleave(cov_e, sub.cov, axis=-3), cross_all,
+                       np.sum(logdet_e, axis=-1) + sub.log_det)
+
+
+# ----- the chain ------------------------------------------------------------------------------
+class ChainParams(NamedTuple):
+    init_mean: np.ndarray  # (D,)
+    init_precision: np.ndarray  # (D, D)
+    transition: np.ndarray  # (D, D)
+    offset: np.ndarray  # (D,)
+    precision: np.ndarray  # (D, D)
+
+
+def _one(value: Any, ndim: int) -> np.ndarray:
+    """A known parameter as one event (``ndim`` 1 or 2), whatever plates it was laid over."""
+    arr = np.asarray(value, float)
+    return arr.reshape((-1,) + arr.shape[arr.ndim - ndim:])[0] if arr.ndim > ndim else arr
+
+
+def _params(init_mean: Any, init_precision: Any, transition: Any, offset: Any,
+            precision: Any) -> ChainParams:
+    return ChainParams(_one(init_mean, 1), _one(init_precision, 2), _one(transition, 2),
+                       _one(offset, 1), _one(precision, 2))
+
+
+class ChainSmoothing(NamedTuple):
+    """The smoothed chain given the uses' messages: posterior means, covariances, lag-one
+    covariances Σ_{t,t+1}, and log Z = log ∫ f Π_t m_t."""
+
+    mean: np.ndarray
+    cov: np.ndarray
+    cross: np.ndarray
+    log_z: np.ndarray
+
+
+def smooth(p: ChainParams, h: np.ndarray, j: np.ndarray) -> ChainSmoothing:
+    """The chain with incoming messages exp(h_tᵀx − ½ xᵀ J_t x), ``h`` (..., T, D) and
+    ``j`` (..., T, D, D): the block-tridiagonal system of the module docstring, solved."""
+    t_len, d = h.shape[-2], h.shape[-1]
+    at_q = p.transition.T @ p.precision
+    step = np.broadcast_to(p.precision + at_q @ p.transition, (t_len, d, d))
+    first = p.init_precision + (at_q @ p.transition if t_len > 1 else 0.0)
+    last = p.precision if t_len > 1 else p.init_precision
+    prior_diag = np.concatenate([first[None], step[1:t_len - 1], last[None]])[:t_len]
+    qb, at_qb = p.precision @ p.offset, at_q @ p.offset
+    first_h = p.init_precision @ p.init_mean - (at_qb if t_len > 1 else 0.0)
+    last_h = qb if t_len > 1 else first_h
+    prior_h = np.concatenate([first_h[None], np.broadcast_to(qb - at_qb, (t_len, d))[
+        1:t_len - 1], last_h[None]])[:t_len]
+    upper = np.broadcast_to(-at_q, h.shape[:-2] + (max(t_len - 1, 0), d, d))
+    rhs = h + prior_h
+    solved = block_tridiagonal(j + prior_diag, upper, rhs)
+    const = (0.5 * logdet(p.init_precision) - 0.5 * p.init_mean @ p.init_precision
+             @ p.init_mean + (t_len - 1) * (0.5 * logdet(p.precision)
+                                            - 0.5 * p.offset @ qb))
+    log_z = const + 0.5 * np.sum(rhs * solved.mean, axis=(-2, -1)) - 0.5 * solved.log_det
+    return ChainSmoothing(solved.mean, solved.cov, solved.cross, log_z)
+
+
+def _messages(sample: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(h_t, J_t) of the uses' messages, broadcast to one per t."""
+    h, j = sample.eta[0][..., 0], sample.eta[1]
+    batch = np.broadcast_shapes(h.shape[:-1], j.shape[:-2])
+    d = j.shape[-1]
+    return (np.broadcast_to(h, batch + (d,)).astype(float, copy=False),
+            np.broadcast_to(j, batch + (d, d)).astype(float, copy=False))
+
+
+def _pass(sample: Any, params: ChainParams) -> tuple[np.ndarray, np.ndarray, ChainSmoothing]:
+    h, j = _messages(sample)
+    return _PASS.get((h, j) + tuple(params), lambda: (h, j, smooth(params, h, j)))
+
+
+def _posterior_naturals(chain: ChainSmoothing) -> tuple[np.ndarray, np.ndarray]:
+    prec = spd_inverse(chain.cov)[0]
+    return _mv(prec, chain.mean), prec
+
+
+@VECTOR_GAUSSIAN_CHAIN.operator("ep", "sample", known=_KNOWN)
+def _sample_ep(sample, init_mean, init_precision, transition, offset, precision
+               ) -> VectorGaussian:
+    """The chain's message to x[t]: the smoothed marginal divided by m_t (what the rest
+    of the chain says about x[t])."""
+    h, j, chain = _pass(sample, _params(init_mean, init_precision, transition, offset,
+                                        precision))
+    post_h, post_j = _posterior_naturals(chain)
+    msg = post_j - j
+    return vector_gaussian(post_h - h, 0.5 * (msg + _t(msg)))
+
+
+@VECTOR_GAUSSIAN_CHAIN.operator("vmp", "sample", known=_KNOWN)
+def _sample_vmp(sample, init_mean, init_precision, transition, offset, precision
+                ) -> VectorGaussian:
+    """The smoothed marginals (Rauch–Tung–Striebel) given the uses' messages."""
+    chain = _pass(sample, _params(init_mean, init_precision, transition, offset,
+                                  precision))[2]
+    return vector_gaussian(*_posterior_naturals(chain))
+
+
+def _observed_log_density(x: Any, p: ChainParams) -> np.ndarray:
+    x = np.asarray(E(x), float)
+    d = x.shape[-1]
+    first = (0.5 * logdet(p.init_precision) - 0.5 * d * LOG_2PI
+             - 0.5 * quad_form(p.init_precision, x[..., 0, :] - p.init_mean))
+    resid = x[..., 1:, :] - x[..., :-1, :] @ p.transition.T - p.offset
+    rest = 0.5 * logdet(p.precision) - 0.5 * d * LOG_2PI - 0.5 * quad_form(p.precision,
+                                                                            resid)
+    return first + np.sum(rest, axis=-1)
+
+
+@VECTOR_GAUSSIAN_CHAIN.evidence_operator("ep")
+def _log_average_factor(sample, init_mean, init_precision, transition, offset, precision
+                        ) -> np.ndarray:
+    """log ∫ f Π_t m̂_t, the messages normalised (integrated out where uniform)."""
+    params = _params(init_mean, init_precision, transition, offset, precision)
+    if is_known(sample):
+        return _observed_log_density(sample, params)
+    chain = _pass(sample, params)[2]
+    norms = np.broadcast_to(log_normalizer_or_zero(sample),
+                            np.shape(chain.log_z) + (chain.mean.shape[-2],))
+    return chain.log_z - np.sum(norms, axis=-1)
+
+
+@VECTOR_GAUSSIAN_CHAIN.evidence_operator("vmp")
+def _average_log_factor(sample, init_mean, init_precision, transition, offset, precision
+                        ) -> np.ndarray:
+    """log Z − Σ_t E_q[h_tᵀ x_t − ½ x_tᵀ J_t x_t], q the smoothed chain posterior."""
+    params = _params(init_mean, init_precision, transition, offset, precision)
+    if is_known(sample):
+        return _observed_log_density(sample, params)
+    h, j, chain = _pass(sample, params)
+    second = chain.cov + chain.mean[..., :, None] * chain.mean[..., None, :]
+    expected = np.sum(h * chain.mean, axis=-1) - 0.5 * np.sum(j * second, axis=(-2, -1))
+    return chain.log_z - np.sum(expected, axis=-1)
+
