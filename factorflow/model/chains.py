@@ -303,7 +303,7 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, domain: str,
     if factor == "VectorGaussian" or getattr(model.chains.get(name), "factor",
                                              None) == "VectorGaussian":
         from factorflow.model import vector_chains
-        return vector_chains.define(model, frame, name, args, size)
+        return vector_chains.define(model, frame, factor, name, args, size)
     chains: dict[str, ChainStart] = model.chains
     prov = _provenance()
     if frame.condition.first:

@@ -324,6 +324,10 @@ class Indexed(Operators):
     base: Variable  # or a model.chains.Table (ff.Constant)
     index: Any  # integers (or Data) over the current plates, a Variable, or an Offset
 
+    def __matmul__(self, other: Any) -> Any:
+        from factorflow.model import vector_chains
+        return vector_chains.matmul(self, other)
+
     def __rmatmul__(self, other: Any) -> Any:
         """``A @ x[t - 1]`` in a vector chain's step (``model.vector_chains``), otherwise
         as for a variable (``vectors.matmul``)."""

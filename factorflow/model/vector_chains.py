@@ -148,7 +148,7 @@ def vector_affine(op: str, a: Any, b: Any = None) -> VectorAffine:
                      "by a known scalar apply to x[t - 1] in a vector chain's step.")
 
 
-def define(model: Model, frame: ChainFrame, name: str, args: dict[str, Any],
+def define(model: Model, frame: ChainFrame, factor: str, name: str, args: dict[str, Any],
            size: int | None) -> Variable:
     """A vector chain's start (under ``ff.If(t == 0)``) or step (``ff.If(t > 0)``); the
     step adds the ``VectorGaussianChain`` statement (``model.chains.define`` has checked
@@ -179,7 +179,7 @@ def define(model: Model, frame: ChainFrame, name: str, args: dict[str, Any],
                          f"== 0): {name} = ff.VectorGaussian(...)` before its step under "
                          f"ff.If({rng.name} > 0).")
     var = start.variable
-    if start.factor != "VectorGaussian":
+    if start.factor != factor:
         raise ModelError(f"{what}: the step must be the same kind of variable as the start "
                          f"({start.factor}).")
     mean = args["mean"]

@@ -72,7 +72,8 @@ def vector_state_space(y, a, b, q, c, r, m0, p0, identity=False) -> ff.Model:
                 x = ff.VectorGaussian("x", m0, precision=p0)
             with ff.If(t > 0):
                 x = ff.VectorGaussian("x", a @ x[t - 1] + b, precision=q)
-            ff.VectorGaussian("y", x if identity else c @ x, precision=r, observed=y)
+            ff.VectorGaussian("y", x if identity else ff.matvec(c, x), precision=r,
+                             observed=y)
     return model
 
 
@@ -194,26 +195,27 @@ def test_spd_inverse_equals_lapack():
 # ----- errors ---------------------------------------------------------------------------
 def _vector_chain(step=None, start=None, extra=None, precision=None):
     with ff.Model() as model:
+        w = ff.VectorGaussian("w", np.zeros(2), precision=np.eye(2))
         t = ff.Range("t", 4)
         with ff.Plate(t):
             with ff.If(t == 0):
                 x = start() if start else ff.VectorGaussian("x", np.zeros(2),
                                                             precision=np.eye(2))
             with ff.If(t > 0):
-                x = ff.VectorGaussian("x", (step or (lambda p: 0.5 * np.eye(2) @ p))(
-                    x[t - 1]), precision=np.eye(2) if precision is None else precision)
+                x = ff.VectorGaussian("x", (step or (lambda p, w: 0.5 * np.eye(2) @ p))(
+                    x[t - 1], w), precision=np.eye(2) if precision is None else precision)
             if extra is not None:
                 extra(x, t)
     return model
 
 
 @pytest.mark.parametrize(("build", "match"), [
-    (lambda: _vector_chain(lambda p: np.ones((3, 2)) @ p),
+    (lambda: _vector_chain(lambda p, w: np.ones((3, 2)) @ p),
      r"the step's mean A @ x\[t - 1\] \+ b has shape \(3,\), but 'x' has shape \(2,\) .*"
      r"overall A has shape \(3, 2\)"),
-    (lambda: _vector_chain(lambda p: np.ones((2, 3)) @ p),
+    (lambda: _vector_chain(lambda p, w: np.ones((2, 3)) @ p),
      r"the matrix has shape \(2, 3\) but x\[t - 1\] is a vector of shape \(2,\)"),
-    (lambda: _vector_chain(lambda p: np.eye(2) @ p + np.ones(3)),
+    (lambda: _vector_chain(lambda p, w: np.eye(2) @ p + np.ones(3)),
      r"the offset has shape \(3,\) but the step's mean has shape \(2,\)"),
     (lambda: _vector_chain(precision=np.array([[1.0, 2.0], [2.0, 1.0]])),
      r"precision is not positive definite: its smallest eigenvalue is -1"),
@@ -221,13 +223,15 @@ def _vector_chain(step=None, start=None, extra=None, precision=None):
         "x", np.zeros(2), precision=np.diag([1.0, -0.5]))),
      r"'x' \(ff.If\(t == 0\)\), precision is not positive definite: its smallest "
      r"eigenvalue is -0.5"),
-    (lambda: _vector_chain(lambda p: p @ np.eye(2)),
+    (lambda: _vector_chain(lambda p, w: p @ np.eye(2)),
      r"applies a known matrix on the left"),
-    (lambda: _vector_chain(lambda p: p + p), r"reads x\[t - 1\] once"),
-    (lambda: _vector_chain(lambda p: np.eye(2) @ p + ff.VectorGaussian(
-        "w", np.zeros(2), precision=np.eye(2))), r"random or ff.Data matrix or offset"),
+    (lambda: _vector_chain(lambda p, w: p + p), r"reads x\[t - 1\] once"),
+    (lambda: _vector_chain(lambda p, w: np.eye(2) @ p + w), r"random or ff.Data matrix or "
+     "offset"),
+    (lambda: _vector_chain(lambda p, w: w @ p), r"\(w @ x\[t - 1\]\).*InnerProduct is not "
+     "supported"),
     (lambda: _vector_chain(start=lambda: ff.Gaussian("x", 0.0, precision=1.0)),
-     r"the step must be the same kind of variable as the start \(Gaussian\)"),
+     r"must be a vector, but variable 'x' is real-valued"),
     (lambda: _vector_chain(extra=lambda x, t: ff.VectorGaussian(
         "y", np.eye(2) @ x[t - 1], precision=np.eye(2), observed=np.zeros((4, 2)))),
      r"x\[t - 1\] at t = 0 reads x\[-1\], before the start of range 't'"),
@@ -237,11 +241,15 @@ def test_vector_chain_errors_name_the_problem(build, match):
         build()
 
 
-def test_random_transition_and_gibbs_are_refused():
-    with pytest.raises(ff.ModelError, match="random or ff.Data matrix"):
-        with ff.Model():
-            w = ff.VectorGaussian("w", np.zeros(2), precision=np.eye(2))
-            _vector_chain(lambda p: w @ p)
+def test_scalar_step_of_a_vector_start_and_gibbs_are_refused():
+    with ff.Model():
+        t = ff.Range("t", 3)
+        with ff.Plate(t):
+            with ff.If(t == 0):
+                x = ff.VectorGaussian("x", np.zeros(2), precision=np.eye(2))
+            with ff.If(t > 0), pytest.raises(ff.ModelError, match=r"the step must be the "
+                                             r"same kind of variable as the start"):
+                ff.Gaussian("x", 0.5 * x[t - 1], precision=1.0)
     model = _vector_chain(extra=lambda x, t: ff.VectorGaussian(
         "y", x, precision=np.eye(2), observed=np.zeros((4, 2))))
     with pytest.raises(ff.ModelError, match="Gibbs sampling does not support chains"):
