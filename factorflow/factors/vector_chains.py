@@ -57,19 +57,19 @@ _PASS = _LastPass()
 ELEMENTWISE_INVERSE_LIMIT = 6
 
 
-# ----- batched linear algebra on small SPD blocks ---------------------------------------
-def spd_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(M⁻¹, log |M|) of each symmetric positive-definite D × D matrix of ``m``
-    (..., D, D).  Gauss–Jordan elimination without pivoting (stable for SPD matrices,
+# ----- batched linear algebra on small blocks ------------------------------------------------
+# Inside the solver a stack of D × D blocks is laid out blocks first, (D, D, ..., T), and a
+# stack of D-vectors (D, ..., T): each entry of every block is one contiguous array over
+# the chain, so a product of two stacks is one elementwise multiplication and one sum over
+# a short axis (NumPy's stacked matmul on thousands of 2 × 2 blocks is several times slower).
+def _gauss_jordan(a: list[list[Any]]) -> tuple[list[list[Any]], Any]:
+    """The inverse of the SPD matrix with entries ``a[i][j]`` (arrays over a batch) and its
+    log-determinant: Gauss–Jordan elimination without pivoting (stable for SPD matrices,
     like Cholesky's), one elementwise operation over the batch per entry and step."""
-    m = np.asarray(m, float)
-    d = m.shape[-1]
-    if d > ELEMENTWISE_INVERSE_LIMIT:
-        return np.linalg.inv(m), logdet(m)
-    a = [[m[..., i, j] for j in range(d)] for i in range(d)]
-    one, zero = np.ones(m.shape[:-2]), np.zeros(m.shape[:-2])
+    d = len(a)
+    one, zero = np.ones(np.shape(a[0][0])), np.zeros(np.shape(a[0][0]))
     inv = [[one if i == j else zero for j in range(d)] for i in range(d)]
-    log_det = zero
+    log_det: Any = zero
     for k in range(d):
         pivot = a[k][k]
         log_det = log_det + np.log(pivot)
@@ -77,13 +77,53 @@ def spd_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         a[k] = [v * scale if j > k else v for j, v in enumerate(a[k])]
         inv[k] = [v * scale for v in inv[k]]
         for i in range(d):
-            if i == k:
-                continue
-            f = a[i][k]
-            a[i] = [v - f * a[k][j] if j > k else v for j, v in enumerate(a[i])]
-            inv[i] = [v - f * w for v, w in zip(inv[i], inv[k], strict=True)]
+            if i != k:
+                f = a[i][k]
+                a[i] = [v - f * a[k][j] if j > k else v for j, v in enumerate(a[i])]
+                inv[i] = [v - f * w for v, w in zip(inv[i], inv[k], strict=True)]
+    return inv, log_det
+
+
+def spd_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(M⁻¹, log |M|) of each symmetric positive-definite D × D matrix of ``m``
+    (..., D, D): Gauss–Jordan elimination over the batch up to
+    ``ELEMENTWISE_INVERSE_LIMIT``, LAPACK above."""
+    m = np.asarray(m, float)
+    d = m.shape[-1]
+    if d > ELEMENTWISE_INVERSE_LIMIT:
+        return np.linalg.inv(m), logdet(m)
+    inv, log_det = _gauss_jordan([[m[..., i, j] for j in range(d)] for i in range(d)])
     out = np.stack([np.stack(row, axis=-1) for row in inv], axis=-2)
     return 0.5 * (out + np.swapaxes(out, -1, -2)), log_det
+
+
+def _inv_first(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``spd_inverse`` for blocks laid out first, (D, D, ...)."""
+    d = m.shape[0]
+    if d > ELEMENTWISE_INVERSE_LIMIT:
+        inv, log_det = spd_inverse(np.moveaxis(m, (0, 1), (-2, -1)))
+        return np.moveaxis(inv, (-2, -1), (0, 1)), log_det
+    inv, log_det = _gauss_jordan([[m[i, j] for j in range(d)] for i in range(d)])
+    out = np.array(inv)
+    return 0.5 * (out + _tr(out)), log_det
+
+
+def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Blockwise a·b, blocks first."""
+    return np.sum(a[:, :, None] * b[None], axis=1)
+
+
+def _mvf(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Blockwise a·v, blocks and vectors first."""
+    return np.sum(a * v[None], axis=1)
+
+
+def _tr(a: np.ndarray) -> np.ndarray:
+    return np.swapaxes(a, 0, 1)
+
+
+def _sym(a: np.ndarray) -> np.ndarray:
+    return 0.5 * (a + _tr(a))
 
 
 def _t(m: np.ndarray) -> np.ndarray:
@@ -94,26 +134,22 @@ def _mv(m: np.ndarray, v: np.ndarray) -> np.ndarray:
     return (m @ v[..., None])[..., 0]
 
 
-def _zeros_like_block(x: np.ndarray, count: int) -> np.ndarray:
-    """``count`` zero blocks shaped like those of ``x`` along axis −3 (or −2 for vectors)."""
-    return np.zeros(x.shape[:-3] + (count,) + x.shape[-2:])
+def _zeros(x: np.ndarray, count: int) -> np.ndarray:
+    """``count`` zero elements shaped like those of ``x`` along its last axis."""
+    return np.zeros(x.shape[:-1] + (count,))
 
 
-def _interleave(even: np.ndarray, odd: np.ndarray, axis: int) -> np.ndarray:
-    """Elements e₀, o₀, e₁, o₁, …: ``even`` has as many as ``odd`` or one more."""
-    extra = even.shape[axis] - odd.shape[axis]
-    if extra:  # a dummy odd element after the last even one, cut off below
-        pad = list(odd.shape)
-        pad[axis] = extra
-        odd = np.concatenate([odd, np.zeros(pad)], axis=axis)
-    both = np.stack([even, odd], axis=axis + 1 if axis >= 0 else axis)
-    shape = list(even.shape)
-    shape[axis] = even.shape[axis] + odd.shape[axis]
-    out = both.reshape(shape)
-    count = even.shape[axis] + odd.shape[axis] - extra
-    index = [slice(None)] * out.ndim
-    index[axis] = slice(0, count)
-    return out[tuple(index)]
+def _cat(*parts: np.ndarray) -> np.ndarray:
+    return np.concatenate(parts, axis=-1)
+
+
+def _interleave(even: np.ndarray, odd: np.ndarray) -> np.ndarray:
+    """Elements e₀, o₀, e₁, o₁, … along the last axis: ``even`` has as many as ``odd`` or
+    one more."""
+    extra = even.shape[-1] - odd.shape[-1]
+    both = np.stack([even, _cat(odd, _zeros(odd, extra))], axis=-1)
+    return both.reshape(even.shape[:-1] + (2 * even.shape[-1],))[..., :2 * even.shape[-1]
+                                                                   - extra]
 
 
 class Tridiagonal(NamedTuple):
@@ -131,52 +167,53 @@ def block_tridiagonal(diag: np.ndarray, upper: np.ndarray, rhs: np.ndarray) -> T
     right-hand side ``rhs`` (..., T, D) by block cyclic reduction; see the module
     docstring.  Guarantees: mean = Λ⁻¹ rhs, cov and cross the (t, t) and (t, t + 1)
     blocks of Λ⁻¹, log_det = log |Λ|, to rounding (the eliminations are those of a
-    Cholesky factorisation in another order)."""
-    n = diag.shape[-3]
-    inv_e, logdet_e = spd_inverse(diag[..., 0::2, :, :])
+    block Cholesky factorisation in another order)."""
+    first = (lambda m: np.ascontiguousarray(np.moveaxis(m, (-2, -1), (0, 1))))
+    mean, cov, cross, log_det = _reduce(first(diag), first(upper),
+                                        np.ascontiguousarray(np.moveaxis(rhs, -1, 0)))
+    last = (lambda m: np.moveaxis(m, (0, 1), (-2, -1)))
+    return Tridiagonal(np.moveaxis(mean, 0, -1), last(cov), last(cross), log_det)
+
+
+def _reduce(diag: np.ndarray, upper: np.ndarray, rhs: np.ndarray) -> tuple:
+    """``block_tridiagonal`` blocks first: diag (D, D, ..., T), upper (D, D, ..., T − 1),
+    rhs (D, ..., T); the even-indexed blocks are eliminated, the odd ones solved for by
+    the same function, then the even ones by back-substitution."""
+    n = diag.shape[-1]
+    inv_e, logdet_e = _inv_first(diag[..., 0::2])
     if n == 1:
-        return Tridiagonal(_mv(inv_e, rhs), inv_e, _zeros_like_block(diag, 0),
-                           logdet_e[..., 0])
-    u_left = upper[..., 0::2, :, :]  # Λ_{2i, 2i+1}: left neighbour of odd 2i+1
-    u_right = upper[..., 1::2, :, :]  # Λ_{2i+1, 2i+2}: right neighbour (if there is one)
-    kept, right = u_left.shape[-3], u_right.shape[-3]
-    g = _t(u_left) @ inv_e[..., :kept, :, :]  # Λ_{j,j−1} D_{j−1}⁻¹
-    h = u_right @ inv_e[..., 1:right + 1, :, :]  # Λ_{j,j+1} D_{j+1}⁻¹
-    rhs_e = rhs[..., 0::2, :]
+        return _mvf(inv_e, rhs), inv_e, _zeros(diag, 0), logdet_e[..., 0]
+    u_left = upper[..., 0::2]  # Λ_{2i, 2i+1}: odd block 2i+1's left neighbour
+    u_right = upper[..., 1::2]  # Λ_{2i+1, 2i+2}: its right neighbour, if there is one
+    kept, right = u_left.shape[-1], u_right.shape[-1]
+    g = _mm(_tr(u_left), inv_e[..., :kept])  # Λ_{j,j−1} D_{j−1}⁻¹
+    h = _mm(u_right, inv_e[..., 1:right + 1])  # Λ_{j,j+1} D_{j+1}⁻¹
+    rhs_e = rhs[..., 0::2]
     pad = kept - right
-    diag_o = diag[..., 1::2, :, :] - g @ u_left - np.concatenate(
-        [h @ _t(u_right), _zeros_like_block(diag, pad)], axis=-3)
-    rhs_o = rhs[..., 1::2, :] - _mv(g, rhs_e[..., :kept, :]) - np.concatenate(
-        [_mv(h, rhs_e[..., 1:right + 1, :]), np.zeros(rhs.shape[:-2] + (pad,)
-                                                       + rhs.shape[-1:])], axis=-2)
-    upper_o = -(h[..., :kept - 1, :, :] @ upper[..., 2::2, :, :])
-    sub = block_tridiagonal(0.5 * (diag_o + _t(diag_o)), upper_o, rhs_o)
+    diag_o = diag[..., 1::2] - _mm(g, u_left) - _cat(_mm(h, _tr(u_right)), _zeros(diag, pad))
+    rhs_o = (rhs[..., 1::2] - _mvf(g, rhs_e[..., :kept])
+             - _cat(_mvf(h, rhs_e[..., 1:right + 1]), _zeros(rhs, pad)))
+    upper_o = -_mm(h[..., :kept - 1], upper[..., 2::2])
+    sub_mean, sub_cov, sub_cross, sub_logdet = _reduce(_sym(diag_o), upper_o, rhs_o)
     # back-substitution for the even blocks e = 2k, neighbours j− = 2k − 1, j+ = 2k + 1
-    count = inv_e.shape[-3]
-    zero_block, zero_vec = _zeros_like_block(diag, 1), np.zeros(rhs.shape[:-2] + (1,)
-                                                                  + rhs.shape[-1:])
+    count = inv_e.shape[-1]
     tail = count - kept  # 1 when T is odd: the last even block has no right neighbour
-    b_left = np.concatenate([zero_block, _t(u_right)], axis=-3)  # Λ_{e, e−1}
-    b_right = np.concatenate([u_left, _zeros_like_block(diag, tail)], axis=-3)  # Λ_{e,e+1}
-    mean_l = np.concatenate([zero_vec, sub.mean], axis=-2)[..., :count, :]
-    mean_r = np.concatenate([sub.mean, np.zeros(rhs.shape[:-2] + (tail,) + rhs.shape[-1:])],
-                            axis=-2)
-    cov_l = np.concatenate([zero_block, sub.cov], axis=-3)[..., :count, :, :]
-    cov_r = np.concatenate([sub.cov, _zeros_like_block(diag, tail)], axis=-3)
-    cross = np.concatenate([zero_block, sub.cross, _zeros_like_block(diag, tail + 1)],
-                           axis=-3)[..., :count, :, :]  # Σ_{j−, j+}
-    y, z = inv_e @ b_left, inv_e @ b_right
-    mean_e = _mv(inv_e, rhs_e - _mv(b_left, mean_l) - _mv(b_right, mean_r))
-    with_left = -(y @ cov_l + z @ _t(cross))  # Σ_{e, j−}
-    with_right = -(y @ cross + z @ cov_r)  # Σ_{e, j+}
-    cov_e = inv_e - with_left @ _t(y) - with_right @ _t(z)
-    cov_e = 0.5 * (cov_e + _t(cov_e))
+    b_left = _cat(_zeros(diag, 1), _tr(u_right))  # Λ_{e, e−1}
+    b_right = _cat(u_left, _zeros(diag, tail))  # Λ_{e, e+1}
+    mean_l = _cat(_zeros(rhs, 1), sub_mean)[..., :count]
+    mean_r = _cat(sub_mean, _zeros(rhs, tail))
+    cov_l = _cat(_zeros(diag, 1), sub_cov)[..., :count]
+    cov_r = _cat(sub_cov, _zeros(diag, tail))
+    cross = _cat(_zeros(diag, 1), sub_cross, _zeros(diag, tail + 1))[..., :count]  # Σ_{j−,j+}
+    y, z = _mm(inv_e, b_left), _mm(inv_e, b_right)
+    mean_e = _mvf(inv_e, rhs_e - _mvf(b_left, mean_l) - _mvf(b_right, mean_r))
+    with_left = -(_mm(y, cov_l) + _mm(z, _tr(cross)))  # Σ_{e, j−}
+    with_right = -(_mm(y, cross) + _mm(z, cov_r))  # Σ_{e, j+}
+    cov_e = _sym(inv_e - _mm(with_left, _tr(y)) - _mm(with_right, _tr(z)))
     # Σ_{t,t+1}: at t = 2k it is Σ_{e, j+}; at t = 2k − 1 it is Σ_{e, j−}ᵀ
-    cross_all = _interleave(with_right[..., :kept, :, :], _t(with_left[..., 1:, :, :]),
-                            axis=-3)
-    return Tridiagonal(_interleave(mean_e, sub.mean, axis=-2),
-                       _interleave(cov_e, sub.cov, axis=-3), cross_all,
-                       np.sum(logdet_e, axis=-1) + sub.log_det)
+    cross_all = _interleave(with_right[..., :kept], _tr(with_left[..., 1:]))
+    return (_interleave(mean_e, sub_mean), _interleave(cov_e, sub_cov), cross_all,
+            np.sum(logdet_e, axis=-1) + sub_logdet)
 
 
 # ----- the chain ------------------------------------------------------------------------------
