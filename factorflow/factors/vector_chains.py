@@ -262,13 +262,26 @@ def smooth(p: ChainParams, h: np.ndarray, j: np.ndarray) -> ChainSmoothing:
     prior_h = np.concatenate([first_h[None], np.broadcast_to(qb - at_qb, (t_len, d))[
         1:t_len - 1], last_h[None]])[:t_len]
     upper = np.broadcast_to(-at_q, h.shape[:-2] + (max(t_len - 1, 0), d, d))
-    rhs = h + prior_h
-    solved = block_tridiagonal(j + prior_diag, upper, rhs)
-    const = (0.5 * logdet(p.init_precision) - 0.5 * p.init_mean @ p.init_precision
-             @ p.init_mean + (t_len - 1) * (0.5 * logdet(p.precision)
-                                            - 0.5 * p.offset @ qb))
-    log_z = const + 0.5 * np.sum(rhs * solved.mean, axis=(-2, -1)) - 0.5 * solved.log_det
+    solved = block_tridiagonal(j + prior_diag, upper, h + prior_h)
+    # log Z = log f(μ) + Σ_t log m_t(μ) + (T·D/2) log 2π − ½ log |Λ| (the integrand is
+    # Gaussian, peaked at μ), f evaluated through its residuals x_t − A x_{t−1} − b: the
+    # expanded ηᵀμ − ½ μᵀΛμ cancels terms as large as Q's entries times |μ|²
+    mu = solved.mean
+    messages = np.sum(h * mu, axis=(-2, -1)) - 0.5 * np.sum(mu * _mv(j, mu), axis=(-2, -1))
+    log_z = (chain_log_density(mu, p) + messages + 0.5 * t_len * d * LOG_2PI
+             - 0.5 * solved.log_det)
     return ChainSmoothing(solved.mean, solved.cov, solved.cross, log_z)
+
+
+def chain_log_density(x: np.ndarray, p: ChainParams) -> np.ndarray:
+    """log f(x) for states ``x`` (..., T, D), summed over t."""
+    d = x.shape[-1]
+    first = (0.5 * logdet(p.init_precision) - 0.5 * d * LOG_2PI
+             - 0.5 * quad_form(p.init_precision, x[..., 0, :] - p.init_mean))
+    resid = x[..., 1:, :] - x[..., :-1, :] @ p.transition.T - p.offset
+    rest = 0.5 * logdet(p.precision) - 0.5 * d * LOG_2PI - 0.5 * quad_form(p.precision,
+                                                                            resid)
+    return first + np.sum(rest, axis=-1)
 
 
 def _messages(sample: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -311,24 +324,13 @@ def _sample_vmp(sample, init_mean, init_precision, transition, offset, precision
     return vector_gaussian(*_posterior_naturals(chain))
 
 
-def _observed_log_density(x: Any, p: ChainParams) -> np.ndarray:
-    x = np.asarray(E(x), float)
-    d = x.shape[-1]
-    first = (0.5 * logdet(p.init_precision) - 0.5 * d * LOG_2PI
-             - 0.5 * quad_form(p.init_precision, x[..., 0, :] - p.init_mean))
-    resid = x[..., 1:, :] - x[..., :-1, :] @ p.transition.T - p.offset
-    rest = 0.5 * logdet(p.precision) - 0.5 * d * LOG_2PI - 0.5 * quad_form(p.precision,
-                                                                            resid)
-    return first + np.sum(rest, axis=-1)
-
-
 @VECTOR_GAUSSIAN_CHAIN.evidence_operator("ep")
 def _log_average_factor(sample, init_mean, init_precision, transition, offset, precision
                         ) -> np.ndarray:
     """log ∫ f Π_t m̂_t, the messages normalised (integrated out where uniform)."""
     params = _params(init_mean, init_precision, transition, offset, precision)
     if is_known(sample):
-        return _observed_log_density(sample, params)
+        return chain_log_density(np.asarray(E(sample), float), params)
     chain = _pass(sample, params)[2]
     norms = np.broadcast_to(log_normalizer_or_zero(sample),
                             np.shape(chain.log_z) + (chain.mean.shape[-2],))
@@ -341,7 +343,7 @@ def _average_log_factor(sample, init_mean, init_precision, transition, offset, p
     """log Z − Σ_t E_q[h_tᵀ x_t − ½ x_tᵀ J_t x_t], q the smoothed chain posterior."""
     params = _params(init_mean, init_precision, transition, offset, precision)
     if is_known(sample):
-        return _observed_log_density(sample, params)
+        return chain_log_density(np.asarray(E(sample), float), params)
     h, j, chain = _pass(sample, params)
     second = chain.cov + chain.mean[..., :, None] * chain.mean[..., None, :]
     expected = np.sum(h * chain.mean, axis=-1) - 0.5 * np.sum(j * second, axis=(-2, -1))
