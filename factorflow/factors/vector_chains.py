@@ -38,7 +38,14 @@ import numpy as np
 from factorflow.distributions import VectorGaussian
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, is_known
-from factorflow.distributions.multivariate import LOG_2PI, logdet, quad_form
+from factorflow.distributions.multivariate import (
+    ELEMENTWISE_INVERSE_LIMIT,
+    LOG_2PI,
+    gauss_jordan,
+    logdet,
+    quad_form,
+    spd_inverse,
+)
 from factorflow.factors.chains import _LastPass
 from factorflow.factors.registry import define_factor
 from factorflow.factors.vector_gaussian import vector_gaussian
@@ -51,59 +58,18 @@ VECTOR_GAUSSIAN_CHAIN = define_factor(
 _KNOWN = ("init_mean", "init_precision", "transition", "offset", "precision")
 _PASS = _LastPass()
 
-#: above this dimension the eliminated blocks are inverted by LAPACK (``np.linalg.inv``);
-#: at or below it by Gauss–Jordan elimination written over the batch, D³ elementwise
-#: array operations (several times faster for thousands of small matrices)
-ELEMENTWISE_INVERSE_LIMIT = 6
-
-
 # ----- batched linear algebra on small blocks ------------------------------------------------
 # Inside the solver a stack of D × D blocks is laid out blocks first, (D, D, ..., T), and a
 # stack of D-vectors (D, ..., T): each entry of every block is one contiguous array over
 # the chain, so a product of two stacks is one elementwise multiplication and one sum over
 # a short axis (NumPy's stacked matmul on thousands of 2 × 2 blocks is several times slower).
-def _gauss_jordan(a: list[list[Any]]) -> tuple[list[list[Any]], Any]:
-    """The inverse of the SPD matrix with entries ``a[i][j]`` (arrays over a batch) and its
-    log-determinant: Gauss–Jordan elimination without pivoting (stable for SPD matrices,
-    like Cholesky's), one elementwise operation over the batch per entry and step."""
-    d = len(a)
-    one, zero = np.ones(np.shape(a[0][0])), np.zeros(np.shape(a[0][0]))
-    inv = [[one if i == j else zero for j in range(d)] for i in range(d)]
-    log_det: Any = zero
-    for k in range(d):
-        pivot = a[k][k]
-        log_det = log_det + np.log(pivot)
-        scale = 1.0 / pivot
-        a[k] = [v * scale if j > k else v for j, v in enumerate(a[k])]
-        inv[k] = [v * scale for v in inv[k]]
-        for i in range(d):
-            if i != k:
-                f = a[i][k]
-                a[i] = [v - f * a[k][j] if j > k else v for j, v in enumerate(a[i])]
-                inv[i] = [v - f * w for v, w in zip(inv[i], inv[k], strict=True)]
-    return inv, log_det
-
-
-def spd_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(M⁻¹, log |M|) of each symmetric positive-definite D × D matrix of ``m``
-    (..., D, D): Gauss–Jordan elimination over the batch up to
-    ``ELEMENTWISE_INVERSE_LIMIT``, LAPACK above."""
-    m = np.asarray(m, float)
-    d = m.shape[-1]
-    if d > ELEMENTWISE_INVERSE_LIMIT:
-        return np.linalg.inv(m), logdet(m)
-    inv, log_det = _gauss_jordan([[m[..., i, j] for j in range(d)] for i in range(d)])
-    out = np.stack([np.stack(row, axis=-1) for row in inv], axis=-2)
-    return 0.5 * (out + np.swapaxes(out, -1, -2)), log_det
-
-
 def _inv_first(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``spd_inverse`` for blocks laid out first, (D, D, ...)."""
     d = m.shape[0]
     if d > ELEMENTWISE_INVERSE_LIMIT:
         inv, log_det = spd_inverse(np.moveaxis(m, (0, 1), (-2, -1)))
         return np.moveaxis(inv, (-2, -1), (0, 1)), log_det
-    inv, log_det = _gauss_jordan([[m[i, j] for j in range(d)] for i in range(d)])
+    inv, log_det = gauss_jordan([[m[i, j] for j in range(d)] for i in range(d)])
     out = np.array(inv)
     return 0.5 * (out + _tr(out)), log_det
 
