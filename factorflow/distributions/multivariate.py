@@ -238,23 +238,21 @@ def _unbatched(d: Distribution, what: str) -> None:
 
 
 # ----- VectorGaussian -------------------------------------------------------------------
-def _well_conditioned_log_normalizer(h: np.ndarray, p: np.ndarray) -> np.ndarray | None:
-    """``VectorGaussian.log_normalizer`` by ``spd_inverse`` where every precision is
-    positive definite with tr(P)·tr(P⁻¹) < 10⁸ (so its condition number is below 10⁸ and
-    every eigenvalue is far above the eigen-decomposition's cut-off: the two formulas
-    agree to rounding); None otherwise (and when traced, or D is large)."""
+def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``spd_inverse(p)`` where every matrix of ``p`` is positive definite with
+    tr(P)·tr(P⁻¹) < 10⁸ (so its condition number is below 10⁸, every eigenvalue far above
+    the cut-offs of ``inverse``'s pseudo-inverse and ``log_normalizer``'s eigen-
+    decomposition: the formulas agree to rounding); None otherwise, and when traced or D
+    is above ``ELEMENTWISE_INVERSE_LIMIT`` (the general path runs)."""
     from factorflow.distributions.base import traced
-    d = p.shape[-1]
-    if traced() or d > ELEMENTWISE_INVERSE_LIMIT:
+    if traced() or p.shape[-1] > ELEMENTWISE_INVERSE_LIMIT or p.size == 0:
         return None
     inv, log_det = spd_inverse(p)
     size = np.trace(p, axis1=-2, axis2=-1) * np.trace(inv, axis1=-2, axis2=-1)
     with np.errstate(invalid="ignore"):
-        if not (np.all(np.isfinite(log_det)) and np.all(np.isfinite(size))
-                and np.all(size > 0) and np.all(size < 1e8)):
+        if not (np.all(np.isfinite(log_det)) and np.all(size > 0) and np.all(size < 1e8)):
             return None
-    quad = np.sum(h * np.sum(inv * h[..., None, :], axis=-1), axis=-1)
-    return 0.5 * quad - 0.5 * log_det + 0.5 * d * LOG_2PI
+    return inv, log_det
 
 
 class VectorGaussian(Distribution):
@@ -340,7 +338,8 @@ class VectorGaussian(Distribution):
         array([[ 2., -1.],
                [-1.,  2.]])
         """
-        return inverse(self.eta[1])
+        fast = _well_conditioned_inverse(self.eta[1])
+        return inverse(self.eta[1]) if fast is None else fast[0]
 
     @property
     def variance(self) -> np.ndarray:
@@ -382,9 +381,11 @@ class VectorGaussian(Distribution):
         h, p = self.eta[0][..., 0], self.eta[1]
         if p.size == 0:
             return np.zeros(self.batch_shape)
-        fast = _well_conditioned_log_normalizer(h, p)
+        fast = _well_conditioned_inverse(p)
         if fast is not None:
-            return fast
+            inv, log_det = fast
+            quad = np.sum(h * np.sum(inv * h[..., None, :], axis=-1), axis=-1)
+            return 0.5 * quad - 0.5 * log_det + 0.5 * self.dim * LOG_2PI
         w, v = np.linalg.eigh(p)
         scale = np.max(np.abs(w), axis=-1, keepdims=True)
         live = np.abs(w) > self.dim * np.finfo(float).eps * scale
