@@ -12,10 +12,10 @@ a plate (``x[t]`` from ``x[t - 1]``), printed side by side in one run:
   pass every sweep.
 
 RxInfer reports 15.5 s for 15 VMP iterations of the 3-state HMM at T = 25,000, learning
-A and B, and 5.6 s for 2-D state-space filtering at T = 100,000 (its published benchmarks;
-not run here).  The last table smooths a 2-D rotating state at T = 100,000 with the vector
-chain (``VectorGaussianChain``) beside a hand-written Kalman filter + RTS smoother.  Read the ratios; machines
-are noisy.
+A and B, and 5.6 s for 2-D state-space filtering at T = 100,000 (its published
+benchmarks; not run here).  The last table smooths a 2-D rotating state at T = 100,000
+with the vector chain (``VectorGaussianChain``) beside a hand-written Kalman filter + RTS
+smoother.  Read the ratios; machines are noisy.
 Run: ``python benchmarks/bench_chains.py``.
 """
 

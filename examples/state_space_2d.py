@@ -81,8 +81,9 @@ def main() -> dict[str, float]:
         err = float(max(np.abs(q.mean - ms).max(), np.abs(q.covariance - vs).max()))
         out[f"{algorithm}_error"] = err
         out[f"{algorithm}_log_evidence"] = float(result.log_evidence)
+        sd = np.sqrt(np.diag(q.covariance[-1])[:2])
         print(f"{algorithm.upper()}: position at t = {t_len - 1}: "
-              f"{np.round(q.mean[-1, :2], 3)} ± {np.round(np.sqrt(np.diag(q.covariance[-1])[:2]), 3)}"
+              f"{np.round(q.mean[-1, :2], 3)} ± {np.round(sd, 3)}"
               f" (true {np.round(x[-1, :2], 3)})\n  largest difference from the RTS "
               f"smoother {err:.1e}; log evidence {result.log_evidence:.6f} (exact "
               f"{log_z:.6f}); {result.iterations} sweeps, {ms_run:.0f} ms")

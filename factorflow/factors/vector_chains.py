@@ -134,11 +134,18 @@ def block_tridiagonal(diag: np.ndarray, upper: np.ndarray, rhs: np.ndarray) -> T
     docstring.  Guarantees: mean = Λ⁻¹ rhs, cov and cross the (t, t) and (t, t + 1)
     blocks of Λ⁻¹, log_det = log |Λ|, to rounding (the eliminations are those of a
     block Cholesky factorisation in another order)."""
-    first = (lambda m: np.ascontiguousarray(np.moveaxis(m, (-2, -1), (0, 1))))
-    mean, cov, cross, log_det = _reduce(first(diag), first(upper),
+    mean, cov, cross, log_det = _reduce(_blocks_first(diag), _blocks_first(upper),
                                         np.ascontiguousarray(np.moveaxis(rhs, -1, 0)))
-    last = (lambda m: np.moveaxis(m, (0, 1), (-2, -1)))
-    return Tridiagonal(np.moveaxis(mean, 0, -1), last(cov), last(cross), log_det)
+    return Tridiagonal(np.moveaxis(mean, 0, -1), _blocks_last(cov), _blocks_last(cross),
+                       log_det)
+
+
+def _blocks_first(m: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(np.moveaxis(m, (-2, -1), (0, 1)))
+
+
+def _blocks_last(m: np.ndarray) -> np.ndarray:
+    return np.moveaxis(m, (0, 1), (-2, -1))
 
 
 def _reduce(diag: np.ndarray, upper: np.ndarray, rhs: np.ndarray) -> tuple:
