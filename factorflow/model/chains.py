@@ -300,6 +300,9 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, domain: str,
     if observed is not None:
         raise ModelError(f"{what}: a chain variable is latent; observe its emissions "
                          "instead.")
+    if frame.condition.first and name in model.variables:
+        raise ModelError(f"{what}: {name!r} is already defined; a chain's start comes "
+                         "first, under ff.If(t == 0), then its step.")
     if factor == "VectorGaussian" or getattr(model.chains.get(name), "factor",
                                              None) == "VectorGaussian":
         from factorflow.model import vector_chains
@@ -307,9 +310,6 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, domain: str,
     chains: dict[str, ChainStart] = model.chains
     prov = _provenance()
     if frame.condition.first:
-        if name in model.variables:
-            raise ModelError(f"{what}: {name!r} is already defined; a chain's start comes "
-                             "first, under ff.If(t == 0), then its step.")
         if factor == "Discrete":
             probs = args["probs"]
             known = {"init": _dirichlet(model, probs, size, False, f"{what}, probabilities")

@@ -152,15 +152,12 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, args: dict[s
            size: int | None) -> Variable:
     """A vector chain's start (under ``ff.If(t == 0)``) or step (``ff.If(t > 0)``); the
     step adds the ``VectorGaussianChain`` statement (``model.chains.define`` has checked
-    the plate, gates and that the chain is latent)."""
+    the plate, gates, that the chain is latent and that a start's name is new)."""
     rng = frame.condition.range
     what = f"variable {name!r} ({frame.describe()})"
     chains: dict[str, ChainStart] = model.chains
     prov = _provenance()
-    if frame.condition.first:
-        if name in model.variables:
-            raise ModelError(f"{what}: {name!r} is already defined; a chain's start comes "
-                             "first, under ff.If(t == 0), then its step.")
+    if frame.condition.first:  # (``model.chains.define`` refused a name defined before)
         mean = args["mean"]
         if is_offset_read(mean):
             raise ModelError(f"{what}: the chain's start cannot read {mean.base.name}"
