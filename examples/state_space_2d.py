@@ -27,7 +27,7 @@ C = np.hstack([np.eye(2), np.zeros((2, 2))])
 NOISE = ACCEL**2 * np.block([[DT**3 / 3 * np.eye(2), DT**2 / 2 * np.eye(2)],
                              [DT**2 / 2 * np.eye(2), DT * np.eye(2)]])  # covariance of Q⁻¹
 R = np.eye(2) / SENSOR**2
-M0, P0 = np.array([0.0, 0.0, 1.0, 0.0]), np.eye(4)
+M0, P0 = np.array([0.0, 0.0, 0.5, -0.2]), np.eye(4)
 
 
 def kalman_rts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -55,7 +55,7 @@ def kalman_rts(y: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
 
 def main() -> dict[str, float]:
     rng = np.random.default_rng(0)
-    t_len = 300
+    t_len = 200
     x = np.empty((t_len, 4))
     x[0] = rng.multivariate_normal(M0, np.linalg.inv(P0))
     for t in range(1, t_len):

@@ -53,7 +53,7 @@ def test_example_runs(path, capsys):
         for algorithm in ("ep", "vmp"):
             assert abs(out[f"{algorithm}_log_evidence"] - out["exact_log_evidence"]) < 1e-8
         assert out["rmse_position"] < 0.5 * out["rmse_observed"]
-        assert out["rmse_velocity"] < 0.2 * out["sd_velocity"]
+        assert out["rmse_velocity"] < 0.3 * out["sd_velocity"]
     if path.stem == "bayesian_pca":  # the subspace found; the numbers a hand-written VMP's
         from tests.runtime.test_vector_models import bpca_by_hand
         result, start = out["result"], out["init"]

@@ -36,7 +36,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from factorflow.distributions import VectorGaussian
-from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.base import log_normalizer_or_zero, traced
 from factorflow.distributions.moments import E, is_known
 from factorflow.distributions.multivariate import (
     ELEMENTWISE_INVERSE_LIMIT,
@@ -135,13 +135,19 @@ def block_tridiagonal(diag: np.ndarray, upper: np.ndarray, rhs: np.ndarray) -> T
     blocks of Λ⁻¹, log_det = log |Λ|, to rounding (the eliminations are those of a
     block Cholesky factorisation in another order)."""
     mean, cov, cross, log_det = _reduce(_blocks_first(diag), _blocks_first(upper),
-                                        np.ascontiguousarray(np.moveaxis(rhs, -1, 0)))
+                                        _contiguous(np.moveaxis(rhs, -1, 0)))
     return Tridiagonal(np.moveaxis(mean, 0, -1), _blocks_last(cov), _blocks_last(cross),
                        log_det)
 
 
+def _contiguous(m: np.ndarray) -> np.ndarray:
+    """``m`` laid out in C order (each block entry one contiguous run over the chain);
+    as it is when traced (JAX chooses layouts itself)."""
+    return m if traced() else np.ascontiguousarray(m)
+
+
 def _blocks_first(m: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(np.moveaxis(m, (-2, -1), (0, 1)))
+    return _contiguous(np.moveaxis(m, (-2, -1), (0, 1)))
 
 
 def _blocks_last(m: np.ndarray) -> np.ndarray:
