@@ -48,6 +48,12 @@ def test_example_runs(path, capsys):
         assert out["bound_monotone"] == 1.0
     if path.stem == "state_space":
         assert abs(out["r_mean"] - 1.0) < 0.3
+    if path.stem == "state_space_2d":  # Kalman filter + RTS smoother, written there
+        assert out["ep_error"] < 1e-9 and out["vmp_error"] < 1e-9
+        for algorithm in ("ep", "vmp"):
+            assert abs(out[f"{algorithm}_log_evidence"] - out["exact_log_evidence"]) < 1e-8
+        assert out["rmse_position"] < 0.5 * out["rmse_observed"]
+        assert out["rmse_velocity"] < 0.3 * out["sd_velocity"]
     if path.stem == "bayesian_pca":  # the subspace found; the numbers a hand-written VMP's
         from tests.runtime.test_vector_models import bpca_by_hand
         result, start = out["result"], out["init"]
@@ -102,6 +108,6 @@ def test_example_runs(path, capsys):
 def test_there_are_examples():
     assert {p.stem for p in EXAMPLES} >= {"learning_gaussian", "two_coins", "clinical_trial",
                                           "linear_regression", "gaussian_mixture", "hmm",
-                                          "state_space", "bayesian_pca",
+                                          "state_space", "state_space_2d", "bayesian_pca",
                                           "logistic_regression", "probit_bpm",
                                           "poisson_regression", "lda", "trueskill"}

@@ -27,9 +27,65 @@ LOG_PI = float(np.log(np.pi))
 
 
 # ----- batched linear algebra ---------------------------------------------------------
+#: up to this D, stacks of small SPD matrices are inverted by Gauss–Jordan elimination
+#: written over the batch (``spd_inverse``): D³ elementwise array operations, several
+#: times faster than LAPACK's call per matrix for thousands of 2 × 2 or 4 × 4 blocks
+ELEMENTWISE_INVERSE_LIMIT = 6
+
+
+def gauss_jordan(a: list[list[Any]]) -> tuple[list[list[Any]], Any]:
+    """The inverse of the SPD matrix with entries ``a[i][j]`` (arrays over a batch) and its
+    log-determinant: Gauss–Jordan elimination without pivoting (stable for SPD matrices,
+    like Cholesky's), one elementwise operation over the batch per entry and step.  A
+    matrix that is not positive definite gives a NaN or infinite entry or log-determinant
+    (a pivot ≤ 0)."""
+    d = len(a)
+    a = [list(row) for row in a]
+    one, zero = np.ones(np.shape(a[0][0])), np.zeros(np.shape(a[0][0]))
+    inv = [[one if i == j else zero for j in range(d)] for i in range(d)]
+    log_det: Any = zero
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for k in range(d):
+            pivot = a[k][k]
+            log_det = log_det + np.log(pivot)
+            scale = 1.0 / pivot
+            a[k] = [v * scale if j > k else v for j, v in enumerate(a[k])]
+            inv[k] = [v * scale for v in inv[k]]
+            for i in range(d):
+                if i != k:
+                    f = a[i][k]
+                    a[i] = [v - f * a[k][j] if j > k else v for j, v in enumerate(a[i])]
+                    inv[i] = [v - f * w for v, w in zip(inv[i], inv[k], strict=True)]
+    return inv, log_det
+
+
+def spd_inverse(m: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(M⁻¹, log |M|) of each symmetric positive-definite D × D matrix of ``m``
+    (..., D, D): ``gauss_jordan`` up to ``ELEMENTWISE_INVERSE_LIMIT``, LAPACK above.  The
+    inverse is symmetrised."""
+    m = np.asarray(m, float)
+    d = m.shape[-1]
+    if d > ELEMENTWISE_INVERSE_LIMIT:
+        return np.linalg.inv(m), logdet(m)
+    inv, log_det = gauss_jordan([[m[..., i, j] for j in range(d)] for i in range(d)])
+    out = np.stack([np.stack(row, axis=-1) for row in inv], axis=-2)
+    return 0.5 * (out + np.swapaxes(out, -1, -2)), log_det
+
+
 def smallest_eigenvalue(matrix: Any) -> np.ndarray:
-    """The smallest eigenvalue of each symmetric matrix (last two axes)."""
-    return np.linalg.eigvalsh(np.asarray(matrix, float))[..., 0]
+    """The smallest eigenvalue of each symmetric matrix (last two axes): in closed form
+    for D ≤ 2 (λ_min = det / λ_max, no cancellation in λ_max), LAPACK's ``eigvalsh``
+    above."""
+    m = np.asarray(matrix, float)
+    if m.ndim >= 2 and m.shape[-1] == m.shape[-2] == 1:
+        return m[..., 0, 0]
+    if m.ndim >= 2 and m.shape[-1] == m.shape[-2] == 2:
+        a, b, c = m[..., 0, 0], 0.5 * (m[..., 0, 1] + m[..., 1, 0]), m[..., 1, 1]
+        top = 0.5 * (a + c) + np.hypot(0.5 * (a - c), b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(top > 0, (a * c - b * b) / np.where(top > 0, top, 1.0),
+                            0.5 * (a + c) - np.hypot(0.5 * (a - c), b))
+    return np.linalg.eigvalsh(m)[..., 0]
 
 
 def check_positive_definite(matrix: Any, what: str) -> np.ndarray:
@@ -182,6 +238,23 @@ def _unbatched(d: Distribution, what: str) -> None:
 
 
 # ----- VectorGaussian -------------------------------------------------------------------
+def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``spd_inverse(p)`` where every matrix of ``p`` is positive definite with
+    tr(P)·tr(P⁻¹) < 10⁸ (so its condition number is below 10⁸, every eigenvalue far above
+    the cut-offs of ``inverse``'s pseudo-inverse and ``log_normalizer``'s eigen-
+    decomposition: the formulas agree to rounding); None otherwise, and when traced or D
+    is above ``ELEMENTWISE_INVERSE_LIMIT`` (the general path runs)."""
+    from factorflow.distributions.base import traced
+    if traced() or p.shape[-1] > ELEMENTWISE_INVERSE_LIMIT or p.size == 0:
+        return None
+    inv, log_det = spd_inverse(p)
+    size = np.trace(p, axis1=-2, axis2=-1) * np.trace(inv, axis1=-2, axis2=-1)
+    with np.errstate(invalid="ignore"):
+        if not (np.all(np.isfinite(log_det)) and np.all(size > 0) and np.all(size < 1e8)):
+            return None
+    return inv, log_det
+
+
 class VectorGaussian(Distribution):
     """N(x; mean, precision⁻¹) over x in R^D.
 
@@ -265,7 +338,8 @@ class VectorGaussian(Distribution):
         array([[ 2., -1.],
                [-1.,  2.]])
         """
-        return inverse(self.eta[1])
+        fast = _well_conditioned_inverse(self.eta[1])
+        return inverse(self.eta[1]) if fast is None else fast[0]
 
     @property
     def variance(self) -> np.ndarray:
@@ -307,6 +381,11 @@ class VectorGaussian(Distribution):
         h, p = self.eta[0][..., 0], self.eta[1]
         if p.size == 0:
             return np.zeros(self.batch_shape)
+        fast = _well_conditioned_inverse(p)
+        if fast is not None:
+            inv, log_det = fast
+            quad = np.sum(h * np.sum(inv * h[..., None, :], axis=-1), axis=-1)
+            return 0.5 * quad - 0.5 * log_det + 0.5 * self.dim * LOG_2PI
         w, v = np.linalg.eigh(p)
         scale = np.max(np.abs(w), axis=-1, keepdims=True)
         live = np.abs(w) > self.dim * np.finfo(float).eps * scale
@@ -542,4 +621,4 @@ class Wishart(Distribution):
 
 __all__ = ["VectorGaussian", "Wishart", "check_positive_definite", "inverse", "solve",
            "logdet", "outer", "quad_form", "trace_product", "log_multigamma",
-           "multi_digamma", "smallest_eigenvalue"]
+           "multi_digamma", "smallest_eigenvalue", "spd_inverse", "gauss_jordan"]

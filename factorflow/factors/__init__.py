@@ -30,6 +30,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     polya_gamma,
     scale_mixtures,
     softmax,
+    vector_chains,
     vector_gaussian,
     wishart,
 )

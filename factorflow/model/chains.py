@@ -191,6 +191,9 @@ def _scalar(value: Any, what: str) -> float:
 
 def affine(op: str, a: Any, b: Any = None) -> Affine:
     """``a op b`` where one side is ``x[t - 1]`` or an ``Affine`` and the other a constant."""
+    from factorflow.model import vector_chains
+    if vector_chains.is_vector_chain_term(a) or vector_chains.is_vector_chain_term(b):
+        return vector_chains.vector_affine(op, a, b)  # type: ignore[return-value]
     label = f"{op} on {_show(a)}" if b is None else f"({_show(a)} {op} {_show(b)})"
     if op == "neg":
         f = _as_affine(a)
@@ -290,18 +293,23 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, domain: str,
     if model.gates:
         raise ModelError(f"{what}: a chain cannot be written inside "
                          f"{model.gates[-1].describe()}; write it outside the gate.")
-    if factor not in ("Discrete", "Gaussian"):
-        raise ModelError(f"{what}: a chain is ff.Discrete (a hidden Markov chain) or "
-                         f"ff.Gaussian (linear-Gaussian); {factor} is not supported.")
+    if factor not in ("Discrete", "Gaussian", "VectorGaussian"):
+        raise ModelError(f"{what}: a chain is ff.Discrete (a hidden Markov chain), "
+                         f"ff.Gaussian or ff.VectorGaussian (linear-Gaussian); {factor} is "
+                         "not supported.")
     if observed is not None:
         raise ModelError(f"{what}: a chain variable is latent; observe its emissions "
                          "instead.")
+    if frame.condition.first and name in model.variables:
+        raise ModelError(f"{what}: {name!r} is already defined; a chain's start comes "
+                         "first, under ff.If(t == 0), then its step.")
+    if factor == "VectorGaussian" or getattr(model.chains.get(name), "factor",
+                                             None) == "VectorGaussian":
+        from factorflow.model import vector_chains
+        return vector_chains.define(model, frame, factor, name, args, size)
     chains: dict[str, ChainStart] = model.chains
     prov = _provenance()
     if frame.condition.first:
-        if name in model.variables:
-            raise ModelError(f"{what}: {name!r} is already defined; a chain's start comes "
-                             "first, under ff.If(t == 0), then its step.")
         if factor == "Discrete":
             probs = args["probs"]
             known = {"init": _dirichlet(model, probs, size, False, f"{what}, probabilities")
@@ -428,7 +436,7 @@ def check_gibbs(model: Model) -> None:
     ``model``: Gibbs sampling has no sampler for them yet (use EP or VMP)."""
     from factorflow.errors import UnsupportedFactorError
     for call in model.statements:
-        if call.factor in ("DiscreteChain", "GaussianChain"):
+        if call.factor in ("DiscreteChain", "GaussianChain", "VectorGaussianChain"):
             raise UnsupportedFactorError(
                 f"{call.provenance or call.factor}: Gibbs sampling does not support chains "
                 f"over a plate ({call.factor} of {call.output.name!r}) yet; use "

@@ -324,6 +324,16 @@ class Indexed(Operators):
     base: Variable  # or a model.chains.Table (ff.Constant)
     index: Any  # integers (or Data) over the current plates, a Variable, or an Offset
 
+    def __matmul__(self, other: Any) -> Any:
+        from factorflow.model import vector_chains
+        return vector_chains.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Any:
+        """``A @ x[t - 1]`` in a vector chain's step (``model.vector_chains``), otherwise
+        as for a variable (``vectors.matmul``)."""
+        from factorflow.model import vector_chains
+        return vector_chains.matmul(other, self)
+
     def __bool__(self) -> bool:
         raise ModelError(f"{self.base.name}[...] is random: it has no truth value in Python. "
                          "Use ff.If(...) for conditions and &, |, ~ for logic.")

@@ -136,6 +136,7 @@ NOT_IN_THE_DSL = {
     "poisson_regression": "the log link ff.exp and vector weights",
     "probit_bpm": "VectorGaussian weights and the probit link",
     "state_space": "chains (x[t - 1])",
+    "state_space_2d": "chains (x[t - 1])",
 }
 
 
