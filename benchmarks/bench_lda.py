@@ -7,9 +7,11 @@ Per corpus and seed: time per iteration (factorflow: one sweep of the generated 
 θ → z → φ over the token plate, without the per-sweep bound, ``trace=False``;
 scikit-learn: one EM iteration, whose E-step iterates each document's θ and z to
 convergence before φ moves) and the perplexity exp(−bound / tokens) of each result, both
-from ``lda_bound`` (scikit-learn's ``perplexity`` formula).  The two are coordinate ascent
-on the same bound from the same start but take different paths, so they can stop in
-different local optima: read the per-seed rows.  Run:
+from ``lda_bound`` (scikit-learn's ``perplexity`` formula), and the plug-in perplexity
+at each system's posterior means (``plugin_perplexity``, no bound involved).  The two
+are coordinate ascent on the same bound from the same start but take different paths
+(scikit-learn also redraws each document's q(θ) from Gamma(100, 0.01) at every E-step),
+so they can stop in different local optima: read the per-seed rows.  Run:
 ``python benchmarks/bench_lda.py [--iterations 50] [--seeds 3] [--small]``.
 """
 
@@ -32,8 +34,9 @@ CORPORA = {  # name: (documents, topics, words, tokens per document)
 }
 
 
-def _row(name: str, seed: int, iterations: int) -> tuple[float, float, float, float]:
-    """(factorflow s/iter, scikit-learn s/iter, factorflow perplexity, scikit-learn's)."""
+def _row(name: str, seed: int, iterations: int) -> tuple[float, ...]:
+    """(factorflow s/iter, scikit-learn s/iter, factorflow perplexity, scikit-learn's, both
+    plug-in perplexities)."""
     from scipy import sparse
     from sklearn.decomposition import LatentDirichletAllocation
 
@@ -59,7 +62,10 @@ def _row(name: str, seed: int, iterations: int) -> tuple[float, float, float, fl
     sk_s = (time.process_time() - t0) / iterations
     bound = EXAMPLE["lda_bound"](doc, words, result["theta"].alpha, result["phi"].alpha,
                                  prior, prior)
-    return ff_s, sk_s, float(np.exp(-bound / doc.size)), float(sk.perplexity(counts))
+    plugin = EXAMPLE["plugin_perplexity"]
+    return (ff_s, sk_s, float(np.exp(-bound / doc.size)), float(sk.perplexity(counts)),
+            plugin(doc, words, result["theta"].alpha, result["phi"].alpha),
+            plugin(doc, words, sk.transform(counts), sk.components_))
 
 
 def main() -> None:
@@ -71,19 +77,22 @@ def main() -> None:
     warnings.simplefilter("ignore", ff.ConvergenceWarning)
     print(f"LDA, {args.iterations} iterations, CPU time per iteration (process time)")
     print("| corpus (docs, K, V, tokens) | seed | factorflow ms | scikit-learn ms | ratio "
-          "| factorflow perplexity | scikit-learn perplexity | ratio |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| factorflow perplexity | scikit-learn perplexity | ratio | plug-in factorflow "
+          "| plug-in scikit-learn | ratio |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name in (["small"] if args.small else list(CORPORA)):
         n_docs, n_topics, n_words, length = CORPORA[name]
         rows = [_row(name, seed, args.iterations) for seed in range(args.seeds)]
-        for seed, (ff_s, sk_s, ff_p, sk_p) in enumerate(rows):
+        for seed, (ff_s, sk_s, ff_p, sk_p, ff_q, sk_q) in enumerate(rows):
             print(f"| {name} ({n_docs}, {n_topics}, {n_words}, {n_docs * length:,}) | {seed} "
                   f"| {1e3 * ff_s:.1f} | {1e3 * sk_s:.1f} | {ff_s / sk_s:.2f} | {ff_p:.3f} "
-                  f"| {sk_p:.3f} | {ff_p / sk_p:.4f} |")
-        ff_t, sk_t, ff_p, sk_p = (np.array(c) for c in zip(*rows, strict=True))
+                  f"| {sk_p:.3f} | {ff_p / sk_p:.4f} | {ff_q:.3f} | {sk_q:.3f} "
+                  f"| {ff_q / sk_q:.4f} |")
+        ff_t, sk_t, ff_p, sk_p, ff_q, sk_q = (np.array(c) for c in zip(*rows, strict=True))
         print(f"| {name}: mean | | {1e3 * ff_t.mean():.1f} | {1e3 * sk_t.mean():.1f} "
               f"| {ff_t.mean() / sk_t.mean():.2f} | {ff_p.mean():.3f} | {sk_p.mean():.3f} "
-              f"| {ff_p.mean() / sk_p.mean():.4f} |")
+              f"| {ff_p.mean() / sk_p.mean():.4f} | {ff_q.mean():.3f} | {sk_q.mean():.3f} "
+              f"| {ff_q.mean() / sk_q.mean():.4f} |")
 
 
 if __name__ == "__main__":

@@ -77,6 +77,17 @@ def lda_bound(doc: np.ndarray, words: np.ndarray, gamma: np.ndarray, lam: np.nda
     return float(tokens + prior_terms(alpha, gamma) + prior_terms(eta, lam))
 
 
+def plugin_perplexity(doc: np.ndarray, words: np.ndarray, gamma: np.ndarray,
+                      lam: np.ndarray) -> float:
+    """Held-in perplexity at the posterior means: exp(−Σ_n log Σ_k E[θ[doc n, k]]
+    E[φ[k, w n]] / tokens), with E[θ] = gamma / Σ gamma and E[φ] = lam / Σ lam.  It
+    needs neither system's bound, so it compares any two LDA fits the same way."""
+    theta = gamma / gamma.sum(axis=1, keepdims=True)
+    phi = lam / lam.sum(axis=1, keepdims=True)
+    return float(np.exp(-np.log(np.einsum("nk,kn->n", theta[doc], phi[:, words])).sum()
+                        / doc.size))
+
+
 def main(n_docs: int = 100, n_topics: int = 4, n_words: int = 100, doc_length: int = 40,
          iterations: int = 50, seed: int = 0) -> dict[str, object]:
     rng = np.random.default_rng(seed)

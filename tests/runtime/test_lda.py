@@ -91,6 +91,25 @@ def test_the_bound_with_optimal_topics_is_at_least_the_elbo():
                  elbo_at_opt, 1e-10)
 
 
+@settings(max_examples=10, deadline=None, derandomize=True)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 4), st.integers(1, 8),
+       st.integers(0, 2**31))
+def test_plugin_perplexity_is_the_mixture_likelihood_enumerated(n_docs, n_topics, n_words,
+                                                                n_tokens, seed):
+    """``plugin_perplexity`` equals exp(−Σ_n log Σ_k θ̄[d_n, k] φ̄[k, w_n] / N) summed term
+    by term over tokens and topics, with θ̄ and φ̄ the Dirichlet means (1e-12)."""
+    rng = np.random.default_rng(seed)
+    doc, words = rng.integers(0, n_docs, n_tokens), rng.integers(0, n_words, n_tokens)
+    gamma = rng.uniform(0.1, 3.0, (n_docs, n_topics))
+    lam = rng.uniform(0.1, 3.0, (n_topics, n_words))
+    log_p = 0.0
+    for d, w in zip(doc, words, strict=True):
+        log_p += np.log(sum(gamma[d, k] / gamma[d].sum() * lam[k, w] / lam[k].sum()
+                            for k in range(n_topics)))
+    assert_close(EXAMPLE["plugin_perplexity"](doc, words, gamma, lam),
+                 np.exp(-log_p / n_tokens), 1e-12)
+
+
 def test_discrete_fused_counts_equal_the_product_of_token_messages():
     """Discrete's VMP message to its probabilities, fused over a plate with weights (a
     Switch's responsibilities), equals the per-element Dirichlet messages raised to the
