@@ -362,6 +362,10 @@ def vector_sum(a: Any, b: Any, sign: float) -> Variable:
     or a scalar constant (the same in every component).  A random subtrahend is
     ``(−I) @ b``."""
     current_model("vector +")
+    if isinstance(b, LinearMean):
+        return b._shifted(a, sign, False)  # type: ignore[return-value]
+    if isinstance(a, LinearMean):
+        return a._shifted(b, sign, True)  # type: ignore[return-value]
     op = "+" if sign > 0 else "-"
     label = f"({_label(a)} {op} {_label(b)})"
     dim = _common_dimension(label, {"a": (a, "vector"), "b": (b, "vector")})
