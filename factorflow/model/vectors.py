@@ -291,7 +291,7 @@ def _vector_dim(v: Any) -> int | None:
     return base.size if isinstance(base, Variable) and base.domain == "vector" else None
 
 
-def matmul(left: Any, right: Any) -> Variable:
+def matmul(left: Any, right: Any) -> Variable | LinearMean:
     """``left @ right`` on model values: ``B @ z`` (a known matrix and a vector variable,
     ``matvec``), ``z @ B`` (= Bᵀ z), otherwise the inner product ``inner``."""
     plates = tuple(r.size for r in current_model("@").plates)
@@ -303,14 +303,17 @@ def matmul(left: Any, right: Any) -> Variable:
     return inner(left, right)
 
 
-def matvec(matrix: Any, vector: Any) -> Variable:
+def matvec(matrix: Any, vector: Any) -> Variable | LinearMean:
     """The M-vector variable ``B @ z`` of a known M × D matrix B (one for all, or one per
     plate element: shape plates + (M, D)) and a D-vector variable z.
 
-    B must have full row rank with M ≤ D (the product's distribution is then a proper
-    VectorGaussian); a taller B is written row by row: inside a plate over its M rows,
-    ``B @ z`` with B of shape (M, D) is one inner product per row.  A random matrix is
-    written the same way, its rows a VectorGaussian over a plate (``W @ z``).
+    With full row rank and M ≤ D the product is a variable (its distribution a proper
+    VectorGaussian).  Otherwise (M > D, or dependent rows) B z has no proper Gaussian and
+    the result is a ``LinearMean``: it can be shifted by a known vector and be the mean of
+    ``ff.VectorGaussian(name, B @ z + a, precision=Λ)``, which becomes one fused
+    LinearVectorGaussian factor (exact under EP and VMP); any other use is refused by
+    name.  A random matrix is written as its rows, a VectorGaussian over a plate, with
+    ``W @ z`` inside that plate (one inner product per row).
 
     One observation y ~ N(B z, I) of z ~ N(0, I): the posterior of z has precision
     I + BᵀB and mean (I + BᵀB)⁻¹ Bᵀ y:
@@ -351,7 +354,7 @@ def matvec(matrix: Any, vector: Any) -> Variable:
     rows = b.shape[-2]
     rank = np.min(np.linalg.matrix_rank(b)) if b.size else rows
     if rows > dim or rank < rows:  # B z has no proper Gaussian: the fused factor's mean
-        return LinearMean("linear", vector, None, b, None, label)  # type: ignore[return-value]
+        return LinearMean("linear", vector, None, b, None, label)
     return _derived("MatrixVectorProduct", label, "vector", {"matrix": b, "vector": vector},
                     {"matrix": "matrix", "vector": "vector"}, arg_size=dim, size=rows)
 
