@@ -42,7 +42,6 @@ from factorflow.factors.common import Deferred
 from factorflow.factors.mixtures import expand, power_product
 from factorflow.runtime.kernels import prod_over
 
-
 #: Bayesian PCA's (N, M, K): a small problem and one with M ≫ K
 PCA_SIZES = ((100, 5, 2), (1000, 20, 3), (2000, 50, 5))
 
