@@ -15,8 +15,13 @@ D = 10), per sweep: factorflow's generated code, a hand-written NumPy coordinate
 bayespy``); and the components' precision message inside the Switch, fused (the clone's
 deferred operator weighted by the responsibilities and reduced over the data: no
 (N, K, D, D) array) against the per-(n, k) messages then multiplied, in time and peak
-memory.  Read the ratios; machines are noisy.  Run:
-``python benchmarks/bench_vectors.py [--dim D]``.
+memory.
+
+Then Bayesian PCA (``examples/bayesian_pca.py``: W's M rows and z[n] random, τ ~ Gamma;
+y[n, m] ~ N(W[m] · z[n], 1/τ), M > K) under VMP, per sweep: factorflow's generated code,
+the hand-written NumPy VMP the tests compare it with (BayesPy's updates) and BayesPy's own
+PCA (``Dot(W, Z)`` into ``GaussianARD``, when installed).  Read the ratios; machines are
+noisy.  Run: ``python benchmarks/bench_vectors.py [--dim D]``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ from factorflow.factors import FACTORS
 from factorflow.factors.common import Deferred
 from factorflow.factors.mixtures import expand, power_product
 from factorflow.runtime.kernels import prod_over
+
+#: Bayesian PCA's (N, M, K): a small problem and one with M ≫ K
+PCA_SIZES = ((100, 5, 2), (1000, 20, 3), (2000, 50, 5))
 
 
 def _best(fn, repeats: int = 3) -> float:
@@ -196,6 +204,50 @@ def _mixture_row(n: int, k: int, dim: int, sweeps: int = 5) -> str:
             f"{_peak_mb(fused):>8.1f} {_peak_mb(per_element):>9.1f}")
 
 
+def _pca_bayespy_ms(y: np.ndarray, k: int, sweeps: int) -> float | None:
+    """BayesPy's per-iteration time on the same PCA model and priors, or None if absent."""
+    try:
+        from bayespy.inference import VB
+        from bayespy.nodes import Dot, Gamma, Gaussian, GaussianARD
+    except ImportError:
+        return None
+    n, m = y.shape
+
+    def run() -> None:
+        w = Gaussian(np.zeros(k), np.identity(k), plates=(m, 1))
+        z = Gaussian(np.zeros(k), np.identity(k), plates=(1, n))
+        tau = Gamma(1.0, 1.0)
+        obs = GaussianARD(Dot(w, z), tau)
+        obs.observe(y.T)
+        q = VB(obs, w, z, tau)
+        z.initialize_from_random()
+        q.update(repeat=sweeps, verbose=False)
+
+    return _best(run, 2) / sweeps * 1e3
+
+
+def _pca_row(n: int, m: int, k: int, sweeps: int = 5) -> str:
+    import runpy
+    from pathlib import Path
+    root = Path(__file__).parents[1]
+    pca = runpy.run_path(str(root / "examples" / "bayesian_pca.py"))["pca"]
+    by_hand = runpy.run_path(str(root / "tests" / "runtime" / "test_vector_models.py"))[
+        "bpca_by_hand"]
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=(n, k)) @ rng.normal(size=(k, m)) + 0.3 * rng.normal(size=(n, m))
+    z0 = rng.normal(size=(n, k))
+    eye = np.broadcast_to(np.eye(k), (n, k, k))
+    compiled = pca(y, k).compile("vmp", init=["z"])
+    start = VG(z0, eye)
+    ff_ms = _best(lambda: compiled.run(init={"z": start}, iterations=sweeps,
+                                       tolerance=None), 2) / sweeps * 1e3
+    hand_ms = _best(lambda: by_hand(y, z0, eye, sweeps), 2) / sweeps * 1e3
+    bp = _pca_bayespy_ms(y, k, sweeps)
+    bp_text = f"{bp:>9.1f} {bp / ff_ms:>6.2f}" if bp is not None else f"{'—':>9} {'—':>6}"
+    return (f"{n:>6,} {m:>4} {k:>3} | {ff_ms:>9.1f} {hand_ms:>9.1f} {ff_ms / hand_ms:>6.1f} "
+            f"| {bp_text}")
+
+
 def main(dim: int) -> None:
     print(f"VMP linear regression, D = {dim}, Gamma noise; time per sweep (ms) and peak "
           "memory of the weights' message (MiB)")
@@ -212,6 +264,13 @@ def main(dim: int) -> None:
           f"{'ratio':>6} | {'fused':>8} {'per-nk':>8} {'fused MiB':>8} {'per-nk MiB':>9}")
     for k, n, d in ((10, 200, 2), (40, 2000, 10)):
         print(_mixture_row(n, k, d))
+    print()
+    print("VMP Bayesian PCA (N data, M observed and K latent dimensions): ms per sweep "
+          "(factorflow, hand-written NumPy, BayesPy and BayesPy / factorflow)")
+    print(f"{'N':>6} {'M':>4} {'K':>3} | {'ff':>9} {'hand':>9} {'ratio':>6} | {'BayesPy':>9} "
+          f"{'ratio':>6}")
+    for n, m, k in PCA_SIZES:
+        print(_pca_row(n, m, k))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     gate,
     gaussian,
     inner_product,
+    linear_gaussian,
     linear_vector,
     links,
     logic,

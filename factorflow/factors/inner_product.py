@@ -23,7 +23,7 @@ import numpy as np
 
 from factorflow.distributions import Gaussian, VectorGaussian
 from factorflow.distributions.moments import is_known
-from factorflow.distributions.multivariate import outer, quad_form, trace_product
+from factorflow.distributions.multivariate import outer, quad_form
 from factorflow.factors.arithmetic import _linear_evidence, _no_observed_output
 from factorflow.factors.common import Reduce, plate_einsum, times_finite, unsupported
 from factorflow.factors.registry import define_factor
@@ -44,12 +44,17 @@ def _forward_moments(a, b) -> tuple[np.ndarray, np.ndarray]:
     (ma, ca), (mb, cb) = mean_cov(a), mean_cov(b)
     mean = np.sum(ma * mb, axis=-1)
     var = np.zeros(np.shape(mean))
-    if np.ndim(ca):
-        var = var + quad_form(ca, mb)
-    if np.ndim(cb):
-        var = var + quad_form(cb, ma)
     if np.ndim(ca) and np.ndim(cb):
-        var = var + trace_product(ca, cb)
+        # tr(Σ_a E[b bᵀ]) + E[a]ᵀ Σ_b E[a] (non-negative terms, no cancellation), each one
+        # einsum over the plates: a matrix product where a and b vary along different
+        # plates (BPCA's W[d] · z[n]), with no (N, D, K, K) array
+        shape = (np.shape(mean), ())
+        var = var + plate_einsum("", [(ca, "ij"), (outer(mb, mb) + cb, "ij")], shape)
+        var = var + plate_einsum("", [(cb, "ij"), (outer(ma, ma), "ij")], shape)
+    elif np.ndim(ca):
+        var = var + quad_form(ca, mb)
+    elif np.ndim(cb):
+        var = var + quad_form(cb, ma)
     for v in (a, b):  # a uniform vector leaves aᵀb uniform: infinite variance
         if not is_known(v):
             var = np.where(v.is_uniform(), np.inf, var)

@@ -128,7 +128,13 @@ def _precision_vmp(sample, mean, *, reduce: Reduce | None = None,
     """Wishart naturals (½, −½ E[(x − μ)(x − μ)ᵀ]); with ``reduce``, their sums over its
     plate axes, each element's raised to ``weights`` when given (Σ w d dᵀ by one einsum:
     no D × D matrix per plate element)."""
-    d, cov = _expected_outer_diff(sample, mean)
+    return residual_wishart(*_expected_outer_diff(sample, mean), reduce, weights)
+
+
+def residual_wishart(d: np.ndarray, cov: Any, reduce: Reduce | None = None,
+                     weights: np.ndarray | None = None) -> Wishart:
+    """The Wishart message (½, −½ E[r rᵀ]) of a Gaussian residual r with E r = ``d`` and
+    Cov r = ``cov`` (a scalar 0 when known); fused over the plate axes of ``reduce``."""
     if reduce is None:
         return wishart_from_naturals(0.5, -0.5 * (outer(d, d) + cov))
     w = [] if weights is None else [(weights, "")]
@@ -144,8 +150,13 @@ def _precision_vmp(sample, mean, *, reduce: Reduce | None = None,
 @VECTOR_GAUSSIAN.evidence_operator("vmp")
 def _average_log_factor(sample, mean, precision) -> np.ndarray:
     """½ E log|Λ| − (D/2) log 2π − ½ (dᵀ E[Λ] d + tr(E[Λ] (Cov x + Cov μ)))."""
+    return residual_average_log(*_expected_outer_diff(sample, mean), precision)
+
+
+def residual_average_log(d: np.ndarray, cov: Any, precision: Any) -> np.ndarray:
+    """E log N(r; 0, Λ⁻¹) for a Gaussian residual r (E r = ``d``, Cov r = ``cov``):
+    ½ E log|Λ| − (D/2) log 2π − ½ (dᵀ E[Λ] d + tr(E[Λ] cov))."""
     lam = matrix_mean(precision)
-    d, cov = _expected_outer_diff(sample, mean)
     spread = trace_product(lam, cov) if np.ndim(cov) else 0.0
     return (0.5 * mean_log_det(precision) - 0.5 * lam.shape[-1] * LOG_2PI
             - 0.5 * (quad_form(lam, d) + spread))

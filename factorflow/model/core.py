@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast, overload
 import numpy as np
 
 from factorflow.errors import ModelError
+from factorflow.model.links import Link
 
 if TYPE_CHECKING:
     from factorflow.runtime.compiled import CompiledModel
@@ -293,11 +294,14 @@ class Variable(Operators):
     #: above NumPy's arrays, so that ``X @ w`` with an array X calls ``w.__rmatmul__``
     __array_priority__ = 1000
 
-    def __matmul__(self, other: Any) -> Variable:
+    def __matmul__(self, other: Any) -> Variable | Link:
+        """``self @ other``: an inner product, or ``z @ B`` (``vectors.matmul``); a
+        ``LinearMean`` (a Link) where Bᵀ z is a degenerate Gaussian."""
         from factorflow.model import vectors
         return vectors.matmul(self, other)
 
-    def __rmatmul__(self, other: Any) -> Variable:
+    def __rmatmul__(self, other: Any) -> Variable | Link:
+        """``other @ self``: ``B @ z`` or an inner product (``vectors.matmul``)."""
         from factorflow.model import vectors
         return vectors.matmul(other, self)
 

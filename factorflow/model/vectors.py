@@ -10,7 +10,8 @@ matrix parameter that is not positive definite with its smallest eigenvalue.
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -19,6 +20,64 @@ from factorflow.errors import ModelError
 from factorflow.model.checks import broadcasts_to, numeric_array
 from factorflow.model.core import Data, Indexed, Variable, current_model
 from factorflow.model.factories import _derived, _label, _one_of, new_variable
+from factorflow.model.links import Link
+
+
+@dataclass(frozen=True, eq=False)
+class LinearMean(Link):
+    """``B @ z + a`` with a known M × D matrix B whose product B z has no proper Gaussian
+    (M > D, or dependent rows): not a variable, but the mean of ``ff.VectorGaussian``,
+    fused with it into one LinearVectorGaussian factor (``factors.linear_gaussian``).
+    ``arg`` is z; ``offset`` the known a (None for 0)."""
+
+    matrix: Any = None
+    offset: Any = None
+    label: str = ""
+
+    def __repr__(self) -> str:
+        return self.label
+
+    def refuse(self, what: str) -> NoReturn:
+        rows, dim = np.shape(self.matrix)[-2:]
+        raise ModelError(
+            f"{what}: {self.label} has a matrix of shape {np.shape(self.matrix)} (M = {rows} "
+            f"rows, D = {dim} columns, {'M > D' if rows > dim else 'dependent rows'}), so "
+            "B z is a degenerate Gaussian and not a variable; it can only be the mean of "
+            f"ff.VectorGaussian (ff.VectorGaussian(name, {self.label} [+ a known vector], "
+            "precision=...)), or be written row by row: inside ff.Plate over the M rows, "
+            "B @ z is one inner product per row.")
+
+    def _shifted(self, other: Any, sign: float, first: bool) -> LinearMean:
+        """``self ± other`` (``first``) or ``other ± self`` with ``other`` known."""
+        rows = np.shape(self.matrix)[-2]
+        op = "+" if sign > 0 else "-"
+        label = f"({self.label} {op} {_label(other)})" if first else \
+            f"({_label(other)} {op} {self.label})"
+        if isinstance(other, Variable | Indexed | Data):
+            raise ModelError(f"{label}: {self.label} (a matrix of shape "
+                             f"{np.shape(self.matrix)}, M > D or dependent rows) can only "
+                             "be shifted by a known vector; give the random vector its own "
+                             "factor, or write B @ z row by row.")
+        a = numeric_array(other, f"{label}: offset").astype(float)
+        if a.ndim and a.shape[-1] not in (1, rows):
+            raise ModelError(f"{label}: dimension mismatch: {self.label} is an M-vector "
+                             f"(M = {rows}) but the offset has shape {a.shape}.")
+        old = 0.0 if self.offset is None else self.offset
+        matrix = self.matrix if first or sign > 0 else -self.matrix
+        offset = old + sign * a if first else a + (old if sign > 0 else -old)
+        return LinearMean("linear", self.arg, None, matrix, offset, label)
+
+    def __add__(self, other: Any) -> LinearMean:
+        return self._shifted(other, 1.0, True)
+
+    def __radd__(self, other: Any) -> LinearMean:
+        return self._shifted(other, 1.0, False)
+
+    def __sub__(self, other: Any) -> LinearMean:
+        return self._shifted(other, -1.0, True)
+
+    def __rsub__(self, other: Any) -> LinearMean:
+        return self._shifted(other, -1.0, False)
 
 
 def _describe(value: Any, dim: int, domain: str) -> str:
@@ -115,10 +174,33 @@ def VectorGaussian(name: str, mean: Any = 0.0, *, precision: Any = None,
     key, value = _one_of(name, "spread", precision=precision, covariance=covariance)
     prec = inverse(_constant_matrix(name, "covariance", value)) if key == "covariance" \
         else value
+    if isinstance(mean, LinearMean):
+        return _linear_vector_gaussian(name, mean, key, value, prec, observed)
     dim = _common_dimension(name, {"mean": (mean, "vector"), key: (value, "posdef")})
     return new_variable("VectorGaussian", name, "vector",
                         {"mean": _vector_constant(mean, dim), "precision": prec},
                         {"mean": "vector", "precision": "posdef"}, observed, size=dim)
+
+
+def _linear_vector_gaussian(name: str, mean: LinearMean, key: str, value: Any, prec: Any,
+                            observed: Any) -> Variable:
+    """``ff.VectorGaussian(name, B @ z + a, precision=Λ)`` as one LinearVectorGaussian."""
+    rows = int(np.shape(mean.matrix)[-2])
+    spread = _dimension(name, key, value, "posdef")
+    if spread is not None and spread != rows:
+        raise ModelError(f"{name}: dimension mismatch: the mean {mean.label} is an M-vector "
+                         f"(matrix of shape {np.shape(mean.matrix)}, M = {rows}), but "
+                         f"{key!r} is {_describe(value, spread, 'posdef')} (D = {spread}); "
+                         f"give an M × M {key}.")
+    offset = np.zeros(rows) if mean.offset is None else np.asarray(mean.offset, float)
+    if offset.ndim == 0 or offset.shape[-1] != rows:
+        offset = np.broadcast_to(offset, offset.shape[:-1] + (rows,) if offset.ndim
+                                 else (rows,))
+    return new_variable("LinearVectorGaussian", name, "vector",
+                        {"matrix": mean.matrix, "vector": mean.arg, "offset": offset,
+                         "precision": prec},
+                        {"matrix": "matrix", "vector": "vector", "offset": "vector",
+                         "precision": "posdef"}, observed, size=rows)
 
 
 def Wishart(name: str, dof: Any, *, rate: Any = None, scale: Any = None,
@@ -209,7 +291,7 @@ def _vector_dim(v: Any) -> int | None:
     return base.size if isinstance(base, Variable) and base.domain == "vector" else None
 
 
-def matmul(left: Any, right: Any) -> Variable:
+def matmul(left: Any, right: Any) -> Variable | LinearMean:
     """``left @ right`` on model values: ``B @ z`` (a known matrix and a vector variable,
     ``matvec``), ``z @ B`` (= Bᵀ z), otherwise the inner product ``inner``."""
     plates = tuple(r.size for r in current_model("@").plates)
@@ -221,14 +303,17 @@ def matmul(left: Any, right: Any) -> Variable:
     return inner(left, right)
 
 
-def matvec(matrix: Any, vector: Any) -> Variable:
+def matvec(matrix: Any, vector: Any) -> Variable | LinearMean:
     """The M-vector variable ``B @ z`` of a known M × D matrix B (one for all, or one per
     plate element: shape plates + (M, D)) and a D-vector variable z.
 
-    B must have full row rank with M ≤ D (the product's distribution is then a proper
-    VectorGaussian); a taller B is written row by row: inside a plate over its M rows,
-    ``B @ z`` with B of shape (M, D) is one inner product per row.  A random matrix is
-    written the same way, its rows a VectorGaussian over a plate (``W @ z``).
+    With full row rank and M ≤ D the product is a variable (its distribution a proper
+    VectorGaussian).  Otherwise (M > D, or dependent rows) B z has no proper Gaussian and
+    the result is a ``LinearMean``: it can be shifted by a known vector and be the mean of
+    ``ff.VectorGaussian(name, B @ z + a, precision=Λ)``, which becomes one fused
+    LinearVectorGaussian factor (exact under EP and VMP); any other use is refused by
+    name.  A random matrix is written as its rows, a VectorGaussian over a plate, with
+    ``W @ z`` inside that plate (one inner product per row).
 
     One observation y ~ N(B z, I) of z ~ N(0, I): the posterior of z has precision
     I + BᵀB and mean (I + BᵀB)⁻¹ Bᵀ y:
@@ -267,17 +352,9 @@ def matvec(matrix: Any, vector: Any) -> Variable:
                          f"{[r.name for r in model.plates]} (shape {shape}); give one "
                          "M × D matrix, or one per plate element.")
     rows = b.shape[-2]
-    if rows > dim:
-        raise ModelError(f"{label}: the matrix has shape {b.shape}, more rows (M = {rows}) "
-                         f"than {_label(vector)!r} has dimensions (D = {dim}), so B z is "
-                         "a degenerate Gaussian, which a VectorGaussian message cannot "
-                         "hold; write it row by row: inside ff.Plate over the M rows, "
-                         "B @ z is one inner product per row.")
     rank = np.min(np.linalg.matrix_rank(b)) if b.size else rows
-    if rank < rows:
-        raise ModelError(f"{label}: the rows of the matrix (shape {b.shape}) are linearly "
-                         f"dependent (rank {int(rank)} < M = {rows}), so B z is a "
-                         "degenerate Gaussian; drop the dependent rows.")
+    if rows > dim or rank < rows:  # B z has no proper Gaussian: the fused factor's mean
+        return LinearMean("linear", vector, None, b, None, label)
     return _derived("MatrixVectorProduct", label, "vector", {"matrix": b, "vector": vector},
                     {"matrix": "matrix", "vector": "vector"}, arg_size=dim, size=rows)
 
@@ -288,6 +365,10 @@ def vector_sum(a: Any, b: Any, sign: float) -> Variable:
     or a scalar constant (the same in every component).  A random subtrahend is
     ``(−I) @ b``."""
     current_model("vector +")
+    if isinstance(b, LinearMean):
+        return b._shifted(a, sign, False)  # type: ignore[return-value]
+    if isinstance(a, LinearMean):
+        return a._shifted(b, sign, True)  # type: ignore[return-value]
     op = "+" if sign > 0 else "-"
     label = f"({_label(a)} {op} {_label(b)})"
     dim = _common_dimension(label, {"a": (a, "vector"), "b": (b, "vector")})

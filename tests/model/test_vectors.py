@@ -67,10 +67,24 @@ def test_covariance_and_scale_are_inverted():
     (lambda: ff.matvec(np.ones((2, 4)), ff.VectorGaussian("z", 0.0, precision=np.eye(3))),
      r"\(array @ z\): dimension mismatch: the matrix has shape \(2, 4\) but 'z' is a "
      r"vector of shape \(3,\); B needs shape \(M, 3\)"),
-    (lambda: np.ones((3, 2)) @ ff.VectorGaussian("z", 0.0, precision=np.eye(2)),
-     r"more rows \(M = 3\) than 'z' has dimensions \(D = 2\).*row by row"),
-    (lambda: np.ones((2, 2)) @ ff.VectorGaussian("z", 0.0, precision=np.eye(2)),
-     r"linearly dependent \(rank 1 < M = 2\)"),
+    (lambda: ff.Gaussian("g", np.ones((3, 2)) @ ff.VectorGaussian("z", 0.0,
+                                                                  precision=np.eye(2)),
+                         precision=1.0),
+     r"variable 'g', argument 'mean': \(array @ z\) has a matrix of shape \(3, 2\) "
+     r"\(M = 3 rows, D = 2 columns, M > D\).*only be the mean of ff.VectorGaussian.*"
+     r"row by row"),
+    (lambda: ff.VectorGaussian("u", 0.0, precision=np.eye(2))
+     + np.ones((2, 2)) @ ff.VectorGaussian("z", 0.0, precision=np.eye(2)),
+     r"\(u \+ \(array @ z\)\): \(array @ z\) \(a matrix of shape \(2, 2\), M > D or "
+     r"dependent rows\) can only be shifted by a known vector"),
+    (lambda: ff.VectorGaussian("y", np.ones((3, 2)) @ ff.VectorGaussian(
+        "z", 0.0, precision=np.eye(2)), precision=np.eye(2)),
+     r"y: dimension mismatch: the mean \(array @ z\) is an M-vector \(matrix of shape "
+     r"\(3, 2\), M = 3\), but 'precision' is a constant of shape \(2, 2\) \(D = 2\); "
+     r"give an M × M precision"),
+    (lambda: np.ones((3, 2)) @ ff.VectorGaussian("z", 0.0, precision=np.eye(2))
+     + np.ones(2), r"\(\(array @ z\) \+ array\): dimension mismatch: \(array @ z\) is an "
+     r"M-vector \(M = 3\) but the offset has shape \(2,\)"),
     (lambda: ff.matvec(ff.Wishart("lam", 3.0, rate=np.eye(2)),
                        ff.VectorGaussian("z", 0.0, precision=np.eye(2))),
      "the matrix must be a known array; write a random matrix as its rows"),
@@ -85,7 +99,8 @@ def test_covariance_and_scale_are_inverted():
 ], ids=["mean-vs-precision", "mean-vs-covariance", "inner", "not-pd-precision",
         "not-pd-scale", "not-pd-rate", "not-pd-observed", "not-symmetric", "dof", "inner-of-constants",
         "scalar-mean", "vector-as-scalar", "no-spread", "precision-not-square",
-        "matvec-dimension", "matvec-tall", "matvec-rank", "matvec-random-matrix",
+        "matvec-dimension", "tall-product-elsewhere", "tall-product-plus-random",
+        "tall-product-precision", "tall-product-offset", "matvec-random-matrix",
         "vector-sum-dimension", "vector-difference-dimension", "matvec-nan"])
 def test_bad_input_is_refused_where_it_is_written(build, message):
     with ff.Model(), pytest.raises(ff.ModelError, match=message):
