@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from factorflow.distributions import Gamma, Gaussian
+from factorflow.distributions import Distribution, Gamma, Gaussian
 from factorflow.distributions.base import distinct, log_normalizer_or_zero
 from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
@@ -39,6 +39,13 @@ def _expected_square_diff(a, b):
     return d
 
 
+def _rows(v):
+    """A message with its broadcast batch axes shrunk to length 1 whatever its size (a
+    gate's clone of K components over (N, K) is K messages), so that its moments show
+    which axes they are constant along; a known value as it is."""
+    return v.compact(always=True) if isinstance(v, Distribution) else v
+
+
 def _constant_along(a, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
     """Whether ``a`` (a scalar, or an array right-aligned to the plate ``shape`` with its
     broadcast axes already cut to length 1) has one value along every axis in ``axes``."""
@@ -62,6 +69,7 @@ def _reduced_square_diff(sample, mean, weights, reduce: Reduce):
     caller then takes the elementwise path).  Agrees with the elementwise sum to
     rounding of the data's square (about 1e-16 · max x² / E[(x − μ)²] relative)."""
     shape, axes = reduce
+    mean = _rows(mean)
     em, vm = distinct(E(mean)), distinct(_spread(mean))
     if not (_constant_along(em, shape, axes) and _constant_along(vm, shape, axes)):
         return None
@@ -98,6 +106,7 @@ def _data_evidence_by_blas(sample, mean, precision):
     if not is_known(sample):
         return None
     x = distinct(np.asarray(E(sample), float))
+    mean, precision = _rows(mean), _rows(precision)
     m, v = distinct(E(mean)), distinct(_spread(mean))
     tau, elog = distinct(E(precision)), distinct(Elog(precision))
     rows = [np.asarray(a, float) for a in (m, v, tau, elog)]
@@ -129,6 +138,8 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     """Naturals (E[τ] E[x], E[τ]); with ``reduce``, their sums over its plate axes, each
     element's raised to ``weights`` when given (a mixture's Σ_n q_nk E[τ_k] x_n as one
     matrix-vector product: no (N, K) message)."""
+    if reduce is not None:
+        precision = _rows(precision)
     tau = E(precision)  # under a gate: K distinct values, an outer product with the data
     if reduce is None:
         return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(sample), tau))
