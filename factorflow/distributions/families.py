@@ -298,6 +298,10 @@ class Bernoulli(Distribution):
     def is_proper(self) -> np.ndarray:
         return ~np.isnan(self.eta[0])
 
+    def all_proper(self) -> bool:
+        # one reduction, no temporary: the minimum is NaN iff some log-odds is
+        return not np.isnan(np.min(self.eta[0])) if self.eta[0].size else True
+
     def log_prob(self, x: Any) -> np.ndarray:
         x = np.asarray(x, bool)
         return np.where(x, special.log_expit(self.eta[0]), special.log_expit(-self.eta[0]))
@@ -381,6 +385,13 @@ class Discrete(Distribution):
     def is_proper(self) -> np.ndarray:
         return np.any(np.isfinite(self.eta[0]), axis=-1) & ~np.any(np.isnan(self.eta[0]),
                                                                    axis=-1)
+
+    def all_proper(self) -> bool:
+        # one reduction: a finite maximum in every row means a finite entry and no NaN
+        # (the maximum propagates NaN); otherwise the elementwise verdict
+        if self.eta[0].size and np.all(np.isfinite(np.max(self.eta[0], axis=-1))):
+            return True
+        return super().all_proper()
 
     def entropy(self) -> np.ndarray:
         p = self.probs

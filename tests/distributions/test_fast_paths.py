@@ -113,3 +113,23 @@ def test_exp_flushed_is_exp_above_the_cut_and_zero_below():
     rows = rng.uniform(-13_000, 0, (200, 40))
     rows[:, 0] = 0.0
     assert_close(logsumexp(rows, axis=-1), special.logsumexp(rows, axis=-1), 1e-15, 1e-15)
+
+
+@pytest.mark.parametrize("family", ["Discrete", "Bernoulli", "Gamma"])
+def test_all_proper_is_the_elementwise_verdict(family):
+    """``all_proper`` (one reduction for Discrete and Bernoulli) is True exactly when every
+    element is proper and no parameter is NaN, on arrays with NaN, ±inf and all -inf
+    rows injected at random."""
+    from factorflow import distributions as dist
+
+    rng = np.random.default_rng(6)
+    for trial in range(200):
+        eta = [rng.normal(size=(7, 3)) for _ in range(2 if family == "Gamma" else 1)]
+        for e in eta:
+            for _ in range(rng.integers(0, 3)):
+                e[rng.integers(7), rng.integers(3)] = rng.choice([np.nan, np.inf, -np.inf])
+            if trial % 17 == 0:
+                e[rng.integers(7)] = -np.inf
+        d = getattr(dist, family).from_natural(*eta)
+        want = bool(np.all(d.is_proper())) and not any(np.isnan(e).any() for e in eta)
+        assert d.all_proper() is want or d.all_proper() == want
