@@ -21,6 +21,7 @@ from factorflow.distributions.base import (
     memo_of,
     remember,
     sample_shape,
+    traced,
     zeros_view,
 )
 from factorflow.errors import ModelError
@@ -395,6 +396,11 @@ class Discrete(Distribution):
 
     def entropy(self) -> np.ndarray:
         p = self.probs
+        if not traced():  # −Σ p log p from the remembered log-probabilities: one pass
+            with np.errstate(invalid="ignore"):
+                fast = -np.einsum("...k,...k->...", p, log_normalize(self.eta[0]))
+            if not np.isnan(fast).any():  # (0 · −inf: the elementwise way below)
+                return fast
         return -np.sum(special.xlogy(p, p), axis=-1)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
