@@ -663,34 +663,14 @@ def log_normalize(log_w: np.ndarray) -> np.ndarray:
     """log weights normalised over the last axis (remembered per array, and a result
     is known to be normalised: normalising it again costs nothing)."""
     def compute(x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = x - logsumexp(x, axis=-1, keepdims=True)
         if TRACED:
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return x - logsumexp(x, axis=-1, keepdims=True)
-        out, probs = _log_normalize_with_probs(x)
+            return out
         out.flags.writeable = False
         remember("log_normalize", out, out)
-        # the probabilities exp(out) come with the sum: remembered, no second exp pass
-        probs.flags.writeable = False
-        remember("exp", out, probs)
         return out
     return memo_of("log_normalize", np.asarray(log_w, dtype=float), compute)
-
-
-def _log_normalize_with_probs(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(x − logsumexp(x), its exponential) over the last axis, from one exponential
-    pass: the shifted weights e = exp(x − max) give both log Σ e and the probabilities
-    e / Σ e (equal to ``exp_flushed`` of the first to rounding, with entries below
-    e^-700 of the row's largest flushed to 0)."""
-    top = np.max(x, axis=-1, keepdims=True)
-    if not all_true(np.isfinite(top)):
-        top = np.where(np.isfinite(top), top, 0.0)
-    shifted = np.subtract(x, top)
-    e = exp_flushed(shifted)
-    total = np.sum(e, axis=-1, keepdims=True)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        shifted -= np.log(total)
-        e /= total
-    return shifted, e
 
 
 def distinct(a: Any) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from factorflow.distributions import Distribution, Gamma, Gaussian
-from factorflow.distributions.base import distinct, log_normalizer_or_zero
+from factorflow.distributions.base import distinct, log_normalizer_or_zero, traced
 from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
 from factorflow.factors.common import Reduce, collapsed, plate_einsum
@@ -43,7 +43,17 @@ def _rows(v):
     """A message with its broadcast batch axes shrunk to length 1 whatever its size (a
     gate's clone of K components over (N, K) is K messages), so that its moments show
     which axes they are constant along; a known value as it is."""
-    return v.compact(always=True) if isinstance(v, Distribution) else v
+    if not isinstance(v, Distribution):
+        return v
+    v = v.compact(always=True)
+    if traced():
+        return v
+    # an axis materialised with equal values (a state restored from a checkpoint): shrunk
+    # too, so that the same path, and the same rounding, is taken as for the view
+    for axis, n in enumerate(v.batch_shape):
+        if n > 1 and all(np.all(np.take(e, [0], axis=axis) == e) for e in v.eta):
+            v = v._map(lambda e, nd, axis=axis: np.take(e, [0], axis=axis))
+    return v
 
 
 def _constant_along(a, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
@@ -138,16 +148,10 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     """Naturals (E[τ] E[x], E[τ]); with ``reduce``, their sums over its plate axes, each
     element's raised to ``weights`` when given (a mixture's Σ_n q_nk E[τ_k] x_n as one
     matrix-vector product: no (N, K) message)."""
-    if reduce is not None:
-        precision = _rows(precision)
     tau = E(precision)  # under a gate: K distinct values, an outer product with the data
     if reduce is None:
         return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(sample), tau))
     x, tau = E(sample), distinct(tau)
-    if _constant_along(tau, *reduce):  # E[τ] outside the sums: Σ w x and Σ w
-        s0, s1 = _weighted_sums(weights, (np.broadcast_to(1.0, reduce[0]), x), reduce)
-        tau = _kept(tau, *reduce)
-        return Gaussian.from_natural(*np.broadcast_arrays(tau * s1, tau * s0))
     w = [] if weights is None else [(weights, "")]
     tau_all = np.broadcast_to(tau, np.broadcast_shapes(np.shape(tau), np.shape(x)))
     return Gaussian.from_natural(plate_einsum("", w + [(tau, ""), (x, "")], reduce),

@@ -64,26 +64,6 @@ def test_normalisation_is_remembered_and_exact():
     assert_close(Discrete.from_natural(np.array([[-np.inf, 0.0]])).probs, [[0.0, 1.0]])
 
 
-def test_normalisation_remembers_its_probabilities_from_one_exp_pass():
-    """log_normalize leaves exp(out) remembered (Discrete.probs and a gate's case
-    probabilities read it without a second exponential): equal to exp of the log
-    probabilities to their rounding (1e-16 of |log p| ≤ 900, relative), rows with -inf
-    entries and a row of all -inf included."""
-    from factorflow.distributions.base import exp_flushed, memo_of
-
-    rng = np.random.default_rng(4)
-    x = rng.normal(size=(30, 5)) * 200
-    x[3, 1] = -np.inf
-    x[7] = -np.inf
-    out = log_normalize(x)
-    probs = memo_of("exp", out, lambda a: pytest.fail("the probabilities were recomputed"))
-    assert not probs.flags.writeable
-    finite = np.arange(30) != 7
-    assert_close(probs[finite], exp_flushed(np.array(out[finite])), rtol=1e-13, atol=1e-300)
-    assert_close(probs[finite].sum(axis=-1), np.ones(29), rtol=0, atol=5e-16)
-    assert probs[3, 1] == 0.0 and np.all(np.isnan(out[7])) and np.all(np.isnan(probs[7]))
-
-
 def test_scatter_by_bincount_equals_add_at():
     rng = np.random.default_rng(3)
     index = rng.integers(0, 7, 200)
