@@ -238,21 +238,22 @@ class Distribution(ABC):
         return self._map(lambda e, nd: np.broadcast_to(e, tuple(batch_shape) + e.shape[
             e.ndim - nd:]))
 
-    def compact(self: D) -> D:
+    def compact(self: D, always: bool = False) -> D:
         """The same messages with every batch axis that all natural parameters merely
         broadcast (a stride-0 view, as ``broadcast_to`` makes) shrunk to length 1: an
         elementwise moment of the result, broadcast back to ``batch_shape``, equals the
         moment of ``self`` at the cost of the distinct elements only (a gate's clone of a
         K-vector over an (N, K) plate is K distinct messages, not N·K).  Returns ``self``
         when no axis is broadcast, or when ``self`` is small enough (under
-        ``COMPACT_ABOVE`` elements) that looking costs more than it saves.
+        ``COMPACT_ABOVE`` elements) that looking costs more than it saves, unless
+        ``always`` (a caller whose fast path needs the distinct elements).
 
         >>> big = ff.distributions.Gaussian(np.arange(3.0), variance=1.0).broadcast_to(
         ...     (5000, 3))
         >>> big.compact().batch_shape, bool((big.compact().mean == [0.0, 1.0, 2.0]).all())
         ((1, 3), True)
         """
-        if self.eta[0].size < COMPACT_ABOVE:
+        if self.eta[0].size < COMPACT_ABOVE and not always:
             return self
         nb = len(self.batch_shape)
         shrink = [i for i in range(nb) if all(strides(e)[i] == 0 and e.shape[i] > 1
@@ -499,6 +500,15 @@ class Distribution(ABC):
         True
         """
         return (self * other).log_normalizer() - self.log_normalizer() - other.log_normalizer()
+
+    def all_proper(self) -> bool:
+        """Whether every element is proper and no parameter is NaN (``check_proper``'s
+        verdict, as a bool; families override it with a cheaper pass where one exists).
+
+        >>> ff.distributions.Gamma([1.0, -1.0], rate=1.0).all_proper()
+        False
+        """
+        return bool(np.all(self.is_proper())) and not any(np.isnan(e).any() for e in self.eta)
 
     def check_proper(self, what: str) -> None:
         """Raise ImproperMessageError naming ``what`` unless every element is proper

@@ -21,6 +21,7 @@ from factorflow.distributions.base import (
     memo_of,
     remember,
     sample_shape,
+    traced,
     zeros_view,
 )
 from factorflow.errors import ModelError
@@ -298,6 +299,10 @@ class Bernoulli(Distribution):
     def is_proper(self) -> np.ndarray:
         return ~np.isnan(self.eta[0])
 
+    def all_proper(self) -> bool:
+        # one reduction, no temporary: the minimum is NaN iff some log-odds is
+        return not np.isnan(np.min(self.eta[0])) if self.eta[0].size else True
+
     def log_prob(self, x: Any) -> np.ndarray:
         x = np.asarray(x, bool)
         return np.where(x, special.log_expit(self.eta[0]), special.log_expit(-self.eta[0]))
@@ -382,8 +387,20 @@ class Discrete(Distribution):
         return np.any(np.isfinite(self.eta[0]), axis=-1) & ~np.any(np.isnan(self.eta[0]),
                                                                    axis=-1)
 
+    def all_proper(self) -> bool:
+        # one reduction: a finite maximum in every row means a finite entry and no NaN
+        # (the maximum propagates NaN); otherwise the elementwise verdict
+        if self.eta[0].size and np.all(np.isfinite(np.max(self.eta[0], axis=-1))):
+            return True
+        return super().all_proper()
+
     def entropy(self) -> np.ndarray:
         p = self.probs
+        if not traced():  # −Σ p log p from the remembered log-probabilities: one pass
+            with np.errstate(invalid="ignore"):
+                fast = -np.einsum("...k,...k->...", p, log_normalize(self.eta[0]))
+            if not np.isnan(fast).any():  # (0 · −inf: the elementwise way below)
+                return fast
         return -np.sum(special.xlogy(p, p), axis=-1)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:

@@ -93,8 +93,9 @@ def _probs_vmp(sample, probs, *, reduce: Reduce | None = None,
         stats = _sample_stats(sample, size)
         return Dirichlet.from_natural(np.broadcast_to(stats, shape + stats.shape[-1:]))
     w = np.ones(()) if weights is None else np.asarray(weights, float)
-    if not is_known(sample):
-        counts = plate_einsum("i", [(w, ""), (sample.probs, "i")], reduce)
+    if not is_known(sample):  # (no weights: the probabilities summed, no product made)
+        terms = [(sample.probs, "i")] if weights is None else [(w, ""), (sample.probs, "i")]
+        counts = plate_einsum("i", terms, reduce)
         return Dirichlet.from_natural(np.broadcast_to(counts, reduced_shape(reduce) + (size,)))
     return Dirichlet.from_natural(_scatter_counts(np.asarray(E(sample), int), w, size,
                                                   reduce))

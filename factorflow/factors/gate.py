@@ -111,9 +111,16 @@ def _cases_log_average_factor(cases, selector) -> np.ndarray:
 
 @CASES.evidence_operator("vmp")
 def _cases_average_log_factor(cases, selector) -> np.ndarray:
-    """Σ_k q(k) ℓ_k."""
-    q = np.exp(log_probs(selector))
-    return np.sum(times_finite(q, _logits(cases)), axis=-1)
+    """Σ_k q(k) ℓ_k (a term of probability 0 adds 0, whatever its ℓ)."""
+    lp = log_probs(selector)
+    q = np.exp(lp) if traced() else memo_of("exp", lp, exp_flushed)  # (normalising kept it)
+    lw = _logits(cases)
+    if not traced():  # one fused pass; 0 · (−inf) and the like fall back below
+        with np.errstate(invalid="ignore"):
+            fast = np.einsum("...k,...k->...", *np.broadcast_arrays(q, lw))
+        if not np.isnan(fast).any():
+            return fast
+    return np.sum(times_finite(q, lw), axis=-1)
 
 
 # ----- Gate.Enter, EnterPartial, EnterOne -----------------------------------------------

@@ -106,6 +106,8 @@ def check_proper(d: Distribution, what: str, iteration: int | None = None,
     if small is not d and np.all(small.is_proper()) and not any(
             np.isnan(e).any() for e in small.eta):
         return
+    if d.all_proper():  # (one cheap pass over an (N, K) posterior where it is proper)
+        return
     d.check_proper(what if iteration is None else f"{what}, at iteration {iteration + 1}")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from factorflow.distributions import Bernoulli, Gamma, Gaussian
 from tests.conftest import assert_close
@@ -176,3 +177,54 @@ def test_fused_vmp_messages_equal_the_weighted_product_of_per_element_messages(d
         unweighted = fn(**args, reduce=((n, k), (0,)))
         for got, e in zip(unweighted.eta, per_element.eta, strict=True):
             assert_close(got, np.sum(np.broadcast_to(e, (n, k)), axis=0), rtol=1e-12)
+
+
+@SETTINGS
+@given(st.integers(2, 30), st.integers(2, 6), st.floats(0.1, 200.0), st.integers(0, 2**16))
+def test_mixture_data_evidence_and_fused_messages_equal_the_elementwise_formulas(
+        n, k, scale, seed):
+    """The Switch shapes (N known points (N, 1) against K components (1, K)) take the
+    sufficient-statistic paths: E[log f] as one (N, 3) × (3, K) product and the fused
+    messages to the mean and precision as (C, N) × (N, K) products.  Each equals the
+    elementwise formula computed here (to the rounding of x², data up to ``scale``); a
+    mean that varies along the data falls back to the elementwise path, same formula."""
+    from scipy import special as sp
+
+    from factorflow.factors import FACTORS
+    from factorflow.factors.gaussian import _data_evidence_by_blas, _reduced_square_diff
+
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 1)) * scale
+    m, v = rng.normal(size=k) * scale, rng.uniform(0.1, 3.0, k)
+    a, b = rng.uniform(0.5, 4.0, k), rng.uniform(0.2, 3.0, k)
+    w = rng.dirichlet(np.ones(k), size=n)
+    q_mu, q_tau = Gaussian(m, v), Gamma(a, rate=b)
+    e_tau, e_log_tau = a / b, sp.digamma(a) - np.log(b)
+    d2 = (x - m) ** 2 + v                                                   # (N, K)
+    want = 0.5 * e_log_tau - 0.5 * np.log(2 * np.pi) - 0.5 * e_tau * d2
+    tol = 1e-15 * (scale ** 2 + 1) * 40
+    got = evidence("Gaussian", "vmp")(sample=x, mean=q_mu.broadcast_to((n, k)),
+                                      precision=q_tau.broadcast_to((n, k)))
+    assert_close(got, want, rtol=1e-12, atol=tol * e_tau.max())
+    red = ((n, k), (0,))
+    # (the fast paths are the ones taken for these shapes)
+    row_mu = Gaussian(m[None], v[None])                            # (1, K) components
+    assert _data_evidence_by_blas(x, row_mu, q_tau) is not None
+    assert_close(_data_evidence_by_blas(x, row_mu, q_tau), want, rtol=1e-12,
+                 atol=tol * e_tau.max())
+    assert _reduced_square_diff(x, row_mu, w, red) is not None
+    assert_close(_reduced_square_diff(x, row_mu, w, red)[1], np.sum(w * d2, axis=0),
+                 rtol=1e-12, atol=tol * n)
+    prec = FACTORS["Gaussian"].operators[("vmp", "precision")].fn(
+        sample=x, mean=q_mu.broadcast_to((n, k)), reduce=red, weights=w)
+    assert_close(prec.eta[0], 0.5 * w.sum(0), rtol=1e-13)
+    assert_close(prec.eta[1], -0.5 * np.sum(w * d2, axis=0), rtol=1e-12, atol=tol * n)
+    mean = FACTORS["Gaussian"].operators[("vmp", "mean")].fn(
+        sample=x, precision=q_tau.broadcast_to((n, k)), reduce=red, weights=w)
+    assert_close(mean.eta[0], e_tau * np.sum(w * x, axis=0), rtol=1e-12, atol=1e-12 * scale)
+    assert_close(mean.eta[1], e_tau * w.sum(0), rtol=1e-13)
+    # a mean per datum (varies along the reduced axis): the elementwise path
+    m_n = rng.normal(size=(n, k)) * scale
+    prec_n = FACTORS["Gaussian"].operators[("vmp", "precision")].fn(
+        sample=x, mean=Gaussian(m_n, np.broadcast_to(v, (n, k))), reduce=red, weights=w)
+    assert_close(prec_n.eta[1], -0.5 * np.sum(w * ((x - m_n) ** 2 + v), axis=0), rtol=1e-12)
