@@ -197,6 +197,13 @@ def _switch_ranges(model: Model, rname: dict[str, str], names: dict[str, str],
     return out
 
 
+#: arguments whose value has an event axis although their domain has none (a Dirichlet's
+#: pseudo-counts, one per category): laid out as a vector, so that one given per plate
+#: element aligns its plate axes without the event's (fuzz: per-element pseudo-counts
+#: inside a Switch in that plate broadcast the categories against the cases)
+_EVENT_ARGS = {("Dirichlet", "alpha"): "vector"}
+
+
 def _statement(call: FactorCall, plates: tuple[str, ...], operand, b: Bindings) -> Stmt:
     outputs = ()
     if call.output is not None:
@@ -205,7 +212,8 @@ def _statement(call: FactorCall, plates: tuple[str, ...], operand, b: Bindings) 
     about = call.output if call.output is not None else next(
         (v for v in call.args.values() if isinstance(v, Variable)), None)
     owner = b.names[about.name] if about is not None else USER_PREFIX + "const"
-    inputs = tuple((k, operand(v, plates, factor.arg(k).domain, owner, k))
+    inputs = tuple((k, operand(v, plates, _EVENT_ARGS.get((call.factor, k),
+                                                          factor.arg(k).domain), owner, k))
                    for k, v in call.args.items())
     return Stmt(call.factor, outputs, inputs, provenance=call.provenance)
 

@@ -918,3 +918,34 @@ def test_gates_in_each_branch_of_an_observed_condition_inside_a_plate(size):
         result = model.infer(algorithm, iterations=50)
         assert_close(result.log_evidence, np.log(0.8) + size * np.log(0.56), atol=1e-10)
         assert_close(result["e12"].p, np.full(size, 0.16 / 0.56), atol=1e-10)
+
+
+@pytest.mark.parametrize("observed", [False, True], ids=["latent-with-child", "observed"])
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_dirichlet_with_pseudo_counts_per_element_inside_a_switch(algorithm, observed):
+    """Fuzz (issue 10, 42 EP runs of 10,000): a Dirichlet given one row of pseudo-counts
+    per plate element inside ff.Switch(z) in that plate laid its (i, K) counts over the
+    (i, cases) axes (a raw broadcast ValueError).  Every case has the same factors, so z
+    keeps its prior and the rest is exact: observed d_i, log Z = Σ_i log Dir(d_i; α_i);
+    latent d_i with w_i ~ Discrete(d_i) observed, log Z = Σ_i log(α_i[w_i] / Σα_i) and
+    d_i | w_i ~ Dirichlet(α_i + e_{w_i})."""
+    alpha = np.array([[1.0, 2.0, 0.5], [3.0, 1.5, 1.0], [0.5, 2.5, 4.0], [2.0, 2.0, 1.0]])
+    values = np.array([[0.2, 0.3, 0.5], [0.6, 0.3, 0.1], [0.1, 0.1, 0.8], [0.3, 0.3, 0.4]])
+    w = np.array([2, 0, 1, 2])
+    with ff.Model("dirichlet_rows_in_switch") as model:
+        with ff.Plate(ff.Range("i", 4)):
+            z = ff.Discrete("z", np.array([0.3, 0.7]))
+            with ff.Switch(z):
+                d = ff.Dirichlet("d", alpha, observed=values if observed else None)
+                if not observed:
+                    ff.Discrete("w", d, observed=w)
+    result = model.infer(algorithm, iterations=5)
+    assert_close(result["z"].probs, np.tile([0.3, 0.7], (4, 1)), rtol=1e-12)
+    if observed:
+        exact = sum(stats.dirichlet.logpdf(v, a) for v, a in zip(values, alpha, strict=True))
+        assert_close(result.log_evidence, exact, rtol=1e-12)
+        return
+    rows = np.arange(4)
+    exact = np.sum(np.log(alpha[rows, w] / alpha.sum(axis=1)))
+    assert_close(result.log_evidence, exact, rtol=1e-12)
+    assert_close(result["d"].alpha, alpha + np.eye(3)[w], rtol=1e-10)
