@@ -949,3 +949,37 @@ def test_a_dirichlet_with_pseudo_counts_per_element_inside_a_switch(algorithm, o
     exact = np.sum(np.log(alpha[rows, w] / alpha.sum(axis=1)))
     assert_close(result.log_evidence, exact, rtol=1e-12)
     assert_close(result["d"].alpha, alpha + np.eye(3)[w], rtol=1e-10)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_an_observed_switch_gathers_into_a_plate_opened_inside_it(algorithm):
+    """Fuzz (issue 10, 20 EP runs of 10,000): ``x[z]`` read inside ff.Switch(z), z observed
+    over plate i, in a plate j opened inside the Switch: the gather's index (over i) met a
+    use over (i, j) (a raw "axis remapping" ValueError).  With z known the model is a
+    conjugate Gaussian tree: x[k] ~ N(m, s²), y[i, j] ~ N(x[z_i], 1/τ[i, j]); log Z and
+    x's posterior by Gaussian conditioning, exact under EP and VMP (one latent per
+    group)."""
+    m, s2 = 0.5, 2.0
+    z = np.array([1, 0, 1, 1])
+    tau = np.array([[3.5, 1.0], [0.5, 2.0], [1.0, 1.5], [2.0, 0.25]])
+    y = np.array([[0.0, 1.0], [2.5, -1.0], [2.5, 0.5], [-1.0, 3.0]])
+    with ff.Model("gather_into_inner_plate") as model:
+        with ff.Plate(ff.Range("k", 2)):
+            x = ff.Gaussian("x", m, variance=s2)
+        with ff.Plate(ff.Range("i", 4)):
+            c = ff.Discrete("c", np.array([0.4, 0.6]), observed=z)
+            with ff.Switch(c):
+                with ff.Plate(ff.Range("j", 2)):
+                    ff.Gaussian("y", x[c], precision=tau, observed=y)
+    result = model.infer(algorithm, iterations=10)
+    exact, means, variances = np.sum(np.log([0.4, 0.6])[z]), [], []
+    for k in range(2):
+        obs, t = y[z == k].ravel(), tau[z == k].ravel()
+        cov = s2 * np.ones((obs.size, obs.size)) + np.diag(1 / t)
+        exact += stats.multivariate_normal.logpdf(obs, np.full(obs.size, m), cov)
+        precision = 1 / s2 + t.sum()
+        means.append((m / s2 + t @ obs) / precision)
+        variances.append(1 / precision)
+    assert_close(result.log_evidence, exact, rtol=1e-12)
+    assert_close(result["x"].mean, means, rtol=1e-12)
+    assert_close(result["x"].variance, variances, rtol=1e-12)
