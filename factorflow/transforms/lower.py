@@ -23,6 +23,7 @@ from factorflow.ir import Const, For, If, Node, Program, Ref, Stmt, VarDecl
 from factorflow.model.chains import Table, check_complete
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
 from factorflow.model.factories import event_shape
+from factorflow.model.gates import exclusive, same_branch
 
 
 @dataclass
@@ -129,7 +130,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                     if name not in dict(ranges))
 
     stmts: list[tuple[tuple, Stmt]] = []
-    for call in model.statements:
+    for call in _live_statements(model):
         plates = tuple(rname[p.name] for p in call.plates)
         frames: list[tuple] = []
         switched: dict[str, GateFrame] = {}  # user range -> the Switch looping over it
@@ -165,10 +166,39 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                 switched[loop] = f
                 frames.append(("for", loop))
                 frames.append(("if", cond, loop, False, id(f)))
-            else:
+            elif not _implied(f, call.frames):
                 frames.append(("if", cond, f.value, f.negated, id(f)))
         stmts.append((_gates_outside_loops(frames), _statement(call, plates, operand, b)))
     return Program(sanitize(model.name), ranges, tuple(decls), _nest(stmts)), b
+
+
+def _implied(frame: GateFrame, frames: tuple) -> bool:
+    """Whether an enclosing branch of ``frames`` on the same condition selects the same
+    value as ``frame`` (``ff.If(c)`` inside ``ff.If(c)``): the inner one adds nothing."""
+    outer = frames[:frames.index(frame)]
+    return any(isinstance(g, GateFrame) and same_branch(g, frame) for g in outer)
+
+
+def _live_statements(model: Model) -> list[FactorCall]:
+    """The statements that can hold: without those nested in two branches of one condition
+    that exclude each other (``ff.IfNot(c)`` inside ``ff.If(c)``).  ModelError, naming it,
+    for a latent variable defined only there (an observed one there is simply absent)."""
+    live, dead = [], []
+    for call in model.statements:
+        gates = [f for f in call.frames if isinstance(f, GateFrame)]
+        never = next(((g, f) for i, f in enumerate(gates) for g in gates[:i]
+                      if exclusive(g, f)), None)
+        (dead if never else live).append((call, never))
+    defined = {c.output.name for c, _ in live if c.output is not None}
+    for call, (outer, inner) in dead:
+        if call.output is not None and not call.output.is_observed \
+                and call.output.name not in defined:
+            raise ModelError(
+                f"{call.provenance or call.output.name}: {call.output.name} is defined only "
+                f"inside {inner.describe()} nested in {outer.describe()}, which can never "
+                f"both hold; define {call.output.name} in a branch that can, or remove "
+                "the statement.")
+    return [c for c, _ in live]
 
 
 def _switch_ranges(model: Model, rname: dict[str, str], names: dict[str, str],
