@@ -151,6 +151,8 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                                                           for p in f.condition.plates))
             if f.kind == "switch" and f.condition.is_observed:
                 continue  # each element's case is its observed value: array[z] gathers
+            if f.kind == "switch" and _picked(f, call.frames):
+                continue  # ff.Case(z, k) inside ff.Switch(z): the statement is case k's
             if f.kind == "switch":
                 loop = switch_range[id(f)][0]
                 around = (f"ff.Plate({opened[loop].name})" if loop in opened
@@ -176,18 +178,30 @@ def _implied(frame: GateFrame, frames: tuple) -> bool:
     """Whether an enclosing branch of ``frames`` on the same condition selects the same
     value as ``frame`` (``ff.If(c)`` inside ``ff.If(c)``): the inner one adds nothing."""
     outer = frames[:frames.index(frame)]
-    return any(isinstance(g, GateFrame) and same_branch(g, frame) for g in outer)
+    return not frame.condition.is_observed and any(
+        isinstance(g, GateFrame) and same_branch(g, frame) for g in outer)
+
+
+def _picked(switch: GateFrame, frames: tuple) -> bool:
+    """Whether an ``ff.Case`` / ``ff.If`` inside ``switch`` picks one of its cases: the
+    statement belongs to that case alone, as if written outside the Switch (``array[z]``
+    there reads the case's element)."""
+    inner = frames[frames.index(switch) + 1:]
+    return any(isinstance(g, GateFrame) and g.kind != "switch"
+               and g.condition is switch.condition for g in inner)
 
 
 def _live_statements(model: Model) -> list[FactorCall]:
-    """The statements that can hold: without those nested in two branches of one condition
-    that exclude each other (``ff.IfNot(c)`` inside ``ff.If(c)``).  ModelError, naming it,
-    for a latent variable defined only there (an observed one there is simply absent)."""
+    """The statements that can hold: without those nested in two branches of one latent
+    condition that exclude each other (``ff.IfNot(c)`` inside ``ff.If(c)``).  ModelError,
+    naming it, for a latent variable defined only there (an observed one there is simply
+    absent).  On an observed condition the gates stay: a variable defined only there is
+    excluded from the result (``model.gates.excluded_elements``)."""
     live, dead = [], []
     for call in model.statements:
         gates = [f for f in call.frames if isinstance(f, GateFrame)]
         never = next(((g, f) for i, f in enumerate(gates) for g in gates[:i]
-                      if exclusive(g, f)), None)
+                      if exclusive(g, f) and not f.condition.is_observed), None)
         (dead if never else live).append((call, never))
     defined = {c.output.name for c, _ in live if c.output is not None}
     for call, (outer, inner) in dead:
