@@ -182,6 +182,14 @@ def exclusive(a: GateFrame, b: GateFrame) -> bool:
     return _case_value(a) != _case_value(b)
 
 
+def never_holds(frames: tuple) -> bool:
+    """Whether a statement inside ``frames`` sits in two branches of one latent condition
+    that exclude each other (``ff.IfNot(c)`` inside ``ff.If(c)``): it is never part of
+    the model."""
+    gates = [f for f in frames if isinstance(f, GateFrame) and not f.condition.is_observed]
+    return any(exclusive(g, f) for i, f in enumerate(gates) for g in gates[:i])
+
+
 def same_branch(a: GateFrame, b: GateFrame) -> bool:
     """Whether branches ``a`` and ``b`` hold together (If/Case on one condition selecting one
     value; not a Switch)."""
@@ -211,6 +219,8 @@ def excluded_elements(model: Model, observed: dict[str, Any]) -> dict[str, np.nd
             continue
         live = np.zeros(var.shape, bool)
         for gates in definitions:
+            if never_holds(gates):
+                continue
             here = np.ones(var.shape, bool)
             for gate in gates:
                 here &= _gate_holds(gate, observed, var)

@@ -23,7 +23,7 @@ from factorflow.ir import Const, For, If, Node, Program, Ref, Stmt, VarDecl
 from factorflow.model.chains import Table, check_complete
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
 from factorflow.model.factories import event_shape
-from factorflow.model.gates import exclusive, same_branch
+from factorflow.model.gates import never_holds, same_branch
 
 
 @dataclass
@@ -193,26 +193,11 @@ def _picked(switch: GateFrame, frames: tuple) -> bool:
 
 def _live_statements(model: Model) -> list[FactorCall]:
     """The statements that can hold: without those nested in two branches of one latent
-    condition that exclude each other (``ff.IfNot(c)`` inside ``ff.If(c)``).  ModelError,
-    naming it, for a latent variable defined only there (an observed one there is simply
-    absent).  On an observed condition the gates stay: a variable defined only there is
-    excluded from the result (``model.gates.excluded_elements``)."""
-    live, dead = [], []
-    for call in model.statements:
-        gates = [f for f in call.frames if isinstance(f, GateFrame)]
-        never = next(((g, f) for i, f in enumerate(gates) for g in gates[:i]
-                      if exclusive(g, f) and not f.condition.is_observed), None)
-        (dead if never else live).append((call, never))
-    defined = {c.output.name for c, _ in live if c.output is not None}
-    for call, (outer, inner) in dead:
-        if call.output is not None and not call.output.is_observed \
-                and call.output.name not in defined:
-            raise ModelError(
-                f"{call.provenance or call.output.name}: {call.output.name} is defined only "
-                f"inside {inner.describe()} nested in {outer.describe()}, which can never "
-                f"both hold; define {call.output.name} in a branch that can, or remove "
-                "the statement.")
-    return [c for c, _ in live]
+    condition that exclude each other (``ff.IfNot(c)`` inside ``ff.If(c)``).  A variable
+    defined only there is not part of the model, as one defined only in branches that
+    observed conditions exclude (``model.gates.excluded_elements``); on an observed
+    condition the gates stay, and do the same."""
+    return [call for call in model.statements if not never_holds(call.frames)]
 
 
 def _switch_ranges(model: Model, rname: dict[str, str], names: dict[str, str],
