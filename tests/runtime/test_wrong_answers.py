@@ -1066,3 +1066,22 @@ def test_a_case_inside_a_switch_on_its_condition_is_that_case(algorithm):
         return
     assert_close(result.log_evidence, exact, rtol=1e-12)
     assert_close(result["z"].probs, np.exp(joint - exact), rtol=1e-10)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_point_mass_message_over_an_empty_plate_is_uniform(algorithm):
+    """Fuzz (issue 10, 6 EP runs of 10,000 ending in an unnamed ImproperMessageError):
+    ff.constrain_true(v) in a plate of size 0, v outside it: the product of no messages
+    multiplied the point mass's log-odds (∞) by 0 (NaN), and v's posterior was NaN.  The
+    plate holds no factor, so v keeps its prior exactly; an unrelated And constraint
+    beside it is exact too (P(a) = P(b) = 1)."""
+    with ff.Model("empty_constraint") as model:
+        v = ff.Bernoulli("v", 0.8)
+        with ff.Plate(ff.Range("n", 0)):
+            ff.constrain_true(v)
+        a, b = ff.Bernoulli("a", 0.8), ff.Bernoulli("b", 0.2)
+        ff.constrain_true(a & b)
+    result = model.infer(algorithm, iterations=3)
+    assert_close(result["v"].p, 0.8, rtol=1e-12)
+    assert_close(result["a"].p, 1.0, rtol=1e-12)
+    assert_close(result["b"].p, 1.0, rtol=1e-12)
