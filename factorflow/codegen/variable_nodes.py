@@ -11,10 +11,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from factorflow.codegen import names
-from factorflow.ir import Stmt, VarDecl
+from factorflow.ir import Ref, Stmt, VarDecl
 
 if TYPE_CHECKING:
     from factorflow.codegen.python import _Emitter
+
+
+def gather_index(e: _Emitter, index: Ref, use_plates: tuple[str, ...]) -> str:
+    """A gather's index array laid out over the use's plates: an index over fewer plates
+    than the use (an observed Switch condition over n, read in a plate opened inside the
+    Switch) is broadcast along the others, so the gather and its scatter see one index
+    per use element."""
+    own = index.index if all(isinstance(i, str) for i in index.index) else ()
+    if not own or own == use_plates or not set(own) <= set(use_plates):
+        return index.var
+    positions = tuple(use_plates.index(p) for p in own)
+    return (f"np.broadcast_to(align_plates({index.var}, {positions}, {len(use_plates)}), "
+            f"{e.shape(use_plates)})")
 
 
 def reduced(e: _Emitter, name: str, how: tuple, use_plates: tuple[str, ...],
@@ -33,7 +46,8 @@ def reduced(e: _Emitter, name: str, how: tuple, use_plates: tuple[str, ...],
     if how[0] == "slots":
         return f"place_slots({name}, {tuple(how[1])}, {e.shape(var.plates)})"
     size = var.plates[0]
-    return f"scatter_prod({name}, {how[1].var}, {e.shape(use_plates)}, {size})"
+    return (f"scatter_prod({name}, {gather_index(e, how[1], use_plates)}, "
+            f"{e.shape(use_plates)}, {size})")
 
 
 def marginal(e: _Emitter, s: Stmt, depth: int) -> None:
@@ -63,7 +77,7 @@ def use(e: _Emitter, s: Stmt, depth: int) -> None:
     ins = dict(s.inputs)
     marg = ins["marginal"].var
     if how[0] == "gather":
-        marg = f"{marg}.take({how[1].var})"
+        marg = f"{marg}.take({gather_index(e, how[1], up)})"
     elif how[0] == "element":
         marg = f"take_element({marg}, {tuple(how[1])})"
         rest = tuple(p for i, p in enumerate(var.plates) if i not in dict(how[1]))
@@ -118,7 +132,7 @@ def evidence(e: _Emitter, s: Stmt, depth: int) -> None:
     for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
                                       strict=True)):
         if how[0] == "gather":
-            h = f"('gather', {how[1].var})"
+            h = f"('gather', {gather_index(e, how[1], up)})"
         elif how[0] == "broadcast":
             h = f"('broadcast', None, {tuple(up.index(p) for p in how[1])})"
         elif how[0] in ("element", "slots"):

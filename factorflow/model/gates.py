@@ -148,11 +148,14 @@ def check_defined_for(model: Model, var: Variable, what: str) -> None:
     # a definition in another branch of a gate open here is not read here (inside
     # ff.IfNot(c) the variable is the one defined in that branch, not in ff.If(c))
     definitions = [d for d in model.definitions.get(var.name, [])
-                   if not any(_exclusive(g, o) for g in d for o in open_gates)]
+                   if not any(exclusive(g, o) for g in d for o in open_gates)]
     outside = [d for d in definitions if not set(d) <= set(open_gates)]
     if not outside:
         return
-    closed = {f for d in outside for f in d if f not in open_gates}
+    # a gate nested in an open one on the same condition and value holds wherever the
+    # open one does (ff.If(c) inside ff.If(c), ff.Case(c, 0) inside ff.IfNot(c))
+    closed = {f for d in outside for f in d if f not in open_gates
+              and not any(same_branch(f, o) for o in open_gates)}
     for frame in closed:
         siblings = [g for d in outside for g in d if g.condition is frame.condition]
         if frame.kind == "switch":
@@ -169,7 +172,7 @@ def check_defined_for(model: Model, var: Variable, what: str) -> None:
                              "gate.")
 
 
-def _exclusive(a: GateFrame, b: GateFrame) -> bool:
+def exclusive(a: GateFrame, b: GateFrame) -> bool:
     """Whether branches ``a`` and ``b`` can never hold together (If and IfNot on one
     condition, or two Cases of one condition with different values)."""
     if a is b or a.condition is not b.condition or "switch" in (a.kind, b.kind):
@@ -177,6 +180,21 @@ def _exclusive(a: GateFrame, b: GateFrame) -> bool:
     if a.kind == "if" and b.kind == "if":
         return a.negated != b.negated
     return _case_value(a) != _case_value(b)
+
+
+def never_holds(frames: tuple) -> bool:
+    """Whether a statement inside ``frames`` sits in two branches of one latent condition
+    that exclude each other (``ff.IfNot(c)`` inside ``ff.If(c)``): it is never part of
+    the model."""
+    gates = [f for f in frames if isinstance(f, GateFrame) and not f.condition.is_observed]
+    return any(exclusive(g, f) for i, f in enumerate(gates) for g in gates[:i])
+
+
+def same_branch(a: GateFrame, b: GateFrame) -> bool:
+    """Whether branches ``a`` and ``b`` hold together (If/Case on one condition selecting one
+    value; not a Switch)."""
+    return (a.condition is b.condition and "switch" not in (a.kind, b.kind)
+            and _case_value(a) == _case_value(b))
 
 
 def _case_value(frame: GateFrame) -> Any:
@@ -201,6 +219,8 @@ def excluded_elements(model: Model, observed: dict[str, Any]) -> dict[str, np.nd
             continue
         live = np.zeros(var.shape, bool)
         for gates in definitions:
+            if never_holds(gates):
+                continue
             here = np.ones(var.shape, bool)
             for gate in gates:
                 here &= _gate_holds(gate, observed, var)

@@ -457,9 +457,11 @@ class CompiledModel:
         if not np.isfinite(log_evidence) and not np.isneginf(log_evidence):
             bad = next((k for k, v in posteriors.items() if not np.all(np.isfinite(
                 np.concatenate([np.ravel(e) for e in v.eta])))), None)
+            var = self.model.variables.get(bad) if bad else None
+            where = f" ({var.provenance})" if var is not None and var.provenance else ""
             raise ImproperMessageError(
                 f"{self.model.name}: the log evidence is {log_evidence}"
-                + (f"; the posterior of {bad!r} is not finite" if bad else "")
+                + (f"; the posterior of {bad!r}{where} is not finite" if bad else "")
                 + "; some message became improper.")
         b = self.compilation.bindings
         assert b is not None

@@ -45,6 +45,8 @@ def prod_over(msg: Distribution, shape: tuple[int, ...], axis: tuple[int, ...]
                 sum_axes.append(ax)
         red = np.sum(e, axis=tuple(sum_axes), keepdims=True) if sum_axes else e
         red = red[tuple(0 if i in axis else slice(None) for i in range(red.ndim))]
+        if scale == 0.0:  # a broadcast message over an empty plate: uniform (0 · ∞ is
+            red = np.zeros_like(red)  # NaN for a point mass's natural parameter)
         out.append(red * scale if scale != 1.0 else red)
     return msg.from_natural(*out)
 

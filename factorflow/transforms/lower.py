@@ -23,6 +23,7 @@ from factorflow.ir import Const, For, If, Node, Program, Ref, Stmt, VarDecl
 from factorflow.model.chains import Table, check_complete
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
 from factorflow.model.factories import event_shape
+from factorflow.model.gates import never_holds, same_branch
 
 
 @dataclass
@@ -129,7 +130,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                     if name not in dict(ranges))
 
     stmts: list[tuple[tuple, Stmt]] = []
-    for call in model.statements:
+    for call in _live_statements(model):
         plates = tuple(rname[p.name] for p in call.plates)
         frames: list[tuple] = []
         switched: dict[str, GateFrame] = {}  # user range -> the Switch looping over it
@@ -150,6 +151,8 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                                                           for p in f.condition.plates))
             if f.kind == "switch" and f.condition.is_observed:
                 continue  # each element's case is its observed value: array[z] gathers
+            if f.kind == "switch" and _picked(f, call.frames):
+                continue  # ff.Case(z, k) inside ff.Switch(z): the statement is case k's
             if f.kind == "switch":
                 loop = switch_range[id(f)][0]
                 around = (f"ff.Plate({opened[loop].name})" if loop in opened
@@ -165,10 +168,36 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                 switched[loop] = f
                 frames.append(("for", loop))
                 frames.append(("if", cond, loop, False, id(f)))
-            else:
+            elif not _implied(f, call.frames):
                 frames.append(("if", cond, f.value, f.negated, id(f)))
         stmts.append((_gates_outside_loops(frames), _statement(call, plates, operand, b)))
     return Program(sanitize(model.name), ranges, tuple(decls), _nest(stmts)), b
+
+
+def _implied(frame: GateFrame, frames: tuple) -> bool:
+    """Whether an enclosing branch of ``frames`` on the same condition selects the same
+    value as ``frame`` (``ff.If(c)`` inside ``ff.If(c)``): the inner one adds nothing."""
+    outer = frames[:frames.index(frame)]
+    return not frame.condition.is_observed and any(
+        isinstance(g, GateFrame) and same_branch(g, frame) for g in outer)
+
+
+def _picked(switch: GateFrame, frames: tuple) -> bool:
+    """Whether an ``ff.Case`` / ``ff.If`` inside ``switch`` picks one of its cases: the
+    statement belongs to that case alone, as if written outside the Switch (``array[z]``
+    there reads the case's element)."""
+    inner = frames[frames.index(switch) + 1:]
+    return any(isinstance(g, GateFrame) and g.kind != "switch"
+               and g.condition is switch.condition for g in inner)
+
+
+def _live_statements(model: Model) -> list[FactorCall]:
+    """The statements that can hold: without those nested in two branches of one latent
+    condition that exclude each other (``ff.IfNot(c)`` inside ``ff.If(c)``).  A variable
+    defined only there is not part of the model, as one defined only in branches that
+    observed conditions exclude (``model.gates.excluded_elements``); on an observed
+    condition the gates stay, and do the same."""
+    return [call for call in model.statements if not never_holds(call.frames)]
 
 
 def _switch_ranges(model: Model, rname: dict[str, str], names: dict[str, str],
@@ -197,6 +226,13 @@ def _switch_ranges(model: Model, rname: dict[str, str], names: dict[str, str],
     return out
 
 
+#: arguments whose value has an event axis although their domain has none (a Dirichlet's
+#: pseudo-counts, one per category): laid out as a vector, so that one given per plate
+#: element aligns its plate axes without the event's (fuzz: per-element pseudo-counts
+#: inside a Switch in that plate broadcast the categories against the cases)
+_EVENT_ARGS = {("Dirichlet", "alpha"): "vector"}
+
+
 def _statement(call: FactorCall, plates: tuple[str, ...], operand, b: Bindings) -> Stmt:
     outputs = ()
     if call.output is not None:
@@ -205,7 +241,8 @@ def _statement(call: FactorCall, plates: tuple[str, ...], operand, b: Bindings) 
     about = call.output if call.output is not None else next(
         (v for v in call.args.values() if isinstance(v, Variable)), None)
     owner = b.names[about.name] if about is not None else USER_PREFIX + "const"
-    inputs = tuple((k, operand(v, plates, factor.arg(k).domain, owner, k))
+    inputs = tuple((k, operand(v, plates, _EVENT_ARGS.get((call.factor, k),
+                                                          factor.arg(k).domain), owner, k))
                    for k, v in call.args.items())
     return Stmt(call.factor, outputs, inputs, provenance=call.provenance)
 
