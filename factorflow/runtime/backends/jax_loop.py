@@ -23,6 +23,7 @@ stops there (the condition of the while loop), and the host raises
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,21 +37,38 @@ from factorflow.errors import ImproperMessageError
 TURNS = 10
 
 
-class Checks:
-    """The run-time checks met while a program is traced: (what, ok) per check, ``ok``
-    a boolean array on the device (True: every element passed)."""
+class Frame(list):
+    """The checks met while one program or sweep is traced: (what, ok) per check, ``ok``
+    a boolean on the device (True: every element passed); ``skips``: (what, count) per
+    EP update that ``skip_improper`` may skip, ``count`` the elements it skipped (an
+    integer on the device, as NumPy's ``kernels.SKIPPED`` counts them)."""
 
     def __init__(self) -> None:
-        self.frames: list[list[tuple[str, Any]]] = []
+        super().__init__()
+        self.skips: list[tuple[str, Any]] = []
 
-    def record(self, what: str, ok: Any) -> None:
+
+class Checks:
+    """The run-time checks met while a program is traced, one ``Frame`` per traced
+    program or sweep (the innermost is recorded into)."""
+
+    def __init__(self) -> None:
+        self.frames: list[Frame] = []
+
+    def _top(self) -> Frame:
         if not self.frames:
             raise RuntimeError("a JAX kernel check ran outside a traced program")
-        self.frames[-1].append((what, jnp.asarray(ok, bool)))
+        return self.frames[-1]
+
+    def record(self, what: str, ok: Any) -> None:
+        self._top().append((what, jnp.asarray(ok, bool)))
+
+    def skipped(self, what: str, count: Any) -> None:
+        self._top().skips.append((what, jnp.asarray(count, int)))
 
     @contextlib.contextmanager
-    def frame(self) -> Iterator[list[tuple[str, Any]]]:
-        found: list[tuple[str, Any]] = []
+    def frame(self) -> Iterator[Frame]:
+        found = Frame()
         self.frames.append(found)
         try:
             yield found
@@ -127,6 +145,10 @@ class Sweeps:
         self.monitor: dict[str, Any] | None = None
         #: per loop: the names of its checks and the sweep each first failed at (-1: none)
         self.failures: list[tuple[list[str], Any]] = []
+        #: per loop: the names of its skip_improper updates and, per update, (the first
+        #: sweep that skipped elements, how many, the last such sweep, how many; -1, 0:
+        #: none), the numbers NumPy's ``kernels.SKIPPED`` and warning report
+        self.skips: list[tuple[list[str], Any]] = []
 
     def _start(self, watched: dict[str, Any]) -> dict[str, Any]:
         self.names = list(watched)
@@ -226,38 +248,80 @@ class Sweeps:
 
         state = _settle_shapes(state, lambda s: one(jnp.asarray(0), s)[0])
         names: list[str] = []  # the checks' names, in the order they run
+        skip_names: list[str] = []  # the skip_improper updates' names, likewise
 
         def probe(s: tuple) -> tuple:
             new, found, _ = one(jnp.asarray(0), s)
             names.extend(what for what, _ in found)
+            skip_names.extend(what for what, _ in found.skips)
             return new
         jax.eval_shape(probe, state)
 
         def body(carry: tuple) -> tuple:
-            iteration, s, m, bad = carry
+            iteration, s, m, bad, skips = carry
             new, found, (watched, value) = one(iteration, s)
             new = jax.tree_util.tree_map(  # laid out as the carry is (see _unify)
                 lambda a, ref: jnp.broadcast_to(jnp.asarray(a, ref.dtype), ref.shape), new, s)
             ok = jnp.stack([f for _, f in found]) if found else jnp.zeros(0, bool)
             bad = jnp.where((bad < 0) & ~ok, iteration, bad)
+            if found.skips:
+                skips = _skipped(skips, iteration, jnp.stack([c for _, c in found.skips]))
             m = self._observe(m, iteration, watched, value)
-            return iteration + 1, new, m, bad
+            return iteration + 1, new, m, bad, skips
 
         def cond(carry: tuple) -> Any:
-            iteration, _, m, bad = carry
+            iteration, _, m, bad, _ = carry
             return ((iteration < iterations) & (m["settled"] < 2) & ~m["stalled"]
                     & jnp.all(bad < 0))
 
-        start = (jnp.asarray(0), state, self.monitor, -jnp.ones(len(names), int))
+        skips = jnp.tile(jnp.asarray([-1, 0, -1, 0]), (len(skip_names), 1))
+        start = (jnp.asarray(0), state, self.monitor, -jnp.ones(len(names), int), skips)
         # the monitor's settled count starts afresh in each loop (it stops at 2)
         start[2]["settled"] = jnp.asarray(0)
-        _, state, self.monitor, bad = jax.lax.while_loop(cond, body, start)
+        _, state, self.monitor, bad, skips = jax.lax.while_loop(cond, body, start)
         self.failures.append((names, bad))
+        self.skips.append((skip_names, skips))
         return state
 
     def outputs(self) -> dict[str, Any]:
         """What the host needs after the run: the monitor and the checks' failures."""
-        return {"monitor": self.monitor, "failures": tuple(b for _, b in self.failures)}
+        return {"monitor": self.monitor, "failures": tuple(b for _, b in self.failures),
+                "skips": tuple(s for _, s in self.skips)}
+
+
+def _skipped(skips: Any, iteration: Any, counts: Any) -> Any:
+    """The skip records (see ``Sweeps.skips``) after a sweep that skipped ``counts``
+    elements per update."""
+    now = counts > 0
+    first = now & (skips[:, 0] < 0)
+    return jnp.stack([jnp.where(first, iteration, skips[:, 0]),
+                      jnp.where(first, counts, skips[:, 1]),
+                      jnp.where(now, iteration, skips[:, 2]),
+                      jnp.where(now, counts, skips[:, 3])], axis=1)
+
+
+def report_skips(names: list[list[str]], skips: tuple) -> dict[str, tuple[int, int]]:
+    """The EP updates skipped on the device, as NumPy's ``skip_improper`` reports them:
+    one ``ImproperMessageWarning`` per update name, at the first sweep that skipped it
+    (in the order the sweeps ran them), and the table ``kernels.SKIPPED`` holds after the
+    run (name -> (the last sweep that skipped it, the elements skipped then)), which
+    the monitor's verdict reads."""
+    from factorflow.runtime.kernels import skipped_warning
+    first: list[tuple[int, int, int, str, int]] = []
+    last: dict[str, tuple[int, int]] = {}
+    for k, (loop_names, records) in enumerate(zip(names, skips, strict=True)):
+        for j, (what, (at, count, last_at, last_count)) in enumerate(
+                zip(loop_names, np.asarray(records).tolist(), strict=True)):
+            if at >= 0:
+                first.append((k, at, j, what, count))
+                if what not in last or last[what][0] <= last_at:
+                    last[what] = (last_at, last_count)
+    warned: set[str] = set()
+    for _, at, _, what, count in sorted(first):
+        if what not in warned:
+            warned.add(what)
+            warnings.warn(skipped_warning(what, count, at), stacklevel=4)
+    return last
 
 
 def raise_failures(names: list[list[str]], failures: tuple, before: list[str],
@@ -303,4 +367,4 @@ def to_monitor(monitor: Any, names: list[str], out: dict[str, Any]) -> None:
                      for k, name in enumerate(names)} if n else {}
 
 
-__all__ = ["Sweeps", "CHECKS", "raise_failures", "to_monitor"]
+__all__ = ["Sweeps", "CHECKS", "raise_failures", "report_skips", "to_monitor"]
