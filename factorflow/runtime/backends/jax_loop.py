@@ -32,6 +32,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from factorflow.errors import ImproperMessageError
+from factorflow.runtime.backends.jax_carry import Carry
+from factorflow.runtime.backends.jax_namespace import namespace
 
 #: turns (step reversals) kept per posterior: the NumPy monitor reads its last 10
 TURNS = 10
@@ -85,7 +87,14 @@ def _unify(a: Any, b: Any) -> Any:
     over the sweep's plates, which broadcasting makes the same message)."""
     shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))
     dtype = jnp.result_type(a, b)
-    return jnp.broadcast_to(jnp.asarray(a, dtype), shape)
+    if shape == jnp.shape(a) and dtype == jnp.result_type(a):
+        return a
+    ns = namespace()
+    base = ns["factorflow.distributions.base"]
+    if base.is_zeros_view((a,)) and dtype == jnp.result_type(a):  # still a uniform message
+        return base.zeros_view(shape)
+    # a recorded view of a's distinct elements (see ``jax_carry``)
+    return ns.numpy.broadcast_to(jnp.asarray(base.distinct(a), dtype), shape)
 
 
 def _settle_shapes(state: Any, step: Callable[[Any], Any]) -> Any:
@@ -122,12 +131,20 @@ def _pmax(current: Any, new: Any) -> Any:
     return jnp.where(new > current, new, current)
 
 
+def _laid_out(a: Any, ref: Any) -> Any:
+    """A leaf of a sweep's new state laid out as the carry's ``ref`` (see ``_unify``):
+    itself where it already is, else a recorded broadcast view."""
+    a = jnp.asarray(a) if not isinstance(a, jax.Array) else a
+    if jnp.shape(a) == jnp.shape(ref) and a.dtype == ref.dtype:
+        return a
+    return namespace().numpy.broadcast_to(jnp.asarray(a, ref.dtype), jnp.shape(ref))
+
+
 def _materialised(state: tuple) -> tuple:
     """``state`` with every deferred message (``factors.common.Deferred``, a call kept
     for ``Gate.EnterOne`` to fuse) computed: a loop carries arrays only.  Within a sweep
     the deferred calls stay fused; a carried one is only read again if a later sweep
     reads it before making it anew, and the compiler drops it otherwise."""
-    from factorflow.runtime.backends.jax_namespace import namespace
     deferred = namespace()["factorflow.factors.common"].Deferred
     return tuple(v.value() if isinstance(v, deferred) else v for v in state)
 
@@ -149,15 +166,19 @@ class Sweeps:
         #: sweep that skipped elements, how many, the last such sweep, how many; -1, 0:
         #: none), the numbers NumPy's ``kernels.SKIPPED`` and warning report
         self.skips: list[tuple[list[str], Any]] = []
+        #: per loop: what its carry holds (``jax_carry.Carry.summary``)
+        self.carried: list[dict[str, int]] = []
 
-    def _start(self, watched: dict[str, Any]) -> dict[str, Any]:
-        self.names = list(watched)
-        etas = tuple(tuple(jnp.asarray(e, float) for e in d.eta) for d in watched.values())
-        sizes = [sum(int(np.prod(jnp.shape(e))) for e in eta) for eta in etas]
+    def _start(self, shapes: list[tuple[tuple[int, ...], ...]]) -> dict[str, Any]:
+        """The monitor before the first sweep, for watched posteriors whose parameters
+        have ``shapes`` (their distinct elements; the previous values are read only
+        once there are some: ``has_prev``)."""
+        etas = tuple(tuple(jnp.zeros(s) for s in shape) for shape in shapes)
         return {
             "count": jnp.asarray(0), "has_prev": jnp.asarray(False), "prev": etas,
             "has_step": jnp.asarray(False),
-            "steps": tuple(jnp.zeros(n) for n in sizes),
+            "steps": tuple(jnp.zeros(sum(int(np.prod(s)) for s in shape))
+                           for shape in shapes),
             "turns": jnp.zeros((len(etas), TURNS), bool), "n_turns": jnp.asarray(0),
             "change": jnp.asarray(jnp.inf), "moved": jnp.asarray(-1),
             "distance": jnp.asarray(jnp.inf), "settled": jnp.asarray(0),
@@ -167,12 +188,33 @@ class Sweeps:
             "stalled": jnp.asarray(False),
         }
 
-    def _observe(self, m: dict[str, Any], iteration: Any, watched: dict[str, Any],
+    def _widen(self, shapes: list[tuple[tuple[int, ...], ...]]) -> None:
+        """The monitor of an earlier loop, for a loop whose watched posteriors have
+        ``shapes``: the previous values broadcast to the shapes both share; a step of
+        another shape is not compared with the last one (as ``_Monitor``)."""
+        m = dict(self.monitor or {})
+        old = [tuple(jnp.shape(e) for e in eta) for eta in m["prev"]]
+        both = [tuple(jnp.broadcast_shapes(a, b) for a, b in zip(o, n, strict=True))
+                for o, n in zip(old, shapes, strict=True)]
+        if both == old:
+            return
+        m["prev"] = tuple(tuple(jnp.broadcast_to(e, s) for e, s in zip(eta, shape,
+                                                                         strict=True))
+                          for eta, shape in zip(m["prev"], both, strict=True))
+        m["steps"] = tuple(jnp.zeros(sum(int(np.prod(s)) for s in shape)) for shape in both)
+        m["has_step"] = jnp.asarray(False)
+        self.monitor = m
+
+    def _observe(self, m: dict[str, Any], iteration: Any, etas: tuple,
                  value: Any) -> dict[str, Any]:
-        """The monitor after sweep ``iteration`` (``_Monitor.__call__``, on device)."""
+        """The monitor after sweep ``iteration`` (``_Monitor.__call__``, on device), from
+        the watched posteriors' natural parameters ``etas`` (their distinct elements,
+        laid out as the monitor's previous ones)."""
         m = dict(m)
         count = iteration + 1
-        etas = tuple(tuple(jnp.asarray(e, float) for e in d.eta) for d in watched.values())
+        etas = tuple(tuple(jnp.broadcast_to(e, jnp.shape(o)) for e, o in zip(eta, old,
+                                                                             strict=True))
+                     for eta, old in zip(etas, m["prev"], strict=True))
         change, moved = jnp.asarray(0.0), jnp.asarray(-1)
         steps, turns = [], []
         for k, (eta, old) in enumerate(zip(etas, m["prev"], strict=True)):
@@ -229,59 +271,84 @@ class Sweeps:
         return m
 
     def __call__(self, sweep: Callable, state: tuple, iterations: int,
-                 posteriors: Callable, evidence: Callable | None) -> tuple:
-        """Run ``sweep`` from ``state`` (see the module docstring); the final state."""
-        user, internal = posteriors(state)
-        if self.monitor is None:
-            self.monitor = self._start(user | internal)
+                 posteriors: Callable, evidence: Callable | None,
+                 after: Callable | None = None) -> tuple:
+        """Run ``sweep`` from ``state`` (see the module docstring); the final state.
+        ``after``: the program's ``evidence``, where the code after this loop is its
+        call and the user's posteriors (so that the loop carries only what those and
+        the sweeps read: ``jax_carry``); None: a later loop may read any message."""
+        base = namespace()["factorflow.distributions.base"]
+        names: list[str] = []  # the checks' names, in the order they run
+        skip_names: list[str] = []  # the skip_improper updates' names, likewise
+        shapes: list[tuple[tuple[int, ...], ...]] = []  # the watched parameters'
 
-        def one(iteration: Any, s: tuple) -> tuple[tuple, list, Any]:
+        def one(iteration: Any, s: tuple) -> tuple[tuple, Any]:
+            """A sweep, then the bound; what the loop keeps besides the state."""
             with CHECKS.frame() as found:
                 new = sweep(iteration, s)
                 user, internal = posteriors(new)
                 value = None
                 if evidence is not None and self.tracing:
                     value, new = evidence(new)
-            return _materialised(new), found, (user | internal, value)
-
-        state = _materialised(state)
-
-        state = _settle_shapes(state, lambda s: one(jnp.asarray(0), s)[0])
-        names: list[str] = []  # the checks' names, in the order they run
-        skip_names: list[str] = []  # the skip_improper updates' names, likewise
-
-        def probe(s: tuple) -> tuple:
-            new, found, _ = one(jnp.asarray(0), s)
-            names.extend(what for what, _ in found)
-            skip_names.extend(what for what, _ in found.skips)
-            return new
-        jax.eval_shape(probe, state)
-
-        def body(carry: tuple) -> tuple:
-            iteration, s, m, bad, skips = carry
-            new, found, (watched, value) = one(iteration, s)
-            new = jax.tree_util.tree_map(  # laid out as the carry is (see _unify)
-                lambda a, ref: jnp.broadcast_to(jnp.asarray(a, ref.dtype), ref.shape), new, s)
+            # the convergence test reads each posterior's distinct elements (a gate's
+            # clone of K components over N data: the K), as ``_Monitor`` does
+            etas = tuple(tuple(jnp.asarray(base.distinct(e), float) for e in d.eta)
+                         for d in (user | internal).values())
+            names[:] = [what for what, _ in found]
+            skip_names[:] = [what for what, _ in found.skips]
+            shapes[:] = [tuple(jnp.shape(e) for e in eta) for eta in etas]
             ok = jnp.stack([f for _, f in found]) if found else jnp.zeros(0, bool)
-            bad = jnp.where((bad < 0) & ~ok, iteration, bad)
-            if found.skips:
-                skips = _skipped(skips, iteration, jnp.stack([c for _, c in found.skips]))
-            m = self._observe(m, iteration, watched, value)
-            return iteration + 1, new, m, bad, skips
+            counts = (jnp.stack([c for _, c in found.skips]) if found.skips
+                      else jnp.zeros(0, int))
+            return _materialised(new), (etas, value, ok, counts)
 
-        def cond(carry: tuple) -> Any:
-            iteration, _, m, bad, _ = carry
+        state = _settle_shapes(_materialised(state),
+                               lambda s: one(jnp.asarray(0), s)[0])
+        leaves, tree = jax.tree_util.tree_flatten(state)
+        leaves = [v if isinstance(v, jax.Array) else jnp.asarray(v) for v in leaves]
+
+        def step(iteration: Any, full: list[Any]) -> tuple[list[Any], Any]:
+            new, kept = one(iteration, jax.tree_util.tree_unflatten(tree, full))
+            new = jax.tree_util.tree_leaves(new)
+            return [_laid_out(a, ref) for a, ref in zip(new, full, strict=True)], kept
+
+        def rest(full: list[Any]) -> Any:
+            s = jax.tree_util.tree_unflatten(tree, full)
+            assert after is not None
+            with CHECKS.frame():  # traced for what it reads only: its checks run later
+                return after(s)[0], posteriors(s)[0]
+
+        carry = Carry(leaves, step, rest if after is not None else None)
+        self.carried.append(carry.summary())
+        self.names = list(posteriors(state)[0] | posteriors(state)[1])
+        if self.monitor is None:
+            self.monitor = self._start(shapes)
+        else:
+            self._widen(shapes)
+
+        def body(loop: tuple) -> tuple:
+            iteration, small, m, bad, skips = loop
+            new, (etas, value, ok, counts) = step(iteration, carry.unpack(small))
+            bad = jnp.where((bad < 0) & ~ok, iteration, bad)
+            if skip_names:
+                skips = _skipped(skips, iteration, counts)
+            m = self._observe(m, iteration, etas, value)
+            return iteration + 1, carry.pack(new), m, bad, skips
+
+        def cond(loop: tuple) -> Any:
+            iteration, _, m, bad, _ = loop
             return ((iteration < iterations) & (m["settled"] < 2) & ~m["stalled"]
                     & jnp.all(bad < 0))
 
         skips = jnp.tile(jnp.asarray([-1, 0, -1, 0]), (len(skip_names), 1))
-        start = (jnp.asarray(0), state, self.monitor, -jnp.ones(len(names), int), skips)
+        start = (jnp.asarray(0), carry.pack(leaves), dict(self.monitor),
+                 -jnp.ones(len(names), int), skips)
         # the monitor's settled count starts afresh in each loop (it stops at 2)
         start[2]["settled"] = jnp.asarray(0)
-        _, state, self.monitor, bad, skips = jax.lax.while_loop(cond, body, start)
+        _, small, self.monitor, bad, skips = jax.lax.while_loop(cond, body, start)
         self.failures.append((names, bad))
         self.skips.append((skip_names, skips))
-        return state
+        return jax.tree_util.tree_unflatten(tree, carry.unpack(small))
 
     def outputs(self) -> dict[str, Any]:
         """What the host needs after the run: the monitor and the checks' failures."""
