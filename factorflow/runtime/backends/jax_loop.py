@@ -291,9 +291,11 @@ class Sweeps:
                 if evidence is not None and self.tracing:
                     value, new = evidence(new)
             # the convergence test reads each posterior's distinct elements (a gate's
-            # clone of K components over N data: the K), as ``_Monitor`` does
+            # clone of K components over N data: the K), as ``_Monitor`` does; without a
+            # tolerance nothing reads the changes, which are not computed (``_Monitor``)
+            watched = (user | internal) if self.tolerance is not None else {}
             etas = tuple(tuple(jnp.asarray(base.distinct(e), float) for e in d.eta)
-                         for d in (user | internal).values())
+                         for d in watched.values())
             names[:] = [what for what, _ in found]
             skip_names[:] = [what for what, _ in found.skips]
             shapes[:] = [tuple(jnp.shape(e) for e in eta) for eta in etas]
@@ -320,7 +322,8 @@ class Sweeps:
 
         carry = Carry(leaves, step, rest if after is not None else None)
         self.carried.append(carry.summary())
-        self.names = list(posteriors(state)[0] | posteriors(state)[1])
+        self.names = list(posteriors(state)[0] | posteriors(state)[1]
+                          ) if self.tolerance is not None else []
         if self.monitor is None:
             self.monitor = self._start(shapes)
         else:
