@@ -5,10 +5,11 @@ with Dirichlet weights, VectorGaussian means and Wishart precisions, ``ff.Switch
 under VMP, on that example's data generator at N = 10⁴, 10⁵, 10⁶ (``--big`` adds 10⁷).
 Each backend runs ``compiled.run(iterations=S, tolerance=None)`` (the same sweeps, each
 followed by the bound, as every run computes it) for S = 1 and S = 1 + ``--sweeps``; the
-time per sweep is the difference over the extra sweeps, the best of ``--repeats`` runs
-each (wall time, and the CPU time of every thread: on a machine shared with other jobs
-the wall time mostly measures waiting), and "per run" is what a run costs besides its
-sweeps (the initialisation, the final bound, the data in and the posteriors out).
+time per sweep is the difference over the extra sweeps (4, or 4·10⁵/N where that is
+more), the best of ``--repeats`` runs each (wall time, and the CPU time of every thread:
+on a machine shared with other jobs the wall time mostly measures waiting), and "per
+run" is what a run costs besides its sweeps (the initialisation, the final bound, the
+data in and the posteriors out).
 JAX's first call traces and compiles the program (the "compile" column: that call's time
 less a run's); the timed runs reuse it.  The last column checks that the two backends'
 posteriors agree (largest relative difference of a natural parameter).  The header
@@ -105,8 +106,9 @@ def row(model_name: str, n: int, sweeps: int, repeats: int) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sweeps", type=int, default=4,
-                        help="the sweeps the longer timed run adds")
+    parser.add_argument("--sweeps", type=int, default=None,
+                        help="the sweeps the longer timed run adds (default: 4, and "
+                             "4·10⁵/N where that is more)")
     parser.add_argument("--repeats", type=int, default=2, help="timed runs (best kept)")
     parser.add_argument("--big", action="store_true", help="add N = 10^7")
     parser.add_argument("--sizes", type=int, nargs="*", help="N values instead")
@@ -125,7 +127,8 @@ def main() -> None:
           "| CPU ratio | per run ms NumPy / JAX | JAX compile s | max rel. diff |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for n in sizes:
-        print(row(args.model, n, args.sweeps, args.repeats), flush=True)
+        sweeps = args.sweeps or max(4, 400_000 // n)  # small N: enough to time
+        print(row(args.model, n, sweeps, args.repeats), flush=True)
 
 
 if __name__ == "__main__":
