@@ -236,6 +236,7 @@ class JaxCompiledModel(CompiledModel):
             info["loops"] = [names for names, _ in sweeps.failures]
             info["skips"] = [names for names, _ in sweeps.skips]
             info["names"] = list(sweeps.names)
+            info["carried"] = list(sweeps.carried)  # per loop: what its carry holds
             passed = jnp.stack([ok for _, ok in before]) if before else jnp.zeros(0, bool)
             return posteriors, jnp.asarray(log_evidence, float), sweeps.outputs(), passed
 

@@ -97,3 +97,27 @@ def test_inputs_read():
     assert _inputs_read(closed.jaxpr, [True, False, False]) == [True, True, False]
     assert _inputs_read(closed.jaxpr, [False, True, True]) == [False, False, True]
     assert _inputs_read(closed.jaxpr, [False, False, True]) == [False, False, False]
+
+
+@pytest.mark.slow
+def test_mixture_carries_few_arrays():
+    """Issue 14's 1-D mixture (K = 10, here N = 40): the loop carries 11 of its about 120
+    arrays, in 2·N·K elements and a few K-sized ones (the rest are written before they
+    are read, constants, or clones of K values), and the run equals NumPy's to 1e-10."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).parents[3]))
+    from benchmarks import mixture_reference as mix
+    x = mix.data(10, 40)
+    init = mix.factorflow_init(x, 10)
+    model = mix.model(x, 10)
+    compiled = model.compile("vmp", backend="jax", init=list(init))
+    b = compiled.run(init=init, iterations=4)
+    a = model.compile("vmp", init=list(init)).run(init=init, iterations=4)
+    (_, info), = compiled._traced.values()
+    (carried,) = info["carried"]
+    assert carried["leaves"] >= 110 and carried["carried"] == 11
+    assert 2 * 40 * 10 <= carried["carried elements"] <= 2 * 40 * 10 + 10 * 10
+    for name in ("weights", "means", "precs", "z"):
+        for p, q in zip(a[name].eta, b[name].eta, strict=True):
+            np.testing.assert_allclose(q, p, rtol=1e-10, atol=1e-10)
