@@ -18,6 +18,13 @@ the sweep is traced; the loop keeps, per check, the first sweep at which it fail
 stops there (the condition of the while loop), and the host raises
 ``ImproperMessageError`` naming the check and that sweep once the loop has returned
 (``raise_failures``).  Checks before the loops are returned as booleans the same way.
+EP's ``skip_improper`` records how many elements it skipped; the loop keeps, per update,
+its first and last skipping sweep and counts, from which the host gives NumPy's
+``ImproperMessageWarning`` and the table its verdict reads (``report_skips``).
+
+The loop carries only what the next sweep and the code after the loop read, broadcast
+views as their distinct elements (``jax_carry``); the convergence test compares each
+watched posterior's distinct elements, as ``_Monitor`` does.
 """
 
 from __future__ import annotations
