@@ -3,13 +3,18 @@
 The model is ``examples/gaussian_mixture.py``'s: K = 3 components in D = 2 dimensions
 with Dirichlet weights, VectorGaussian means and Wishart precisions, ``ff.Switch(z)``,
 under VMP, on that example's data generator at N = 10⁴, 10⁵, 10⁶ (``--big`` adds 10⁷).
-Each backend runs ``compiled.run(iterations=S, tolerance=None)`` (the same S sweeps,
-each followed by the bound, as every run computes it); a sweep's time is the run's time
-divided by S, the best of ``--repeats`` runs (wall time, and the CPU time of every
-thread: on a machine shared with other jobs the wall time mostly measures waiting).
+Each backend runs ``compiled.run(iterations=S, tolerance=None)`` (the same sweeps, each
+followed by the bound, as every run computes it) for S = 1 and S = 1 + ``--sweeps``; the
+time per sweep is the difference over the extra sweeps (4, or 4·10⁵/N where that is
+more), the best of ``--repeats`` runs each (wall time, and the CPU time of every thread:
+on a machine shared with other jobs the wall time mostly measures waiting), and "per
+run" is what a run costs besides its sweeps (the initialisation, the final bound, the
+data in and the posteriors out).
 JAX's first call traces and compiles the program (the "compile" column: that call's time
-less its S sweeps); the timed runs reuse it.  The last column checks that the
-two backends' posteriors agree (largest relative difference of a natural parameter).
+less a run's); the timed runs reuse it.  The last column checks that the two backends'
+posteriors agree (largest relative difference of a natural parameter).  The header
+gives the machine's cores, its load (the 1-minute load average before the table) and
+``XLA_FLAGS``.
 
 ``--model mixture1d`` times issue 14's 1-D mixture instead
 (``benchmarks/mixture_reference.py``: K = 10 components, Dirichlet weights, Gaussian
@@ -25,6 +30,7 @@ where no GPU is visible; the table says which).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -42,15 +48,25 @@ from benchmarks import mixture_reference as mix  # noqa: E402
 
 
 def _time(compiled, sweeps: int, init: dict, repeats: int) -> tuple[float, float, object]:
-    """(wall seconds, CPU seconds of every thread) per sweep, the best of ``repeats``
-    runs, and the last result."""
+    """(wall seconds, CPU seconds of every thread) of a run of ``sweeps`` sweeps, the
+    best of ``repeats`` runs, and the last result."""
     best, cpu, result = np.inf, np.inf, None
     for _ in range(repeats):
         begin, begin_cpu = time.perf_counter(), time.process_time()
         result = compiled.run(init=init, iterations=sweeps, tolerance=None, progress=False)
         best = min(best, time.perf_counter() - begin)
         cpu = min(cpu, time.process_time() - begin_cpu)
-    return best / sweeps, cpu / sweeps, result
+    return best, cpu, result
+
+
+def _per_sweep(compiled, sweeps: int, init: dict, repeats: int) -> tuple:
+    """(wall, CPU) seconds per sweep (the difference of runs of 1 + ``sweeps`` and of 1
+    sweep, over ``sweeps``), wall seconds per run besides its sweeps, the longer run's
+    result."""
+    one, one_cpu, _ = _time(compiled, 1, init, repeats)
+    more, more_cpu, result = _time(compiled, 1 + sweeps, init, repeats)
+    wall, cpu = (more - one) / sweeps, (more_cpu - one_cpu) / sweeps
+    return wall, cpu, one - wall, result
 
 
 def _difference(a, b, names: tuple[str, ...]) -> float:
@@ -76,21 +92,23 @@ def row(model_name: str, n: int, sweeps: int, repeats: int) -> str:
     options = {"init": list(init)} if init else {}
     numpy_model = model.compile("vmp", **options)
     jax_model = model.compile("vmp", backend="jax", **options)
-    per_numpy, cpu_numpy, a = _time(numpy_model, sweeps, init, repeats)
+    per_numpy, cpu_numpy, run_numpy, a = _per_sweep(numpy_model, sweeps, init, repeats)
     begin = time.perf_counter()
-    jax_model.run(init=init, iterations=sweeps, tolerance=None, progress=False)
+    jax_model.run(init=init, iterations=1, tolerance=None, progress=False)
     first = time.perf_counter() - begin
-    per_jax, cpu_jax, b = _time(jax_model, sweeps, init, repeats)
-    compile_s = first - sweeps * per_jax  # the first call less its sweeps
-    return (f"| {n:>10,} | {per_numpy * 1e3:10.1f} | {per_jax * 1e3:10.1f} | "
-            f"{per_numpy / per_jax:6.1f}× | {cpu_numpy * 1e3:10.1f} | {cpu_jax * 1e3:10.1f} | "
-            f"{cpu_numpy / cpu_jax:6.1f}× | {compile_s:8.1f} | "
-            f"{_difference(a, b, names):9.1e} |")
+    per_jax, cpu_jax, run_jax, b = _per_sweep(jax_model, sweeps, init, repeats)
+    compile_s = first - (run_jax + per_jax)  # the first call less a run's time
+    return (f"| {n:>10,} | {per_numpy * 1e3:8.1f} | {per_jax * 1e3:8.1f} | "
+            f"{per_numpy / per_jax:5.1f}× | {cpu_numpy * 1e3:8.1f} | {cpu_jax * 1e3:8.1f} | "
+            f"{cpu_numpy / cpu_jax:5.1f}× | {run_numpy * 1e3:7.0f} / {run_jax * 1e3:<7.0f} | "
+            f"{compile_s:6.1f} | {_difference(a, b, names):9.1e} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sweeps", type=int, default=5, help="sweeps per timed run")
+    parser.add_argument("--sweeps", type=int, default=None,
+                        help="the sweeps the longer timed run adds (default: 4, and "
+                             "4·10⁵/N where that is more)")
     parser.add_argument("--repeats", type=int, default=2, help="timed runs (best kept)")
     parser.add_argument("--big", action="store_true", help="add N = 10^7")
     parser.add_argument("--sizes", type=int, nargs="*", help="N values instead")
@@ -102,13 +120,15 @@ def main() -> None:
     title = {"mixture": "Gaussian mixture (K = 3, D = 2)",
              "mixture1d": "1-D Gaussian mixture (K = 10, issue 14's)",
              "gaussian": "Learning a Gaussian (mean and precision)"}[args.model]
-    print(f"{title}, VMP, {args.sweeps} sweeps per run; JAX {jax.__version__} on "
-          f"{jax.devices()[0].platform.upper()}", flush=True)
-    print("| N | NumPy ms/sweep | JAX ms/sweep | NumPy/JAX | NumPy CPU ms | JAX CPU ms "
-          "| CPU ratio | JAX compile s | max rel. diff |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"{title}, VMP; JAX {jax.__version__} on {jax.devices()[0].platform.upper()}; "
+          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
+          f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}", flush=True)
+    print("| N | NumPy ms/sweep | JAX ms/sweep | wall ratio | NumPy CPU ms | JAX CPU ms "
+          "| CPU ratio | per run ms NumPy / JAX | JAX compile s | max rel. diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in sizes:
-        print(row(args.model, n, args.sweeps, args.repeats), flush=True)
+        sweeps = args.sweeps or max(4, 400_000 // n)  # small N: enough to time
+        print(row(args.model, n, sweeps, args.repeats), flush=True)
 
 
 if __name__ == "__main__":

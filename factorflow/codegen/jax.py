@@ -7,9 +7,11 @@ them differs, so that the whole run can be traced once by ``jax.jit``:
 
 - the messages and posteriors a loop changes are one tuple, the *state*; each loop's
   body is a function ``sweep(iteration, state) -> state``, and the runtime's
-  ``sweeps(sweep, state, iterations, posteriors, evidence)`` runs it in a
+  ``sweeps(sweep, state, iterations, posteriors, evidence[, after])`` runs it in a
   ``lax.while_loop`` with the convergence test on the device
-  (``factorflow.runtime.backends.jax_loop``);
+  (``factorflow.runtime.backends.jax_loop``); the last loop names what runs after it
+  (``after``, the ``evidence`` function), so that the loop carries only the messages
+  read before they are written (``factorflow.runtime.backends.jax_carry``);
 - ``evidence(state) -> (log_evidence, state)`` is the NumPy program's ``evidence()``
   (its VMP refresh returns the messages it brings up to date, which the next sweep
   reads, as the NumPy program's ``nonlocal`` assignments do);
@@ -123,7 +125,10 @@ def generate_jax(program: Program, reserved: frozenset[str] = frozenset()) -> Ge
             _pack(e, state, "return {}", 2)
             final = node is program.body[last]
             hook = "evidence" if final and (tail or evidence) else "None"
-            _pack(e, state, f"{{}} = sweeps(sweep, {{}}, iterations, posteriors, {hook})", 1)
+            # after the last loop: the evidence and the posteriors (what the loop carries)
+            after = ", evidence" if final else ""
+            _pack(e, state, f"{{}} = sweeps(sweep, {{}}, iterations, posteriors, {hook}{after})",
+                  1)
             e.last_prov = None
             _no_sweep(e, node)
     _pack(e, state, "log_evidence, {} = evidence({})", 1)

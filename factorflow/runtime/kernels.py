@@ -186,14 +186,20 @@ def skip_improper(old: Distribution, compute: Any, inputs: tuple, what: str,
     skip = leading(skip, len(new.batch_shape))
     count, skipped = int(np.sum(skip)), SKIPPED.get()
     if skipped is None or what not in skipped:  # once per run and message
-        warnings.warn(ImproperMessageWarning(
-            f"{what}: its input was improper at {count} element(s) at iteration "
-            f"{iteration + 1}; the message kept its previous value there (EP skipped those "
-            "updates; a run that still skips them in its last sweep is not at an EP fixed "
-            "point and says so)"), stacklevel=2)
+        warnings.warn(skipped_warning(what, count, iteration), stacklevel=2)
     if skipped is not None:
         skipped[what] = (iteration, count)
     return where_mask(~skip, new, old)
+
+
+def skipped_warning(what: str, count: int, iteration: int) -> ImproperMessageWarning:
+    """The warning of an EP update ``what`` skipped at ``count`` elements in sweep
+    ``iteration`` (0-based): the first skip of a run (``skip_improper``)."""
+    return ImproperMessageWarning(
+        f"{what}: its input was improper at {count} element(s) at iteration "
+        f"{iteration + 1}; the message kept its previous value there (EP skipped those "
+        "updates; a run that still skips them in its last sweep is not at an EP fixed "
+        "point and says so)")
 
 
 def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ...]

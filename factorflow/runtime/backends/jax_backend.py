@@ -17,10 +17,12 @@ Devices: ``jax.jit`` places the program on JAX's default device, a GPU when one 
 installed and visible to JAX; the posteriors come back as NumPy arrays.
 
 What runs on the host, after the loop: the checks that raise ``ImproperMessageError``
-(each check's verdict is computed on the device; see ``jax_loop``), the convergence
-warnings and the result (from the device monitor's numbers, through the NumPy
-backend's ``_Monitor.finish``).  Not supported (``ff.BackendError``): ``on_iteration``
-callbacks, checkpoints and ``save_module`` (they need the host between sweeps).
+(each check's verdict is computed on the device; see ``jax_loop``), EP's
+``ImproperMessageWarning`` for updates ``skip_improper`` skipped (counted on the device)
+and the "not an EP fixed point" verdict, the convergence warnings and the result (from
+the device monitor's numbers, through the NumPy backend's ``_Monitor.finish``).  Not
+supported (``ff.BackendError``): ``on_iteration`` callbacks, checkpoints and
+``save_module`` (they need the host between sweeps).
 """
 
 from __future__ import annotations
@@ -37,9 +39,16 @@ from factorflow.codegen.jax import generate_jax
 from factorflow.codegen.python import Generated
 from factorflow.errors import BackendError
 from factorflow.ir import Program
-from factorflow.runtime.backends.jax_loop import CHECKS, Sweeps, raise_failures, to_monitor
+from factorflow.runtime.backends.jax_loop import (
+    CHECKS,
+    Sweeps,
+    raise_failures,
+    report_skips,
+    to_monitor,
+)
 from factorflow.runtime.backends.jax_namespace import Namespace, namespace
 from factorflow.runtime.compiled import CompiledModel, compile_model
+from factorflow.runtime.kernels import SKIPPED
 
 _REGISTERED: set[type] = set()
 
@@ -204,6 +213,9 @@ class JaxCompiledModel(CompiledModel):
             self._traced[key] = self._trace(sizes, iterations, monitor, damping)
         fn, info = self._traced[key]
         posteriors, log_evidence, outputs, passed = jax.device_get(fn(data, start))
+        skipped = SKIPPED.get()  # EP's skipped updates: warned, and the verdict's table
+        (skipped if skipped is not None else {}).update(
+            report_skips(info["skips"], outputs["skips"]))
         raise_failures(info["loops"], outputs["failures"], info["before"], passed)
         if outputs["monitor"] is not None:
             to_monitor(monitor, info["names"], outputs["monitor"])
@@ -222,7 +234,9 @@ class JaxCompiledModel(CompiledModel):
                                                    damping)
             info["before"] = [what for what, _ in before]
             info["loops"] = [names for names, _ in sweeps.failures]
+            info["skips"] = [names for names, _ in sweeps.skips]
             info["names"] = list(sweeps.names)
+            info["carried"] = list(sweeps.carried)  # per loop: what its carry holds
             passed = jnp.stack([ok for _, ok in before]) if before else jnp.zeros(0, bool)
             return posteriors, jnp.asarray(log_evidence, float), sweeps.outputs(), passed
 

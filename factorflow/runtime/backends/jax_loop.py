@@ -18,11 +18,19 @@ the sweep is traced; the loop keeps, per check, the first sweep at which it fail
 stops there (the condition of the while loop), and the host raises
 ``ImproperMessageError`` naming the check and that sweep once the loop has returned
 (``raise_failures``).  Checks before the loops are returned as booleans the same way.
+EP's ``skip_improper`` records how many elements it skipped; the loop keeps, per update,
+its first and last skipping sweep and counts, from which the host gives NumPy's
+``ImproperMessageWarning`` and the table its verdict reads (``report_skips``).
+
+The loop carries only what the next sweep and the code after the loop read, broadcast
+views as their distinct elements (``jax_carry``); the convergence test compares each
+watched posterior's distinct elements, as ``_Monitor`` does.
 """
 
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -31,26 +39,45 @@ import jax.numpy as jnp
 import numpy as np
 
 from factorflow.errors import ImproperMessageError
+from factorflow.runtime.backends.jax_carry import Carry
+from factorflow.runtime.backends.jax_namespace import namespace
 
 #: turns (step reversals) kept per posterior: the NumPy monitor reads its last 10
 TURNS = 10
 
 
-class Checks:
-    """The run-time checks met while a program is traced: (what, ok) per check, ``ok``
-    a boolean array on the device (True: every element passed)."""
+class Frame(list):
+    """The checks met while one program or sweep is traced: (what, ok) per check, ``ok``
+    a boolean on the device (True: every element passed); ``skips``: (what, count) per
+    EP update that ``skip_improper`` may skip, ``count`` the elements it skipped (an
+    integer on the device, as NumPy's ``kernels.SKIPPED`` counts them)."""
 
     def __init__(self) -> None:
-        self.frames: list[list[tuple[str, Any]]] = []
+        super().__init__()
+        self.skips: list[tuple[str, Any]] = []
 
-    def record(self, what: str, ok: Any) -> None:
+
+class Checks:
+    """The run-time checks met while a program is traced, one ``Frame`` per traced
+    program or sweep (the innermost is recorded into)."""
+
+    def __init__(self) -> None:
+        self.frames: list[Frame] = []
+
+    def _top(self) -> Frame:
         if not self.frames:
             raise RuntimeError("a JAX kernel check ran outside a traced program")
-        self.frames[-1].append((what, jnp.asarray(ok, bool)))
+        return self.frames[-1]
+
+    def record(self, what: str, ok: Any) -> None:
+        self._top().append((what, jnp.asarray(ok, bool)))
+
+    def skipped(self, what: str, count: Any) -> None:
+        self._top().skips.append((what, jnp.asarray(count, int)))
 
     @contextlib.contextmanager
-    def frame(self) -> Iterator[list[tuple[str, Any]]]:
-        found: list[tuple[str, Any]] = []
+    def frame(self) -> Iterator[Frame]:
+        found = Frame()
         self.frames.append(found)
         try:
             yield found
@@ -67,7 +94,14 @@ def _unify(a: Any, b: Any) -> Any:
     over the sweep's plates, which broadcasting makes the same message)."""
     shape = jnp.broadcast_shapes(jnp.shape(a), jnp.shape(b))
     dtype = jnp.result_type(a, b)
-    return jnp.broadcast_to(jnp.asarray(a, dtype), shape)
+    if shape == jnp.shape(a) and dtype == jnp.result_type(a):
+        return a
+    ns = namespace()
+    base = ns["factorflow.distributions.base"]
+    if base.is_zeros_view((a,)) and dtype == jnp.result_type(a):  # still a uniform message
+        return base.zeros_view(shape)
+    # a recorded view of a's distinct elements (see ``jax_carry``)
+    return ns.numpy.broadcast_to(jnp.asarray(base.distinct(a), dtype), shape)
 
 
 def _settle_shapes(state: Any, step: Callable[[Any], Any]) -> Any:
@@ -104,12 +138,20 @@ def _pmax(current: Any, new: Any) -> Any:
     return jnp.where(new > current, new, current)
 
 
+def _laid_out(a: Any, ref: Any) -> Any:
+    """A leaf of a sweep's new state laid out as the carry's ``ref`` (see ``_unify``):
+    itself where it already is, else a recorded broadcast view."""
+    a = jnp.asarray(a) if not isinstance(a, jax.Array) else a
+    if jnp.shape(a) == jnp.shape(ref) and a.dtype == ref.dtype:
+        return a
+    return namespace().numpy.broadcast_to(jnp.asarray(a, ref.dtype), jnp.shape(ref))
+
+
 def _materialised(state: tuple) -> tuple:
     """``state`` with every deferred message (``factors.common.Deferred``, a call kept
     for ``Gate.EnterOne`` to fuse) computed: a loop carries arrays only.  Within a sweep
     the deferred calls stay fused; a carried one is only read again if a later sweep
     reads it before making it anew, and the compiler drops it otherwise."""
-    from factorflow.runtime.backends.jax_namespace import namespace
     deferred = namespace()["factorflow.factors.common"].Deferred
     return tuple(v.value() if isinstance(v, deferred) else v for v in state)
 
@@ -127,15 +169,23 @@ class Sweeps:
         self.monitor: dict[str, Any] | None = None
         #: per loop: the names of its checks and the sweep each first failed at (-1: none)
         self.failures: list[tuple[list[str], Any]] = []
+        #: per loop: the names of its skip_improper updates and, per update, (the first
+        #: sweep that skipped elements, how many, the last such sweep, how many; -1, 0:
+        #: none), the numbers NumPy's ``kernels.SKIPPED`` and warning report
+        self.skips: list[tuple[list[str], Any]] = []
+        #: per loop: what its carry holds (``jax_carry.Carry.summary``)
+        self.carried: list[dict[str, int]] = []
 
-    def _start(self, watched: dict[str, Any]) -> dict[str, Any]:
-        self.names = list(watched)
-        etas = tuple(tuple(jnp.asarray(e, float) for e in d.eta) for d in watched.values())
-        sizes = [sum(int(np.prod(jnp.shape(e))) for e in eta) for eta in etas]
+    def _start(self, shapes: list[tuple[tuple[int, ...], ...]]) -> dict[str, Any]:
+        """The monitor before the first sweep, for watched posteriors whose parameters
+        have ``shapes`` (their distinct elements; the previous values are read only
+        once there are some: ``has_prev``)."""
+        etas = tuple(tuple(jnp.zeros(s) for s in shape) for shape in shapes)
         return {
             "count": jnp.asarray(0), "has_prev": jnp.asarray(False), "prev": etas,
             "has_step": jnp.asarray(False),
-            "steps": tuple(jnp.zeros(n) for n in sizes),
+            "steps": tuple(jnp.zeros(sum(int(np.prod(s)) for s in shape))
+                           for shape in shapes),
             "turns": jnp.zeros((len(etas), TURNS), bool), "n_turns": jnp.asarray(0),
             "change": jnp.asarray(jnp.inf), "moved": jnp.asarray(-1),
             "distance": jnp.asarray(jnp.inf), "settled": jnp.asarray(0),
@@ -145,12 +195,33 @@ class Sweeps:
             "stalled": jnp.asarray(False),
         }
 
-    def _observe(self, m: dict[str, Any], iteration: Any, watched: dict[str, Any],
+    def _widen(self, shapes: list[tuple[tuple[int, ...], ...]]) -> None:
+        """The monitor of an earlier loop, for a loop whose watched posteriors have
+        ``shapes``: the previous values broadcast to the shapes both share; a step of
+        another shape is not compared with the last one (as ``_Monitor``)."""
+        m = dict(self.monitor or {})
+        old = [tuple(jnp.shape(e) for e in eta) for eta in m["prev"]]
+        both = [tuple(jnp.broadcast_shapes(a, b) for a, b in zip(o, n, strict=True))
+                for o, n in zip(old, shapes, strict=True)]
+        if both == old:
+            return
+        m["prev"] = tuple(tuple(jnp.broadcast_to(e, s) for e, s in zip(eta, shape,
+                                                                         strict=True))
+                          for eta, shape in zip(m["prev"], both, strict=True))
+        m["steps"] = tuple(jnp.zeros(sum(int(np.prod(s)) for s in shape)) for shape in both)
+        m["has_step"] = jnp.asarray(False)
+        self.monitor = m
+
+    def _observe(self, m: dict[str, Any], iteration: Any, etas: tuple,
                  value: Any) -> dict[str, Any]:
-        """The monitor after sweep ``iteration`` (``_Monitor.__call__``, on device)."""
+        """The monitor after sweep ``iteration`` (``_Monitor.__call__``, on device), from
+        the watched posteriors' natural parameters ``etas`` (their distinct elements,
+        laid out as the monitor's previous ones)."""
         m = dict(m)
         count = iteration + 1
-        etas = tuple(tuple(jnp.asarray(e, float) for e in d.eta) for d in watched.values())
+        etas = tuple(tuple(jnp.broadcast_to(e, jnp.shape(o)) for e, o in zip(eta, old,
+                                                                             strict=True))
+                     for eta, old in zip(etas, m["prev"], strict=True))
         change, moved = jnp.asarray(0.0), jnp.asarray(-1)
         steps, turns = [], []
         for k, (eta, old) in enumerate(zip(etas, m["prev"], strict=True)):
@@ -207,57 +278,127 @@ class Sweeps:
         return m
 
     def __call__(self, sweep: Callable, state: tuple, iterations: int,
-                 posteriors: Callable, evidence: Callable | None) -> tuple:
-        """Run ``sweep`` from ``state`` (see the module docstring); the final state."""
-        user, internal = posteriors(state)
-        if self.monitor is None:
-            self.monitor = self._start(user | internal)
+                 posteriors: Callable, evidence: Callable | None,
+                 after: Callable | None = None) -> tuple:
+        """Run ``sweep`` from ``state`` (see the module docstring); the final state.
+        ``after``: the program's ``evidence``, where the code after this loop is its
+        call and the user's posteriors (so that the loop carries only what those and
+        the sweeps read: ``jax_carry``); None: a later loop may read any message."""
+        base = namespace()["factorflow.distributions.base"]
+        names: list[str] = []  # the checks' names, in the order they run
+        skip_names: list[str] = []  # the skip_improper updates' names, likewise
+        shapes: list[tuple[tuple[int, ...], ...]] = []  # the watched parameters'
 
-        def one(iteration: Any, s: tuple) -> tuple[tuple, list, Any]:
+        def one(iteration: Any, s: tuple) -> tuple[tuple, Any]:
+            """A sweep, then the bound; what the loop keeps besides the state."""
             with CHECKS.frame() as found:
                 new = sweep(iteration, s)
                 user, internal = posteriors(new)
                 value = None
                 if evidence is not None and self.tracing:
                     value, new = evidence(new)
-            return _materialised(new), found, (user | internal, value)
-
-        state = _materialised(state)
-
-        state = _settle_shapes(state, lambda s: one(jnp.asarray(0), s)[0])
-        names: list[str] = []  # the checks' names, in the order they run
-
-        def probe(s: tuple) -> tuple:
-            new, found, _ = one(jnp.asarray(0), s)
-            names.extend(what for what, _ in found)
-            return new
-        jax.eval_shape(probe, state)
-
-        def body(carry: tuple) -> tuple:
-            iteration, s, m, bad = carry
-            new, found, (watched, value) = one(iteration, s)
-            new = jax.tree_util.tree_map(  # laid out as the carry is (see _unify)
-                lambda a, ref: jnp.broadcast_to(jnp.asarray(a, ref.dtype), ref.shape), new, s)
+            # the convergence test reads each posterior's distinct elements (a gate's
+            # clone of K components over N data: the K), as ``_Monitor`` does; without a
+            # tolerance nothing reads the changes, which are not computed (``_Monitor``)
+            watched = (user | internal) if self.tolerance is not None else {}
+            etas = tuple(tuple(jnp.asarray(base.distinct(e), float) for e in d.eta)
+                         for d in watched.values())
+            names[:] = [what for what, _ in found]
+            skip_names[:] = [what for what, _ in found.skips]
+            shapes[:] = [tuple(jnp.shape(e) for e in eta) for eta in etas]
             ok = jnp.stack([f for _, f in found]) if found else jnp.zeros(0, bool)
-            bad = jnp.where((bad < 0) & ~ok, iteration, bad)
-            m = self._observe(m, iteration, watched, value)
-            return iteration + 1, new, m, bad
+            counts = (jnp.stack([c for _, c in found.skips]) if found.skips
+                      else jnp.zeros(0, int))
+            return _materialised(new), (etas, value, ok, counts)
 
-        def cond(carry: tuple) -> Any:
-            iteration, _, m, bad = carry
+        state = _settle_shapes(_materialised(state),
+                               lambda s: one(jnp.asarray(0), s)[0])
+        leaves, tree = jax.tree_util.tree_flatten(state)
+        leaves = [v if isinstance(v, jax.Array) else jnp.asarray(v) for v in leaves]
+
+        def step(iteration: Any, full: list[Any]) -> tuple[list[Any], Any]:
+            new, kept = one(iteration, jax.tree_util.tree_unflatten(tree, full))
+            new = jax.tree_util.tree_leaves(new)
+            return [_laid_out(a, ref) for a, ref in zip(new, full, strict=True)], kept
+
+        def rest(full: list[Any]) -> Any:
+            s = jax.tree_util.tree_unflatten(tree, full)
+            assert after is not None
+            with CHECKS.frame():  # traced for what it reads only: its checks run later
+                return after(s)[0], posteriors(s)[0]
+
+        carry = Carry(leaves, step, rest if after is not None else None)
+        self.carried.append(carry.summary())
+        self.names = list(posteriors(state)[0] | posteriors(state)[1]
+                          ) if self.tolerance is not None else []
+        if self.monitor is None:
+            self.monitor = self._start(shapes)
+        else:
+            self._widen(shapes)
+
+        def body(loop: tuple) -> tuple:
+            iteration, small, m, bad, skips = loop
+            new, (etas, value, ok, counts) = step(iteration, carry.unpack(small))
+            bad = jnp.where((bad < 0) & ~ok, iteration, bad)
+            if skip_names:
+                skips = _skipped(skips, iteration, counts)
+            m = self._observe(m, iteration, etas, value)
+            return iteration + 1, carry.pack(new), m, bad, skips
+
+        def cond(loop: tuple) -> Any:
+            iteration, _, m, bad, _ = loop
             return ((iteration < iterations) & (m["settled"] < 2) & ~m["stalled"]
                     & jnp.all(bad < 0))
 
-        start = (jnp.asarray(0), state, self.monitor, -jnp.ones(len(names), int))
+        skips = jnp.tile(jnp.asarray([-1, 0, -1, 0]), (len(skip_names), 1))
+        start = (jnp.asarray(0), carry.pack(leaves), dict(self.monitor),
+                 -jnp.ones(len(names), int), skips)
         # the monitor's settled count starts afresh in each loop (it stops at 2)
         start[2]["settled"] = jnp.asarray(0)
-        _, state, self.monitor, bad = jax.lax.while_loop(cond, body, start)
+        _, small, self.monitor, bad, skips = jax.lax.while_loop(cond, body, start)
         self.failures.append((names, bad))
-        return state
+        self.skips.append((skip_names, skips))
+        return jax.tree_util.tree_unflatten(tree, carry.unpack(small))
 
     def outputs(self) -> dict[str, Any]:
         """What the host needs after the run: the monitor and the checks' failures."""
-        return {"monitor": self.monitor, "failures": tuple(b for _, b in self.failures)}
+        return {"monitor": self.monitor, "failures": tuple(b for _, b in self.failures),
+                "skips": tuple(s for _, s in self.skips)}
+
+
+def _skipped(skips: Any, iteration: Any, counts: Any) -> Any:
+    """The skip records (see ``Sweeps.skips``) after a sweep that skipped ``counts``
+    elements per update."""
+    now = counts > 0
+    first = now & (skips[:, 0] < 0)
+    return jnp.stack([jnp.where(first, iteration, skips[:, 0]),
+                      jnp.where(first, counts, skips[:, 1]),
+                      jnp.where(now, iteration, skips[:, 2]),
+                      jnp.where(now, counts, skips[:, 3])], axis=1)
+
+
+def report_skips(names: list[list[str]], skips: tuple) -> dict[str, tuple[int, int]]:
+    """The EP updates skipped on the device, as NumPy's ``skip_improper`` reports them:
+    one ``ImproperMessageWarning`` per update name, at the first sweep that skipped it
+    (in the order the sweeps ran them), and the table ``kernels.SKIPPED`` holds after the
+    run (name -> (the last sweep that skipped it, the elements skipped then)), which
+    the monitor's verdict reads."""
+    from factorflow.runtime.kernels import skipped_warning
+    first: list[tuple[int, int, int, str, int]] = []
+    last: dict[str, tuple[int, int]] = {}
+    for k, (loop_names, records) in enumerate(zip(names, skips, strict=True)):
+        for j, (what, (at, count, last_at, last_count)) in enumerate(
+                zip(loop_names, np.asarray(records).tolist(), strict=True)):
+            if at >= 0:
+                first.append((k, at, j, what, count))
+                if what not in last or last[what][0] <= last_at:
+                    last[what] = (last_at, last_count)
+    warned: set[str] = set()
+    for _, at, _, what, count in sorted(first):
+        if what not in warned:
+            warned.add(what)
+            warnings.warn(skipped_warning(what, count, at), stacklevel=4)
+    return last
 
 
 def raise_failures(names: list[list[str]], failures: tuple, before: list[str],
@@ -303,4 +444,4 @@ def to_monitor(monitor: Any, names: list[str], out: dict[str, Any]) -> None:
                      for k, name in enumerate(names)} if n else {}
 
 
-__all__ = ["Sweeps", "CHECKS", "raise_failures", "to_monitor"]
+__all__ = ["Sweeps", "CHECKS", "raise_failures", "report_skips", "to_monitor"]

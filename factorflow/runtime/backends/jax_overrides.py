@@ -106,9 +106,11 @@ def skip_improper(old: Any, compute: Any, inputs: tuple, what: str, iteration: A
     proper, the old one where some input is strictly improper (the skipped EP update),
     selected elementwise; the verdict recorded is ``check_proper_input``'s where NumPy
     raises (a uniform or NaN input, or an improper one before the loops:
-    ``iteration is None``).  The skipped updates are not counted (no
-    ``ImproperMessageWarning`` under JAX)."""
-    skip = None
+    ``iteration is None``).  In a sweep, the number of elements skipped is recorded
+    (``CHECKS.skipped``) as NumPy counts it: over the broadcast shape of the inputs that
+    are not proper everywhere; the host warns and gives the verdict from those counts
+    (``jax_loop.report_skips``)."""
+    parts = []  # per input: (strictly improper elements, proper everywhere)
     for value in inputs:
         if not hasattr(value, "eta"):
             continue
@@ -127,10 +129,29 @@ def skip_improper(old: Any, compute: Any, inputs: tuple, what: str, iteration: A
             CHECKS.record(what, np.all(proper))
             continue
         CHECKS.record(what, np.all(proper | improper))
-        skip = improper if skip is None else skip | improper
+        parts.append((improper, np.all(proper)))
     new = compute()
-    if skip is None:
+    if not parts:
         return new
+    skip = parts[0][0]
+    for improper, _ in parts[1:]:
+        skip = skip | improper
+    # NumPy ORs only the inputs not proper everywhere: one proper everywhere adds no axes
+    # to its count.  ``skip`` spans every input's axes, so each element NumPy counts is
+    # counted ``whole / spanned`` times; ``spanned`` is chosen on the device among the
+    # static subsets of inputs.
+    import itertools
+    import math
+    shapes = [np.shape(improper) for improper, _ in parts]
+    whole = math.prod(np.broadcast_shapes(*shapes))
+    repeats = np.asarray(1, int)
+    for chosen in itertools.product((False, True), repeat=len(parts)):
+        spanned = [s for s, c in zip(shapes, chosen, strict=True) if c]
+        if spanned and math.prod(np.broadcast_shapes(*spanned)) != whole:
+            these = np.all(np.stack([p != c for (_, p), c in zip(parts, chosen, strict=True)]))
+            repeats = np.where(these, whole // math.prod(np.broadcast_shapes(*spanned)),
+                               repeats)
+    CHECKS.skipped(what, np.sum(skip) // repeats)
     return where_mask(~skip, new, old)
 
 

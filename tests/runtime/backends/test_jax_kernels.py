@@ -171,9 +171,10 @@ def test_check_overrides_agree_with_numpy(seed):
 @pytest.mark.parametrize("seed", range(20))
 def test_skip_improper_override_agrees_with_numpy(seed):
     """``skip_improper`` on random inputs (some strictly improper, some NaN, some
-    uniform), masks and iterations: NumPy raises where the override's verdict fails, and
-    elsewhere both keep the old message exactly where an input is strictly improper and
-    take the new one everywhere else."""
+    uniform; a second message over fewer axes, proper everywhere or not), masks and
+    iterations: NumPy raises where the override's verdict fails, and elsewhere both keep
+    the old message exactly where an input is strictly improper, take the new one
+    everywhere else, and count the same skipped elements (NumPy's ``SKIPPED``)."""
     import warnings
 
     rng = np.random.default_rng(seed)
@@ -186,16 +187,21 @@ def test_skip_improper_override_agrees_with_numpy(seed):
     if rng.random() < 0.25:  # an exactly uniform element
         k = rng.integers(6)
         eta[0][k] = eta[1][k] = 0.0
-    d = dist.Gaussian.from_natural(*eta)
-    old, new = _gaussians(rng, 6), _gaussians(rng, 6)
+    d = dist.Gaussian.from_natural(*(e[:, None] for e in eta))
+    # over (6, 3): a message per element of the plate (above), and one per column
+    rows = _gaussians(rng, 3, bad=rng.choice([0.0, 0.5]))
+    rows = dist.Gaussian.from_natural(*(e[None, :] for e in rows.eta))
+    old, new = (dist.Gaussian.from_natural(*(e.reshape(6, 3) for e in g.eta))
+                for g in (_gaussians(rng, 18), _gaussians(rng, 18)))
     mask = rng.random(6) < 0.6 if rng.random() < 0.5 else None
     for iteration in (None, 0, 3):
         token = kernels.SKIPPED.set({})
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", ff.ImproperMessageWarning)
-                want = kernels.skip_improper(old, lambda: new, (d, 2.0), "x", iteration,
-                                             mask)
+                want = kernels.skip_improper(old, lambda: new, (d, 2.0, rows), "x",
+                                             iteration, mask)
+            counted = kernels.SKIPPED.get().get("x", (None, 0))[1]
         except ff.ImproperMessageError:
             want = None
         finally:
@@ -203,13 +209,16 @@ def test_skip_improper_override_agrees_with_numpy(seed):
         with jax.enable_x64(True), CHECKS.frame() as found:
             jnew = _to_copy(ns, new)
             got = jk.skip_improper(
-                _to_copy(ns, old), lambda jnew=jnew: jnew, (_to_copy(ns, d), 2.0), "x",
+                _to_copy(ns, old), lambda jnew=jnew: jnew,
+                (_to_copy(ns, d), 2.0, _to_copy(ns, rows)), "x",
                 None if iteration is None else jax.numpy.asarray(iteration), mask)
-        assert len(found) == 1
-        assert (want is not None) == bool(found[0][1]), (iteration, mask, d)
+        assert len(found) == 2
+        assert (want is not None) == all(bool(ok) for _, ok in found), (iteration, mask, d)
         if want is not None:
             for a, b in zip(want.eta, got.eta, strict=True):
                 _close(np.broadcast_to(a, np.shape(b)), b, 0.0)
+            recorded = int(found.skips[0][1]) if found.skips else 0
+            assert recorded == counted, (iteration, mask, d, rows)
 
 
 def test_initial_override_agrees_with_numpy():

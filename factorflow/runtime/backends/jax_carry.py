@@ -1,0 +1,184 @@
+"""What a JAX loop carries from one sweep to the next: the fewest arrays that do.
+
+A loop's *state* is every message and posterior its sweep assigns (the generated
+program's tuple; ``codegen.jax``).  Carrying all of it through ``lax.while_loop`` makes
+XLA write every leaf to memory after every sweep: for a mixture of K components over N
+points, dozens of (N, K) arrays, most of them messages the next sweep computes afresh
+before reading them, or broadcast views of K values.  ``Carry`` decides, while the
+program is traced, which leaves the loop carries and how:
+
+- **read before written** (liveness): a leaf is carried only if some value the loop
+  keeps depends on it: the next sweep's carried leaves, the convergence test's
+  posteriors and bound, the checks, the skip counts, or what the code after the loop
+  reads (``after``; for a loop followed by another, everything).  The dependencies are
+  read from the jaxpr of one sweep (an equation's inputs count when any of its outputs
+  does).
+- **unchanged**: a leaf the sweep passes through as it is (a message computed before the
+  loop) is a constant of the loop, closed over rather than carried.
+- **distinct elements**: a leaf that is a broadcast view both before the loop and after a
+  sweep (``distributions.base.strides`` under tracing: a gate's clone of K components
+  over N data) is carried along its other axes only and laid out again at the start of
+  each sweep as a recorded view, so the kernels keep the fast paths they take on views;
+  an all-zero view (a uniform message made by ``zeros_view``) at both ends is constant.
+
+Guarantee: each sweep computes the same numbers from the same values as with the whole
+state carried; a leaf that is not carried comes out of the loop as it went in, and
+nothing after the loop reads it.  The decisions are a fixed point: the views a sweep
+makes can depend on the views it is given, so the layout is narrowed until the sweep
+gives back at least what it was given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from jax.extend.core import Literal
+
+from factorflow.runtime.backends.jax_namespace import namespace
+
+#: rounds of narrowing the views before giving up on them (each round traces a sweep)
+ROUNDS = 4
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Per leaf of the state: the axes carried at length 1 (a broadcast view along
+    them), whether it is an all-zero view, and whether the sweep passes it through."""
+
+    shrink: tuple[tuple[bool, ...], ...]
+    zero: tuple[bool, ...]
+    fixed: tuple[bool, ...]
+
+    def meet(self, other: Layout) -> Layout:
+        """What both layouts allow."""
+        return Layout(tuple(tuple(a and b for a, b in zip(s, t, strict=True))
+                            for s, t in zip(self.shrink, other.shrink, strict=True)),
+                      tuple(a and b for a, b in zip(self.zero, other.zero, strict=True)),
+                      tuple(a and b for a, b in zip(self.fixed, other.fixed, strict=True)))
+
+
+def _views(leaves: list[Any]) -> tuple[tuple[tuple[bool, ...], ...], tuple[bool, ...]]:
+    """Per leaf: the axes along which it is a known broadcast view, and whether it is a
+    known all-zero view (read from the JAX namespace's records, during a trace)."""
+    base = namespace()["factorflow.distributions.base"]
+    shrink, zero = [], []
+    for leaf in leaves:
+        shape = jnp.shape(leaf)
+        st = base.strides(leaf) if shape else ()
+        shrink.append(tuple(s == 0 and n > 1 for s, n in zip(st, shape, strict=True)))
+        zero.append(bool(shape) and base.is_zeros_view((leaf,)))
+    return tuple(shrink), tuple(zero)
+
+
+def _small(leaf: Any, shrink: tuple[bool, ...]) -> Any:
+    """``leaf`` along its carried axes only (length 1 on the others)."""
+    if not any(shrink):
+        return leaf
+    return leaf[tuple(slice(0, 1) if s else slice(None) for s in shrink)]
+
+
+def _full(small: Any, shape: tuple[int, ...], shrink: tuple[bool, ...], zero: bool) -> Any:
+    """A carried leaf laid out at ``shape`` again, recorded as the broadcast view it is
+    (an all-zero view made anew: its value is known)."""
+    if zero:
+        return namespace()["factorflow.distributions.base"].zeros_view(shape)
+    if not any(shrink):
+        return small
+    return namespace().numpy.broadcast_to(small, shape)
+
+
+def _inputs_read(jaxpr: Any, wanted: list[bool]) -> list[bool]:
+    """Per input of ``jaxpr``: whether an output in ``wanted`` depends on it (an
+    equation's inputs are read when any of its outputs is: conservative for the loops
+    and calls nested in it)."""
+    live = {v for v, w in zip(jaxpr.outvars, wanted, strict=True)
+            if w and not isinstance(v, Literal)}
+    for eqn in reversed(jaxpr.eqns):
+        if eqn.effects or any(o in live for o in eqn.outvars):
+            live.update(v for v in eqn.invars if not isinstance(v, Literal))
+    return [v in live for v in jaxpr.invars]
+
+
+class Carry:
+    """The carry of one loop (see the module docstring).
+
+    ``sweep(iteration, leaves) -> (new leaves, kept)``: one sweep over the state's
+    leaves, laid out as ``leaves`` are; ``kept``, a pytree, is what the loop keeps
+    besides the state (the monitor's inputs, the checks).  ``after(leaves)``: what the
+    code after the loop computes from the state (None: it may read every leaf)."""
+
+    def __init__(self, leaves: list[Any], sweep: Callable[[Any, list[Any]], tuple],
+                 after: Callable[[list[Any]], Any] | None) -> None:
+        self.start = leaves
+        self.shapes = [jnp.shape(leaf) for leaf in leaves]
+        shrink, zero = _views(leaves)
+        layout = Layout(shrink, zero, (True,) * len(leaves))
+        found: list[Layout] = []  # the layout a sweep gives back, per trace
+
+        def probe(iteration: Any, small: list[Any]) -> tuple:
+            full = self.unpack(small)
+            new, kept = sweep(iteration, full)
+            shrink, zero = _views(new)
+            found.append(Layout(shrink, zero, tuple(
+                a is b for a, b in zip(new, full, strict=True))))
+            return self.pack(new), kept
+
+        self.carried = [True] * len(leaves)  # while the layout is decided
+        for _ in range(ROUNDS):
+            self.layout = layout
+            closed = jax.make_jaxpr(probe)(jnp.asarray(0), self.pack(leaves))
+            layout = layout.meet(found[-1])
+            if layout == self.layout:
+                break
+        else:  # no fixed point of the views: carry every leaf whole
+            self.layout = Layout(tuple((False,) * len(s) for s in self.shapes),
+                                 (False,) * len(leaves), (False,) * len(leaves))
+            closed = jax.make_jaxpr(probe)(jnp.asarray(0), self.pack(leaves))
+        self.carried = self._live(closed.jaxpr, len(jax.tree_util.tree_leaves(
+            closed.out_avals)) - len(leaves), after)
+
+    def _live(self, jaxpr: Any, n_kept: int, after: Callable | None) -> list[bool]:
+        """Per leaf: whether the loop must carry it (read before written)."""
+        n = len(self.start)
+        constant = [f or z for f, z in zip(self.layout.fixed, self.layout.zero, strict=True)]
+        if after is None:
+            needed = [True] * n
+        else:
+            closed = jax.make_jaxpr(after)(self.start)
+            needed = _inputs_read(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+        needed = [w and not c for w, c in zip(needed, constant, strict=True)]
+        while True:  # the inputs read by what is kept, until nothing is added
+            read = _inputs_read(jaxpr, needed + [True] * n_kept)[1:]
+            more = [(w or r) and not c for w, r, c in zip(needed, read, constant, strict=True)]
+            if more == needed:
+                return needed
+            needed = more
+
+    def pack(self, full: list[Any]) -> list[Any]:
+        """The carried values of the leaves ``full`` (None where a leaf is not carried)."""
+        return [_small(leaf, shrink) if c else None for leaf, shrink, c in
+                zip(full, self.layout.shrink, self.carried, strict=True)]
+
+    def unpack(self, small: list[Any]) -> list[Any]:
+        """The state's leaves from the carried values (the others as they went in)."""
+        return [_full(s, shape, shrink, zero) if c or zero else start
+                for s, shape, shrink, zero, c, start in
+                zip(small, self.shapes, self.layout.shrink, self.layout.zero, self.carried,
+                    self.start, strict=True)]
+
+    def summary(self) -> dict[str, int]:
+        """How many leaves are carried, and in how many elements (against all)."""
+        size = [int(jnp.size(leaf)) for leaf in self.start]
+        small = [int(jnp.size(_small(leaf, s))) for leaf, s in
+                 zip(self.start, self.layout.shrink, strict=True)]
+        return {"leaves": len(size), "carried": sum(self.carried),
+                "elements": sum(size),
+                "carried elements": sum(n for n, c in zip(small, self.carried, strict=True)
+                                        if c)}
+
+
+__all__ = ["Carry", "Layout"]
