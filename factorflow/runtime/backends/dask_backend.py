@@ -39,6 +39,7 @@ import numpy as np
 import factorflow.distributions as dist
 from factorflow.errors import BackendError, DataError, ModelError
 from factorflow.runtime.backends.dask_namespace import materialise, namespace
+from factorflow.runtime.backends.jax_namespace import load_program
 from factorflow.runtime.compiled import CompiledModel, compile_model
 from factorflow.runtime.svi import data_plate
 
@@ -158,25 +159,7 @@ class DaskCompiledModel(CompiledModel):
 
     def __post_init__(self) -> None:
         ns = namespace()
-        names = dict(ns["factorflow.runtime.kernels"].NAMESPACE)
-        factors = ns["factorflow.factors"].FACTORS
-        for ident, (kind, key) in self.generated.symbols.items():
-            if kind == "family":
-                names[ident] = getattr(ns["factorflow.distributions"], key)
-            elif key[0] not in factors:
-                raise BackendError(f"the factor {key[0]!r} is defined in this process "
-                                   "(@ff.factor, ff.Deterministic); the Dask backend runs "
-                                   "factorflow's built-in factors only: use "
-                                   "backend='numpy'.")
-            elif kind == "operator":
-                factor, algorithm, target = key
-                names[ident] = factors[factor].operators[(algorithm, target)].fn
-            else:
-                names[ident] = factors[key[0]].evidence[key[1]]
-        code = compile(self.source, f"<factorflow {self.algorithm} dask: {self.model.name}>",
-                       "exec")
-        exec(code, names)
-        self._program = names["infer"]
+        self._program = load_program(ns, self, "Dask")
         self._infer = self._run_dask
         self._client: Any = None
         self._chunks: Any = None
@@ -269,13 +252,34 @@ class DaskCompiledModel(CompiledModel):
                 raise
             except (NotImplementedError, AttributeError, TypeError, ValueError) as e:
                 # Dask's refusals: an in-place write (``out=``, ``x[mask] = ...``), a
-                # NumPy-only method (``.tolist``), linear algebra on stacks of matrices
+                # NumPy-only method (``.tolist``), linear algebra on stacks of matrices;
+                # any other error (a fault of factorflow's own) propagates as it is
+                if not _refused_by_dask(e):
+                    raise
                 raise BackendError(
                     f"{self.model.name}: an operator of this model uses an array "
                     f"operation that chunked Dask arrays do not support "
                     f"({type(e).__name__}: {e}); use backend='numpy'.") from None
             return ({k: _to_numpy(v) for k, v in posteriors.items()},
                     float(dask.compute(log_evidence)[0]))
+
+
+def _refused_by_dask(error: BaseException) -> bool:
+    """Whether ``error`` is Dask declining an array operation: NotImplementedError, an
+    attribute a Dask array lacks, NumPy finding no Dask implementation of a function, or
+    an error raised inside Dask's own code."""
+    import dask.array as da
+    if isinstance(error, NotImplementedError):
+        return True
+    if isinstance(error, AttributeError):
+        return isinstance(getattr(error, "obj", None), da.Array)
+    if "__array_function__" in str(error) or "__array_ufunc__" in str(error):
+        return True
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith(
+        "dask")
 
 
 def _copy_of(ns: Any, value: Any) -> Any:

@@ -46,7 +46,7 @@ from factorflow.runtime.backends.jax_loop import (
     report_skips,
     to_monitor,
 )
-from factorflow.runtime.backends.jax_namespace import Namespace, namespace
+from factorflow.runtime.backends.jax_namespace import Namespace, load_program, namespace
 from factorflow.runtime.compiled import CompiledModel, compile_model
 from factorflow.runtime.kernels import SKIPPED
 
@@ -140,29 +140,14 @@ class JaxCompiledModel(CompiledModel):
     def __post_init__(self) -> None:
         ns = namespace()
         _register(ns)
-        names = dict(ns["factorflow.runtime.kernels"].NAMESPACE)
-        factors = ns["factorflow.factors"].FACTORS
-        for ident, (kind, key) in self.generated.symbols.items():
-            if kind == "family":
-                names[ident] = getattr(ns["factorflow.distributions"], key)
-            elif key[0] not in factors:
-                raise BackendError(f"the factor {key[0]!r} is defined in this process "
-                                   "(@ff.factor, ff.Deterministic); the JAX backend runs "
-                                   "factorflow's built-in factors only: use "
-                                   "backend='numpy'.")
-            elif self.algorithm in ("ep",) and key[0] in NOT_TRACEABLE_EP:
-                raise BackendError(f"the factor {key[0]!r} under EP "
-                                   f"{NOT_TRACEABLE_EP[key[0]]}: its JAX program cannot be "
-                                   "traced; use backend='numpy' (or VMP).")
-            elif kind == "operator":
-                factor, algorithm, target = key
-                names[ident] = factors[factor].operators[(algorithm, target)].fn
-            else:
-                names[ident] = factors[key[0]].evidence[key[1]]
-        code = compile(self.source, f"<factorflow {self.algorithm} jax: {self.model.name}>",
-                       "exec")
-        exec(code, names)
-        self._program = names["infer"]
+
+        def refuse(factor: str) -> str | None:
+            if self.algorithm == "ep" and factor in NOT_TRACEABLE_EP:
+                return (f"the factor {factor!r} under EP {NOT_TRACEABLE_EP[factor]}: its "
+                        "JAX program cannot be traced; use backend='numpy' (or VMP).")
+            return None
+
+        self._program = load_program(ns, self, "JAX", refuse)
         self._infer = self._run_device
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:

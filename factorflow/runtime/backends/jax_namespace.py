@@ -23,6 +23,7 @@ import contextlib
 import importlib
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 #: the modules copied, in an order where each one's factorflow imports come first
@@ -245,4 +246,38 @@ def namespace() -> Namespace:
     return _NAMESPACE
 
 
-__all__ = ["namespace", "Namespace", "COPIED"]
+def load_program(ns: Namespace, compiled: Any, backend: str,
+                 refuse: Callable[[str], str | None] = lambda factor: None) -> Any:
+    """The ``infer`` function of ``compiled``'s generated source executed over the
+    copied modules ``ns``: families and operators are the copies' own.  Raises
+    ``BackendError`` for a factor defined in this process (it has no copy) and for one
+    for which ``refuse(factor)`` gives a reason (that reason is the message)."""
+    from factorflow.errors import BackendError
+
+    names = dict(ns["factorflow.runtime.kernels"].NAMESPACE)
+    factors = ns["factorflow.factors"].FACTORS
+    for ident, (kind, key) in compiled.generated.symbols.items():
+        if kind == "family":
+            names[ident] = getattr(ns["factorflow.distributions"], key)
+            continue
+        if key[0] not in factors:
+            raise BackendError(f"the factor {key[0]!r} is defined in this process "
+                               f"(@ff.factor, ff.Deterministic); the {backend} backend "
+                               "runs factorflow's built-in factors only: use "
+                               "backend='numpy'.")
+        why = refuse(key[0])
+        if why is not None:
+            raise BackendError(why)
+        if kind == "operator":
+            factor, algorithm, target = key
+            names[ident] = factors[factor].operators[(algorithm, target)].fn
+        else:
+            names[ident] = factors[key[0]].evidence[key[1]]
+    code = compile(compiled.source,
+                   f"<factorflow {compiled.algorithm} {backend.lower()}: "
+                   f"{compiled.model.name}>", "exec")
+    exec(code, names)
+    return names["infer"]
+
+
+__all__ = ["namespace", "Namespace", "COPIED", "load_program"]
