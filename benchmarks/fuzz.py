@@ -8,7 +8,10 @@ models.  It prints one table per family, rows by profile (valid) or kind of faul
 example; ``--shrink`` asks hypothesis for the minimal model of each kind of failure.
 
 Columns, valid models: tried; compiled (reached running); finite (ran, every posterior's
-natural parameters free of NaN and proper, log evidence finite); unsupported
+natural parameters free of NaN and proper, log evidence finite); skipped (finite, and EP
+warned that it kept an old message where an input was improper, naming the variable and
+the statement: EP's documented behaviour, ``converged`` False if it still skips at the
+end); unsupported
 (UnsupportedFactorError naming the statement: expected for factor/algorithm pairs without
 operators); improper (ImproperMessageError naming the variable and the statement); then
 the failures: nonfinite, improper-unnamed, unsupported-unnamed, unsupported-unexpected
@@ -42,7 +45,7 @@ from tests.fuzz.invalid import INVALID_KINDS, invalid_models  # noqa: E402
 from tests.fuzz.spec import ALGORITHMS, ModelSpec, failure_report, run  # noqa: E402
 from tests.fuzz.valid import PROFILES, valid_models  # noqa: E402
 
-VALID_COLUMNS = ("tried", "compiled", "finite", "unsupported", "improper", "failed",
+VALID_COLUMNS = ("tried", "compiled", "finite", "skipped", "unsupported", "improper", "failed",
                  "nonfinite", "improper-unnamed", "unsupported-unnamed",
                  "unsupported-unexpected", "model-error", "crash", "warning", "timeout")
 INVALID_COLUMNS = ("tried", "right", "failed", "unnamed", "wrong-class", "other", "none",

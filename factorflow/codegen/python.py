@@ -247,6 +247,9 @@ class _Emitter:
             term = f"mask_term({mask}, {term})"
         if s.param("to_gate"):
             self.emit(f"{s.outputs[0].var} = gate_message({term})", depth)
+        elif s.param("plates", ()):  # a plate of size 0 has no instances: no term
+            self.emit(f"log_evidence += total({term}, {self.shape(s.param('plates'))})",
+                      depth)
         else:
             self.emit(f"log_evidence += total({term})", depth)
 

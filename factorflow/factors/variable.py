@@ -145,7 +145,11 @@ def vmp_variable_evidence(marginal: Distribution) -> np.ndarray:
     return marginal.entropy()
 
 
-def total(value: Any) -> float:
+def total(value: Any, plates: tuple[int, ...] = ()) -> float:
     """Sum an evidence term over all plate elements (a Python float; under tracing an
-    array of no axes)."""
+    array of no axes).  ``plates``: the sizes of the statement's plates; where one is 0
+    the statement has no instances and adds nothing (its messages may be shared scalars
+    standing for the empty plate, which would otherwise count once)."""
+    if 0 in plates:
+        return 0.0
     return np.sum(value) if traced() else float(np.sum(value))

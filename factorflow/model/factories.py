@@ -96,6 +96,10 @@ def _operand(model: Model, value: Any, domain: str, what: str,
             raise ModelError(f"{what}: {base.name}[...] needs a variable with one plate axis.")
         _check_domain(base, domain, what)
         index = value.index
+        k = _case_value(model, index) if open_switch(model, index) is not None else None
+        if k is not None:  # ff.Case(z, k) inside ff.Switch(z): z is k there
+            check_defined_for(model, base, what)
+            return Indexed(base, np.full(tuple(p.size for p in plates), k, dtype=int))
         if isinstance(index, Variable):
             if open_switch(model, index) is None:
                 raise ModelError(f"{what}: indexing {base.name!r} by the random variable "
@@ -134,13 +138,18 @@ def _operand(model: Model, value: Any, domain: str, what: str,
 
 
 def _case_value(model: Model, index: Any) -> int | None:
-    """k if ``index`` is the condition of an open ``ff.Case(index, k)`` (1 in ``ff.If(b)``,
-    0 in ``ff.IfNot(b)``) and no Switch on it is open (inside a Switch, ``array[z]`` picks
-    z's element per case)."""
-    if not isinstance(index, Variable) or open_switch(model, index) is not None:
+    """k if the innermost open gate on ``index`` is ``ff.Case(index, k)`` (1 in
+    ``ff.If(b)``, 0 in ``ff.IfNot(b)``); None under a Switch on it (there ``array[z]``
+    picks z's element per case).  A Case opened inside a Switch on the same condition
+    is innermost: there z is k, and ``array[z]`` is element k."""
+    if not isinstance(index, Variable):
         return None
     for frame in reversed(model.gates):
-        if frame.condition is index and frame.kind in ("case", "if"):
+        if frame.condition is not index:
+            continue
+        if frame.kind == "switch":
+            return None
+        if frame.kind in ("case", "if"):
             return int(frame.value) if frame.kind == "case" else int(not frame.negated)
     return None
 

@@ -275,8 +275,12 @@ class Writer:
 
     @staticmethod
     def shares(a: frozenset[str] | None, b: frozenset[str] | None) -> bool:
-        """Whether two operands are known to depend on a common latent variable (sums
-        and products over shared parents are collected or refused by the API)."""
+        """Whether two operands may depend on a common latent variable (sums and
+        products over shared parents are collected or refused by the API).  Unknown
+        roots (None: a derived value that may be constant, as ``x * 0.0`` or ``x - x``)
+        may share with anything that has a root."""
+        if a is None or b is None:
+            return a != frozenset() and b != frozenset()
         return bool(a and b and a & b)
 
     @staticmethod

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import special, stats
 
 import factorflow as ff
@@ -1085,3 +1087,53 @@ def test_a_point_mass_message_over_an_empty_plate_is_uniform(algorithm):
     assert_close(result["v"].p, 0.8, rtol=1e-12)
     assert_close(result["a"].p, 1.0, rtol=1e-12)
     assert_close(result["b"].p, 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.8])
+@pytest.mark.parametrize("size", [0, 1, 3])
+def test_a_constraint_over_an_empty_plate_adds_no_evidence(p, size):
+    """Fuzz (issue 10, 5 EP runs of 3,000 with log evidence -inf): ff.constrain_true(v)
+    over a plate of size 0 sent v one shared scalar message standing for the whole
+    (empty) plate, and the factor's evidence term was counted once on it: log P(v) with
+    v's posterior divided by a point mass, -inf.  A statement over an empty plate has no
+    instances and adds nothing (``total(term, plate sizes)``); over n > 0 elements the
+    constraint holds, Z = P(v) exactly (by enumeration: v ∈ {0, 1})."""
+    with ff.Model("empty_constraint_evidence") as model:
+        v = ff.Bernoulli("v", p)
+        with ff.Plate(ff.Range("n", size)):
+            ff.constrain_true(v)
+    result = model.infer("ep", iterations=3)
+    exact = np.log(p) if size else 0.0
+    assert_close(result.log_evidence, exact, rtol=1e-12, atol=1e-15)
+    assert_close(result["v"].p, 1.0 if size else p, rtol=1e-12)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(st.lists(st.floats(-3, 3), min_size=3, max_size=3),
+       st.integers(0, 2), st.floats(-3, 3), st.floats(-3, 3))
+def test_case_inside_a_switch_on_its_condition_reads_element_k(means, k, y5, y7):
+    """Fuzz (issue 10, EP: "its gate's cases ... have plates (r2), not ()"): inside
+    ``ff.Switch(z)``, a block ``ff.Case(z, k)`` reading ``x[z]``.  There z is k, so
+    ``x[z]`` is element k (as in a Case outside the Switch).  Checked against exact
+    Gaussian conditioning: case k sees both observations of x[k] jointly."""
+    from scipy.stats import multivariate_normal, norm
+    prior = np.array([0.5, 0.3, 0.2])
+    m = np.asarray(means)
+    with ff.Model("case_in_switch") as model:
+        with ff.Plate(ff.Range("r", 3)):
+            x = ff.Gaussian("x", m, variance=3.5)
+        z = ff.Discrete("z", prior)
+        with ff.Switch(z):
+            ff.Gaussian("y5", x[z], precision=0.5, observed=y5)
+            with ff.Case(z, k):
+                ff.Gaussian("y7", x[z], precision=0.5, observed=y7)
+    log_lik = np.array([norm.logpdf(y5, m[j], np.sqrt(5.5)) for j in range(3)])
+    log_lik[k] = multivariate_normal.logpdf([y5, y7], [m[k], m[k]],
+                                            3.5 * np.ones((2, 2)) + 2.0 * np.eye(2))
+    joint = np.log(prior) + log_lik
+    exact = np.logaddexp.reduce(joint)
+    result = model.infer("ep", iterations=20)
+    assert_close(result.log_evidence, exact, rtol=1e-10)
+    assert_close(result["z"].probs, np.exp(joint - exact), rtol=1e-8, atol=1e-12)
+    bound = model.infer("vmp", iterations=50).log_evidence
+    assert np.isfinite(bound) and bound <= exact + 1e-9

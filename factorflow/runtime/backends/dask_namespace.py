@@ -169,7 +169,9 @@ def _check_proper(original: Any, module: Any) -> Any:
 def _total(original: Any, module: Any) -> Any:
     """``variable.total``: a Dask term's sum stays a Dask scalar, so that the evidence
     terms are summed in one computation (the run's ``float`` of the bound)."""
-    def total(value: Any) -> Any:
+    def total(value: Any, plates: tuple[int, ...] = ()) -> Any:
+        if 0 in plates:
+            return 0.0
         return numpy.sum(value) if _is_dask(value) else original(value)
     return total
 
