@@ -271,8 +271,8 @@ def _refused_by_dask(error: BaseException) -> bool:
     import dask.array as da
     if isinstance(error, NotImplementedError):
         return True
-    if isinstance(error, AttributeError):
-        return isinstance(getattr(error, "obj", None), da.Array)
+    if isinstance(error, AttributeError) and isinstance(getattr(error, "obj", None), da.Array):
+        return True
     if "__array_function__" in str(error) or "__array_ufunc__" in str(error):
         return True
     tb = error.__traceback__

@@ -164,3 +164,42 @@ def test_errors_still_pickle_after_distributed_is_imported(client):
     with pytest.raises(ff.ParseError) as info:
         ff.parse("a ~ Gaussian(0, 1)\ny[i j] ~ Gaussian(a, 1)")
     assert pickle.loads(pickle.dumps(info.value)).line == 2
+
+
+# ----- every example: the same results, or refused by name ----------------------------
+from test_jax import EXAMPLES  # noqa: E402  (the examples that run EP or VMP)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_agrees_or_is_refused_by_name(example, client, monkeypatch, capsys):
+    """Each example's ``main()`` runs as written; its first EP/VMP run is run again on
+    Dask (2 chunks where a plate allows): it agrees with NumPy to 1e-10, or the backend
+    refuses it with ``ff.BackendError`` naming what Dask lacks and the backend that runs
+    it.  Any other exception is a fault of factorflow's own, and fails."""
+    import importlib
+
+    from factorflow.runtime.compiled import CompiledModel, compile_model
+    real_run = CompiledModel.run
+    outcome = []
+
+    def both(self, *args, **kwargs):
+        a = real_run(self, *args, **kwargs)
+        if type(self) is CompiledModel and self.algorithm in ("ep", "vmp") and not outcome:
+            try:
+                twin = compile_model(self.model, self.algorithm, self.user_initialized,
+                                     enter_whole_arrays=self.enter_whole_arrays,
+                                     backend="dask")
+                b = twin.run(*args, client=client, **kwargs)
+            except ff.BackendError as e:
+                assert "backend='numpy'" in str(e) or "backend=\"numpy\"" in str(e), str(e)
+                outcome.append(("refused", str(e)))
+                return a
+            _check_same(self.model, a, b)
+            outcome.append(("same", ""))
+        return a
+
+    monkeypatch.setattr(CompiledModel, "run", both)
+    importlib.import_module(example).main()
+    capsys.readouterr()
+    assert outcome, f"{example}.main() ran no EP or VMP inference"
