@@ -14,6 +14,7 @@ import numpy as np
 
 from factorflow.distributions.base import (
     Distribution,
+    any_true,
     as_index,
     exp_flushed,
     format_values,
@@ -70,6 +71,21 @@ class Gaussian(Distribution):
     def variance(self) -> np.ndarray:
         with np.errstate(divide="ignore"):
             return 1.0 / self.eta[1]
+
+    def __truediv__(self, other: Any) -> Any:
+        """The quotient; where its precision is exactly 0 (equal precisions: the divisor
+        is all the information the dividend has about x) so is its h.  A nonzero h there
+        is rounding left by a tiny message absorbed into a product (p + 1e-18 = p, h +
+        1e-17 kept) and would make an improper message of infinite normaliser: the EP
+        evidence of an otherwise exact model was NaN (fuzz, issue 10)."""
+        out = super().__truediv__(other)
+        if out is NotImplemented:
+            return out
+        h, p = out.eta
+        flat = np.asarray(p) == 0
+        if not any_true(flat):
+            return out
+        return self.from_natural(np.where(flat, 0.0, h), p)
 
     def log_normalizer(self) -> np.ndarray:
         """A(η) = h²/2p − ½ log p + ½ log 2π; for an improper message (p < 0, as EP's

@@ -507,6 +507,9 @@ class Writer:
             if form == "&" and b not in self.roots_of and not (
                     b.startswith(("True", "np.")) and np.all(eval(b, {"np": np}))):
                 roots = None  # a & False, or a & an ff.Data that may hold False
+            if form == "|" and b not in self.roots_of and not (
+                    b.startswith(("False", "np.")) and not np.any(eval(b, {"np": np}))):
+                roots = None  # a | True (always true: ~ of it cannot be constrained)
             var = self.derived(f"{a.ident} {form} {b}", "bool", roots)
         if self.flip(0.4):
             self.constrain_true(var)
@@ -734,7 +737,8 @@ class Writer:
 
     def block_case(self) -> None:
         self.used.add("case")
-        z = self.condition(self.pick(("int", "bool")))
+        z = (self.pick(self.switches) if self.switches
+             else self.condition(self.pick(("int", "bool"))))
         k = z.size if z.domain == "int" else 2
         every = self.flip(0.6)
         values = range(k) if every else sorted(set(
@@ -823,6 +827,11 @@ class Writer:
         nested = len(self.plates) + self.gates
         if kind in ("plate", "if", "case", "switch") and nested >= 3:
             kind = "factory"
+        if kind in ("if", "case") and self.switches:
+            # inside ff.Switch(z) a gate is a Case of z: a variable defined there without
+            # z's axis leaves the Switch, so a gate on another condition must define it in
+            # every case (refused by design, as in Infer.NET: tests/fuzz/invalid.py)
+            kind = "case"
         if kind == "plate" and len(self.ranges) >= 4 and not [
                 r for r in self.ranges if r not in self.plates]:
             kind = "factory"

@@ -1137,3 +1137,25 @@ def test_case_inside_a_switch_on_its_condition_reads_element_k(means, k, y5, y7)
     assert_close(result["z"].probs, np.exp(joint - exact), rtol=1e-8, atol=1e-12)
     bound = model.infer("vmp", iterations=50).log_evidence
     assert np.isfinite(bound) and bound <= exact + 1e-9
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(st.floats(-2, 2), st.floats(0.1, 5), st.floats(0.05, 0.95), st.booleans())
+def test_a_condition_whose_branches_agree_leaves_its_parent_alone(cut, prec, p, seen):
+    """Fuzz (issue 10, EP: "the log evidence is nan"): both branches of If(x > c) observe
+    the same Bernoulli, so the condition's message back to x is uniform up to rounding;
+    absorbed into x's posterior it left q(x)/prior with precision exactly 0 and h ≈ 1e-17,
+    an improper message of infinite normaliser.  Exact: the branches agree, so
+    Z = P(seen) and x keeps its prior."""
+    with ff.Model("agreeing_branches") as model:
+        x = ff.Gaussian("x", 0.0, precision=prec)
+        unused = x > 0.0  # noqa: F841  (a second use of x, as the fuzz model had)
+        c = x > cut
+        with ff.If(c):
+            ff.Bernoulli("y", p, observed=seen)
+        with ff.IfNot(c):
+            ff.Bernoulli("y", p, observed=seen)
+    result = model.infer("ep", iterations=10)
+    assert_close(result.log_evidence, np.log(p if seen else 1 - p), rtol=1e-12)
+    assert_close(result["x"].variance, 1 / prec, rtol=1e-12)
+    assert abs(result["x"].mean) < 1e-12
