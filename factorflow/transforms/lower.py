@@ -170,7 +170,10 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                 frames.append(("if", cond, loop, False, id(f)))
             elif not _implied(f, call.frames):
                 frames.append(("if", cond, f.value, f.negated, id(f)))
-        stmts.append((_gates_outside_loops(frames), _statement(call, plates, operand, b)))
+        masks = {id(g) for g in call.frames
+                 if isinstance(g, GateFrame) and g.condition.is_observed}
+        stmts.append((_gates_outside_loops(frames, masks),
+                      _statement(call, plates, operand, b)))
     return Program(sanitize(model.name), ranges, tuple(decls), _nest(stmts)), b
 
 
@@ -252,10 +255,13 @@ def _label(name: str, decls: list[VarDecl]) -> str:
     return next((d.label for d in decls if d.name == name), name)
 
 
-def _gates_outside_loops(frames: list[tuple]) -> tuple:
+def _gates_outside_loops(frames: list[tuple], masks: set[int] = frozenset()) -> tuple:
     """The frames with each gate moved outside the plate loops its condition does not
     depend on (``for n: if c: …`` is ``if c: for n: …`` when c has no axis n), so that a
-    condition is met where it is defined, as the gate transform requires.  A Switch (its
+    condition is met where it is defined, as the gate transform requires.  On the way a
+    latent condition's gate passes the branches of observed conditions (``masks``: their
+    frames' ids) inside such a loop: c, defined outside the loop, is defined outside
+    them too, and a mask holds the same inside the gate as around it.  A Switch (its
     loop over the cases, then its ``if``) is kept together and not moved."""
     blocks: list[list[tuple]] = []  # a plate loop, an If/Case, or a Switch's pair
     for f in frames:
@@ -273,9 +279,15 @@ def _gates_outside_loops(frames: list[tuple]) -> tuple:
         # a Switch stays where it is: moved out of a plate, its clones would be laid out
         # (cases, plate) by its loop and (plate, cases) by the variables it defines; the
         # gate transform then refuses it by name ("place the gate outside that loop")
-        while (j > 0 and len(blocks[j]) == 1 and gate(blocks[j]) is not None
-               and gate(blocks[j - 1]) is None
-               and blocks[j - 1][0][1] not in gate(blocks[j]).index):
+        while j > 0 and len(blocks[j]) == 1 and gate(blocks[j]) is not None:
+            prev, index = blocks[j - 1], gate(blocks[j]).index
+            if gate(prev) is None:
+                if prev[0][1] in index:
+                    break
+            elif not (len(prev) == 1 and prev[0][4] in masks
+                      and blocks[j][0][4] not in masks and any(
+                    gate(b) is None and b[0][1] not in index for b in blocks[:j - 1])):
+                break
             blocks[j - 1], blocks[j] = blocks[j], blocks[j - 1]
             j -= 1
     return tuple(f for block in blocks for f in block)

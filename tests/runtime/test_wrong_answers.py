@@ -1159,3 +1159,29 @@ def test_a_condition_whose_branches_agree_leaves_its_parent_alone(cut, prec, p, 
     assert_close(result.log_evidence, np.log(p if seen else 1 - p), rtol=1e-12)
     assert_close(result["x"].variance, 1 / prec, rtol=1e-12)
     assert abs(result["x"].mean) < 1e-12
+
+
+@settings(max_examples=15, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, 2), min_size=4, max_size=4),
+       st.lists(st.booleans(), min_size=4, max_size=4), st.floats(0.05, 0.95))
+def test_a_latent_gate_inside_an_observed_case_in_a_plate(z, seen, prior):
+    """Fuzz (issue 10, EP and VMP: "gate on v1: the condition does not depend on the
+    loop over r2; place the gate outside that loop", which the user cannot do): ff.If(c)
+    with c outside the plate, inside ff.Case(z, 2) of an observed per-element z.  The
+    gate now leaves the loop past the observed condition's mask (c, defined outside the
+    loop, is defined outside the mask too).  Exact by enumeration over c:
+    Z = P(z) (prior Π_{i: z_i = 2} P(y_i) + 1 − prior)."""
+    with ff.Model("gate_in_observed_case") as model:
+        c = ff.Bernoulli("c", prior)
+        with ff.Plate(ff.Range("n", 4)):
+            zz = ff.Discrete("z", np.array([0.2, 0.3, 0.5]), observed=np.array(z))
+            with ff.Case(zz, 2):
+                with ff.If(c):
+                    ff.Bernoulli("y", 0.8, observed=np.array(seen))
+    pz = np.prod(np.array([0.2, 0.3, 0.5])[z])
+    lik = np.prod([0.8 if s else 0.2 for zi, s in zip(z, seen, strict=True) if zi == 2])
+    exact = np.log(pz * (prior * lik + 1 - prior))
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm, iterations=10)
+        assert_close(result.log_evidence, exact, rtol=1e-12)
+        assert_close(result["c"].p, prior * lik / (prior * lik + 1 - prior), rtol=1e-10)
