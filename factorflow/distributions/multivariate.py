@@ -142,16 +142,39 @@ def outer(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def quad_form(matrix: np.ndarray, x: np.ndarray) -> np.ndarray:
     """xᵀ M x for stacks (broadcast over the leading axes), without forming x xᵀ; one
-    matrix product for a single matrix and many vectors (a plate of data)."""
+    matrix product for a single matrix and many vectors (a plate of data), and one per
+    distinct matrix where a stack repeats its matrices along axes of x (K components seen
+    by N data: K products of an N × D block, not N·K vector products)."""
     matrix, x = np.asarray(matrix, float), np.asarray(x, float)
     if matrix.ndim == 2:
         return np.sum((x @ matrix) * x, axis=-1)
-    # a stack that only repeats some matrices (stride 0: K components seen by N data) is
-    # read as they are, matmul broadcasting them (einsum's batched path would copy them)
-    index = tuple(slice(0, 1) if matrix.shape[k] > 1 and strides(matrix)[k] == 0
-                  else slice(None) for k in range(matrix.ndim - 2))
-    xm = np.matmul(x[..., None, :], matrix[index])[..., 0, :]
-    return np.sum(xm * x, axis=-1)
+    full = np.broadcast_shapes(matrix.shape[:-2], x.shape[:-1])
+    # a stack that only repeats some matrices (stride 0) is read as it is
+    m = matrix[tuple(slice(0, 1) if matrix.shape[k] > 1 and strides(matrix)[k] == 0
+                     else slice(None) for k in range(matrix.ndim - 2))]
+    lead = np.broadcast_shapes(m.shape[:-2], x.shape[:-1])
+    nd = len(lead)
+    m = m.reshape((1,) * (nd + 2 - m.ndim) + m.shape)
+    x = x.reshape((1,) * (nd + 1 - x.ndim) + x.shape)
+    rows = [a for a in range(nd) if m.shape[a] == 1 and x.shape[a] > 1]
+    if not rows:
+        return _broadcast(np.sum(np.matmul(x[..., None, :], m)[..., 0, :] * x, axis=-1),
+                          full)
+    # the axes along which the matrices repeat become the rows of each matrix product
+    keep = [a for a in range(nd) if a not in rows]
+    xt = np.transpose(np.broadcast_to(x, tuple(lead[a] if a in keep else x.shape[a]
+                                               for a in range(nd)) + x.shape[-1:]),
+                      keep + rows + [nd])
+    shape = xt.shape[:nd]
+    xt = xt.reshape(shape[:len(keep)] + (-1, xt.shape[-1]))
+    m = m.reshape(tuple(m.shape[a] for a in keep) + m.shape[-2:])
+    out = np.sum(np.matmul(xt, m) * xt, axis=-1).reshape(shape)
+    return _broadcast(np.transpose(out, np.argsort(keep + rows)), full)
+
+
+def _broadcast(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``a`` itself where it has ``shape``, else a (read-only) view broadcast to it."""
+    return a if a.shape == shape else np.broadcast_to(a, shape)
 
 
 def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:

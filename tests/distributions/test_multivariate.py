@@ -171,3 +171,25 @@ def test_constructors_agree_on_covariance_and_precision():
     w1, w2 = Wishart(4.0, rate=s), Wishart(4.0, scale=np.linalg.inv(s))
     assert_close(w1.eta[1], w2.eta[1], rtol=1e-10)
     assert "covariance" in repr(a) and "dof" in repr(w1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(1, 3), min_size=0, max_size=3), st.integers(1, 4),
+       st.data())
+def test_quad_form_equals_einsum_for_any_broadcast(lead, dim, data):
+    """xᵀ M x over broadcast stacks (matrices repeated along axes of x, as K components
+    seen by N data; x repeated along axes of the matrices; stride-0 views) equals the
+    einsum written out, in value and shape."""
+    from factorflow.distributions.multivariate import quad_form
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    m_lead = [data.draw(st.sampled_from([1, s])) for s in lead]
+    x_lead = [data.draw(st.sampled_from([1, s])) for s in lead]
+    m_lead = m_lead[data.draw(st.integers(0, len(m_lead))):]
+    matrix = rng.normal(size=tuple(m_lead) + (dim, dim))
+    if data.draw(st.booleans()):                    # a stride-0 view of the stack
+        matrix = np.broadcast_to(matrix, tuple(lead[len(lead) - len(m_lead):]) + (dim, dim))
+    x = rng.normal(size=tuple(x_lead) + (dim,))
+    expected = np.einsum("...i,...ij,...j->...", x, matrix, x)
+    got = quad_form(matrix, x)
+    assert got.shape == expected.shape
+    assert_close(got, expected, 1e-12)
