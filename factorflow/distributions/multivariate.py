@@ -169,7 +169,8 @@ def quad_form(matrix: np.ndarray, x: np.ndarray) -> np.ndarray:
     xt = xt.reshape(shape[:len(keep)] + (-1, xt.shape[-1]))
     m = m.reshape(tuple(m.shape[a] for a in keep) + m.shape[-2:])
     out = np.sum(np.matmul(xt, m) * xt, axis=-1).reshape(shape)
-    return _broadcast(np.transpose(out, np.argsort(keep + rows)), full)
+    order = keep + rows  # (a Python list: jax.numpy's argsort takes arrays only)
+    return _broadcast(np.transpose(out, sorted(range(nd), key=order.__getitem__)), full)
 
 
 def _broadcast(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:

@@ -240,3 +240,16 @@ def test_initial_override_agrees_with_numpy():
         with pytest.raises(ff.ModelError, match=match):
             jk.initial({"m": _to_copy(ns, start)}, "m", getattr(jfam, family.__name__),
                        shape)
+
+
+def test_quad_form_over_repeated_matrices():
+    """xᵀ M x where K matrices are seen by N vectors (the D-dim mixture's bound): the JAX
+    copy takes the same K products of N × D blocks, equal to NumPy's."""
+    from factorflow.distributions import multivariate
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(4, 3, 3))
+    for matrix, x in ((np.broadcast_to(a, (5, 4, 3, 3)), rng.normal(size=(5, 4, 3))),
+                      (a[:, None], rng.normal(size=(4, 6, 3))), (a[0], rng.normal(size=(2, 3)))):
+        with jax.enable_x64(True):
+            got = _copy("factorflow.distributions.multivariate").quad_form(matrix, x)
+        _close(multivariate.quad_form(matrix, x), got)
