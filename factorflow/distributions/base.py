@@ -637,10 +637,9 @@ def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
     is remembered: the compiler merges the repeated computations."""
     if TRACED:
         return compute(arr)
-    key = (what, id(arr))
-    hit = _MEMO.get(key)
-    if hit is not None and hit[0]() is arr:
-        return hit[1]
+    hit = recall(what, arr)
+    if hit is not None:
+        return hit
     value = np.asarray(compute(arr))
     if value is arr:
         return value
@@ -649,9 +648,19 @@ def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
     return value
 
 
+def recall(what: str, arr: Any) -> Any:
+    """``what`` of ``arr`` as ``remember`` recorded it while ``arr`` lives, else None."""
+    hit = _MEMO.get((what, id(arr)))
+    if hit is None or hit[0]() is not arr:
+        return None
+    return arr if hit[1] is None else hit[1]
+
+
 def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
     """Record ``value`` as ``what`` of ``arr`` for ``memo_of`` (forgotten with ``arr``;
-    nothing under tracing)."""
+    nothing under tracing).  ``value`` may be ``arr`` itself (a normalised array is its
+    own normalisation): the table then holds no reference to it, which would keep the
+    array, and its entry, alive for ever (two (N, K) arrays a sweep, before)."""
     if TRACED:
         return
     key = (what, id(arr))
@@ -660,7 +669,7 @@ def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
         ref = weakref.ref(arr, lambda _, key=key, memo=_MEMO: memo.pop(key, None))
     except TypeError:  # not weakly referable: not remembered
         return
-    _MEMO[key] = (ref, value)
+    _MEMO[key] = (ref, None if value is arr else value)
 
 
 def log_normalize(log_w: np.ndarray) -> np.ndarray:
