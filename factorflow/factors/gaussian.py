@@ -110,11 +110,13 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
             or len(shape) != 2 or tuple(axes) != (0,) or weights.shape != tuple(shape)):
         return None
     x = distinct(np.asarray(E(sample), float))
-    if x.shape != (shape[0], 1) or shape[0] == 1:
+    # (chunked Dask data has no memory of its own: its sums are Dask's reductions)
+    memory = getattr(x, "__array_interface__", None)
+    if memory is None or x.shape != (shape[0], 1) or shape[0] == 1:
         return None
     # the data by its memory (a fresh view each call); the memo holds the view, so that
     # memory is not reused while the entry lives
-    ident = (x.__array_interface__["data"][0], x.strides)
+    ident = (memory["data"][0], x.strides)
     hit = recall("data_sums", weights)
     if hit is not None and hit[1] == ident:
         return hit[2]
