@@ -178,7 +178,9 @@ def _sample_vmp(mean, precision) -> Gaussian:
     return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(mean), tau))
 
 
-@GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"))
+@GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"),
+                   method="VMP; weighted over known data (a Switch): τ_k Σ_n q_nk [x_n, 1] "
+                          "from the data sums, one BLAS product a sweep (_data_sums)")
 def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
               weights: np.ndarray | None = None) -> Gaussian:
     """Naturals (E[τ] E[x], E[τ]); with ``reduce``, their sums over its plate axes, each
@@ -201,7 +203,9 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
                                  plate_einsum("", w + [(collapsed(tau_all), "")], reduce))
 
 
-@GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))
+@GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"),
+                   method="VMP; weighted over known data (a Switch): Σ_n q_nk E[(x_n − μ_k)²] "
+                          "from the same data sums (_data_sums)")
 def _precision_vmp(sample, mean, *, reduce: Reduce | None = None,
                    weights: np.ndarray | None = None) -> Gamma:
     """Naturals (½, −½ E[(x − μ)²]); with ``reduce``, their sums over its plate axes, each
