@@ -27,7 +27,7 @@ from factorflow.codegen import variable_nodes
 from factorflow.codegen.names import USER_PREFIX, comment, marginal, symbol
 from factorflow.errors import ModelError
 from factorflow.factors.registry import FACTORS
-from factorflow.ir import Const, IRError, Program, Ref, Stmt, VarDecl, While
+from factorflow.ir import Const, IRError, Program, Ref, Stmt, VarDecl, While, refs_in
 from factorflow.ir.nodes import Arange
 from factorflow.ir.printer import format_stmt
 
@@ -352,15 +352,58 @@ def _state(e: _Emitter, program: Program) -> None:
     e.emit("}}", 2)
 
 
-def _restore(e: _Emitter, program: Program) -> None:
+def _deferred_of_data(program: Program, before: list[Stmt]) -> list[Stmt]:
+    """The statements of ``before`` (what runs before the first loop, and its
+    initialisation) that make a deferred message (``Deferred``) from the data and
+    constants alone, and those that carry it on unchanged (a variable's product with
+    uniform messages), where no loop assigns it again: a resumed run makes them again.
+    A state saves a deferred message as its value, and the product a gate then takes of
+    the value is another computation than the deferred one (its rounding differs); made
+    again from the same data it is the same call, so the resumed run stays bit-identical
+    to the uninterrupted one."""
+    looped: set[str] = set()  # what every other statement assigns: sweeps, later loops
+    first = True  # (the statements before the first loop and its init are ``before``)
+    for node in program.body:
+        if isinstance(node, While):
+            for inner in node.body + (() if first else node.init):
+                if isinstance(inner, Stmt):
+                    looped.update(o.var for o in inner.outputs)
+            first = False
+        elif isinstance(node, Stmt) and not first:
+            looped.update(o.var for o in node.outputs)
+    fixed = {d.name for d in program.decls if d.role in ("observed", "constant")}
+    made: set[str] = set()
+    out = []
+    for s in before:
+        if not isinstance(s, Stmt):
+            continue
+        outputs = {o.var for o in s.outputs}
+        reads = {r for _, v in s.inputs for r in refs_in(v)}
+        if (not outputs or outputs & looped or not reads <= fixed | made
+                or not (s.param("defer") or reads & made)):
+            continue
+        made |= outputs
+        out.append(s)
+    return out
+
+
+def _restore(e: _Emitter, program: Program, before: list[Stmt]) -> None:
     """Emit the other branch of the first loop's ``if resume is None:``: every message
     as the state passed back as ``resume`` holds it, in place of the statements before
-    the loops and of their initialisation (``first_sweep`` skips the sweeps done)."""
+    the loops and of their initialisation (``first_sweep`` skips the sweeps done); the
+    deferred messages of the data alone made again (``_deferred_of_data``)."""
     e.emit("else:  # ---- resuming: every message as the state saved it", 1)
     names = _state_names(program)
     for name in names:
         e.emit(f"{name} = resume['messages'][{name!r}]", 2)
-    if not names:
+    again = _deferred_of_data(program, before)
+    if again:
+        e.emit("# deferred messages of the data alone: made again, as the fresh run made", 2)
+        e.emit("# them (saved, a deferred message is its value: another computation)", 2)
+        e.last_prov = None
+        for s in again:
+            e.statement(s, 2, check=False)
+    if not names and not again:
         e.emit("pass", 2)
 
 
@@ -464,10 +507,10 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
                 e.statement(s, 2, check=False)
             if not pending and not node.init:
                 e.emit("pass  # nothing to initialise", 2)
-            pending = []
+            before, pending = pending + list(node.init), []
             e.last_prov = None
             if k == 1:
-                _restore(e, program)
+                _restore(e, program, before)
             e.emit(f"# ---- iterations{suffix}", 1)
             e.emit(f"for iteration in range(first_sweep(resume, {k}, iterations), "
                    "iterations):", 1)

@@ -637,10 +637,9 @@ def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
     is remembered: the compiler merges the repeated computations."""
     if TRACED:
         return compute(arr)
-    key = (what, id(arr))
-    hit = _MEMO.get(key)
-    if hit is not None and hit[0]() is arr:
-        return hit[1]
+    hit = recall(what, arr)
+    if hit is not None:
+        return hit
     value = np.asarray(compute(arr))
     if value is arr:
         return value
@@ -649,9 +648,19 @@ def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
     return value
 
 
+def recall(what: str, arr: Any) -> Any:
+    """``what`` of ``arr`` as ``remember`` recorded it while ``arr`` lives, else None."""
+    hit = None if TRACED else _MEMO.get((what, id(arr)))
+    if hit is None or hit[0]() is not arr:
+        return None
+    return arr if hit[1] is None else hit[1]
+
+
 def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
     """Record ``value`` as ``what`` of ``arr`` for ``memo_of`` (forgotten with ``arr``;
-    nothing under tracing)."""
+    nothing under tracing).  ``value`` may be ``arr`` itself (a normalised array is its
+    own normalisation): the table then holds no reference to it, which would keep the
+    array, and its entry, alive for ever (two (N, K) arrays a sweep, before)."""
     if TRACED:
         return
     key = (what, id(arr))
@@ -660,13 +669,48 @@ def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
         ref = weakref.ref(arr, lambda _, key=key, memo=_MEMO: memo.pop(key, None))
     except TypeError:  # not weakly referable: not remembered
         return
-    _MEMO[key] = (ref, value)
+    _MEMO[key] = (ref, None if value is arr else value)
+
+
+def row_max(x: np.ndarray) -> np.ndarray:
+    """The maximum over the last axis (kept, length 1), remembered per array: the
+    properness check of a Discrete posterior and its normalisation read the same one
+    (a reduction along a short last axis costs about three passes over the array)."""
+    if TRACED or not isinstance(x, np.ndarray):
+        return np.max(x, axis=-1, keepdims=True)
+    return memo_of("row_max", x, lambda a: np.max(a, axis=-1, keepdims=True))
+
+
+def _normalize_with_probs(x: np.ndarray) -> np.ndarray:
+    """``x`` normalised over its last axis, with its probabilities remembered as its
+    ``"exp"`` (what ``Discrete.probs`` and a gate's case weights read): one exponential
+    of x − max, summed (``einsum``, a fraction of ``np.sum``'s time along a short axis)
+    and divided, instead of a second exponential of the normalised array.  Equal to
+    ``x - logsumexp(x)`` and its ``exp_flushed`` to rounding (the probabilities are
+    flushed to 0 where x − max < −700, not where the normalised value is)."""
+    top = row_max(x)
+    if not all_true(np.isfinite(top)):
+        top = np.where(np.isfinite(top), top, 0.0)
+    out = np.subtract(x, top)              # one fresh array: the normalised logs
+    probs = exp_flushed(out)               # another: the probabilities (largest 1)
+    total = np.einsum("...k->...", probs)[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out -= np.log(total)
+        probs /= total
+    out.flags.writeable = False
+    probs.flags.writeable = False
+    remember("log_normalize", out, out)
+    remember("exp", out, probs)
+    return out
 
 
 def log_normalize(log_w: np.ndarray) -> np.ndarray:
     """log weights normalised over the last axis (remembered per array, and a result
-    is known to be normalised: normalising it again costs nothing)."""
+    is known to be normalised: normalising it again costs nothing); its probabilities
+    are computed with it (``_normalize_with_probs``)."""
     def compute(x: np.ndarray) -> np.ndarray:
+        if not TRACED and x.ndim and x.shape[-1] and x.size:
+            return _normalize_with_probs(x)
         with np.errstate(divide="ignore", invalid="ignore"):
             out = x - logsumexp(x, axis=-1, keepdims=True)
         if TRACED:

@@ -21,6 +21,7 @@ from factorflow.distributions.base import (
     log_normalize,
     memo_of,
     remember,
+    row_max,
     sample_shape,
     traced,
     zeros_view,
@@ -406,7 +407,7 @@ class Discrete(Distribution):
     def all_proper(self) -> bool:
         # one reduction: a finite maximum in every row means a finite entry and no NaN
         # (the maximum propagates NaN); otherwise the elementwise verdict
-        if self.eta[0].size and np.all(np.isfinite(np.max(self.eta[0], axis=-1))):
+        if self.eta[0].size and np.all(np.isfinite(row_max(self.eta[0]))):
             return True
         return super().all_proper()
 

@@ -169,7 +169,8 @@ def plate_einsum(out_event: str, terms: list[tuple[Any, str]], reduce: Reduce) -
     # two terms over the same axes are one fused multiply-and-sum loop; einsum's
     # optimizer would route them through a matrix product and take its diagonal
     # (Σ_n q_nk η_nk: about 50 times slower at N = 20,000, K = 40)
-    optimize = not (len(subs) == 2 and set(subs[0]) == set(subs[1]))
+    # (one operand: no path to choose, and choosing one costs more than a small sum)
+    optimize = len(subs) > 2 or (len(subs) == 2 and set(subs[0]) != set(subs[1]))
     out = np.einsum(",".join(subs) + "->" + "".join(plates[k] for k in kept if k in varies)
                     + out_event, *arrays, optimize=optimize)
     event_shape = out.shape[out.ndim - len(out_event):]

@@ -129,7 +129,14 @@ def _average_log_factor(sample, probs) -> np.ndarray:
     observed x reads E[log p_x] alone (no one-hot array over the categories)."""
     if is_known(sample):
         return _pick(Elog(probs), E(sample))
-    return np.sum(times_finite(_sample_stats(sample, _size(probs)), Elog(probs)), axis=-1)
+    q, elog = _sample_stats(sample, _size(probs)), Elog(probs)
+    if not traced():  # one fused pass (a mixture's (N, K) responsibilities against the
+        # K log-weights); 0 · (−inf) gives NaN there and takes the elementwise way below
+        with np.errstate(invalid="ignore"):
+            fast = np.einsum("...k,...k->...", q, elog)
+        if not np.isnan(fast).any():
+            return fast
+    return np.sum(times_finite(q, elog), axis=-1)
 
 
 # ----- EP ---------------------------------------------------------------------------

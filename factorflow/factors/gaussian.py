@@ -8,7 +8,13 @@ from __future__ import annotations
 import numpy as np
 
 from factorflow.distributions import Distribution, Gamma, Gaussian
-from factorflow.distributions.base import distinct, log_normalizer_or_zero, traced
+from factorflow.distributions.base import (
+    distinct,
+    log_normalizer_or_zero,
+    recall,
+    remember,
+    traced,
+)
 from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
 from factorflow.factors.common import Reduce, collapsed, plate_einsum
@@ -83,11 +89,41 @@ def _reduced_square_diff(sample, mean, weights, reduce: Reduce):
     em, vm = distinct(E(mean)), distinct(_spread(mean))
     if not (_constant_along(em, shape, axes) and _constant_along(vm, shape, axes)):
         return None
-    ex = distinct(E(sample))
-    ex2 = ex * ex if is_known(sample) else ex * ex + distinct(V(sample))
-    s0, s1, s2 = _weighted_sums(weights, (np.broadcast_to(1.0, shape), ex, ex2), reduce)
+    sums = _data_sums(sample, weights, reduce)
+    if sums is None:
+        ex = distinct(E(sample))
+        ex2 = ex * ex if is_known(sample) else ex * ex + distinct(V(sample))
+        sums = _weighted_sums(weights, (np.broadcast_to(1.0, shape), ex, ex2), reduce)
+    s0, s1, s2 = sums
     em, vm = _kept(em, shape, axes), _kept(vm, shape, axes)
     return s0, s2 - 2.0 * em * s1 + (em * em + vm) * s0
+
+
+def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None:
+    """(Σ w, Σ w x, Σ w x²) over the first of two plate axes, for a known data column x
+    (N, 1) and (N, K) weights (a ``Switch`` over a plate: q(z_n = k)): one (3, N) × (N, K)
+    product, the hand-written mixture's, remembered while the weights array lives (the
+    precision's and the mean's messages read the same sums in a sweep).  None for other
+    shapes (the callers' general paths)."""
+    shape, axes = reduce
+    if (traced() or not is_known(sample) or not isinstance(weights, np.ndarray)
+            or len(shape) != 2 or tuple(axes) != (0,) or weights.shape != tuple(shape)):
+        return None
+    x = distinct(np.asarray(E(sample), float))
+    # (chunked Dask data has no memory of its own: its sums are Dask's reductions)
+    memory = getattr(x, "__array_interface__", None)
+    if memory is None or x.shape != (shape[0], 1) or shape[0] == 1:
+        return None
+    # the data by its memory (a fresh view each call); the memo holds the view, so that
+    # memory is not reused while the entry lives
+    ident = (memory["data"][0], x.strides)
+    hit = recall("data_sums", weights)
+    if hit is not None and hit[1] == ident:
+        return hit[2]
+    col = x[:, 0]
+    sums = tuple(np.stack([np.ones_like(col), col, col * col]) @ weights)
+    remember("data_sums", weights, (x, ident, sums))
+    return sums
 
 
 def _weighted_sums(weights, columns, reduce: Reduce) -> list[np.ndarray]:
@@ -142,7 +178,9 @@ def _sample_vmp(mean, precision) -> Gaussian:
     return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(mean), tau))
 
 
-@GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"))
+@GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"),
+                   method="VMP; weighted over known data (a Switch): τ_k Σ_n q_nk [x_n, 1] "
+                          "from the data sums, one BLAS product a sweep (_data_sums)")
 def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
               weights: np.ndarray | None = None) -> Gaussian:
     """Naturals (E[τ] E[x], E[τ]); with ``reduce``, their sums over its plate axes, each
@@ -152,13 +190,22 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     if reduce is None:
         return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(sample), tau))
     x, tau = E(sample), distinct(tau)
+    sums = _data_sums(sample, weights, reduce)
+    if sums is not None:  # a mixture: τ_k Σ_n q_nk x_n and τ_k Σ_n q_nk, when τ is a row
+        # (its rows, as a restored checkpoint's materialised copy shows them too)
+        rows = distinct(E(_rows(precision)))
+        if _constant_along(rows, *reduce):
+            kept = _kept(rows, *reduce)
+            return Gaussian.from_natural(kept * sums[1], kept * sums[0])
     w = [] if weights is None else [(weights, "")]
     tau_all = np.broadcast_to(tau, np.broadcast_shapes(np.shape(tau), np.shape(x)))
     return Gaussian.from_natural(plate_einsum("", w + [(tau, ""), (x, "")], reduce),
                                  plate_einsum("", w + [(collapsed(tau_all), "")], reduce))
 
 
-@GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"))
+@GAUSSIAN.operator("vmp", "precision", proper=("sample", "mean"),
+                   method="VMP; weighted over known data (a Switch): Σ_n q_nk E[(x_n − μ_k)²] "
+                          "from the same data sums (_data_sums)")
 def _precision_vmp(sample, mean, *, reduce: Reduce | None = None,
                    weights: np.ndarray | None = None) -> Gamma:
     """Naturals (½, −½ E[(x − μ)²]); with ``reduce``, their sums over its plate axes, each

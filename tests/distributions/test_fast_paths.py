@@ -64,6 +64,27 @@ def test_normalisation_is_remembered_and_exact():
     assert_close(Discrete.from_natural(np.array([[-np.inf, 0.0]])).probs, [[0.0, 1.0]])
 
 
+def test_remembered_normalisations_are_forgotten_with_their_arrays():
+    """A normalised array is its own normalisation: the memo table must not hold it (it
+    did, and every sweep of a mixture leaked its (N, K) log-probabilities and their
+    exponentials, which also made every sweep fault in fresh memory)."""
+    import gc
+    import weakref
+
+    from factorflow.distributions import base
+    before = len(base._MEMO)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(20, 3))
+    d = Discrete.from_natural(x)
+    out, probs = log_normalize(x), d.probs
+    assert log_normalize(out) is out and d.probs is probs
+    gone = weakref.ref(out)
+    del x, d, out, probs
+    gc.collect()
+    assert gone() is None
+    assert len(base._MEMO) == before
+
+
 def test_scatter_by_bincount_equals_add_at():
     rng = np.random.default_rng(3)
     index = rng.integers(0, 7, 200)

@@ -59,6 +59,23 @@ def mixture() -> ff.Model:
 MIXTURE_INIT = {"means": ff.distributions.Gaussian([0.0, 5.0, 10.0], [1.0, 1.0, 1.0])}
 
 
+def mixture_gamma() -> ff.Model:
+    """The mixture with Gamma precisions (``benchmarks/mixture_reference.py``): the mean's
+    and the precision's messages share one product of the data sums per sweep, and the
+    responsibilities are remembered with their normalisation."""
+    data = np.array([0.1, -0.3, 5.2, 4.8, 10.1, 9.7, 4.0, 6.5, 0.7, 11.2])
+    with ff.Model("mixture_gamma") as model:
+        weights = ff.Dirichlet("weights", np.ones(3))
+        with ff.Plate(ff.Range("k", 3)):
+            means = ff.Gaussian("means", 0.0, variance=100.0)
+            precs = ff.Gamma("precs", 1.0, rate=1.0)
+        with ff.Plate(ff.Range("n", data.size)):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.Gaussian("x", means[z], precision=precs[z], observed=data)
+    return model
+
+
 def skills() -> ff.Model:
     """Skills from games (EP: gathers, scatter products, a constraint)."""
     winners, losers = np.array([0, 1, 2, 3, 0, 2]), np.array([1, 2, 3, 0, 2, 1])
@@ -81,6 +98,7 @@ def clinical_trial() -> ff.Model:
 CASES = {
     "gaussian-vmp": (gaussian, "vmp", {}),
     "mixture-vmp": (mixture, "vmp", {"init": MIXTURE_INIT}),
+    "mixture-gamma-vmp": (mixture_gamma, "vmp", {"init": MIXTURE_INIT}),
     "skills-ep-damped": (skills, "ep", {"damping": 0.3}),
     "clinical-trial-ep-4-loops": (clinical_trial, "ep", {}),
 }

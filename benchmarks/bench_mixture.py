@@ -1,0 +1,117 @@
+"""The VMP 1-D Gaussian mixture (``benchmarks/mixture_reference.py``), factorflow against
+the hand-written NumPy updates, and against another factorflow checkout (before/after),
+side by side in one run.
+
+Each system runs in its own interpreter (so that two factorflow checkouts can be timed
+in one run), one BLAS thread; the measurements go round the systems in turn, ``--rounds``
+times, and each row keeps its best: CPU time per sweep (``time.process_time`` of 2n
+sweeps minus n sweeps: set-up and the final bound are not counted).  Rows: factorflow's
+``run()`` as it is by default under VMP (the bound after every sweep, ``trace=True``) and
+with ``trace=False``; the ratio to the hand-written updates (which compute no bound).
+Every factorflow row is checked against the hand-written posterior means (1e-8).
+
+Run: ``python benchmarks/bench_mixture.py [--baseline PATH] [--rounds R]``, PATH a
+checkout of another factorflow (``git worktree add --detach /tmp/base main``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SIZES = ((10, 200), (40, 2000), (40, 20_000))
+
+
+def worker(k: int, n: int, system: str, trace: bool) -> dict[str, float]:
+    """Seconds of CPU per sweep of ``system`` ("hand" or "factorflow") on K = k, N = n,
+    best of 3 (2s sweeps minus s), and the largest error of its means."""
+    import warnings
+
+    import numpy as np
+
+    sys.path.append(str(ROOT))  # (for ``benchmarks``: PYTHONPATH's factorflow comes first)
+    import factorflow as ff
+    from benchmarks import mixture_reference as mix
+    warnings.simplefilter("ignore", ff.ConvergenceWarning)
+    x = mix.data(k, n)
+    sweeps = max(4, 40_000 // n)
+    if system == "hand":
+        def run(s: int) -> object:
+            return mix.hand_written(x, k, s)
+        error = 0.0
+    else:
+        compiled = mix.model(x, k).compile("vmp", init=["means"])
+        init = mix.factorflow_init(x, k)
+
+        def run(s: int) -> object:
+            return compiled.run(iterations=s, init=init, tolerance=None, progress=False,
+                                trace=trace)
+        got = run(sweeps)["means"].mean
+        error = float(np.max(np.abs(got - mix.hand_written(x, k, sweeps).mean)))
+        assert error < 1e-8, f"{ff.__file__}: the means differ from the hand-written by {error}"
+    run(2)  # warm
+    one, two = [], []
+    for _ in range(3):
+        t0 = time.process_time()
+        run(sweeps)
+        t1 = time.process_time()
+        run(2 * sweeps)
+        t2 = time.process_time()
+        one.append(t1 - t0)
+        two.append(t2 - t1)
+    return {"seconds": max(min(two) - min(one), 1e-9) / sweeps, "error": error,
+            "module": ff.__file__}
+
+
+def measure(path: Path, k: int, n: int, system: str, trace: bool) -> dict[str, float]:
+    """``worker`` in a fresh interpreter with ``path``'s factorflow first on the path."""
+    env = dict(os.environ, PYTHONPATH=str(path), OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, __file__, "--worker", str(k), str(n), system,
+                          str(int(trace))], env=env, capture_output=True, text=True,
+                         check=True, cwd=str(ROOT))
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if not Path(got.pop("module")).resolve().is_relative_to(path.resolve()):
+        raise SystemExit(f"{path}: its factorflow was not the one imported")
+    return got
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--baseline", type=Path, help="another factorflow checkout")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        k, n, system, trace = args.worker
+        print(json.dumps(worker(int(k), int(n), system, trace == "1")))
+        return
+    systems = [("hand-written NumPy", ROOT, "hand", False),
+               ("factorflow", ROOT, "factorflow", True),
+               ("factorflow, trace=False", ROOT, "factorflow", False)]
+    if args.baseline is not None:
+        systems += [("baseline factorflow", args.baseline, "factorflow", True),
+                    ("baseline, trace=False", args.baseline, "factorflow", False)]
+    print(f"{'K, N':<12} {'system':<26} {'ms/iter':>9} {'× hand':>7} {'max |Δ mean|':>13}")
+    for k, n in SIZES:
+        best: dict[str, dict[str, float]] = {}
+        for _ in range(args.rounds):
+            for name, path, system, trace in systems:
+                got = measure(path, k, n, system, trace)
+                if name not in best or got["seconds"] < best[name]["seconds"]:
+                    best[name] = got
+        hand = best["hand-written NumPy"]["seconds"]
+        for name, *_ in systems:
+            got = best[name]
+            print(f"{f'{k}, {n:,}':<12} {name:<26} {got['seconds'] * 1e3:9.3f} "
+                  f"{got['seconds'] / hand:7.2f} {got['error']:13.1e}")
+
+
+if __name__ == "__main__":
+    main()
