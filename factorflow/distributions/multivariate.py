@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.distributions.base import Distribution, strides, zeros_view
+from factorflow.distributions.base import Distribution, strides, traced, zeros_view
 from factorflow.errors import DataError
 from factorflow.lazy import special, stats
 
@@ -69,7 +69,7 @@ def spd_inverse(m: Any) -> tuple[np.ndarray, np.ndarray]:
     d = m.shape[-1]
     if d > ELEMENTWISE_INVERSE_LIMIT:
         return np.linalg.inv(m), logdet(m)
-    if 0 < m.size <= d**5:  # at most D³ matrices: fewer LAPACK calls than array operations
+    if 0 < m.size <= d**5 and not traced():  # at most D³ matrices: fewer LAPACK calls
         try:
             chol = np.linalg.cholesky(m)
             inv = np.linalg.inv(m)
@@ -273,7 +273,6 @@ def _shared_precision(p: np.ndarray) -> np.ndarray:
     on the precision alone (covariance, log-determinant, propriety) is computed once per
     distinct matrix and broadcast back; ``p`` as it is when traced (no branch on
     values) or where nothing is shared.  The comparison is one pass over ``p``."""
-    from factorflow.distributions.base import traced
     if traced() or type(p) is not np.ndarray or p.ndim <= 2:
         return p
     for axis in range(p.ndim - 2):
@@ -419,7 +418,7 @@ class VectorGaussian(Distribution):
             inv, log_det = fast
             quad = np.sum(h * np.sum(inv * h[..., None, :], axis=-1), axis=-1)
             return 0.5 * quad - 0.5 * log_det + 0.5 * self.dim * LOG_2PI
-        w, v = np.linalg.eigh(p)
+        w, v = np.linalg.eigh(small)  # (broadcast against h where the precision is shared)
         scale = np.max(np.abs(w), axis=-1, keepdims=True)
         live = np.abs(w) > self.dim * np.finfo(float).eps * scale
         proj = np.einsum("...ji,...j->...i", v, h, optimize=True)

@@ -19,6 +19,7 @@ The factory puts the random vector in ``a``: EP needs ``b`` known.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -172,24 +173,40 @@ INNER_PRODUCT_GAUSSIAN = define_factor(
     ("precision", "positive"), log_density=_fused_log_density)
 
 
+#: the moments of the last messages ``shared_moments`` read, by identity (with the message,
+#: so that its id is not reused): a sweep and its bound read W's and z's several times
+_RECENT: OrderedDict[int, tuple[Any, tuple[np.ndarray, Any]]] = OrderedDict()
+_RECENT_SIZE = 4
+
+
 def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     """(E[v], Cov[v]) of a vector argument, as ``mean_cov``, except that the covariance
     keeps length 1 along each plate axis where the precisions are all equal (a stride-0
     view, or equal values: the latent coordinates of PCA share one precision), so that
-    one D × D matrix per distinct precision is inverted and the covariance broadcasts."""
+    one D × D matrix per distinct precision is inverted and the covariance broadcasts.
+    The moments of the last few messages are kept (messages are never changed in
+    place), so that reading one message again costs nothing."""
     if is_known(v):
         return np.asarray(v, float), 0.0
-    p = np.asarray(collapsed(v.eta[1], 2))
+    p = collapsed(v.eta[1], 2)
     if traced() or type(p) is not np.ndarray:  # no branch on values when traced
         return v.mean_and_covariance()
+    hit = _RECENT.get(id(v))
+    if hit is not None and hit[0] is v:
+        return hit[1]
     for axis in range(p.ndim - 2):
         if p.shape[axis] > 1 and np.array_equal(
                 np.broadcast_to(np.take(p, [0], axis=axis), p.shape), p):
             p = np.take(p, [0], axis=axis)
     if p.size == v.eta[1].size:
-        return v.mean_and_covariance()
-    cov = VectorGaussian.from_natural(np.zeros(p.shape[:-1] + (1,)), p).covariance
-    return np.einsum("...ij,...j->...i", cov, v.eta[0][..., 0], optimize=True), cov
+        out = v.mean_and_covariance()
+    else:
+        cov = VectorGaussian.from_natural(np.zeros(p.shape[:-1] + (1,)), p).covariance
+        out = np.einsum("...ij,...j->...i", cov, v.eta[0][..., 0], optimize=True), cov
+    _RECENT[id(v)] = (v, out)
+    if len(_RECENT) > _RECENT_SIZE:
+        _RECENT.popitem(last=False)
+    return out
 
 
 def _cov_sum(cov: Any, count: int) -> Any:
@@ -200,11 +217,13 @@ def _cov_sum(cov: Any, count: int) -> Any:
     return cov[0] * count if cov.shape[0] == 1 else np.sum(cov, axis=0)
 
 
-def _side(v: Any, axis: int, shape: tuple[int, ...]) -> tuple[np.ndarray, Any] | None:
+def _side(moments: tuple[np.ndarray, Any], axis: int, shape: tuple[int, ...]
+          ) -> tuple[np.ndarray, Any] | None:
     """One side of a grid: (E v as shape[axis] × D, Cov v as (shape[axis] or 1) × D × D,
-    or 0 for a known vector) of a vector argument whose plates (right-aligned to the two
-    of ``shape``) vary along ``axis`` at most; None if they vary along the other."""
-    m, cov = shared_moments(v)
+    or 0 for a known vector) from a vector argument's ``shared_moments``, whose plates
+    (right-aligned to the two of ``shape``) vary along ``axis`` at most; None if they
+    vary along the other."""
+    m, cov = moments
     m = np.asarray(m, float)
     if m.ndim > 3 or (np.ndim(cov) and np.ndim(cov) > 4):
         return None
@@ -243,7 +262,8 @@ def _second(m: np.ndarray, cov: Any) -> np.ndarray:
     return m.T @ m + _cov_sum(cov, len(m))
 
 
-def _grid_message(sample, other, precision, reduce: Reduce | None) -> VectorGaussian | None:
+def _grid_message(sample, other: tuple[np.ndarray, Any], precision, reduce: Reduce | None
+                  ) -> VectorGaussian | None:
     """The message to one vector summed over the plate axis ``other`` varies along, on a
     grid: (τ Yᵀ M, τ (Mᵀ M + Σ Cov)) with M the other's means, the rows of Y along that
     axis; None where no grid applies (the general path runs)."""
@@ -261,10 +281,11 @@ def _grid_message(sample, other, precision, reduce: Reduce | None) -> VectorGaus
                                                           (shape[1 - axis], d, d)))
 
 
-def _grid(sample, a, b, shape: tuple[int, ...]
-          ) -> tuple[np.ndarray, Any, tuple, tuple, int] | None:
-    """(E y, Var y, a's side, b's side, b's axis) with the rows of y along b's axis, where
-    a varies along one plate axis at most and b along the other; None otherwise."""
+def _grid(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
+          shape: tuple[int, ...]) -> tuple[np.ndarray, Any, tuple, tuple, int] | None:
+    """(E y, Var y, a's side, b's side, b's axis) from the vectors' moments, with the rows
+    of y along b's axis, where a varies along one plate axis at most and b along the
+    other; None otherwise."""
     for b_axis in (0, 1):
         sa, sb = _side(a, 1 - b_axis, shape), _side(b, b_axis, shape)
         if sa is not None and sb is not None:
@@ -273,8 +294,8 @@ def _grid(sample, a, b, shape: tuple[int, ...]
     return None
 
 
-def _grid_square_error(sample, a, b, shape: tuple[int, ...], total: bool
-                       ) -> np.ndarray | float | None:
+def _grid_square_error(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
+                       shape: tuple[int, ...], total: bool) -> np.ndarray | float | None:
     """E[(y − aᵀb)²] on a grid, summed (``total``) or per element in the statement's
     layout; None where no grid applies.  Summed: Σ (E y − E aᵀE b)² + Σ Var y +
     tr(Σ Cov a · Σ E[b bᵀ]) + tr(Σ Cov b · Σ E a E aᵀ), D × D products.  Per element:
@@ -320,10 +341,12 @@ def _plate_shape(*arrays_and_events: tuple[Any, int]) -> tuple[int, ...]:
     return np.broadcast_shapes(*(np.shape(a)[: np.ndim(a) - k] for a, k in arrays_and_events))
 
 
-def _square_error(sample, a, b, reduce: Reduce | None = None) -> np.ndarray:
+def _square_error(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
+                  reduce: Reduce | None = None) -> np.ndarray:
     """E[(y − aᵀb)²] per element (``reduce`` None) or summed over the plate axes of
-    ``reduce``: (E y − E aᵀE b)² + Var y + the second-moment part."""
-    (ma, ca), (mb, cb) = shared_moments(a), shared_moments(b)
+    ``reduce``, from the vectors' moments: (E y − E aᵀE b)² + Var y + the second-moment
+    part."""
+    (ma, ca), (mb, cb) = a, b
     y = np.asarray(E(sample), float)
     shape = _plate_shape((y, 0), (ma, 1), (mb, 1)) if reduce is None else reduce[0]
     every = (tuple(shape), ())  # no axis summed: the per-element values
@@ -338,11 +361,12 @@ def _square_error(sample, a, b, reduce: Reduce | None = None) -> np.ndarray:
     return out
 
 
-def _to_vector(sample, other, precision, reduce: Reduce | None) -> VectorGaussian:
-    """Naturals (E[τ] E[y] E[b], E[τ] E[b bᵀ]) for b = ``other``; with ``reduce`` their
-    sums over its plate axes (Σ τ y E[b]; Σ τ E[b] E[b]ᵀ + Σ τ Cov b)."""
+def _to_vector(sample, other: tuple[np.ndarray, Any], precision, reduce: Reduce | None
+               ) -> VectorGaussian:
+    """Naturals (E[τ] E[y] E[b], E[τ] E[b bᵀ]) for b's moments ``other``; with ``reduce``
+    their sums over its plate axes (Σ τ y E[b]; Σ τ E[b] E[b]ᵀ + Σ τ Cov b)."""
     tau, y = distinct(E(precision)), np.asarray(E(sample), float)
-    m, cov = shared_moments(other)
+    m, cov = other
     if reduce is None:
         prec = np.multiply(np.asarray(tau)[..., None, None], outer(m, m) + cov)
         return vector_gaussian((tau * y)[..., None] * m, prec)
@@ -360,21 +384,24 @@ def _to_vector(sample, other, precision, reduce: Reduce | None) -> VectorGaussia
 def _fused_a_vmp(sample, b, precision, *, reduce: Reduce | None = None) -> VectorGaussian:
     """exp E[log N(y; aᵀb, 1/τ)] as a function of a: (E τ E y E b, E τ E[b bᵀ]), summed
     over the plate axes of ``reduce``."""
-    grid = _grid_message(sample, b, precision, reduce)
-    return grid if grid is not None else _to_vector(sample, b, precision, reduce)
+    moments = shared_moments(b)
+    grid = _grid_message(sample, moments, precision, reduce)
+    return grid if grid is not None else _to_vector(sample, moments, precision, reduce)
 
 
 @INNER_PRODUCT_GAUSSIAN.operator("vmp", "b", proper=("sample", "a", "precision"))
 def _fused_b_vmp(sample, a, precision, *, reduce: Reduce | None = None) -> VectorGaussian:
     """(E τ E y E a, E τ E[a aᵀ]), summed as the message to a."""
-    grid = _grid_message(sample, a, precision, reduce)
-    return grid if grid is not None else _to_vector(sample, a, precision, reduce)
+    moments = shared_moments(a)
+    grid = _grid_message(sample, moments, precision, reduce)
+    return grid if grid is not None else _to_vector(sample, moments, precision, reduce)
 
 
 @INNER_PRODUCT_GAUSSIAN.operator("vmp", "precision", proper=("sample", "a", "b"))
 def _fused_precision_vmp(sample, a, b, *, reduce: Reduce | None = None) -> Gamma:
     """Gamma naturals (½, −½ E[(y − aᵀb)²]); with ``reduce`` their sums over its plate
     axes (on a grid: matrix products, no per-element array but the residual)."""
+    a, b = shared_moments(a), shared_moments(b)
     if reduce is not None and tuple(sorted(reduce[1])) == (0, 1) and len(reduce[0]) == 2:
         total = _grid_square_error(sample, a, b, tuple(reduce[0]), True)
         if total is not None:
@@ -398,8 +425,8 @@ def _fused_sample_vmp(a, b, precision) -> Gaussian:
 @INNER_PRODUCT_GAUSSIAN.evidence_operator("vmp")
 def _fused_average_log_factor(sample, a, b, precision) -> np.ndarray:
     """½ E log τ − ½ log 2π − ½ E τ E[(y − aᵀb)²] per element."""
-    (ma, _), (mb, _) = shared_moments(a), shared_moments(b)
-    shape = _plate_shape((E(sample), 0), (ma, 1), (mb, 1))
+    a, b = shared_moments(a), shared_moments(b)
+    shape = _plate_shape((E(sample), 0), (a[0], 1), (b[0], 1))
     d2 = None
     if _scalar(E(precision), shape) is not None:
         d2 = _grid_square_error(sample, a, b, shape, False)
