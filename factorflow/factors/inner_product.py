@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Gamma, Gaussian, VectorGaussian
-from factorflow.distributions.base import distinct, traced
+from factorflow.distributions.base import all_true, distinct, traced
 from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
 from factorflow.distributions.multivariate import outer, quad_form
@@ -52,7 +52,15 @@ INNER_PRODUCT = define_factor("InnerProduct", ("product", "real"), ("a", "vector
 
 
 def _forward_moments(a, b) -> tuple[np.ndarray, np.ndarray]:
-    """(E[aᵀb], Var[aᵀb]) for independent a and b."""
+    """(E[aᵀb], Var[aᵀb]) for independent a and b (on a grid of two plates, matrix
+    products: ``_grid_forward``)."""
+    grid = _grid_forward(a, b)
+    if grid is not None:
+        mean, var = grid
+        for v in (a, b):  # a uniform vector leaves aᵀb uniform: infinite variance
+            if not all_true(~v.is_uniform()):
+                var = np.where(v.is_uniform(), np.inf, var)
+        return mean, var
     (ma, ca), (mb, cb) = mean_cov(a), mean_cov(b)
     mean = np.sum(ma * mb, axis=-1)
     var = np.zeros(np.shape(mean))
@@ -78,6 +86,14 @@ def _forward(a, b) -> Gaussian:
     if is_known(a) and is_known(b):
         raise unsupported("InnerProduct", "message passing", "cannot send a message to "
                           "'product': the known vectors determine it exactly; observe it.")
+    if not traced() and not is_known(a) and not is_known(b) and all_true(
+            ~a.is_uniform()) and all_true(~b.is_uniform()):
+        grid = _grid_forward(a, b)  # fresh arrays: the naturals are written over them
+        if grid is not None and np.min(grid[1], initial=1.0) > 0 and np.isfinite(
+                np.max(grid[1], initial=1.0)):
+            mean, var = grid
+            prec = np.reciprocal(var, out=var)
+            return Gaussian.from_natural(np.multiply(mean, prec, out=mean), prec)
     mean, var = _forward_moments(a, b)
     with np.errstate(divide="ignore"):
         prec = 1.0 / var
@@ -173,10 +189,17 @@ INNER_PRODUCT_GAUSSIAN = define_factor(
     ("precision", "positive"), log_density=_fused_log_density)
 
 
-#: the moments of the last messages ``shared_moments`` read, by identity (with the message,
-#: so that its id is not reused): a sweep and its bound read W's and z's several times
-_RECENT: OrderedDict[int, tuple[Any, tuple[np.ndarray, Any]]] = OrderedDict()
+#: the moments of the last messages ``shared_moments`` read, by the memory of their
+#: natural parameters (a view of a posterior laid out for a statement, made anew by each
+#: ``align_plates``, is the same message), each kept with the message so that its memory
+#: is not reused: a sweep and its bound read W's and z's several times
+_RECENT: OrderedDict[tuple, tuple[Any, tuple[np.ndarray, Any]]] = OrderedDict()
 _RECENT_SIZE = 4
+
+
+def _memory(v: Any) -> tuple:
+    """Where ``v``'s natural parameters lie: (data address, shape, strides) of each."""
+    return tuple((e.__array_interface__["data"][0], e.shape, e.strides) for e in v.eta)
 
 
 def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
@@ -191,8 +214,9 @@ def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     p = collapsed(v.eta[1], 2)
     if traced() or type(p) is not np.ndarray:  # no branch on values when traced
         return v.mean_and_covariance()
-    hit = _RECENT.get(id(v))
-    if hit is not None and hit[0] is v:
+    key = _memory(v)
+    hit = _RECENT.get(key)
+    if hit is not None:
         return hit[1]
     for axis in range(p.ndim - 2):
         if p.shape[axis] > 1 and np.array_equal(
@@ -203,7 +227,7 @@ def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     else:
         cov = VectorGaussian.from_natural(np.zeros(p.shape[:-1] + (1,)), p).covariance
         out = np.einsum("...ij,...j->...i", cov, v.eta[0][..., 0], optimize=True), cov
-    _RECENT[id(v)] = (v, out)
+    _RECENT[key] = (v, out)
     if len(_RECENT) > _RECENT_SIZE:
         _RECENT.popitem(last=False)
     return out
@@ -285,7 +309,9 @@ def _grid(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
           shape: tuple[int, ...]) -> tuple[np.ndarray, Any, tuple, tuple, int] | None:
     """(E y, Var y, a's side, b's side, b's axis) from the vectors' moments, with the rows
     of y along b's axis, where a varies along one plate axis at most and b along the
-    other; None otherwise."""
+    other; None otherwise (and when traced: the general path, with no value read)."""
+    if traced():
+        return None
     for b_axis in (0, 1):
         sa, sb = _side(a, 1 - b_axis, shape), _side(b, b_axis, shape)
         if sa is not None and sb is not None:
@@ -305,7 +331,8 @@ def _grid_square_error(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, A
     if grid is None:
         return None
     y, vy, (ma, ca), (mb, cb), b_axis = grid
-    resid = y - mb @ ma.T
+    resid = mb @ ma.T  # fresh: the residual and its square are written over it
+    np.subtract(y, resid, out=resid)
     if total:
         out = float(np.vdot(resid, resid)) + float(np.sum(vy))
         if np.ndim(ca):
@@ -313,13 +340,54 @@ def _grid_square_error(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, A
         if np.ndim(cb):
             out += float(np.vdot(_cov_sum(cb, len(mb)), ma.T @ ma))
         return out
-    out = resid * resid + vy
-    d2 = ma.shape[-1] ** 2
-    if np.ndim(ca):
-        out = out + (outer(mb, mb) + cb).reshape(-1, d2) @ ca.reshape(-1, d2).T
-    if np.ndim(cb):
-        out = out + cb.reshape(-1, d2) @ outer(ma, ma).reshape(-1, d2).T
+    out = np.multiply(resid, resid, out=resid)
+    if np.ndim(vy):
+        out += vy
+    out = _grid_spread(ma, ca, mb, cb, out)
     return out.T if b_axis == 1 else out
+
+
+def _grid_spread(ma: np.ndarray, ca: Any, mb: np.ndarray, cb: Any,
+                 out: np.ndarray | None = None) -> np.ndarray:
+    """Var[aᵀb] = tr(Cov a_q E[b_p b_pᵀ]) + E a_qᵀ Cov b_p E a_q on a grid (P × Q), added
+    into ``out`` (a fresh P × Q array; zeros when None).  A covariance shared by all rows
+    of its side gives a column (b_pᵀ Σ_a b_p + tr(Σ_a Cov b_p)) or a row (a_qᵀ Σ_b a_q);
+    otherwise vec(E[b_p b_pᵀ]) · vec(Cov a_q) and vec(Cov b_p) · vec(E a_q E a_qᵀ) are
+    matrix products over the D² entries."""
+    if out is None:
+        out = np.zeros((len(mb), len(ma)))
+    d2 = ma.shape[-1] ** 2
+    if np.ndim(ca) and ca.shape[0] == 1:
+        col = np.einsum("pi,ij,pj->p", mb, ca[0], mb, optimize=True)
+        if np.ndim(cb):
+            col = col + np.einsum("ij,pij->p", ca[0], cb, optimize=True)
+        out += col[:, None]
+    elif np.ndim(ca):
+        out += (outer(mb, mb) + cb).reshape(-1, d2) @ ca.reshape(-1, d2).T
+    if np.ndim(cb) and cb.shape[0] == 1:
+        out += np.einsum("qi,ij,qj->q", ma, cb[0], ma, optimize=True)[None, :]
+    elif np.ndim(cb):
+        out += cb.reshape(-1, d2) @ outer(ma, ma).reshape(-1, d2).T
+    return out
+
+
+def _grid_forward(a, b) -> tuple[np.ndarray, np.ndarray] | None:
+    """(E[aᵀb], Var[aᵀb]) of two random vectors laid out as a grid (two plates, a varying
+    along one and b along the other: W[m] · z[n]), by matrix products, as fresh arrays in
+    the statement's layout; None otherwise."""
+    if is_known(a) or is_known(b) or traced():
+        return None
+    shape = np.broadcast_shapes(a.batch_shape, b.batch_shape)
+    if len(shape) != 2:
+        return None
+    moments_a, moments_b = shared_moments(a), shared_moments(b)
+    for b_axis in (0, 1):
+        sa, sb = _side(moments_a, 1 - b_axis, shape), _side(moments_b, b_axis, shape)
+        if sa is not None and sb is not None:
+            (ma, ca), (mb, cb) = sa, sb
+            mean, var = mb @ ma.T, _grid_spread(ma, ca, mb, cb)
+            return (mean.T, var.T) if b_axis == 1 else (mean, var)
+    return None
 
 
 # ----- the general path: one plate_einsum per sum --------------------------------------
@@ -430,6 +498,9 @@ def _fused_average_log_factor(sample, a, b, precision) -> np.ndarray:
     d2 = None
     if _scalar(E(precision), shape) is not None:
         d2 = _grid_square_error(sample, a, b, shape, False)
-    if d2 is None:
-        d2 = _square_error(sample, a, b)
+    if d2 is not None:  # a fresh array, one τ: the terms are written over it
+        d2 *= -0.5 * float(np.reshape(E(precision), ()))
+        d2 += 0.5 * float(np.reshape(Elog(precision), ())) - 0.5 * LOG_2PI
+        return d2
+    d2 = _square_error(sample, a, b)
     return 0.5 * Elog(precision) - 0.5 * LOG_2PI - 0.5 * E(precision) * d2

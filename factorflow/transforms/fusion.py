@@ -18,7 +18,10 @@ A pair is fused only when all of these hold, and is left as it is otherwise:
   indices are the loops around both, the same loops), outside any gate, and p is not
   initialised by the user.
 
-The fused program has no variable p, so ``result`` has no posterior for it.
+The statement defining p stays: p keeps its posterior (its forward distribution under
+q(a) q(b), as before), but nothing reads p any more, so no message from it is sent back
+and the loop never computes it (only the bound, and the end of the run, bring it up to
+date).
 """
 
 from __future__ import annotations
@@ -60,9 +63,9 @@ def _fusable(program: Program, product: Stmt, loops: tuple[str, ...],
 def _rewrite(program: Program, body: tuple[Node, ...], loops: tuple[str, ...],
              uses: Counter[str], initialized: frozenset[str], fused: set[str]
              ) -> tuple[Node, ...]:
-    """``body`` with each fusable pair in one block replaced by the fused statement (in
-    the Gaussian's place), in ``For`` blocks at any depth but not inside gates (``If``);
-    the names of the fused products go into ``fused``."""
+    """``body`` with the Gaussian of each fusable pair in one block replaced by the fused
+    statement, in ``For`` blocks at any depth but not inside gates (``If``); the names of
+    the fused products go into ``fused``."""
     products = {s.outputs[0].var: s for s in body if isinstance(s, Stmt)
                 and s.op == "InnerProduct"
                 and _fusable(program, s, loops, uses, initialized)}
@@ -87,10 +90,8 @@ def _rewrite(program: Program, body: tuple[Node, ...], loops: tuple[str, ...],
                         (("a", product.input("a")), ("b", product.input("b")),
                          ("precision", node.input("precision"))),
                         node.params, node.provenance))
-    # the products fused away are dropped from this block
     fused.update(taken)
-    return tuple(n for n in out if not (isinstance(n, Stmt) and n.op == "InnerProduct"
-                                        and n.outputs[0].var in taken))
+    return tuple(out)
 
 
 def fuse(program: Program, algorithm: str,
@@ -103,8 +104,4 @@ def fuse(program: Program, algorithm: str,
     uses = _uses(program)
     fused: set[str] = set()
     body = _rewrite(program, program.body, (), uses, initialized, fused)
-    if not fused:
-        return program
-    return replace(program, body=body, decls=tuple(d for d in program.decls
-                                                   if d.name not in fused),
-                   _by_name={})
+    return replace(program, body=body) if fused else program

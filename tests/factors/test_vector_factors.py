@@ -293,6 +293,13 @@ def test_inner_product_gaussian_messages_are_the_unfused_pair(p, q, d, a_axis, s
     fused = FACTORS["InnerProductGaussian"]
     to_mean = op("Gaussian", "vmp", "mean")(sample=y, precision=tau)
     forward = op("InnerProduct", "vmp", "product")(a=qa, b=qb)
+    # the forward distribution (on this grid: matrix products) against each element's
+    # E aᵀE b and tr(Σ_a E[b bᵀ]) + E aᵀ Σ_b E a written out
+    (ma, ca), (mb, cb) = qa.mean_and_covariance(), qb.mean_and_covariance()
+    ebb = cb + mb[..., :, None] * mb[..., None, :]
+    assert_close(forward.mean, np.einsum("...i,...i->...", ma, mb), rtol=1e-10, atol=1e-12)
+    assert_close(forward.variance, np.einsum("...ij,...ij->...", ca, ebb)
+                 + np.einsum("...i,...ij,...j->...", ma, cb, ma), rtol=1e-10)
 
     def same(x, ref):
         for e, r in zip(x.eta, ref.eta, strict=True):
