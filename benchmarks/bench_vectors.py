@@ -208,10 +208,11 @@ def _mixture_row(n: int, k: int, dim: int, sweeps: int = 5) -> str:
             f"{_peak_mb(fused):>8.1f} {_peak_mb(per_element):>9.1f}")
 
 
-def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int
+def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int, ard: bool
                  ) -> tuple[float, float] | None:
     """BayesPy's ms per iteration and final bound on the same model, priors, start and
-    update order (W, τ, z; z from N(z0, I), τ from its prior), or None if absent."""
+    update order (W, [α,] τ, z; z from N(z0, I), τ and α from their priors), or None if
+    absent.  ``ard``: W's rows ``GaussianARD(0, α, shape=(K,))`` as in BayesPy's demo."""
     try:
         from bayespy.inference import VB
         from bayespy.nodes import Dot, Gamma, Gaussian, GaussianARD
@@ -221,12 +222,16 @@ def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int
     k = z0.shape[1]
 
     def build() -> VB:
-        w = Gaussian(np.zeros(k), np.identity(k), plates=(m, 1))
+        if ard:
+            alpha = Gamma(1e-2, 1e-2, plates=(k,))
+            w = GaussianARD(0.0, alpha, shape=(k,), plates=(m, 1))
+        else:
+            w = Gaussian(np.zeros(k), np.identity(k), plates=(m, 1))
         z = Gaussian(np.zeros(k), np.identity(k), plates=(1, n))
         tau = Gamma(1.0, 1.0)
         obs = GaussianARD(Dot(w, z), tau)
         obs.observe(y.T)
-        q = VB(obs, w, tau, z)
+        q = VB(obs, w, alpha, tau, z) if ard else VB(obs, w, tau, z)
         z.initialize_from_parameters(z0[None], np.identity(k))
         return q
 
@@ -240,7 +245,8 @@ def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int
     return min(times) / sweeps * 1e3, bound
 
 
-def _pca_row(n: int, m: int, k: int, sweeps: int = 20, repeats: int = 3) -> str:
+def _pca_row(n: int, m: int, k: int, ard: bool = False, sweeps: int = 20, repeats: int = 5
+             ) -> str:
     """One line: factorflow (the fused InnerProductGaussian factor; bound every sweep, as
     BayesPy, and without), the hand-written NumPy VMP, BayesPy: ms per sweep, and the
     final bounds of factorflow and BayesPy."""
@@ -254,33 +260,43 @@ def _pca_row(n: int, m: int, k: int, sweeps: int = 20, repeats: int = 3) -> str:
     y = rng.normal(size=(n, k)) @ rng.normal(size=(k, m)) + 0.3 * rng.normal(size=(n, m))
     z0 = rng.normal(size=(n, k))
     eye = np.broadcast_to(np.eye(k), (n, k, k))
-    compiled = pca(y, k).compile("vmp", init=["z"])
+    compiled = pca(y, k, ard=ard).compile("vmp", init=["z"])
     start = VG(z0, eye)
     result = compiled.run(init={"z": start}, iterations=sweeps, tolerance=None)
     ff_ms = _best(lambda: compiled.run(init={"z": start}, iterations=sweeps,
                                        tolerance=None), repeats) / sweeps * 1e3
     quiet_ms = _best(lambda: compiled.run(init={"z": start}, iterations=sweeps,
                                           tolerance=None, trace=False), repeats) / sweeps * 1e3
-    hand_ms = _best(lambda: by_hand(y, z0, eye, sweeps), repeats) / sweeps * 1e3
-    bp = _pca_bayespy(y, z0, sweeps, repeats)
+    if ard:
+        by_hand = runpy.run_path(str(root / "tests" / "model" / "test_vectors.py"))[
+            "ard_pca_by_hand"]
+        hand_ms = _best(lambda: by_hand(y, z0, eye, sweeps, a0=1.0, b0=1.0),
+                        repeats) / sweeps * 1e3
+    else:
+        hand_ms = _best(lambda: by_hand(y, z0, eye, sweeps), repeats) / sweeps * 1e3
+    bp = _pca_bayespy(y, z0, sweeps, repeats, ard)
     bp_text = (f"{bp[0]:>8.2f} {bp[0] / ff_ms:>6.2f} | {result.log_evidence:>13.6f} "
                f"{bp[1]:>13.6f} {abs(result.log_evidence - bp[1]):>8.1e}"
                if bp is not None else f"{'—':>8} {'—':>6} | {result.log_evidence:>13.6f}")
-    return (f"{n:>6,} {m:>4} {k:>3} | {ff_ms:>8.2f} {quiet_ms:>8.2f} {hand_ms:>8.2f} | "
+    return (f"{'ARD' if ard else '':>3} {n:>6,} {m:>4} {k:>3} | {ff_ms:>8.2f} "
+            f"{quiet_ms:>8.2f} {hand_ms:>8.2f} | "
             f"{bp_text}")
 
 
 def pca_table() -> None:
     """The Bayesian PCA table (``--pca`` prints it alone)."""
     print("VMP Bayesian PCA, y[n, m] ~ N(W[m] · z[n], 1/τ) (N data, M observed and K latent "
-          "dimensions; 20 sweeps from the same start, in BayesPy's order W, τ, z):\nms per "
+          "dimensions; 20 sweeps from the same start, in BayesPy's order W, [α,] τ, z; ARD: W[m] ~ "
+          "N(0, diag(α)⁻¹), α[k] ~ Gamma(0.01, 0.01)):\nms per "
           "sweep of factorflow (bound every sweep, as BayesPy; and without), the hand-written "
           "NumPy VMP and BayesPy, BayesPy / factorflow, and the final bounds")
-    print(f"{'N':>6} {'M':>4} {'K':>3} | {'ff':>8} {'ff quiet':>8} {'hand':>8} | "
+    print(f"{'':>3} {'N':>6} {'M':>4} {'K':>3} | {'ff':>8} {'ff quiet':>8} {'hand':>8} | "
           f"{'BayesPy':>8} {'ratio':>6} | {'ff bound':>13} {'BayesPy bound':>13} "
           f"{'|diff|':>8}")
     for n, m, k in PCA_SIZES:
         print(_pca_row(n, m, k))
+    for n, m, k in PCA_SIZES[:1] + PCA_SIZES[3:4]:  # with BayesPy's demo's ARD prior on W
+        print(_pca_row(n, m, k, ard=True))
 
 
 def main(dim: int) -> None:
