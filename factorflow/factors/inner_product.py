@@ -226,7 +226,7 @@ def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
         out = v.mean_and_covariance()
     else:
         cov = VectorGaussian.from_natural(np.zeros(p.shape[:-1] + (1,)), p).covariance
-        out = np.einsum("...ij,...j->...i", cov, v.eta[0][..., 0], optimize=True), cov
+        out = (cov @ v.eta[0])[..., 0], cov  # Σ h, Σ broadcast over the shared axes
     _RECENT[key] = (v, out)
     if len(_RECENT) > _RECENT_SIZE:
         _RECENT.popitem(last=False)
@@ -357,15 +357,16 @@ def _grid_spread(ma: np.ndarray, ca: Any, mb: np.ndarray, cb: Any,
     if out is None:
         out = np.zeros((len(mb), len(ma)))
     d2 = ma.shape[-1] ** 2
+    # (matrix products throughout: einsum's path search costs more than these sums)
     if np.ndim(ca) and ca.shape[0] == 1:
-        col = np.einsum("pi,ij,pj->p", mb, ca[0], mb, optimize=True)
+        col = np.sum((mb @ ca[0]) * mb, axis=1)
         if np.ndim(cb):
-            col = col + np.einsum("ij,pij->p", ca[0], cb, optimize=True)
+            col = col + cb.reshape(-1, d2) @ ca[0].reshape(d2)
         out += col[:, None]
     elif np.ndim(ca):
         out += (outer(mb, mb) + cb).reshape(-1, d2) @ ca.reshape(-1, d2).T
     if np.ndim(cb) and cb.shape[0] == 1:
-        out += np.einsum("qi,ij,qj->q", ma, cb[0], ma, optimize=True)[None, :]
+        out += np.sum((ma @ cb[0]) * ma, axis=1)[None, :]
     elif np.ndim(cb):
         out += cb.reshape(-1, d2) @ outer(ma, ma).reshape(-1, d2).T
     return out
