@@ -19,6 +19,7 @@ The factory puts the random vector in ``a``: EP needs ``b`` known.
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -177,7 +178,8 @@ def _b_vmp(product, a, *, reduce: Reduce | None = None) -> VectorGaussian:
 # schedule, so the posteriors and the bound are the same (to rounding).  On a grid — two
 # plates, a varying along one and b along the other, one τ (Bayesian PCA's W[m] · z[n])
 # — every sum is a matrix product of the N × M data with an N × D or M × D matrix of
-# means, or a D × D product (``_Grid``); otherwise one ``plate_einsum`` per sum.
+# means, or a D × D product (``_grid``, ``_grid_message``); otherwise one ``plate_einsum``
+# per sum.
 # Precisions equal along a plate axis (z[n]'s, all N of them) are inverted once.
 def _fused_log_density(sample, a, b, precision):
     mean = np.sum(np.multiply(a, b), axis=-1)
@@ -191,9 +193,10 @@ INNER_PRODUCT_GAUSSIAN = define_factor(
 
 #: the moments of the last messages ``shared_moments`` read, by the memory of their
 #: natural parameters (a view of a posterior laid out for a statement, made anew by each
-#: ``align_plates``, is the same message), each kept with the message so that its memory
-#: is not reused: a sweep and its bound read W's and z's several times
-_RECENT: OrderedDict[tuple, tuple[Any, tuple[np.ndarray, Any]]] = OrderedDict()
+#: ``align_plates``, is the same message): a sweep and its bound read W's and z's several
+#: times.  An entry goes when the arrays owning that memory are freed (so that an address
+#: is never reused under it), or when four newer ones came.
+_RECENT: OrderedDict[tuple, tuple[np.ndarray, Any]] = OrderedDict()
 _RECENT_SIZE = 4
 
 
@@ -202,13 +205,32 @@ def _memory(v: Any) -> tuple:
     return tuple((e.__array_interface__["data"][0], e.shape, e.strides) for e in v.eta)
 
 
+def _owner(a: np.ndarray) -> Any:
+    """The array owning ``a``'s memory (the end of its chain of views)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _remember(v: Any, key: tuple, moments: tuple[np.ndarray, Any]) -> None:
+    """Keep ``moments`` under ``key`` while the memory of ``v``'s parameters lives."""
+    owners = [_owner(e) for e in v.eta]
+    if any(o.base is not None for o in owners):  # memory not owned by an array: no entry
+        return
+    _RECENT[key] = moments
+    for o in {id(o): o for o in owners}.values():
+        weakref.finalize(o, _RECENT.pop, key, None)
+    while len(_RECENT) > _RECENT_SIZE:
+        _RECENT.popitem(last=False)
+
+
 def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     """(E[v], Cov[v]) of a vector argument, as ``mean_cov``, except that the covariance
     keeps length 1 along each plate axis where the precisions are all equal (a stride-0
     view, or equal values: the latent coordinates of PCA share one precision), so that
     one D × D matrix per distinct precision is inverted and the covariance broadcasts.
     The moments of the last few messages are kept (messages are never changed in
-    place), so that reading one message again costs nothing."""
+    place), so that reading one message again, or a view of it, costs nothing."""
     if is_known(v):
         return np.asarray(v, float), 0.0
     p = collapsed(v.eta[1], 2)
@@ -217,7 +239,7 @@ def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     key = _memory(v)
     hit = _RECENT.get(key)
     if hit is not None:
-        return hit[1]
+        return hit
     for axis in range(p.ndim - 2):
         if p.shape[axis] > 1 and np.array_equal(
                 np.broadcast_to(np.take(p, [0], axis=axis), p.shape), p):
@@ -227,9 +249,7 @@ def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     else:
         cov = VectorGaussian.from_natural(np.zeros(p.shape[:-1] + (1,)), p).covariance
         out = (cov @ v.eta[0])[..., 0], cov  # Σ h, Σ broadcast over the shared axes
-    _RECENT[key] = (v, out)
-    if len(_RECENT) > _RECENT_SIZE:
-        _RECENT.popitem(last=False)
+    _remember(v, key, out)
     return out
 
 
