@@ -272,13 +272,16 @@ def _shared_precision(p: np.ndarray) -> np.ndarray:
     PCA share one posterior precision while their means differ), so that what depends
     on the precision alone (covariance, log-determinant, propriety) is computed once per
     distinct matrix and broadcast back; ``p`` as it is when traced (no branch on
-    values) or where nothing is shared.  The comparison is one pass over ``p``."""
+    values) or where nothing is shared.  The comparison is one pass over ``p`` (none past
+    the first two matrices where they differ)."""
     if traced() or type(p) is not np.ndarray or p.ndim <= 2:
         return p
     for axis in range(p.ndim - 2):
         if p.shape[axis] > 1:
             first = np.take(p, [0], axis=axis)
-            if strides(p)[axis] == 0 or bool(np.all(p == first)):
+            if strides(p)[axis] == 0 or (  # (the first two first: distinct ones differ)
+                    np.array_equal(first, np.take(p, [1], axis=axis))
+                    and bool(np.all(p == first))):
                 p = first
     return p
 

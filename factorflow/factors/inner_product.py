@@ -241,9 +241,12 @@ def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     if hit is not None:
         return hit
     for axis in range(p.ndim - 2):
-        if p.shape[axis] > 1 and np.array_equal(
-                np.broadcast_to(np.take(p, [0], axis=axis), p.shape), p):
-            p = np.take(p, [0], axis=axis)
+        if p.shape[axis] < 2:
+            continue
+        first = np.take(p, [0], axis=axis)  # (the first two first: distinct ones differ)
+        if np.array_equal(first, np.take(p, [1], axis=axis)) and np.array_equal(
+                np.broadcast_to(first, p.shape), p):
+            p = first
     if p.size == v.eta[1].size:
         out = v.mean_and_covariance()
     else:
