@@ -221,7 +221,10 @@ def _remember(v: Any, key: tuple, moments: tuple[np.ndarray, Any]) -> None:
     for o in {id(o): o for o in owners}.values():
         weakref.finalize(o, _RECENT.pop, key, None)
     while len(_RECENT) > _RECENT_SIZE:
-        _RECENT.popitem(last=False)
+        try:
+            _RECENT.popitem(last=False)
+        except KeyError:  # emptied meanwhile (another thread's run)
+            break
 
 
 def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
