@@ -391,12 +391,12 @@ def test_ard_prunes_the_latent_dimensions_the_data_lack():
     """Data of 2 latent dimensions fitted with K = 4 under ARD: two α's posterior means
     grow by orders of magnitude over the other two (their columns of W switched off)."""
     rng = np.random.default_rng(3)
-    n, m, k = 200, 8, 4
+    n, m, k = 100, 8, 4
     y = rng.normal(size=(n, 2)) @ (3 * rng.normal(size=(2, m))) + 0.1 * rng.normal(size=(n, m))
     start = ff.distributions.VectorGaussian(rng.normal(size=(n, k)),
                                             np.broadcast_to(np.eye(k), (n, k, k)))
     result = _ard_pca(y, k).compile("vmp", init=["z"]).run(init={"z": start},
-                                                           iterations=300, tolerance=None)
+                                                           iterations=100, tolerance=None)
     alpha = np.sort(result["alpha"].mean)
     assert alpha[2] > 100 * alpha[1]
 
