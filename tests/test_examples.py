@@ -61,6 +61,13 @@ def test_example_runs(path, capsys):
         assert np.max(out["angles"]) < 3.0
         assert np.max(np.abs(result["W"].mean - ref["w_mean"])) < 1e-8
         assert abs(result.log_evidence - ref["elbo"]) < 1e-8
+        from tests.model.test_vectors import ard_pca_by_hand  # ARD, K = 4 for 2 dimensions
+        ard, wide = out["ard"], out["ard_init"]
+        ref = ard_pca_by_hand(out["y"], wide.mean, wide.covariance, ard.iterations, a0=1.0,
+                              b0=1.0)
+        assert abs(ard.log_evidence - ref["elbo"]) < 1e-8 * abs(ref["elbo"])
+        alpha = np.sort(ard["alpha"].mean)
+        assert alpha[2] > 100 * alpha[1]
     if path.stem == "logistic_regression":  # against the exact (grid) posterior
         assert out["ep_mean_error"] < 1e-3 and abs(out["ep_log_evidence"] - out["log_z"]) < 0.01
         assert out["vmp_mean_error"] < 0.05 and out["vmp_log_evidence"] < out["log_z"]

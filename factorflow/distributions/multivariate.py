@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.distributions.base import Distribution, strides, zeros_view
+from factorflow.distributions.base import Distribution, strides, traced, zeros_view
 from factorflow.errors import DataError
 from factorflow.lazy import special, stats
 
@@ -61,12 +61,23 @@ def gauss_jordan(a: list[list[Any]]) -> tuple[list[list[Any]], Any]:
 
 def spd_inverse(m: Any) -> tuple[np.ndarray, np.ndarray]:
     """(M⁻¹, log |M|) of each symmetric positive-definite D × D matrix of ``m``
-    (..., D, D): ``gauss_jordan`` up to ``ELEMENTWISE_INVERSE_LIMIT``, LAPACK above.  The
+    (..., D, D): ``gauss_jordan`` up to ``ELEMENTWISE_INVERSE_LIMIT``, LAPACK above, and
+    LAPACK (Cholesky for the log-determinant) for a stack of at most D³ matrices, where
+    the elimination's D³ array operations cost more than one call per matrix.  The
     inverse is symmetrised."""
     m = np.asarray(m, float)
     d = m.shape[-1]
     if d > ELEMENTWISE_INVERSE_LIMIT:
         return np.linalg.inv(m), logdet(m)
+    if 0 < m.size <= d**5 and not traced():  # at most D³ matrices: fewer LAPACK calls
+        try:
+            chol = np.linalg.cholesky(m)
+            inv = np.linalg.inv(m)
+        except np.linalg.LinAlgError:  # not (numerically) positive definite: the
+            pass                       # elimination's NaNs or infinities below
+        else:
+            log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
+            return 0.5 * (inv + np.swapaxes(inv, -1, -2)), log_det
     inv, log_det = gauss_jordan([[m[..., i, j] for j in range(d)] for i in range(d)])
     out = np.stack([np.stack(row, axis=-1) for row in inv], axis=-2)
     return 0.5 * (out + np.swapaxes(out, -1, -2)), log_det
@@ -279,6 +290,26 @@ def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     return inv, log_det
 
 
+def _shared_precision(p: np.ndarray) -> np.ndarray:
+    """``p`` (batch + (D, D)) with each batch axis along which every matrix is the same
+    cut to length 1 (a broadcast view, or equal values: the N latent vectors of Bayesian
+    PCA share one posterior precision while their means differ), so that what depends
+    on the precision alone (covariance, log-determinant, propriety) is computed once per
+    distinct matrix and broadcast back; ``p`` as it is when traced (no branch on
+    values) or where nothing is shared.  The comparison is one pass over ``p`` (none past
+    the first two matrices where they differ)."""
+    if traced() or type(p) is not np.ndarray or p.ndim <= 2:
+        return p
+    for axis in range(p.ndim - 2):
+        if p.shape[axis] > 1:
+            first = np.take(p, [0], axis=axis)
+            if strides(p)[axis] == 0 or (  # (the first two first: distinct ones differ)
+                    np.array_equal(first, np.take(p, [1], axis=axis))
+                    and bool(np.all(p == first))):
+                p = first
+    return p
+
+
 class VectorGaussian(Distribution):
     """N(x; mean, precision⁻¹) over x in R^D.
 
@@ -362,8 +393,11 @@ class VectorGaussian(Distribution):
         array([[ 2., -1.],
                [-1.,  2.]])
         """
-        fast = _well_conditioned_inverse(self.eta[1])
-        return inverse(self.eta[1]) if fast is None else fast[0]
+        p = self.eta[1]
+        small = _shared_precision(p)
+        fast = _well_conditioned_inverse(small)
+        cov = inverse(small) if fast is None else fast[0]
+        return cov if small is p else np.broadcast_to(cov, p.shape)
 
     @property
     def variance(self) -> np.ndarray:
@@ -405,12 +439,13 @@ class VectorGaussian(Distribution):
         h, p = self.eta[0][..., 0], self.eta[1]
         if p.size == 0:
             return np.zeros(self.batch_shape)
-        fast = _well_conditioned_inverse(p)
+        small = _shared_precision(p)
+        fast = _well_conditioned_inverse(small)
         if fast is not None:
             inv, log_det = fast
             quad = np.sum(h * np.sum(inv * h[..., None, :], axis=-1), axis=-1)
             return 0.5 * quad - 0.5 * log_det + 0.5 * self.dim * LOG_2PI
-        w, v = np.linalg.eigh(p)
+        w, v = np.linalg.eigh(small)  # (broadcast against h where the precision is shared)
         scale = np.max(np.abs(w), axis=-1, keepdims=True)
         live = np.abs(w) > self.dim * np.finfo(float).eps * scale
         proj = np.einsum("...ji,...j->...i", v, h, optimize=True)
@@ -446,7 +481,8 @@ class VectorGaussian(Distribution):
     def is_proper(self) -> np.ndarray:
         if self.eta[1].size == 0:
             return np.ones(self.batch_shape, bool)
-        return smallest_eigenvalue(self.eta[1]) > 0
+        p = self.eta[1]
+        return np.broadcast_to(smallest_eigenvalue(_shared_precision(p)) > 0, p.shape[:-2])
 
     @_distinct
     def is_uniform(self) -> np.ndarray:

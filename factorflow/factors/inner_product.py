@@ -19,13 +19,26 @@ The factory puts the random vector in ``a``: EP needs ``b`` known.
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
+from typing import Any
+
 import numpy as np
 
-from factorflow.distributions import Gaussian, VectorGaussian
-from factorflow.distributions.moments import is_known
+from factorflow.distributions import Gamma, Gaussian, VectorGaussian
+from factorflow.distributions.base import all_true, distinct, traced
+from factorflow.distributions.families import LOG_2PI
+from factorflow.distributions.moments import E, Elog, V, is_known
 from factorflow.distributions.multivariate import outer, quad_form
 from factorflow.factors.arithmetic import _linear_evidence, _no_observed_output
-from factorflow.factors.common import Reduce, plate_einsum, times_finite, unsupported
+from factorflow.factors.common import (
+    Reduce,
+    collapsed,
+    plate_einsum,
+    reduced_shape,
+    times_finite,
+    unsupported,
+)
 from factorflow.factors.registry import define_factor
 from factorflow.factors.vector_gaussian import mean_cov, vector_gaussian
 
@@ -40,7 +53,15 @@ INNER_PRODUCT = define_factor("InnerProduct", ("product", "real"), ("a", "vector
 
 
 def _forward_moments(a, b) -> tuple[np.ndarray, np.ndarray]:
-    """(E[aᵀb], Var[aᵀb]) for independent a and b."""
+    """(E[aᵀb], Var[aᵀb]) for independent a and b (on a grid of two plates, matrix
+    products: ``_grid_forward``)."""
+    grid = _grid_forward(a, b)
+    if grid is not None:
+        mean, var = grid
+        for v in (a, b):  # a uniform vector leaves aᵀb uniform: infinite variance
+            if not all_true(~v.is_uniform()):
+                var = np.where(v.is_uniform(), np.inf, var)
+        return mean, var
     (ma, ca), (mb, cb) = mean_cov(a), mean_cov(b)
     mean = np.sum(ma * mb, axis=-1)
     var = np.zeros(np.shape(mean))
@@ -66,6 +87,14 @@ def _forward(a, b) -> Gaussian:
     if is_known(a) and is_known(b):
         raise unsupported("InnerProduct", "message passing", "cannot send a message to "
                           "'product': the known vectors determine it exactly; observe it.")
+    if not traced() and not is_known(a) and not is_known(b) and all_true(
+            ~a.is_uniform()) and all_true(~b.is_uniform()):
+        grid = _grid_forward(a, b)  # fresh arrays: the naturals are written over them
+        if grid is not None and np.min(grid[1], initial=1.0) > 0 and np.isfinite(
+                np.max(grid[1], initial=1.0)):
+            mean, var = grid
+            prec = np.reciprocal(var, out=var)
+            return Gaussian.from_natural(np.multiply(mean, prec, out=mean), prec)
     mean, var = _forward_moments(a, b)
     with np.errstate(divide="ignore"):
         prec = 1.0 / var
@@ -130,3 +159,375 @@ def _b_vmp(product, a, *, reduce: Reduce | None = None) -> VectorGaussian:
     """exp E_a[log m_product(aᵀ b)]: naturals (h E[a], τ E[a aᵀ]) (fused as ``_a_vmp``)."""
     _no_observed_output("InnerProduct", product)
     return _backward(product, a, reduce)
+
+
+# ----- fused: y ~ N(aᵀb, 1/τ) with a and b random (VMP) -------------------------------------
+# InnerProductGaussian(sample | a, b, precision): the Gaussian whose mean is the inner
+# product of two random D-vectors, one factor (BayesPy's ``GaussianARD(Dot(W, z), τ)``).
+# ``transforms.fusion`` makes it from ``ff.Gaussian(name, a @ b, precision=τ)`` under VMP
+# when the product is used nowhere else: no per-element Gaussian of aᵀb is formed, and the
+# messages are sums of the data's sufficient statistics over the plates:
+#
+# * to a: naturals (Σ E[τ] E[y] E[b], Σ E[τ] E[b bᵀ]), and symmetrically to b;
+# * to τ: (½ Σ 1, −½ Σ E[(y − aᵀb)²]) with E[(y − aᵀb)²] = (E y − E aᵀ E b)² + Var y +
+#   tr(Σ_a E[b bᵀ]) + E aᵀ Σ_b E a (non-negative terms: no cancellation);
+# * to y (latent): N(E[a]ᵀ E[b], 1/E[τ]);
+# * evidence: E log N(y; aᵀb, 1/τ) = ½ E log τ − ½ log 2π − ½ E[τ] E[(y − aᵀb)²].
+#
+# Each is the message the unfused pair (InnerProduct, then Gaussian) sends in the same
+# schedule, so the posteriors and the bound are the same (to rounding).  On a grid — two
+# plates, a varying along one and b along the other, one τ (Bayesian PCA's W[m] · z[n])
+# — every sum is a matrix product of the N × M data with an N × D or M × D matrix of
+# means, or a D × D product (``_grid``, ``_grid_message``); otherwise one ``plate_einsum``
+# per sum.
+# Precisions equal along a plate axis (z[n]'s, all N of them) are inverted once.
+def _fused_log_density(sample, a, b, precision):
+    mean = np.sum(np.multiply(a, b), axis=-1)
+    return 0.5 * np.log(precision) - 0.5 * LOG_2PI - 0.5 * precision * (sample - mean) ** 2
+
+
+INNER_PRODUCT_GAUSSIAN = define_factor(
+    "InnerProductGaussian", ("sample", "real"), ("a", "vector"), ("b", "vector"),
+    ("precision", "positive"), log_density=_fused_log_density)
+
+
+#: the moments of the last messages ``shared_moments`` read, by the memory of their
+#: natural parameters (a view of a posterior laid out for a statement, made anew by each
+#: ``align_plates``, is the same message): a sweep and its bound read W's and z's several
+#: times.  An entry goes when the arrays owning that memory are freed (so that an address
+#: is never reused under it), or when four newer ones came.
+_RECENT: OrderedDict[tuple, tuple[np.ndarray, Any]] = OrderedDict()
+_RECENT_SIZE = 4
+
+
+def _memory(v: Any) -> tuple:
+    """Where ``v``'s natural parameters lie: (data address, shape, strides) of each."""
+    return tuple((e.__array_interface__["data"][0], e.shape, e.strides) for e in v.eta)
+
+
+def _owner(a: np.ndarray) -> Any:
+    """The array owning ``a``'s memory (the end of its chain of views)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _remember(v: Any, key: tuple, moments: tuple[np.ndarray, Any]) -> None:
+    """Keep ``moments`` under ``key`` while the memory of ``v``'s parameters lives."""
+    owners = [_owner(e) for e in v.eta]
+    if any(o.base is not None for o in owners):  # memory not owned by an array: no entry
+        return
+    _RECENT[key] = moments
+    for o in {id(o): o for o in owners}.values():
+        weakref.finalize(o, _RECENT.pop, key, None)
+    while len(_RECENT) > _RECENT_SIZE:
+        try:
+            _RECENT.popitem(last=False)
+        except KeyError:  # emptied meanwhile (another thread's run)
+            break
+
+
+def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
+    """(E[v], Cov[v]) of a vector argument, as ``mean_cov``, except that the covariance
+    keeps length 1 along each plate axis where the precisions are all equal (a stride-0
+    view, or equal values: the latent coordinates of PCA share one precision), so that
+    one D × D matrix per distinct precision is inverted and the covariance broadcasts.
+    The moments of the last few messages are kept (messages are never changed in
+    place), so that reading one message again, or a view of it, costs nothing."""
+    if is_known(v):
+        return np.asarray(v, float), 0.0
+    p = collapsed(v.eta[1], 2)
+    if traced() or type(p) is not np.ndarray:  # no branch on values when traced
+        return v.mean_and_covariance()
+    key = _memory(v)
+    hit = _RECENT.get(key)
+    if hit is not None:
+        return hit
+    for axis in range(p.ndim - 2):
+        if p.shape[axis] < 2:
+            continue
+        first = np.take(p, [0], axis=axis)  # (the first two first: distinct ones differ)
+        if np.array_equal(first, np.take(p, [1], axis=axis)) and np.array_equal(
+                np.broadcast_to(first, p.shape), p):
+            p = first
+    if p.size == v.eta[1].size:
+        out = v.mean_and_covariance()
+    else:
+        cov = VectorGaussian.from_natural(np.zeros(p.shape[:-1] + (1,)), p).covariance
+        out = (cov @ v.eta[0])[..., 0], cov  # Σ h, Σ broadcast over the shared axes
+    _remember(v, key, out)
+    return out
+
+
+def _cov_sum(cov: Any, count: int) -> Any:
+    """Σ Cov over ``count`` elements of a covariance stack (K, D, D) with K = count or 1
+    (shared); the scalar 0 of a known vector stays 0."""
+    if not np.ndim(cov):
+        return 0.0
+    return cov[0] * count if cov.shape[0] == 1 else np.sum(cov, axis=0)
+
+
+def _side(moments: tuple[np.ndarray, Any], axis: int, shape: tuple[int, ...]
+          ) -> tuple[np.ndarray, Any] | None:
+    """One side of a grid: (E v as shape[axis] × D, Cov v as (shape[axis] or 1) × D × D,
+    or 0 for a known vector) from a vector argument's ``shared_moments``, whose plates
+    (right-aligned to the two of ``shape``) vary along ``axis`` at most; None if they
+    vary along the other."""
+    m, cov = moments
+    m = np.asarray(m, float)
+    if m.ndim > 3 or (np.ndim(cov) and np.ndim(cov) > 4):
+        return None
+    m = m.reshape((1,) * (3 - m.ndim) + m.shape)
+    if m.shape[1 - axis] != 1:
+        return None
+    m = np.broadcast_to(np.take(m, 0, axis=1 - axis), (shape[axis], m.shape[-1]))
+    if np.ndim(cov):
+        cov = np.asarray(cov, float)
+        cov = cov.reshape((1,) * (4 - cov.ndim) + cov.shape)
+        if cov.shape[1 - axis] != 1:
+            return None
+        cov = np.take(cov, 0, axis=1 - axis)
+    return m, cov
+
+
+def _grid_data(sample, shape: tuple[int, ...], rows: int) -> tuple[np.ndarray, Any]:
+    """(E y, Var y) as matrices whose rows run along plate axis ``rows`` (Var y: 0 for
+    data)."""
+    y = np.broadcast_to(np.asarray(E(sample), float), shape)
+    vy = 0.0 if is_known(sample) else np.broadcast_to(np.asarray(V(sample), float), shape)
+    if rows == 1:
+        y, vy = y.T, (vy.T if np.ndim(vy) else vy)
+    return y, vy
+
+
+def _scalar(tau: Any, shape: tuple[int, ...]) -> float | None:
+    """τ as a float where a grid applies (two plates, one τ); None otherwise (or traced)."""
+    if len(shape) != 2 or np.size(tau) != 1 or traced():
+        return None
+    return float(np.reshape(tau, ()))
+
+
+def _second(m: np.ndarray, cov: Any) -> np.ndarray:
+    """Σ_k E[v_k v_kᵀ] = Mᵀ M + Σ Cov over the K rows of one side."""
+    return m.T @ m + _cov_sum(cov, len(m))
+
+
+def _grid_message(sample, other: tuple[np.ndarray, Any], precision, reduce: Reduce | None
+                  ) -> VectorGaussian | None:
+    """The message to one vector summed over the plate axis ``other`` varies along, on a
+    grid: (τ Yᵀ M, τ (Mᵀ M + Σ Cov)) with M the other's means, the rows of Y along that
+    axis; None where no grid applies (the general path runs)."""
+    if reduce is None or len(reduce[1]) != 1:
+        return None
+    shape, (axis,) = tuple(reduce[0]), tuple(reduce[1])
+    tau = _scalar(E(precision), shape)
+    side = None if tau is None else _side(other, axis, shape)
+    if side is None:
+        return None
+    m, cov = side
+    y = _grid_data(sample, shape, axis)[0]
+    d = m.shape[-1]
+    return vector_gaussian(tau * (y.T @ m), np.broadcast_to(tau * _second(m, cov),
+                                                          (shape[1 - axis], d, d)))
+
+
+def _grid(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
+          shape: tuple[int, ...]) -> tuple[np.ndarray, Any, tuple, tuple, int] | None:
+    """(E y, Var y, a's side, b's side, b's axis) from the vectors' moments, with the rows
+    of y along b's axis, where a varies along one plate axis at most and b along the
+    other; None otherwise (and when traced: the general path, with no value read)."""
+    if traced():
+        return None
+    for b_axis in (0, 1):
+        sa, sb = _side(a, 1 - b_axis, shape), _side(b, b_axis, shape)
+        if sa is not None and sb is not None:
+            y, vy = _grid_data(sample, shape, b_axis)
+            return y, vy, sa, sb, b_axis
+    return None
+
+
+def _grid_square_error(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
+                       shape: tuple[int, ...], total: bool) -> np.ndarray | float | None:
+    """E[(y − aᵀb)²] on a grid, summed (``total``) or per element in the statement's
+    layout; None where no grid applies.  Summed: Σ (E y − E aᵀE b)² + Σ Var y +
+    tr(Σ Cov a · Σ E[b bᵀ]) + tr(Σ Cov b · Σ E a E aᵀ), D × D products.  Per element:
+    the residual, plus vec(E[b_p b_pᵀ]) · vec(Cov a_q) and vec(Cov b_p) · vec(E a_q E a_qᵀ)
+    as matrix products over the D² entries (a shared covariance: a row or a column)."""
+    grid = _grid(sample, a, b, shape)
+    if grid is None:
+        return None
+    y, vy, (ma, ca), (mb, cb), b_axis = grid
+    resid = mb @ ma.T  # fresh: the residual and its square are written over it
+    np.subtract(y, resid, out=resid)
+    if total:
+        out = float(np.vdot(resid, resid)) + float(np.sum(vy))
+        if np.ndim(ca):
+            out += float(np.vdot(_cov_sum(ca, len(ma)), _second(mb, cb)))
+        if np.ndim(cb):
+            out += float(np.vdot(_cov_sum(cb, len(mb)), ma.T @ ma))
+        return out
+    out = np.multiply(resid, resid, out=resid)
+    if np.ndim(vy):
+        out += vy
+    out = _grid_spread(ma, ca, mb, cb, out)
+    return out.T if b_axis == 1 else out
+
+
+def _grid_spread(ma: np.ndarray, ca: Any, mb: np.ndarray, cb: Any,
+                 out: np.ndarray | None = None) -> np.ndarray:
+    """Var[aᵀb] = tr(Cov a_q E[b_p b_pᵀ]) + E a_qᵀ Cov b_p E a_q on a grid (P × Q), added
+    into ``out`` (a fresh P × Q array; zeros when None).  A covariance shared by all rows
+    of its side gives a column (b_pᵀ Σ_a b_p + tr(Σ_a Cov b_p)) or a row (a_qᵀ Σ_b a_q);
+    otherwise vec(E[b_p b_pᵀ]) · vec(Cov a_q) and vec(Cov b_p) · vec(E a_q E a_qᵀ) are
+    matrix products over the D² entries."""
+    if out is None:
+        out = np.zeros((len(mb), len(ma)))
+    d2 = ma.shape[-1] ** 2
+    # (matrix products throughout: einsum's path search costs more than these sums)
+    if np.ndim(ca) and ca.shape[0] == 1:
+        col = np.sum((mb @ ca[0]) * mb, axis=1)
+        if np.ndim(cb):
+            col = col + cb.reshape(-1, d2) @ ca[0].reshape(d2)
+        out += col[:, None]
+    elif np.ndim(ca):
+        out += (outer(mb, mb) + cb).reshape(-1, d2) @ ca.reshape(-1, d2).T
+    if np.ndim(cb) and cb.shape[0] == 1:
+        out += np.sum((ma @ cb[0]) * ma, axis=1)[None, :]
+    elif np.ndim(cb):
+        out += cb.reshape(-1, d2) @ outer(ma, ma).reshape(-1, d2).T
+    return out
+
+
+def _grid_forward(a, b) -> tuple[np.ndarray, np.ndarray] | None:
+    """(E[aᵀb], Var[aᵀb]) of two random vectors laid out as a grid (two plates, a varying
+    along one and b along the other: W[m] · z[n]), by matrix products, as fresh arrays in
+    the statement's layout; None otherwise."""
+    if is_known(a) or is_known(b) or traced():
+        return None
+    shape = np.broadcast_shapes(a.batch_shape, b.batch_shape)
+    if len(shape) != 2:
+        return None
+    moments_a, moments_b = shared_moments(a), shared_moments(b)
+    for b_axis in (0, 1):
+        sa, sb = _side(moments_a, 1 - b_axis, shape), _side(moments_b, b_axis, shape)
+        if sa is not None and sb is not None:
+            (ma, ca), (mb, cb) = sa, sb
+            mean, var = mb @ ma.T, _grid_spread(ma, ca, mb, cb)
+            return (mean.T, var.T) if b_axis == 1 else (mean, var)
+    return None
+
+
+# ----- the general path: one plate_einsum per sum --------------------------------------
+def _second_moment_sum(ma, ca, mb, cb, reduce: Reduce) -> np.ndarray:
+    """Σ E[(aᵀb)²] − (E aᵀ E b)² = Σ tr(Σ_a E[b bᵀ]) + E aᵀ Σ_b E a over the plate axes
+    of ``reduce`` (a covariance with length-1 axes is summed once)."""
+    out = np.zeros(reduced_shape(reduce))
+    if np.ndim(ca):
+        out = out + plate_einsum("", [(ca, "ij"), (mb, "i"), (mb, "j")], reduce)
+        if np.ndim(cb):
+            out = out + plate_einsum("", [(ca, "ij"), (cb, "ij")], reduce)
+    if np.ndim(cb):
+        out = out + plate_einsum("", [(cb, "ij"), (ma, "i"), (ma, "j")], reduce)
+    return out
+
+
+def _plate_shape(*arrays_and_events: tuple[Any, int]) -> tuple[int, ...]:
+    """The broadcast plate shape of arrays given with their event ranks."""
+    return np.broadcast_shapes(*(np.shape(a)[: np.ndim(a) - k] for a, k in arrays_and_events))
+
+
+def _square_error(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
+                  reduce: Reduce | None = None) -> np.ndarray:
+    """E[(y − aᵀb)²] per element (``reduce`` None) or summed over the plate axes of
+    ``reduce``, from the vectors' moments: (E y − E aᵀE b)² + Var y + the second-moment
+    part."""
+    (ma, ca), (mb, cb) = a, b
+    y = np.asarray(E(sample), float)
+    shape = _plate_shape((y, 0), (ma, 1), (mb, 1)) if reduce is None else reduce[0]
+    every = (tuple(shape), ())  # no axis summed: the per-element values
+    resid = y - plate_einsum("", [(ma, "i"), (mb, "i")], every)
+    if reduce is None:
+        out = resid * resid + _second_moment_sum(ma, ca, mb, cb, every)
+        return out if is_known(sample) else out + V(sample)
+    out = plate_einsum("", [(resid, ""), (resid, "")], reduce) + _second_moment_sum(
+        ma, ca, mb, cb, reduce)
+    if not is_known(sample):
+        out = out + plate_einsum("", [(V(sample), "")], reduce)
+    return out
+
+
+def _to_vector(sample, other: tuple[np.ndarray, Any], precision, reduce: Reduce | None
+               ) -> VectorGaussian:
+    """Naturals (E[τ] E[y] E[b], E[τ] E[b bᵀ]) for b's moments ``other``; with ``reduce``
+    their sums over its plate axes (Σ τ y E[b]; Σ τ E[b] E[b]ᵀ + Σ τ Cov b)."""
+    tau, y = distinct(E(precision)), np.asarray(E(sample), float)
+    m, cov = other
+    if reduce is None:
+        prec = np.multiply(np.asarray(tau)[..., None, None], outer(m, m) + cov)
+        return vector_gaussian((tau * y)[..., None] * m, prec)
+    h = plate_einsum("i", [(tau, ""), (y, ""), (m, "i")], reduce)
+    prec = plate_einsum("ij", [(tau, ""), (m, "i"), (m, "j")], reduce)
+    if np.ndim(cov):
+        cover = np.broadcast_to(np.asarray(tau, float), np.broadcast_shapes(
+            np.shape(tau), np.shape(cov)[:-2]))  # τ over Cov b's plates, for its sum
+        prec = prec + plate_einsum("ij", [(cover, ""), (cov, "ij")], reduce)
+    return vector_gaussian(h, prec)
+
+
+# ----- operators ----------------------------------------------------------------------------
+@INNER_PRODUCT_GAUSSIAN.operator("vmp", "a", proper=("sample", "b", "precision"))
+def _fused_a_vmp(sample, b, precision, *, reduce: Reduce | None = None) -> VectorGaussian:
+    """exp E[log N(y; aᵀb, 1/τ)] as a function of a: (E τ E y E b, E τ E[b bᵀ]), summed
+    over the plate axes of ``reduce``."""
+    moments = shared_moments(b)
+    grid = _grid_message(sample, moments, precision, reduce)
+    return grid if grid is not None else _to_vector(sample, moments, precision, reduce)
+
+
+@INNER_PRODUCT_GAUSSIAN.operator("vmp", "b", proper=("sample", "a", "precision"))
+def _fused_b_vmp(sample, a, precision, *, reduce: Reduce | None = None) -> VectorGaussian:
+    """(E τ E y E a, E τ E[a aᵀ]), summed as the message to a."""
+    moments = shared_moments(a)
+    grid = _grid_message(sample, moments, precision, reduce)
+    return grid if grid is not None else _to_vector(sample, moments, precision, reduce)
+
+
+@INNER_PRODUCT_GAUSSIAN.operator("vmp", "precision", proper=("sample", "a", "b"))
+def _fused_precision_vmp(sample, a, b, *, reduce: Reduce | None = None) -> Gamma:
+    """Gamma naturals (½, −½ E[(y − aᵀb)²]); with ``reduce`` their sums over its plate
+    axes (on a grid: matrix products, no per-element array but the residual)."""
+    a, b = shared_moments(a), shared_moments(b)
+    if reduce is not None and tuple(sorted(reduce[1])) == (0, 1) and len(reduce[0]) == 2:
+        total = _grid_square_error(sample, a, b, tuple(reduce[0]), True)
+        if total is not None:
+            count = float(np.prod(reduce[0]))
+            return Gamma.from_natural(np.asarray(0.5 * count), np.asarray(-0.5 * total))
+    d2 = _square_error(sample, a, b, reduce)
+    count = 0.5 * (np.ones(np.shape(d2)) if reduce is None else
+                   plate_einsum("", [(np.broadcast_to(1.0, reduce[0]), "")], reduce))
+    return Gamma.from_natural(count, -0.5 * d2)
+
+
+@INNER_PRODUCT_GAUSSIAN.operator("vmp", "sample", proper=("a", "b", "precision"))
+def _fused_sample_vmp(a, b, precision) -> Gaussian:
+    """N(E aᵀ E b, 1/E τ)."""
+    ma, mb = shared_moments(a)[0], shared_moments(b)[0]
+    tau = E(precision)
+    mean = plate_einsum("", [(ma, "i"), (mb, "i")], (_plate_shape((ma, 1), (mb, 1)), ()))
+    return Gaussian.from_natural(*np.broadcast_arrays(tau * mean, tau))
+
+
+@INNER_PRODUCT_GAUSSIAN.evidence_operator("vmp")
+def _fused_average_log_factor(sample, a, b, precision) -> np.ndarray:
+    """½ E log τ − ½ log 2π − ½ E τ E[(y − aᵀb)²] per element."""
+    a, b = shared_moments(a), shared_moments(b)
+    shape = _plate_shape((E(sample), 0), (a[0], 1), (b[0], 1))
+    d2 = None
+    if _scalar(E(precision), shape) is not None:
+        d2 = _grid_square_error(sample, a, b, shape, False)
+    if d2 is not None:  # a fresh array, one τ: the terms are written over it
+        d2 *= -0.5 * float(np.reshape(E(precision), ()))
+        d2 += 0.5 * float(np.reshape(Elog(precision), ())) - 0.5 * LOG_2PI
+        return d2
+    d2 = _square_error(sample, a, b)
+    return 0.5 * Elog(precision) - 0.5 * LOG_2PI - 0.5 * E(precision) * d2

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.distributions import VectorGaussian, Wishart
+from factorflow.distributions import Gamma, VectorGaussian, Wishart
 from factorflow.distributions.base import log_normalizer_or_zero
-from factorflow.distributions.moments import is_known
+from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.distributions.multivariate import (
     LOG_2PI,
     logdet,
@@ -215,3 +215,77 @@ def _log_average_factor(sample, mean, precision) -> np.ndarray:
     factor = convolve(np.asarray(known, float), precision)
     return (log_normalizer_or_zero(factor * msg) - factor.log_normalizer()
             - log_normalizer_or_zero(msg))
+
+
+# ----- VectorGaussianARD: a diagonal precision from a plate of D positive variables --------
+# VectorGaussianARD(sample | mean, precision): x ~ N(μ, diag(α)⁻¹) with α a plate of D
+# positive variables (Gamma: automatic relevance determination, BayesPy's
+# ``GaussianARD(μ, α, shape=(D,))``; ``ff.VectorGaussian(name, μ, precision=alpha)`` with
+# alpha over a plate of D elements that is not open there).  α's plate is the event
+# axis: the operators read it as the last axis of the precision (batch + (D,)), and its
+# message is one Gamma per (plate element, component), multiplied over the statement's
+# plates by the compiler.
+#
+# log f = Σ_d [½ log α_d − ½ log 2π − ½ α_d (x_d − μ_d)²]
+#
+# VMP (Winn & Bishop's rules, the precision diagonal): to x, (E α ⊙ E μ, diag(E α)); to
+# μ, (E α ⊙ E x, diag(E α)); to α_d, the Gamma (½, −½ E[(x_d − μ_d)²]) with
+# E[(x_d − μ_d)²] = (E x_d − E μ_d)² + Var x_d + Var μ_d; evidence Σ_d E log f_d.
+def _ard_log_density(sample, mean, precision):
+    d = np.subtract(sample, mean)
+    a = np.asarray(precision, float)
+    return np.sum(0.5 * np.log(a) - 0.5 * LOG_2PI - 0.5 * a * d * d, axis=-1)
+
+
+VECTOR_GAUSSIAN_ARD = define_factor("VectorGaussianARD", ("sample", "vector"),
+                                    ("mean", "vector"), ("precision", "positive"),
+                                    log_density=_ard_log_density)
+
+
+def _diagonal(precision) -> np.ndarray:
+    """E α as an array, D last."""
+    return np.asarray(E(precision), float)
+
+
+def _ard_message(other, precision) -> VectorGaussian:
+    """(E α ⊙ E[other], diag(E α))."""
+    a = _diagonal(precision)
+    m = np.asarray(mean_cov(other)[0], float)
+    return vector_gaussian(a * m, a[..., :, None] * np.eye(a.shape[-1]))
+
+
+def _ard_square(sample, mean) -> np.ndarray:
+    """E[(x_d − μ_d)²] per component, D last."""
+    (mx, cx), (mm, cm) = mean_cov(sample), mean_cov(mean)
+    d = np.subtract(mx, mm)
+    out = d * d
+    for cov in (cx, cm):
+        if np.ndim(cov):
+            out = out + np.diagonal(cov, axis1=-2, axis2=-1)
+    return out
+
+
+@VECTOR_GAUSSIAN_ARD.operator("vmp", "sample", proper=("mean", "precision"))
+def _ard_sample_vmp(mean, precision) -> VectorGaussian:
+    """(E α ⊙ E μ, diag(E α))."""
+    return _ard_message(mean, precision)
+
+
+@VECTOR_GAUSSIAN_ARD.operator("vmp", "mean", proper=("sample", "precision"))
+def _ard_mean_vmp(sample, precision) -> VectorGaussian:
+    """(E α ⊙ E x, diag(E α))."""
+    return _ard_message(sample, precision)
+
+
+@VECTOR_GAUSSIAN_ARD.operator("vmp", "precision", proper=("sample", "mean"))
+def _ard_precision_vmp(sample, mean) -> Gamma:
+    """Per component, the Gamma naturals (½, −½ E[(x_d − μ_d)²])."""
+    sq = _ard_square(sample, mean)
+    return Gamma.from_natural(np.full(np.shape(sq), 0.5), -0.5 * sq)
+
+
+@VECTOR_GAUSSIAN_ARD.evidence_operator("vmp")
+def _ard_average_log_factor(sample, mean, precision) -> np.ndarray:
+    """Σ_d [½ E log α_d − ½ log 2π − ½ E α_d E[(x_d − μ_d)²]]."""
+    a, elog = _diagonal(precision), np.asarray(Elog(precision), float)
+    return np.sum(0.5 * elog - 0.5 * LOG_2PI - 0.5 * a * _ard_square(sample, mean), axis=-1)

@@ -161,6 +161,12 @@ def VectorGaussian(name: str, mean: Any = 0.0, *, precision: Any = None,
     scalar constant (the same in every component); ``precision``: a positive-definite
     D × D matrix (constant or a Wishart variable), or ``covariance=`` (a constant).
 
+    ``precision`` may also be a plate of D positive variables (Gamma) over an ``ff.Range``
+    that is not open here: the diagonal precision diag(alpha), alpha's plate the vector's
+    D components (automatic relevance determination, BayesPy's ``GaussianARD(mean,
+    alpha, shape=(D,))``; VMP only): ``with ff.Plate(k): alpha = ff.Gamma(...)`` then
+    ``ff.VectorGaussian("W", 0.0, precision=alpha)`` inside other plates.
+
     One observation x ~ N(w, I) of a w ~ N(0, I): the posterior is N(x / 2, I / 2):
 
     >>> with ff.Model() as model:
@@ -172,6 +178,8 @@ def VectorGaussian(name: str, mean: Any = 0.0, *, precision: Any = None,
            [0. , 0.5]]))
     """
     key, value = _one_of(name, "spread", precision=precision, covariance=covariance)
+    if key == "precision" and _is_ard(value):
+        return _ard_vector_gaussian(name, mean, value, observed)
     prec = inverse(_constant_matrix(name, "covariance", value)) if key == "covariance" \
         else value
     if isinstance(mean, LinearMean):
@@ -180,6 +188,58 @@ def VectorGaussian(name: str, mean: Any = 0.0, *, precision: Any = None,
     return new_variable("VectorGaussian", name, "vector",
                         {"mean": _vector_constant(mean, dim), "precision": prec},
                         {"mean": "vector", "precision": "posdef"}, observed, size=dim)
+
+
+def _is_ard(value: Any) -> bool:
+    """Whether a precision is a plate of positive variables (ARD), not a matrix."""
+    return isinstance(value, Variable) and value.domain == "positive"
+
+
+def _ard_vector_gaussian(name: str, mean: Any, alpha: Variable, observed: Any) -> Variable:
+    """``ff.VectorGaussian(name, mean, precision=alpha)`` with alpha a plate of D positive
+    variables: one VectorGaussianARD statement reading alpha's plate as the event axis
+    (``factors.vector_gaussian``).  ModelError naming alpha, its plates and the mean
+    where they do not fit."""
+    from factorflow.model.checks import check_statement
+    from factorflow.model.core import FactorCall, _provenance
+    from factorflow.model.factories import _observed, _operand
+    model = current_model(f"variable {name!r}")
+    what = f"variable {name!r}: precision={alpha.name!r} (a diagonal precision, ARD)"
+    if alpha.model is not model:
+        raise ModelError(f"{what}: variable {alpha.name!r} belongs to another model.")
+    open_now = model.plates
+    if not alpha.plates or alpha.plates[-1] in open_now or any(
+            p not in open_now for p in alpha.plates[:-1]):
+        raise ModelError(
+            f"{what}: a positive variable as the precision of a vector is its diagonal, one "
+            "element per component, so it must be over a plate of D elements that is not "
+            f"open here (its innermost), its other plates open; {alpha.name!r} has plates "
+            f"{[p.name for p in alpha.plates]} and the plates open here are "
+            f"{[p.name for p in open_now]}.")
+    if model.gates:
+        raise ModelError(f"{what}: a diagonal precision from a plate inside a gate is not "
+                         "supported; write it outside the gate.")
+    dim = alpha.plates[-1].size
+    given = _dimension(name, "mean", mean, "vector")
+    if given is not None and given != dim:
+        shown = _describe(mean, given, "vector")
+        raise ModelError(f"{name}: dimension mismatch: 'mean' is {shown} "
+                         f"(D = {given}), but the precision {alpha.name!r} is over plate "
+                         f"{alpha.plates[-1].name!r} of {dim} elements (D = {dim}).")
+    if dim < 1:
+        raise ModelError(f"{what}: plate {alpha.plates[-1].name!r} is empty; a vector needs "
+                         "at least one component.")
+    mean = _operand(model, _vector_constant(mean, dim), "vector",
+                    f"variable {name!r}, argument 'mean'", dim)
+    prov = _provenance()
+    var = model.add_variable(Variable(name, "vector", open_now, model,
+                                      _observed(model, name, observed, "vector", dim), dim,
+                                      False, prov))
+    call = FactorCall("VectorGaussianARD", var, {"mean": mean, "precision": alpha},
+                      open_now, prov)
+    check_statement(call, {})
+    model.add_statement(call)
+    return var
 
 
 def _linear_vector_gaussian(name: str, mean: LinearMean, key: str, value: Any, prec: Any,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from factorflow.ir import Program, check, format_program
 from factorflow.model.core import Model
 from factorflow.transforms.channels import channels
+from factorflow.transforms.fusion import fuse
 from factorflow.transforms.gates import GateOptions, gates
 from factorflow.transforms.lower import Bindings, lower
 from factorflow.transforms.messages import messages
@@ -52,6 +53,7 @@ def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
         return out.program
 
     return [
+        Stage("fusion", lambda p: fuse(p, algorithm, user_initialized)),
         Stage("gates", lambda p: gates(p, gate_options or GateOptions())),
         Stage("channels", channels),
         Stage("messages", lambda p: messages(p, algorithm)),

@@ -1,4 +1,5 @@
-"""VectorGaussian, Wishart and InnerProduct operators against independent computations.
+"""VectorGaussian, Wishart, InnerProduct and InnerProductGaussian operators against
+independent computations (InnerProductGaussian: the unfused pair it replaces).
 
 * VMP: E_q[log f] by Gauss–Hermite cubature over the vector arguments (exact for the
   polynomials involved) with SciPy's log densities, for several q of the target,
@@ -13,9 +14,11 @@ import itertools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import special, stats
 
-from factorflow.distributions import Gaussian, VectorGaussian, Wishart
+from factorflow.distributions import Gamma, Gaussian, VectorGaussian, Wishart
 from factorflow.factors import FACTORS
 from tests.conftest import assert_close
 
@@ -244,3 +247,111 @@ def test_vector_operators_broadcast_over_plates():
     assert to_a.batch_shape == (5,)
     assert_close(to_a[2].eta[1], op("InnerProduct", "vmp", "a")(product=m_out[2],
                                                                 b=xs[2]).eta[1], rtol=1e-12)
+
+
+# ----- InnerProductGaussian: y ~ N(aᵀb, 1/τ), a and b random (the fused pair) --------------
+def _plate_vg(rng, shape, d, shared):
+    """A VectorGaussian message of batch ``shape``: random means, and one random precision
+    for all elements (``shared``) or one each."""
+    count = int(np.prod(shape))
+    prec = (np.broadcast_to(spd(rng, d), (count, d, d)).copy() if shared
+            else np.stack([spd(rng, d) for _ in range(count)]))
+    return VectorGaussian(rng.normal(size=shape + (d,)), precision=prec.reshape(shape + (d, d)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(p=st.integers(1, 5), q=st.integers(1, 5), d=st.integers(1, 4),
+       a_axis=st.sampled_from([0, 1]), shared=st.booleans(),
+       tau_kind=st.sampled_from(["one", "per column", "known"]), latent=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
+def test_inner_product_gaussian_messages_are_the_unfused_pair(p, q, d, a_axis, shared,
+                                                              tau_kind, latent, seed):
+    """Over a (P, Q) plate with a varying along one axis and b along the other, the fused
+    factor's VMP messages to a, b, τ and y and its evidence equal the unfused pair's
+    (InnerProduct's messages to the vectors from the Gaussian's message to its mean, the
+    Gaussian's messages to τ and y and its evidence from InnerProduct's forward
+    distribution), summed over the same plate axes, to 1e-10: on a grid (one τ: the
+    matrix-product path) and off it (τ per column, per element: the general path);
+    precisions shared by all elements or not; y data or a latent Gaussian."""
+    rng = np.random.default_rng(seed)
+    shape = (p, q)
+    b_axis = 1 - a_axis
+    a_shape = (1, q) if a_axis == 1 else (p, 1)
+    b_shape = (p, 1) if b_axis == 0 else (1, q)
+    qa, qb = _plate_vg(rng, a_shape, d, shared), _plate_vg(rng, b_shape, d, not shared)
+    y = rng.normal(size=shape)
+    if latent:
+        y = Gaussian(y, rng.uniform(0.5, 2.0, size=shape))
+    tau_axes = (0, 1)
+    if tau_kind == "one":
+        tau = Gamma(np.array(rng.uniform(1, 5)), rate=np.array(rng.uniform(1, 5)))
+    elif tau_kind == "known":
+        tau = rng.uniform(0.5, 3.0)
+    else:
+        tau = Gamma(rng.uniform(1, 5, size=(1, q)), rate=rng.uniform(1, 5, size=(1, q)))
+        tau_axes = (0,)
+    fused = FACTORS["InnerProductGaussian"]
+    to_mean = op("Gaussian", "vmp", "mean")(sample=y, precision=tau)
+    forward = op("InnerProduct", "vmp", "product")(a=qa, b=qb)
+    # the forward distribution (on this grid: matrix products) against each element's
+    # E aᵀE b and tr(Σ_a E[b bᵀ]) + E aᵀ Σ_b E a written out
+    (ma, ca), (mb, cb) = qa.mean_and_covariance(), qb.mean_and_covariance()
+    ebb = cb + mb[..., :, None] * mb[..., None, :]
+    assert_close(forward.mean, np.einsum("...i,...i->...", ma, mb), rtol=1e-10, atol=1e-12)
+    assert_close(forward.variance, np.einsum("...ij,...ij->...", ca, ebb)
+                 + np.einsum("...i,...ij,...j->...", ma, cb, ma), rtol=1e-10)
+
+    def same(x, ref):
+        for e, r in zip(x.eta, ref.eta, strict=True):
+            assert_close(e, r, rtol=1e-10, atol=1e-10 * (1 + np.max(np.abs(r))))
+
+    for reduce in (None, (shape, (b_axis,))):  # to a: summed over the axis b varies along
+        same(op("InnerProductGaussian", "vmp", "a")(sample=y, b=qb, precision=tau,
+                                                    **({"reduce": reduce} if reduce else {})),
+             op("InnerProduct", "vmp", "a")(product=to_mean, b=qb,
+                                            **({"reduce": reduce} if reduce else {})))
+    same(op("InnerProductGaussian", "vmp", "b")(sample=y, a=qa, precision=tau,
+                                                reduce=(shape, (a_axis,))),
+         op("InnerProduct", "vmp", "b")(product=to_mean, a=qa, reduce=(shape, (a_axis,))))
+    if tau_kind != "known":
+        same(op("InnerProductGaussian", "vmp", "precision")(sample=y, a=qa, b=qb,
+                                                            reduce=(shape, tau_axes)),
+             op("Gaussian", "vmp", "precision")(sample=y, mean=forward,
+                                                reduce=(shape, tau_axes)))
+        same(op("InnerProductGaussian", "vmp", "precision")(sample=y, a=qa, b=qb),
+             op("Gaussian", "vmp", "precision")(sample=y, mean=forward))
+    same(op("InnerProductGaussian", "vmp", "sample")(a=qa, b=qb, precision=tau),
+         op("Gaussian", "vmp", "sample")(mean=forward, precision=tau))
+    evidence = fused.evidence["vmp"](sample=y, a=qa, b=qb, precision=tau)
+    ref = FACTORS["Gaussian"].evidence["vmp"](sample=y, mean=forward, precision=tau)
+    assert np.shape(evidence) == np.shape(ref) == shape
+    assert_close(evidence, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_inner_product_gaussian_over_three_plates_takes_the_general_path():
+    """a over (Q, R), b over P, y over (P, Q, R): no grid; the messages are the unfused
+    pair's (1e-10)."""
+    rng = np.random.default_rng(8)
+    shape, d = (3, 2, 4), 3
+    qa, qb = _plate_vg(rng, (1, 2, 4), d, False), _plate_vg(rng, (3, 1, 1), d, True)
+    y, tau = rng.normal(size=shape), Gamma(np.array(2.0), rate=np.array(1.5))
+    to_mean = op("Gaussian", "vmp", "mean")(sample=y, precision=tau)
+    forward = op("InnerProduct", "vmp", "product")(a=qa, b=qb)
+    pairs = [
+        (op("InnerProductGaussian", "vmp", "a")(sample=y, b=qb, precision=tau,
+                                                reduce=(shape, (0,))),
+         op("InnerProduct", "vmp", "a")(product=to_mean, b=qb, reduce=(shape, (0,)))),
+        (op("InnerProductGaussian", "vmp", "b")(sample=y, a=qa, precision=tau,
+                                                reduce=(shape, (1, 2))),
+         op("InnerProduct", "vmp", "b")(product=to_mean, a=qa, reduce=(shape, (1, 2)))),
+        (op("InnerProductGaussian", "vmp", "precision")(sample=y, a=qa, b=qb,
+                                                        reduce=(shape, (0, 1, 2))),
+         op("Gaussian", "vmp", "precision")(sample=y, mean=forward, reduce=(shape, (0, 1, 2)))),
+    ]
+    for fused, ref in pairs:
+        for e, r in zip(fused.eta, ref.eta, strict=True):
+            assert_close(e, r, rtol=1e-10, atol=1e-12)
+    assert_close(FACTORS["InnerProductGaussian"].evidence["vmp"](sample=y, a=qa, b=qb,
+                                                                 precision=tau),
+                 FACTORS["Gaussian"].evidence["vmp"](sample=y, mean=forward, precision=tau),
+                 rtol=1e-10)

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import factorflow as ff
 from tests.conftest import assert_close
+from tests.runtime.test_vector_models import bpca_by_hand
 
 NOT_PD = np.array([[1.0, 2.0], [2.0, 1.0]])  # eigenvalues 3 and -1
 
@@ -182,3 +185,331 @@ def test_a_matrix_per_plate_element_that_is_not_positive_definite_is_named():
                                            r"'precision' is not positive definite: its "
                                            r"smallest eigenvalue is -1\b"):
         model.infer("vmp", data={"P": NOT_PD}, progress=False)
+
+
+# ----- ff.Gaussian(W @ z, precision=tau), both random: the fused factor (VMP) -------------
+def _pca(y, k, *, twice=False, ep_known=False):
+    """Bayesian PCA over plates (n, m): W[m], z[n] ~ N(0, I), τ ~ Gamma(1, 1),
+    y[n, m] ~ N(W[m] · z[n], 1/τ); ``twice``: the product read by a second Gaussian."""
+    n, m = y.shape
+    with ff.Model("pca") as model:
+        rows, points = ff.Range("m", m), ff.Range("n", n)
+        tau = ff.Gamma("tau", 1.0, rate=1.0)
+        with ff.Plate(rows):
+            w = ff.VectorGaussian("W", np.zeros(k), precision=np.eye(k))
+        with ff.Plate(points):
+            z = ff.VectorGaussian("z", np.zeros(k), precision=np.eye(k))
+            with ff.Plate(rows):
+                product = w @ z
+                ff.Gaussian("y", product, precision=tau, observed=y)
+                if twice:
+                    ff.Gaussian("y2", product, precision=1.0, observed=y)
+    return model
+
+
+def _without_fusion(monkeypatch):
+    """Compile as before the fusion pass existed (the stage passes programs through)."""
+    import factorflow.transforms.pipeline as pipeline
+    monkeypatch.setattr(pipeline, "fuse", lambda program, algorithm, initialized: program)
+
+
+def _pca_data(rng, n, m, k):
+    y = rng.normal(size=(n, k)) @ rng.normal(size=(k, m)) + 0.5 * rng.normal(size=(n, m))
+    start = ff.distributions.VectorGaussian(rng.normal(size=(n, k)),
+                                            np.broadcast_to(np.eye(k), (n, k, k)))
+    return y, start
+
+
+def test_gaussian_of_two_random_vectors_is_one_fused_factor_under_vmp_only():
+    """The pair (InnerProduct, Gaussian) becomes one InnerProductGaussian statement under
+    VMP; the product keeps its posterior (its forward distribution under q(W) q(z), read
+    by nothing in the loop).  A product read twice, or EP, or a user initialisation of
+    the product, leaves the pair as it was."""
+    rng = np.random.default_rng(0)
+    y, start = _pca_data(rng, 6, 3, 2)
+    fused = _pca(y, 2).compile("vmp", init=["z"])
+    assert "InnerProductGaussian_a_average_logarithm" in fused.source
+    assert "InnerProduct_a_average_logarithm" not in fused.source
+    assert "InnerProduct_b_average_logarithm" not in fused.source
+    result = fused.run(init={"z": start}, iterations=2, tolerance=None)
+    w, z = result["W"], result["z"]
+    assert_close(result["(W @ z)"].mean, z.mean @ w.mean.T, rtol=1e-10, atol=1e-12)
+    spread = (np.einsum("mij,nij->nm", w.covariance, z.covariance
+                        + z.mean[:, :, None] * z.mean[:, None, :])
+              + np.einsum("mi,nij,mj->nm", w.mean, z.covariance, w.mean))
+    assert_close(result["(W @ z)"].variance, spread, rtol=1e-10)
+    twice = _pca(y, 2, twice=True).compile("vmp", init=["z"])
+    assert "InnerProductGaussian" not in twice.source
+    assert "InnerProduct_a_average_logarithm" in twice.source
+    kept = _pca(y, 2).compile("vmp", init=["z", "(W @ z)"])
+    assert "InnerProductGaussian" not in kept.source
+    with ff.Model() as regression:  # a known vector: linear regression, as before
+        w = ff.VectorGaussian("w", 0.0, precision=np.eye(2))
+        with ff.Plate(ff.Range("n", 3)):
+            ff.Gaussian("y", w @ rng.normal(size=(3, 2)), precision=1.0, observed=[1., 2., 3.])
+    assert "InnerProductGaussian" not in regression.compile("vmp").source
+
+
+def test_fused_pca_equals_the_unfused_program_sweep_by_sweep(monkeypatch):
+    """With z and τ initialised (so that both programs run the same schedule: W, τ, z per
+    sweep), the fused program's posteriors and bound equal the unfused program's after
+    1, 2, 7 and 25 sweeps (1e-10)."""
+    rng = np.random.default_rng(4)
+    n, m, k = 40, 6, 3
+    y, start = _pca_data(rng, n, m, k)
+    tau0 = ff.distributions.Gamma(2.0, rate=3.0)
+    init = {"z": start, "tau": tau0}
+    fused = _pca(y, k).compile("vmp", init=["z", "tau"])
+    _without_fusion(monkeypatch)
+    plain = _pca(y, k).compile("vmp", init=["z", "tau"])
+    assert "InnerProductGaussian" in fused.source and "InnerProductGaussian" not in plain.source
+    for sweeps in (1, 2, 7, 25):
+        a = fused.run(init=init, iterations=sweeps, tolerance=None)
+        b = plain.run(init=init, iterations=sweeps, tolerance=None)
+        for name in ("W", "z"):
+            assert_close(a[name].mean, b[name].mean, rtol=1e-10, atol=1e-12)
+            assert_close(a[name].covariance, b[name].covariance, rtol=1e-10, atol=1e-12)
+        assert_close([a["tau"].shape_param, a["tau"].rate],
+                     [b["tau"].shape_param, b["tau"].rate], rtol=1e-10)
+        assert_close(a.log_evidence, b.log_evidence, rtol=1e-10)
+        assert_close(a.trace, b.trace, rtol=1e-10)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 7), m=st.integers(1, 5), k=st.integers(1, 3),
+       sweeps=st.integers(1, 8), seed=st.integers(0, 2**32 - 1))
+def test_fused_pca_is_the_hand_written_vmp_and_its_bound_never_falls(n, m, k, sweeps, seed):
+    """Generated N, M, K (M above, at or below K; N = 1): after ``sweeps`` sweeps the
+    fused program's posteriors of W, z and τ and its bound equal a hand-written VMP
+    (BayesPy's updates in the same order, its ELBO computed directly) to 1e-10, and the
+    bound never falls from sweep to sweep."""
+    rng = np.random.default_rng(seed)
+    y, start = _pca_data(rng, n, m, k)
+    compiled = _pca(y, k).compile("vmp", init=["z"])
+    assert "InnerProductGaussian" in compiled.source
+    result = compiled.run(init={"z": start}, iterations=sweeps, tolerance=None)
+    ref = bpca_by_hand(y, start.mean, start.covariance, sweeps)
+    assert_close(result["W"].mean, ref["w_mean"], rtol=1e-10, atol=1e-10)
+    assert_close(result["W"].covariance, ref["w_cov"], rtol=1e-10, atol=1e-10)
+    assert_close(result["z"].mean, ref["z_mean"], rtol=1e-10, atol=1e-10)
+    assert_close(result["z"].covariance, ref["z_cov"], rtol=1e-10, atol=1e-10)
+    assert_close([result["tau"].shape_param, result["tau"].rate], ref["tau"], rtol=1e-10)
+    assert_close(result.log_evidence, ref["elbo"], rtol=1e-10)
+    assert np.all(np.diff(result.trace) >= -1e-10 * np.abs(result.trace[1:]))
+
+
+# ----- ARD: W[m] ~ N(0, diag(alpha)⁻¹), alpha[k] ~ Gamma (BayesPy's PCA demo) --------------
+def _ard_pca(y, k, c0=1e-2, d0=1e-2, a0=1e-2, b0=1e-2):
+    n, m = y.shape
+    with ff.Model("ard_pca") as model:
+        latent, rows, points = ff.Range("k", k), ff.Range("m", m), ff.Range("n", n)
+        tau = ff.Gamma("tau", a0, rate=b0)
+        with ff.Plate(latent):
+            alpha = ff.Gamma("alpha", c0, rate=d0)
+        with ff.Plate(rows):
+            w = ff.VectorGaussian("W", 0.0, precision=alpha)
+        with ff.Plate(points):
+            z = ff.VectorGaussian("z", np.zeros(k), precision=np.eye(k))
+            with ff.Plate(rows):
+                ff.Gaussian("y", w @ z, precision=tau, observed=y)
+    return model
+
+
+def _gamma_entropy_and_prior(a, b, a0, b0):
+    """E_q[log Gamma(x; a0, b0)] + H[Gamma(a, b)] for q = Gamma(a, b), elementwise."""
+    from scipy import special
+    elog, mean = special.digamma(a) - np.log(b), a / b
+    prior = a0 * np.log(b0) - special.gammaln(a0) + (a0 - 1) * elog - b0 * mean
+    entropy = a - np.log(b) + special.gammaln(a) + (1 - a) * special.digamma(a)
+    return prior + entropy
+
+
+def ard_pca_by_hand(y, z_mean, z_cov, sweeps, c0=1e-2, d0=1e-2, a0=1e-2, b0=1e-2):
+    """Mean-field VMP for y[n, m] ~ N(W[m]·z[n], 1/τ), W[m] ~ N(0, diag(α)⁻¹),
+    α[k] ~ Gamma(c0, d0), z[n] ~ N(0, I), τ ~ Gamma(a0, b0), in factorflow's order: α and
+    τ from their priors, then per sweep W, α, τ, z; the ELBO computed directly."""
+    from scipy import special
+    n, m = y.shape
+    k = z_mean.shape[1]
+    a, b, c, d = a0, b0, np.full(k, c0), np.full(k, d0)
+    for _ in range(sweeps + 1):
+        ezz = np.sum(z_cov + z_mean[:, :, None] * z_mean[:, None, :], axis=0)
+        if _ == sweeps:
+            break
+        w_cov = np.linalg.inv(np.diag(c / d) + (a / b) * ezz)
+        w_mean = (a / b) * (y.T @ z_mean) @ w_cov
+        w_cov = np.broadcast_to(w_cov, (m, k, k))
+        eww2 = w_mean**2 + np.diagonal(w_cov, axis1=1, axis2=2)
+        c, d = c0 + m / 2, d0 + 0.5 * np.sum(eww2, axis=0)
+        eww = np.sum(w_cov + w_mean[:, :, None] * w_mean[:, None, :], axis=0)
+        resid = np.sum(y**2) - 2 * np.sum(y * (z_mean @ w_mean.T)) + np.sum(eww * ezz)
+        a, b = a0 + n * m / 2, b0 + 0.5 * resid
+        z_cov = np.broadcast_to(np.linalg.inv(np.eye(k) + (a / b) * eww), (n, k, k))
+        z_mean = (a / b) * (y @ w_mean) @ z_cov[0]
+    eww = np.sum(w_cov + w_mean[:, :, None] * w_mean[:, None, :], axis=0)
+    resid = np.sum(y**2) - 2 * np.sum(y * (z_mean @ w_mean.T)) + np.sum(eww * ezz)
+    eww2 = w_mean**2 + np.diagonal(w_cov, axis1=1, axis2=2)
+    e_log_tau, e_log_alpha = special.digamma(a) - np.log(b), special.digamma(c) - np.log(d)
+    logdet = lambda cov: np.sum(np.linalg.slogdet(cov)[1])  # noqa: E731
+    elbo = (0.5 * n * m * (e_log_tau - np.log(2 * np.pi)) - 0.5 * (a / b) * resid
+            + np.sum(0.5 * m * (e_log_alpha - np.log(2 * np.pi)) - 0.5 * (c / d) * eww2.sum(0))
+            + 0.5 * logdet(w_cov) + 0.5 * m * k * (1 + np.log(2 * np.pi))
+            - 0.5 * np.sum(np.trace(z_cov, axis1=1, axis2=2) + np.sum(z_mean**2, axis=1))
+            + 0.5 * logdet(z_cov) + 0.5 * n * k
+            + np.sum(_gamma_entropy_and_prior(c, d, c0, d0))
+            + _gamma_entropy_and_prior(a, b, a0, b0))
+    return {"w_mean": w_mean, "w_cov": w_cov, "z_mean": z_mean, "z_cov": z_cov,
+            "tau": (a, b), "alpha": (c, d), "elbo": elbo}
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 7), m=st.integers(1, 5), k=st.integers(1, 4),
+       sweeps=st.integers(1, 8), seed=st.integers(0, 2**32 - 1))
+def test_ard_pca_is_the_hand_written_vmp_and_its_bound_never_falls(n, m, k, sweeps, seed):
+    """W's rows with the diagonal precision diag(α) of a plate of K Gammas (ARD, as
+    BayesPy's PCA demo): after ``sweeps`` sweeps the posteriors of W, z, α and τ and the
+    bound equal a hand-written VMP in the same order (1e-10), and the bound never falls."""
+    rng = np.random.default_rng(seed)
+    y, start = _pca_data(rng, n, m, k)
+    compiled = _ard_pca(y, k).compile("vmp", init=["z"])
+    assert "VectorGaussianARD_sample_average_logarithm" in compiled.source
+    assert "InnerProductGaussian_a_average_logarithm" in compiled.source
+    result = compiled.run(init={"z": start}, iterations=sweeps, tolerance=None)
+    ref = ard_pca_by_hand(y, start.mean, start.covariance, sweeps)
+    assert_close(result["W"].mean, ref["w_mean"], rtol=1e-10, atol=1e-10)
+    assert_close(result["W"].covariance, ref["w_cov"], rtol=1e-10, atol=1e-10)
+    assert_close(result["z"].mean, ref["z_mean"], rtol=1e-10, atol=1e-10)
+    assert_close(result["z"].covariance, ref["z_cov"], rtol=1e-10, atol=1e-10)
+    assert_close([result["tau"].shape_param, result["tau"].rate], ref["tau"], rtol=1e-10)
+    assert_close(result["alpha"].shape_param, ref["alpha"][0], rtol=1e-10)
+    assert_close(result["alpha"].rate, ref["alpha"][1], rtol=1e-10)
+    assert_close(result.log_evidence, ref["elbo"], rtol=1e-10)
+    assert np.all(np.diff(result.trace) >= -1e-10 * np.abs(result.trace[1:]))
+
+
+def test_ard_prunes_the_latent_dimensions_the_data_lack():
+    """Data of 2 latent dimensions fitted with K = 4 under ARD: two α's posterior means
+    grow by orders of magnitude over the other two (their columns of W switched off)."""
+    rng = np.random.default_rng(3)
+    n, m, k = 100, 8, 4
+    y = rng.normal(size=(n, 2)) @ (3 * rng.normal(size=(2, m))) + 0.1 * rng.normal(size=(n, m))
+    start = ff.distributions.VectorGaussian(rng.normal(size=(n, k)),
+                                            np.broadcast_to(np.eye(k), (n, k, k)))
+    result = _ard_pca(y, k).compile("vmp", init=["z"]).run(init={"z": start},
+                                                           iterations=100, tolerance=None)
+    alpha = np.sort(result["alpha"].mean)
+    assert alpha[2] > 100 * alpha[1]
+
+
+@pytest.mark.parametrize(("build", "message"), [
+    (lambda a, k, m: ff.VectorGaussian("W", 0.0, precision=a),  # alpha's plate open
+     r"variable 'W': precision='alpha' \(a diagonal precision, ARD\): .* must be over a "
+     r"plate of D "
+     r"elements that is not open here"),
+    (lambda a, k, m: ff.VectorGaussian("W", np.zeros(3), precision=a),
+     r"W: dimension mismatch: 'mean' is a constant of shape \(3,\) \(D = 3\), but the "
+     r"precision 'alpha' is over plate 'k' of 2 elements"),
+])
+def test_a_diagonal_precision_that_does_not_fit_is_named(build, message):
+    with ff.Model():
+        k, m = ff.Range("k", 2), ff.Range("m", 3)
+        with ff.Plate(k):
+            alpha = ff.Gamma("alpha", 1.0, rate=1.0)
+            if "open" in message:
+                with pytest.raises(ff.ModelError, match=message):
+                    build(alpha, k, m)
+                return
+        with ff.Plate(m), pytest.raises(ff.ModelError, match=message):
+            build(alpha, k, m)
+
+
+def _layout(name):
+    """Models with ff.Gaussian(a @ b) for the fusion's other layouts, their variables to
+    initialise and the initial posteriors (fixed data)."""
+    rng = np.random.default_rng(5)
+    n, m, k = 12, 4, 3
+    start = ff.distributions.VectorGaussian(rng.normal(size=(n, k)),
+                                            np.broadcast_to(np.eye(k), (n, k, k)))
+    with ff.Model(name.replace(" ", "_")) as model:
+        rows, points = ff.Range("m", m), ff.Range("n", n)
+        if name == "one shared vector":  # y[n] ~ N(w · x[n], 1/τ): one plate, no grid
+            tau = ff.Gamma("tau", 2.0, rate=1.0)
+            w = ff.VectorGaussian("w", np.zeros(k), precision=np.eye(k))
+            with ff.Plate(points):
+                x = ff.VectorGaussian("x", np.zeros(k), precision=np.eye(k))
+                ff.Gaussian("y", w @ x, precision=tau, observed=rng.normal(size=n))
+            return model, {"x": start, "tau": ff.distributions.Gamma(2.0, rate=3.0)}
+        if name == "a precision per row":  # τ[m]: the general path
+            with ff.Plate(rows):
+                tau = ff.Gamma("tau", 2.0, rate=1.0)
+            tau0 = ff.distributions.Gamma(np.full(m, 2.0), rate=np.full(m, 3.0))
+        else:
+            tau = ff.Gamma("tau", 2.0, rate=1.0)
+            tau0 = ff.distributions.Gamma(2.0, rate=3.0)
+        with ff.Plate(rows):
+            w = ff.VectorGaussian("W", np.zeros(k), precision=np.eye(k))
+        with ff.Plate(points):
+            z = ff.VectorGaussian("z", np.zeros(k), precision=np.eye(k))
+            with ff.Plate(rows):
+                ff.Gaussian("y", w @ z, precision=tau, observed=rng.normal(size=(n, m)))
+    return model, {"z": start, "tau": tau0}
+
+
+@pytest.mark.parametrize("name", ["one shared vector", "a precision per row"])
+def test_fused_layouts_off_the_grid_equal_the_unfused_program(name, monkeypatch):
+    """One plate (w shared by every datum) and a precision per row (no single τ) take
+    the fused factor's general path (one einsum per sum): posteriors and bound equal the
+    unfused program's after 1 and 6 sweeps (1e-10)."""
+    model, init = _layout(name)
+    fused = model.compile("vmp", init=list(init))
+    assert "InnerProductGaussian" in fused.source
+    _without_fusion(monkeypatch)
+    plain = _layout(name)[0].compile("vmp", init=list(init))
+    for sweeps in (1, 6):
+        a = fused.run(init=init, iterations=sweeps, tolerance=None)
+        b = plain.run(init=init, iterations=sweeps, tolerance=None)
+        for var in a.posteriors:
+            if var == "y":  # observed: a point mass
+                continue
+            for e, r in zip(a[var].eta, b[var].eta, strict=True):
+                assert_close(e, r, rtol=1e-10, atol=1e-12)
+        assert_close(a.log_evidence, b.log_evidence, rtol=1e-10)
+
+
+def test_a_latent_gaussian_of_the_product_reaches_the_unfused_fixed_point(monkeypatch):
+    """y[n, m] ~ N(W[m] · z[n], 1/τ) latent, observed through x ~ N(y, 1/4): the fused
+    program (its message to y: N(E W · E z, 1/E τ)) runs another coordinate order than
+    the unfused one, and both reach the same fixed point: bound, E[y], τ and W Wᵀ (the
+    rotation-free part of W) to 1e-9."""
+    def build():
+        rng = np.random.default_rng(5)
+        n, m, k = 12, 4, 2
+        with ff.Model("latent") as model:
+            rows, points = ff.Range("m", m), ff.Range("n", n)
+            tau = ff.Gamma("tau", 2.0, rate=1.0)
+            with ff.Plate(rows):
+                w = ff.VectorGaussian("W", np.zeros(k), precision=np.eye(k))
+            with ff.Plate(points):
+                z = ff.VectorGaussian("z", np.zeros(k), precision=np.eye(k))
+                with ff.Plate(rows):
+                    y = ff.Gaussian("y", w @ z, precision=tau)
+                    ff.Gaussian("x", y, precision=4.0, observed=rng.normal(size=(n, k))
+                                @ rng.normal(size=(k, m)))
+        start = ff.distributions.VectorGaussian(rng.normal(size=(n, k)),
+                                                np.broadcast_to(np.eye(k), (n, k, k)))
+        return model, {"z": start, "tau": ff.distributions.Gamma(2.0, rate=3.0)}
+
+    model, init = build()
+    fused = model.compile("vmp", init=["z", "tau"])
+    assert "InnerProductGaussian_sample_average_logarithm" in fused.source
+    a = fused.run(init=init, iterations=5000, tolerance=1e-13)
+    _without_fusion(monkeypatch)
+    model, init = build()
+    b = model.compile("vmp", init=["z", "tau"]).run(init=init, iterations=5000,
+                                                    tolerance=1e-13)
+    assert a.converged and b.converged
+    assert_close(a.log_evidence, b.log_evidence, rtol=1e-9)
+    assert_close(a["y"].mean, b["y"].mean, rtol=1e-9, atol=1e-9)
+    assert_close(a["tau"].mean, b["tau"].mean, rtol=1e-9)
+    wa, wb = a["W"].mean, b["W"].mean
+    assert_close(wa @ wa.T, wb @ wb.T, rtol=1e-9, atol=1e-9)

@@ -665,9 +665,10 @@ def _standard_normal_kl(mean, cov):
 
 def bpca_by_hand(y, z_mean, z_cov, sweeps, a0=1.0, b0=1.0):
     """Mean-field VMP for y[n, d] ~ N(W[d]·z[n], 1/τ), W[d], z[n] ~ N(0, I), τ ~ Gamma(a0,
-    b0), written as BayesPy's updates, in factorflow's schedule order: W from the prior
-    (its first message is uniform) and τ, then per sweep W, τ, z.  Returns the posteriors
-    and the ELBO computed directly."""
+    b0), written as BayesPy's updates, in factorflow's schedule order: τ from its prior,
+    then per sweep W, τ, z (BayesPy's order, τ's prior mean in the first W update; the
+    fused InnerProductGaussian factor).  Returns the posteriors and the ELBO computed
+    directly."""
     n, dim = y.shape
     k = z_mean.shape[1]
     w_mean, w_cov = np.zeros((dim, k)), np.broadcast_to(np.eye(k), (dim, k, k)).copy()
@@ -679,7 +680,7 @@ def bpca_by_hand(y, z_mean, z_cov, sweeps, a0=1.0, b0=1.0):
                  + np.einsum("dij,nij->", eww, ezz))
         return a0 + n * dim / 2, b0 + 0.5 * resid, resid
 
-    a, b, _ = tau_update()
+    a, b = a0, b0
     for _ in range(sweeps):
         e_tau = a / b
         ezz = np.sum(z_cov + z_mean[:, :, None] * z_mean[:, None, :], axis=0)
