@@ -1185,3 +1185,71 @@ def test_a_latent_gate_inside_an_observed_case_in_a_plate(z, seen, prior):
         result = model.infer(algorithm, iterations=10)
         assert_close(result.log_evidence, exact, rtol=1e-12)
         assert_close(result["c"].p, prior * lik / (prior * lik + 1 - prior), rtol=1e-10)
+
+
+def _gathered_gaussian(rows: np.ndarray, y: np.ndarray, noise: np.ndarray, size: int,
+                       v0: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """x ~ N(0, v0 I) over ``size`` elements, y_j ~ N(x[rows_j], noise_j): log p(y) and
+    x's posterior means and variances, by Gaussian conditioning."""
+    a = np.eye(size)[rows]
+    log_z = stats.multivariate_normal.logpdf(y, np.zeros(len(y)),
+                                             v0 * a @ a.T + np.diag(noise))
+    cov = np.linalg.inv(np.eye(size) / v0 + a.T @ np.diag(1 / noise) @ a)
+    return log_z, cov @ a.T @ (y / noise), np.diag(cov)
+
+
+@pytest.mark.parametrize("d", [[0, 2, 1], [0, 0, 1], [3, 3, 3]])
+@pytest.mark.parametrize("shape", ["switch", "precision_per_case", "cases_in_switch",
+                                   "if_and_ifnot"])
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_gather_over_a_plate_opened_inside_a_latent_gate(algorithm, shape, d):
+    """Fuzz (issue 10, class (b)): ``x[d]`` by known indices d, in a plate opened inside
+    a latent ff.Switch(v4): the entered copy of the gathered expression was declared over
+    the cases only while its message ran over the plate (NumPy "axis remapping" under EP
+    and VMP).  The gate now enters the whole of x and gathers from each case's copy of it
+    (a tree: duplicate indices stay exact).  Shapes: identical cases; a precision per case
+    (``ff.Constant(prec)[v4]``); ff.Case(v4, k) bodies with their own variances inside
+    the Switch; ff.If(c) / ff.IfNot(c) bodies.  Exact by enumeration over the condition ×
+    Gaussian conditioning: Z = Σ_k p_k N(y; 0, v0 C + s_k² I), C[j, l] = [d_j = d_l];
+    x's posterior the mixture's moments (EP exact; VMP finite, its bound below log Z)."""
+    v0, size, d = 2.0, 4, np.array(d)
+    p = np.array([0.3, 0.7])
+    s2 = np.array([1.0, 1.0]) if shape == "switch" else np.array([1.0, 4.0])
+    y = np.array([0.1, -0.4, 0.9])
+    with ff.Model("gather_in_gate") as model:
+        with ff.Plate(ff.Range("r", size)):
+            x = ff.Gaussian("x", 0.0, variance=v0)
+        if shape == "if_and_ifnot":
+            c = ff.Bernoulli("c", p[0])
+            for k, branch in enumerate((ff.If(c), ff.IfNot(c))):
+                with branch, ff.Plate(ff.Range(f"j{k}", 3)):
+                    ff.Gaussian(f"y{k}", x[ff.Data(f"d{k}", d)], variance=s2[k], observed=y)
+        else:
+            v4 = ff.Discrete("v4", p)
+            with ff.Switch(v4):
+                if shape == "cases_in_switch":
+                    for k in range(2):
+                        with ff.Case(v4, k), ff.Plate(ff.Range(f"j{k}", 3)):
+                            ff.Gaussian(f"y{k}", x[ff.Data(f"d{k}", d)], variance=s2[k],
+                                        observed=y)
+                else:
+                    with ff.Plate(ff.Range("j", 3)):
+                        ff.Gaussian("y", x[ff.Data("d", d)], precision=ff.Constant(1 / s2)[v4],
+                                    observed=y)
+    terms = [_gathered_gaussian(d, y, np.full(3, s), size, v0) for s in s2]
+    joint = np.log(p) + np.array([t[0] for t in terms])
+    exact = special.logsumexp(joint)
+    w = np.exp(joint - exact)
+    means, variances = np.array([t[1] for t in terms]), np.array([t[2] for t in terms])
+    mean = w @ means
+    result = model.infer(algorithm, iterations=100)
+    if algorithm == "vmp":
+        assert np.isfinite(result.log_evidence) and result.log_evidence <= exact + 1e-9
+        assert np.all(np.isfinite(result["x"].mean)) and np.all(result["x"].variance > 0)
+        return
+    assert_close(result.log_evidence, exact, rtol=1e-9)
+    assert_close(result["c"].p if shape == "if_and_ifnot" else result["v4"].probs,
+                 w[0] if shape == "if_and_ifnot" else w, rtol=1e-9)
+    assert_close(result["x"].mean, mean, rtol=1e-9, atol=1e-12)
+    assert_close(result["x"].variance, w @ (variances + means ** 2) - mean ** 2, rtol=1e-9)
+
