@@ -1253,3 +1253,43 @@ def test_a_gather_over_a_plate_opened_inside_a_latent_gate(algorithm, shape, d):
     assert_close(result["x"].mean, mean, rtol=1e-9, atol=1e-12)
     assert_close(result["x"].variance, w @ (variances + means ** 2) - mean ** 2, rtol=1e-9)
 
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_certain_variable_leaving_a_switch_stays_certain(algorithm):
+    """Fuzz (issue 10, class (c), VMP): v9 ~ Bernoulli(0.95) constrained true inside
+    ff.Switch(v6) (in a plate of size 1, beside a Beta array read as a[v6] by an
+    observation False and a Poisson observed in the case) came out NaN: the exit mixed
+    the cases' certain copies as Σ_k w_k·1, which rounds above 1.  Exact: v9 is true;
+    EP: log Z = log(0.5 · 0.95 · e^-1) (E[1 − a_k] = 1/2 in every case), P(v6) the prior;
+    VMP's coordinate ascent by hand: q(v6 = k) ∝ p_k exp(−1/b_k), q(a_k) = Beta(1, b_k),
+    b_k = 1 + q(v6 = k), and its bound Σ_k q_k(log p_k − log q_k − 1/b_k) − Σ_k (log b_k −
+    (b_k − 1)/b_k) + log 0.95 − 1."""
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    with ff.Model("certain_exit") as model:
+        with ff.Plate(ff.Range("r3", 4)):
+            a = ff.Beta("a", 1.0, 1.0)
+        with ff.Plate(ff.Range("r5", 1)):
+            v6 = ff.Discrete("v6", p)
+            with ff.Switch(v6):
+                ff.Bernoulli("v8", a[v6], observed=np.array([False]))
+                v9 = ff.Bernoulli("v9", 0.95)
+                ff.constrain_true(v9)
+                ff.Poisson("v10", 1.0, observed=np.array([0]))
+    for sweeps in range(1, 8):  # the fuzzer's run was 5 sweeps (the cases still moving)
+        assert_close(model.infer(algorithm, iterations=sweeps, tolerance=None)["v9"].p,
+                      [1.0], rtol=0, atol=0)
+    result = model.infer(algorithm, iterations=200)
+    if algorithm == "ep":
+        assert_close(result.log_evidence, np.log(0.5 * 0.95) - 1.0, rtol=1e-12)
+        assert_close(result["v6"].probs, [p], rtol=1e-10)
+        return
+    q = p.copy()
+    for _ in range(1000):
+        q = p * np.exp(-1 / (1 + q))
+        q /= q.sum()
+    b = 1 + q
+    bound = (np.sum(q * (np.log(p) - np.log(q) - 1 / b)) - np.sum(np.log(b) - (b - 1) / b)
+             + np.log(0.95) - 1.0)
+    assert_close(result["v6"].probs, [q], rtol=1e-9)
+    assert_close(result["a"].beta, b, rtol=1e-9)
+    assert_close(result.log_evidence, bound, rtol=1e-10)
