@@ -479,10 +479,12 @@ class _Gates:
         if pattern is None:
             return ref, {}
         subst = {c: i for c, i in zip(pattern, ref.index, strict=True) if c != i}
-        # a switch's own loop (its case axis) is not a loop around the gate
-        around = tuple(r for r in self._loops(self.frames.index(frame)) if r != cond.switch)
+        # a switch's own loop is no loop around the gate for a gather, but a set over it
+        # cannot be read there (inside the switch it is the case's element)
+        loops = self._loops(self.frames.index(frame))
+        around = tuple(r for r in loops if r != cond.switch)
         gather = any(isinstance(i, Ref) for i in subst.values())
-        if set(subst) & set(around) or gather and (around or len(pattern) > 1):
+        if set(subst) & set(loops) or gather and (around or len(pattern) > 1):
             return ref, {}  # a gather is read as array[index] of a whole array only
         return Ref(var, pattern), subst
 

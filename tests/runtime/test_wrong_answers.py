@@ -1293,3 +1293,110 @@ def test_a_certain_variable_leaving_a_switch_stays_certain(algorithm):
     assert_close(result["v6"].probs, [q], rtol=1e-9)
     assert_close(result["a"].beta, b, rtol=1e-9)
     assert_close(result.log_evidence, bound, rtol=1e-10)
+
+
+@pytest.mark.parametrize("gate", ["If", "Switch"])
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_gather_inside_a_gate_inside_a_plate(algorithm, gate):
+    """Fuzz (issue 10, class (b)): ``x[d]`` in a plate j opened inside ff.If(c[n]) (or
+    ff.Switch(z[n])) inside a plate n: no gate inside a loop can gather from its copy of
+    the whole x, so x[d] is first copied out, over (n, j), before the gate (was an
+    "axis remapping" ValueError, and under ff.If a clone over (n, j, slot) whose slots
+    met the cases over (n, case)).  Distinct indices keep the graph a tree: EP exact by
+    enumeration over the conditions × Gaussian conditioning (the rows independent);
+    VMP finite, its bound below log Z."""
+    size, v0 = 6, 2.0
+    d = np.array([[0, 4, 2], [5, 1, 3]])
+    y = np.array([[0.1, -0.4, 0.3], [1.0, 0.2, -0.5]])
+    p = np.array([[0.3, 0.7], [0.6, 0.4]])  # P(case 0), P(case 1) per row
+    s2 = np.array([1.0, 4.0])  # the variance in case 0 (If: true) and case 1
+    with ff.Model("gather_in_gate_in_plate") as model:
+        with ff.Plate(ff.Range("r", size)):
+            x = ff.Gaussian("x", 0.0, variance=v0)
+        with ff.Plate(ff.Range("n", 2)):
+            if gate == "If":
+                c = ff.Bernoulli("c", p[:, 0])
+                with ff.If(c), ff.Plate(ff.Range("j", 3)):
+                    ff.Gaussian("y", x[ff.Data("d", d)], variance=s2[0], observed=y)
+            else:
+                z = ff.Discrete("z", p)
+                with ff.Switch(z), ff.Plate(ff.Range("j", 3)):
+                    ff.Gaussian("y", x[ff.Data("d", d)], precision=ff.Constant(1 / s2)[z],
+                                observed=y)
+    exact, w, mean, var = 0.0, [], np.zeros(size), np.full(size, v0)
+    for i in range(2):
+        terms = [_gathered_gaussian(d[i], y[i], np.full(3, s), size, v0) for s in s2]
+        if gate == "If":  # case 1 (false): no observation
+            terms[1] = (0.0, np.zeros(size), np.full(size, v0))
+        joint = np.log(p[i]) + np.array([t[0] for t in terms])
+        exact += special.logsumexp(joint)
+        wi = np.exp(joint - special.logsumexp(joint))
+        means, variances = np.array([t[1] for t in terms]), np.array([t[2] for t in terms])
+        mine = np.isin(np.arange(size), d[i])
+        mean[mine] = (wi @ means)[mine]
+        var[mine] = (wi @ (variances + means ** 2) - (wi @ means) ** 2)[mine]
+        w.append(wi)
+    result = model.infer(algorithm, iterations=100)
+    if algorithm == "vmp":
+        assert np.isfinite(result.log_evidence) and result.log_evidence <= exact + 1e-9
+        assert np.all(np.isfinite(result["x"].mean)) and np.all(result["x"].variance > 0)
+        return
+    assert_close(result.log_evidence, exact, rtol=1e-9)
+    assert_close(result["c"].p if gate == "If" else result["z"].probs,
+                 np.array(w)[:, 0] if gate == "If" else w, rtol=1e-9)
+    assert_close(result["x"].mean, mean, rtol=1e-9, atol=1e-12)
+    assert_close(result["x"].variance, var, rtol=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_plate_opened_inside_a_gate_inside_a_plate(algorithm):
+    """x over (n, j) read in plate j opened inside ff.If(c[n]) in plate n: the clone over
+    (n, j, slot) sends its gate message to the cases over (n, case) past j (raw NumPy
+    broadcast error in place_slots).  Exact, rows independent: P(c_n | y) ∝ p·Π_j N(y; 0,
+    v0 + 1) against 1 − p; x[n, j] | c_n, y ~ N(y v0/(v0 + 1), v0/(v0 + 1)) (EP exact;
+    VMP's bound below log Z)."""
+    p, v0, y = 0.3, 2.0, np.array([[1.0, -0.5, 0.25], [0.0, 2.0, -1.0]])
+    with ff.Model("plate_in_gate_in_plate") as model:
+        n, j = ff.Range("n", 2), ff.Range("j", 3)
+        with ff.Plate(n), ff.Plate(j):
+            x = ff.Gaussian("x", 0.0, variance=v0)
+        with ff.Plate(n):
+            c = ff.Bernoulli("c", p)
+            with ff.If(c), ff.Plate(j):
+                ff.Gaussian("y", x, variance=1.0, observed=y)
+    result = model.infer(algorithm, iterations=50)
+    joint = p * np.prod(stats.norm.pdf(y, 0.0, np.sqrt(v0 + 1)), axis=1)
+    exact = np.sum(np.log(joint + 1 - p))
+    if algorithm == "vmp":
+        assert np.isfinite(result.log_evidence) and result.log_evidence <= exact + 1e-9
+        return
+    w = joint / (joint + 1 - p)
+    m1, v1 = y * v0 / (v0 + 1), v0 / (v0 + 1)
+    assert_close(result.log_evidence, exact, rtol=1e-10)
+    assert_close(result["c"].p, w, rtol=1e-10)
+    assert_close(result["x"].mean, w[:, None] * m1, rtol=1e-10, atol=1e-12)
+    assert_close(result["x"].variance, w[:, None] * (v1 + m1 ** 2) + (1 - w[:, None]) * v0
+                 - (w[:, None] * m1) ** 2, rtol=1e-10)
+
+
+def test_vmp_a_gather_and_an_element_of_one_array_inside_a_switch_over_its_range():
+    """Fuzz (issue 10, 6 VMP runs of 10,000 at seed 11): v2[v4] (the Switch loops over
+    v2's own range) and v2[d] in a plate opened inside ff.Switch(v4): the gather was read
+    from the case's element of v2 (the switch's loop variable is the case there), then
+    crashed.  v9 is unobserved, so log Z = log Σ_k ¼ ∫ Poisson(2; λ) Gamma(λ; a_k, 2) dλ
+    = log Σ_k ¼ Γ(a_k + 2)/(Γ(a_k) 2!) · 2^a_k / 3^(a_k + 2); VMP's bound is below it."""
+    shape = np.array([2.0, 0.2, 0.5, 0.5])
+    with ff.Model("gather_and_element") as model:
+        with ff.Plate(ff.Range("r1", 4)):
+            v2 = ff.Gamma("v2", shape, rate=2.0)
+        v4 = ff.Discrete("v4", np.full(4, 0.25))
+        with ff.Switch(v4):
+            ff.Poisson("v5", v2[v4], observed=2)
+            with ff.Plate(ff.Range("r6", 3)):
+                ff.Gaussian("v9", -3.0, precision=v2[ff.Data("d10", np.array([0, 2, 1]))])
+    result = model.infer("vmp", iterations=50)
+    exact = special.logsumexp(np.log(0.25) + special.gammaln(shape + 2) - special.gammaln(
+        shape) - np.log(2.0) + shape * np.log(2.0) - (shape + 2) * np.log(3.0))
+    assert np.isfinite(result.log_evidence) and result.log_evidence <= exact + 1e-9
+    assert np.all(np.isfinite(result["v9"].mean)) and np.all(result["v9"].variance > 0)
+    assert_close(result["v9"].mean, -3.0, rtol=1e-12)
