@@ -23,7 +23,11 @@ over the values of ``x``).  For a random condition ``c`` the output has
   level of nested gates: a read whose set is larger than itself (``array[0]`` beside
   ``array[i]``, a gather ``array[idx[n]]``) reads the clone of its set at its own
   indices (a nested gate's clone is of the outer set's clone), a gather, and in a switch
-  every read of a set, through a per-case ``Copy`` of the clone's slot;
+  every read of a set, through a per-case ``Copy`` of the clone's slot (for a gather in a
+  switch, the case axis last: ``copy[idx[n], k]``); a gather that some gate cannot read
+  so (a gate inside a loop: its clone of the whole array is one per iteration) is
+  first copied out, ``x__d[loops] = Copy(value=x[d])`` before the outermost gate it
+  enters, and read as any array over those loops;
 * each variable defined in every case (an *exit* variable, ``derived`` from then on)
   defined per case in ``x__cond_c[.., k]`` (attrs ``exit_of``, ``gate``; in a switch through
   a local, attr ``local_of``, and ``Copy``, which makes the array ``derived``: under VMP
@@ -344,7 +348,8 @@ class _Gates:
     def _unserved_gather(self, ref: Ref) -> bool:
         """Whether ``ref`` is a gather read inside a gate below its array's home that
         some gate cannot serve from the case copy of its whole array (``_index_set``: a
-        gate inside a loop, or a switch, whose per-case copy has the case axis).  The
+        gate inside a loop, a switch over the array's own range, an array with more
+        axes).  The
         gather's shape is that of its index, which the clone of the expression would not
         know; ``_gathered`` makes it an array of its own first.  A variable exiting one
         of those gates is left to ``_clone``'s refusal."""
