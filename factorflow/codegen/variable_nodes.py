@@ -21,8 +21,12 @@ def gather_index(e: _Emitter, index: Ref, use_plates: tuple[str, ...]) -> str:
     """A gather's index array laid out over the use's plates: an index over fewer plates
     than the use (an observed Switch condition over n, read in a plate opened inside the
     Switch) is broadcast along the others, so the gather and its scatter see one index
-    per use element."""
+    per use element; so is one observed index (no plates) read over plates."""
     own = index.index if all(isinstance(i, str) for i in index.index) else ()
+    decl = e.decls.get(index.var)
+    if not own and use_plates and decl is not None and decl.role == "observed" \
+            and not decl.plates:  # one observed value (a Switch's condition) for them all
+        return f"np.broadcast_to({index.var}, {e.shape(use_plates)})"
     if not own or own == use_plates or not set(own) <= set(use_plates):
         return index.var
     positions = tuple(use_plates.index(p) for p in own)

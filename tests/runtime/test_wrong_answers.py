@@ -1400,3 +1400,28 @@ def test_vmp_a_gather_and_an_element_of_one_array_inside_a_switch_over_its_range
     assert np.isfinite(result.log_evidence) and result.log_evidence <= exact + 1e-9
     assert np.all(np.isfinite(result["v9"].mean)) and np.all(result["v9"].variance > 0)
     assert_close(result["v9"].mean, -3.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 3])
+def test_vmp_an_observed_scalar_switch_gathers_over_plates_opened_inside_it(rows):
+    """Fuzz (issue 10, seed 12, 2 VMP runs): v2[v3] inside ff.Switch(v3), v3 observed (one
+    value, no plates), read in plates opened inside the Switch (one of size 0 in the
+    fuzzer's model): the gather's scalar index met a message over those plates ("axis
+    remapping").  Conjugate and exact under VMP (one latent): λ = v2[0] ~ Gamma(a, b),
+    y ~ N(μ, 1/λ) over rows × 2: q(λ) = Gamma(a + N/2, b + S/2), S = Σ (y − μ)², and
+    log Z = a log b − log Γ(a) − N/2 log 2π + log Γ(a + N/2) − (a + N/2) log(b + S/2)."""
+    a, b, mu = 1.0, 2.0, 2.5
+    y = np.arange(rows * 2, dtype=float).reshape(rows, 2) / 4
+    with ff.Model("observed_scalar_switch") as model:
+        with ff.Plate(ff.Range("r1", 2)):
+            v2 = ff.Gamma("v2", a, rate=b)
+        v3 = ff.Discrete("v3", np.array([0.5, 0.5]), observed=0)
+        with ff.Switch(v3), ff.Plate(ff.Range("r7", rows)), ff.Plate(ff.Range("r5", 2)):
+            ff.Gaussian("y", mu, precision=v2[v3], observed=y)
+    result = model.infer("vmp", iterations=20)
+    n, s = y.size, np.sum((y - mu) ** 2)
+    exact = (np.log(0.5) + a * np.log(b) - special.gammaln(a) - n / 2 * np.log(2 * np.pi)
+             + special.gammaln(a + n / 2) - (a + n / 2) * np.log(b + s / 2))
+    assert_close(result["v2"].shape_param, [a + n / 2, a], rtol=1e-12)
+    assert_close(result["v2"].rate, [b + s / 2, b], rtol=1e-12)
+    assert_close(result.log_evidence, exact, rtol=1e-10)
