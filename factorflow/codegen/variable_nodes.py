@@ -21,8 +21,12 @@ def gather_index(e: _Emitter, index: Ref, use_plates: tuple[str, ...]) -> str:
     """A gather's index array laid out over the use's plates: an index over fewer plates
     than the use (an observed Switch condition over n, read in a plate opened inside the
     Switch) is broadcast along the others, so the gather and its scatter see one index
-    per use element."""
+    per use element; so is one observed index (no plates) read over plates."""
     own = index.index if all(isinstance(i, str) for i in index.index) else ()
+    decl = e.decls.get(index.var)
+    if not own and use_plates and decl is not None and decl.role == "observed" \
+            and not decl.plates:  # one observed value (a Switch's condition) for them all
+        return f"np.broadcast_to({index.var}, {e.shape(use_plates)})"
     if not own or own == use_plates or not set(own) <= set(use_plates):
         return index.var
     positions = tuple(use_plates.index(p) for p in own)
@@ -44,10 +48,20 @@ def reduced(e: _Emitter, name: str, how: tuple, use_plates: tuple[str, ...],
         return (f"place_element({name}, {tuple(how[1])}, {e.shape(use_plates)}, "
                 f"{axes}, {e.shape(var.plates)})")
     if how[0] == "slots":
+        extra = _slot_extra(use_plates, var)
+        if extra != tuple(range(len(extra))):  # place_slots multiplies out leading ones
+            name = f"prod_over({name}, {e.shape(use_plates)}, axis={extra})"
         return f"place_slots({name}, {tuple(how[1])}, {e.shape(var.plates)})"
     size = var.plates[0]
     return (f"scatter_prod({name}, {gather_index(e, how[1], use_plates)}, "
             f"{e.shape(use_plates)}, {size})")
+
+
+def _slot_extra(use_plates: tuple[str, ...], var: VarDecl) -> tuple[int, ...]:
+    """The axes of a ``slots`` use (a gate's clone, its slot axis last) that the cases
+    variable ``var`` (its case axis last) does not have: a plate opened inside the gate,
+    in a gate inside a plate, lies between the cases' plates and the slot axis."""
+    return tuple(i for i, p in enumerate(use_plates[:-1]) if p not in var.plates[:-1])
 
 
 def marginal(e: _Emitter, s: Stmt, depth: int) -> None:
@@ -85,6 +99,11 @@ def use(e: _Emitter, s: Stmt, depth: int) -> None:
             marg = f"align_plates({marg}, {tuple(up.index(p) for p in rest)}, {len(up)})"
     elif how[0] == "slots":
         marg = f"take_slots({marg}, {tuple(how[1])})"
+        extra = _slot_extra(up, var)
+        if extra != tuple(range(len(extra))):  # not broadcast from the left: laid out
+            marg = (f"align_plates({marg}, "
+                    f"{tuple(up.index(p) for p in var.plates[:-1]) + (len(up) - 1,)}, "
+                    f"{len(up)})")
     elif how[0] == "broadcast" and var.plates and up[-len(var.plates):] != var.plates:
         marg = f"align_plates({marg}, {tuple(up.index(p) for p in var.plates)}, {len(up)})"
     rhs = f"{marg} / {ins['use'].var}" if "use" in ins else marg

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from factorflow.distributions import (
     Bernoulli,
@@ -107,7 +108,11 @@ def project(comps: Distribution, log_w: np.ndarray) -> Distribution:
         return np.sum(times_finite(w[(...,) + (None,) * nd], x), axis=-1 - nd)
 
     if isinstance(comps, Bernoulli):
-        return Bernoulli(mix(comps.p))
+        # P(true) and P(false) mixed apart: Σ_j w_j p_j of certain components can round
+        # above 1 (a NaN log-odds); this way a certain mixture stays exactly certain
+        with np.errstate(divide="ignore"):
+            return Bernoulli.from_natural(np.log(mix(comps.p))
+                                          - np.log(mix(special.expit(-comps.log_odds))))
     if isinstance(comps, Discrete):
         return Discrete(mix(comps.probs, 1))
     if isinstance(comps, VectorGaussian):  # the mixture's mean and full covariance

@@ -75,10 +75,13 @@ def align_plates(value: Any, positions: tuple[int, ...], ndim: int, event_ndim: 
 def permute_plates(value: Any, order: tuple[int, ...]) -> Any:
     """``value`` with its leading plate axes permuted: result axis i is ``value``'s axis
     ``order[i]`` (a statement whose loops run in another order than an array's plates;
-    event axes stay last)."""
+    event axes stay last).  A message over fewer plates (broadcast along the leading
+    loops: NumPy's alignment from the right) gets those axes, of length 1, first."""
     def perm(e: np.ndarray, nd: int) -> np.ndarray:
-        if e.ndim - nd < len(order):  # a broadcast scalar message: nothing to permute
+        if e.ndim - nd == 0:  # a broadcast scalar message: nothing to permute
             return e
+        if e.ndim - nd < len(order):
+            e = e.reshape((1,) * (len(order) - e.ndim + nd) + e.shape)
         return np.transpose(e, tuple(order) + tuple(range(len(order), e.ndim)))
     if isinstance(value, Distribution):
         return value._map(perm)

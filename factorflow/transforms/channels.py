@@ -219,7 +219,14 @@ def _use_plates(ref: Ref, decl: VarDecl, loops: tuple[str, ...], kind: tuple
     own plates run there in another order (a gate's clone with its cases axis last, read
     in a Switch's loop opened around the array's plate): then its own plates first, in
     its order, and the others after them (the generated code permutes the reading
-    statement's operand)."""
+    statement's operand).  A gather along the first axis of an array with more plates,
+    read at those (``copy[idx[n], k]``, a switch case's copy of an entered array): the
+    loops the index runs over, then the array's other plates."""
+    if kind[0] == "gather":
+        rest = decl.plates[1:]
+        if rest and tuple(ref.index[1:]) == rest:
+            return tuple(p for p in loops if p not in rest) + rest
+        return loops
     if kind[0] not in ("same", "broadcast", "element"):
         return loops
     fixed = dict(kind[1]) if kind[0] == "element" else {}

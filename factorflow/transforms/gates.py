@@ -23,7 +23,11 @@ over the values of ``x``).  For a random condition ``c`` the output has
   level of nested gates: a read whose set is larger than itself (``array[0]`` beside
   ``array[i]``, a gather ``array[idx[n]]``) reads the clone of its set at its own
   indices (a nested gate's clone is of the outer set's clone), a gather, and in a switch
-  every read of a set, through a per-case ``Copy`` of the clone's slot;
+  every read of a set, through a per-case ``Copy`` of the clone's slot (for a gather in a
+  switch, the case axis last: ``copy[idx[n], k]``); a gather that some gate cannot read
+  so (a gate inside a loop: its clone of the whole array is one per iteration) is
+  first copied out, ``x__d[loops] = Copy(value=x[d])`` before the outermost gate it
+  enters, and read as any array over those loops;
 * each variable defined in every case (an *exit* variable, ``derived`` from then on)
   defined per case in ``x__cond_c[.., k]`` (attrs ``exit_of``, ``gate``; in a switch through
   a local, attr ``local_of``, and ``Copy``, which makes the array ``derived``: under VMP
@@ -103,6 +107,10 @@ class _Gates:
         self.levels: list[tuple[Cond, int | str, Frame]] = []
         self.frames: list[Frame] = [Frame("root", [])]
         self.partials: list[Clone] = []
+        #: the depth of each random variable's home (``gate_analysis``), and of the
+        #: gathers materialised before a gate (``_gathered``: that of the array gathered)
+        self.home: dict[str, int] = dict(self.a.home)
+        self.gathers: dict[tuple, Ref] = {}
 
     def run(self) -> Program:
         self._block(self.p.body)
@@ -326,7 +334,65 @@ class _Gates:
 
     def _ref(self, ref: Ref, is_def: bool, prov: str, post: list[Stmt]) -> Ref:
         sub, hit = self._subst(ref)
-        return self._lift(sub, ref.var, is_def, len(self.levels), hit, prov, post)
+        if not is_def and self._unserved_gather(sub):
+            sub = self._gathered(sub, prov)
+        return self._lift(sub, sub.var, is_def, len(self.levels), hit, prov, post)
+
+    def _is_gather(self, ref: Ref) -> bool:
+        """Whether ``ref`` reads a random array at indices known before inference (an
+        index array given as data or a constant: ``x[d]``)."""
+        return self.decls[ref.var].role == "random" and any(
+            isinstance(i, Ref) and self.decls[i.var].role != "random"
+            and all(isinstance(j, str) for j in i.index) for i in ref.index)
+
+    def _unserved_gather(self, ref: Ref) -> bool:
+        """Whether ``ref`` is a gather read inside a gate below its array's home that
+        some gate cannot serve from the case copy of its whole array (``_index_set``: a
+        gate inside a loop, a switch over the array's own range, an array with more
+        axes).  The
+        gather's shape is that of its index, which the clone of the expression would not
+        know; ``_gathered`` makes it an array of its own first.  A variable exiting one
+        of those gates is left to ``_clone``'s refusal."""
+        var, depth = ref.var, len(self.levels)
+        if not self._is_gather(ref) or depth <= self.home.get(var, 0):
+            return False
+        levels = range(self.home.get(var, 0), depth)
+        if any(self.levels[m][0].key in self.a.exits.get(var, ()) for m in levels):
+            return False
+        return not all(any(isinstance(i, Ref) for i in self._index_set(
+            m, ref, ref.index, var, False)[1].values()) for m in levels)
+
+    def _gathered(self, ref: Ref, prov: str) -> Ref:
+        """The gather ``ref`` (``x[d]``, read inside gates below x's home) as a derived
+        array of its own, ``x__d[loops] = Copy(value=x[d])``, defined before the outermost
+        of those gates (outside observed conditions' branches around it) in the loops the
+        read sits in but for the case loops of those gates' switches: it is then read as
+        any array over those loops (Infer.NET's GetItems before the gate).  Like a case's
+        copy it is the gate transform's own (attr ``local_of``: no posterior of its own in
+        the results).  One per gather, place and loops."""
+        home = self.home.get(ref.var, 0)
+        cond, _, frame = self.levels[home]
+        at = self._outside_det(self.frames.index(frame) - (2 if cond.switch else 1),
+                               ref.var, *(i.var for i in ref.index if isinstance(i, Ref)))
+        cases = {c.switch for c, _, _ in self.levels[home:]}
+        open_ = self._loops(at)
+        plates = open_ + tuple(r for r in self._loops() if r not in open_ and r not in cases)
+        key = (format_ref(ref), plates, id(self.frames[at]))
+        if key in self.gathers:
+            return self.gathers[key]
+        d = self.decls[ref.var]
+        name = self._fresh(ref.var, *flat(ref, plates)[1:])
+        decl = VarDecl(name, "random", d.domain, plates=plates, event=d.event,
+                       label=self._show(ref), attrs=(("local_of", ref.var), ("derived", True)))
+        self.new_decls.append(decl)
+        self.decls[name] = decl
+        self.home[name] = home
+        out = self.gathers[key] = Ref(name, plates)
+        node: Any = Stmt("Copy", (out,), (("value", ref),), (), prov)
+        for r in reversed(plates[len(open_):]):
+            node = ForB(r, [node])
+        self.frames[at].items.append(node)
+        return out
 
     def _lift(self, ref: Ref, var: str, is_def: bool, depth: int, hit: set[int], prov: str,
               post: list[Stmt], read: tuple | None = None) -> Ref:
@@ -336,7 +402,7 @@ class _Gates:
         ``ref.index`` at first), itself lifted through the gates around, so that the sets of
         a nested gate (a subset of the reads of the gates around it, so never larger than
         their sets) are read from the clones of the outer ones."""
-        if self.decls[var].role != "random" or depth <= self.a.home.get(var, 0):
+        if self.decls[var].role != "random" or depth <= self.home.get(var, 0):
             return ref
         read = ref.index if read is None else read
         m = depth - 1
@@ -355,7 +421,8 @@ class _Gates:
                                                                 is_def)
         if cond.switch is not None and clone.kind == "enter" and self._shared(m, var, cover):
             # a set's clone in a switch: one copy of the case's slot for all its reads
-            use = self._case_copy(clone, m, clone.ref(self.levels[m][1]), prov)
+            gather = any(isinstance(i, Ref) for i in subst.values())
+            use = self._case_copy(clone, m, clone.ref(self.levels[m][1]), prov, gather)
         else:
             use = self._use(clone, m, is_def, prov, post)
             if any(isinstance(i, Ref) for i in subst.values()):
@@ -369,21 +436,27 @@ class _Gates:
         return cover.var == var and cover.index in self.a.groups.get(
             self.levels[m][0].key, {}).get(var, {}).values()
 
-    def _case_copy(self, clone: Clone, m: int, element: Ref, prov: str) -> Ref:
+    def _case_copy(self, clone: Clone, m: int, element: Ref, prov: str,
+                   gather: bool = False) -> Ref:
         """The current case's slot of ``clone`` (``element``) as an array of its own,
         copied once per case at the top of the gate's body (the seed's switch rows: "make
         a copy"), so that a gather by known indices, or in a switch every read of a
-        disjoint index set, can read it."""
+        disjoint index set, can read it.  In a switch, for a ``gather`` the case axis
+        comes last (the copy gathered along its first axis, the whole array the gate
+        entered: ``copy[idx[n], k]``), else the copy's axes run in the loops' order."""
         cond, case, frame = self.levels[m]
         here = self._loops(self.frames.index(frame))
-        local = clone.locals.get(("slot", case))
+        key = ("slot", case) + (("gather",) if gather and cond.switch else ())
+        local = clone.locals.get(key)
         if local is None:
             d = self.decls[clone.var]
             plates = clone.plates
-            if cond.switch:  # a copy per case, its axes in the order of the loops
+            if cond.switch and gather:
+                plates = plates + (cond.axis,)
+            elif cond.switch:  # a copy per case, its axes in the order of the loops
                 plates = tuple(p for p in here if p in plates or p == cond.axis) + tuple(
                     p for p in plates if p not in here)
-            local = clone.locals[("slot", case)] = Ref(
+            local = clone.locals[key] = Ref(
                 self._fresh(*split_derived(clone.name), case), plates)
             self._declare(local.var, d.domain, plates, d.event,
                           f"{d.label or clone.var} in case {display(str(case))} of "
@@ -411,9 +484,12 @@ class _Gates:
         if pattern is None:
             return ref, {}
         subst = {c: i for c, i in zip(pattern, ref.index, strict=True) if c != i}
-        around = self._loops(self.frames.index(frame))
+        # a switch's own loop is no loop around the gate for a gather, but a set over it
+        # cannot be read there (inside the switch it is the case's element)
+        loops = self._loops(self.frames.index(frame))
+        around = tuple(r for r in loops if r != cond.switch)
         gather = any(isinstance(i, Ref) for i in subst.values())
-        if set(subst) & set(around) or gather and (around or len(pattern) > 1):
+        if set(subst) & set(loops) or gather and (around or len(pattern) > 1):
             return ref, {}  # a gather is read as array[index] of a whole array only
         return Ref(var, pattern), subst
 

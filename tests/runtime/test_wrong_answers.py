@@ -1185,3 +1185,243 @@ def test_a_latent_gate_inside_an_observed_case_in_a_plate(z, seen, prior):
         result = model.infer(algorithm, iterations=10)
         assert_close(result.log_evidence, exact, rtol=1e-12)
         assert_close(result["c"].p, prior * lik / (prior * lik + 1 - prior), rtol=1e-10)
+
+
+def _gathered_gaussian(rows: np.ndarray, y: np.ndarray, noise: np.ndarray, size: int,
+                       v0: float) -> tuple[float, np.ndarray, np.ndarray]:
+    """x ~ N(0, v0 I) over ``size`` elements, y_j ~ N(x[rows_j], noise_j): log p(y) and
+    x's posterior means and variances, by Gaussian conditioning."""
+    a = np.eye(size)[rows]
+    log_z = stats.multivariate_normal.logpdf(y, np.zeros(len(y)),
+                                             v0 * a @ a.T + np.diag(noise))
+    cov = np.linalg.inv(np.eye(size) / v0 + a.T @ np.diag(1 / noise) @ a)
+    return log_z, cov @ a.T @ (y / noise), np.diag(cov)
+
+
+@pytest.mark.parametrize("d", [[0, 2, 1], [0, 0, 1], [3, 3, 3]])
+@pytest.mark.parametrize("shape", ["switch", "precision_per_case", "cases_in_switch",
+                                   "if_and_ifnot"])
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_gather_over_a_plate_opened_inside_a_latent_gate(algorithm, shape, d):
+    """Fuzz (issue 10, class (b)): ``x[d]`` by known indices d, in a plate opened inside
+    a latent ff.Switch(v4): the entered copy of the gathered expression was declared over
+    the cases only while its message ran over the plate (NumPy "axis remapping" under EP
+    and VMP).  The gate now enters the whole of x and gathers from each case's copy of it
+    (a tree: duplicate indices stay exact).  Shapes: identical cases; a precision per case
+    (``ff.Constant(prec)[v4]``); ff.Case(v4, k) bodies with their own variances inside
+    the Switch; ff.If(c) / ff.IfNot(c) bodies.  Exact by enumeration over the condition ×
+    Gaussian conditioning: Z = Σ_k p_k N(y; 0, v0 C + s_k² I), C[j, l] = [d_j = d_l];
+    x's posterior the mixture's moments (EP exact; VMP finite, its bound below log Z)."""
+    v0, size, d = 2.0, 4, np.array(d)
+    p = np.array([0.3, 0.7])
+    s2 = np.array([1.0, 1.0]) if shape == "switch" else np.array([1.0, 4.0])
+    y = np.array([0.1, -0.4, 0.9])
+    with ff.Model("gather_in_gate") as model:
+        with ff.Plate(ff.Range("r", size)):
+            x = ff.Gaussian("x", 0.0, variance=v0)
+        if shape == "if_and_ifnot":
+            c = ff.Bernoulli("c", p[0])
+            for k, branch in enumerate((ff.If(c), ff.IfNot(c))):
+                with branch, ff.Plate(ff.Range(f"j{k}", 3)):
+                    ff.Gaussian(f"y{k}", x[ff.Data(f"d{k}", d)], variance=s2[k], observed=y)
+        else:
+            v4 = ff.Discrete("v4", p)
+            with ff.Switch(v4):
+                if shape == "cases_in_switch":
+                    for k in range(2):
+                        with ff.Case(v4, k), ff.Plate(ff.Range(f"j{k}", 3)):
+                            ff.Gaussian(f"y{k}", x[ff.Data(f"d{k}", d)], variance=s2[k],
+                                        observed=y)
+                else:
+                    with ff.Plate(ff.Range("j", 3)):
+                        ff.Gaussian("y", x[ff.Data("d", d)], precision=ff.Constant(1 / s2)[v4],
+                                    observed=y)
+    terms = [_gathered_gaussian(d, y, np.full(3, s), size, v0) for s in s2]
+    joint = np.log(p) + np.array([t[0] for t in terms])
+    exact = special.logsumexp(joint)
+    w = np.exp(joint - exact)
+    means, variances = np.array([t[1] for t in terms]), np.array([t[2] for t in terms])
+    mean = w @ means
+    result = model.infer(algorithm, iterations=100)
+    if algorithm == "vmp":
+        assert np.isfinite(result.log_evidence) and result.log_evidence <= exact + 1e-9
+        assert np.all(np.isfinite(result["x"].mean)) and np.all(result["x"].variance > 0)
+        return
+    assert_close(result.log_evidence, exact, rtol=1e-9)
+    assert_close(result["c"].p if shape == "if_and_ifnot" else result["v4"].probs,
+                 w[0] if shape == "if_and_ifnot" else w, rtol=1e-9)
+    assert_close(result["x"].mean, mean, rtol=1e-9, atol=1e-12)
+    assert_close(result["x"].variance, w @ (variances + means ** 2) - mean ** 2, rtol=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_certain_variable_leaving_a_switch_stays_certain(algorithm):
+    """Fuzz (issue 10, class (c), VMP): v9 ~ Bernoulli(0.95) constrained true inside
+    ff.Switch(v6) (in a plate of size 1, beside a Beta array read as a[v6] by an
+    observation False and a Poisson observed in the case) came out NaN: the exit mixed
+    the cases' certain copies as Σ_k w_k·1, which rounds above 1.  Exact: v9 is true;
+    EP: log Z = log(0.5 · 0.95 · e^-1) (E[1 − a_k] = 1/2 in every case), P(v6) the prior;
+    VMP's coordinate ascent by hand: q(v6 = k) ∝ p_k exp(−1/b_k), q(a_k) = Beta(1, b_k),
+    b_k = 1 + q(v6 = k), and its bound Σ_k q_k(log p_k − log q_k − 1/b_k) − Σ_k (log b_k −
+    (b_k − 1)/b_k) + log 0.95 − 1."""
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    with ff.Model("certain_exit") as model:
+        with ff.Plate(ff.Range("r3", 4)):
+            a = ff.Beta("a", 1.0, 1.0)
+        with ff.Plate(ff.Range("r5", 1)):
+            v6 = ff.Discrete("v6", p)
+            with ff.Switch(v6):
+                ff.Bernoulli("v8", a[v6], observed=np.array([False]))
+                v9 = ff.Bernoulli("v9", 0.95)
+                ff.constrain_true(v9)
+                ff.Poisson("v10", 1.0, observed=np.array([0]))
+    for sweeps in range(1, 8):  # the fuzzer's run was 5 sweeps (the cases still moving)
+        assert_close(model.infer(algorithm, iterations=sweeps, tolerance=None)["v9"].p,
+                      [1.0], rtol=0, atol=0)
+    result = model.infer(algorithm, iterations=200)
+    if algorithm == "ep":
+        assert_close(result.log_evidence, np.log(0.5 * 0.95) - 1.0, rtol=1e-12)
+        assert_close(result["v6"].probs, [p], rtol=1e-10)
+        return
+    q = p.copy()
+    for _ in range(1000):
+        q = p * np.exp(-1 / (1 + q))
+        q /= q.sum()
+    b = 1 + q
+    bound = (np.sum(q * (np.log(p) - np.log(q) - 1 / b)) - np.sum(np.log(b) - (b - 1) / b)
+             + np.log(0.95) - 1.0)
+    assert_close(result["v6"].probs, [q], rtol=1e-9)
+    assert_close(result["a"].beta, b, rtol=1e-9)
+    assert_close(result.log_evidence, bound, rtol=1e-10)
+
+
+@pytest.mark.parametrize("gate", ["If", "Switch"])
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_gather_inside_a_gate_inside_a_plate(algorithm, gate):
+    """Fuzz (issue 10, class (b)): ``x[d]`` in a plate j opened inside ff.If(c[n]) (or
+    ff.Switch(z[n])) inside a plate n: no gate inside a loop can gather from its copy of
+    the whole x, so x[d] is first copied out, over (n, j), before the gate (was an
+    "axis remapping" ValueError, and under ff.If a clone over (n, j, slot) whose slots
+    met the cases over (n, case)).  Distinct indices keep the graph a tree: EP exact by
+    enumeration over the conditions × Gaussian conditioning (the rows independent);
+    VMP finite, its bound below log Z."""
+    size, v0 = 6, 2.0
+    d = np.array([[0, 4, 2], [5, 1, 3]])
+    y = np.array([[0.1, -0.4, 0.3], [1.0, 0.2, -0.5]])
+    p = np.array([[0.3, 0.7], [0.6, 0.4]])  # P(case 0), P(case 1) per row
+    s2 = np.array([1.0, 4.0])  # the variance in case 0 (If: true) and case 1
+    with ff.Model("gather_in_gate_in_plate") as model:
+        with ff.Plate(ff.Range("r", size)):
+            x = ff.Gaussian("x", 0.0, variance=v0)
+        with ff.Plate(ff.Range("n", 2)):
+            if gate == "If":
+                c = ff.Bernoulli("c", p[:, 0])
+                with ff.If(c), ff.Plate(ff.Range("j", 3)):
+                    ff.Gaussian("y", x[ff.Data("d", d)], variance=s2[0], observed=y)
+            else:
+                z = ff.Discrete("z", p)
+                with ff.Switch(z), ff.Plate(ff.Range("j", 3)):
+                    ff.Gaussian("y", x[ff.Data("d", d)], precision=ff.Constant(1 / s2)[z],
+                                observed=y)
+    exact, w, mean, var = 0.0, [], np.zeros(size), np.full(size, v0)
+    for i in range(2):
+        terms = [_gathered_gaussian(d[i], y[i], np.full(3, s), size, v0) for s in s2]
+        if gate == "If":  # case 1 (false): no observation
+            terms[1] = (0.0, np.zeros(size), np.full(size, v0))
+        joint = np.log(p[i]) + np.array([t[0] for t in terms])
+        exact += special.logsumexp(joint)
+        wi = np.exp(joint - special.logsumexp(joint))
+        means, variances = np.array([t[1] for t in terms]), np.array([t[2] for t in terms])
+        mine = np.isin(np.arange(size), d[i])
+        mean[mine] = (wi @ means)[mine]
+        var[mine] = (wi @ (variances + means ** 2) - (wi @ means) ** 2)[mine]
+        w.append(wi)
+    result = model.infer(algorithm, iterations=100)
+    if algorithm == "vmp":
+        assert np.isfinite(result.log_evidence) and result.log_evidence <= exact + 1e-9
+        assert np.all(np.isfinite(result["x"].mean)) and np.all(result["x"].variance > 0)
+        return
+    assert_close(result.log_evidence, exact, rtol=1e-9)
+    assert_close(result["c"].p if gate == "If" else result["z"].probs,
+                 np.array(w)[:, 0] if gate == "If" else w, rtol=1e-9)
+    assert_close(result["x"].mean, mean, rtol=1e-9, atol=1e-12)
+    assert_close(result["x"].variance, var, rtol=1e-9)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_plate_opened_inside_a_gate_inside_a_plate(algorithm):
+    """x over (n, j) read in plate j opened inside ff.If(c[n]) in plate n: the clone over
+    (n, j, slot) sends its gate message to the cases over (n, case) past j (raw NumPy
+    broadcast error in place_slots).  Exact, rows independent: P(c_n | y) ∝ p·Π_j N(y; 0,
+    v0 + 1) against 1 − p; x[n, j] | c_n, y ~ N(y v0/(v0 + 1), v0/(v0 + 1)) (EP exact;
+    VMP's bound below log Z)."""
+    p, v0, y = 0.3, 2.0, np.array([[1.0, -0.5, 0.25], [0.0, 2.0, -1.0]])
+    with ff.Model("plate_in_gate_in_plate") as model:
+        n, j = ff.Range("n", 2), ff.Range("j", 3)
+        with ff.Plate(n), ff.Plate(j):
+            x = ff.Gaussian("x", 0.0, variance=v0)
+        with ff.Plate(n):
+            c = ff.Bernoulli("c", p)
+            with ff.If(c), ff.Plate(j):
+                ff.Gaussian("y", x, variance=1.0, observed=y)
+    result = model.infer(algorithm, iterations=50)
+    joint = p * np.prod(stats.norm.pdf(y, 0.0, np.sqrt(v0 + 1)), axis=1)
+    exact = np.sum(np.log(joint + 1 - p))
+    if algorithm == "vmp":
+        assert np.isfinite(result.log_evidence) and result.log_evidence <= exact + 1e-9
+        return
+    w = joint / (joint + 1 - p)
+    m1, v1 = y * v0 / (v0 + 1), v0 / (v0 + 1)
+    assert_close(result.log_evidence, exact, rtol=1e-10)
+    assert_close(result["c"].p, w, rtol=1e-10)
+    assert_close(result["x"].mean, w[:, None] * m1, rtol=1e-10, atol=1e-12)
+    assert_close(result["x"].variance, w[:, None] * (v1 + m1 ** 2) + (1 - w[:, None]) * v0
+                 - (w[:, None] * m1) ** 2, rtol=1e-10)
+
+
+def test_vmp_a_gather_and_an_element_of_one_array_inside_a_switch_over_its_range():
+    """Fuzz (issue 10, 6 VMP runs of 10,000 at seed 11): v2[v4] (the Switch loops over
+    v2's own range) and v2[d] in a plate opened inside ff.Switch(v4): the gather was read
+    from the case's element of v2 (the switch's loop variable is the case there), then
+    crashed.  v9 is unobserved, so log Z = log Σ_k ¼ ∫ Poisson(2; λ) Gamma(λ; a_k, 2) dλ
+    = log Σ_k ¼ Γ(a_k + 2)/(Γ(a_k) 2!) · 2^a_k / 3^(a_k + 2); VMP's bound is below it."""
+    shape = np.array([2.0, 0.2, 0.5, 0.5])
+    with ff.Model("gather_and_element") as model:
+        with ff.Plate(ff.Range("r1", 4)):
+            v2 = ff.Gamma("v2", shape, rate=2.0)
+        v4 = ff.Discrete("v4", np.full(4, 0.25))
+        with ff.Switch(v4):
+            ff.Poisson("v5", v2[v4], observed=2)
+            with ff.Plate(ff.Range("r6", 3)):
+                ff.Gaussian("v9", -3.0, precision=v2[ff.Data("d10", np.array([0, 2, 1]))])
+    result = model.infer("vmp", iterations=50)
+    exact = special.logsumexp(np.log(0.25) + special.gammaln(shape + 2) - special.gammaln(
+        shape) - np.log(2.0) + shape * np.log(2.0) - (shape + 2) * np.log(3.0))
+    assert np.isfinite(result.log_evidence) and result.log_evidence <= exact + 1e-9
+    assert np.all(np.isfinite(result["v9"].mean)) and np.all(result["v9"].variance > 0)
+    assert_close(result["v9"].mean, -3.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("rows", [0, 1, 3])
+def test_vmp_an_observed_scalar_switch_gathers_over_plates_opened_inside_it(rows):
+    """Fuzz (issue 10, seed 12, 2 VMP runs): v2[v3] inside ff.Switch(v3), v3 observed (one
+    value, no plates), read in plates opened inside the Switch (one of size 0 in the
+    fuzzer's model): the gather's scalar index met a message over those plates ("axis
+    remapping").  Conjugate and exact under VMP (one latent): λ = v2[0] ~ Gamma(a, b),
+    y ~ N(μ, 1/λ) over rows × 2: q(λ) = Gamma(a + N/2, b + S/2), S = Σ (y − μ)², and
+    log Z = a log b − log Γ(a) − N/2 log 2π + log Γ(a + N/2) − (a + N/2) log(b + S/2)."""
+    a, b, mu = 1.0, 2.0, 2.5
+    y = np.arange(rows * 2, dtype=float).reshape(rows, 2) / 4
+    with ff.Model("observed_scalar_switch") as model:
+        with ff.Plate(ff.Range("r1", 2)):
+            v2 = ff.Gamma("v2", a, rate=b)
+        v3 = ff.Discrete("v3", np.array([0.5, 0.5]), observed=0)
+        with ff.Switch(v3), ff.Plate(ff.Range("r7", rows)), ff.Plate(ff.Range("r5", 2)):
+            ff.Gaussian("y", mu, precision=v2[v3], observed=y)
+    result = model.infer("vmp", iterations=20)
+    n, s = y.size, np.sum((y - mu) ** 2)
+    exact = (np.log(0.5) + a * np.log(b) - special.gammaln(a) - n / 2 * np.log(2 * np.pi)
+             + special.gammaln(a + n / 2) - (a + n / 2) * np.log(b + s / 2))
+    assert_close(result["v2"].shape_param, [a + n / 2, a], rtol=1e-12)
+    assert_close(result["v2"].rate, [b + s / 2, b], rtol=1e-12)
+    assert_close(result.log_evidence, exact, rtol=1e-10)

@@ -159,6 +159,19 @@ MORE: dict[str, tuple[Program, list[str]]] = {
         rv("c"), rv("array", plates=("i",)), known("idx", "n", domain="int"),
         known("constDist")), (
         If(c, (For("n", (equal_random(R("array", (R("idx", ("n",)),))),)),)),)), ["c"]),
+    # a gather over a plate opened inside a switch: the whole array enters, each case's
+    # copy has the case axis last and is gathered along its first
+    "gather_switch": (Program("gather_switch", (("i", 3), ("n", 2), ("k", 2)), (
+        rv("s", "int", (), 2), rv("array", plates=("i",)), known("idx", "n", domain="int"),
+        known("constDist")), (
+        For("k", (If(R("s"), (For("n", (equal_random(R("array", (R("idx", ("n",)),))),)),),
+                     "k"),)),)), ["s"]),
+    # a gather inside a gate inside a loop: copied out before the gate, over the loops
+    "gather_in_loop": (Program("gather_in_loop", (("i", 3), ("m", 2), ("n", 2)), (
+        rv("c", plates=("m",)), rv("array", plates=("i",)),
+        known("idx", "m", "n", domain="int"), known("constDist")), (
+        For("m", (If(R("c", ("m",)), (For("n", (equal_random(
+            R("array", (R("idx", ("m", "n")),))),)),)),)),)), ["c"]),
 }
 
 #: the expected output of each example: new ranges and declarations, then the body
@@ -506,6 +519,37 @@ for i:
 for n:
     if c__cases[0]:
         ConstrainEqualRandom(value=array__cond_c_0[idx[n]], dist=constDist)
+""",
+    "gather_switch": """\
+ranges i=3, n=2, k=2
+random bool s__cases[k]  # cases of s
+random bool array__cond_s[i][k]  # array in the gate on s
+random bool array__cond_s_k[i][k]  # array in case k of s
+s__cases[k] = Gate.Cases(selector=s)
+array__cond_s[i, k] = Gate.Enter(cases=s__cases[k], value=array[i])
+for k:
+    for i:
+        if s__cases[k]:
+            array__cond_s_k[i, k] = Copy(value=array__cond_s[i, k])
+    for n:
+        if s__cases[k]:
+            ConstrainEqualRandom(value=array__cond_s_k[idx[n], k], dist=constDist)
+""",
+    "gather_in_loop": """\
+ranges i=3, m=2, n=2, c__m_cases__k=2, array__idx_m_n__m_n_cond_c_m__k=1
+random bool c__m_cases[m][c__m_cases__k]  # cases of c[m]
+random bool array__idx_m_n[m][n]  # array[idx[m, n]]
+random bool array__idx_m_n__m_n_cond_c_m[m][n][array__idx_m_n__m_n_cond_c_m__k]  \
+# array[idx[m, n]] in the gate on c[m]
+for m:
+    c__m_cases[m, c__m_cases__k] = Gate.Cases(selector=c[m])
+    for n:
+        array__idx_m_n[m, n] = Copy(value=array[idx[m, n]])
+    for n:
+        array__idx_m_n__m_n_cond_c_m[m, n, array__idx_m_n__m_n_cond_c_m__k] = \
+Gate.EnterPartial(cases=c__m_cases[m, c__m_cases__k], value=array__idx_m_n[m, n], indices: (0))
+        if c__m_cases[m, 0]:
+            ConstrainEqualRandom(value=array__idx_m_n__m_n_cond_c_m[m, n, 0], dist=constDist)
 """,
 }
 
