@@ -110,29 +110,36 @@ def _split(loop: While, program: Program, options: LocalOptions) -> While:
         return seen
 
     local = closure(readers) & closure(reads)
-    # before: what a local statement reads from earlier in the same sweep (transitively)
-    same_sweep: list[set[int]] = [set() for _ in stmts]
+    same_sweep: list[set[int]] = [set() for _ in stmts]  # what i reads from this sweep
     for (i, _), (j, now) in _sources(stmts, list(range(len(stmts)))).items():
         if now:
             same_sweep[i].add(j)
+    # after: what reads the local posteriors in the same sweep, and what reads that; a
+    # local statement among them (a gate's copy of a global variable, recomputed once
+    # that variable has moved) runs in the inner loop and again after it
+    after: set[int] = set()
+    for i in range(len(stmts)):
+        if same_sweep[i] & (after if i in local else local | after):
+            after.add(i)
+    # before: the rest that the inner loop reads from earlier in the same sweep
     before: set[int] = set()
-    todo = list(local)
+    todo = [i for i in local if i not in after]
     while todo:
         for j in same_sweep[todo.pop()]:
-            if j not in local and j not in before:
+            if j not in local and j not in after and j not in before:
                 before.add(j)
                 todo.append(j)
-    after = [i for i in range(len(stmts)) if i not in local and i not in before]
-    order = sorted(before) + sorted(local) + after
-    _check_same_sources(stmts, order, options)
+    rest = [i for i in range(len(stmts)) if i not in before and (i not in local or i in after)]
+    inner_order = sorted(local)
+    _check_same_values(stmts, sorted(before), inner_order, rest, options)
     init_local = tuple(s for s in loop.init if isinstance(s, Stmt) and
                        any(o.var in {x for i in local for x in _writes(stmts[i])}
                            for o in s.outputs)) if options.restart else ()
     restart = _restarted(init_local, stmts, local) if options.restart else ()
-    inner = While(tuple(stmts[i] for i in sorted(local)), init_local, options.iterations,
+    inner = While(tuple(stmts[i] for i in inner_order), init_local, options.iterations,
                   options.tolerance, restart)
     return replace(loop, body=tuple(stmts[i] for i in sorted(before)) + (inner,)
-                   + tuple(stmts[i] for i in after))
+                   + tuple(stmts[i] for i in rest))
 
 
 def _reads(s: Stmt) -> set[str]:
@@ -181,16 +188,32 @@ def _sources(stmts: list[Stmt], order: list[int]) -> dict[tuple[int, str], tuple
     return out
 
 
-def _check_same_sources(stmts: list[Stmt], order: list[int], options: LocalOptions) -> None:
-    """ScheduleError unless every statement reads the same values in ``order`` as in the
-    original sweep (a global update between two local ones cannot be moved out)."""
-    old, new = _sources(stmts, list(range(len(stmts)))), _sources(stmts, order)
-    for (i, x), src in old.items():
-        if new.get((i, x)) != src:
+def _check_same_values(stmts: list[Stmt], before: list[int], inner: list[int],
+                       after: list[int], options: LocalOptions) -> None:
+    """ScheduleError unless ``before + inner + after`` (the inner loop run once) leaves
+    every message with the same value as the original sweep, sweep after sweep: each
+    statement's run is a symbol made of the statement and the symbols it reads (the
+    operators are pure), and three sweeps of each order must give the same symbols."""
+    ids: dict[tuple[int, tuple[int, ...]], int] = {}
+
+    def sweeps(order: list[int]) -> list[dict[str, int]]:
+        state: dict[str, int] = {}
+        out = []
+        for _ in range(3):
+            for i in order:
+                key = (i, tuple(state.get(x, -1) for x in sorted(_reads(stmts[i]))))
+                value = ids.setdefault(key, len(ids))
+                for x in _writes(stmts[i]):
+                    state[x] = value
+            out.append(dict(state))
+        return out
+
+    for old, new in zip(sweeps(list(range(len(stmts)))), sweeps(before + inner + after),
+                        strict=True):
+        moved = sorted(x for x in old if old[x] != new.get(x))
+        if moved:
             names = ", ".join(repr(n) for n in options.labels or options.variables)
             raise ScheduleError(
                 f"local={names}: the sweep cannot be split into the local updates and the "
-                f"others: {stmts[i].outputs[0].var if stmts[i].outputs else stmts[i].op} "
-                f"reads {x}, whose update ({stmts[src[0]].op}) would move to the other "
-                "side of the local loop; name a set of variables that the other updates "
-                "do not interleave with.")
+                f"others without changing what they compute ({moved[0]} would differ); "
+                "name a set of variables whose updates the others do not interleave with.")

@@ -132,7 +132,6 @@ def test_one_pass_without_restart_is_the_plain_sweep_bit_for_bit(local):
     assert "for local_sweep in range(1):" in source
 
 
-@pytest.mark.xfail(reason="the split with gate clones of two global variables", strict=True)
 def test_one_pass_is_the_plain_sweep_on_a_mixture():
     """A Gaussian mixture with z local (the means, precisions and weights after it)."""
     rng = np.random.default_rng(2)
