@@ -640,7 +640,7 @@ def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
     key = (what, id(arr))
     hit = _MEMO.get(key)
     if hit is not None and hit[0]() is arr:
-        return hit[1]
+        return arr if hit[1] is None else hit[1]
     value = np.asarray(compute(arr))
     if value is arr:
         return value
@@ -655,12 +655,26 @@ def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
     if TRACED:
         return
     key = (what, id(arr))
+    if value is not arr and _based_on(value, arr):  # (the table would keep arr alive)
+        return
     try:
         # (the table bound here: the callback may run as the interpreter shuts down)
         ref = weakref.ref(arr, lambda _, key=key, memo=_MEMO: memo.pop(key, None))
     except TypeError:  # not weakly referable: not remembered
         return
-    _MEMO[key] = (ref, value)
+    # ``arr`` is its own ``what`` (an array known normalised): None, not a reference to
+    # itself, which would keep it, and its entry, alive for ever
+    _MEMO[key] = (ref, None if value is arr else value)
+
+
+def _based_on(value: Any, arr: np.ndarray) -> bool:
+    """Whether ``value`` is a view whose chain of bases reaches ``arr``."""
+    base = getattr(value, "base", None)
+    while base is not None:
+        if base is arr:
+            return True
+        base = getattr(base, "base", None)
+    return False
 
 
 def log_normalize(log_w: np.ndarray) -> np.ndarray:
