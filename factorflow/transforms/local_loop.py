@@ -39,6 +39,7 @@ from dataclasses import dataclass, replace
 
 from factorflow.codegen.names import marginal
 from factorflow.errors import ScheduleError
+from factorflow.factors.registry import FACTORS
 from factorflow.ir import Program, Stmt, While, refs_in
 
 
@@ -143,9 +144,14 @@ def _split(loop: While, program: Program, options: LocalOptions) -> While:
 
 
 def _reads(s: Stmt) -> set[str]:
-    """The names ``s`` reads (an operator reading the message it sent last: its own)."""
-    return {x for _, op in s.inputs for x in refs_in(op)} | (
-        _writes(s) if s.param("previous") else set())
+    """The names whose values ``s`` reads (an operator reading the message it sent last:
+    its own; not the inputs its operator reads for their shape alone)."""
+    key = s.param("operator")
+    op = FACTORS[key[0]].operators.get((key[1], key[2])) if isinstance(key, tuple) and \
+        len(key) == 3 and key[0] in FACTORS else None
+    shape_only = op.shape_only if op is not None else frozenset()
+    return {x for name, value in s.inputs if name not in shape_only
+            for x in refs_in(value)} | (_writes(s) if s.param("previous") else set())
 
 
 def _writes(s: Stmt) -> set[str]:
