@@ -7,16 +7,20 @@ posterior held fixed, then updates the others once (LDA's topics φ): the batch
 variational EM of Blei, Ng & Jordan (2003) and scikit-learn's batch
 ``LatentDirichletAllocation``, where plain VMP updates each variable once per sweep.
 
-The loop's statements are split three ways, by the dependencies between them:
+The loop's statements are split three ways, by the dependencies between them (an input
+that an operator reads for its shape alone, ``Operator.shape_only``, is not one):
 
 * **local**: those on a path from a local variable's posterior back to one, through
   messages and the gate transform's own variables but not through the posterior of
-  another model variable (LDA: θ's and z's updates and the messages between them, the
-  z-gate's copies of φ);
-* **before**: the others that a local statement reads in the same sweep (held fixed while
-  the local loop runs);
-* **after**: the rest, in their order (what reads the local posteriors for the others:
-  LDA's topic-word counts and φ).
+  another model variable (LDA: θ's and z's updates and the messages between them);
+* **after**: what reads a local statement's value from the same sweep, and what reads
+  that, in their order (LDA: the topic-word counts and φ).  A local statement among them
+  (a gate's copy of a global variable that the sweep recomputes once that variable has
+  moved, as a mixture's precisions before its means) runs in the inner loop and again
+  after it;
+* **before**: the rest that the inner loop reads from the same sweep (held fixed while
+  it runs: LDA's E[log φ[k, w_n]] for every token, once per sweep), in their order; what
+  is in none of the three goes after, in its order.
 
 The sweep becomes ``before``, then the inner loop (a ``While`` nested in the loop's body:
 at most ``local_iterations`` passes over the local statements, stopping early once the
@@ -26,11 +30,13 @@ where the run starts them and runs their initialisation again (each document's q
 its prior, q(z) from that and the current φ), as variational EM's E-step does; without
 it the local loop goes on from where the last sweep left it.
 
-Guarantees: every statement reads, in the new order, the value of the same statement as
-in the original sweep (checked; a ``ScheduleError`` names a statement for which no such
-split exists), so ``local_iterations=1`` without restart gives bit-identical results;
-under VMP every update of the inner loop is the same coordinate-ascent step as before, so
-the bound never falls where it did not before.
+Guarantees: the new sweep with one pass and no restart leaves every message with the
+same value as the original sweep, sweep after sweep — checked by running both orders on
+symbols (each statement's result a symbol of the statement and the symbols it reads; the
+operators are pure), a ``ScheduleError`` where no such split exists — so
+``local_iterations=1`` gives bit-identical results; under VMP every update of the inner
+loop is the same coordinate-ascent step as before, so the bound never falls where it
+did not before.
 """
 
 from __future__ import annotations
@@ -78,6 +84,8 @@ def _internal(program: Program, var: str) -> bool:
 
 
 def _split(loop: While, program: Program, options: LocalOptions) -> While:
+    """``loop`` as before + inner loop + after (module docstring); unchanged where it
+    updates none of the local variables."""
     body = loop.body
     if not all(isinstance(s, Stmt) for s in body):
         return loop
