@@ -261,3 +261,23 @@ def test_remembered_normalisations_are_forgotten_with_their_arrays():
     assert sizes[1] <= sizes[0]
     x = base.log_normalize(np.log(np.full((3, 2), 0.5)))
     assert base.log_normalize(x) is x  # normalising a normalised array: itself, at once
+
+
+def test_saved_module_runs_the_local_loop(tmp_path):
+    """``save_module``: the standalone module (its own imports, ``local_change`` among
+    them) gives the numbers ``run`` gives."""
+    import importlib.util
+
+    doc, words, alpha, eta, lam = _corpus(2, 3, 2, 5, 20)
+    compiled = EXAMPLE["lda"](doc, words, 3, 2, 5, alpha, eta).compile(
+        "vmp", init=["phi"], local=("theta", "z"), local_iterations=4,
+        local_tolerance=1e-6, local_restart=True)
+    init = {"phi": ff.distributions.Dirichlet(lam)}
+    path = compiled.save_module(tmp_path / "lda_em.py", init=init)
+    spec = importlib.util.spec_from_file_location("lda_em", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    posteriors, log_evidence = module.run(iterations=6)
+    result = compiled.run(iterations=6, tolerance=None, progress=False, init=init)
+    assert log_evidence == result.log_evidence
+    assert np.array_equal(posteriors["phi"].alpha, result["phi"].alpha)
