@@ -281,3 +281,13 @@ def test_saved_module_runs_the_local_loop(tmp_path):
     result = compiled.run(iterations=6, tolerance=None, progress=False, init=init)
     assert log_evidence == result.log_evidence
     assert np.array_equal(posteriors["phi"].alpha, result["phi"].alpha)
+
+
+def test_infer_takes_the_local_options():
+    """``model.infer("vmp", local=..., ...)`` compiles with them (as ``compile`` does)."""
+    doc, words, alpha, eta, lam = _corpus(6, 3, 2, 5, 20)
+    options = {"local": ("theta", "z"), "local_iterations": 3, "local_restart": True}
+    model = EXAMPLE["lda"](doc, words, 3, 2, 5, alpha, eta)
+    init = {"phi": ff.distributions.Dirichlet(lam)}
+    inferred = model.infer("vmp", 5, init=init, tolerance=None, progress=False, **options)
+    _same(inferred, _run_lda(doc, words, 3, 2, 5, alpha, eta, lam, 5, **options))
