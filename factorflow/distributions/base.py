@@ -637,16 +637,23 @@ def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
     is remembered: the compiler merges the repeated computations."""
     if TRACED:
         return compute(arr)
-    key = (what, id(arr))
-    hit = _MEMO.get(key)
-    if hit is not None and hit[0]() is arr:
-        return arr if hit[1] is None else hit[1]
+    hit = recall(what, arr)
+    if hit is not None:
+        return hit
     value = np.asarray(compute(arr))
     if value is arr:
         return value
     value.flags.writeable = False
     remember(what, arr, value)
     return value
+
+
+def recall(what: str, arr: Any) -> Any:
+    """The value remembered as ``what`` of ``arr`` (``remember``), or None."""
+    hit = _MEMO.get((what, id(arr)))
+    if hit is None or hit[0]() is not arr:
+        return None
+    return arr if hit[1] is None else hit[1]
 
 
 def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:

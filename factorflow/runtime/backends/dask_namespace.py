@@ -128,9 +128,9 @@ def _memo_of(original: Any, module: Any) -> Any:
     def memo_of(what: str, arr: Any, compute: Any) -> Any:
         if not _is_dask(arr):
             return original(what, arr, compute)
-        hit = module._MEMO.get((what, id(arr)))
-        if hit is not None and hit[0]() is arr:
-            return hit[1]
+        hit = module.recall(what, arr)
+        if hit is not None:
+            return hit
         value = compute(arr)
         module.remember(what, arr, value)
         return value
