@@ -34,7 +34,7 @@ from factorflow.ir.printer import format_stmt
 #: the names the generated function binds or reads itself: parameters, locals, builtins
 GENERATED = frozenset({"infer", "data", "sizes", "init", "iterations", "on_iteration",
                        "damping", "resume", "evidence", "state", "log_evidence",
-                       "iteration", "range"})
+                       "iteration", "range", "local_sweep", "local_before"})
 
 
 #: the event axes of a known value of each domain (a vector's one, a matrix's two)
@@ -132,13 +132,17 @@ class _Emitter:
             self, "stmt_" + s.op.replace(".", "_"), self.stmt_operator)
         emit(s, depth)
         if check and last and s.op == "Variable.marginal":
-            d = self.decls[s.param("target")]
-            where = f"posterior of {d.label} ({comment(s.provenance)})" if s.provenance \
-                else f"posterior of {d.label}"
-            mask = self.mask(s)  # a variable inside an observed condition's branch: it
-            # exists (and must be proper) only where the condition holds
-            only = f", where={mask}" if mask is not None else ""
-            self.emit(f"check_proper({s.outputs[0].var}, {where!r}, iteration{only})", depth)
+            self.check_proper(s, depth)
+
+    def check_proper(self, s: Stmt, depth: int) -> None:
+        """Emit the check that the posterior ``s`` updates is proper."""
+        d = self.decls[s.param("target")]
+        where = f"posterior of {d.label} ({comment(s.provenance)})" if s.provenance \
+            else f"posterior of {d.label}"
+        mask = self.mask(s)  # a variable inside an observed condition's branch: it
+        # exists (and must be proper) only where the condition holds
+        only = f", where={mask}" if mask is not None else ""
+        self.emit(f"check_proper({s.outputs[0].var}, {where!r}, iteration{only})", depth)
 
     def stmt_operator(self, s: Stmt, depth: int) -> None:
         if s.param("evidence"):
@@ -259,6 +263,14 @@ class _Emitter:
     stmt_Variable_backward = variable_nodes.backward
     stmt_Variable_evidence = variable_nodes.evidence
 
+    def initial_value(self, d: VarDecl) -> str:
+        """The value a message or posterior starts from: uniform, or the user's
+        initialisation (from ``init``)."""
+        fam = self.symbol(d.family or "", "family", d.family)
+        if d.attr("init") is not None:
+            return f"initial(init, {d.attr('init')!r}, {fam}, {self.shape(d.plates)})"
+        return f"{fam}.uniform({self.shape(d.plates)}{self.event(d)})"
+
     def event(self, d: VarDecl) -> str:
         return f", {d.event}" if d.family in ("Discrete", "Dirichlet", "VectorGaussian",
                                               "Wishart") else ""
@@ -269,6 +281,54 @@ class _Emitter:
 _NODE_UPDATES = ("Variable.marginal", "Variable.use", "Variable.backward")
 
 
+def flat(body: tuple[Any, ...]) -> list[Stmt]:
+    """A loop body's statements in the order a sweep with one pass of each inner (local)
+    loop runs them: its inner loops' statements in their place."""
+    out: list[Stmt] = []
+    for node in body:
+        out.extend(flat(node.body) if isinstance(node, While) else [node])
+    return out
+
+
+def _local_loop(e: _Emitter, inner: While, depth: int, checked: dict[str, int],
+                position: int) -> int:
+    """Emit an inner loop (``transforms/local_loop.py``): the restart, then at most
+    ``inner.sweeps`` passes over its statements, stopping once the local posteriors
+    change by less than ``inner.tolerance``; the posteriors are checked proper after it.
+    Returns the position after its statements in the flattened sweep."""
+    stmts = flat(inner.body)
+    internal = ("gate", "clone_of", "exit_of", "local_of")
+    watched = [s.outputs[0].var for s in stmts if s.op == "Variable.marginal"
+               and not any(e.decls[s.param("target")].attr(a) is not None for a in internal)]
+    labels = ", ".join(e.decls[s.param("target")].label for s in stmts
+                       if s.outputs and s.outputs[0].var in watched)
+    e.last_prov = None
+    e.emit(f"# ---- local loop ({comment(labels)}): their updates iterated with every "
+           "other", depth)
+    e.emit("# posterior held fixed (variational EM's E-step)"
+           + (", restarted from their initialisation" if inner.restart or inner.init else ""),
+           depth)
+    for name in inner.restart:
+        e.emit(f"{name} = {e.initial_value(e.decls[name])}", depth)
+    for s in inner.init:
+        e.statement(s, depth, check=False)
+    e.last_prov = None
+    e.emit(f"for local_sweep in range({int(inner.sweeps or 1)}):", depth)
+    tuple_of = "(" + "".join(f"{w}, " for w in watched).rstrip(" ") + ")"
+    if inner.tolerance is not None:
+        e.emit(f"local_before = {tuple_of}", depth + 1)
+    for s in stmts:
+        e.statement(s, depth + 1, check=True, last=False)
+    if inner.tolerance is not None:
+        e.emit(f"if local_change({tuple_of}, local_before) < {inner.tolerance!r}:", depth + 1)
+        e.emit("break", depth + 2)
+    e.last_prov = None
+    for k, s in enumerate(stmts):
+        if s.op == "Variable.marginal" and checked[s.outputs[0].var] == position + k:
+            e.check_proper(s, depth)
+    return position + len(stmts)
+
+
 def _no_sweep(e: _Emitter, loop: While) -> None:
     """With ``iterations == 0`` the loop body never runs.  The result is then the state
     before any evidence flows up the model: the messages as initialised (from the data,
@@ -277,7 +337,7 @@ def _no_sweep(e: _Emitter, loop: While) -> None:
     order — and every posterior (and the messages the evidence reads) recomputed from
     them, so that no posterior is left at its uniform starting value."""
     initialised = {d.name for d in e.p.decls if d.attr("init") is not None}
-    updates = [s for s in loop.body if (s.op in _NODE_UPDATES or _forward(s))
+    updates = [s for s in flat(loop.body) if (s.op in _NODE_UPDATES or _forward(s))
                and not (s.op == "Variable.marginal" and s.outputs[0].var in initialised)]
     if not updates:
         return
@@ -309,7 +369,7 @@ def _refresh(program: Program, last: int) -> list[Stmt]:
         return []
     loop = program.body[last]
     assert isinstance(loop, While)
-    return [s for s in loop.body if s.outputs and not (
+    return [s for s in flat(loop.body) if s.outputs and not (
         s.op == "Variable.marginal" and not s.param("derived")) and not s.param("previous")]
 
 
@@ -418,12 +478,7 @@ def _prologue(e: _Emitter, program: Program) -> None:
     e.emit("# every message starts uniform, a posterior the user initialised from init", 1)
     for d in program.decls:
         if d.role in ("message", "marginal"):
-            fam = e.symbol(d.family or "", "family", d.family)
-            if d.attr("init") is not None:
-                e.emit(f"{d.name} = initial(init, {d.attr('init')!r}, {fam}, "
-                       f"{e.shape(d.plates)})", 1)
-            else:
-                e.emit(f"{d.name} = {fam}.uniform({e.shape(d.plates)}{e.event(d)})", 1)
+            e.emit(f"{d.name} = {e.initial_value(d)}", 1)
 
 
 def _posteriors(program: Program) -> tuple[str, str]:
@@ -516,11 +571,16 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
                    "iterations):", 1)
             e.last_prov = None
             # a posterior updated twice in a sweep is checked once, after its last update
-            final_update = {s.outputs[0].var: i for i, s in enumerate(node.body)
+            final_update = {s.outputs[0].var: i for i, s in enumerate(flat(node.body))
                             if s.op == "Variable.marginal"}
-            for i, s in enumerate(node.body):
+            i = 0
+            for s in node.body:
+                if isinstance(s, While):  # an inner (local) loop
+                    i = _local_loop(e, s, 2, final_update, i)
+                    continue
                 e.statement(s, 2, check=True, last=s.op != "Variable.marginal"
                             or final_update[s.outputs[0].var] == i)
+                i += 1
             if not node.body:
                 e.emit("pass  # nothing to iterate: every message is exact after one pass",
                        2)

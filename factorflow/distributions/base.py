@@ -664,6 +664,8 @@ def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
     if TRACED:
         return
     key = (what, id(arr))
+    if value is not arr and _based_on(value, arr):  # (the table would keep arr alive)
+        return
     try:
         # (the table bound here: the callback may run as the interpreter shuts down)
         ref = weakref.ref(arr, lambda _, key=key, memo=_MEMO: memo.pop(key, None))
@@ -702,6 +704,16 @@ def _normalize_with_probs(x: np.ndarray) -> np.ndarray:
     remember("log_normalize", out, out)
     remember("exp", out, probs)
     return out
+
+
+def _based_on(value: Any, arr: np.ndarray) -> bool:
+    """Whether ``value`` is a view whose chain of bases reaches ``arr``."""
+    base = getattr(value, "base", None)
+    while base is not None:
+        if base is arr:
+            return True
+        base = getattr(base, "base", None)
+    return False
 
 
 def log_normalize(log_w: np.ndarray) -> np.ndarray:

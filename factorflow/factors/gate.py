@@ -262,7 +262,8 @@ def _one(cases, value, clone, index, ep: bool = True
 
 
 @ENTER_ONE.operator("ep", "enter_one")
-@ENTER_ONE.operator("vmp", "enter_one", trigger=("value", "cases"), skip_if_uniform=("value",))
+@ENTER_ONE.operator("vmp", "enter_one", trigger=("value", "cases"), skip_if_uniform=("value",),
+                    shape_only=("cases",))
 def _enter_one(cases, value, index) -> Distribution:
     """``value`` itself, on the element batch."""
     lw = _logits(cases)
@@ -358,7 +359,7 @@ def _enter_cases_vmp(cases, value) -> Bernoulli:
     return _uniform_cases(cases, value)
 
 
-ENTER_ONE.operator("vmp", "cases")(_uniform_cases)
+ENTER_ONE.operator("vmp", "cases", shape_only=("cases", "value", "index"))(_uniform_cases)
 
 
 # ----- Gate.Exit ----------------------------------------------------------------------

@@ -124,6 +124,10 @@ class Operator:
     #: argument: its update is called like an operator and returns the buffer's value
     buffer: bool = False
     uniform_penalty: frozenset[str] = frozenset()
+    #: inputs read only for their shape (a gate clone's cases: which elements, not their
+    #: weights): the message's value does not change when they do, so a local loop
+    #: (``transforms.local_loop``) computes it once per sweep, not once per pass
+    shape_only: frozenset[str] = frozenset()
     #: whether the message holds only where this factor is the only one of its kind on
     #: each element of the target (VMP IsBetween: q(x) is the truncation of x's other
     #: messages); ``transforms.messages`` refuses a second one by name
@@ -199,7 +203,7 @@ class Factor:
                  known: tuple[str, ...] = (), block: tuple[str, ...] = (),
                  method: str = "", ascent: bool = True,
                  uniform_penalty: tuple[str, ...] = (), sole: bool = False,
-                 certain: bool = False
+                 certain: bool = False, shape_only: tuple[str, ...] = ()
                  ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator registering ``fn`` as the ``algorithm`` message to ``target``;
         ``method`` names how it is computed (shown in the generated code); ``ascent=False``
@@ -225,7 +229,7 @@ class Factor:
                 frozenset(known), fuses, block=frozenset(block), previous=previous,
                 weights=weighs and fuses, method=method, ascent=ascent,
                 buffer=target in self.buffers, uniform_penalty=frozenset(uniform_penalty),
-                sole=sole, certain=certain)
+                sole=sole, certain=certain, shape_only=frozenset(shape_only))
             return fn
 
         return register

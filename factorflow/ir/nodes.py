@@ -119,10 +119,18 @@ class If:
 
 @dataclass(frozen=True, slots=True)
 class While:
-    """The iteration loop of message passing (``init`` runs once before it)."""
+    """The iteration loop of message passing (``init`` runs once before it).
+
+    Nested in another loop's body, an inner loop (``sweeps`` set): each outer sweep it
+    resets the messages named in ``restart`` to their starting values, runs ``init``,
+    then ``body`` at most ``sweeps`` times, stopping early once its posteriors change by
+    less than ``tolerance`` (``transforms/local_loop.py``)."""
 
     body: tuple[Node, ...]
     init: tuple[Node, ...] = ()
+    sweeps: int | None = None
+    tolerance: float | None = None
+    restart: tuple[str, ...] = ()
 
 
 Node = Stmt | For | If | While

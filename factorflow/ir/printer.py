@@ -94,10 +94,14 @@ def _lines(nodes: tuple[Node, ...], depth: int, out: list[str]) -> None:
             out.append(f"{pad}if {format_condition(node)}:")
             _lines(node.body, depth + 1, out)
         elif isinstance(node, While):
+            if node.restart:
+                out.append(f"{pad}restart {', '.join(node.restart)}")
             if node.init:
                 out.append(f"{pad}init:")
                 _lines(node.init, depth + 1, out)
-            out.append(f"{pad}while:")
+            limit = "" if node.sweeps is None else f" at most {node.sweeps} sweeps" + (
+                "" if node.tolerance is None else f", tolerance {node.tolerance:g}")
+            out.append(f"{pad}while{limit}:")
             _lines(node.body, depth + 1, out)
 
 

@@ -25,6 +25,7 @@ from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE, SKIPPED
 from factorflow.runtime.result import Result
 from factorflow.transforms.gates import GateOptions
+from factorflow.transforms.local_loop import LocalOptions
 from factorflow.transforms.pipeline import Compilation, compile_program
 
 if TYPE_CHECKING:
@@ -104,6 +105,8 @@ class CompiledModel:
     user_initialized: frozenset[str]
     #: the gate transform's "alternative method": whole arrays enter gates (seed 001)
     enter_whole_arrays: bool = False
+    #: the local loop's options (``compile_model``'s ``local=``), None without one
+    local: LocalOptions | None = None
 
     #: where the program runs (``factorflow.runtime.backends``)
     backend = "numpy"
@@ -194,7 +197,7 @@ class CompiledModel:
         """Pickle (and deepcopy) as the model, the algorithm and the initialised names;
         loading compiles again, which gives the same program and the same numbers."""
         return _recompile, (self.model, self.algorithm, tuple(sorted(self.user_initialized)),
-                            self.enter_whole_arrays)
+                            self.enter_whole_arrays, self.local)
 
     def save_module(self, path: Any, data: dict[str, Any] | None = None,
                     init: dict[str, Any] | None = None) -> Any:
@@ -676,28 +679,42 @@ def _check_initialised(posteriors: dict[str, Any]) -> None:
 
 
 def _recompile(model: Model, algorithm: str, init: tuple[str, ...],
-               enter_whole_arrays: bool = False) -> CompiledModel:
+               enter_whole_arrays: bool = False, local: LocalOptions | None = None
+               ) -> CompiledModel:
     """The compiled model ``pickle`` loads: ``model`` compiled again for ``algorithm``."""
     missing = sorted({call.factor for call in model.statements} - set(FACTORS))
     if missing:
         raise ModelError(f"model {model.name!r} uses the factors {missing}, which are not "
                          "defined in this process; run the code that defines them "
                          "(@ff.factor, ff.Deterministic) before loading the model.")
-    return compile_model(model, algorithm, init, enter_whole_arrays=enter_whole_arrays)
+    options = {} if local is None else {
+        "local": local.variables, "local_iterations": local.iterations,
+        "local_tolerance": local.tolerance, "local_restart": local.restart}
+    return compile_model(model, algorithm, init, enter_whole_arrays=enter_whole_arrays,
+                         **options)
 
 
 def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
                   debug: bool = False, enter_whole_arrays: bool = False,
-                  backend: str = "numpy") -> CompiledModel:
+                  backend: str = "numpy", local: Any = None, local_iterations: int = 1,
+                  local_tolerance: float | None = None, local_restart: bool = False
+                  ) -> CompiledModel:
     """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises.
 
     ``enter_whole_arrays``: the gate transform's alternative method (seed 001): an array
     used inside a gate enters it whole, before the gate, instead of the elements each
     case uses (``Gate.EnterPartial``/``EnterOne``); the posteriors are the same.
     ``backend``: "numpy", "jax" or "dask" (``factorflow.runtime.backends``;
-    ff.BackendError for another name, or one not installed)."""
+    ff.BackendError for another name, or one not installed).
+    ``local`` (names; NumPy backend): each sweep iterates these variables' updates, the
+    others held fixed, at most ``local_iterations`` times, stopping once their posteriors
+    change by less than ``local_tolerance`` (relative, |Δη| / (1 + |η|); None: all
+    passes), after putting them back to their initialisation when ``local_restart``:
+    variational EM (``factorflow.transforms.local_loop``)."""
     from factorflow.runtime.backends import backend_class
     cls = backend_class(backend)
+    options = _local_options(model, local, local_iterations, local_tolerance, local_restart,
+                             backend)
     algorithm = algorithm.lower()
     if not isinstance(enter_whole_arrays, bool):
         raise ModelError(f"enter_whole_arrays must be True or False, got "
@@ -705,8 +722,39 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     names = frozenset(model.variable(n).name for n in (tuple(init) + tuple(model.initial)))
     start = time.perf_counter()
     compilation = compile_program(model, algorithm, names, debug,
-                                  GateOptions(enter_whole_arrays=enter_whole_arrays))
+                                  GateOptions(enter_whole_arrays=enter_whole_arrays), options)
     generated = cls._generate_source(compilation.final)
     seconds = time.perf_counter() - start
-    return cls(model, algorithm, compilation, generated, seconds, names, enter_whole_arrays)
+    return cls(model, algorithm, compilation, generated, seconds, names, enter_whole_arrays,
+               options)
+
+
+def _local_options(model: Model, local: Any, iterations: Any, tolerance: Any, restart: Any,
+                   backend: str) -> LocalOptions | None:
+    """``compile_model``'s local-loop options checked (ModelError naming the culprit);
+    None without ``local``."""
+    if local is None:
+        if (iterations, tolerance, restart) != (1, None, False):
+            raise ModelError("local_iterations, local_tolerance and local_restart apply to "
+                             "the local variables: name them with local=(...).")
+        return None
+    names = (local,) if isinstance(local, str) else tuple(local)
+    if not names or not all(isinstance(n, str) for n in names):
+        raise ModelError(f"local= names the variables iterated inside each sweep, got "
+                         f"{local!r}.")
+    for n in names:
+        if model.variable(n).observed is not None:
+            raise ModelError(f"local=: {n!r} is observed; name latent variables.")
+    if isinstance(iterations, bool) or not isinstance(iterations, int | np.integer) or \
+            iterations < 1:
+        raise ModelError(f"local_iterations must be an integer >= 1, got {iterations!r}.")
+    if tolerance is not None and not (isinstance(tolerance, int | float) and tolerance > 0):
+        raise ModelError(f"local_tolerance must be a positive number or None, got "
+                         f"{tolerance!r}.")
+    if not isinstance(restart, bool):
+        raise ModelError(f"local_restart must be True or False, got {restart!r}.")
+    if backend != "numpy":
+        raise ModelError(f"local= runs on the NumPy backend only, not {backend!r}.")
+    return LocalOptions(tuple(sorted(set(names))), int(iterations),
+                        None if tolerance is None else float(tolerance), restart)
 

@@ -360,7 +360,22 @@ def damp(old: Distribution, new: Distribution, damping: dict[str, float] | None,
     return new.from_natural(*out)
 
 
+def local_change(new: tuple[Distribution, ...], old: tuple[Distribution, ...]) -> float:
+    """The largest relative change |Δη| / (1 + |η_old|) of the natural parameters from
+    ``old`` to ``new`` (an inner loop's posteriors, ``transforms/local_loop.py``); a
+    point mass that stays put (the same infinity) has not moved; NaN propagates."""
+    change = 0.0
+    for a, b in zip(new, old, strict=True):
+        for x, y in zip(a.eta, b.eta, strict=True):
+            with np.errstate(invalid="ignore"):
+                step = np.abs(np.subtract(x, y))
+            step = np.where(np.equal(x, y), 0.0, step) if np.isnan(step).any() else step
+            change = max(change, float(np.max(step / (1.0 + np.abs(y)), initial=0.0)))
+    return change
+
+
 NAMESPACE.update({
+    "local_change": local_change,
     "Deferred": Deferred,
     "damp": damp,
     "as_bool": as_bool,

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from factorflow.ir import Program, check, format_program
 from factorflow.model.core import Model
 from factorflow.transforms.channels import channels
 from factorflow.transforms.fusion import fuse
 from factorflow.transforms.gates import GateOptions, gates
+from factorflow.transforms.local_loop import LocalOptions, local_loops
 from factorflow.transforms.lower import Bindings, lower
 from factorflow.transforms.messages import messages
 from factorflow.transforms.pruning import prune
@@ -42,9 +43,10 @@ class Compilation:
 
 
 def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
-             result: Compilation | None = None, gate_options: GateOptions | None = None
-             ) -> list[Stage]:
-    """The passes after lowering, in order (the schedule is kept on ``result``)."""
+             result: Compilation | None = None, gate_options: GateOptions | None = None,
+             local: LocalOptions | None = None) -> list[Stage]:
+    """The passes after lowering, in order (the schedule is kept on ``result``; with
+    ``local``, the local variables' updates become an inner loop of each sweep)."""
 
     def scheduled(program: Program) -> Program:
         out = schedule_program(program, user_initialized)
@@ -59,22 +61,25 @@ def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
         Stage("messages", lambda p: messages(p, algorithm)),
         Stage("pruning", prune),
         Stage("schedule", scheduled),
-    ]
+    ] + ([Stage("local", lambda p: local_loops(p, local))] if local is not None else [])
 
 
 def compile_program(model: Model, algorithm: str, user_initialized: frozenset[str] = frozenset(),
-                    debug: bool = False, gate_options: GateOptions | None = None
-                    ) -> Compilation:
+                    debug: bool = False, gate_options: GateOptions | None = None,
+                    local: LocalOptions | None = None) -> Compilation:
     """Lower ``model`` and run every pass; with ``debug`` the verifier runs after each.
 
     ``user_initialized`` names (model names) the variables whose posteriors the user
-    initialises."""
+    initialises; ``local.variables`` (model names) the variables iterated locally."""
     program, bindings = lower(model)
     user_initialized = frozenset(bindings.names[n] for n in user_initialized)
+    if local is not None:
+        local = replace(local, variables=tuple(bindings.names[n] for n in local.variables),
+                        labels=local.variables)
     result = Compilation({"model": program}, bindings)
     if debug:
         check(program)
-    for stage in pipeline(algorithm, user_initialized, result, gate_options):
+    for stage in pipeline(algorithm, user_initialized, result, gate_options, local):
         program = stage.run(program)
         if debug:
             check(program)
