@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy import special
 
 from factorflow.distributions import (
     Bernoulli,
@@ -25,6 +24,7 @@ from factorflow.distributions import (
 from factorflow.distributions.base import Distribution, log_normalize, log_normalizer_or_zero
 from factorflow.distributions.moments import E, is_known
 from factorflow.factors.common import bool_log_probs, bool_log_weights, logsumexp, times_finite
+from factorflow.lazy import special
 
 
 def normalized(log_w: np.ndarray) -> np.ndarray:
