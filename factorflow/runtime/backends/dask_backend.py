@@ -38,7 +38,8 @@ import numpy as np
 
 import factorflow.distributions as dist
 from factorflow.errors import BackendError, DataError, ModelError
-from factorflow.runtime.backends.dask_namespace import materialise, namespace
+from factorflow.runtime.backends.dask_namespace import (_PENDING, _set, flush_checks,
+                                                         materialise, namespace)
 from factorflow.runtime.backends.jax_namespace import load_program
 from factorflow.runtime.compiled import CompiledModel, compile_model
 from factorflow.runtime.svi import data_plate
@@ -205,10 +206,12 @@ class DaskCompiledModel(CompiledModel):
 
     def _chunked_data(self, values: dict[str, Any]) -> dict[str, Any]:
         """The program's data: the arrays led by the chunked plate as Dask arrays."""
+        import dask
         import dask.array as da
         plate = self.chunked_plate()
         sizes = dict(self.compilation.final.ranges)
         given = self._given
+        scatter: list[str] = []  # the NumPy arrays chunked here
         lengths = None if plate is None else plate_chunks(self._chunks, sizes[plate], plate)
         out = {}
         for d in self.compilation.final.decls:
@@ -223,31 +226,41 @@ class DaskCompiledModel(CompiledModel):
             arr = check_dtype(d.label, np.asarray(value))
             if d.plates and d.plates[0] == plate and arr.ndim and lengths is not None:
                 arr = da.from_array(arr, chunks=(lengths,) + arr.shape[1:])
+                scatter.append(d.name)
             out[d.name] = arr
-        return {**values, **out}
+        # NumPy data sent to the workers once, chunk by chunk: every computation's graph
+        # then names the stored chunks instead of carrying the data from this process
+        stored = dask.persist(*(out[name] for name in scatter))
+        return {**values, **out, **dict(zip(scatter, stored, strict=True))}
 
     def _run_dask(self, values: dict[str, Any], sizes: dict[str, int],
                   init: dict[str, Any], iterations: int, hook: Any, damping: Any,
                   saved: Any) -> tuple[dict[str, Any], float]:
         """The generated program over the chunked data, every computation on the
-        client's cluster; each sweep's messages stored before the monitor reads them."""
+        client's cluster; after each sweep its K-sized messages are computed here, its
+        per-datum ones left lazy (``_cut_chains``), before the monitor reads them."""
         import dask
         ns = namespace()
         start = {k: _copy_of(ns, v) for k, v in init.items()}
+        lazy: set[str] = set()  # the per-datum messages the last sweep left lazy
 
         def each(iteration: int, posteriors: Any, evidence: Any, state: Any,
                  extra: Any = None) -> Any:
-            messages = {id(m): m for m in state()["messages"].values()}
-            materialise(*messages.values())
+            nonlocal lazy
+            messages = list({id(m): m for m in state()["messages"].values()}.values())
+            materialise(*messages)
+            lazy = _cut_chains(messages, lazy)
             if hook is None:
                 return False
             return hook(iteration, posteriors, evidence, state, extra)
 
+        del _PENDING[:]
         with dask.config.set(scheduler=self._client):
             try:
                 posteriors, log_evidence = self._program(
                     self._chunked_data(values), sizes, start, iterations, each, damping,
                     saved)
+                flush_checks()
             except ModelError:
                 raise
             except (NotImplementedError, AttributeError, TypeError, ValueError) as e:
@@ -260,8 +273,36 @@ class DaskCompiledModel(CompiledModel):
                     f"{self.model.name}: an operator of this model uses an array "
                     f"operation that chunked Dask arrays do not support "
                     f"({type(e).__name__}: {e}); use backend='numpy'.") from None
+            finally:
+                del _PENDING[:]
             return ({k: _to_numpy(v) for k, v in posteriors.items()},
                     float(dask.compute(log_evidence)[0]))
+
+
+def _cut_chains(messages: list[Any], lazy: set[str]) -> set[str]:
+    """Keep the task graph from growing with the sweeps, storing as little as it can.
+
+    A per-datum (chunked) message is left lazy, recomputed from the data and the NumPy
+    globals by whatever reads it, unless its graph reads a per-datum message that the
+    last sweep left lazy (``lazy``: their names) and this sweep has replaced: then each
+    sweep would add a sweep's worth of tasks to the next, and that message alone is
+    persisted on the workers (a model whose per-datum messages depend on each other
+    across sweeps).  Returns the names of the per-datum messages left lazy now."""
+    import dask
+    import dask.array as da
+    chunked = [(m, i, e) for m in messages for i, e in enumerate(getattr(m, "eta", ()) or ())
+               if isinstance(e, da.Array) and e.npartitions > 1]
+    stale = lazy - {e.name for _, _, e in chunked}
+    keep, store = set(), []
+    for m, i, e in chunked:
+        if stale and not stale.isdisjoint(e.__dask_graph__().layers):
+            store.append((m, i))
+        else:
+            keep.add(e.name)
+    stored = dask.persist(*(m.eta[i] for m, i in store))
+    for (m, i), value in zip(store, stored, strict=True):
+        _set(m, i, value)
+    return keep
 
 
 def _refused_by_dask(error: BaseException) -> bool:

@@ -39,24 +39,31 @@ def assert_same(model: ff.Model, algorithm: str, chunks: int, client, init_names
 @pytest.mark.slow
 def test_mixture_1d_same_as_numpy_and_never_gathered(client):
     """Issue 14's mixture (K = 3, N = 600 in 4 chunks): the same posteriors, bound and
-    trace as NumPy to 1e-10; during the run q(z) (per datum) is a Dask array of 4 chunks
-    stored on the workers, q(means) (K-sized) a NumPy array here."""
+    trace as NumPy to 1e-10; during the run q(z) (per datum) is a lazy Dask array of 4
+    chunks whose graph does not grow with the sweeps, q(means) (K-sized) a NumPy array
+    here, and the workers store nothing but the data's 4 chunks (no per-datum message)."""
     import mixture_reference as mr
     x = mr.data(3, 600)
     model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
     assert_same(model, "vmp", 150, client, ["means"], init=init, iterations=4,
                 tolerance=None)
-    seen = []
+    seen, stored = [], []
+
+    def sizes(dask_worker):
+        return [np.size(v) for v in dask_worker.data.values()]
 
     def look(iteration, posteriors):
         seen.append((posteriors["z"].eta[0], posteriors["means"].eta[0]))
+        stored.append(sorted(s for each in client.run(sizes).values() for s in each))
 
     model.compile("vmp", init=["means"], backend="dask").run(
-        2, init=init, client=client, chunks=150, on_iteration=look, tolerance=None)
+        3, init=init, client=client, chunks=150, on_iteration=look, tolerance=None)
     for z, means in seen:
         assert isinstance(z, da.Array) and z.npartitions == 4 and z.shape == (600, 3)
-        assert len(z.dask) == 4  # persisted: its graph is its 4 stored chunks
+        assert len(z.dask) == len(seen[0][0].dask)  # the same graph, sweep after sweep
         assert type(means) is np.ndarray
+    for held in stored:  # the data's chunks, sent once (and at most a K-sized result
+        assert [s for s in held if s > 3] == [150] * 4, held  # not yet released)
 
 
 def test_learning_gaussian_same_as_numpy(client):
