@@ -196,13 +196,17 @@ class DaskCompiledModel(CompiledModel):
                 raise BackendError(f"{name}= (checkpoints) writes every message to one "
                                    "file; the Dask backend keeps the per-datum messages on "
                                    "the workers: use backend='numpy'.")
+        self._prepare(data, client, chunks)
+        return super().run(iterations, data, init, on_iteration, **options)
+
+    def _prepare(self, data: dict[str, Any] | None, client: Any, chunks: Any) -> None:
+        """Note the run's cluster, chunks and the Dask arrays among ``data`` (checked:
+        chunked along the plate only)."""
         import dask.array as da
         plate = self.chunked_plate()
-        data = dict(data or {})
         self._given = {k: check_dask_chunks(f"data[{k!r}]", v, plate)
-                       for k, v in data.items() if isinstance(v, da.Array)}
+                       for k, v in (data or {}).items() if isinstance(v, da.Array)}
         self._client, self._chunks = resolve_client(client), chunks
-        return super().run(iterations, data, init, on_iteration, **options)
 
     def _chunked_data(self, values: dict[str, Any]) -> dict[str, Any]:
         """The program's data: the arrays led by the chunked plate as Dask arrays."""
@@ -279,6 +283,26 @@ class DaskCompiledModel(CompiledModel):
                     float(dask.compute(log_evidence)[0]))
 
 
+def cluster_data(model: Any, data: dict[str, Any] | None, client: Any, chunks: Any
+                 ) -> tuple[dict[str, Any], Any]:
+    """The data of ``model``'s program as the Dask backend holds it (for SVI): checked as
+    a run checks it, every array led by the data plate chunked along it on the cluster
+    ``client`` (NumPy data sent once; a Dask array as it is), and a function bringing
+    arrays of the cluster here (``gather(*arrays)``: their NumPy values, in one round
+    trip)."""
+    import dask
+    compiled = compile_model(model, "vmp", (), backend="dask")
+    assert isinstance(compiled, DaskCompiledModel)
+    compiled._prepare(data, client, chunks)
+    scheduler = compiled._client
+    with dask.config.set(scheduler=scheduler):
+        values = compiled._chunked_data(compiled._data(data))
+
+    def gather(*arrays: Any) -> tuple[np.ndarray, ...]:
+        return tuple(np.asarray(a) for a in dask.compute(*arrays, scheduler=scheduler))
+    return values, gather
+
+
 def _cut_chains(messages: list[Any], lazy: set[str]) -> set[str]:
     """Keep the task graph from growing with the sweeps, storing as little as it can.
 
@@ -340,4 +364,4 @@ def _recompile_dask(model: Any, algorithm: str, init: tuple[str, ...],
 
 
 __all__ = ["DaskCompiledModel", "default_client", "resolve_client", "plate_chunks",
-           "DEFAULT_CHUNKS"]
+           "cluster_data", "DEFAULT_CHUNKS"]
