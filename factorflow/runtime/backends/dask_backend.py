@@ -161,6 +161,10 @@ class DaskCompiledModel(CompiledModel):
     def __post_init__(self) -> None:
         ns = namespace()
         self._program = load_program(ns, self, "Dask")
+        names = self._program.__globals__
+        for ident, (kind, _) in self.generated.symbols.items():
+            if kind == "operator":
+                names[ident] = _eager(names[ident])
         self._infer = self._run_dask
         self._client: Any = None
         self._chunks: Any = None
@@ -327,6 +331,23 @@ def _cut_chains(messages: list[Any], lazy: set[str]) -> set[str]:
     for (m, i), value in zip(store, stored, strict=True):
         _set(m, i, value)
     return keep
+
+
+def _eager(operator: Any) -> Any:
+    """``operator`` computing its result's one-chunk (K-sized) Dask parameters at once
+    (``materialise``, with the pending per-datum checks): a message that reduces the
+    chunked plate is computed where it is made, in one pass over the data, so that
+    everything downstream of it (the posterior, the next statements, the messages the
+    sweep leaves) is NumPy and no later computation passes over the data again for it."""
+    def eager(*args: Any, **kwargs: Any) -> Any:
+        out = operator(*args, **kwargs)
+        eta = getattr(out, "eta", None)
+        if isinstance(eta, tuple) and any(getattr(e, "npartitions", 0) == 1 for e in eta):
+            materialise(out)
+        return out
+    eager.__name__ = getattr(operator, "__name__", "operator")
+    eager.__wrapped__ = operator  # type: ignore[attr-defined]
+    return eager
 
 
 def _refused_by_dask(error: BaseException) -> bool:

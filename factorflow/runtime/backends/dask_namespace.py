@@ -170,7 +170,8 @@ def _log_normalize(original: Any, module: Any) -> Any:
 
 
 def _check_proper(original: Any, module: Any) -> Any:
-    """``kernels.check_proper`` over Dask parameters.  A posterior with one-chunk
+    """``kernels.check_proper`` over Dask parameters (NumPy's where it has none).  A
+    posterior with one-chunk
     (K-sized) parameters is computed into NumPy here with its verdict (every element
     proper, no NaN), and every pending check, in one round trip (``materialise``).  A
     per-datum posterior (chunked parameters) stays lazy: its verdict joins the pending
@@ -181,7 +182,9 @@ def _check_proper(original: Any, module: Any) -> Any:
                      where: Any = None) -> None:
         def verdict() -> list[Any]:
             return [numpy.all(d.is_proper())] + [~numpy.any(numpy.isnan(e)) for e in d.eta]
-        if where is None and any(_is_dask(e) and e.npartitions > 1 for e in d.eta):
+        if not any(_is_dask(e) for e in d.eta):  # NumPy's (a broadcast of K values)
+            return original(d, what, iteration, where)
+        if where is None and any(e.npartitions > 1 for e in d.eta if _is_dask(e)):
             _PENDING.append(((original, d, what, iteration, where), verdict()))
             return
         if where is None and materialise(d, verdict=verdict):
