@@ -15,8 +15,8 @@ NumPy backend (``--reference factorflow``) or of the hand-written NumPy updates 
 ``mixture_reference.hand_written`` (``--reference hand``, which at 10⁷ points needs a
 few (N, K) arrays where the NumPy backend needs dozens), and of the Dask backend; each
 Dask worker's resident memory at rest (after start-up and a warm-up computation) and
-its peak over the run (``ru_maxrss`` in the worker), and the difference, the memory the
-run itself took on the worker; and the largest relative difference of the posteriors
+its peak over the run (sampled every 5 ms in the worker), and the difference, the memory
+the run itself took on the worker; and the largest relative difference of the posteriors
 (q(weights), q(means), q(precs), q(z)) from the reference's.
 
 Run: ``python benchmarks/bench_dask.py [--sizes N ...] [--k K] [--sweeps S]
@@ -27,7 +27,6 @@ machine are noisy.
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
 import tempfile
 import time
@@ -39,17 +38,33 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import mixture_reference as mix  # noqa: E402
 
 
-def _peak_mb() -> float:
-    """This process's peak resident memory so far, MB (``ru_maxrss``)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _start_sampling(dask_worker, every: float = 0.005) -> float:
+    """Run in each worker: import what the run's tasks use, then sample the worker
+    process's resident memory every ``every`` seconds in a thread, keeping the largest
+    (``ru_maxrss`` cannot serve: a worker forked from a large process starts with that
+    process's peak).  Returns the resident memory now, MB."""
+    import threading
 
-
-def _warm() -> float:
-    """Run in each worker: import what the run's tasks use, then its peak so far."""
+    import psutil
     import scipy.special  # noqa: F401
 
-    import dask.array  # noqa: F401
-    return _peak_mb()
+    process = psutil.Process()
+    state = {"peak": process.memory_info().rss, "run": True}
+
+    def sample() -> None:
+        while state["run"]:
+            state["peak"] = max(state["peak"], process.memory_info().rss)
+            time.sleep(every)
+    threading.Thread(target=sample, daemon=True).start()
+    dask_worker._bench_memory = state
+    return process.memory_info().rss / 2**20
+
+
+def _stop_sampling(dask_worker) -> float:
+    """Run in each worker: stop the sampling, return the largest resident memory, MB."""
+    state = dask_worker._bench_memory
+    state["run"] = False
+    return state["peak"] / 2**20
 
 
 def _read(block_info=None, path: str = "") -> np.ndarray:
@@ -134,14 +149,14 @@ def main() -> None:
             ref = mix.hand_written(x, args.k, args.sweeps)
         numpy_sweep = (time.perf_counter() - begin) / args.sweeps
         client.restart()  # fresh workers: their peak memory is this run's
-        rest = client.run(_warm)
+        rest = client.run(_start_sampling)
         with tempfile.TemporaryDirectory() as folder:
             data = (lazy_data(x, args.chunk, folder) if args.source == "file" else x)
             compiled = data_model(n, args.k).compile("vmp", init=["means"], backend="dask")
             begin = time.perf_counter()
             got = compiled.run(**run, data={"xs": data}, client=client, chunks=args.chunk)
             dask_sweep = (time.perf_counter() - begin) / args.sweeps
-        peaks = client.run(_peak_mb)
+        peaks = client.run(_stop_sampling)
         used = [peaks[w] - rest[w] for w in peaks]
         print(f"| {n:,} | {x.nbytes / 1e6:,.0f} | {numpy_sweep:.2f} | {dask_sweep:.2f} | "
               f"{dask_sweep / numpy_sweep:.1f} | "

@@ -8,12 +8,21 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
 - the *chunked plate* is the largest plate that leads an observed variable's axes; every
   observed or constant array whose first axis is that plate becomes a ``dask.array``
   chunked along it (``chunks`` rows per chunk: an int, or a tuple of chunk lengths that
-  sum to the plate's size; 1,000,000 by default), every other axis whole;
-- each statement over that plate is then a chunked Dask array and each sum over it
-  (the messages to K-sized variables, the bound) a Dask reduction;
-- after each update of a posterior, its chunked arrays are persisted on the workers and
-  its one-chunk (K-sized) arrays computed into this process (``materialise``); after
-  each sweep every message is, so the task graph never spans more than one sweep;
+  sum to the plate's size; 1,000,000 by default), every other axis whole.  NumPy data
+  is sent to the workers once, at the start; a Dask array given in ``data`` is used as
+  it is (one read lazily, by ``da.from_zarr`` or ``map_blocks``, is read chunk by chunk
+  at each pass and never held whole anywhere; ``persist()`` it to keep it in the
+  workers' memory);
+- each statement over that plate is then a lazy chunked Dask array, and each message
+  that sums over it (to a K-sized variable) is computed where its operator makes it
+  (``_eager``): one pass over the data, chunk by chunk, then a tree reduction of the
+  K-sized partial results, into a NumPy array here.  Per-datum messages are never
+  stored: each such computation recomputes them from the data chunk and the NumPy
+  globals, so a worker holds one chunk's intermediates at a time, not the (N, K)
+  per-datum state; a per-datum message whose graph would grow from sweep to sweep (one
+  that reads a per-datum message of the previous sweep) is the exception, persisted
+  (``_cut_chains``).  A per-datum posterior's properness check rides along with the
+  next computation (``dask_namespace.materialise``);
 - the run goes to ``client``: a ``distributed.Client``, a scheduler address
   (``"tcp://host:8786"``), or None for a ``LocalCluster`` of 2 worker processes started
   at the first call and kept for the process.

@@ -18,12 +18,13 @@ wrapped (``_OVERRIDES``), each passing NumPy input to the original: ``all_true``
 element, with no computation to choose a fast one); ``is_zeros_view`` (NumPy's reads
 ``.strides``), ``memo_of`` and ``log_normalize`` (NumPy's mark results read-only) accept
 Dask arrays; ``total`` leaves a Dask term's sum lazy, so the evidence is one
-computation; and ``check_proper`` first *materialises* the posterior it checks
-(``materialise``): its one-chunk (K-sized) arrays computed into this process, its
-chunked ones persisted on the workers, together with the check's verdict in one round
-trip, so that the next statements start from stored values and the task graph never
-grows with the sweeps.  An operator that writes into a Dask array in place, or calls
-what Dask lacks, fails in Dask; the backend turns that into ``ff.BackendError``.
+computation; and ``check_proper`` computes a K-sized posterior's verdict in one round
+trip with its parameters, and defers a per-datum one's to the next round trip
+(``materialise``).  ``Discrete.entropy`` and the VMP evidence of a gate's cases take
+their general path on Dask arrays (NumPy's chooses a faster one by testing the whole
+result for NaN, a computation of its own).  An operator that writes into a Dask array
+in place, or calls what Dask lacks, fails in Dask; the backend turns that into
+``ff.BackendError``.
 """
 
 from __future__ import annotations
