@@ -146,19 +146,48 @@ def check_dask_chunks(name: str, arr: Any, plate: str | None) -> Any:
     return arr
 
 
-def _to_numpy(value: Any) -> Any:
+def _to_numpy(value: Any, client: Any = None) -> Any:
     """A Dask-copy distribution (Dask or NumPy parameters) as factorflow's own class with
-    NumPy arrays."""
+    NumPy arrays; a chunked parameter gathered chunk by chunk (``gather_chunks``)."""
     import dask
+    import dask.array as da
     cls = getattr(dist, type(value).__name__)
     obj = cls.__new__(cls)
     state = value.__getstate__()
     names = list(state)
-    computed = dask.compute(*(state[n] for n in names))
-    for name, v in zip(names, computed, strict=True):
-        object.__setattr__(obj, name, tuple(np.asarray(e, float) for e in v)
-                           if name == "eta" else v)
+    computed = dask.compute(*(state[n] for n in names if n != "eta"))
+    for name, v in zip([n for n in names if n != "eta"], computed, strict=True):
+        object.__setattr__(obj, name, v)
+    if "eta" in state:
+        object.__setattr__(obj, "eta", tuple(
+            gather_chunks(e, client) if isinstance(e, da.Array) and e.npartitions > 1
+            else np.asarray(dask.compute(e)[0], float) for e in state["eta"]))
     return obj
+
+
+def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
+    """A chunked Dask array (chunked along axis 0 only) as a NumPy array here, each chunk
+    copied in as soon as a worker has computed it and then released there, so that no
+    worker holds more than the chunks not yet fetched (``dask.compute`` would keep every
+    chunk on the workers until all are done: the whole per-datum posterior at once)."""
+    import dask
+    if any(len(c) > 1 for c in arr.chunks[1:]):
+        arr = arr.rechunk({axis: -1 for axis in range(1, arr.ndim)})
+    out = np.empty(arr.shape, float)
+    blocks = arr.to_delayed().ravel()
+    bounds = np.cumsum((0,) + arr.chunks[0])
+    if client is None or not hasattr(client, "compute"):
+        for i, block in enumerate(blocks):
+            out[bounds[i]:bounds[i + 1]] = dask.compute(block)[0]
+        return out
+    from distributed import as_completed
+    futures = client.compute(list(blocks))
+    where = {f.key: i for i, f in enumerate(futures)}
+    for future in as_completed(futures):
+        i = where[future.key]
+        out[bounds[i]:bounds[i + 1]] = future.result()
+        future.release()
+    return out
 
 
 @dataclass(repr=False)
@@ -292,7 +321,7 @@ class DaskCompiledModel(CompiledModel):
                     f"({type(e).__name__}: {e}); use backend='numpy'.") from None
             finally:
                 del _PENDING[:]
-            return ({k: _to_numpy(v) for k, v in posteriors.items()},
+            return ({k: _to_numpy(v, self._client) for k, v in posteriors.items()},
                     float(dask.compute(log_evidence)[0]))
 
 
