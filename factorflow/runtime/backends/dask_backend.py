@@ -47,8 +47,13 @@ import numpy as np
 
 import factorflow.distributions as dist
 from factorflow.errors import BackendError, DataError, ModelError
-from factorflow.runtime.backends.dask_namespace import (_PENDING, _set, flush_checks,
-                                                         materialise, namespace)
+from factorflow.runtime.backends.dask_namespace import (
+    _PENDING,
+    _set,
+    flush_checks,
+    materialise,
+    namespace,
+)
 from factorflow.runtime.backends.jax_namespace import load_program
 from factorflow.runtime.compiled import CompiledModel, compile_model
 from factorflow.runtime.svi import data_plate

@@ -87,7 +87,7 @@ def materialise(*ds: Any, verdict: Any = None) -> bool:
     """Compute the one-chunk (K-sized: a plate reduced) Dask parameters of the
     distributions ``ds`` into NumPy arrays here, written into each distribution itself
     (every name bound to it reads them), in one round trip with ``verdict()`` (Dask
-    booleans over those arrays) and every pending per-datum check (``defer_check``);
+    booleans over those arrays) and every pending per-datum check (``_PENDING``);
     returns whether ``verdict()`` holds.  Chunked (per-datum) parameters are left lazy:
     never stored, each computation recomputes them chunk by chunk from the data and the
     NumPy globals, so a worker holds one chunk's intermediates at a time.  A pending
@@ -172,9 +172,9 @@ def _log_normalize(original: Any, module: Any) -> Any:
 
 def _check_proper(original: Any, module: Any) -> Any:
     """``kernels.check_proper`` over Dask parameters (NumPy's where it has none).  A
-    posterior with one-chunk
-    (K-sized) parameters is computed into NumPy here with its verdict (every element
-    proper, no NaN), and every pending check, in one round trip (``materialise``).  A
+    posterior with one-chunk (K-sized) parameters is computed into NumPy here with its
+    verdict (every element proper, no NaN), and every pending check, in one round trip
+    (``materialise``).  A
     per-datum posterior (chunked parameters) stays lazy: its verdict joins the pending
     checks, computed in the next round trip together with what that computes, so
     checking it costs no pass over the data of its own.  NumPy's check runs only where

@@ -245,6 +245,7 @@ def test_svi_on_dask_mixture_gathers_only_minibatches(client, monkeypatch):
     same global posteriors as NumPy's SVI (1e-10), and every round trip brings back one
     minibatch of the points, never more."""
     import mixture_reference as mr
+
     from factorflow.runtime.backends import dask_backend
     x = mr.data(3, 400)
     with ff.Model("mixture_1d") as model:
