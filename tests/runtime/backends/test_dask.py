@@ -12,6 +12,7 @@ import pytest
 import factorflow as ff
 
 pytest.importorskip("distributed")
+import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 
 ROOT = Path(__file__).parents[3]
@@ -278,3 +279,25 @@ def test_svi_on_dask_mixture_gathers_only_minibatches(client, monkeypatch):
     for name in ("weights", "means", "precs"):
         for e, f in zip(a[name].eta, b[name].eta, strict=True):
             np.testing.assert_allclose(f, e, rtol=1e-10, atol=1e-12)
+
+
+def test_a_per_datum_message_that_reads_the_last_sweep_is_persisted():
+    """``_cut_chains`` leaves a per-datum message lazy unless its graph reads a per-datum
+    message the previous sweep left lazy and this sweep replaced (each sweep would add a
+    sweep of tasks to the next): that one is persisted, the others stay lazy."""
+    from types import SimpleNamespace
+
+    from factorflow.runtime.backends.dask_backend import _cut_chains
+    data = da.from_array(np.arange(12.0), chunks=4)
+    first = SimpleNamespace(eta=(data * 2.0,))
+    fresh = SimpleNamespace(eta=(data + 1.0,))
+    small = SimpleNamespace(eta=(np.ones(3),))
+    lazy = _cut_chains([first, small], set())
+    assert lazy == {first.eta[0].name}
+    chained = SimpleNamespace(eta=(first.eta[0] - 1.0,))  # reads the last sweep's message
+    with dask.config.set(scheduler="sync"):
+        lazy = _cut_chains([chained, fresh, small], lazy)
+    assert lazy == {fresh.eta[0].name}
+    assert len(chained.eta[0].dask) == 3  # persisted: its 3 stored chunks
+    np.testing.assert_array_equal(chained.eta[0].compute(), np.arange(12.0) * 2 - 1)
+    assert len(fresh.eta[0].dask) > 3  # lazy: the data's tasks and its own
