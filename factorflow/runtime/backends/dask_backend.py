@@ -188,7 +188,7 @@ def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
     from distributed import as_completed
     futures = client.compute(list(blocks))
     where = {f.key: i for i, f in enumerate(futures)}
-    for future in as_completed(futures):
+    for future in as_completed(futures, loop=client.loop):  # (not the default client's)
         i = where[future.key]
         out[bounds[i]:bounds[i + 1]] = future.result()
         future.release()

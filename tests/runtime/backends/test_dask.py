@@ -301,3 +301,14 @@ def test_a_per_datum_message_that_reads_the_last_sweep_is_persisted():
     assert len(chained.eta[0].dask) == 3  # persisted: its 3 stored chunks
     np.testing.assert_array_equal(chained.eta[0].compute(), np.arange(12.0) * 2 - 1)
     assert len(fresh.eta[0].dask) > 3  # lazy: the data's tasks and its own
+
+
+def test_gather_chunks_copies_each_chunk_in(client):
+    """The per-datum posteriors come back chunk by chunk (``gather_chunks``), through
+    the run's client whether or not it is the process's default one."""
+    from factorflow.runtime.backends.dask_backend import gather_chunks
+    x = np.arange(40.0).reshape(20, 2)
+    a = da.from_array(x, chunks=(6, 1))  # (chunked along the second axis too: rechunked)
+    with dask.config.set(scheduler=client):
+        np.testing.assert_array_equal(gather_chunks(a + 1.0, client), x + 1.0)
+    np.testing.assert_array_equal(gather_chunks(a * 2.0), x * 2.0)  # no client: in turn
