@@ -171,27 +171,40 @@ def _to_numpy(value: Any, client: Any = None) -> Any:
 
 
 def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
-    """A chunked Dask array (chunked along axis 0 only) as a NumPy array here, each chunk
-    copied in as soon as a worker has computed it and then released there, so that no
-    worker holds more than the chunks not yet fetched (``dask.compute`` would keep every
-    chunk on the workers until all are done: the whole per-datum posterior at once)."""
+    """A chunked Dask array (chunked along axis 0) as a NumPy array here, a few chunks at
+    a time: each chunk is submitted when an earlier one has been copied in (at most two
+    per worker in flight) and released on its worker once copied, so that a worker never
+    holds more than those few (``dask.compute`` of the whole array would keep every chunk
+    on the workers until all were done, and computing all at once lets them pile up
+    there faster than this process copies them in)."""
     import dask
     if any(len(c) > 1 for c in arr.chunks[1:]):
         arr = arr.rechunk({axis: -1 for axis in range(1, arr.ndim)})
     out = np.empty(arr.shape, float)
-    blocks = arr.to_delayed().ravel()
+    blocks = list(enumerate(arr.to_delayed().ravel()))
     bounds = np.cumsum((0,) + arr.chunks[0])
     if client is None or not hasattr(client, "compute"):
-        for i, block in enumerate(blocks):
+        for i, block in blocks:
             out[bounds[i]:bounds[i + 1]] = dask.compute(block)[0]
         return out
     from distributed import as_completed
-    futures = client.compute(list(blocks))
-    where = {f.key: i for i, f in enumerate(futures)}
-    for future in as_completed(futures, loop=client.loop):  # (not the default client's)
-        i = where[future.key]
+    window = 2 * max(1, len(client.scheduler_info().get("workers", ())))
+    done = as_completed(loop=client.loop)  # (the run's client, not a default one)
+    where: dict[Any, int] = {}
+
+    def submit() -> None:
+        if blocks:
+            i, block = blocks.pop(0)
+            future = client.compute(block)
+            where[future.key] = i
+            done.add(future)
+    for _ in range(window):
+        submit()
+    for future in done:
+        i = where.pop(future.key)
         out[bounds[i]:bounds[i + 1]] = future.result()
         future.release()
+        submit()
     return out
 
 
