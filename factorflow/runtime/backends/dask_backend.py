@@ -39,6 +39,7 @@ the error names it.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -304,6 +305,7 @@ class DaskCompiledModel(CompiledModel):
         client's cluster; after each sweep its K-sized messages are computed here, its
         per-datum ones left lazy (``_cut_chains``), before the monitor reads them."""
         import dask
+        import dask.array as da
         ns = namespace()
         start = {k: _copy_of(ns, v) for k, v in init.items()}
         lazy: set[str] = set()  # the per-datum messages the last sweep left lazy
@@ -319,11 +321,17 @@ class DaskCompiledModel(CompiledModel):
             return hook(iteration, posteriors, evidence, state, extra)
 
         del _PENDING[:]
-        with dask.config.set(scheduler=self._client):
+        plate = self.chunked_plate()
+        with dask.config.set(scheduler=self._client), _repeats_stay_small():
             try:
-                posteriors, log_evidence = self._program(
-                    self._chunked_data(values), sizes, start, iterations, each, damping,
-                    saved)
+                data = self._chunked_data(values)
+                if plate is not None:  # (as the data is chunked: given, or made here)
+                    led = [v.chunks[0] for v in data.values() if isinstance(v, da.Array)
+                           and v.ndim and v.shape[0] == sizes[plate]]
+                    _PLATE[:] = [(sizes[plate], led[0] if led else plate_chunks(
+                        self._chunks, sizes[plate], plate))]
+                posteriors, log_evidence = self._program(data, sizes, start, iterations,
+                                                         each, damping, saved)
                 flush_checks()
             except ModelError:
                 raise
@@ -339,8 +347,49 @@ class DaskCompiledModel(CompiledModel):
                     f"({type(e).__name__}: {e}); use backend='numpy'.") from None
             finally:
                 del _PENDING[:]
+                del _PLATE[:]
             return ({k: _to_numpy(v, self._client) for k, v in posteriors.items()},
                     float(dask.compute(log_evidence)[0]))
+
+
+#: the chunked plate of the run in progress, [(its size, its chunk lengths)] or []
+_PLATE: list[tuple[int, tuple[int, ...]]] = []
+
+
+@contextlib.contextmanager
+def _repeats_stay_small() -> Any:
+    """While a run is in progress: a NumPy array repeated along the chunked plate (a
+    stride-0 view, as ``np.broadcast_to`` makes of K values, e.g. a gate's clones of
+    q(means)) that meets the data in a Dask operation enters the graph as its distinct
+    values broadcast chunk by chunk on the workers.  Dask's own conversion
+    (``asanyarray``, ``asarray``) would put the view into every graph whole, and pickle
+    it at full size: an (N, K) array sent with each computation."""
+    import sys
+
+    import dask.array as da
+    import dask.array.core as core
+    originals = {name: getattr(core, name) for name in ("asanyarray", "asarray")}
+    places = [(module, name) for key, module in list(sys.modules.items())
+              if key.startswith("dask.array") and module is not None
+              for name, fn in originals.items() if getattr(module, name, None) is fn]
+
+    def converting(original: Any) -> Any:
+        def convert(a: Any, *args: Any, **kwargs: Any) -> Any:
+            if (_PLATE and isinstance(a, np.ndarray) and a.ndim and a.strides[0] == 0
+                    and a.shape[0] == _PLATE[0][0] and not args and not kwargs):
+                small = a[tuple(slice(0, 1) if stride == 0 else slice(None)
+                                for stride in a.strides)]
+                return da.broadcast_to(np.ascontiguousarray(small), a.shape,
+                                       chunks=(_PLATE[0][1],) + a.shape[1:])
+            return original(a, *args, **kwargs)
+        return convert
+    for module, name in places:  # (each module of dask.array that imported them)
+        setattr(module, name, converting(originals[name]))
+    try:
+        yield
+    finally:
+        for module, name in places:
+            setattr(module, name, originals[name])
 
 
 def cluster_data(model: Any, data: dict[str, Any] | None, client: Any, chunks: Any
