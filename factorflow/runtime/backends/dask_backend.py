@@ -48,6 +48,7 @@ import numpy as np
 
 import factorflow.distributions as dist
 from factorflow.errors import BackendError, DataError, ModelError
+from factorflow.runtime.backends import dask_namespace
 from factorflow.runtime.backends.dask_namespace import (
     _PENDING,
     _set,
@@ -308,7 +309,7 @@ class DaskCompiledModel(CompiledModel):
         import dask.array as da
         ns = namespace()
         start = {k: _copy_of(ns, v) for k, v in init.items()}
-        lazy: set[str] = set()  # the per-datum messages the last sweep left lazy
+        lazy: dict[str, int] = {}  # the per-datum messages the last sweep left lazy
 
         def each(iteration: int, posteriors: Any, evidence: Any, state: Any,
                  extra: Any = None) -> Any:
@@ -353,7 +354,7 @@ class DaskCompiledModel(CompiledModel):
 
 
 #: the chunked plate of the run in progress, [(its size, its chunk lengths)] or []
-_PLATE: list[tuple[int, tuple[int, ...]]] = []
+_PLATE = dask_namespace.PLATE  # (one list: the namespace's copies read it too)
 
 
 @contextlib.contextmanager
@@ -412,26 +413,34 @@ def cluster_data(model: Any, data: dict[str, Any] | None, client: Any, chunks: A
     return values, gather
 
 
-def _cut_chains(messages: list[Any], lazy: set[str]) -> set[str]:
+def _cut_chains(messages: list[Any], lazy: dict[str, int]) -> dict[str, int]:
     """Keep the task graph from growing with the sweeps, storing as little as it can.
 
     A per-datum (chunked) message is left lazy, recomputed from the data and the NumPy
-    globals by whatever reads it, unless its graph reads a per-datum message that the
-    last sweep left lazy (``lazy``: their names) and this sweep has replaced: then each
-    sweep would add a sweep's worth of tasks to the next, and that message alone is
+    globals by whatever reads it.  Its *depth* counts the sweeps its graph reaches back:
+    0 if it reads no per-datum message that the last sweep left lazy (``lazy``: their
+    names and depths) and this sweep replaced, else one more than the deepest it reads.
+    A message of depth 2 would let each sweep add to the next one's graph: it alone is
     persisted on the workers (a model whose per-datum messages depend on each other
-    across sweeps).  Returns the names of the per-datum messages left lazy now."""
+    across sweeps); depth 1 (reading, say, last sweep's broadcast of K values) is
+    bounded.  Returns the names and depths of the per-datum messages left lazy now."""
     import dask
     import dask.array as da
     chunked = [(m, i, e) for m in messages for i, e in enumerate(getattr(m, "eta", ()) or ())
                if isinstance(e, da.Array) and e.npartitions > 1]
-    stale = lazy - {e.name for _, _, e in chunked}
-    keep, store = set(), []
+    current = {e.name for _, _, e in chunked}
+    stale = {name: depth for name, depth in lazy.items() if name not in current}
+    keep, store = {}, []
     for m, i, e in chunked:
-        if stale and not stale.isdisjoint(e.__dask_graph__().layers):
+        if e.name in lazy:  # (unchanged since the last sweep)
+            keep[e.name] = lazy[e.name]
+            continue
+        reads = [stale[name] for name in e.__dask_graph__().layers if name in stale]
+        depth = 1 + max(reads) if reads else 0
+        if depth >= 2:
             store.append((m, i))
         else:
-            keep.add(e.name)
+            keep[e.name] = depth
     stored = dask.persist(*(m.eta[i] for m, i in store))
     for (m, i), value in zip(store, stored, strict=True):
         _set(m, i, value)
