@@ -354,7 +354,7 @@ class DaskCompiledModel(CompiledModel):
 
 
 #: the chunked plate of the run in progress, [(its size, its chunk lengths)] or []
-_PLATE = dask_namespace.PLATE  # (one list: the namespace's copies read it too)
+_PLATE = dask_namespace.PLATE
 
 
 @contextlib.contextmanager

@@ -50,24 +50,6 @@ class _DaskNumPy(types.ModuleType):
         self.asarray = self._passing(numpy.asarray)
         self.asanyarray = self._passing(numpy.asanyarray)
         self.array = self._passing(numpy.array)
-        self.broadcast_to = self._broadcast_to
-
-    def _broadcast_to(self, array: Any, shape: Any, subok: bool = False) -> Any:
-        """``np.broadcast_to``; a NumPy array repeated along the chunked plate of the run
-        in progress (``PLATE``: the result's first axis is the plate's, the array's is
-        not) becomes a Dask array chunked as the data, each chunk broadcast on its worker
-        from the K values: NumPy's view would make every array computed from it (N, K),
-        here, and Dask would carry those whole in its graphs."""
-        if isinstance(array, self._da.Array):
-            return self._da.broadcast_to(array, shape)
-        out = numpy.broadcast_to(array, shape, subok=subok)
-        if not PLATE or not out.ndim:
-            return out
-        size, chunks = PLATE[0]
-        src = numpy.asarray(array)
-        if out.shape[0] != size or (src.ndim == out.ndim and src.shape[0] == size):
-            return out
-        return self._da.broadcast_to(src, out.shape, chunks=(chunks,) + out.shape[1:])
 
     def _passing(self, fn: Any) -> Any:
         da = self._da
