@@ -5,23 +5,30 @@ Model: ``benchmarks/mixture_reference.py`` (K components, Dirichlet weights, Gau
 means, Gamma precisions, ``ff.Switch(z)``), VMP, S sweeps with the bound after each
 (``tolerance=None``), at each N of ``--sizes``.  The Dask backend runs on a
 ``LocalCluster`` of 2 worker processes (one thread each), the data in chunks of
-``--chunk`` points.  Printed per N: the data size (the observed array, MB), the NumPy
-backend's and the Dask backend's seconds per sweep, the peak resident memory of each
-Dask worker process (MB, ``ru_maxrss``: the largest over the run, the worker's Python
-and libraries included) and of this process, the per-datum state of one (N, K) float64
-message (MB) for scale, and the largest relative difference of the two backends'
-posteriors.  ``--no-numpy`` leaves the NumPy backend out (at sizes its single process
-cannot hold).
+``--chunk`` points, given as a Dask array that the client never holds: each chunk is
+read by a worker from a ``.npy`` file (memory-mapped, ``--source file``, the default: the
+data is reread at each pass, as from Zarr or Parquet), or the NumPy array is sent to the
+workers once (``--source numpy``: half the data resident on each worker).
+
+Printed per N: the data size (the observed array, MB); the seconds per sweep of the
+NumPy backend (``--reference factorflow``) or of the hand-written NumPy updates of
+``mixture_reference.hand_written`` (``--reference hand``, which at 10⁷ points needs a
+few (N, K) arrays where the NumPy backend needs dozens), and of the Dask backend; each
+Dask worker's resident memory at rest (after start-up and a warm-up computation) and
+its peak over the run (sampled every 5 ms in the worker), and the difference, the memory
+the run itself took on the worker; and the largest relative difference of the posteriors
+(q(weights), q(means), q(precs), q(z)) from the reference's.
 
 Run: ``python benchmarks/bench_dask.py [--sizes N ...] [--k K] [--sweeps S]
-[--chunk C] [--no-numpy]``.  Timings on a shared machine are noisy.
+[--chunk C] [--source file|numpy] [--reference factorflow|hand]``.  Timings on a shared
+machine are noisy.
 """
 
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,16 +38,83 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import mixture_reference as mix  # noqa: E402
 
 
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _start_sampling(dask_worker, every: float = 0.005) -> float:
+    """Run in each worker: import what the run's tasks use, then sample the worker
+    process's resident memory every ``every`` seconds in a thread, keeping the largest
+    (``ru_maxrss`` cannot serve: a worker forked from a large process starts with that
+    process's peak).  Returns the resident memory now, MB."""
+    import threading
+
+    import psutil
+    import scipy.special  # noqa: F401
+
+    process = psutil.Process()
+    state = {"peak": process.memory_info().rss, "run": True}
+
+    def sample() -> None:
+        while state["run"]:
+            state["peak"] = max(state["peak"], process.memory_info().rss)
+            time.sleep(every)
+    threading.Thread(target=sample, daemon=True).start()
+    dask_worker._bench_memory = state
+    return process.memory_info().rss / 2**20
 
 
-def _difference(a, b) -> float:
-    worst = 0.0
-    for name in ("weights", "means", "precs", "z"):
-        for x, y in zip(a[name].eta, b[name].eta, strict=True):
-            worst = max(worst, float(np.max(np.abs(x - y) / (1 + np.abs(x)), initial=0.0)))
-    return worst
+def _stop_sampling(dask_worker) -> float:
+    """Run in each worker: stop the sampling, return the largest resident memory, MB."""
+    state = dask_worker._bench_memory
+    state["run"] = False
+    return state["peak"] / 2**20
+
+
+def _read(block_info=None, path: str = "") -> np.ndarray:
+    """One chunk of the data, read from the ``.npy`` file at ``path`` (memory-mapped:
+    only that chunk's rows are read)."""
+    lo, hi = block_info[None]["array-location"][0]
+    return np.array(np.load(path, mmap_mode="r")[lo:hi])
+
+
+def lazy_data(x: np.ndarray, chunk: int, folder: str):
+    """``x`` as a Dask array whose chunks the workers read from a file in ``folder``."""
+    import dask.array as da
+    path = str(Path(folder) / "x.npy")
+    np.save(path, x)
+    return da.map_blocks(_read, path=path, chunks=(da.core.normalize_chunks(chunk, x.shape)[0],),
+                         dtype=float, meta=np.empty(0))
+
+
+def data_model(n: int, k: int):
+    """``mixture_reference.model`` with its points named ``ff.Data("xs")``, given at run
+    time (a Dask array the client never holds)."""
+    import factorflow as ff
+    with ff.Model("mixture_1d") as m:
+        weights = ff.Dirichlet("weights", np.ones(k))
+        with ff.Plate(ff.Range("k", k)):
+            means = ff.Gaussian("means", mix.PRIOR_MEAN, variance=mix.PRIOR_VAR)
+            precs = ff.Gamma("precs", mix.PREC_SHAPE, rate=mix.PREC_RATE)
+        with ff.Plate(ff.Range("n", n)):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.Gaussian("x", means[z], precision=precs[z], observed=ff.Data("xs"))
+    return m
+
+
+def _relative(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.max(np.abs(np.asarray(a) - b) / (1 + np.abs(b)), initial=0.0))
+
+
+def _difference(result, ref) -> float:
+    """The largest relative difference of ``result``'s posteriors from ``ref``'s (an
+    ``ff.Result`` or ``mixture_reference.Posteriors``)."""
+    if isinstance(ref, mix.Posteriors):
+        pairs = [(result["weights"].alpha, ref.alpha), (result["means"].mean, ref.mean),
+                 (result["means"].variance, ref.var),
+                 (result["precs"].shape_param, ref.shape), (result["precs"].rate, ref.rate),
+                 (result["z"].probs, ref.r)]
+    else:
+        pairs = [(x, y) for name in ("weights", "means", "precs", "z")
+                 for x, y in zip(result[name].eta, ref[name].eta, strict=True)]
+    return max(_relative(x, y) for x, y in pairs)
 
 
 def main() -> None:
@@ -48,41 +122,48 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10**5, 10**6])
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--sweeps", type=int, default=3)
-    parser.add_argument("--chunk", type=int, default=250_000)
-    parser.add_argument("--no-numpy", action="store_true")
+    parser.add_argument("--chunk", type=int, default=100_000)
+    parser.add_argument("--source", choices=("file", "numpy"), default="file")
+    parser.add_argument("--reference", choices=("factorflow", "hand"), default="factorflow")
     args = parser.parse_args()
 
     from factorflow.runtime.backends.dask_backend import default_client
     client = default_client()
     print(f"1-D mixture, K = {args.k}, VMP, {args.sweeps} sweeps (bound after each), "
-          f"chunks of {args.chunk:,} points, LocalCluster of "
-          f"{len(client.scheduler_info()['workers'])} workers")
+          f"chunks of {args.chunk:,} points read from {args.source}, LocalCluster of "
+          f"{len(client.scheduler_info()['workers'])} workers (1 thread each); reference: "
+          f"{'the NumPy backend' if args.reference == 'factorflow' else 'hand-written NumPy'}")
     print()
-    print("| N | data MB | one (N, K) message MB | NumPy s/sweep | Dask s/sweep | "
-          "peak MB per worker | peak MB client | max rel. diff |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| N | data MB | NumPy s/sweep | Dask s/sweep | ratio | worker MB at rest | "
+          "worker peak MB | run's MB per worker | max rel. diff |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         x = mix.data(args.k, n)
         model, init = mix.model(x, args.k), mix.factorflow_init(x, args.k)
         run = {"iterations": args.sweeps, "init": init, "tolerance": None,
                "progress": False}
-        numpy_sweep, a = float("nan"), None
-        if not args.no_numpy:
-            compiled = model.compile("vmp", init=["means"])
-            begin = time.perf_counter()
-            a = compiled.run(**run)
-            numpy_sweep = (time.perf_counter() - begin) / args.sweeps
-        client.restart()  # fresh workers: their peak memory is this run's
-        compiled = model.compile("vmp", init=["means"], backend="dask")
         begin = time.perf_counter()
-        b = compiled.run(**run, client=client, chunks=args.chunk)
-        dask_sweep = (time.perf_counter() - begin) / args.sweeps
-        peaks = client.run(_peak_mb)
-        diff = "-" if a is None else f"{_difference(a, b):.1e}"
-        print(f"| {n:,} | {x.nbytes / 1e6:,.0f} | {n * args.k * 8 / 1e6:,.0f} | "
-              f"{numpy_sweep:.2f} | {dask_sweep:.2f} | "
-              f"{' / '.join(f'{p:,.0f}' for p in peaks.values())} | {_peak_mb():,.0f} | "
-              f"{diff} |", flush=True)
+        if args.reference == "factorflow":
+            ref = model.compile("vmp", init=["means"]).run(**run)
+        else:
+            ref = mix.hand_written(x, args.k, args.sweeps)
+        numpy_sweep = (time.perf_counter() - begin) / args.sweeps
+        client.restart()  # fresh workers: their peak memory is this run's
+        rest = client.run(_start_sampling)
+        with tempfile.TemporaryDirectory() as folder:
+            data = (lazy_data(x, args.chunk, folder) if args.source == "file" else x)
+            compiled = data_model(n, args.k).compile("vmp", init=["means"], backend="dask")
+            begin = time.perf_counter()
+            got = compiled.run(**run, data={"xs": data}, client=client, chunks=args.chunk)
+            dask_sweep = (time.perf_counter() - begin) / args.sweeps
+        peaks = client.run(_stop_sampling)
+        used = [peaks[w] - rest[w] for w in peaks]
+        print(f"| {n:,} | {x.nbytes / 1e6:,.0f} | {numpy_sweep:.2f} | {dask_sweep:.2f} | "
+              f"{dask_sweep / numpy_sweep:.1f} | "
+              f"{' / '.join(f'{rest[w]:,.0f}' for w in peaks)} | "
+              f"{' / '.join(f'{p:,.0f}' for p in peaks.values())} | "
+              f"{' / '.join(f'{u:,.0f}' for u in used)} | "
+              f"{_difference(got, ref):.1e} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -725,7 +725,6 @@ class Model:
         (True, True)
         """
         if algorithm == "svi":  # minibatches of the data plate: factorflow.runtime.svi
-            _numpy_only(options, "SVI")
             from factorflow.runtime.svi import run_svi
             return run_svi(self, init=init, data=data, **options)
         if algorithm == "gibbs":

@@ -21,7 +21,11 @@ the VMP program's sweep from λ, so T steps give the posteriors of T such sweeps
 against a hand-written coordinate ascent); with minibatches on a conjugate model the
 iterate converges to the VMP posterior (within a tolerance computed from the sampling
 variance of λ̂ and the step weights).  The posteriors returned are the globals'; the
-locals are those of the last minibatch's sweep, and are left out.  NumPy backend only.
+locals are those of the last minibatch's sweep, and are left out.
+
+On ``backend="dask"`` the data over the plate lies on a Dask cluster, chunked along it,
+and each step brings only its minibatch here (``run_svi``); the steps are the NumPy
+backend's, on the same minibatches for the same ``rng`` (tested to 1e-10).
 """
 
 from __future__ import annotations
@@ -59,28 +63,55 @@ def learning_rates(steps: int, learning_rate: Any) -> np.ndarray:
     return (np.arange(steps) + tau) ** -kappa
 
 
-def _take(values: dict[str, Any], compiled: Any, plate: str, index: np.ndarray
-          ) -> dict[str, Any]:
-    """The program's data at ``index`` along ``plate`` (every array over it)."""
-    out = dict(values)
+def _take(values: dict[str, Any], compiled: Any, plate: str, index: np.ndarray,
+          gather: Any = None) -> dict[str, Any]:
+    """The program's data at ``index`` along ``plate`` (every array over it).  An array
+    that is not NumPy's (a Dask array) is indexed where it lies and the minibatch
+    brought here by ``gather`` (all of them in one call: arrays in, NumPy arrays out)."""
+    out, far = dict(values), {}
     for d in compiled.compilation.final.decls:
         if d.role in ("observed", "constant") and plate in d.plates and \
                 values.get(d.name) is not None:
-            out[d.name] = np.take(np.asarray(values[d.name]), index,
-                                  axis=d.plates.index(plate))
+            value, axis = values[d.name], d.plates.index(plate)
+            if index.size == 0 and not isinstance(value, np.ndarray):  # (no round trip)
+                shape = list(np.shape(value))
+                shape[axis] = 0
+                out[d.name] = np.zeros(shape, value.dtype)
+            elif gather is not None and not isinstance(value, np.ndarray):
+                far[d.name] = np.take(value, index, axis=axis)  # (NEP 18: Dask's take)
+            else:
+                out[d.name] = np.take(np.asarray(value), index, axis=axis)
+    if far:
+        out.update(zip(far, gather(*far.values()), strict=True))
     return out
 
 
 def run_svi(model: Any, *, minibatch: int, steps: int, learning_rate: Any = (1.0, 0.7),
             rng: Any = None, init: dict[str, Any] | None = None,
-            data: dict[str, Any] | None = None) -> Any:
+            data: dict[str, Any] | None = None, backend: str = "numpy",
+            client: Any = None, chunks: Any = None) -> Any:
     """SVI on ``model`` (see the module docstring): ``steps`` natural-gradient steps on
     minibatches of ``minibatch`` elements of the data plate; ``init``: starting
     posteriors of global variables (the others start at their priors); returns an
     ``ff.Result`` of the global posteriors (``iterations`` = steps, ``log_evidence``
     NaN: the bound of a minibatch is not the model's; ``converged`` False: SVI runs
-    its steps with no convergence test)."""
+    its steps with no convergence test).
+
+    ``backend="dask"``: the data over the plate stays on a ``dask.distributed`` cluster
+    (``client``, as the Dask backend's ``run``: None for its local cluster), chunked
+    along the plate (``chunks``; a Dask array in ``data`` as it is, so data read lazily
+    from files is never held whole); each step gathers only its minibatch, and runs the
+    same NumPy sweeps on it here: the same steps as ``backend="numpy"`` for the same
+    ``rng`` (the same minibatches), to rounding."""
+    from factorflow.runtime.backends import check_backend
     from factorflow.runtime.result import Result
+    backend = check_backend(backend)
+    if backend == "jax":
+        from factorflow.errors import BackendError
+        raise BackendError("SVI runs on backend='numpy' or 'dask' (the minibatch sweeps "
+                           "are NumPy's; with Dask the data stays on the cluster).")
+    if backend == "numpy" and (client is not None or chunks is not None):
+        raise ModelError("client= and chunks= are the Dask backend's; pass backend='dask'.")
     if isinstance(steps, bool) or not isinstance(steps, int | np.integer) or steps < 0:
         raise ModelError(f"steps must be a non-negative integer, got {steps!r}.")
     rates = learning_rates(int(steps), learning_rate)
@@ -101,7 +132,12 @@ def run_svi(model: Any, *, minibatch: int, steps: int, learning_rate: Any = (1.0
     if unknown:
         raise ModelError(f"init names {sorted(unknown)}: SVI starts only the global "
                          f"variables ({sorted(outside)}) from given posteriors.")
-    values = probe._data(data)
+    gather = None
+    if backend == "dask":  # the data over the plate as Dask arrays on the cluster
+        from factorflow.runtime.backends.dask_backend import cluster_data
+        values, gather = cluster_data(model, data, client, chunks)
+    else:
+        values = probe._data(data)
     generator = np.random.default_rng(rng)
     with warnings.catch_warnings():  # every global is initialised, whether the schedule
         warnings.simplefilter("ignore", ScheduleWarning)  # reads it or not
@@ -109,7 +145,7 @@ def run_svi(model: Any, *, minibatch: int, steps: int, learning_rate: Any = (1.0
 
     def sweep(index: np.ndarray, start: dict[str, Any], program: Any) -> dict[str, Any]:
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-            posteriors, _ = program._infer(_take(values, program, plate, index),
+            posteriors, _ = program._infer(_take(values, program, plate, index, gather),
                                            sizes | {plate: index.size}, start, 1, None,
                                            None, None)
         return posteriors

@@ -8,12 +8,21 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
 - the *chunked plate* is the largest plate that leads an observed variable's axes; every
   observed or constant array whose first axis is that plate becomes a ``dask.array``
   chunked along it (``chunks`` rows per chunk: an int, or a tuple of chunk lengths that
-  sum to the plate's size; 1,000,000 by default), every other axis whole;
-- each statement over that plate is then a chunked Dask array and each sum over it
-  (the messages to K-sized variables, the bound) a Dask reduction;
-- after each update of a posterior, its chunked arrays are persisted on the workers and
-  its one-chunk (K-sized) arrays computed into this process (``materialise``); after
-  each sweep every message is, so the task graph never spans more than one sweep;
+  sum to the plate's size; 1,000,000 by default), every other axis whole.  NumPy data
+  is sent to the workers once, at the start; a Dask array given in ``data`` is used as
+  it is (one read lazily, by ``da.from_zarr`` or ``map_blocks``, is read chunk by chunk
+  at each pass and never held whole anywhere; ``persist()`` it to keep it in the
+  workers' memory);
+- each statement over that plate is then a lazy chunked Dask array, and each message
+  that sums over it (to a K-sized variable) is computed where its operator makes it
+  (``_eager``): one pass over the data, chunk by chunk, then a tree reduction of the
+  K-sized partial results, into a NumPy array here.  Per-datum messages are never
+  stored: each such computation recomputes them from the data chunk and the NumPy
+  globals, so a worker holds one chunk's intermediates at a time, not the (N, K)
+  per-datum state; a per-datum message whose graph would grow from sweep to sweep (one
+  that reads a per-datum message of the previous sweep) is the exception, persisted
+  (``_cut_chains``).  A per-datum posterior's properness check rides along with the
+  next computation (``dask_namespace.materialise``);
 - the run goes to ``client``: a ``distributed.Client``, a scheduler address
   (``"tcp://host:8786"``), or None for a ``LocalCluster`` of 2 worker processes started
   at the first call and kept for the process.
@@ -30,6 +39,7 @@ the error names it.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import Any
@@ -38,7 +48,14 @@ import numpy as np
 
 import factorflow.distributions as dist
 from factorflow.errors import BackendError, DataError, ModelError
-from factorflow.runtime.backends.dask_namespace import materialise, namespace
+from factorflow.runtime.backends import dask_namespace
+from factorflow.runtime.backends.dask_namespace import (
+    _PENDING,
+    _set,
+    flush_checks,
+    materialise,
+    namespace,
+)
 from factorflow.runtime.backends.jax_namespace import load_program
 from factorflow.runtime.compiled import CompiledModel, compile_model
 from factorflow.runtime.svi import data_plate
@@ -136,19 +153,61 @@ def check_dask_chunks(name: str, arr: Any, plate: str | None) -> Any:
     return arr
 
 
-def _to_numpy(value: Any) -> Any:
+def _to_numpy(value: Any, client: Any = None) -> Any:
     """A Dask-copy distribution (Dask or NumPy parameters) as factorflow's own class with
-    NumPy arrays."""
+    NumPy arrays; a chunked parameter gathered chunk by chunk (``gather_chunks``)."""
     import dask
+    import dask.array as da
     cls = getattr(dist, type(value).__name__)
     obj = cls.__new__(cls)
     state = value.__getstate__()
     names = list(state)
-    computed = dask.compute(*(state[n] for n in names))
-    for name, v in zip(names, computed, strict=True):
-        object.__setattr__(obj, name, tuple(np.asarray(e, float) for e in v)
-                           if name == "eta" else v)
+    computed = dask.compute(*(state[n] for n in names if n != "eta"))
+    for name, v in zip([n for n in names if n != "eta"], computed, strict=True):
+        object.__setattr__(obj, name, v)
+    if "eta" in state:
+        object.__setattr__(obj, "eta", tuple(
+            gather_chunks(e, client) if isinstance(e, da.Array) and e.npartitions > 1
+            else np.asarray(dask.compute(e)[0], float) for e in state["eta"]))
     return obj
+
+
+def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
+    """A chunked Dask array (chunked along axis 0) as a NumPy array here, a few chunks at
+    a time: each chunk is submitted when an earlier one has been copied in (at most two
+    per worker in flight) and released on its worker once copied, so that a worker never
+    holds more than those few (``dask.compute`` of the whole array would keep every chunk
+    on the workers until all were done, and computing all at once lets them pile up
+    there faster than this process copies them in)."""
+    import dask
+    if any(len(c) > 1 for c in arr.chunks[1:]):
+        arr = arr.rechunk({axis: -1 for axis in range(1, arr.ndim)})
+    out = np.empty(arr.shape, float)
+    blocks = list(enumerate(arr.to_delayed().ravel()))
+    bounds = np.cumsum((0,) + arr.chunks[0])
+    if client is None or not hasattr(client, "compute"):
+        for i, block in blocks:
+            out[bounds[i]:bounds[i + 1]] = dask.compute(block)[0]
+        return out
+    from distributed import as_completed
+    window = 2 * max(1, len(client.scheduler_info().get("workers", ())))
+    done = as_completed(loop=client.loop)  # (the run's client, not a default one)
+    where: dict[Any, int] = {}
+
+    def submit() -> None:
+        if blocks:
+            i, block = blocks.pop(0)
+            future = client.compute(block)
+            where[future.key] = i
+            done.add(future)
+    for _ in range(window):
+        submit()
+    for future in done:
+        i = where.pop(future.key)
+        out[bounds[i]:bounds[i + 1]] = future.result()
+        future.release()
+        submit()
+    return out
 
 
 @dataclass(repr=False)
@@ -160,6 +219,10 @@ class DaskCompiledModel(CompiledModel):
     def __post_init__(self) -> None:
         ns = namespace()
         self._program = load_program(ns, self, "Dask")
+        names = self._program.__globals__
+        for ident, (kind, _) in self.generated.symbols.items():
+            if kind == "operator":
+                names[ident] = _eager(names[ident])
         self._infer = self._run_dask
         self._client: Any = None
         self._chunks: Any = None
@@ -195,20 +258,26 @@ class DaskCompiledModel(CompiledModel):
                 raise BackendError(f"{name}= (checkpoints) writes every message to one "
                                    "file; the Dask backend keeps the per-datum messages on "
                                    "the workers: use backend='numpy'.")
+        self._prepare(data, client, chunks)
+        return super().run(iterations, data, init, on_iteration, **options)
+
+    def _prepare(self, data: dict[str, Any] | None, client: Any, chunks: Any) -> None:
+        """Note the run's cluster, chunks and the Dask arrays among ``data`` (checked:
+        chunked along the plate only)."""
         import dask.array as da
         plate = self.chunked_plate()
-        data = dict(data or {})
         self._given = {k: check_dask_chunks(f"data[{k!r}]", v, plate)
-                       for k, v in data.items() if isinstance(v, da.Array)}
+                       for k, v in (data or {}).items() if isinstance(v, da.Array)}
         self._client, self._chunks = resolve_client(client), chunks
-        return super().run(iterations, data, init, on_iteration, **options)
 
     def _chunked_data(self, values: dict[str, Any]) -> dict[str, Any]:
         """The program's data: the arrays led by the chunked plate as Dask arrays."""
+        import dask
         import dask.array as da
         plate = self.chunked_plate()
         sizes = dict(self.compilation.final.ranges)
         given = self._given
+        scatter: list[str] = []  # the NumPy arrays chunked here
         lengths = None if plate is None else plate_chunks(self._chunks, sizes[plate], plate)
         out = {}
         for d in self.compilation.final.decls:
@@ -223,31 +292,48 @@ class DaskCompiledModel(CompiledModel):
             arr = check_dtype(d.label, np.asarray(value))
             if d.plates and d.plates[0] == plate and arr.ndim and lengths is not None:
                 arr = da.from_array(arr, chunks=(lengths,) + arr.shape[1:])
+                scatter.append(d.name)
             out[d.name] = arr
-        return {**values, **out}
+        # NumPy data sent to the workers once, chunk by chunk: every computation's graph
+        # then names the stored chunks instead of carrying the data from this process
+        stored = dask.persist(*(out[name] for name in scatter))
+        return {**values, **out, **dict(zip(scatter, stored, strict=True))}
 
     def _run_dask(self, values: dict[str, Any], sizes: dict[str, int],
                   init: dict[str, Any], iterations: int, hook: Any, damping: Any,
                   saved: Any) -> tuple[dict[str, Any], float]:
         """The generated program over the chunked data, every computation on the
-        client's cluster; each sweep's messages stored before the monitor reads them."""
+        client's cluster; after each sweep its K-sized messages are computed here, its
+        per-datum ones left lazy (``_cut_chains``), before the monitor reads them."""
         import dask
+        import dask.array as da
         ns = namespace()
         start = {k: _copy_of(ns, v) for k, v in init.items()}
+        lazy: dict[str, int] = {}  # the per-datum messages the last sweep left lazy
 
         def each(iteration: int, posteriors: Any, evidence: Any, state: Any,
                  extra: Any = None) -> Any:
-            messages = {id(m): m for m in state()["messages"].values()}
-            materialise(*messages.values())
+            nonlocal lazy
+            messages = list({id(m): m for m in state()["messages"].values()}.values())
+            materialise(*messages)
+            lazy = _cut_chains(messages, lazy)
             if hook is None:
                 return False
             return hook(iteration, posteriors, evidence, state, extra)
 
-        with dask.config.set(scheduler=self._client):
+        del _PENDING[:]
+        plate = self.chunked_plate()
+        with dask.config.set(scheduler=self._client), _repeats_stay_small():
             try:
-                posteriors, log_evidence = self._program(
-                    self._chunked_data(values), sizes, start, iterations, each, damping,
-                    saved)
+                data = self._chunked_data(values)
+                if plate is not None:  # (as the data is chunked: given, or made here)
+                    led = [v.chunks[0] for v in data.values() if isinstance(v, da.Array)
+                           and v.ndim and v.shape[0] == sizes[plate]]
+                    _PLATE[:] = [(sizes[plate], led[0] if led else plate_chunks(
+                        self._chunks, sizes[plate], plate))]
+                posteriors, log_evidence = self._program(data, sizes, start, iterations,
+                                                         each, damping, saved)
+                flush_checks()
             except ModelError:
                 raise
             except (NotImplementedError, AttributeError, TypeError, ValueError) as e:
@@ -260,8 +346,122 @@ class DaskCompiledModel(CompiledModel):
                     f"{self.model.name}: an operator of this model uses an array "
                     f"operation that chunked Dask arrays do not support "
                     f"({type(e).__name__}: {e}); use backend='numpy'.") from None
-            return ({k: _to_numpy(v) for k, v in posteriors.items()},
+            finally:
+                del _PENDING[:]
+                del _PLATE[:]
+            return ({k: _to_numpy(v, self._client) for k, v in posteriors.items()},
                     float(dask.compute(log_evidence)[0]))
+
+
+#: the chunked plate of the run in progress, [(its size, its chunk lengths)] or []
+_PLATE = dask_namespace.PLATE
+
+
+@contextlib.contextmanager
+def _repeats_stay_small() -> Any:
+    """While a run is in progress: a NumPy array repeated along the chunked plate (a
+    stride-0 view, as ``np.broadcast_to`` makes of K values, e.g. a gate's clones of
+    q(means)) that meets the data in a Dask operation enters the graph as its distinct
+    values broadcast chunk by chunk on the workers.  Dask's own conversion
+    (``asanyarray``, ``asarray``) would put the view into every graph whole, and pickle
+    it at full size: an (N, K) array sent with each computation."""
+    import sys
+
+    import dask.array as da
+    import dask.array.core as core
+    originals = {name: getattr(core, name) for name in ("asanyarray", "asarray")}
+    places = [(module, name) for key, module in list(sys.modules.items())
+              if key.startswith("dask.array") and module is not None
+              for name, fn in originals.items() if getattr(module, name, None) is fn]
+
+    def converting(original: Any) -> Any:
+        def convert(a: Any, *args: Any, **kwargs: Any) -> Any:
+            if (_PLATE and isinstance(a, np.ndarray) and a.ndim and a.strides[0] == 0
+                    and a.shape[0] == _PLATE[0][0] and not args and not kwargs):
+                small = a[tuple(slice(0, 1) if stride == 0 else slice(None)
+                                for stride in a.strides)]
+                return da.broadcast_to(np.ascontiguousarray(small), a.shape,
+                                       chunks=(_PLATE[0][1],) + a.shape[1:])
+            return original(a, *args, **kwargs)
+        return convert
+    for module, name in places:  # (each module of dask.array that imported them)
+        setattr(module, name, converting(originals[name]))
+    try:
+        yield
+    finally:
+        for module, name in places:
+            setattr(module, name, originals[name])
+
+
+def cluster_data(model: Any, data: dict[str, Any] | None, client: Any, chunks: Any
+                 ) -> tuple[dict[str, Any], Any]:
+    """The data of ``model``'s program as the Dask backend holds it (for SVI): checked as
+    a run checks it, every array led by the data plate chunked along it on the cluster
+    ``client`` (NumPy data sent once; a Dask array as it is), and a function bringing
+    arrays of the cluster here (``gather(*arrays)``: their NumPy values, in one round
+    trip)."""
+    import dask
+    compiled = compile_model(model, "vmp", (), backend="dask")
+    assert isinstance(compiled, DaskCompiledModel)
+    compiled._prepare(data, client, chunks)
+    scheduler = compiled._client
+    with dask.config.set(scheduler=scheduler):
+        values = compiled._chunked_data(compiled._data(data))
+
+    def gather(*arrays: Any) -> tuple[np.ndarray, ...]:
+        return tuple(np.asarray(a) for a in dask.compute(*arrays, scheduler=scheduler))
+    return values, gather
+
+
+def _cut_chains(messages: list[Any], lazy: dict[str, int]) -> dict[str, int]:
+    """Keep the task graph from growing with the sweeps, storing as little as it can.
+
+    A per-datum (chunked) message is left lazy, recomputed from the data and the NumPy
+    globals by whatever reads it.  Its *depth* counts the sweeps its graph reaches back:
+    0 if it reads no per-datum message that the last sweep left lazy (``lazy``: their
+    names and depths) and this sweep replaced, else one more than the deepest it reads.
+    A message of depth 2 would let each sweep add to the next one's graph: it alone is
+    persisted on the workers (a model whose per-datum messages depend on each other
+    across sweeps); depth 1 (reading, say, last sweep's broadcast of K values) is
+    bounded.  Returns the names and depths of the per-datum messages left lazy now."""
+    import dask
+    import dask.array as da
+    chunked = [(m, i, e) for m in messages for i, e in enumerate(getattr(m, "eta", ()) or ())
+               if isinstance(e, da.Array) and e.npartitions > 1]
+    current = {e.name for _, _, e in chunked}
+    stale = {name: depth for name, depth in lazy.items() if name not in current}
+    keep, store = {}, []
+    for m, i, e in chunked:
+        if e.name in lazy:  # (unchanged since the last sweep)
+            keep[e.name] = lazy[e.name]
+            continue
+        reads = [stale[name] for name in e.__dask_graph__().layers if name in stale]
+        depth = 1 + max(reads) if reads else 0
+        if depth >= 2:
+            store.append((m, i))
+        else:
+            keep[e.name] = depth
+    stored = dask.persist(*(m.eta[i] for m, i in store))
+    for (m, i), value in zip(store, stored, strict=True):
+        _set(m, i, value)
+    return keep
+
+
+def _eager(operator: Any) -> Any:
+    """``operator`` computing its result's one-chunk (K-sized) Dask parameters at once
+    (``materialise``, with the pending per-datum checks): a message that reduces the
+    chunked plate is computed where it is made, in one pass over the data, so that
+    everything downstream of it (the posterior, the next statements, the messages the
+    sweep leaves) is NumPy and no later computation passes over the data again for it."""
+    def eager(*args: Any, **kwargs: Any) -> Any:
+        out = operator(*args, **kwargs)
+        eta = getattr(out, "eta", None)
+        if isinstance(eta, tuple) and any(getattr(e, "npartitions", 0) == 1 for e in eta):
+            materialise(out)
+        return out
+    eager.__name__ = getattr(operator, "__name__", "operator")
+    eager.__wrapped__ = operator  # type: ignore[attr-defined]
+    return eager
 
 
 def _refused_by_dask(error: BaseException) -> bool:
@@ -299,4 +499,4 @@ def _recompile_dask(model: Any, algorithm: str, init: tuple[str, ...],
 
 
 __all__ = ["DaskCompiledModel", "default_client", "resolve_client", "plate_chunks",
-           "DEFAULT_CHUNKS"]
+           "cluster_data", "DEFAULT_CHUNKS"]

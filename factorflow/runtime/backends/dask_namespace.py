@@ -18,12 +18,13 @@ wrapped (``_OVERRIDES``), each passing NumPy input to the original: ``all_true``
 element, with no computation to choose a fast one); ``is_zeros_view`` (NumPy's reads
 ``.strides``), ``memo_of`` and ``log_normalize`` (NumPy's mark results read-only) accept
 Dask arrays; ``total`` leaves a Dask term's sum lazy, so the evidence is one
-computation; and ``check_proper`` first *materialises* the posterior it checks
-(``materialise``): its one-chunk (K-sized) arrays computed into this process, its
-chunked ones persisted on the workers, together with the check's verdict in one round
-trip, so that the next statements start from stored values and the task graph never
-grows with the sweeps.  An operator that writes into a Dask array in place, or calls
-what Dask lacks, fails in Dask; the backend turns that into ``ff.BackendError``.
+computation; and ``check_proper`` computes a K-sized posterior's verdict in one round
+trip with its parameters, and defers a per-datum one's to the next round trip
+(``materialise``).  ``Discrete.entropy`` and the VMP evidence of a gate's cases take
+their general path on Dask arrays (NumPy's chooses a faster one by testing the whole
+result for NaN, a computation of its own).  An operator that writes into a Dask array
+in place, or calls what Dask lacks, fails in Dask; the backend turns that into
+``ff.BackendError``.
 """
 
 from __future__ import annotations
@@ -77,31 +78,53 @@ class _Lazy(types.ModuleType):
         self.lazy_module = lazy.lazy_module
 
 
+#: the chunked plate of the run in progress, [(its size, its chunk lengths)] or []
+PLATE: list[tuple[int, tuple[int, ...]]] = []
+
+
+#: per-datum posteriors whose properness verdicts wait for the next round trip:
+#: (the check's arguments, its lazy verdicts), in the order of the checks
+_PENDING: list[tuple[tuple[Any, ...], list[Any]]] = []
+
+
 def materialise(*ds: Any, verdict: Any = None) -> bool:
-    """Store the Dask parameters of the distributions ``ds``: the arrays of one chunk
-    (K-sized: a plate reduced) computed into NumPy here, the chunked ones persisted
-    where they lie (on the workers of the current scheduler), all in one persist and
-    one compute; written into each distribution itself, so every name bound to it
-    reads the stored arrays.  ``verdict()``: Dask booleans over the stored arrays,
-    computed in the same round trip; returns whether they all hold."""
+    """Compute the one-chunk (K-sized: a plate reduced) Dask parameters of the
+    distributions ``ds`` into NumPy arrays here, written into each distribution itself
+    (every name bound to it reads them), in one round trip with ``verdict()`` (Dask
+    booleans over those arrays) and every pending per-datum check (``_PENDING``);
+    returns whether ``verdict()`` holds.  Chunked (per-datum) parameters are left lazy:
+    never stored, each computation recomputes them chunk by chunk from the data and the
+    NumPy globals, so a worker holds one chunk's intermediates at a time.  A pending
+    check that fails runs NumPy's check, which raises its error (before this one's)."""
     import dask
     import dask.array as da
-    where: list[tuple[Any, int]] = []
+    small: list[tuple[Any, int]] = []
     for d in ds:
         eta = getattr(d, "eta", None)
         if isinstance(eta, tuple):
-            where += [(d, i) for i, e in enumerate(eta) if isinstance(e, da.Array)]
-    if not where:
-        return bool(all(dask.compute(*verdict()))) if verdict else True
-    large = [(d, i) for d, i in where if d.eta[i].npartitions > 1]
-    small = [(d, i) for d, i in where if d.eta[i].npartitions == 1]
-    stored = dask.persist(*(d.eta[i] for d, i in large))
-    for (d, i), value in zip(large, stored, strict=True):  # (the verdict's keys are
-        _set(d, i, value)                                   # these: read, not recomputed)
-    got = dask.compute(*(d.eta[i] for d, i in small), *(verdict() if verdict else ()))
+            small += [(d, i) for i, e in enumerate(eta)
+                      if isinstance(e, da.Array) and e.npartitions == 1]
+    pending = _PENDING[:]
+    del _PENDING[:]
+    checks = [v for _, verdicts in pending for v in verdicts]
+    own = list(verdict()) if verdict else []
+    if not small and not checks and not own:
+        return True
+    got = dask.compute(*(d.eta[i] for d, i in small), *checks, *own)
+    at = len(small)
+    for args, verdicts in pending:
+        if not all(got[at:at + len(verdicts)]):
+            args[0](*args[1:])  # NumPy's check: raises the error naming the posterior
+        at += len(verdicts)
     for (d, i), value in zip(small, got, strict=False):
         _set(d, i, numpy.asarray(value))
-    return bool(all(got[len(small):]))
+    return bool(all(got[at:]))
+
+
+def flush_checks() -> None:
+    """Run the pending per-datum checks now (one round trip); raises the first error."""
+    if _PENDING:
+        materialise()
 
 
 def _set(d: Any, i: int, value: Any) -> None:
@@ -152,14 +175,23 @@ def _log_normalize(original: Any, module: Any) -> Any:
 
 
 def _check_proper(original: Any, module: Any) -> Any:
-    """``kernels.check_proper`` after ``materialise(d)``, in one round trip when ``d``
-    is proper: its verdict (every element proper, no NaN) is computed with its
-    one-chunk arrays; NumPy's check runs only where it fails (its message, its first-sweep
-    rule for uniform elements)."""
+    """``kernels.check_proper`` over Dask parameters (NumPy's where it has none).  A
+    posterior with one-chunk (K-sized) parameters is computed into NumPy here with its
+    verdict (every element proper, no NaN), and every pending check, in one round trip
+    (``materialise``).  A
+    per-datum posterior (chunked parameters) stays lazy: its verdict joins the pending
+    checks, computed in the next round trip together with what that computes, so
+    checking it costs no pass over the data of its own.  NumPy's check runs only where
+    a verdict fails (its message, its first-sweep rule for uniform elements)."""
     def check_proper(d: Any, what: str, iteration: int | None = None,
                      where: Any = None) -> None:
         def verdict() -> list[Any]:
             return [numpy.all(d.is_proper())] + [~numpy.any(numpy.isnan(e)) for e in d.eta]
+        if not any(_is_dask(e) for e in d.eta):  # NumPy's (a broadcast of K values)
+            return original(d, what, iteration, where)
+        if where is None and any(e.npartitions > 1 for e in d.eta if _is_dask(e)):
+            _PENDING.append(((original, d, what, iteration, where), verdict()))
+            return
         if where is None and materialise(d, verdict=verdict):
             return
         original(d, what, iteration, where)
@@ -202,6 +234,41 @@ _OVERRIDES: dict[str, dict[str, Any]] = {
 }
 
 
+def _patch_families(module: Any) -> None:
+    """``Discrete.entropy`` of Dask probabilities: −Σ p log p the general way (NumPy's
+    one-pass way is taken only when no element is NaN, a test that would compute the
+    posterior of every datum once more each time the bound is read)."""
+    discrete = module.Discrete
+    original = discrete.entropy
+
+    def entropy(self: Any) -> Any:
+        if not _is_dask(self.eta[0]):
+            return original(self)
+        p = self.probs
+        return -numpy.sum(module.special.xlogy(p, p), axis=-1)
+    discrete.entropy = entropy
+
+
+def _patch_gate(module: Any) -> None:
+    """The VMP evidence of a gate's cases over Dask logits: Σ_k q(k) ℓ_k the general way
+    (0 · −inf = 0), with no test for NaN choosing a faster one (see ``_patch_families``)."""
+    original = module.CASES.evidence["vmp"]
+
+    def cases_average_log_factor(cases: Any, selector: Any) -> Any:
+        lw = module._logits(cases)
+        lp = module.log_probs(selector)
+        if not (_is_dask(lw) or _is_dask(lp)):
+            return original(cases, selector)
+        q = module.memo_of("exp", lp, module.exp_flushed)  # (NumPy's q, remembered)
+        return numpy.sum(module.times_finite(q, lw), axis=-1)
+    module.CASES.evidence["vmp"] = cases_average_log_factor
+
+
+#: module name -> a function adapting the Dask copy of that module in place
+_PATCHES: dict[str, Any] = {"factorflow.distributions.families": _patch_families,
+                            "factorflow.factors.gate": _patch_gate}
+
+
 class DaskNamespace(Namespace):
     """The Dask copies of factorflow's kernel modules (``namespace()``)."""
 
@@ -211,6 +278,8 @@ class DaskNamespace(Namespace):
         return _DaskNumPy(), _Lazy()
 
     def _install(self, name: str, module: types.ModuleType) -> None:
+        if name in _PATCHES:
+            _PATCHES[name](module)
         for attr, make in _OVERRIDES.get(name, {}).items():
             fn = make(getattr(module, attr), module)
             setattr(module, attr, fn)
@@ -230,4 +299,4 @@ def namespace() -> DaskNamespace:
     return _NAMESPACE
 
 
-__all__ = ["namespace", "DaskNamespace", "materialise"]
+__all__ = ["namespace", "DaskNamespace", "materialise", "flush_checks"]

@@ -12,6 +12,7 @@ import pytest
 import factorflow as ff
 
 pytest.importorskip("distributed")
+import dask  # noqa: E402
 import dask.array as da  # noqa: E402
 
 ROOT = Path(__file__).parents[3]
@@ -39,24 +40,31 @@ def assert_same(model: ff.Model, algorithm: str, chunks: int, client, init_names
 @pytest.mark.slow
 def test_mixture_1d_same_as_numpy_and_never_gathered(client):
     """Issue 14's mixture (K = 3, N = 600 in 4 chunks): the same posteriors, bound and
-    trace as NumPy to 1e-10; during the run q(z) (per datum) is a Dask array of 4 chunks
-    stored on the workers, q(means) (K-sized) a NumPy array here."""
+    trace as NumPy to 1e-10; during the run q(z) (per datum) is a lazy Dask array of 4
+    chunks whose graph does not grow with the sweeps, q(means) (K-sized) a NumPy array
+    here, and the workers store nothing but the data's 4 chunks (no per-datum message)."""
     import mixture_reference as mr
     x = mr.data(3, 600)
     model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
     assert_same(model, "vmp", 150, client, ["means"], init=init, iterations=4,
                 tolerance=None)
-    seen = []
+    seen, stored = [], []
+
+    def sizes(dask_worker):
+        return [np.size(v) for v in dask_worker.data.values()]
 
     def look(iteration, posteriors):
         seen.append((posteriors["z"].eta[0], posteriors["means"].eta[0]))
+        stored.append(sorted(s for each in client.run(sizes).values() for s in each))
 
     model.compile("vmp", init=["means"], backend="dask").run(
-        2, init=init, client=client, chunks=150, on_iteration=look, tolerance=None)
-    for z, means in seen:
+        4, init=init, client=client, chunks=150, on_iteration=look, tolerance=None)
+    for z, means in seen[1:]:  # (the first sweep reads the initialisation)
         assert isinstance(z, da.Array) and z.npartitions == 4 and z.shape == (600, 3)
-        assert len(z.dask) == 4  # persisted: its graph is its 4 stored chunks
+        assert len(z.dask) == len(seen[-1][0].dask)  # the same size, sweep after sweep
         assert type(means) is np.ndarray
+    for held in stored:  # the data's chunks, sent once (and at most a K-sized result
+        assert [s for s in held if s > 3] == [150] * 4, held  # not yet released)
 
 
 def test_learning_gaussian_same_as_numpy(client):
@@ -74,17 +82,25 @@ def test_ep_examples_same_as_numpy(example, client):
 
 
 def test_what_dask_cannot_run_is_refused_by_name(client):
-    """Linear regression's vector operators write into arrays in place (``out=``):
-    refused with ff.BackendError naming the operation, not Dask's NotImplementedError."""
+    """Per-datum vector Gaussians: their operators write into arrays in place (``out=``):
+    refused with ff.BackendError naming the operation, not Dask's NotImplementedError.
+    Linear regression (its one vector Gaussian global: the K-sized reductions are NumPy
+    arrays by the time its operators run) agrees with NumPy."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(60, 2))
+    y = x @ [1.0, -2.0] + rng.normal(size=60) / 2
+    with ff.Model("per_datum_vectors") as model:
+        w = ff.VectorGaussian("w", 0.0, precision=np.eye(2))
+        with ff.Plate(ff.Range("n", 60)):
+            u = ff.VectorGaussian("u", w, precision=np.eye(2))
+            ff.Gaussian("y", ff.Data("X", x) @ u, precision=4.0, observed=y)
+    with pytest.raises(ff.BackendError, match="Dask arrays do not support.*out parameter.*backend='numpy'"):
+        model.compile("vmp", backend="dask").run(client=client, chunks=20)
     with ff.Model("linear_regression") as model:
         w = ff.VectorGaussian("w", 0.0, precision=np.eye(2))
         with ff.Plate(ff.Range("n", 60)):
-            ff.Gaussian("y", ff.Data("X", x) @ w, precision=4.0,
-                        observed=x @ [1.0, -2.0] + rng.normal(size=60) / 2)
-    with pytest.raises(ff.BackendError, match="Dask arrays do not support.*out parameter.*backend='numpy'"):
-        model.compile("vmp", backend="dask").run(client=client, chunks=20)
+            ff.Gaussian("y", ff.Data("X", x) @ w, precision=4.0, observed=y)
+    assert_same(model, "vmp", 20, client)
 
 
 # ----- options and bad input ---------------------------------------------------------
@@ -203,3 +219,100 @@ def test_every_example_agrees_or_is_refused_by_name(example, client, monkeypatch
     importlib.import_module(example).main()
     capsys.readouterr()
     assert outcome, f"{example}.main() ran no EP or VMP inference"
+
+
+# ----- SVI with the data on the cluster ------------------------------------------------
+def test_svi_on_dask_takes_the_same_steps_as_numpy(client):
+    """SVI with ``backend="dask"``: the data stays on the cluster (NumPy data sent once
+    in 3 chunks, or a Dask array as given) and each step gathers its minibatch; for the
+    same rng the steps are the NumPy backend's, to 1e-10 (they are the same sweeps on the
+    same minibatches)."""
+    x = np.random.default_rng(4).normal(2.0, 1.5, 90)
+    svi = {"minibatch": 20, "steps": 12, "learning_rate": (1.0, 0.7), "rng": 5}
+    a = _learning(90).infer("svi", **svi, data={"xs": x})
+    b = _learning(90).infer("svi", **svi, data={"xs": x}, backend="dask", client=client,
+                            chunks=30)
+    c = _learning(90).infer("svi", **svi, data={"xs": da.from_array(x, chunks=25)},
+                            backend="dask", client=client)
+    for r in (b, c):
+        assert r.iterations == 12 and r.algorithm == "svi"
+        for name in ("mean", "prec"):
+            for e, f in zip(a[name].eta, r[name].eta, strict=True):
+                np.testing.assert_allclose(f, e, rtol=1e-10, atol=1e-12)
+
+
+def test_svi_on_dask_mixture_gathers_only_minibatches(client, monkeypatch):
+    """Issue 14's mixture under SVI on Dask (the points a Dask array of 4 chunks): the
+    same global posteriors as NumPy's SVI (1e-10), and every round trip brings back one
+    minibatch of the points, never more."""
+    import mixture_reference as mr
+
+    from factorflow.runtime.backends import dask_backend
+    x = mr.data(3, 400)
+    with ff.Model("mixture_1d") as model:
+        weights = ff.Dirichlet("weights", np.ones(3))
+        with ff.Plate(ff.Range("k", 3)):
+            means = ff.Gaussian("means", 0.0, variance=100.0)
+            precs = ff.Gamma("precs", 1.0, rate=1.0)
+        with ff.Plate(ff.Range("n", 400)):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.Gaussian("x", means[z], precision=precs[z], observed=ff.Data("xs"))
+    init = mr.factorflow_init(x, 3)
+    svi = {"minibatch": 50, "steps": 6, "rng": 2, "init": init}
+    a = model.infer("svi", **svi, data={"xs": x})
+    seen = []
+    real = dask_backend.cluster_data
+
+    def spy(*args):
+        values, gather = real(*args)
+
+        def counted(*arrays):
+            got = gather(*arrays)
+            seen.extend(np.size(g) for g in got)
+            return got
+        return values, counted
+    monkeypatch.setattr(dask_backend, "cluster_data", spy)
+    b = model.infer("svi", **svi, data={"xs": da.from_array(x, chunks=100)},
+                    backend="dask", client=client)
+    assert seen == [50] * 6
+    for name in ("weights", "means", "precs"):
+        for e, f in zip(a[name].eta, b[name].eta, strict=True):
+            np.testing.assert_allclose(f, e, rtol=1e-10, atol=1e-12)
+
+
+def test_a_per_datum_message_that_reads_the_last_sweep_is_persisted():
+    """``_cut_chains`` leaves a per-datum message lazy unless its graph reaches two
+    sweeps back (it reads a message the last sweep left lazy, which read one from the
+    sweep before): each sweep would then add to the next one's graph, so that one is
+    persisted; the others stay lazy."""
+    from types import SimpleNamespace
+
+    from factorflow.runtime.backends.dask_backend import _cut_chains
+    data = da.from_array(np.arange(12.0), chunks=4)
+    first = SimpleNamespace(eta=(data * 2.0,))
+    small = SimpleNamespace(eta=(np.ones(3),))
+    lazy = _cut_chains([first, small], {})
+    assert lazy == {first.eta[0].name: 0}
+    second = SimpleNamespace(eta=(first.eta[0] - 1.0,))  # reads the last sweep's message
+    fresh = SimpleNamespace(eta=(data + 1.0,))
+    lazy = _cut_chains([second, fresh, small], lazy)
+    assert lazy == {second.eta[0].name: 1, fresh.eta[0].name: 0}
+    third = SimpleNamespace(eta=(second.eta[0] * 3.0,))  # two sweeps back: persisted
+    with dask.config.set(scheduler="sync"):
+        lazy = _cut_chains([third, fresh, small], lazy)
+    assert lazy == {fresh.eta[0].name: 0}
+    assert len(third.eta[0].dask) == 3  # its 3 stored chunks
+    np.testing.assert_array_equal(third.eta[0].compute(), (np.arange(12.0) * 2 - 1) * 3)
+    assert len(fresh.eta[0].dask) > 3  # lazy: the data's tasks and its own
+
+
+def test_gather_chunks_copies_each_chunk_in(client):
+    """The per-datum posteriors come back chunk by chunk (``gather_chunks``), through
+    the run's client whether or not it is the process's default one."""
+    from factorflow.runtime.backends.dask_backend import gather_chunks
+    x = np.arange(40.0).reshape(20, 2)
+    a = da.from_array(x, chunks=(6, 1))  # (chunked along the second axis too: rechunked)
+    with dask.config.set(scheduler=client):
+        np.testing.assert_array_equal(gather_chunks(a + 1.0, client), x + 1.0)
+    np.testing.assert_array_equal(gather_chunks(a * 2.0), x * 2.0)  # no client: in turn
