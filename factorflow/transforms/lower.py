@@ -54,12 +54,18 @@ def lower(model: Model) -> tuple[Program, Bindings]:
         b.data[d.name] = ident
         b.values[ident] = None if d.value is None else np.asarray(d.value)
         decls.append(VarDecl(ident, "constant", label=d.name, attrs=(("data", d.name),)))
+    # where each variable is defined (a refusal after its statement was dropped, as in a
+    # branch that cannot run, still names it)
+    where = {id(call.output): call.provenance for call in model.statements
+             if call.output is not None and call.provenance}
     for v in model.variables.values():
         ident = identifier(v.name, taken)
         b.names[v.name] = ident
         b.variables[ident] = v
         role = "observed" if v.is_observed else "random"
         attrs: tuple = (("derived", True),) if v.derived else ()
+        if id(v) in where:
+            attrs += (("where", where[id(v)]),)
         if isinstance(v.observed, Data):
             attrs += (("data", v.observed.name),)
         elif v.is_observed:

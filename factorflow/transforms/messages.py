@@ -47,7 +47,7 @@ def messages(program: Program, algorithm: str) -> Program:
     def message_decl(name: str, of: VarDecl, plates: tuple[str, ...], label: str,
                      role: str = "message") -> None:
         if of.domain == "count":
-            where = defined_at.get(of.name, "")
+            where = defined_at.get(of.name, "") or of.attr("where", "")
             raise UnsupportedFactorError(
                 f"{of.label}{f' ({where})' if where else ''}: latent count variables are "
                 f"not supported by {algorithm.upper()}; observe {of.label!r}.")

@@ -363,6 +363,20 @@ def test_a_latent_count_is_refused_naming_its_statement():
         model.compile("ep")
 
 
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_latent_count_in_a_branch_that_cannot_run_is_refused_naming_its_statement(
+        algorithm):
+    """If(b) inside IfNot(b) never runs, so the Poisson's statement is dropped; the
+    refusal still names where the count was defined (fuzz seed 12)."""
+    with ff.Model() as model:
+        b = ff.Bernoulli("b", 0.05)
+        with ff.If(b), ff.IfNot(b), ff.Plate(ff.Range("r", 4)):
+            ff.Poisson("k", 0.5)
+    with pytest.raises(ff.UnsupportedFactorError, match=r"k \(test_bad_input.py:\d+: "
+                       r"ff.Poisson\(\"k\", 0.5\)\): latent count"):
+        model.compile(algorithm)
+
+
 def test_complex_data_at_run_time():
     with ff.Model() as model:
         m = ff.Data("m", 0.0)
