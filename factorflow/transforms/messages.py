@@ -43,6 +43,7 @@ def messages(program: Program, algorithm: str) -> Program:
 
     defined_at = {o.var: stmt.provenance for stmt, _ in walk(program.body)
                   for o in stmt.outputs}
+    _refuse_constant_arithmetic(program, decls)
 
     def message_decl(name: str, of: VarDecl, plates: tuple[str, ...], label: str,
                      role: str = "message") -> None:
@@ -360,3 +361,33 @@ def _variable_statements(stmt: Stmt, decls: dict[str, VarDecl], algorithm: str,
                                  common + (("algorithm", "vmp"),), stmt.provenance),
                             gate, decls))
     return out
+
+
+# the real-valued arithmetic factors whose operators cannot send a message to a result
+# that known arguments fix exactly (a point mass is no Gaussian message)
+_POINT_MASS_ARITHMETIC = frozenset({"Plus", "Minus", "ScaleBy", "Product"})
+
+
+def _refuse_constant_arithmetic(program: Program, decls: dict[str, VarDecl]) -> None:
+    """Refuse, naming its statement, arithmetic on known values alone whose result is a
+    random variable of the program (the run would refuse it without the statement)."""
+    def known(op: Any) -> bool:
+        if isinstance(op, Const):
+            return True
+        if isinstance(op, Ref):
+            decl = decls.get(op.var)
+            return decl is not None and decl.role in ("observed", "constant")
+        return False
+
+    for stmt, _ in walk(program.body):
+        if stmt.op not in _POINT_MASS_ARITHMETIC or not stmt.outputs:
+            continue
+        out = decls.get(stmt.outputs[0].var)
+        if out is None or out.role != "random" or not stmt.inputs:
+            continue
+        if all(known(op) for _, op in stmt.inputs):
+            raise UnsupportedFactorError(
+                f"{out.label} ({stmt.provenance or 'a statement'}): every argument of "
+                f"{stmt.op} is known, so its result is a constant that message passing "
+                "cannot send a message to; compute it with NumPy and pass the number.")
+

@@ -664,3 +664,17 @@ def test_zero_iterations_then_more_match_a_plain_run(known_precision_model):
     after = compiled.run(iterations=50)
     assert after.log_evidence == before.log_evidence
     assert_close(after["mean"].mean, 12.0 / 2.01)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_arithmetic_on_known_values_alone_is_refused_naming_its_statement(algorithm):
+    """v[1] - v[d] of an observed v is a constant: no Gaussian message can carry it, and
+    the refusal names the statement (fuzz seed 12 named the factor's argument 'diff')."""
+    with ff.Model() as model:
+        with ff.Plate(ff.Range("r", 2)):
+            v = ff.Gaussian("v", 0.0, precision=1.0, observed=np.array([0.5, -3.0]))
+        diff = v[1] - v[ff.Data("d", 0)]
+        ff.Gaussian("y", diff, precision=1.0, observed=0.0)
+    with pytest.raises(ff.UnsupportedFactorError, match=r"test_bad_input.py:\d+: diff = "
+                       r"v\[1\] - v\[ff.Data\(\"d\", 0\)\]\): every argument of Minus is known"):
+        model.compile(algorithm)
