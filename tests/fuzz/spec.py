@@ -252,6 +252,9 @@ def predicted_unsupported(model: Any, algorithm: str) -> str | None:
             var = op.base if isinstance(op, Indexed) else op
             if isinstance(var, Variable) and not var.is_observed:
                 random.add(arg)
+        if (call.factor in ("Plus", "Minus", "ScaleBy", "Product") and call.output is not None
+                and random == {factor.args[0].name}):
+            return f"{call.factor} of known values"   # a constant: refused by name
         for arg in random:
             op = factor.operators.get((algorithm, arg))
             if op is None or op.known & random:

@@ -135,6 +135,11 @@ def test_the_harness_tells_outcomes_apart():
                         "    x = ff.Gaussian('x', 0.0, precision=p, observed=1.0)")
     assert run(unsupported, "ep").kind == "unsupported"
     assert run(unsupported, "vmp").kind == "finite"
+    constant = _spec("    with ff.Plate(ff.Range('r', 2)):",
+                     "        v = ff.Gaussian('v', 0.0, precision=1.0, observed=np.array([0.5, 1.0]))",
+                     "    d = v[1] - v[ff.Data('i', 0)]",
+                     "    ff.Gaussian('y', d, precision=1.0, observed=0.0)")
+    assert run(constant, "ep").kind == run(constant, "vmp").kind == "unsupported"
     crash = _spec("    m = ff.Gaussian('m', 0.0, precision=1.0)", "    {}['nope']")
     assert run(crash, "ep").kind == "crash"
     right = _spec("    ff.Gaussian('y1', 0.0, precision=-1.0)", valid=False,
