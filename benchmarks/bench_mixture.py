@@ -21,7 +21,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,6 +37,7 @@ def worker(k: int, n: int, system: str, trace: bool) -> dict[str, float]:
     sys.path.append(str(ROOT))  # (for ``benchmarks``: PYTHONPATH's factorflow comes first)
     import factorflow as ff
     from benchmarks import mixture_reference as mix
+    from benchmarks.run import per_iteration
     warnings.simplefilter("ignore", ff.ConvergenceWarning)
     x = mix.data(k, n)
     sweeps = max(4, 40_000 // n)
@@ -56,16 +56,7 @@ def worker(k: int, n: int, system: str, trace: bool) -> dict[str, float]:
         error = float(np.max(np.abs(got - mix.hand_written(x, k, sweeps).mean)))
         assert error < 1e-8, f"{ff.__file__}: the means differ from the hand-written by {error}"
     run(2)  # warm
-    one, two = [], []
-    for _ in range(3):
-        t0 = time.process_time()
-        run(sweeps)
-        t1 = time.process_time()
-        run(2 * sweeps)
-        t2 = time.process_time()
-        one.append(t1 - t0)
-        two.append(t2 - t1)
-    return {"seconds": max(min(two) - min(one), 1e-9) / sweeps, "error": error,
+    return {"seconds": per_iteration(run, sweeps), "error": error,
             "module": ff.__file__}
 
 

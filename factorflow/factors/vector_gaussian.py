@@ -256,13 +256,8 @@ def _ard_message(other, precision) -> VectorGaussian:
 
 def _ard_square(sample, mean) -> np.ndarray:
     """E[(x_d − μ_d)²] per component, D last."""
-    (mx, cx), (mm, cm) = mean_cov(sample), mean_cov(mean)
-    d = np.subtract(mx, mm)
-    out = d * d
-    for cov in (cx, cm):
-        if np.ndim(cov):
-            out = out + np.diagonal(cov, axis1=-2, axis2=-1)
-    return out
+    d, cov = _expected_outer_diff(sample, mean)
+    return d * d + np.diagonal(cov, axis1=-2, axis2=-1) if np.ndim(cov) else d * d
 
 
 @VECTOR_GAUSSIAN_ARD.operator("vmp", "sample", proper=("mean", "precision"))
