@@ -29,7 +29,7 @@ from factorflow.distributions import Gamma, Gaussian, VectorGaussian
 from factorflow.distributions.base import all_true, distinct, traced
 from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
-from factorflow.distributions.multivariate import outer, quad_form
+from factorflow.distributions.multivariate import _shared_precision, outer, quad_form
 from factorflow.factors.arithmetic import _linear_evidence, _no_observed_output
 from factorflow.factors.common import (
     Reduce,
@@ -243,13 +243,7 @@ def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     hit = _RECENT.get(key)
     if hit is not None:
         return hit
-    for axis in range(p.ndim - 2):
-        if p.shape[axis] < 2:
-            continue
-        first = np.take(p, [0], axis=axis)  # (the first two first: distinct ones differ)
-        if np.array_equal(first, np.take(p, [1], axis=axis)) and np.array_equal(
-                np.broadcast_to(first, p.shape), p):
-            p = first
+    p = _shared_precision(p)  # the axes along which every precision is the same: length 1
     if p.size == v.eta[1].size:
         out = v.mean_and_covariance()
     else:
