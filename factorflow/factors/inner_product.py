@@ -181,14 +181,25 @@ def _b_vmp(product, a, *, reduce: Reduce | None = None) -> VectorGaussian:
 # means, or a D × D product (``_grid``, ``_grid_message``); otherwise one ``plate_einsum``
 # per sum.
 # Precisions equal along a plate axis (z[n]'s, all N of them) are inverted once.
-def _fused_log_density(sample, a, b, precision):
+#
+# Missing observations: an optional known boolean ``mask`` over the statement's plates
+# (True where y was seen; ``transforms.fusion`` passes the condition of the gate that
+# ``observed=np.ma.masked_array(...)`` puts around y).  A missing element contributes
+# nothing: every sum above runs over the seen elements only (E τ replaced by E τ · mask
+# in the messages to a and b, the count and the squared error to τ summed where seen,
+# the evidence 0 where missing).  On a grid the sums stay matrix products: with O the
+# N × M mask, the message to W[m] is (τ (O ∘ Y)ᵀ E z, τ Σ_n O_nm E[z_n z_nᵀ]), the latter
+# one (M × N) · (N × K²) product (BayesPy's per-row sums of E[z zᵀ] over the seen
+# entries), and symmetrically to z[n].
+def _fused_log_density(sample, a, b, precision, mask=None):
     mean = np.sum(np.multiply(a, b), axis=-1)
-    return 0.5 * np.log(precision) - 0.5 * LOG_2PI - 0.5 * precision * (sample - mean) ** 2
+    out = 0.5 * np.log(precision) - 0.5 * LOG_2PI - 0.5 * precision * (sample - mean) ** 2
+    return out if mask is None else np.where(mask, out, 0.0)
 
 
 INNER_PRODUCT_GAUSSIAN = define_factor(
     "InnerProductGaussian", ("sample", "real"), ("a", "vector"), ("b", "vector"),
-    ("precision", "positive"), log_density=_fused_log_density)
+    ("precision", "positive"), ("mask", "bool"), log_density=_fused_log_density)
 
 
 #: the moments of the last messages ``shared_moments`` read, by the memory of their
@@ -306,11 +317,13 @@ def _second(m: np.ndarray, cov: Any) -> np.ndarray:
     return m.T @ m + _cov_sum(cov, len(m))
 
 
-def _grid_message(sample, other: tuple[np.ndarray, Any], precision, reduce: Reduce | None
-                  ) -> VectorGaussian | None:
+def _grid_message(sample, other: tuple[np.ndarray, Any], precision, reduce: Reduce | None,
+                  mask: Any = None) -> VectorGaussian | None:
     """The message to one vector summed over the plate axis ``other`` varies along, on a
     grid: (τ Yᵀ M, τ (Mᵀ M + Σ Cov)) with M the other's means, the rows of Y along that
-    axis; None where no grid applies (the general path runs)."""
+    axis; with a ``mask`` O (rows as Y's), (τ (O ∘ Y)ᵀ M, τ Σ_p O_pq E[m_p m_pᵀ]) per
+    target element q, the latter as one (Q × P) · (P × D²) product.  None where no grid
+    applies (the general path runs)."""
     if reduce is None or len(reduce[1]) != 1:
         return None
     shape, (axis,) = tuple(reduce[0]), tuple(reduce[1])
@@ -321,8 +334,25 @@ def _grid_message(sample, other: tuple[np.ndarray, Any], precision, reduce: Redu
     m, cov = side
     y = _grid_data(sample, shape, axis)[0]
     d = m.shape[-1]
-    return vector_gaussian(tau * (y.T @ m), np.broadcast_to(tau * _second(m, cov),
-                                                          (shape[1 - axis], d, d)))
+    if mask is None:
+        return vector_gaussian(tau * (y.T @ m), np.broadcast_to(tau * _second(m, cov),
+                                                              (shape[1 - axis], d, d)))
+    seen = _grid_mask(mask, shape, axis)
+    h = tau * (np.where(seen, y, 0.0).T @ m)
+    prec = seen.T @ outer(m, m).reshape(len(m), d * d)
+    if np.ndim(cov) and cov.shape[0] == 1:  # one covariance: times the count seen
+        prec += np.sum(seen, axis=0)[:, None] * cov.reshape(1, d * d)
+    elif np.ndim(cov):
+        prec += seen.T @ cov.reshape(len(m), d * d)
+    prec *= tau
+    return vector_gaussian(h, prec.reshape(-1, d, d))
+
+
+def _grid_mask(mask: Any, shape: tuple[int, ...], rows: int) -> np.ndarray:
+    """The mask as a float matrix (1 seen, 0 missing) whose rows run along plate axis
+    ``rows``, as ``_grid_data``'s."""
+    seen = np.broadcast_to(np.asarray(mask, float), shape)
+    return seen.T if rows == 1 else seen
 
 
 def _grid(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
@@ -341,15 +371,21 @@ def _grid(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
 
 
 def _grid_square_error(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
-                       shape: tuple[int, ...], total: bool) -> np.ndarray | float | None:
+                       shape: tuple[int, ...], total: bool, mask: Any = None
+                       ) -> np.ndarray | float | None:
     """E[(y − aᵀb)²] on a grid, summed (``total``) or per element in the statement's
     layout; None where no grid applies.  Summed: Σ (E y − E aᵀE b)² + Σ Var y +
     tr(Σ Cov a · Σ E[b bᵀ]) + tr(Σ Cov b · Σ E a E aᵀ), D × D products.  Per element:
     the residual, plus vec(E[b_p b_pᵀ]) · vec(Cov a_q) and vec(Cov b_p) · vec(E a_q E a_qᵀ)
-    as matrix products over the D² entries (a shared covariance: a row or a column)."""
+    as matrix products over the D² entries (a shared covariance: a row or a column).
+    With a ``mask``, the sum over the seen elements (the per-element values, times the
+    mask); per element, unmasked (the caller masks them)."""
     grid = _grid(sample, a, b, shape)
     if grid is None:
         return None
+    if mask is not None and total:
+        per_element = _grid_square_error(sample, a, b, shape, False)
+        return float(np.vdot(np.broadcast_to(np.asarray(mask, float), shape), per_element))
     y, vy, (ma, ca), (mb, cb), b_axis = grid
     resid = mb @ ma.T  # fresh: the residual and its square are written over it
     np.subtract(y, resid, out=resid)
@@ -450,11 +486,15 @@ def _square_error(sample, a: tuple[np.ndarray, Any], b: tuple[np.ndarray, Any],
     return out
 
 
-def _to_vector(sample, other: tuple[np.ndarray, Any], precision, reduce: Reduce | None
-               ) -> VectorGaussian:
+def _to_vector(sample, other: tuple[np.ndarray, Any], precision, reduce: Reduce | None,
+               mask: Any = None) -> VectorGaussian:
     """Naturals (E[τ] E[y] E[b], E[τ] E[b bᵀ]) for b's moments ``other``; with ``reduce``
-    their sums over its plate axes (Σ τ y E[b]; Σ τ E[b] E[b]ᵀ + Σ τ Cov b)."""
+    their sums over its plate axes (Σ τ y E[b]; Σ τ E[b] E[b]ᵀ + Σ τ Cov b); with a
+    ``mask``, E[τ] · mask in place of E[τ] (a missing element sends nothing)."""
     tau, y = distinct(E(precision)), np.asarray(E(sample), float)
+    if mask is not None:
+        tau = np.multiply(tau, np.asarray(mask, float))
+        y = np.where(mask, y, 0.0)
     m, cov = other
     if reduce is None:
         prec = np.multiply(np.asarray(tau)[..., None, None], outer(m, m) + cov)
@@ -470,35 +510,48 @@ def _to_vector(sample, other: tuple[np.ndarray, Any], precision, reduce: Reduce 
 
 # ----- operators ----------------------------------------------------------------------------
 @INNER_PRODUCT_GAUSSIAN.operator("vmp", "a", proper=("sample", "b", "precision"))
-def _fused_a_vmp(sample, b, precision, *, reduce: Reduce | None = None) -> VectorGaussian:
+def _fused_a_vmp(sample, b, precision, mask=None, *, reduce: Reduce | None = None
+                 ) -> VectorGaussian:
     """exp E[log N(y; aᵀb, 1/τ)] as a function of a: (E τ E y E b, E τ E[b bᵀ]), summed
-    over the plate axes of ``reduce``."""
+    over the plate axes of ``reduce`` (over the seen elements of ``mask``)."""
     moments = shared_moments(b)
-    grid = _grid_message(sample, moments, precision, reduce)
-    return grid if grid is not None else _to_vector(sample, moments, precision, reduce)
+    grid = _grid_message(sample, moments, precision, reduce, mask)
+    return grid if grid is not None else _to_vector(sample, moments, precision, reduce,
+                                                    mask)
 
 
 @INNER_PRODUCT_GAUSSIAN.operator("vmp", "b", proper=("sample", "a", "precision"))
-def _fused_b_vmp(sample, a, precision, *, reduce: Reduce | None = None) -> VectorGaussian:
+def _fused_b_vmp(sample, a, precision, mask=None, *, reduce: Reduce | None = None
+                 ) -> VectorGaussian:
     """(E τ E y E a, E τ E[a aᵀ]), summed as the message to a."""
     moments = shared_moments(a)
-    grid = _grid_message(sample, moments, precision, reduce)
-    return grid if grid is not None else _to_vector(sample, moments, precision, reduce)
+    grid = _grid_message(sample, moments, precision, reduce, mask)
+    return grid if grid is not None else _to_vector(sample, moments, precision, reduce,
+                                                    mask)
 
 
 @INNER_PRODUCT_GAUSSIAN.operator("vmp", "precision", proper=("sample", "a", "b"))
-def _fused_precision_vmp(sample, a, b, *, reduce: Reduce | None = None) -> Gamma:
+def _fused_precision_vmp(sample, a, b, mask=None, *, reduce: Reduce | None = None) -> Gamma:
     """Gamma naturals (½, −½ E[(y − aᵀb)²]); with ``reduce`` their sums over its plate
-    axes (on a grid: matrix products, no per-element array but the residual)."""
+    axes (on a grid: matrix products, no per-element array but the residual); with a
+    ``mask``, over the seen elements only (0 where missing)."""
     a, b = shared_moments(a), shared_moments(b)
     if reduce is not None and tuple(sorted(reduce[1])) == (0, 1) and len(reduce[0]) == 2:
-        total = _grid_square_error(sample, a, b, tuple(reduce[0]), True)
+        total = _grid_square_error(sample, a, b, tuple(reduce[0]), True, mask)
         if total is not None:
-            count = float(np.prod(reduce[0]))
+            count = float(np.prod(reduce[0]) if mask is None else np.count_nonzero(
+                np.broadcast_to(mask, tuple(reduce[0]))))
             return Gamma.from_natural(np.asarray(0.5 * count), np.asarray(-0.5 * total))
-    d2 = _square_error(sample, a, b, reduce)
-    count = 0.5 * (np.ones(np.shape(d2)) if reduce is None else
-                   plate_einsum("", [(np.broadcast_to(1.0, reduce[0]), "")], reduce))
+    if mask is None:
+        d2 = _square_error(sample, a, b, reduce)
+        seen = np.broadcast_to(1.0, np.shape(d2) if reduce is None else reduce[0])
+    else:  # per element, then the seen ones summed
+        d2 = np.where(mask, _square_error(sample, a, b), 0.0)
+        seen = np.broadcast_to(np.asarray(mask, float), np.shape(d2))
+        if reduce is not None:
+            d2 = plate_einsum("", [(d2, "")], reduce)
+    count = 0.5 * (np.array(seen) if reduce is None else
+                   plate_einsum("", [(seen, "")], reduce))
     return Gamma.from_natural(count, -0.5 * d2)
 
 
@@ -512,8 +565,15 @@ def _fused_sample_vmp(a, b, precision) -> Gaussian:
 
 
 @INNER_PRODUCT_GAUSSIAN.evidence_operator("vmp")
-def _fused_average_log_factor(sample, a, b, precision) -> np.ndarray:
-    """½ E log τ − ½ log 2π − ½ E τ E[(y − aᵀb)²] per element."""
+def _fused_average_log_factor(sample, a, b, precision, mask=None) -> np.ndarray:
+    """½ E log τ − ½ log 2π − ½ E τ E[(y − aᵀb)²] per element (0 where ``mask`` says
+    the element is missing)."""
+    out = _average_log_factor(sample, a, b, precision)
+    return out if mask is None else np.where(mask, out, 0.0)
+
+
+def _average_log_factor(sample, a, b, precision) -> np.ndarray:
+    """The unmasked evidence terms per element (see ``_fused_average_log_factor``)."""
     a, b = shared_moments(a), shared_moments(b)
     shape = _plate_shape((E(sample), 0), (a[0], 1), (b[0], 1))
     d2 = None

@@ -36,18 +36,21 @@ _KIND_NAMES = {"c": "complex", "O": "Python object", "U": "string", "S": "byte s
 def numeric_array(value: Any, what: str) -> np.ndarray:
     """``value`` as an array of real numbers (its own dtype kept), or DataError naming
     ``what``: complex, object, string, date and structured data are refused, never cast;
-    so is a masked array with a masked element (factorflow has no missing observations,
-    and unmasking would silently use the values under the mask).  A masked array with no
-    element masked is its data."""
+    so is a masked array with a masked element (masked elements are missing observations
+    only in the observed value of a variable, ``model.missing``, which splits them off
+    before this check; unmasking would silently use the values under the mask).  A
+    masked array with no element masked is its data."""
     if isinstance(value, np.ma.MaskedArray):
         masked = np.ma.getmaskarray(value)
         if masked.any():
             first = tuple(int(i) for i in np.argwhere(masked)[0])
             raise DataError(f"{what}: a masked array with {int(masked.sum())} masked "
-                            f"element(s) (the first at {first}); factorflow does not read "
-                            "masked values as missing observations.  Give the observed "
-                            "elements only (over a plate of their size), or fill the masked "
-                            "ones (np.ma.filled) if they are real values.")
+                            f"element(s) (the first at {first}); factorflow reads masked "
+                            "values as missing observations only in the observed value of "
+                            "a variable (observed=np.ma.masked_array(...) in ff.Gaussian and "
+                            "the other factories), not here.  Give the observed elements "
+                            "only (over a plate of their size), or fill the masked ones "
+                            "(np.ma.filled) if they are real values.")
         value = np.ma.getdata(value)
     try:
         arr = np.asarray(value)

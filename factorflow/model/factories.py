@@ -42,6 +42,7 @@ from factorflow.model.core import (
 )
 from factorflow.model.gates import check_defined_for, open_switch
 from factorflow.model.links import Link, observe_through
+from factorflow.model.missing import only_where_seen, split_masked
 
 Operand = Variable | Indexed | Data | np.ndarray
 
@@ -243,6 +244,8 @@ def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
     checked = {k: _operand(model, v, arg_domains[k], f"variable {name!r}, argument {k!r}",
                            asize if arg_domains[k] in SIZED_DOMAINS else None)
                for k, v in args.items()}
+    # a masked array: its masked elements are missing (the statement holds where seen)
+    observed, seen = split_masked(model, name, observed, len(event_shape(domain, size)))
     var = _redefinition(model, name, domain, observed)
     if var is None:
         var = Variable(name, domain, model.plates, model,
@@ -250,7 +253,8 @@ def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
         model.add_variable(var)
     call = FactorCall(factor, var, checked, model.plates, prov)
     check_statement(call, {})
-    model.add_statement(call)
+    with only_where_seen(model, name, seen):
+        model.add_statement(call)
     return var
 
 

@@ -18,6 +18,12 @@ A pair is fused only when all of these hold, and is left as it is otherwise:
   indices are the loops around both, the same loops), outside any gate, and p is not
   initialised by the user.
 
+Missing observations (``observed=np.ma.masked_array(...)``, ``model.missing``) put the
+Gaussian alone inside ``if present[n, m]``, an observed condition over the same loops:
+an observed y in such a gate is fused too, the gate dropped and its condition read by
+the fused statement as its ``mask`` (True where y was seen): the messages are then
+masked sums (``factors.inner_product``), still matrix products on a grid.
+
 The statement defining p stays: p keeps its posterior (its forward distribution under
 q(a) q(b), as before), but nothing reads p any more, so no message from it is sent back
 and the loop never computes it (only the bound, and the end of the run, bring it up to
@@ -30,7 +36,7 @@ from collections import Counter
 from dataclasses import replace
 
 from factorflow.ir import Program
-from factorflow.ir.nodes import For, Node, Ref, Stmt, refs_in, walk
+from factorflow.ir.nodes import For, If, Node, Ref, Stmt, refs_in, walk
 
 #: the statement a fused pair becomes
 FUSED_OP = "InnerProductGaussian"
@@ -76,22 +82,40 @@ def _rewrite(program: Program, body: tuple[Node, ...], loops: tuple[str, ...],
             out.append(replace(node, body=_rewrite(program, node.body, loops + (node.range,),
                                                    uses, initialized, fused)))
             continue
-        if not (isinstance(node, Stmt) and node.op == "Gaussian"):
+        mask = _mask(program, node, loops)
+        gaussian = node.body[0] if mask is not None else node
+        if not (isinstance(gaussian, Stmt) and gaussian.op == "Gaussian"):
             out.append(node)
             continue
-        mean = node.input("mean")
+        mean = gaussian.input("mean")
         product = products.get(mean.var) if isinstance(mean, Ref) else None
-        if (product is None or mean.index != loops or node.outputs[0].var == mean.var
+        if (product is None or mean.index != loops or gaussian.outputs[0].var == mean.var
                 or mean.var in taken):
             out.append(node)
             continue
         taken.add(mean.var)
-        out.append(Stmt(FUSED_OP, node.outputs,
+        masked = (("mask", mask),) if mask is not None else ()
+        out.append(Stmt(FUSED_OP, gaussian.outputs,
                         (("a", product.input("a")), ("b", product.input("b")),
-                         ("precision", node.input("precision"))),
-                        node.params, node.provenance))
+                         ("precision", gaussian.input("precision"))) + masked,
+                        gaussian.params, gaussian.provenance))
     fused.update(taken)
     return tuple(out)
+
+
+def _mask(program: Program, node: Node, loops: tuple[str, ...]) -> Ref | None:
+    """The condition of ``node`` where it is the gate of missing observations around
+    one Gaussian statement (``if present[loops]: y[loops] = Gaussian(...)``, y and
+    present observed, present indexed by exactly the loops around); None otherwise."""
+    if not (isinstance(node, If) and node.kind == "if" and not node.negated
+            and len(node.body) == 1 and isinstance(node.body[0], Stmt)
+            and node.body[0].op == "Gaussian"):
+        return None
+    cond, (y,) = node.condition, node.body[0].outputs
+    if (program.decl(cond.var).role != "observed" or cond.index != loops
+            or program.decl(y.var).role != "observed" or y.index != loops):
+        return None
+    return cond
 
 
 def fuse(program: Program, algorithm: str,

@@ -262,7 +262,8 @@ BAD_VALUES = {
     "ragged": ([[1.0], [1.0, 2.0]], r"expected an array of numbers"),
     "masked": (np.ma.masked_array([1.0, 2.0], mask=[False, True]),
                r"a masked array with 1 masked element\(s\) \(the first at \(1,\)\); "
-               "factorflow does not read masked values as missing observations"),
+               "factorflow reads masked values as missing observations only in the "
+               "observed value of a variable"),
 }
 PLACES = {
     "observed": lambda v: ff.Gaussian("culprit", 0.0, precision=1.0, observed=v),
@@ -274,6 +275,8 @@ PLACES = {
 @pytest.mark.parametrize("place", list(PLACES))
 @pytest.mark.parametrize("bad", list(BAD_VALUES))
 def test_non_real_data_is_refused_not_cast(bad, place):
+    if (bad, place) == ("masked", "observed"):
+        pytest.skip("an observed masked array is missing data (tests/model/test_missing.py)")
     value, match = BAD_VALUES[bad]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no ComplexWarning on the way

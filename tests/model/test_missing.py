@@ -1,0 +1,269 @@
+"""Missing observations: ``observed=np.ma.masked_array(values, mask=missing)``.
+
+A masked element contributes nothing to the posteriors or the bound.  Oracles: the same
+model on the seen elements alone (a plain Gaussian over a plate; PCA with whole rows
+missing, the rows dropped), a hand-written masked VMP in NumPy (BayesPy's updates with
+sums over the seen entries), the unfused program (the gate of an observed condition)
+sweep by sweep, and BayesPy itself with the same mask where it is installed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import special
+
+import factorflow as ff
+from tests.conftest import assert_close
+from tests.model.test_vectors import _pca_data, _without_fusion
+from tests.runtime.test_vector_models import _gamma_kl, _standard_normal_kl
+
+
+# ----- a plain Gaussian over a plate ------------------------------------------------------
+def _normal(observed, n: int, algorithm: str) -> ff.Model:
+    """m ~ N(0, 10), τ ~ Gamma(1, 1) (VMP; EP: τ = 2 known), y[n] ~ N(m, 1/τ)."""
+    with ff.Model() as model:
+        m = ff.Gaussian("m", 0.0, variance=10.0)
+        tau = ff.Gamma("tau", 1.0, rate=1.0) if algorithm == "vmp" else 2.0
+        with ff.Plate(ff.Range("n", n)):
+            ff.Gaussian("y", m, precision=tau, observed=observed)
+    return model
+
+
+@settings(max_examples=25, deadline=None)
+@given(seen=st.lists(st.booleans(), min_size=1, max_size=12).filter(any),
+       algorithm=st.sampled_from(["vmp", "ep"]), seed=st.integers(0, 2**32 - 1))
+def test_a_masked_plate_is_the_seen_elements_alone(seen, algorithm, seed):
+    """Posteriors and evidence (EP) or bound (VMP) with masked elements equal those of
+    the model over the seen elements alone (1e-12), whatever the values under the mask."""
+    seen = np.array(seen)
+    y = np.random.default_rng(seed).normal(size=seen.size) * 3
+    under = np.where(seen, y, 1e6)  # never read
+    masked = _normal(np.ma.masked_array(under, mask=~seen), seen.size, algorithm)
+    alone = _normal(y[seen], int(seen.sum()), algorithm)
+    a = masked.infer(algorithm, iterations=30, tolerance=None)
+    b = alone.infer(algorithm, iterations=30, tolerance=None)
+    assert_close([a["m"].mean, a["m"].variance], [b["m"].mean, b["m"].variance],
+                 rtol=1e-12, atol=1e-12)
+    if algorithm == "vmp":
+        assert_close([a["tau"].shape_param, a["tau"].rate],
+                     [b["tau"].shape_param, b["tau"].rate], rtol=1e-12)
+    assert_close(a.log_evidence, b.log_evidence, rtol=1e-12)
+
+
+def test_nan_data_stays_refused_and_masked_invalid_marks_it_missing():
+    """Plain NaN data is refused by name; ``np.ma.masked_invalid`` makes it missing."""
+    y = np.array([1.0, np.nan, 2.5])
+    with pytest.raises(ff.DataError, match=r"observed value of 'y' contains NaN"):
+        _normal(y, 3, "vmp")
+    got = _normal(np.ma.masked_invalid(y), 3, "vmp").infer("vmp", iterations=20)
+    want = _normal(y[[0, 2]], 2, "vmp").infer("vmp", iterations=20)
+    assert_close(got["m"].mean, want["m"].mean, rtol=1e-12)
+
+
+# ----- Bayesian PCA: the fused InnerProductGaussian with a mask -----------------------------
+def _pca(y, k: int) -> ff.Model:
+    """y[n, m] ~ N(W[m] · z[n], 1/τ), W[m], z[n] ~ N(0, I), τ ~ Gamma(1, 1); ``y`` may be
+    a masked array."""
+    n, m = y.shape
+    with ff.Model("pca") as model:
+        rows, points = ff.Range("m", m), ff.Range("n", n)
+        tau = ff.Gamma("tau", 1.0, rate=1.0)
+        with ff.Plate(rows):
+            w = ff.VectorGaussian("W", np.zeros(k), precision=np.eye(k))
+        with ff.Plate(points):
+            z = ff.VectorGaussian("z", np.zeros(k), precision=np.eye(k))
+            with ff.Plate(rows):
+                ff.Gaussian("y", w @ z, precision=tau, observed=y)
+    return model
+
+
+def _second(mean, cov):
+    return cov + mean[..., :, None] * mean[..., None, :]
+
+
+def masked_bpca_by_hand(y, seen, z_mean, z_cov, sweeps, a0=1.0, b0=1.0):
+    """``tests.runtime.test_vector_models.bpca_by_hand`` with y[n, d] seen only where
+    ``seen[n, d]``: BayesPy's updates with every sum over the seen entries (W[d]'s
+    precision I + E τ Σ_n seen[n, d] E[z_n z_nᵀ], one per d; z[n]'s likewise; τ's count
+    and squared error over the seen entries), in factorflow's order (τ from its prior,
+    then W, τ, z per sweep), the ELBO computed directly."""
+    n, dim = y.shape
+    k = z_mean.shape[1]
+    o = seen.astype(float)
+    y = np.where(seen, y, 0.0)
+    w_mean, w_cov = np.zeros((dim, k)), np.broadcast_to(np.eye(k), (dim, k, k)).copy()
+
+    def tau_update():
+        resid = (np.sum(o * y**2) - 2 * np.einsum("nd,dk,nk->", o * y, w_mean, z_mean)
+                 + np.einsum("nd,dij,nij->", o, _second(w_mean, w_cov),
+                             _second(z_mean, z_cov)))
+        return a0 + o.sum() / 2, b0 + 0.5 * resid, resid
+
+    a, b = a0, b0
+    for _ in range(sweeps):
+        e_tau = a / b
+        w_cov = np.linalg.inv(np.eye(k) + e_tau * np.einsum("nd,nij->dij", o,
+                                                            _second(z_mean, z_cov)))
+        w_mean = np.einsum("dij,dj->di", w_cov, e_tau * y.T @ z_mean)
+        a, b, _ = tau_update()
+        e_tau = a / b
+        z_cov = np.linalg.inv(np.eye(k) + e_tau * np.einsum("nd,dij->nij", o,
+                                                            _second(w_mean, w_cov)))
+        z_mean = np.einsum("nij,nj->ni", z_cov, e_tau * y @ w_mean)
+    _, _, resid = tau_update()
+    e_log_tau = special.digamma(a) - np.log(b)
+    elbo = (o.sum() * 0.5 * (e_log_tau - np.log(2 * np.pi)) - 0.5 * (a / b) * resid
+            - _standard_normal_kl(w_mean, w_cov) - _standard_normal_kl(z_mean, z_cov)
+            - _gamma_kl(a, b, a0, b0))
+    return {"w_mean": w_mean, "w_cov": w_cov, "z_mean": z_mean, "z_cov": z_cov,
+            "tau": (a, b), "elbo": elbo}
+
+
+def _assert_pca(result, ref, tol=1e-10):
+    for name, key in (("W", "w"), ("z", "z")):
+        assert_close(result[name].mean, ref[f"{key}_mean"], rtol=tol, atol=tol)
+        assert_close(result[name].covariance, ref[f"{key}_cov"], rtol=tol, atol=tol)
+    assert_close([result["tau"].shape_param, result["tau"].rate], ref["tau"], rtol=tol)
+    assert_close(result.log_evidence, ref["elbo"], rtol=tol)
+
+
+@st.composite
+def _masked_pca(draw):
+    n, m, k = draw(st.integers(1, 7)), draw(st.integers(1, 5)), draw(st.integers(1, 3))
+    seen = np.array(draw(st.lists(st.booleans(), min_size=n * m, max_size=n * m)
+                         .filter(any))).reshape(n, m)
+    return n, m, k, seen
+
+
+@settings(max_examples=30, deadline=None)
+@given(shape=_masked_pca(), sweeps=st.integers(1, 8), seed=st.integers(0, 2**32 - 1))
+def test_masked_pca_is_the_hand_written_masked_vmp(shape, sweeps, seed):
+    """Generated N, M, K and masks (whole rows and columns missing among them): the fused
+    program (its statement reads the mask; no gate is left) gives the posteriors of W, z
+    and τ and the bound of the hand-written masked VMP after ``sweeps`` sweeps (1e-10),
+    and the bound never falls."""
+    n, m, k, seen = shape
+    rng = np.random.default_rng(seed)
+    y, start = _pca_data(rng, n, m, k)
+    compiled = _pca(np.ma.masked_array(np.where(seen, y, np.nan), mask=~seen), k).compile(
+        "vmp", init=["z"])
+    fused = [line for line in compiled.source.splitlines()
+             if "InnerProductGaussian_a_average_logarithm(" in line]
+    if not seen.all():
+        assert fused and all("mask=" in line for line in fused)
+        assert "where_mask" not in compiled.source
+    result = compiled.run(init={"z": start}, iterations=sweeps, tolerance=None)
+    _assert_pca(result, masked_bpca_by_hand(y, seen, start.mean, start.covariance, sweeps))
+    assert np.all(np.diff(result.trace) >= -1e-10 * np.abs(result.trace[1:]))
+
+
+def test_masked_pca_equals_the_unfused_gated_program_sweep_by_sweep(monkeypatch):
+    """The fused masked factor against the unfused pair inside the observed gate (the
+    generic masking of every factor), both with z and τ initialised so that they run
+    one schedule: equal after 1, 3 and 12 sweeps (1e-10)."""
+    rng = np.random.default_rng(5)
+    n, m, k = 30, 6, 3
+    y, start = _pca_data(rng, n, m, k)
+    seen = rng.random((n, m)) > 0.3
+    observed = np.ma.masked_array(y, mask=~seen)
+    init = {"z": start, "tau": ff.distributions.Gamma(2.0, rate=3.0)}
+    fused = _pca(observed, k).compile("vmp", init=["z", "tau"])
+    _without_fusion(monkeypatch)
+    plain = _pca(observed, k).compile("vmp", init=["z", "tau"])
+    assert "InnerProductGaussian" in fused.source and "where_mask" in plain.source
+    for sweeps in (1, 3, 12):
+        a = fused.run(init=init, iterations=sweeps, tolerance=None)
+        b = plain.run(init=init, iterations=sweeps, tolerance=None)
+        for name in ("W", "z"):
+            assert_close(a[name].mean, b[name].mean, rtol=1e-10, atol=1e-12)
+            assert_close(a[name].covariance, b[name].covariance, rtol=1e-10, atol=1e-12)
+        assert_close([a["tau"].shape_param, a["tau"].rate],
+                     [b["tau"].shape_param, b["tau"].rate], rtol=1e-10)
+        assert_close(a.trace, b.trace, rtol=1e-10)
+
+
+def test_pca_with_whole_rows_missing_is_pca_without_those_rows():
+    """Rows of y missing entirely: W and τ, the other rows' z and the bound are those of
+    the model without those rows (1e-10); the missing rows' z are their prior after a
+    sweep."""
+    rng = np.random.default_rng(7)
+    n, m, k = 20, 5, 2
+    y, start = _pca_data(rng, n, m, k)
+    gone = np.zeros(n, bool)
+    gone[[2, 3, 11]] = True
+    observed = np.ma.masked_array(y, mask=np.repeat(gone[:, None], m, axis=1))
+    kept = _rows(start, ~gone)
+    for sweeps in (1, 4):
+        a = _pca(observed, k).compile("vmp", init=["z"]).run(
+            init={"z": start}, iterations=sweeps, tolerance=None)
+        b = _pca(y[~gone], k).compile("vmp", init=["z"]).run(
+            init={"z": kept}, iterations=sweeps, tolerance=None)
+        assert_close(a["W"].mean, b["W"].mean, rtol=1e-10, atol=1e-12)
+        assert_close(a["W"].covariance, b["W"].covariance, rtol=1e-10, atol=1e-12)
+        assert_close(a["z"].mean[~gone], b["z"].mean, rtol=1e-10, atol=1e-12)
+        assert_close(a["z"].mean[gone], 0.0, atol=0)
+        assert_close(a["z"].covariance[gone], np.broadcast_to(np.eye(k), (3, k, k)), atol=0)
+        assert_close([a["tau"].shape_param, a["tau"].rate],
+                     [b["tau"].shape_param, b["tau"].rate], rtol=1e-10)
+        assert_close(a.log_evidence, b.log_evidence, rtol=1e-10)
+
+
+def _rows(v, keep):
+    """The rows ``keep`` of a batch of VectorGaussians."""
+    return ff.distributions.VectorGaussian(v.mean[keep], v.covariance[keep])
+
+
+def test_masked_pca_bound_is_bayespys():
+    """BayesPy's PCA with ``Y.observe(data, mask=seen)`` (its mask: True where seen), the
+    same model, priors, start and update order: the same bound after 10 sweeps (1e-10)."""
+    pytest.importorskip("bayespy")
+    from bayespy.inference import VB
+    from bayespy.nodes import Dot, Gamma, Gaussian, GaussianARD
+    rng = np.random.default_rng(11)
+    n, m, k, sweeps = 40, 7, 3, 10
+    y, start = _pca_data(rng, n, m, k)
+    seen = rng.random((n, m)) > 0.25
+    w = Gaussian(np.zeros(k), np.identity(k), plates=(m, 1))
+    z = Gaussian(np.zeros(k), np.identity(k), plates=(1, n))
+    tau = Gamma(1.0, 1.0)
+    obs = GaussianARD(Dot(w, z), tau)
+    obs.observe(y.T, mask=seen.T)
+    q = VB(obs, w, tau, z)
+    z.initialize_from_parameters(start.mean[None], np.identity(k))
+    q.update(repeat=sweeps, verbose=False)
+    result = _pca(np.ma.masked_array(y, mask=~seen), k).compile("vmp", init=["z"]).run(
+        init={"z": start}, iterations=sweeps, tolerance=None)
+    assert_close(result.log_evidence, float(q.L[sweeps - 1]), rtol=1e-10)
+    assert_close(result["W"].mean, w.get_moments()[0][:, 0], rtol=1e-8, atol=1e-10)
+
+
+# ----- bad input --------------------------------------------------------------------------
+def test_bad_masks_are_refused_by_name():
+    """A partly masked vector, a fully masked value and a masked ff.Data or parameter are
+    refused naming the variable; a mask is never silently dropped."""
+    with ff.Model():
+        with ff.Plate(ff.Range("n", 2)):
+            partial = np.ma.masked_array(np.ones((2, 3)), mask=[[1, 0, 0], [0, 0, 0]])
+            with pytest.raises(ff.DataError, match=r"'x'.*element at \(0,\) is partly "
+                                                   r"masked.*a whole vector"):
+                ff.VectorGaussian("x", np.zeros(3), precision=np.eye(3), observed=partial)
+            with pytest.raises(ff.DataError, match=r"'y'.*every element is masked"):
+                ff.Gaussian("y", 0.0, precision=1.0,
+                            observed=np.ma.masked_array([1.0, 2.0], mask=True))
+            with pytest.raises(ff.DataError, match=r"'u'.*a mask needs the full shape \(2,\)"):
+                ff.Gaussian("u", 0.0, precision=1.0,
+                            observed=np.ma.masked_array(1.0, mask=True))
+            with pytest.raises(ff.DataError, match=r"'v', argument 'mean'.*masked array"):
+                ff.Gaussian("v", np.ma.masked_array([1.0, 2.0], mask=[0, 1]), precision=1.0)
+    # a whole vector missing is fine: the vector's factor is left out there
+    with ff.Model() as model:
+        mu = ff.VectorGaussian("mu", np.zeros(2), precision=np.eye(2))
+        with ff.Plate(ff.Range("n", 3)):
+            xs = np.ma.masked_array(np.arange(6.0).reshape(3, 2),
+                                    mask=[[0, 0], [1, 1], [0, 0]])
+            ff.VectorGaussian("x", mu, precision=np.eye(2), observed=xs)
+    got = model.infer("vmp", iterations=5)["mu"]
+    assert_close(got.mean, np.array([0.0 + 4.0, 1.0 + 5.0]) / 3, rtol=1e-12)
