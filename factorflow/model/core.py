@@ -275,6 +275,8 @@ class Variable(Operators):
     size: int | None = None  # number of categories (int) or dimension (simplex)
     derived: bool = False  # defined by a deterministic factor
     provenance: str = ""
+    #: observed with missing elements (``model.missing``): True where an element was seen
+    seen: np.ndarray | None = None
 
     @property
     def is_observed(self) -> bool:

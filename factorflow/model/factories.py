@@ -249,7 +249,8 @@ def new_variable(factor: str, name: str, domain: str, args: dict[str, Any],
     var = _redefinition(model, name, domain, observed)
     if var is None:
         var = Variable(name, domain, model.plates, model,
-                       _observed(model, name, observed, domain, size), size, derived, prov)
+                       _observed(model, name, observed, domain, size), size, derived, prov,
+                       seen)
         model.add_variable(var)
     call = FactorCall(factor, var, checked, model.plates, prov)
     check_statement(call, {})

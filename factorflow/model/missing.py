@@ -28,7 +28,8 @@ import numpy as np
 from factorflow.errors import DataError
 from factorflow.model.core import GateFrame, Model, Variable
 
-#: the hidden condition's name: ``f"{name}{SEEN}#k"`` (``#`` keeps it out of results)
+#: the hidden condition's name: ``f"{name}{SEEN}"`` (``#k`` added if that is taken); it
+#: is an observed variable of the model, shown with the others (``y seen[n, m]``)
 SEEN = " seen"
 
 
@@ -71,6 +72,15 @@ def split_masked(model: Model, name: str, observed: Any, event_ndim: int
     return filled, seen
 
 
+def shown(var: Variable, value: Any) -> Any:
+    """An observed variable's values as a result shows them: NaN where missing (the
+    values there were never read), as they are where ``var.seen`` is None."""
+    if var.seen is None:
+        return value
+    seen = np.reshape(var.seen, np.shape(var.seen) + (1,) * (np.ndim(value) - var.seen.ndim))
+    return np.where(seen, value, np.nan)
+
+
 @contextmanager
 def only_where_seen(model: Model, name: str, seen: np.ndarray | None
                     ) -> Iterator[None]:
@@ -79,7 +89,9 @@ def only_where_seen(model: Model, name: str, seen: np.ndarray | None
     if seen is None:
         yield
         return
-    present = model.add_variable(Variable(model.fresh_name(name + SEEN), "bool",
-                                          model.plates, model, seen))
+    label = name + SEEN
+    present = model.add_variable(Variable(
+        label if label not in model.variables else model.fresh_name(label), "bool",
+        model.plates, model, seen))
     with model._gate(GateFrame("if", present)):
         yield

@@ -21,6 +21,7 @@ from factorflow.model.checks import run_data
 from factorflow.model.core import Model
 from factorflow.model.factories import check_support, event_shape
 from factorflow.model.gates import excluded_elements
+from factorflow.model.missing import shown
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE, SKIPPED
 from factorflow.runtime.result import Result
@@ -469,8 +470,8 @@ class CompiledModel:
         b = self.compilation.bindings
         assert b is not None
         for ident, var in b.variables.items():
-            if var.is_observed:
-                posteriors[var.name] = dist.PointMass(values[ident])
+            if var.is_observed:  # (NaN where missing: model.missing)
+                posteriors[var.name] = dist.PointMass(shown(var, values[ident]))
         converged = monitor.finish(self.model.name, int(iterations), float(log_evidence))
         excluded = self._excluded(values)
         for name, mask in excluded.items():  # not in the model: no posterior, not uniform

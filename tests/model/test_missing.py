@@ -267,3 +267,14 @@ def test_bad_masks_are_refused_by_name():
             ff.VectorGaussian("x", mu, precision=np.eye(2), observed=xs)
     got = model.infer("vmp", iterations=5)["mu"]
     assert_close(got.mean, np.array([0.0 + 4.0, 1.0 + 5.0]) / 3, rtol=1e-12)
+
+
+def test_results_show_missing_elements_as_nan_and_the_mask_beside():
+    """``result["y"]`` is the observed value with NaN where missing (the value under the
+    mask is never shown or read); the mask is an observed variable ``"y seen"``; the
+    model's text shows the statement inside ``ff.If(y seen)``."""
+    model = _normal(np.ma.masked_array([1.0, 2.0, 3.0], mask=[0, 1, 0]), 3, "vmp")
+    assert "y[n] ~ Gaussian(mean=m, precision=tau)  in ff.If(y seen)" in str(model)
+    result = model.infer("vmp", iterations=5)
+    assert_close(result["y"].mean, [1.0, np.nan, 3.0], atol=0)
+    assert result["y seen"].mean.tolist() == [True, False, True]
