@@ -216,11 +216,12 @@ def _mixture_row(n: int, k: int, dim: int, sweeps: int = 5) -> str:
             f"{_peak_mb(fused):>8.1f} {_peak_mb(per_element):>9.1f}")
 
 
-def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int, ard: bool
-                 ) -> tuple[float, float] | None:
+def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int, ard: bool,
+                 seen: np.ndarray | None = None) -> tuple[float, float] | None:
     """BayesPy's ms per iteration and final bound on the same model, priors, start and
     update order (W, [α,] τ, z; z from N(z0, I), τ and α from their priors), or None if
-    absent.  ``ard``: W's rows ``GaussianARD(0, α, shape=(K,))`` as in BayesPy's demo."""
+    absent.  ``ard``: W's rows ``GaussianARD(0, α, shape=(K,))`` as in BayesPy's demo;
+    ``seen``: its demo's missing values, ``Y.observe(data, mask=seen)``."""
     try:
         from bayespy.inference import VB
         from bayespy.nodes import Dot, Gamma, Gaussian, GaussianARD
@@ -238,7 +239,7 @@ def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int, ard: 
         z = Gaussian(np.zeros(k), np.identity(k), plates=(1, n))
         tau = Gamma(1.0, 1.0)
         obs = GaussianARD(Dot(w, z), tau)
-        obs.observe(y.T)
+        obs.observe(y.T, mask=True if seen is None else seen.T)
         q = VB(obs, w, alpha, tau, z) if ard else VB(obs, w, tau, z)
         z.initialize_from_parameters(z0[None], np.identity(k))
         return q
@@ -253,11 +254,13 @@ def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int, ard: 
     return min(times) / sweeps * 1e3, bound
 
 
-def _pca_row(n: int, m: int, k: int, ard: bool = False, sweeps: int = 20, repeats: int = 5
-             ) -> str:
+def _pca_row(n: int, m: int, k: int, ard: bool = False, sweeps: int = 20, repeats: int = 5,
+             missing: float = 0.0) -> str:
     """One line: factorflow (the fused InnerProductGaussian factor; bound every sweep, as
     BayesPy, and without), the hand-written NumPy VMP, BayesPy: ms per sweep, and the
-    final bounds of factorflow and BayesPy."""
+    final bounds of factorflow and BayesPy.  ``missing``: the fraction of y's entries
+    missing at random (BayesPy's demo: 0.5), ``observed=np.ma.masked_array(...)`` and
+    BayesPy's ``observe(y, mask=seen)``."""
     import runpy
     from pathlib import Path
     root = Path(__file__).parents[1]
@@ -268,26 +271,36 @@ def _pca_row(n: int, m: int, k: int, ard: bool = False, sweeps: int = 20, repeat
     y = rng.normal(size=(n, k)) @ rng.normal(size=(k, m)) + 0.3 * rng.normal(size=(n, m))
     z0 = rng.normal(size=(n, k))
     eye = np.broadcast_to(np.eye(k), (n, k, k))
-    compiled = pca(y, k, ard=ard).compile("vmp", init=["z"])
+    seen = rng.random((n, m)) >= missing if missing else None
+    compiled = pca(y if seen is None else np.ma.masked_array(y, mask=~seen), k,
+                   ard=ard).compile("vmp", init=["z"])
     start = VG(z0, eye)
     result = compiled.run(init={"z": start}, iterations=sweeps, tolerance=None)
     ff_ms = _best(lambda: compiled.run(init={"z": start}, iterations=sweeps,
                                        tolerance=None), repeats) / sweeps * 1e3
     quiet_ms = _best(lambda: compiled.run(init={"z": start}, iterations=sweeps,
                                           tolerance=None, trace=False), repeats) / sweeps * 1e3
-    if ard:
+    if seen is not None and ard:
+        hand_ms = None  # (no masked ARD VMP by hand)
+    elif seen is not None:
+        masked = runpy.run_path(str(root / "tests" / "model" / "test_missing.py"))[
+            "masked_bpca_by_hand"]
+        hand_ms = _best(lambda: masked(y, seen, z0, eye, sweeps), repeats) / sweeps * 1e3
+    elif ard:
         by_hand = runpy.run_path(str(root / "tests" / "model" / "test_vectors.py"))[
             "ard_pca_by_hand"]
         hand_ms = _best(lambda: by_hand(y, z0, eye, sweeps, a0=1.0, b0=1.0),
                         repeats) / sweeps * 1e3
     else:
         hand_ms = _best(lambda: by_hand(y, z0, eye, sweeps), repeats) / sweeps * 1e3
-    bp = _pca_bayespy(y, z0, sweeps, repeats, ard)
+    bp = _pca_bayespy(y, z0, sweeps, repeats, ard, seen)
     bp_text = (f"{bp[0]:>8.2f} {bp[0] / ff_ms:>6.2f} | {result.log_evidence:>13.6f} "
                f"{bp[1]:>13.6f} {abs(result.log_evidence - bp[1]):>8.1e}"
                if bp is not None else f"{'—':>8} {'—':>6} | {result.log_evidence:>13.6f}")
-    return (f"{'ARD' if ard else '':>3} {n:>6,} {m:>4} {k:>3} | {ff_ms:>8.2f} "
-            f"{quiet_ms:>8.2f} {hand_ms:>8.2f} | "
+    hand_text = "—" if hand_ms is None else f"{hand_ms:.2f}"
+    kind = ("ARD" if ard else "") + (f" {missing:.0%} missing" if missing else "")
+    return (f"{kind:>15} {n:>6,} {m:>4} {k:>3} | {ff_ms:>8.2f} "
+            f"{quiet_ms:>8.2f} {hand_text:>8} | "
             f"{bp_text}")
 
 
@@ -298,13 +311,23 @@ def pca_table() -> None:
           "N(0, diag(α)⁻¹), α[k] ~ Gamma(0.01, 0.01)):\nms per "
           "sweep of factorflow (bound every sweep, as BayesPy; and without), the hand-written "
           "NumPy VMP and BayesPy, BayesPy / factorflow, and the final bounds")
-    print(f"{'':>3} {'N':>6} {'M':>4} {'K':>3} | {'ff':>8} {'ff quiet':>8} {'hand':>8} | "
+    print(f"{'':>15} {'N':>6} {'M':>4} {'K':>3} | {'ff':>8} {'ff quiet':>8} {'hand':>8} | "
           f"{'BayesPy':>8} {'ratio':>6} | {'ff bound':>13} {'BayesPy bound':>13} "
           f"{'|diff|':>8}")
     for n, m, k in PCA_SIZES:
         print(_pca_row(n, m, k))
     for n, m, k in PCA_SIZES[:1] + PCA_SIZES[3:4]:  # with BayesPy's demo's ARD prior on W
         print(_pca_row(n, m, k, ard=True))
+    masked_table()
+
+
+def masked_table() -> None:
+    """The rows with half of y missing at random, as BayesPy's PCA demo (``--masked``
+    prints them alone)."""
+    for n, m, k in PCA_SIZES[:1] + PCA_SIZES[2:]:
+        print(_pca_row(n, m, k, missing=0.5))
+    for n, m, k in PCA_SIZES[:1] + PCA_SIZES[3:4]:  # BayesPy's demo: ARD and a mask
+        print(_pca_row(n, m, k, ard=True, missing=0.5))
 
 
 def main(dim: int) -> None:
@@ -331,12 +354,16 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dim", type=int, default=10)
     parser.add_argument("--pca", action="store_true", help="only the Bayesian PCA table")
+    parser.add_argument("--masked", action="store_true",
+                        help="only the Bayesian PCA rows with missing values")
     parser.add_argument("--cpu", action="store_true",
                         help="time by this process's CPU time, not wall time")
     args = parser.parse_args()
     if args.cpu:
         CLOCK = time.process_time
-    if args.pca:
+    if args.masked:
+        masked_table()
+    elif args.pca:
         pca_table()
     else:
         main(args.dim)

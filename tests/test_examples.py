@@ -68,6 +68,13 @@ def test_example_runs(path, capsys):
         assert abs(ard.log_evidence - ref["elbo"]) < 1e-8 * abs(ref["elbo"])
         alpha = np.sort(ard["alpha"].mean)
         assert alpha[2] > 100 * alpha[1]
+        from tests.model.test_missing import masked_bpca_by_hand  # 30% missing
+        masked = out["masked"]
+        ref = masked_bpca_by_hand(out["y_full"], ~out["missing"], start.mean, start.covariance,
+                                  masked.iterations)
+        assert np.max(np.abs(masked["W"].mean - ref["w_mean"])) < 1e-8
+        assert abs(masked.log_evidence - ref["elbo"]) < 1e-8 * abs(ref["elbo"])
+        assert out["missing_rmse"] < 0.3 * out["baseline_rmse"]
     if path.stem == "logistic_regression":  # against the exact (grid) posterior
         assert out["ep_mean_error"] < 1e-3 and abs(out["ep_log_evidence"] - out["log_z"]) < 0.01
         assert out["vmp_mean_error"] < 0.05 and out["vmp_log_evidence"] < out["log_z"]
