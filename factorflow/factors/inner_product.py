@@ -339,11 +339,12 @@ def _grid_message(sample, other: tuple[np.ndarray, Any], precision, reduce: Redu
                                                               (shape[1 - axis], d, d)))
     seen = _grid_mask(mask, shape, axis)
     h = tau * (np.where(seen, y, 0.0).T @ m)
-    prec = seen.T @ outer(m, m).reshape(len(m), d * d)
+    second = outer(m, m)  # E[m_p m_pᵀ], one matrix product with the mask
+    if np.ndim(cov) and cov.shape[0] != 1:
+        second += cov
+    prec = seen.T @ second.reshape(len(m), d * d)
     if np.ndim(cov) and cov.shape[0] == 1:  # one covariance: times the count seen
         prec += np.sum(seen, axis=0)[:, None] * cov.reshape(1, d * d)
-    elif np.ndim(cov):
-        prec += seen.T @ cov.reshape(len(m), d * d)
     prec *= tau
     return vector_gaussian(h, prec.reshape(-1, d, d))
 
