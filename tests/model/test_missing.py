@@ -53,6 +53,15 @@ def test_a_masked_plate_is_the_seen_elements_alone(seen, algorithm, seed):
     assert_close(a.log_evidence, b.log_evidence, rtol=1e-12)
 
 
+def test_gibbs_on_a_masked_plate_draws_as_on_the_seen_elements_alone():
+    """Gibbs sampling skips the missing elements: the same seed gives the same draws as
+    the model over the seen elements alone."""
+    y, seen = np.array([1.0, 2.0, 3.0, 4.0, -1.0]), np.array([1, 0, 1, 1, 0], bool)
+    a = _normal(np.ma.masked_array(y, mask=~seen), 5, "vmp").infer("gibbs", draws=500, seed=1)
+    b = _normal(y[seen], 3, "vmp").infer("gibbs", draws=500, seed=1)
+    assert_close([a["m"].mean, a["m"].sd], [b["m"].mean, b["m"].sd], rtol=1e-12)
+
+
 def test_nan_data_stays_refused_and_masked_invalid_marks_it_missing():
     """Plain NaN data is refused by name; ``np.ma.masked_invalid`` makes it missing."""
     y = np.array([1.0, np.nan, 2.5])
@@ -64,15 +73,18 @@ def test_nan_data_stays_refused_and_masked_invalid_marks_it_missing():
 
 
 # ----- Bayesian PCA: the fused InnerProductGaussian with a mask -----------------------------
-def _pca(y, k: int) -> ff.Model:
+def _pca(y, k: int, ard: bool = False) -> ff.Model:
     """y[n, m] ~ N(W[m] · z[n], 1/τ), W[m], z[n] ~ N(0, I), τ ~ Gamma(1, 1); ``y`` may be
-    a masked array."""
+    a masked array; ``ard``: W[m] ~ N(0, diag(α)⁻¹), α[k] ~ Gamma(10⁻², 10⁻²)."""
     n, m = y.shape
     with ff.Model("pca") as model:
         rows, points = ff.Range("m", m), ff.Range("n", n)
         tau = ff.Gamma("tau", 1.0, rate=1.0)
+        if ard:
+            with ff.Plate(ff.Range("k", k)):
+                alpha = ff.Gamma("alpha", 1e-2, rate=1e-2)
         with ff.Plate(rows):
-            w = ff.VectorGaussian("W", np.zeros(k), precision=np.eye(k))
+            w = ff.VectorGaussian("W", np.zeros(k), precision=alpha if ard else np.eye(k))
         with ff.Plate(points):
             z = ff.VectorGaussian("z", np.zeros(k), precision=np.eye(k))
             with ff.Plate(rows):
@@ -160,19 +172,20 @@ def test_masked_pca_is_the_hand_written_masked_vmp(shape, sweeps, seed):
     assert np.all(np.diff(result.trace) >= -1e-10 * np.abs(result.trace[1:]))
 
 
-def test_masked_pca_equals_the_unfused_gated_program_sweep_by_sweep(monkeypatch):
+@pytest.mark.parametrize("ard", [False, True], ids=["plain", "ard"])
+def test_masked_pca_equals_the_unfused_gated_program_sweep_by_sweep(monkeypatch, ard):
     """The fused masked factor against the unfused pair inside the observed gate (the
     generic masking of every factor), both with z and τ initialised so that they run
-    one schedule: equal after 1, 3 and 12 sweeps (1e-10)."""
+    one schedule: equal after 1, 3 and 12 sweeps (1e-10), with ARD on W too."""
     rng = np.random.default_rng(5)
     n, m, k = 30, 6, 3
     y, start = _pca_data(rng, n, m, k)
     seen = rng.random((n, m)) > 0.3
     observed = np.ma.masked_array(y, mask=~seen)
     init = {"z": start, "tau": ff.distributions.Gamma(2.0, rate=3.0)}
-    fused = _pca(observed, k).compile("vmp", init=["z", "tau"])
+    fused = _pca(observed, k, ard).compile("vmp", init=["z", "tau"])
     _without_fusion(monkeypatch)
-    plain = _pca(observed, k).compile("vmp", init=["z", "tau"])
+    plain = _pca(observed, k, ard).compile("vmp", init=["z", "tau"])
     assert "InnerProductGaussian" in fused.source and "where_mask" in plain.source
     for sweeps in (1, 3, 12):
         a = fused.run(init=init, iterations=sweeps, tolerance=None)
@@ -216,9 +229,11 @@ def _rows(v, keep):
     return ff.distributions.VectorGaussian(v.mean[keep], v.covariance[keep])
 
 
-def test_masked_pca_bound_is_bayespys():
+@pytest.mark.parametrize("ard", [False, True], ids=["plain", "ard"])
+def test_masked_pca_bound_is_bayespys(ard):
     """BayesPy's PCA with ``Y.observe(data, mask=seen)`` (its mask: True where seen), the
-    same model, priors, start and update order: the same bound after 10 sweeps (1e-10)."""
+    same model, priors, start and update order (with ARD as in its demo): the same
+    bound after 10 sweeps (1e-10) and the same E[W]."""
     pytest.importorskip("bayespy")
     from bayespy.inference import VB
     from bayespy.nodes import Dot, Gamma, Gaussian, GaussianARD
@@ -226,15 +241,19 @@ def test_masked_pca_bound_is_bayespys():
     n, m, k, sweeps = 40, 7, 3, 10
     y, start = _pca_data(rng, n, m, k)
     seen = rng.random((n, m)) > 0.25
-    w = Gaussian(np.zeros(k), np.identity(k), plates=(m, 1))
+    if ard:
+        alpha = Gamma(1e-2, 1e-2, plates=(k,))
+        w = GaussianARD(0.0, alpha, shape=(k,), plates=(m, 1))
+    else:
+        w = Gaussian(np.zeros(k), np.identity(k), plates=(m, 1))
     z = Gaussian(np.zeros(k), np.identity(k), plates=(1, n))
     tau = Gamma(1.0, 1.0)
     obs = GaussianARD(Dot(w, z), tau)
     obs.observe(y.T, mask=seen.T)
-    q = VB(obs, w, tau, z)
+    q = VB(obs, w, alpha, tau, z) if ard else VB(obs, w, tau, z)
     z.initialize_from_parameters(start.mean[None], np.identity(k))
     q.update(repeat=sweeps, verbose=False)
-    result = _pca(np.ma.masked_array(y, mask=~seen), k).compile("vmp", init=["z"]).run(
+    result = _pca(np.ma.masked_array(y, mask=~seen), k, ard).compile("vmp", init=["z"]).run(
         init={"z": start}, iterations=sweeps, tolerance=None)
     assert_close(result.log_evidence, float(q.L[sweeps - 1]), rtol=1e-10)
     assert_close(result["W"].mean, w.get_moments()[0][:, 0], rtol=1e-8, atol=1e-10)
