@@ -81,6 +81,13 @@ def shown(var: Variable, value: Any) -> Any:
     return np.where(seen, value, np.nan)
 
 
+def is_missing_gate(frame: Any, output: Variable | None) -> bool:
+    """Whether ``frame`` is the gate ``only_where_seen`` put around the statement
+    defining ``output`` (its condition holds ``output.seen`` itself)."""
+    return (isinstance(frame, GateFrame) and output is not None and output.seen is not None
+            and frame.kind == "if" and frame.condition.observed is output.seen)
+
+
 @contextmanager
 def only_where_seen(model: Model, name: str, seen: np.ndarray | None
                     ) -> Iterator[None]:

@@ -30,6 +30,7 @@ from factorflow.errors import ModelError, UnsupportedFactorError
 from factorflow.lazy import special
 from factorflow.model.chains import Table
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Range, Variable
+from factorflow.model.missing import is_missing_gate
 
 if TYPE_CHECKING:
     from factorflow.model.core import Model
@@ -122,10 +123,13 @@ class _Draws:
         return values[draws, index]
 
     def mask(self, call: FactorCall) -> np.ndarray | bool:
-        """Where the gates around ``call`` hold, over its plates (True: everywhere)."""
+        """Where the gates around ``call`` hold, over its plates (True: everywhere); the
+        gate of missing observations is not one: a missing element is drawn as a seen
+        one (its posterior predictive, PyMC's imputation)."""
         mask: np.ndarray | bool = True
         for frame in call.frames:
-            if not isinstance(frame, GateFrame) or frame.kind == "switch":
+            if (not isinstance(frame, GateFrame) or frame.kind == "switch"
+                    or is_missing_gate(frame, call.output)):
                 continue
             c = self.argument(frame.condition, call.plates, f"the condition of "
                               f"{frame.describe()}")

@@ -297,3 +297,18 @@ def test_results_show_missing_elements_as_nan_and_the_mask_beside():
     result = model.infer("vmp", iterations=5)
     assert_close(result["y"].mean, [1.0, np.nan, 3.0], atol=0)
     assert result["y seen"].mean.tolist() == [True, False, True]
+
+
+def test_predictive_draws_the_missing_elements():
+    """``model.predictive`` draws a missing element from its posterior predictive as it
+    draws a seen one (N(E m, Var m + 1/τ)), not the value under the mask."""
+    with ff.Model() as model:
+        m = ff.Gaussian("m", 0.0, variance=10.0)
+        with ff.Plate(ff.Range("n", 4)):
+            ff.Gaussian("y", m, precision=1.0,
+                        observed=np.ma.masked_array([1.0, 2.0, 3.0, 4.0], mask=[0, 1, 0, 0]))
+    result = model.infer("vmp")
+    draws = model.predictive(result, n=40_000, rng=0)["y"][:, 1]
+    post = result["m"]
+    assert abs(draws.mean() - post.mean) < 0.05
+    assert abs(draws.var() / (post.variance + 1.0) - 1.0) < 0.05
