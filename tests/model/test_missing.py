@@ -53,6 +53,30 @@ def test_a_masked_plate_is_the_seen_elements_alone(seen, algorithm, seed):
     assert_close(a.log_evidence, b.log_evidence, rtol=1e-12)
 
 
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_missing_elements_in_branches_of_a_latent_gate(algorithm):
+    """y observed with a mask in both branches of ``ff.If(c)``/``ff.IfNot(c)``: the
+    posteriors of c and m and the evidence are those of the seen elements alone."""
+    y, seen = np.array([0.5, 3.0, 2.5, -1.0, 2.0, 4.0]), np.array([1, 1, 0, 1, 0, 1], bool)
+
+    def model(observed, n):
+        with ff.Model() as model:
+            c = ff.Bernoulli("c", 0.3)
+            m = ff.Gaussian("m", 0.0, variance=10.0)
+            with ff.Plate(ff.Range("n", n)):
+                with ff.If(c):
+                    ff.Gaussian("y", m, precision=1.0, observed=observed)
+                with ff.IfNot(c):
+                    ff.Gaussian("y", 0.0, precision=0.5, observed=observed)
+        return model
+
+    a = model(np.ma.masked_array(y, mask=~seen), 6).infer(algorithm)
+    b = model(y[seen], 4).infer(algorithm)
+    assert_close([a["c"].p, a["m"].mean, a["m"].variance],
+                 [b["c"].p, b["m"].mean, b["m"].variance], rtol=1e-12)
+    assert_close(a.log_evidence, b.log_evidence, rtol=1e-12)
+
+
 def test_gibbs_on_a_masked_plate_draws_as_on_the_seen_elements_alone():
     """Gibbs sampling skips the missing elements: the same seed gives the same draws as
     the model over the seen elements alone."""
