@@ -287,7 +287,7 @@ def test_masked_pca_bound_is_bayespys(ard):
 def test_bad_masks_are_refused_by_name():
     """A partly masked vector, a fully masked value and a masked ff.Data or parameter are
     refused naming the variable; a mask is never silently dropped."""
-    with ff.Model():
+    with ff.Model() as model:
         with ff.Plate(ff.Range("n", 2)):
             partial = np.ma.masked_array(np.ones((2, 3)), mask=[[1, 0, 0], [0, 0, 0]])
             with pytest.raises(ff.DataError, match=r"'x'.*element at \(0,\) is partly "
@@ -301,6 +301,21 @@ def test_bad_masks_are_refused_by_name():
                             observed=np.ma.masked_array(1.0, mask=True))
             with pytest.raises(ff.DataError, match=r"'v', argument 'mean'.*masked array"):
                 ff.Gaussian("v", np.ma.masked_array([1.0, 2.0], mask=[0, 1]), precision=1.0)
+            with pytest.raises(ff.DataError, match=r"'s'.*has shape \(3,\); a mask needs "
+                                                   r"the full shape \(2,\) of the plates"):
+                ff.Gaussian("s", 0.0, precision=1.0,
+                            observed=np.ma.masked_array([1.0, 2.0, 3.0], mask=[0, 1, 0]))
+            with pytest.raises(ff.DataError, match=r"'c'.*complex data"):
+                ff.Gaussian("c", 0.0, precision=1.0,
+                            observed=np.ma.masked_array([1j, 2.0], mask=[0, 1]))
+            with pytest.raises(ff.DataError, match=r"'p'.*outside the support"):
+                ff.Gamma("p", 1.0, rate=1.0,
+                         observed=np.ma.masked_array([-1.0, 2.0], mask=[0, 1]))
+            d = ff.Data("d", np.zeros(2))
+            ff.Gaussian("w", 0.0, precision=1.0, observed=d)
+    with pytest.raises(ff.DataError, match=r"ff.Data\('d'\): a masked array with 1 "
+                                           r"masked element.*only in the observed value"):
+        model.infer("vmp", data={"d": np.ma.masked_array([1.0, 2.0], mask=[0, 1])})
     # a whole vector missing is fine: the vector's factor is left out there
     with ff.Model() as model:
         mu = ff.VectorGaussian("mu", np.zeros(2), precision=np.eye(2))
