@@ -593,7 +593,8 @@ def dtype(w: FaultWriter) -> Fault:
         value = "{'a': 1.0}"
     elif form == "set":
         value = "{1.0}"
-    elif form == "masked":  # PyMC reads masked values as missing: refuse, never unmask
+    elif form == "masked":  # every element masked: refused (as a parameter or ff.Data any
+        # mask is; an observed value's masked elements are missing data, model.missing)
         # (an empty masked array masks nothing: it is plain data, so never drawn empty)
         value = f"np.ma.masked_array(np.ones({shape_!r}), mask=True)"
     elif form == "bigint":
