@@ -18,12 +18,12 @@ with the scheme of ``factorflow.codegen.names`` no user name can shadow or be sh
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from factorflow.codegen import variable_nodes
+from factorflow.codegen import liveness, variable_nodes
 from factorflow.codegen.names import USER_PREFIX, comment, marginal, symbol
 from factorflow.errors import ModelError
 from factorflow.factors.registry import FACTORS
@@ -481,13 +481,18 @@ def _prologue(e: _Emitter, program: Program) -> None:
             e.emit(f"{d.name} = {e.initial_value(d)}", 1)
 
 
+def _outputs(program: Program) -> list[VarDecl]:
+    """The variables whose posteriors the user gets (not the gate transform's own)."""
+    internal = ("gate", "clone_of", "exit_of", "local_of")  # the gate transform's own
+    return [d for d in program.decls if d.role == "random"
+            and not any(d.attr(a) is not None for a in internal)]
+
+
 def _posteriors(program: Program) -> tuple[str, str]:
     """The source of the user's posteriors (a dict by label) and of the gate transform's
     own, for the convergence check alone: messages may still be moving through them while
     the user's posteriors stand still."""
-    internal = ("gate", "clone_of", "exit_of", "local_of")  # the gate transform's own
-    outputs = [d for d in program.decls if d.role == "random"
-               and not any(d.attr(a) is not None for a in internal)]
+    outputs = _outputs(program)
     result = "{" + ", ".join(f"{d.label!r}: {marginal(d.name)}" for d in outputs) + "}"
     hidden = [d for d in program.decls if d.role == "random" and d not in outputs
               and any(m.name == marginal(d.name) for m in program.decls)]
@@ -504,7 +509,37 @@ def _sections(program: Program) -> tuple[list[Stmt], list[While], int, list[Stmt
     loops = [n for n in program.body if isinstance(n, While)]
     last = max((i for i, n in enumerate(program.body) if isinstance(n, While)), default=-1)
     tail = [n for n in program.body[last + 1:] if isinstance(n, Stmt) and n.outputs]
-    return evidence, loops, last, tail, _refresh(program, last)
+    refresh = _refresh(program, last)
+    if refresh:
+        refresh = _live(program, program.body[last], refresh, tail + evidence)
+    return evidence, loops, last, tail, refresh
+
+
+def _live(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]) -> list[Stmt]:
+    """The statements of ``refresh`` that ``evidence()`` must run (``codegen.liveness``):
+    those the bound reads, and those without which the next sweep, the next
+    ``evidence()`` or the posteriors returned would read another value than today;
+    ``after``: what ``evidence()`` runs after the refresh.  The analysis reads the
+    statements as this emitter writes them (a scratch emitter's lines)."""
+    e = _Emitter(program, frozenset())
+    names = frozenset(e.decls)
+
+    def steps(node: Stmt | While, check: bool) -> list[liveness.Step]:
+        start = len(e.lines)
+        if isinstance(node, While):  # an inner loop: opaque
+            _local_loop(e, node, 0, defaultdict(lambda: -1), 0)
+        else:
+            e.statement(node, 0, check=check)
+        return liveness.steps(e.lines[start:], names, opaque=isinstance(node, While))
+
+    try:
+        sweep = [steps(n, True) for n in loop.body]
+        kept = liveness.live_refresh(sweep, [steps(s, False) for s in refresh],
+                                     [steps(s, False) for s in after],
+                                     frozenset(marginal(d.name) for d in _outputs(program)))
+    except SyntaxError:  # (the emitter writes Python: keep every statement)
+        return refresh
+    return [refresh[i] for i in kept]
 
 
 def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Generated:
