@@ -20,6 +20,11 @@ one number are one computation of the same inputs.  A sweep is simulated once fr
 unknown values; a value the full refresh recomputes with the number the sweep left
 (no posterior it reads changed since the sweep computed it) need not be recomputed.
 
+The other way round (``settled``): a sweep that follows ``evidence()`` begins by
+recomputing messages that ``evidence()`` has just computed from the same values (a
+gate's messages, before the posteriors they read move again); the generated sweep
+skips those while ``evidence()`` has run since the last sweep (``refreshed``).
+
 Assumes: the operators are pure (a statement's values are a function of its text and
 of the values of the names it reads); the refresh runs on the state a sweep leaves (the
 hook after a sweep), or it is the last ``evidence()`` of the run, after which only the
@@ -29,7 +34,9 @@ Guarantees: the statements kept are in their order; every statement after the re
 reads, name by name, the values it reads after the full refresh (so the bound is the
 same computation), and so does the next sweep and every name of ``keep`` at the end —
 checked on the pruned stretch by the same simulation, and where that check fails, or a
-statement's source cannot be read, every statement is kept.
+statement's source cannot be read, every statement is kept.  A statement ``settled``
+marks, skipped in a sweep right after ``evidence()``, leaves every name as running it
+would (so a run with the bound computes the posteriors of a run without, bit for bit).
 """
 
 from __future__ import annotations
@@ -38,6 +45,9 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+
+#: the generated loop's variable: a name the steps read, with a new value every sweep
+ITERATION = "iteration"
 
 #: one top-level Python statement of the emitted source: its text (None: opaque, a value
 #: no other statement computes), the names it reads and the names it writes
@@ -167,4 +177,26 @@ def live_refresh(sweep: Sequence[Sequence[Step]], refresh: Sequence[Sequence[Ste
         needed |= wrong
 
 
-__all__ = ["Step", "steps", "live_refresh"]
+def settled(sweep: Sequence[Sequence[Step]], refresh: Sequence[Sequence[Step]],
+            after: Sequence[Sequence[Step]]) -> list[bool]:
+    """For each statement of ``sweep``: whether, in a sweep that follows ``evidence()`` (the
+    kept ``refresh``, then ``after``) run right after another sweep, it computes for each
+    name it writes the value that name already holds — what ``evidence()`` computed from
+    the same values (a gate's messages from posteriors that the sweep has not yet moved).
+    Such a statement may be skipped there: the state is the same.  ``ITERATION`` (the
+    sweep's number) has a new value in every sweep."""
+    values = _Values({}, {})
+    values.now[ITERATION] = values.intern(("sweep", 0))
+    for stmt in list(sweep) + list(refresh) + list(after):
+        values.run(stmt)
+    values.now[ITERATION] = values.intern(("sweep", 1))
+    out = []
+    for stmt in sweep:
+        held = {w: values.get(w) for _, _, writes in stmt for w in writes}
+        values.run(stmt)
+        out.append(bool(held) and all(text is not None for text, *_ in stmt)
+                   and all(values.get(w) == v for w, v in held.items()))
+    return out
+
+
+__all__ = ["ITERATION", "Step", "steps", "live_refresh", "settled"]

@@ -3,11 +3,13 @@
 
 Meaning: on every example model run under VMP, and on the 1-D mixture, the posteriors
 after every sweep and the bound after every sweep are bit-identical to the program that
-runs the whole refresh (``python._live`` patched to keep every statement), and a run
-with ``trace=False`` gives the same posteriors as one with the bound.  Rules: the
+runs the whole refresh and skips nothing in a sweep after it (``python._live`` and
+``python._settled`` patched), and a run with ``trace=False`` (which never skips) gives
+the same posteriors as one with the bound.  Rules: the
 analysis on small hand-made programs (a statement dropped only where the next sweep
-overwrites its output first or would read the value it already holds).  Text: the
-generated ``evidence()`` of the 1-D mixture (golden, comments left out).
+overwrites its output first or would read the value it already holds; a sweep after
+``evidence()`` skips what holds its value).  Text: the generated ``evidence()`` of the
+1-D mixture (golden, comments left out) and the statements its sweep skips.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import pytest
 
 import factorflow as ff
 from factorflow.codegen import python
-from factorflow.codegen.liveness import live_refresh, steps
+from factorflow.codegen.liveness import live_refresh, settled, steps
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py")
@@ -32,7 +34,7 @@ EXAMPLES = sorted(p for p in (ROOT / "examples").glob("*.py")
 
 
 # ----- the rules -----------------------------------------------------------------------
-NAMES = frozenset("abcdpqm")
+NAMES = frozenset("abcdpqm") | {"iteration"}
 
 
 def _stmts(*lines: str) -> list[list]:
@@ -75,6 +77,19 @@ def test_an_inner_loop_is_opaque():
                         frozenset()) == [0]
 
 
+def test_a_sweep_after_evidence_skips_what_evidence_computed_from_the_same_values():
+    # the sweep computes m from p before p moves; evidence() recomputes m from the new p;
+    # the next sweep's m = g(p) is then the value m holds (skipped), its p = h(b) is not
+    sweep = _stmts("m = g(p)", "b = k(m)", "p = h(b)")
+    refresh = _stmts("m = g(p)")
+    assert settled(sweep, refresh, _stmts("e(m)")) == [True, False, False]
+    # nothing recomputed by evidence(): every statement of the sweep runs
+    assert settled(sweep, [], _stmts("e(p)")) == [False, False, False]
+    # the sweep's number is new in every sweep
+    assert settled(_stmts("m = g(p, iteration)", "p = h(m)"), _stmts("m = g(p, iteration)"),
+                   _stmts("e(m)")) == [False, False]
+
+
 # ----- the text ------------------------------------------------------------------------
 GOLDEN = """\
 def evidence():
@@ -82,7 +97,8 @@ def evidence():
 v_means__k_cond_z_n__use0__F, v_precs__B, v_precs__k_cond_z_n__B, \
 v_precs__k_cond_z_n__use0__B, v_weights__B, v_weights__use0__F, v_z__B, v_z__n_cases__B, \
 v_z__n_cases__use0__B, v_z__n_cases__use1__B, v_z__n_cases__use2__B, \
-v_z__n_cases__use3__B, v_z__n_cases__use4__B, v_z__use0__F
+v_z__n_cases__use3__B, v_z__n_cases__use4__B, v_z__use0__F, refreshed
+    refreshed = True
     log_evidence = 0.0
     v_weights__use0__F = v_weights__marginal
     v_means__k_cond_z_n__F = Gate_EnterOne_enter_one_average_logarithm(\
@@ -156,11 +172,36 @@ def test_the_mixture_evidence_function_is_the_golden_text():
     assert _evidence_function(model.compile("vmp", init=["means"]).source) == GOLDEN
 
 
+def test_the_mixture_sweep_skips_the_gate_messages_evidence_computed():
+    """After evidence(), the next sweep skips the data's evidence for the cases and the
+    gate's messages, which the bound computed from the same posteriors."""
+    model, _ = _mixture()
+    lines = model.compile("vmp", init=["means"]).source.splitlines()
+    start = lines.index("        if not refreshed:  # (else evidence() computed these from "
+                        "the same values)")
+    guarded = []
+    for line in lines[start + 1:]:
+        if not line.startswith(" " * 12):
+            break
+        if not line.strip().startswith("#"):
+            guarded.append(line.split(" = ")[0].strip())
+    assert guarded == [
+        "v_means__k_cond_z_n__F", "v_means__k_cond_z_n__marginal",
+        "v_means__k_cond_z_n__use0__F", "v_z__n_cases__use4__B",
+        "v_precs__k_cond_z_n__use0__B", "v_precs__k_cond_z_n__B", "v_z__n_cases__use3__B",
+        "v_z__n_cases__use2__B", "v_z__n_cases__use1__B", "v_z__n_cases__use0__B",
+        "v_z__n_cases__B"]
+    assert sum("if not refreshed" in line for line in lines) == 1
+
+
 # ----- the meaning ---------------------------------------------------------------------
 def _whole_refresh(compiled):
-    """``compiled`` with the program that runs every statement of the refresh."""
+    """``compiled`` with the program as it was before the analysis: every statement of
+    the refresh, and the sweep skipping none after it."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(python, "_live", lambda program, loop, refresh, after: refresh)
+        mp.setattr(python, "_settled", lambda program, loop, refresh, after:
+                   [False] * len(loop.body))
         return dataclasses.replace(compiled, generated=type(compiled)._generate_source(
             compiled.compilation.final))
 
