@@ -11,7 +11,8 @@ with ``trace=False``; the ratio to the hand-written updates (which compute no bo
 and with ``--baseline`` each factorflow row's ratio to the baseline's same row.
 Every factorflow row is checked against the hand-written posterior means (1e-8).
 
-Run: ``python benchmarks/bench_mixture.py [--baseline PATH] [--rounds R]``, PATH a
+Run: ``python benchmarks/bench_mixture.py [--baseline PATH] [--rounds R] [--sizes K,N
+...]``, PATH a
 checkout of another factorflow (``git worktree add --detach /tmp/base main``).
 """
 
@@ -78,6 +79,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", type=Path, help="another factorflow checkout")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sizes", nargs="+", metavar="K,N",
+                        help="the (K, N) to time (default: 10,200 40,2000 40,20000)")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -95,7 +98,9 @@ def main() -> None:
               "factorflow, trace=False": "baseline, trace=False"}
     print(f"{'K, N':<12} {'system':<26} {'ms/iter':>9} {'× hand':>7} {'× before':>9} "
           f"{'max |Δ mean|':>13}")
-    for k, n in SIZES:
+    sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes \
+        else SIZES
+    for k, n in sizes:
         best: dict[str, dict[str, float]] = {}
         for _ in range(args.rounds):
             for name, path, system, trace in systems:
