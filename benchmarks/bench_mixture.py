@@ -7,10 +7,12 @@ in one run), one BLAS thread; the measurements go round the systems in turn, ``-
 times, and each row keeps its best: CPU time per sweep (``time.process_time`` of 2n
 sweeps minus n sweeps: set-up and the final bound are not counted).  Rows: factorflow's
 ``run()`` as it is by default under VMP (the bound after every sweep, ``trace=True``) and
-with ``trace=False``; the ratio to the hand-written updates (which compute no bound).
+with ``trace=False``; the ratio to the hand-written updates (which compute no bound),
+and with ``--baseline`` each factorflow row's ratio to the baseline's same row.
 Every factorflow row is checked against the hand-written posterior means (1e-8).
 
-Run: ``python benchmarks/bench_mixture.py [--baseline PATH] [--rounds R]``, PATH a
+Run: ``python benchmarks/bench_mixture.py [--baseline PATH] [--rounds R] [--sizes K,N
+...]``, PATH a
 checkout of another factorflow (``git worktree add --detach /tmp/base main``).
 """
 
@@ -77,6 +79,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", type=Path, help="another factorflow checkout")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--sizes", nargs="+", metavar="K,N",
+                        help="the (K, N) to time (default: 10,200 40,2000 40,20000)")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -89,8 +93,14 @@ def main() -> None:
     if args.baseline is not None:
         systems += [("baseline factorflow", args.baseline, "factorflow", True),
                     ("baseline, trace=False", args.baseline, "factorflow", False)]
-    print(f"{'K, N':<12} {'system':<26} {'ms/iter':>9} {'× hand':>7} {'max |Δ mean|':>13}")
-    for k, n in SIZES:
+    # (after / before: the factorflow rows against the baseline's same row)
+    before = {"factorflow": "baseline factorflow",
+              "factorflow, trace=False": "baseline, trace=False"}
+    print(f"{'K, N':<12} {'system':<26} {'ms/iter':>9} {'× hand':>7} {'× before':>9} "
+          f"{'max |Δ mean|':>13}")
+    sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes \
+        else SIZES
+    for k, n in sizes:
         best: dict[str, dict[str, float]] = {}
         for _ in range(args.rounds):
             for name, path, system, trace in systems:
@@ -100,8 +110,10 @@ def main() -> None:
         hand = best["hand-written NumPy"]["seconds"]
         for name, *_ in systems:
             got = best[name]
+            ratio = (f"{got['seconds'] / best[before[name]]['seconds']:9.2f}"
+                     if before.get(name) in best else f"{'':9}")
             print(f"{f'{k}, {n:,}':<12} {name:<26} {got['seconds'] * 1e3:9.3f} "
-                  f"{got['seconds'] / hand:7.2f} {got['error']:13.1e}")
+                  f"{got['seconds'] / hand:7.2f} {ratio} {got['error']:13.1e}")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,10 @@ done, so that the run goes on exactly as the one that saved it; every statement 
 call on whole arrays (no Python loop over plate elements); each block is preceded by a comment
 quoting the model statement it comes from; identifiers come only from the IR (already
 safe), user labels appear only as ``repr`` string literals or sanitised comments.
+Under VMP ``evidence()`` runs only the updates the bound reads or the run reads after it
+(``codegen.liveness``), and a sweep right after it skips the updates it computed from
+the same values: a run with the bound (``trace=True``) and one without compute the same
+posteriors, bit for bit.
 
 Names: the program's own names (``GENERATED``: parameters, locals, builtins) and the
 runtime's helpers (``reserved``) are checked to be apart from every name of the IR, and
@@ -18,12 +22,12 @@ with the scheme of ``factorflow.codegen.names`` no user name can shadow or be sh
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from factorflow.codegen import variable_nodes
+from factorflow.codegen import liveness, variable_nodes
 from factorflow.codegen.names import USER_PREFIX, comment, marginal, symbol
 from factorflow.errors import ModelError
 from factorflow.factors.registry import FACTORS
@@ -34,7 +38,8 @@ from factorflow.ir.printer import format_stmt
 #: the names the generated function binds or reads itself: parameters, locals, builtins
 GENERATED = frozenset({"infer", "data", "sizes", "init", "iterations", "on_iteration",
                        "damping", "resume", "evidence", "state", "log_evidence",
-                       "iteration", "range", "local_sweep", "local_before"})
+                       "iteration", "range", "local_sweep", "local_before",
+                       "refreshed"})
 
 
 #: the event axes of a known value of each domain (a vector's one, a matrix's two)
@@ -481,13 +486,18 @@ def _prologue(e: _Emitter, program: Program) -> None:
             e.emit(f"{d.name} = {e.initial_value(d)}", 1)
 
 
+def _outputs(program: Program) -> list[VarDecl]:
+    """The variables whose posteriors the user gets (not the gate transform's own)."""
+    internal = ("gate", "clone_of", "exit_of", "local_of")  # the gate transform's own
+    return [d for d in program.decls if d.role == "random"
+            and not any(d.attr(a) is not None for a in internal)]
+
+
 def _posteriors(program: Program) -> tuple[str, str]:
     """The source of the user's posteriors (a dict by label) and of the gate transform's
     own, for the convergence check alone: messages may still be moving through them while
     the user's posteriors stand still."""
-    internal = ("gate", "clone_of", "exit_of", "local_of")  # the gate transform's own
-    outputs = [d for d in program.decls if d.role == "random"
-               and not any(d.attr(a) is not None for a in internal)]
+    outputs = _outputs(program)
     result = "{" + ", ".join(f"{d.label!r}: {marginal(d.name)}" for d in outputs) + "}"
     hidden = [d for d in program.decls if d.role == "random" and d not in outputs
               and any(m.name == marginal(d.name) for m in program.decls)]
@@ -504,7 +514,103 @@ def _sections(program: Program) -> tuple[list[Stmt], list[While], int, list[Stmt
     loops = [n for n in program.body if isinstance(n, While)]
     last = max((i for i, n in enumerate(program.body) if isinstance(n, While)), default=-1)
     tail = [n for n in program.body[last + 1:] if isinstance(n, Stmt) and n.outputs]
-    return evidence, loops, last, tail, _refresh(program, last)
+    refresh = _refresh(program, last)
+    if refresh:
+        refresh = _live(program, program.body[last], refresh, tail + evidence)
+    return evidence, loops, last, tail, refresh
+
+
+def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]
+               ) -> tuple[list[list[liveness.Step]], ...]:
+    """The steps (``codegen.liveness``) of the sweep of ``loop`` (one per node of its body,
+    an inner loop opaque), of ``refresh`` and of ``after``, as this emitter writes them
+    (a scratch emitter's lines).  Raises SyntaxError where they do not read as Python."""
+    e = _Emitter(program, frozenset())
+    names = frozenset(e.decls) | {liveness.ITERATION}
+
+    def steps(node: Stmt | While, check: bool) -> list[liveness.Step]:
+        start = len(e.lines)
+        if isinstance(node, While):  # an inner loop: opaque
+            _local_loop(e, node, 0, defaultdict(lambda: -1), 0)
+        else:
+            e.statement(node, 0, check=check)
+        return liveness.steps(e.lines[start:], names, opaque=isinstance(node, While))
+
+    return ([steps(n, True) for n in loop.body], [steps(s, False) for s in refresh],
+            [steps(s, False) for s in after])
+
+
+def _live(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]) -> list[Stmt]:
+    """The statements of ``refresh`` that ``evidence()`` must run (``codegen.liveness``):
+    those the bound reads, and those without which the next sweep, the next
+    ``evidence()`` or the posteriors returned would read another value than today;
+    ``after``: what ``evidence()`` runs after the refresh."""
+    try:
+        sweep, steps, rest = _stretches(program, loop, refresh, after)
+    except SyntaxError:  # (the emitter writes Python: keep every statement)
+        return refresh
+    kept = liveness.live_refresh(sweep, steps, rest,
+                                 frozenset(marginal(d.name) for d in _outputs(program)))
+    return [refresh[i] for i in kept]
+
+
+def _settled(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]
+             ) -> list[bool]:
+    """For each node of the body of ``loop`` (the last loop, whose sweeps ``evidence()``
+    may follow): whether a sweep right after ``evidence()`` may skip it, the value it
+    computes being the one its outputs hold (``liveness.settled``), where it is part of
+    a run of such statements that computes more than copies; none where the statements
+    do not read as Python."""
+    try:
+        skip = liveness.settled(*_stretches(program, loop, refresh, after))
+    except SyntaxError:
+        return [False] * len(loop.body)
+    j = 0
+    while j < len(skip):  # a run of nothing but copies is not worth its ``if``: run it
+        run = j
+        while run < len(skip) and skip[run]:
+            run += 1
+        if all(loop.body[r].op in ("Variable.use", "Variable.backward")  # type: ignore
+               for r in range(j, run)):
+            skip[j:run] = [False] * (run - j)
+        j = run + 1
+    return skip
+
+
+def _sweep(e: _Emitter, loop: While, skip: list[bool]) -> None:
+    """Emit the body of ``loop``; the statements ``skip`` marks run only where
+    ``evidence()`` has not run since the last sweep (``refreshed``), in runs under one
+    ``if``; a posterior's check after its last update stays outside."""
+    # a posterior updated twice in a sweep is checked once, after its last update
+    final_update = {s.outputs[0].var: i for i, s in enumerate(flat(loop.body))
+                    if s.op == "Variable.marginal"}
+    i = 0
+    body = list(loop.body)
+    j = 0
+    while j < len(body):
+        s = body[j]
+        if isinstance(s, While):  # an inner (local) loop
+            i = _local_loop(e, s, 2, final_update, i)
+            j += 1
+            continue
+        if not skip[j]:
+            e.statement(s, 2, check=True, last=s.op != "Variable.marginal"
+                        or final_update[s.outputs[0].var] == i)
+            i, j = i + 1, j + 1
+            continue
+        e.last_prov = None
+        e.emit("if not refreshed:  # (else evidence() computed these from the same values)",
+               2)
+        checks = []
+        while j < len(body) and skip[j]:
+            s = body[j]
+            e.statement(s, 3, check=True, last=False)
+            if s.op == "Variable.marginal" and final_update[s.outputs[0].var] == i:
+                checks.append(s)
+            i, j = i + 1, j + 1
+        e.last_prov = None
+        for s in checks:
+            e.check_proper(s, 2)
 
 
 def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Generated:
@@ -528,12 +634,20 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
     # at the end; names it assigns are the function's own (nonlocal)
     evidence, loops, last, tail, refresh = _sections(program)
     hook = "evidence" if tail or evidence else "None"
+    # the last loop's statements that a sweep right after evidence() may skip
+    skip = _settled(program, program.body[last], refresh, tail + evidence) \
+        if refresh else []
     assigned = sorted({o.var for s in refresh + tail for o in s.outputs})
+    if any(skip):
+        e.emit("refreshed = False  # whether evidence() has run since the last sweep", 1)
+        assigned.append("refreshed")
     e.emit("# ---- evidence: what runs after the last loop, then the evidence terms; the", 1)
     e.emit("# loop's hook may call it after any sweep (the bound per iteration)", 1)
     e.emit("def evidence():", 1)
     if assigned:
         e.emit(f"nonlocal {', '.join(assigned)}", 2)
+    if any(skip):
+        e.emit("refreshed = True", 2)
     e.emit("log_evidence = 0.0", 2)
     if refresh:
         e.emit("# VMP: every message brought up to date with the current posteriors, so", 2)
@@ -570,21 +684,13 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
             e.emit(f"for iteration in range(first_sweep(resume, {k}, iterations), "
                    "iterations):", 1)
             e.last_prov = None
-            # a posterior updated twice in a sweep is checked once, after its last update
-            final_update = {s.outputs[0].var: i for i, s in enumerate(flat(node.body))
-                            if s.op == "Variable.marginal"}
-            i = 0
-            for s in node.body:
-                if isinstance(s, While):  # an inner (local) loop
-                    i = _local_loop(e, s, 2, final_update, i)
-                    continue
-                e.statement(s, 2, check=True, last=s.op != "Variable.marginal"
-                            or final_update[s.outputs[0].var] == i)
-                i += 1
+            final = node is program.body[last]
+            _sweep(e, node, skip if final and skip else [False] * len(node.body))
             if not node.body:
                 e.emit("pass  # nothing to iterate: every message is exact after one pass",
                        2)
-            final = node is program.body[last]
+            if final and any(skip):
+                e.emit("refreshed = False", 2)
             e.emit(f"if on_iteration is not None and on_iteration(iteration, {result}, "
                    f"{hook if final else 'None'},", 2)
             e.emit(f"        lambda: state({k}, iteration + 1), {watched}):", 2)

@@ -1,0 +1,202 @@
+"""Liveness of the VMP refresh in the generated ``evidence()``: only what the bound reads.
+
+Input: the emitted source of three stretches of the program, each statement as its list
+of lines — the last loop's sweep, the refresh that ``evidence()`` runs first (under VMP,
+every update of the sweep but the posteriors of non-derived variables, recomputed from
+the posteriors as they stand), and what ``evidence()`` runs after it (the statements
+after the loop and the evidence terms).  The names the analysis follows are the
+program's messages and posteriors: each top-level Python statement reads the names it
+loads and writes the names it stores (``steps``).
+
+A refresh statement is kept when the bound reads its output, directly or through other
+kept statements (backward liveness).  ``evidence()`` also assigns its messages for good
+(``nonlocal``): the next sweep, the next call of ``evidence()`` and the posteriors
+returned read them.  So a statement is dropped only where that cannot change what they
+read: each name they read before writing it (``live after``) holds, at the end of the
+pruned refresh, the value today's full refresh leaves there.  Values are compared
+symbolically (``_Values``): each name's value after a statement is a number interned
+from the statement's text and the numbers of the values it reads, so two values with
+one number are one computation of the same inputs.  A sweep is simulated once from
+unknown values; a value the full refresh recomputes with the number the sweep left
+(no posterior it reads changed since the sweep computed it) need not be recomputed.
+
+The other way round (``settled``): a sweep that follows ``evidence()`` begins by
+recomputing messages that ``evidence()`` has just computed from the same values (a
+gate's messages, before the posteriors they read move again); the generated sweep
+skips those while ``evidence()`` has run since the last sweep (``refreshed``).
+
+Assumes: the operators are pure (a statement's values are a function of its text and
+of the values of the names it reads); the refresh runs on the state a sweep leaves (the
+hook after a sweep), or it is the last ``evidence()`` of the run, after which only the
+bound and the posteriors named ``keep`` are read; an inner (local) loop is opaque: every
+name it writes is read before it, and gets a value no other computation has.
+Guarantees: the statements kept are in their order; every statement after the refresh
+reads, name by name, the values it reads after the full refresh (so the bound is the
+same computation), and so does the next sweep and every name of ``keep`` at the end —
+checked on the pruned stretch by the same simulation, and where that check fails, or a
+statement's source cannot be read, every statement is kept.  A statement ``settled``
+marks, skipped in a sweep right after ``evidence()``, leaves every name as running it
+would (so a run with the bound computes the posteriors of a run without, bit for bit).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+#: the generated loop's variable: a name the steps read, with a new value every sweep
+ITERATION = "iteration"
+
+#: one top-level Python statement of the emitted source: its text (None: opaque, a value
+#: no other statement computes), the names it reads and the names it writes
+Step = tuple[str | None, tuple[str, ...], tuple[str, ...]]
+
+
+def steps(lines: Sequence[str], names: frozenset[str], opaque: bool = False) -> list[Step]:
+    """The steps of a statement's emitted ``lines`` (at depth 0), over ``names``; one opaque
+    step (an inner loop) reads every name it reads or writes.  Raises SyntaxError where
+    the lines are not a block of Python statements."""
+    out = list(_steps(tuple(lines), names))
+    if opaque:
+        reads = {r for _, rs, ws in out for r in rs + ws}
+        return [(None, tuple(sorted(reads)), tuple(sorted({w for *_, ws in out for w in ws})))]
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _steps(lines: tuple[str, ...], names: frozenset[str]) -> tuple[Step, ...]:
+    """``steps`` of one chunk of source (remembered: the sweep and the refresh emit the
+    same statements, and so does every compile of a model)."""
+    out = []
+    for node in ast.parse("\n".join(lines)).body:
+        reads, writes = set(), set()
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name) and sub.id in names:
+                (reads if isinstance(sub.ctx, ast.Load) else writes).add(sub.id)
+        text = "\n".join(lines[node.lineno - 1: node.end_lineno])
+        out.append((text, tuple(sorted(reads)), tuple(sorted(writes))))
+    return tuple(out)
+
+
+@dataclass
+class _Values:
+    """Symbolic values: name -> number, numbers interned by (text, name, inputs)."""
+    table: dict[tuple, int]
+    now: dict[str, int]
+
+    def get(self, name: str) -> int:
+        if name not in self.now:  # the value a name has before anything simulated
+            self.now[name] = self.intern(("unknown", name))
+        return self.now[name]
+
+    def intern(self, key: tuple) -> int:
+        return self.table.setdefault(key, len(self.table))
+
+    def run(self, stmt: Sequence[Step], seen: list[dict[str, int]] | None = None) -> None:
+        """Simulate one statement; ``seen`` gets the values each of its steps reads."""
+        for text, reads, writes in stmt:
+            inputs = {r: self.get(r) for r in reads}
+            if seen is not None:
+                seen.append(inputs)
+            for w in writes:
+                self.now[w] = self.intern(("opaque", len(self.table)) if text is None
+                                          else (text, w, tuple(inputs.items())))
+
+    def fork(self) -> _Values:
+        return _Values(self.table, dict(self.now))
+
+
+def _exposed(stretch: Sequence[Sequence[Step]]) -> set[str]:
+    """The names a stretch reads before it writes them."""
+    written: set[str] = set()
+    out: set[str] = set()
+    for stmt in stretch:
+        for _, reads, writes in stmt:
+            out.update(r for r in reads if r not in written)
+            written.update(writes)
+    return out
+
+
+def _backward(refresh: Sequence[Sequence[Step]], after: Sequence[Sequence[Step]],
+              live: set[str]) -> list[int]:
+    """Positions of the refresh statements whose outputs are read later (by ``after``, by
+    kept statements, or at the end: ``live``)."""
+    live = set(live)
+    for stmt in reversed(after):
+        for _, reads, writes in reversed(stmt):
+            live.difference_update(writes)
+            live.update(reads)
+    kept = []
+    for i in range(len(refresh) - 1, -1, -1):
+        if not any(w in live for _, _, ws in refresh[i] for w in ws):
+            continue
+        kept.append(i)
+        for _, reads, writes in reversed(refresh[i]):
+            live.difference_update(writes)
+            live.update(reads)
+    return kept[::-1]
+
+
+def live_refresh(sweep: Sequence[Sequence[Step]], refresh: Sequence[Sequence[Step]],
+                 after: Sequence[Sequence[Step]], keep: frozenset[str]) -> list[int]:
+    """The positions of the ``refresh`` statements to emit (see the module docstring):
+    ``sweep`` the last loop's statements in the order a sweep runs them, ``after`` what
+    ``evidence()`` runs after the refresh, ``keep`` the names read at the end of the run
+    whatever the state (the posteriors returned)."""
+    every = list(range(len(refresh)))
+    start = _Values({}, {})
+    for stmt in sweep:
+        start.run(stmt)
+    full = start.fork()
+    full_seen: list[dict[str, int]] = []
+    for stmt in refresh:
+        full.run(stmt)
+    for stmt in after:
+        full.run(stmt, full_seen)
+    # read after evidence(): by the next sweep, the next evidence(), the posteriors
+    later = _exposed(sweep) | _exposed(list(refresh) + list(after)) | set(keep)
+    # a name must end as the full refresh leaves it where that differs from the sweep's
+    needed = set(keep) | {n for n in later if full.get(n) != start.get(n)}
+    while True:
+        kept = _backward(refresh, after, needed)
+        pruned = start.fork()
+        seen: list[dict[str, int]] = []
+        for i in kept:
+            pruned.run(refresh[i])
+        for stmt in after:
+            pruned.run(stmt, seen)
+        if seen != full_seen:  # (not by construction: keep everything)
+            return every
+        wrong = {n for n in later if pruned.get(n) != full.get(n)}
+        if not wrong:
+            return kept
+        if wrong <= needed:  # (not by construction either)
+            return every
+        needed |= wrong
+
+
+def settled(sweep: Sequence[Sequence[Step]], refresh: Sequence[Sequence[Step]],
+            after: Sequence[Sequence[Step]]) -> list[bool]:
+    """For each statement of ``sweep``: whether, in a sweep that follows ``evidence()`` (the
+    kept ``refresh``, then ``after``) run right after another sweep, it computes for each
+    name it writes the value that name already holds — what ``evidence()`` computed from
+    the same values (a gate's messages from posteriors that the sweep has not yet moved).
+    Such a statement may be skipped there: the state is the same.  ``ITERATION`` (the
+    sweep's number) has a new value in every sweep."""
+    values = _Values({}, {})
+    values.now[ITERATION] = values.intern(("sweep", 0))
+    for stmt in list(sweep) + list(refresh) + list(after):
+        values.run(stmt)
+    values.now[ITERATION] = values.intern(("sweep", 1))
+    out = []
+    for stmt in sweep:
+        held = {w: values.get(w) for _, _, writes in stmt for w in writes}
+        values.run(stmt)
+        out.append(bool(held) and all(text is not None for text, *_ in stmt)
+                   and all(values.get(w) == v for w, v in held.items()))
+    return out
+
+
+__all__ = ["ITERATION", "Step", "steps", "live_refresh", "settled"]
