@@ -134,11 +134,13 @@ def _requirements(lp: _Loop, body: Sequence[int]
     return required, used, preferred
 
 
-def _iterate(lp: _Loop) -> list[tuple[int, str]]:
+def _iterate(lp: _Loop, waste: bool = False) -> list[tuple[int, str]]:
     """The iteration schedule. It counts on user-initialized messages read fresh being
     up to date on entry, and so leaves them up to date for the next pass; if that cannot
-    be done (``lp.fresh_on_entry`` is then emptied), it assumes nothing is up to date."""
+    be done (``lp.fresh_on_entry`` is then emptied), it assumes nothing is up to date.
+    ``waste``: the greedy choice avoids recomputation (``_Greedy._wasted``)."""
     greedy = _Greedy(lp, "iteration")
+    greedy.waste = waste
     for a in lp.members:
         greedy.enqueue(a, lp.first_why[a])
     try:
@@ -147,7 +149,28 @@ def _iterate(lp: _Loop) -> list[tuple[int, str]]:
         if not lp.fresh_on_entry:
             raise
         lp.fresh_on_entry = set()
-        return _iterate(lp)
+        return _iterate(lp, waste)
+
+
+def _lean_size(lp: _Loop, body: Sequence[int]) -> int:
+    """How many updates of ``body`` dead code keeps."""
+    uses = lp.index.uses_src
+    return len(deadcode.live_positions(list(body), lambda a: uses[a], lp.live_out))
+
+
+def _choose(lp: _Loop) -> list[tuple[int, str]]:
+    """The iteration schedule: ``_iterate``'s, or, where dead code leaves it fewer
+    updates, the one planned avoiding recomputation (``_Greedy._wasted``: not leaving
+    stale what this pass computed while a waiting statement still needs it fresh, as
+    when a chain's posterior would be computed before its parameters' and again after)."""
+    body = _iterate(lp)
+    try:
+        other = _iterate(lp, waste=True)
+    except ScheduleError:
+        return body
+    if _lean_size(lp, [a for a, _ in other]) < _lean_size(lp, [a for a, _ in body]):
+        return other
+    return body
 
 
 def _leave(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
@@ -189,7 +212,7 @@ def iteration_schedule(graph: DependencyGraph, loop_nodes: Iterable[str]) -> tup
 
     Starts from every message valid and stale; ends with every message valid."""
     lp = _loop_of(graph, loop_nodes)
-    return tuple(lp.labels[a] for a, _ in _iterate(lp))
+    return tuple(lp.labels[a] for a, _ in _choose(lp))
 
 
 def initialization_schedule(graph: DependencyGraph, loop_nodes: Iterable[str],
@@ -227,7 +250,7 @@ def schedule(graph: DependencyGraph, *, dead_code: bool = True) -> Schedule:
                             f"read by {readers[0]}"))
             continue
         lp = _Loop(graph, (ix.pos[x] for x in block), keep)
-        body = _iterate(lp)
+        body = _choose(lp)
         nodes = [a for a, _ in body]
         init = _initialize(lp, nodes)  # also serves the body after dead code
         leave = None
