@@ -236,17 +236,18 @@ class _Greedy:
         return False
 
     def _stale_cause(self, p: int, trial: _Trial) -> int:
+        """The run that last made p stale (p itself if none is recorded)."""
         return trial.stale_cause.get(p, self.stale_cause.get(p, p))
 
     def _behind(self, y: int, trial: _Trial) -> tuple[int, int] | None:
         """(p, r): a statement computed from Fresh sources (a posterior, under VMP) that a
         run in this pass made stale, and that y reads, directly (r = p) or through a
         message r that p triggers (a message out of that posterior); None if there is
-        none.  y then waits for p to be
-        computed again: under VMP a message read by an update must reflect every
-        posterior update before it (coordinate ascent: a parallel, Jacobi-like update of
-        two posteriors from each other's old values can lower the bound).  Not when what
-        made p stale does not reach r or y (the graph's ``unaffected``)."""
+        none.  y then waits for p to be computed again: under VMP a message read by an
+        update must reflect every posterior update before it (coordinate ascent: a
+        parallel, Jacobi-like update of two posteriors from each other's old values can
+        lower the bound).  Not when what made p stale does not reach r or y (the graph's
+        ``unaffected``)."""
         lp, get, unaffected = self.lp, self._get, self.lp.unaffected
         for r in lp.reads_src[y]:
             if r == y:

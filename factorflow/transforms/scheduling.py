@@ -162,15 +162,18 @@ def _choose(lp: _Loop) -> list[tuple[int, str]]:
     """The iteration schedule: ``_iterate``'s, or, where dead code leaves it fewer
     updates, the one planned avoiding recomputation (``_Greedy._wasted``: not leaving
     stale what this pass computed while a waiting statement still needs it fresh, as
-    when a chain's posterior would be computed before its parameters' and again after)."""
+    when a chain's posterior would be computed before its parameters' and again after).
+    The second plan is tried only where dead code leaves some statement updated twice
+    (otherwise no pass can be shorter)."""
     body = _iterate(lp)
+    size = _lean_size(lp, [a for a, _ in body])
+    if size <= len({a for a, _ in body}):
+        return body
     try:
         other = _iterate(lp, waste=True)
     except ScheduleError:
         return body
-    if _lean_size(lp, [a for a, _ in other]) < _lean_size(lp, [a for a, _ in body]):
-        return other
-    return body
+    return other if _lean_size(lp, [a for a, _ in other]) < size else body
 
 
 def _leave(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
