@@ -40,14 +40,14 @@ Why (``--cause``, same machine)::
     per sweep from 100 to 200: common shift 0.9778, rest 0.9778
     posterior precision along the common shift of the K weight vectors:
       vector form (messages of rank K - 1)   [1. 1.]
-      plate form (K independent Gaussians)   [15.97 23.10]
+      plate form (K independent Gaussians)   [15.97 23.1 ]
 
 The likelihood depends on a datum's K logits only through their differences: it says
 nothing about their common shift.  The vector form's messages have no precision along
 it (the weights' posterior keeps the prior's 1 there); the plate form projects each
 tilted distribution on K independent Gaussians, whose product cannot leave the shift
 alone: the messages put a precision of 16 and 23 on it that echoes the cavity each was
-computed from, and the posterior creeps along it (the error there is 34 times the rest
+computed from, and the posterior creeps along it (the error there is 30 times the rest
 after 100 sweeps; the rest follows it at the same rate).
 """
 
