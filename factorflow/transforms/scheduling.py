@@ -14,7 +14,13 @@ from which an output can be reached (the others are pruned):
   initialization schedule: its initial value starts the loop, even where a statement
   requires it or the first pass reads it;
 * user-initialized messages are kept where possible (penalties for recomputing or
-  invalidating them); a ``ScheduleWarning`` names the ones overwritten before use.
+  invalidating them); a ``ScheduleWarning`` names the ones overwritten before use;
+* where the greedy iteration schedule updates a statement twice after dead code, a
+  second plan that avoids recomputation replaces it when it is shorter (``_choose``); it
+  delays recomputations, so it makes explicit what the greedy plan's eager order gave
+  VMP (coordinate ascent): a statement waits until the messages it needs fresh have seen
+  the posteriors updated before it (``_Greedy._reads_invalidated``), and reads nothing
+  sent by a posterior whose update is pending (``_Greedy._behind``).
 
 All choices are deterministic: ties go to the statement earliest in program order.
 A ``ScheduleError`` says which statements are blocked when no choice satisfies the
@@ -169,11 +175,15 @@ def _choose(lp: _Loop) -> list[tuple[int, str]]:
     size = _lean_size(lp, [a for a, _ in body])
     if size <= len({a for a, _ in body}):
         return body
+    counted = lp.fresh_on_entry  # (the second plan may give up counting on them)
     try:
         other = _iterate(lp, waste=True)
     except ScheduleError:
-        return body
-    return other if _lean_size(lp, [a for a, _ in other]) < size else body
+        other = None
+    if other is not None and _lean_size(lp, [a for a, _ in other]) < size:
+        return other
+    lp.fresh_on_entry = counted
+    return body
 
 
 def _leave(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
