@@ -287,8 +287,24 @@ def _discrete_init_vmp(sample, init, trans) -> Dirichlet:
 def _discrete_trans_vmp(sample, init, trans) -> Dirichlet:
     """Row i of t: Dirichlet(1 + ξ_t(i, ·)), ξ_t(i, j) = q(x_{t−1} = i, x_t = j) ∝
     α_{t−1}(i) m_{t−1}(i) trans(i, j) m_t(j) β_t(j) (expected transition counts; none on
-    t = 0); their product over t is Dirichlet(1 + the expected counts)."""
+    t = 0); their product over t is Dirichlet(1 + the expected counts).  The counts of
+    the last pass are kept with it: VMP's evidence after a sweep and the next sweep ask
+    for them from the same pass."""
     eta, chain = _discrete_pass(sample, init, trans)
+    if traced():  # values unknown: computed again (the compiler merges repeats)
+        return Dirichlet.from_natural(_transition_counts(eta, chain, trans))
+    if _TRANS_COUNTS[0] is not chain:  # (held: a new pass is a new object)
+        _TRANS_COUNTS[:] = [chain, _transition_counts(eta, chain, trans)]
+        _freeze(_TRANS_COUNTS[1])
+    return Dirichlet.from_natural(_TRANS_COUNTS[1])
+
+
+#: the pass whose expected transition counts were computed last, and those counts
+_TRANS_COUNTS: list[Any] = [None, None]
+
+
+def _transition_counts(eta: np.ndarray, chain: ChainPass, trans: Any) -> np.ndarray:
+    """ξ_t(i, j) on (..., T, K, K), zero on t = 0 (``_discrete_trans_vmp``)."""
     with np.errstate(invalid="ignore", divide="ignore", under="ignore"):
         # in probabilities, each side scaled per t by its largest state (as the pass
         # itself runs): one product per pair, normalised by a BLAS sum
@@ -296,9 +312,8 @@ def _discrete_trans_vmp(sample, init, trans) -> Dirichlet:
                 * _scaled_exp(eta + chain.log_beta)[..., 1:, None, :])
         total = _sum_last(pair, 2)
         pair = pair / np.where(total > 0, total, 1.0)[..., None, None]
-    return Dirichlet.from_natural(set_at(np.zeros(eta.shape + eta.shape[-1:]),
-                                         (..., slice(1, None), slice(None), slice(None)),
-                                         pair))
+    return set_at(np.zeros(eta.shape + eta.shape[-1:]),
+                  (..., slice(1, None), slice(None), slice(None)), pair)
 
 
 def _scaled_exp(log_p: np.ndarray) -> np.ndarray:

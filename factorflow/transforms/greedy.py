@@ -16,6 +16,7 @@ from factorflow.errors import ScheduleError
 from factorflow.transforms.dependencies import DependencyGraph
 
 VALID, FRESH, RAN, PRISTINE = 1, 2, 4, 8  # per-node state bits; PRISTINE: unread user init
+STALED = 16  # made stale in this pass by a run of one of its sources (``_behind``)
 
 
 class _Loop:
@@ -23,7 +24,7 @@ class _Loop:
 
     def __init__(self, graph: DependencyGraph, members: Iterable[int], keep: set[int]) -> None:
         ix = graph.index
-        self.labels, self.members = ix.labels, sorted(members)
+        self.index, self.labels, self.members = ix, ix.labels, sorted(members)
         inside = set(self.members)
 
         def local(lists: Sequence[Sequence[int]]) -> dict[int, tuple[int, ...]]:
@@ -33,7 +34,17 @@ class _Loop:
         self.need_src, self.need_dst = local(ix.need_src), local(ix.need_dst)
         self.triggers, self.triggered_by = local(ix.triggers), local(ix.triggered_by)
         self.needs_fresh, self.fresh_for = local(ix.needs_fresh), local(ix.fresh_for)
-        self.fresh_dst = local(ix.fresh_dst)
+        self.fresh_src, self.fresh_dst = local(ix.fresh_src), local(ix.fresh_dst)
+        self.trig_src = local(ix.trig_src)
+        self.needs_fresh_set = {a: frozenset(self.needs_fresh[a]) for a in self.members}
+        # operators reading the same messages (of one factor: a chain's messages to its
+        # states and to its parameters) share work when they run from the same values
+        group: dict[frozenset[int], list[int]] = {}
+        for a in self.members:
+            if ix.reads_src[a]:
+                group.setdefault(frozenset(ix.reads_src[a]), []).append(a)
+        self.siblings = {a: tuple(b for b in group.get(frozenset(ix.reads_src[a]), ())
+                                  if b != a) for a in self.members}
         self.pref_src = local(ix.pref_src)
         self.unaffected = ix.unaffected
         self.user = {ix.pos[x] for x in graph.user_initialized} & inside
@@ -65,7 +76,8 @@ class _Loop:
 class _Trial:
     """Tentative effects of a plan on top of the real state."""
 
-    __slots__ = ("ov", "cause", "steps", "penalty", "invalidated", "hit", "waived", "failed")
+    __slots__ = ("ov", "cause", "steps", "penalty", "invalidated", "hit", "waived", "failed",
+                 "staled", "stale_cause")
 
     def __init__(self) -> None:
         self.ov: dict[int, int] = {}
@@ -78,6 +90,9 @@ class _Trial:
         #: retry would search the same sources again, exponential in the depth of Fresh
         #: chains)
         self.failed: set[int] = set()
+        #: statements the plan made stale, in order, and the run that made each stale
+        self.staled: list[int] = []
+        self.stale_cause: dict[int, int] = {}
 
 
 class _Greedy:
@@ -105,6 +120,9 @@ class _Greedy:
         self.heap: list[tuple[int, ...]] = []
         self.steps: list[tuple[int, str]] = []
         self.lenient = False  # see _unreadable
+        #: score ``_wasted`` (a second plan of the pass, kept where it is shorter)
+        self.waste = False
+        self.stale_cause: dict[int, int] = {}
         #: waiting only because a statement prefers them run first (``Dep.PREFERRED``):
         #: dropped when they cannot run
         self.optional: set[int] = set()
@@ -139,7 +157,9 @@ class _Greedy:
         ov[x] = VALID | FRESH | RAN
         for t in lp.reads_dst[x]:
             if t != x and get(trial, t) & FRESH and not self._still_fresh(x, t):
-                ov[t] = get(trial, t) & ~FRESH
+                ov[t] = get(trial, t) & ~FRESH | STALED
+                trial.staled.append(t)
+                trial.stale_cause[t] = x
         for t in lp.triggers[x]:
             m = get(trial, t)
             if m & VALID:
@@ -150,14 +170,19 @@ class _Greedy:
         trial.steps.append((x, why))
 
     def _ensure(self, y: int, trial: _Trial, active: frozenset[int]) -> bool:
-        """Run in ``trial`` what y needs first: stale Fresh sources (recursively), and
-        sources that those runs invalidated. False if that cannot be done."""
+        """Run in ``trial`` what y needs first: stale Fresh sources (recursively),
+        sources that those runs invalidated, and, in a plan avoiding recomputation
+        (``waste``), statements y would read behind (``_behind``). False if that cannot
+        be done."""
         lp, label = self.lp, self.lp.labels
         waived: set[int] = set()
         for _ in range(len(lp.needs_fresh[y]) + 4):
             need = next((s for s in lp.needs_fresh[y] if not self._get(trial, s) & FRESH
                          and s not in waived), None)
             why = f"fresh for {label[y]}"
+            if need is None and self.waste:
+                need = next((s for s in lp.fresh_src[y] if s not in waived
+                             and self._reads_invalidated(s, trial)), None)
             if need is None:
                 for s in lp.reads_src[y]:
                     if s != y and self._unreadable(s, self._get(trial, s)):
@@ -167,6 +192,13 @@ class _Greedy:
                         need, why = s, (f"triggered by {label[cause]}, " if cause is not None
                                         else "") + f"read by {label[y]}"
                         break
+            if need is None and self.waste:
+                behind = self._behind(y, trial)
+                if behind is not None:
+                    need, through = behind
+                    why = (f"stale since {label[self._stale_cause(need, trial)]}, read by "
+                           f"{label[y]}" + (f" through {label[through]}" if through != need
+                                            else ""))
             if need is None:
                 return not self.init_mode or all(self._get(trial, r) & RAN for r in lp.need_src[y])
             if need in active or need in trial.failed or not self._ensure(
@@ -182,6 +214,51 @@ class _Greedy:
                 return False
             self._apply(need, trial, why)
         return False
+
+    def _reads_invalidated(self, s: int, trial: _Trial) -> bool:
+        """Whether s reads a message that a run since s's own has invalidated (it will
+        change), unless that run does not reach s (the graph's ``unaffected``: EP's
+        message out on the edge its message in arrived by) or was itself computed from s
+        (it needs s, or a sibling of s, fresh: a chain's parameters updated from the pass
+        that gave the chain's posterior).  In a plan avoiding recomputation a statement
+        waits for such a Fresh source to be computed again: under VMP an update then
+        sees every posterior updated before it (coordinate ascent)."""
+        lp, get = self.lp, self._get
+        for r in lp.reads_src[s]:
+            if r == s or not self._unreadable(r, get(trial, r)):
+                continue
+            c = trial.cause.get(r, self.cause.get(r))
+            if c is None or (c, s) in lp.unaffected:
+                continue
+            used = lp.needs_fresh_set[c] if c in lp.needs_fresh_set else frozenset()
+            if s not in used and not used.intersection(lp.siblings[s]):
+                return True
+        return False
+
+    def _stale_cause(self, p: int, trial: _Trial) -> int:
+        """The run that last made p stale (p itself if none is recorded)."""
+        return trial.stale_cause.get(p, self.stale_cause.get(p, p))
+
+    def _behind(self, y: int, trial: _Trial) -> tuple[int, int] | None:
+        """(p, r): a statement computed from Fresh sources (a posterior, under VMP) that a
+        run in this pass made stale, and that y reads, directly (r = p) or through a
+        message r that p triggers (a message out of that posterior); None if there is
+        none.  y then waits for p to be computed again: under VMP a message read by an
+        update must reflect every posterior update before it (coordinate ascent: a
+        parallel, Jacobi-like update of two posteriors from each other's old values can
+        lower the bound).  Not when what made p stale does not reach r or y (the graph's
+        ``unaffected``)."""
+        lp, get, unaffected = self.lp, self._get, self.lp.unaffected
+        for r in lp.reads_src[y]:
+            if r == y:
+                continue
+            for p in (r, *lp.trig_src[r]):
+                if p == y or not get(trial, p) & STALED or not lp.fresh_src[p]:
+                    continue
+                cause = self._stale_cause(p, trial)
+                if (cause, r) not in unaffected and (cause, y) not in unaffected:
+                    return p, r
+        return None
 
     def _still_fresh(self, x: int, t: int) -> bool:
         """Whether t, which reads x, stays fresh when x runs: x does not reach t's value
@@ -227,25 +304,29 @@ class _Greedy:
         return sum(s != x and not self.st[s] & RAN for s in self.lp.pref_src[x])
 
     def _score(self, x: int) -> tuple[int, ...]:
-        """(blocked, deferred, initial values read, uniform starts, penalty, -sources
-        already scheduled, invalidations, program order).  The second holds back, in a
-        parallel sweep, the messages into a hub (``_deferred``).  The third counts only
-        when the init schedule is stuck (``lenient``): it starts where the fewest initial
-        values are read; the fourth (init only) where the fewest preferred sources are
-        still uniform (``_uniform_starts``)."""
+        """(blocked, deferred, initial values read, uniform starts, wasted, penalty,
+        -sources already scheduled, invalidations, program order).  The second holds
+        back, in a parallel sweep, the messages into a hub (``_deferred``).  The third
+        counts only when the init schedule is stuck (``lenient``): it starts where the
+        fewest initial values are read; the fourth (init only) where the fewest preferred
+        sources are still uniform (``_uniform_starts``); the fifth only in a plan that
+        avoids recomputation (``waste``): how much this pass already computed the plan
+        would leave to compute again (``_wasted``)."""
         lp, st = self.lp, self.st
         initial = 0
-        if lp.needs_fresh[x]:
+        if lp.needs_fresh[x] or self.waste:  # (``_behind`` too: only a plan sees it)
             trial = self._plan(x)
             if trial is None:
-                return (1, 0, 0, 0, 0, 0, 0, x)
+                return (1, 0, 0, 0, 0, 0, 0, 0, x)
             penalty, invalidated = trial.penalty, trial.invalidated
             initial = sum(map(len, trial.waived.values()))
+            wasted = self._wasted(trial) if self.waste else 0
         else:  # the plan is x alone: the same numbers without a trial
             if any(s != x and self._unreadable(s, st[s]) for s in lp.reads_src[x]) or (
                     self.init_mode and any(not st[r] & RAN for r in lp.need_src[x])):
-                return (1, 0, 0, 0, 0, 0, 0, x)
+                return (1, 0, 0, 0, 0, 0, 0, 0, x)
             penalty = int(st[x] & (PRISTINE | VALID) == PRISTINE | VALID)
+            wasted = 0
             invalidated = 0
             for t in lp.triggers[x]:
                 if st[t] & VALID:
@@ -254,8 +335,24 @@ class _Greedy:
         if self.lenient:
             initial += sum(s != x and not st[s] & (VALID | RAN) for s in lp.reads_src[x])
         done = sum(s in self.done for s in lp.reads_src[x])
-        return (0, int(self._deferred(x)), initial, self._uniform_starts(x), penalty, -done,
-                invalidated, x)
+        return (0, int(self._deferred(x)), initial, self._uniform_starts(x), wasted, penalty,
+                -done, invalidated, x)
+
+    def _wasted(self, trial: _Trial) -> int:
+        """How many statements up to date before the plan ``trial`` it leaves stale while
+        a waiting statement outside it needs them fresh (each is computed again before
+        that statement runs: work this pass already did), and how many statements run in
+        this pass it changes the inputs of while a sibling (``_Loop.siblings``: reading the
+        same messages) still waits to run from them (a chain's forward–backward pass is
+        then run twice per sweep where once would do)."""
+        lp, waiting = self.lp, self.waiting
+        ran = {a for a, _ in trial.steps}
+        wasted = sum(t not in waiting and not trial.ov[t] & FRESH and any(
+            y in waiting and y not in ran for y in lp.fresh_for[t]) for t in set(trial.staled))
+        # a run of this pass whose siblings still wait loses the work they would share
+        return wasted + sum(t in self.done and t not in waiting and any(
+            u in waiting and u not in ran for u in lp.siblings[t])
+            for t in {t for a in ran for t in lp.reads_dst[a] if t not in ran})
 
     def _rescore(self, x: int) -> None:
         key = self._score(x)
@@ -359,6 +456,7 @@ class _Greedy:
                 before.add(a)
         self.st.update(trial.ov)
         self.cause.update(trial.cause)
+        self.stale_cause.update(trial.stale_cause)
         ran = [a for a, _ in trial.steps]
         for a, why in trial.steps:
             if a in trial.waived:
@@ -398,6 +496,8 @@ class _Greedy:
                 dirty.update(lp.fresh_for[u])
         if lp.feeds_hub and not self.selective:  # the waiting set changed
             dirty.update(lp.feeds_hub)
+        if self.waste:  # ``_wasted`` reads the waiting set and what is fresh anywhere
+            dirty.update(self.waiting)
         for y in dirty:
             if y in self.waiting:
                 self._rescore(y)
@@ -409,6 +509,7 @@ class _Greedy:
             self._apply(a, trial, "")
             self.st.update(trial.ov)
             self.cause.update(trial.cause)
+            self.stale_cause.update(trial.stale_cause)
 
     def settle(self, keep_fresh: Mapping[int, str]) -> list[tuple[int, str]]:
         """``run``, then again while a statement of ``keep_fresh`` is stale (what follows

@@ -14,7 +14,13 @@ from which an output can be reached (the others are pruned):
   initialization schedule: its initial value starts the loop, even where a statement
   requires it or the first pass reads it;
 * user-initialized messages are kept where possible (penalties for recomputing or
-  invalidating them); a ``ScheduleWarning`` names the ones overwritten before use.
+  invalidating them); a ``ScheduleWarning`` names the ones overwritten before use;
+* where the greedy iteration schedule updates a statement twice after dead code, a
+  second plan that avoids recomputation replaces it when it is shorter (``_choose``); it
+  delays recomputations, so it makes explicit what the greedy plan's eager order gave
+  VMP (coordinate ascent): a statement waits until the messages it needs fresh have seen
+  the posteriors updated before it (``_Greedy._reads_invalidated``), and reads nothing
+  sent by a posterior whose update is pending (``_Greedy._behind``).
 
 All choices are deterministic: ties go to the statement earliest in program order.
 A ``ScheduleError`` says which statements are blocked when no choice satisfies the
@@ -134,11 +140,13 @@ def _requirements(lp: _Loop, body: Sequence[int]
     return required, used, preferred
 
 
-def _iterate(lp: _Loop) -> list[tuple[int, str]]:
+def _iterate(lp: _Loop, waste: bool = False) -> list[tuple[int, str]]:
     """The iteration schedule. It counts on user-initialized messages read fresh being
     up to date on entry, and so leaves them up to date for the next pass; if that cannot
-    be done (``lp.fresh_on_entry`` is then emptied), it assumes nothing is up to date."""
+    be done (``lp.fresh_on_entry`` is then emptied), it assumes nothing is up to date.
+    ``waste``: the greedy choice avoids recomputation (``_Greedy._wasted``)."""
     greedy = _Greedy(lp, "iteration")
+    greedy.waste = waste
     for a in lp.members:
         greedy.enqueue(a, lp.first_why[a])
     try:
@@ -147,7 +155,35 @@ def _iterate(lp: _Loop) -> list[tuple[int, str]]:
         if not lp.fresh_on_entry:
             raise
         lp.fresh_on_entry = set()
-        return _iterate(lp)
+        return _iterate(lp, waste)
+
+
+def _lean_size(lp: _Loop, body: Sequence[int]) -> int:
+    """How many updates of ``body`` dead code keeps."""
+    uses = lp.index.uses_src
+    return len(deadcode.live_positions(list(body), lambda a: uses[a], lp.live_out))
+
+
+def _choose(lp: _Loop) -> list[tuple[int, str]]:
+    """The iteration schedule: ``_iterate``'s, or, where dead code leaves it fewer
+    updates, the one planned avoiding recomputation (``_Greedy._wasted``: not leaving
+    stale what this pass computed while a waiting statement still needs it fresh, as
+    when a chain's posterior would be computed before its parameters' and again after).
+    The second plan is tried only where dead code leaves some statement updated twice
+    (otherwise no pass can be shorter)."""
+    body = _iterate(lp)
+    size = _lean_size(lp, [a for a, _ in body])
+    if size <= len({a for a, _ in body}):
+        return body
+    counted = lp.fresh_on_entry  # (the second plan may give up counting on them)
+    try:
+        other = _iterate(lp, waste=True)
+    except ScheduleError:
+        other = None
+    if other is not None and _lean_size(lp, [a for a, _ in other]) < size:
+        return other
+    lp.fresh_on_entry = counted
+    return body
 
 
 def _leave(lp: _Loop, body: Sequence[int]) -> list[tuple[int, str]]:
@@ -189,7 +225,7 @@ def iteration_schedule(graph: DependencyGraph, loop_nodes: Iterable[str]) -> tup
 
     Starts from every message valid and stale; ends with every message valid."""
     lp = _loop_of(graph, loop_nodes)
-    return tuple(lp.labels[a] for a, _ in _iterate(lp))
+    return tuple(lp.labels[a] for a, _ in _choose(lp))
 
 
 def initialization_schedule(graph: DependencyGraph, loop_nodes: Iterable[str],
@@ -227,7 +263,7 @@ def schedule(graph: DependencyGraph, *, dead_code: bool = True) -> Schedule:
                             f"read by {readers[0]}"))
             continue
         lp = _Loop(graph, (ix.pos[x] for x in block), keep)
-        body = _iterate(lp)
+        body = _choose(lp)
         nodes = [a for a, _ in body]
         init = _initialize(lp, nodes)  # also serves the body after dead code
         leave = None

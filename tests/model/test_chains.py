@@ -450,3 +450,45 @@ def test_learnt_transitions_and_emissions_equal_structured_vmp_by_hand():
     assert_close(result["A"].alpha, q_trans, 1e-7)
     assert_close(result["B"].alpha, q_emit, 1e-7)
     assert_close(result.log_evidence, bound, 1e-8)
+
+
+def test_learnt_hmm_equals_structured_vmp_sweep_for_sweep_with_one_pass_each(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A, B and π learnt: each sweep runs the chain's forward–backward once (its messages
+    to x and to A read the same inputs: one pass, reused) and then updates π, A and B
+    from that posterior of x, as the structured VMP written out above does: after n
+    sweeps the rows' posteriors equal its n sweeps to 1e-12 (the reported q(x) is the
+    one of the posteriors reported with it: its next sweep), and the bound never falls.
+    The schedule used to run the pass three times a sweep from three different inputs."""
+    from factorflow.factors import chains
+
+    rng = np.random.default_rng(12)
+    k, v, t_len = 2, 3, 8
+    obs = rng.integers(0, v, t_len)
+    a_pi, a_trans, a_emit = np.ones(k), np.ones((k, k)), np.ones((k, v))
+    start = np.array([[3.0, 1.5, 1.0], [1.0, 1.2, 2.5]])
+    init = {"B": ff.distributions.Dirichlet(start)}
+    compiled = dirichlet_hmm(obs, a_pi, a_trans, a_emit=a_emit).compile("vmp", init=init)
+    passes = 0
+    kernel = chains.discrete_forward_backward
+
+    def counted(*args):
+        nonlocal passes
+        passes += 1
+        return kernel(*args)
+
+    monkeypatch.setattr(chains, "discrete_forward_backward", counted)
+    for n in (1, 2, 5):
+        passes = 0
+        result = compiled.run(iterations=n, tolerance=None, init=init, progress=False)
+        _, _, q_trans, _, q_emit = vb_hmm(a_pi, a_trans, np.ones((t_len, k)), sweeps=n,
+                                          a_emit=a_emit, obs=obs, q_emit=start)
+        assert_close(result["A"].alpha, q_trans, 1e-12)
+        assert_close(result["B"].alpha, q_emit, 1e-12)
+        q_next = vb_hmm(a_pi, a_trans, np.ones((t_len, k)), sweeps=n + 1,
+                        a_emit=a_emit, obs=obs, q_emit=start)[0]
+        assert_close(result["x"].probs, q_next, 1e-12, 1e-14)
+        # one pass a sweep, one for the initialisation, one for the evidence's
+        # posteriors after the last sweep
+        assert passes == n + 2
+        assert np.all(np.diff(result.trace) > -1e-12)
