@@ -59,6 +59,29 @@ def sklearn_start(n_topics: int, n_words: int, seed: int) -> np.ndarray:
     return np.random.RandomState(seed).gamma(100.0, 0.01, (n_topics, n_words))
 
 
+class SklearnStart(np.random.RandomState):
+    """A ``random_state`` for scikit-learn's LDA that fixes its E-step's start: its first
+    draw, the topics, is ``RandomState(seed)``'s as usual (``sklearn_start``), but each
+    E-step, which would start every document's q(θ) from a fresh Gamma(100, 1/100) draw,
+    starts from ``start`` (documents × topics) instead, the same every iteration — as
+    factorflow's restart does (``em_options``: θ's prior, or ``init={"theta": ...}``).
+    It relies on scikit-learn drawing both through ``random_state.gamma`` (1.3–1.9)."""
+
+    def __init__(self, seed: int, start: np.ndarray):
+        super().__init__(seed)
+        self.start = np.asarray(start, float)
+        self.topics_drawn = False
+
+    def gamma(self, shape, scale=1.0, size=None):  # noqa: D102 (numpy's signature)
+        if not self.topics_drawn:
+            self.topics_drawn = True
+            return super().gamma(shape, scale, size)
+        if size is None or tuple(np.atleast_1d(size)) != self.start.shape:
+            raise ValueError(f"SklearnStart: an E-step start of shape {size} was asked "
+                             f"for; the start given is {self.start.shape}")
+        return self.start.copy()
+
+
 def lda_bound(doc: np.ndarray, words: np.ndarray, gamma: np.ndarray, lam: np.ndarray,
               alpha: float, eta: float) -> float:
     """The mean-field bound with q(z) at its optimum given q(θ) = Dir(gamma) and
