@@ -714,7 +714,11 @@ def _normalize_with_probs(x: np.ndarray) -> np.ndarray:
     of x − max, summed (``einsum``, a fraction of ``np.sum``'s time along a short axis)
     and divided, instead of a second exponential of the normalised array.  Equal to
     ``x - logsumexp(x)`` and its ``exp_flushed`` to rounding (the probabilities are
-    flushed to 0 where x − max < −700, not where the normalised value is)."""
+    flushed to 0 where x − max < −700, not where the normalised value is).  A large
+    C-ordered array goes through in blocks of rows (``_normalize_blocked``)."""
+    if (not TRACED and x.ndim >= 2 and x.size >= 2 * _BLOCK_ELEMENTS
+            and x.flags.c_contiguous):
+        return _normalize_blocked(x)
     top = row_max(x)
     if not all_true(np.isfinite(top)):
         top = np.where(np.isfinite(top), top, 0.0)
@@ -724,6 +728,48 @@ def _normalize_with_probs(x: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         out -= np.log(total)
         probs /= total
+    out.flags.writeable = False
+    probs.flags.writeable = False
+    remember("log_normalize", out, out)
+    remember("exp", out, probs)
+    return out
+
+
+#: elements per block of ``_normalize_blocked``: the block of x, of the logs and of the
+#: probabilities (3 × 256 KB) stay in cache between the steps
+_BLOCK_ELEMENTS = 32768
+
+
+def _normalize_blocked(x: np.ndarray) -> np.ndarray:
+    """``_normalize_with_probs`` of a large C-ordered ``x``, a block of rows at a time:
+    the same steps on each element, so the same numbers bit for bit, but each block
+    passes through max, subtraction, exponential, sum and division while it is in
+    cache (one pass over memory for the seven: on LDA's 10⁵ tokens × 10 topics about
+    twice as fast).  The row maxima are remembered as x's ``row_max``, as there."""
+    k = x.shape[-1]
+    flat = x.reshape(-1, k)
+    known = recall("row_max", x)
+    tops = np.empty((flat.shape[0], 1)) if known is None else known.reshape(-1, 1)
+    out, probs = np.empty_like(flat, dtype=float), np.empty_like(flat, dtype=float)
+    step = max(1, _BLOCK_ELEMENTS // k)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in range(0, flat.shape[0], step):
+            rows = slice(i, i + step)
+            top = tops[rows]
+            if known is None:
+                top[...] = last_axis_max(flat[rows])
+            if not all_true(np.isfinite(top)):
+                top = np.where(np.isfinite(top), top, 0.0)
+            logs = np.subtract(flat[rows], top, out=out[rows])
+            p = exp_flushed(logs, out=probs[rows])
+            total = np.einsum("...k->...", p)[..., None]
+            logs -= np.log(total)
+            p /= total
+    out, probs = out.reshape(x.shape), probs.reshape(x.shape)
+    if known is None:
+        tops = tops.reshape(x.shape[:-1] + (1,))
+        tops.flags.writeable = False
+        remember("row_max", x, tops)
     out.flags.writeable = False
     probs.flags.writeable = False
     remember("log_normalize", out, out)
