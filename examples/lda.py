@@ -11,7 +11,9 @@ The sweep is mean-field coordinate ascent (θ, then z, then φ), so the bound ne
 perplexity is exp(−bound / tokens), the quantity scikit-learn's
 ``LatentDirichletAllocation.perplexity`` reports (its bound, with q(z) optimal given
 q(θ), q(φ), is written out in ``lda_bound``).  The topics start where scikit-learn's start
-(``RandomState(seed).gamma(100, 0.01)``).  The test suite checks the posteriors against a
+(``RandomState(seed).gamma(100, 0.01)``); ``SklearnStart`` hands scikit-learn's E-step
+factorflow's start of q(θ); with its passes fixed too (``max_doc_update_iter=passes``,
+``mean_change_tol=0``) the two runs agree to scikit-learn's digamma (tested).  The test suite checks the posteriors against a
 mean-field LDA written out in NumPy (1e-10) and the perplexity against scikit-learn's
 batch LDA with the same priors and iterations; ``benchmarks/bench_lda.py`` times both.
 """
@@ -57,6 +59,29 @@ def lda(doc: np.ndarray, words: np.ndarray, n_docs: int, n_topics: int, n_words:
 def sklearn_start(n_topics: int, n_words: int, seed: int) -> np.ndarray:
     """The topic-word pseudo-counts scikit-learn's LDA starts from (``random_state=seed``)."""
     return np.random.RandomState(seed).gamma(100.0, 0.01, (n_topics, n_words))
+
+
+class SklearnStart(np.random.RandomState):
+    """A ``random_state`` for scikit-learn's LDA that fixes its E-step's start: its first
+    draw, the topics, is ``RandomState(seed)``'s as usual (``sklearn_start``), but each
+    E-step, which would start every document's q(θ) from a fresh Gamma(100, 1/100) draw,
+    starts from ``start`` (documents × topics) instead, the same every iteration — as
+    factorflow's restart does (``em_options``: θ's prior, or ``init={"theta": ...}``).
+    It relies on scikit-learn drawing both through ``random_state.gamma`` (1.3–1.9)."""
+
+    def __init__(self, seed: int, start: np.ndarray):
+        super().__init__(seed)
+        self.start = np.asarray(start, float)
+        self.topics_drawn = False
+
+    def gamma(self, shape, scale=1.0, size=None):  # noqa: D102 (numpy's signature)
+        if not self.topics_drawn:
+            self.topics_drawn = True
+            return super().gamma(shape, scale, size)
+        if size is None or tuple(np.atleast_1d(size)) != self.start.shape:
+            raise ValueError(f"SklearnStart: an E-step start of shape {size} was asked "
+                             f"for; the start given is {self.start.shape}")
+        return self.start.copy()
 
 
 def lda_bound(doc: np.ndarray, words: np.ndarray, gamma: np.ndarray, lam: np.ndarray,

@@ -38,13 +38,15 @@ def _change(new: np.ndarray, old: np.ndarray) -> float:
 
 
 def variational_em(doc, words, n_docs, n_words, alpha, eta, lam, sweeps, passes,
-                   tolerance=None, restart=True):
+                   tolerance=None, restart=True, start=None):
     """Batch variational EM for LDA, token by token.  The run starts like factorflow's:
-    q(θ) = Dir(α), q(z) from it and q(φ) = Dir(lam).  Each sweep: (restart) q(θ) back to
-    its prior and q(z) from it; then up to ``passes`` passes of q(θ), q(z), stopping
-    once their natural parameters (α − 1 and the logits) move by less than
-    ``tolerance``; then q(φ).  Returns the pseudo-counts, responsibilities and ELBO."""
+    q(θ) = Dir(α) (or Dir(``start``)), q(z) from it and q(φ) = Dir(lam).  Each sweep:
+    (restart) q(θ) back to its prior (or to Dir(``start``)) and q(z) from it; then up to
+    ``passes`` passes of q(θ), q(z), stopping once their natural parameters (α − 1 and
+    the logits) move by less than ``tolerance``; then q(φ).  Returns the pseudo-counts,
+    responsibilities and ELBO."""
     n_topics = lam.shape[0]
+    first = np.full((n_docs, n_topics), alpha) if start is None else start
 
     def logits(gamma):  # q(z)'s natural parameters: the sum of its two messages
         return _elog(gamma)[doc] + _elog(lam)[:, words].T
@@ -53,11 +55,11 @@ def variational_em(doc, words, n_docs, n_words, alpha, eta, lam, sweeps, passes,
         return np.exp(logits(gamma) - special.logsumexp(logits(gamma), axis=1,
                                                         keepdims=True))
 
-    gamma = np.full((n_docs, n_topics), alpha)
+    gamma = first
     r = responsibilities(gamma)
     for _ in range(sweeps):
         if restart:
-            gamma = np.full((n_docs, n_topics), alpha)
+            gamma = first
             r = responsibilities(gamma)
         for _ in range(passes):
             old_gamma = gamma
@@ -159,6 +161,30 @@ def test_lda_local_loop_equals_variational_em_written_out(
                       local=("theta", "z"), local_iterations=passes, local_restart=restart)
     gamma, lam, r, elbo = variational_em(doc, words, n_docs, n_words, alpha, eta, lam,
                                          sweeps, passes, restart=restart)
+    assert_close(result["theta"].alpha, gamma, 1e-10, 1e-12)
+    assert_close(result["phi"].alpha, lam, 1e-10, 1e-12)
+    assert_close(result["z"].probs, r, 1e-10, 1e-12)
+    assert_close(result.log_evidence, elbo, 1e-10, 1e-10)
+
+
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 4), st.integers(0, 12),
+       st.integers(1, 3), st.integers(1, 4), st.integers(0, 2**31))
+def test_the_restart_goes_back_to_the_users_start_of_theta(
+        n_docs, n_topics, n_words, n_tokens, sweeps, passes, seed):
+    """With ``init={"theta": Dirichlet(g)}`` (compiled with ``init=["theta", ...]``) each
+    restart puts q(θ) back to Dir(g), not to its prior — how scikit-learn's E-step start
+    is given to factorflow: the same as variational EM written out from g (1e-10)."""
+    doc, words, alpha, eta, lam0 = _corpus(seed, n_docs, n_topics, n_words, n_tokens)
+    start = np.random.default_rng(seed).gamma(100.0, 0.01, (n_docs, n_topics))
+    result = EXAMPLE["lda"](doc, words, n_docs, n_topics, n_words, alpha, eta).compile(
+        "vmp", init=["phi", "theta"], local=("theta", "z"), local_iterations=passes,
+        local_restart=True).run(
+        iterations=sweeps, tolerance=None, progress=False,
+        init={"phi": ff.distributions.Dirichlet(lam0),
+              "theta": ff.distributions.Dirichlet(start)})
+    gamma, lam, r, elbo = variational_em(doc, words, n_docs, n_words, alpha, eta, lam0,
+                                         sweeps, passes, start=start)
     assert_close(result["theta"].alpha, gamma, 1e-10, 1e-12)
     assert_close(result["phi"].alpha, lam, 1e-10, 1e-12)
     assert_close(result["z"].probs, r, 1e-10, 1e-12)
