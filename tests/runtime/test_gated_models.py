@@ -747,3 +747,31 @@ def test_a_switch_on_an_observed_condition_reads_an_observed_array(algorithm):
                 + stats.norm.logpdf(0.0, 0.5, 5.0 ** 0.5) + stats.norm.logpdf(1.0, 0.0, 2 ** 0.5))
     assert_close(result.log_evidence, expected, rtol=1e-10)
     assert_close([result["m"].mean, result["m"].variance], [0.5, 0.5])
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+@pytest.mark.parametrize("given", ["compiled", "run", "run, scalar"])
+def test_a_data_parameter_inside_a_switch_inside_a_plate_keeps_its_elements(algorithm, given):
+    """``ff.Bernoulli(name, d)`` with d an ff.Data over the plate n, inside ``ff.Switch(z[n])``
+    that loops over another range k: d[n] stays on n's axis (fuzz seed 13: it was laid
+    over k, a broadcasting error; with len(n) = 0 too).  Exact: each z[n] is a mixture
+    over known means, and b[n] = True has probability d[n]."""
+    means, y = np.array([1.0, -1.0, 0.5, 3.0]), np.array([0.2, 2.5])
+    d = np.array([0.1, 0.7])
+    with ff.Model("switch_data") as model:
+        with ff.Plate(ff.Range("k", 4)):
+            m = ff.Gaussian("m", 0.0, precision=1.0, observed=means)
+        n = ff.Range("n", 2)
+        with ff.Plate(n):
+            z = ff.Discrete("z", np.array([0.1, 0.2, 0.3, 0.4]))
+            with ff.Switch(z):
+                ff.Gaussian("y", m[z], precision=2.0, observed=y)
+                ff.Bernoulli("b", ff.Data("d", d if given == "compiled" else None),
+                             observed=np.array([True, True]))
+    data = {} if given == "compiled" else {"d": d if given == "run" else 0.7}
+    result = model.compile(algorithm).run(iterations=10, data=data)
+    p = np.array([0.1, 0.2, 0.3, 0.4]) * stats.norm.pdf(y[:, None], means, 0.5 ** 0.5)
+    expected = (stats.norm.logpdf(means, 0.0, 1.0).sum() + np.log(p.sum(1)).sum()
+                + np.log(d if given != "run, scalar" else np.full(2, 0.7)).sum())
+    assert_close(result.log_evidence, expected, rtol=1e-10)
+    assert_close(result["z"].probs, p / p.sum(1, keepdims=True), rtol=1e-10)
