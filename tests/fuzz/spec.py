@@ -306,7 +306,9 @@ def run_valid(spec: ModelSpec, algorithm: str, timeout: float | None = None) -> 
         if isinstance(exc, getattr(ff, spec.expected)) and all(
                 names(str(exc), text) for text in spec.refusal):
             return Outcome("refused", stage, type(exc).__name__, str(exc))
-        if exc is None or isinstance(exc, ff.ModelError):
+        # (an operator missing, or an improper message, may be met first: as below)
+        if exc is None or isinstance(exc, ff.ModelError) and not isinstance(
+                exc, ff.UnsupportedFactorError | ff.ImproperMessageError):
             what = "nothing raised" if exc is None else f"{type(exc).__name__}: {exc}"
             return Outcome("unrefused", stage, "", f"expected ff.{spec.expected} naming "
                            f"{' and '.join(spec.refusal)}; {what}")

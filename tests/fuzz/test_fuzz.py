@@ -236,3 +236,28 @@ def test_the_generators_reads_through_sums_agree_with_factorflow(data):
         factors = [c.factor for c in namespace["model"].statements]
         collected = writer.collects((target,), rv)
         assert (factors[-1] != "Minus") == collected, (source, factors)
+
+
+@pytest.mark.parametrize("z_plates, observed", [((), False), ((), True), (("r9",), False)])
+def test_a_switch_inside_a_plate_is_predicted_as_factorflow_refuses_it(z_plates, observed):
+    """``Writer.switch_refusal`` against factorflow: ``ff.Switch(z)`` inside Plate(r9)
+    is refused naming z and r9 when z is latent and not over r9 (fuzz seed 13)."""
+    r1, r9 = Rng("r1", 2), Rng("r9", 2)
+    z = Var("v8", "v8", "int", tuple(r for r in (r1, r9) if r.ident in z_plates), 2,
+            observed, None if observed else frozenset({"v8"}))
+    writer = Writer(None, "switch", plates=[r9])
+    shape = tuple(r.size for r in z.plates)
+    obs = f", observed={lit(np.ones(shape, int))}" if observed else ""
+    lines = ["    r1, r9 = ff.Range('r1', 2), ff.Range('r9', 2)",
+             "    with ff.Plate(r1):",
+             "        v2 = ff.Beta('v2', 0.2, 3.5)"]
+    if z.plates:
+        lines.append(f"    with ff.Plate({z.plates[0].ident}):")
+    lines += [f"{'    ' * (1 + len(z.plates))}v8 = ff.Discrete('v8', np.array([0.5, 0.5]){obs})",
+              "    with ff.Plate(r9):",
+              "        with ff.Switch(v8):",
+              "            ff.Bernoulli('v10', v2[v8], observed=np.array([True, False]))"]
+    refusal = writer.switch_refusal(z)
+    kinds = {run(_spec(*lines, refusal=refusal), algorithm).kind for algorithm in ALGORITHMS}
+    assert kinds == ({"refused"} if refusal else {"finite"}), (refusal, kinds)
+    assert bool(refusal) == (not observed and not z_plates)

@@ -20,6 +20,13 @@ by factorflow's API as documented in README.md:
 
 Names are ``v<k>`` (ranges ``r<k>``, data ``d<k>``), now and then a name that the
 generated program uses for itself (``data``, ``log_evidence``, ``total`` ...).
+
+Two constructs factorflow refuses by design are written knowingly, the refusal predicted
+(``ModelSpec.refusal``: the model ends there, and the harness checks that the ModelError
+names what was predicted): a difference whose expanded sides read one element of an array
+through different indices (``Writer.meeting``, which lays every index out over the plates
+itself), and ``ff.Switch(z)`` inside a plate the latent z is not over
+(``Writer.switch_refusal``).
 """
 
 from __future__ import annotations
@@ -881,8 +888,16 @@ class Writer:
         ready = [z for z in self.visible("int") if z not in self.switches
                  and self.switch_bases_for(z, domain)]
         if ready and self.flip(0.5):
-            self.write_switch(self.pick(ready), domain)
-            return
+            z = self.pick(ready)
+            refusal = self.switch_refusal(z)
+            if not refusal:
+                self.write_switch(z, domain)
+                return
+            if not self.gate_marks:  # (inside gates, their conditions' plates count too)
+                self.refusal = refusal
+                self.write_switch(z, domain)
+                self.budget = 0
+                return
         if self.plates:
             arrays = [v for v in self.outside_gates() if v.domain == domain
                       and len(v.plates) == 1
@@ -915,6 +930,15 @@ class Writer:
                                   domain)
         else:
             self.write_switch(self.define("int", size=size, observe=self.flip(0.15)), domain)
+
+    def switch_refusal(self, z: Var) -> tuple[str, ...]:
+        """What ``ff.Switch(z)`` here is refused naming, by design: a latent z inside a
+        plate z is not over (a Switch is not moved out of a plate: transforms/lower.py);
+        () where it is not refused (outside gates)."""
+        outside = [r for r in self.plates if r not in z.plates]
+        if z.observed or not outside:
+            return ()
+        return (f"gate on {z.name}:", f"the loop over {outside[0].ident};")
 
     def write_switch(self, z: Var, domain: str) -> None:
         with self.gate(f"with ff.Switch({z.ident}):"):
