@@ -775,3 +775,21 @@ def test_a_data_parameter_inside_a_switch_inside_a_plate_keeps_its_elements(algo
                 + np.log(d if given != "run, scalar" else np.full(2, 0.7)).sum())
     assert_close(result.log_evidence, expected, rtol=1e-10)
     assert_close(result["z"].probs, p / p.sum(1, keepdims=True), rtol=1e-10)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_data_row_of_probabilities_inside_a_switch_inside_a_plate(algorithm):
+    """The same with an ff.Data of a row of probabilities per element (an event axis):
+    the latent w[n] ~ Discrete(d[n]) keeps d[n] (fuzz seed 14: laid over k, an error)."""
+    rows = np.array([[0.3, 0.7], [0.9, 0.1], [0.5, 0.5]])
+    with ff.Model("switch_rows") as model:
+        with ff.Plate(ff.Range("k", 2)):
+            m = ff.Gaussian("m", 0.0, precision=1.0)
+        with ff.Plate(ff.Range("n", 3)):
+            z = ff.Discrete("z", np.array([0.6, 0.4]))
+            with ff.Switch(z):
+                ff.Gaussian("y", m[z], precision=2.0, observed=np.array([1.0, -1.0, 0.5]))
+                ff.Discrete("w", ff.Data("d", rows))
+    for data in ({}, {"d": rows[::-1]}):
+        result = model.compile(algorithm).run(iterations=5, data=data)
+        assert_close(result["w"].probs, data.get("d", rows), rtol=1e-12)
