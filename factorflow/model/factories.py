@@ -78,6 +78,10 @@ def _operand(model: Model, value: Any, domain: str, what: str,
                              "inside `with ff.Plate(...)`.")
         _check_domain(value, domain, what)
         check_defined_for(model, value, what)
+        k = _case_value(model, value)
+        if k is not None and not value.is_observed:  # c inside ff.If(c) is True there
+            return np.full(tuple(p.size for p in plates), bool(k) if value.domain == "bool"
+                           else k)
         return value
     if isinstance(value, Affine) or is_offset_read(value):
         raise offset_read_error(value.previous if isinstance(value, Affine) else value, what)

@@ -793,3 +793,30 @@ def test_a_data_row_of_probabilities_inside_a_switch_inside_a_plate(algorithm):
     for data in ({}, {"d": rows[::-1]}):
         result = model.compile(algorithm).run(iterations=5, data=data)
         assert_close(result["w"].probs, data.get("d", rows), rtol=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_condition_read_inside_its_own_branch_is_the_branch_value(algorithm):
+    """``ff.constrain_true(c)`` inside ``ff.IfNot(c)`` (fuzz seed 14): c is False there, so
+    that branch has probability 0: c is True, and the evidence is P(c) = 0.8 (EP gave
+    p = 0.854 and log Z = −0.035, VMP −inf).  Inside ``ff.If(c)`` the constraint holds:
+    the posterior is the prior.  With b ~ Bernoulli(0.3) read as ``c & b`` in the branch
+    (EP gave p = 0.974): by enumeration under EP; VMP's bound (mean field) below log Z."""
+    with ff.Model("own") as model:
+        c = ff.Bernoulli("c", 0.8)
+        with ff.IfNot(c):
+            ff.constrain_true(c)
+    result = model.infer(algorithm, iterations=20)
+    assert_close([result["c"].p, result.log_evidence], [1.0, np.log(0.8)], rtol=1e-12)
+    with ff.Model("own_if") as model:
+        c = ff.Bernoulli("c", 0.8)
+        b = ff.Bernoulli("b", 0.3)
+        with ff.If(c):
+            ff.constrain_true(c & b)
+    result = model.infer(algorithm, iterations=20)
+    z = 0.8 * 0.3 + 0.2  # c and b, or not c
+    if algorithm == "vmp":
+        assert result.log_evidence <= np.log(z) + 1e-12
+        return
+    assert_close([result["c"].p, result.log_evidence], [0.8 * 0.3 / z, np.log(z)],
+                 rtol=1e-9)
