@@ -820,3 +820,24 @@ def test_a_condition_read_inside_its_own_branch_is_the_branch_value(algorithm):
         return
     assert_close([result["c"].p, result.log_evidence], [0.8 * 0.3 / z, np.log(z)],
                  rtol=1e-9)
+
+
+@pytest.mark.xfail(strict=True, raises=ff.ModelError,
+                   reason="open (fuzz seeds 13, 14): a Case inside a Switch on the same "
+                   "condition inside a plate, reading a latent variable from outside, is "
+                   "refused with \"its gate's cases ... have plates (n, k), not (k)\"")
+def test_a_case_inside_a_switch_inside_a_plate_reads_an_outside_variable():
+    """m enters case 2 of each z[n]; the Switch's own statement reads x[z].  It should
+    run (and then be checked against enumeration over the z's); today it is refused at
+    compile time with a message that names internal plates."""
+    with ff.Model("case_in_switch") as model:
+        with ff.Plate(ff.Range("k", 4)):
+            x = ff.Gaussian("x", 2.0, precision=1.0, observed=np.array([2.0, 1.0, 0.0, 3.0]))
+        m = ff.Gaussian("m", 0.0, precision=1.0)
+        with ff.Plate(ff.Range("n", 2)):
+            z = ff.Discrete("z", np.array([0.1, 0.2, 0.3, 0.4]))
+            with ff.Switch(z):
+                ff.Gaussian("y", x[z], precision=1.0, observed=np.array([0.3, 0.1]))
+                with ff.Case(z, 2):
+                    ff.Gaussian("w", m, variance=0.5, observed=np.array([0.3, 0.1]))
+    model.infer("ep", iterations=50)
