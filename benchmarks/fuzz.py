@@ -13,10 +13,13 @@ warned that it kept an old message where an input was improper, naming the varia
 the statement: EP's documented behaviour, ``converged`` False if it still skips at the
 end); unsupported
 (UnsupportedFactorError naming the statement: expected for factor/algorithm pairs without
-operators); improper (ImproperMessageError naming the variable and the statement); then
-the failures: nonfinite, improper-unnamed, unsupported-unnamed, unsupported-unexpected
-(raised although the registry has every operator the model needs), model-error (a
-ModelError for a valid model), crash (any other exception), warning, timeout.
+operators); improper (ImproperMessageError naming the variable and the statement);
+refused (a construct refused by design, which the generator wrote knowingly: the
+ModelError it predicted, naming what it predicted); then the failures: nonfinite,
+improper-unnamed, unsupported-unnamed, unsupported-unexpected (raised although the
+registry has every operator the model needs), model-error (a ModelError for a valid
+model), unrefused (a predicted refusal that did not come, or named something else),
+crash (any other exception), warning, timeout.
 Invalid models: tried; right (the ModelError subclass expected, naming the culprit);
 something else: unnamed (the right class, not naming the culprit), wrong-class (another
 ModelError subclass), other (not a ModelError); none (nothing raised); timeout.
@@ -45,16 +48,18 @@ from tests.fuzz.invalid import INVALID_KINDS, invalid_models  # noqa: E402
 from tests.fuzz.spec import ALGORITHMS, ModelSpec, failure_report, run  # noqa: E402
 from tests.fuzz.valid import PROFILES, valid_models  # noqa: E402
 
-VALID_COLUMNS = ("tried", "compiled", "finite", "skipped", "unsupported", "improper", "failed",
-                 "nonfinite", "improper-unnamed", "unsupported-unnamed",
-                 "unsupported-unexpected", "model-error", "crash", "warning", "timeout")
+VALID_COLUMNS = ("tried", "compiled", "finite", "skipped", "unsupported", "improper", "refused",
+                 "failed", "nonfinite", "improper-unnamed", "unsupported-unnamed",
+                 "unsupported-unexpected", "model-error", "unrefused", "crash", "warning",
+                 "timeout")
 INVALID_COLUMNS = ("tried", "right", "failed", "unnamed", "wrong-class", "other", "none",
                    "timeout")
 #: column headings (the module docstring says what each counts)
 SHORT = {"unsupported": "unsupp", "improper": "improp", "nonfinite": "nonfin",
          "improper-unnamed": "improp-unn", "unsupported-unnamed": "unsupp-unn",
          "unsupported-unexpected": "unsupp-unexp", "model-error": "model-err",
-         "wrong-class": "wrong-cls", "compiled": "compiled"}
+         "wrong-class": "wrong-cls", "compiled": "compiled", "refused": "refusd",
+         "unrefused": "unrefusd"}
 #: seconds one model may take for one algorithm
 TIMEOUT = 30.0
 

@@ -67,11 +67,15 @@ def _gaussian(name: str, target: str, mean, var, *args) -> Gaussian:
         raise unsupported(name, "message passing", f"cannot send a message to {target!r}: "
                           "the known arguments determine it exactly; observe it instead.")
     shape = broadcast_batch(*args)
+    return gaussian_from_moments(full(shape, mean), full(shape, var))
+
+
+def gaussian_from_moments(mean: np.ndarray, var: np.ndarray) -> Gaussian:
+    """N(mean, var) in natural parameters, uniform where ``var`` is infinite; a point mass
+    at 0 (a zero scale: 0 · a) is (0, ∞), not (0 · ∞, ∞)."""
     with np.errstate(divide="ignore"):
-        prec = 1.0 / full(shape, var)
-    m = full(shape, mean)
-    # a point mass at 0 (a zero scale: 0 · a) is (0, ∞), not (0 · ∞, ∞)
-    return Gaussian.from_natural(np.where(m == 0, 0.0, times_finite(prec, m)), prec)
+        prec = 1.0 / var
+    return Gaussian.from_natural(np.where(mean == 0, 0.0, times_finite(prec, mean)), prec)
 
 
 def _no_observed_output(name: str, out) -> None:

@@ -79,6 +79,10 @@ def _operand(model: Model, value: Any, domain: str, what: str,
                              "inside `with ff.Plate(...)`.")
         _check_domain(value, domain, what)
         check_defined_for(model, value, what)
+        k = _case_value(model, value)
+        if k is not None and not value.is_observed:  # c inside ff.If(c) is True there
+            return np.full(tuple(p.size for p in plates), bool(k) if value.domain == "bool"
+                           else k)
         return value
     if isinstance(value, Affine) or is_offset_read(value):
         raise offset_read_error(value.previous if isinstance(value, Affine) else value, what)
@@ -731,12 +735,59 @@ def _linear_form(v: Any, coeff: Any = 1.0) -> tuple[dict[Hashable, list], list[l
     if call is None or call.factor not in _LINEAR or (
             call.factor == "ScaleBy" and not _is_numeric(call.args["scale"])):
         return {_leaf_key(v): [v, coeff]}, []
+    args = _laid_out(call)
+    if args is None:  # an ff.Data it reads cannot be laid out here: checked by the caller
+        return {("laid out", id(v)): [v, coeff]}, []
     if call.factor == "ScaleBy":
-        return _linear_form(call.args["a"], coeff * np.asarray(call.args["scale"], float))
+        return _linear_form(args["a"], coeff * np.asarray(args["scale"], float))
     sign = 1.0 if call.factor == "Plus" else -1.0
-    (ra, ca), (rb, cb) = _linear_form(call.args["a"], coeff), \
-        _linear_form(call.args["b"], sign * coeff)
+    (ra, ca), (rb, cb) = _linear_form(args["a"], coeff), _linear_form(args["b"], sign * coeff)
     return _merge(ra, rb), ca + cb
+
+
+def _laid_out(call: FactorCall) -> dict[str, Any] | None:
+    """The arguments of a sum's defining statement laid out over the plates open now.
+
+    Known arrays (constants, scales, indices) are laid out over the plates open where they
+    were written, aligned at the innermost (NumPy broadcasting); expanded into a statement
+    under more plates, they keep that meaning only when those are the innermost there too.
+    Otherwise each gets its axes moved to where its plates sit now (``s[i]`` written in
+    ``Plate(p)`` and read in ``Plate(p)``, ``Plate(q)`` reads ``s[i[p]]`` at every q).  An
+    ``ff.Data`` (its value comes at the run) cannot be moved: None then."""
+    plates = call.output.model.plates
+    if not call.plates or plates[len(plates) - len(call.plates):] == call.plates:
+        return call.args
+    inner = tuple(r.size for r in call.plates)
+    if not set(call.plates) <= set(plates):
+        return None
+    order = sorted(range(len(inner)), key=lambda i: plates.index(call.plates[i]))
+    shape = [r.size if r in call.plates else 1 for r in plates]
+    out: dict[str, Any] = {}
+    for name, arg in call.args.items():
+        index = arg.index if isinstance(arg, Indexed) else None
+        value = index if isinstance(arg, Indexed) else arg
+        if isinstance(arg, Data) or isinstance(index, Data):
+            return None
+        if isinstance(value, Variable) or not np.ndim(value):  # a variable, a number,
+            out[name] = arg                                    # a Switch's read
+            continue
+        if not broadcasts_to(np.shape(value), inner):
+            return None
+        moved = np.transpose(np.broadcast_to(value, inner), order).reshape(shape)
+        out[name] = Indexed(arg.base, moved) if isinstance(arg, Indexed) else moved
+    return out
+
+
+def _bases(v: Any) -> set[int]:
+    """The random variables (by id) a sum, difference or scaling depends on through its
+    definitions, wherever and under whatever gates they were written."""
+    if not _is_random(v):
+        return set()
+    base = v.base if isinstance(v, Indexed) else v
+    for call in reversed(base.model.statements) if base.derived else ():
+        if call.output is base and call.factor in _LINEAR:
+            return set().union(*(_bases(a) for a in call.args.values()))
+    return {id(base)}
 
 
 def _leaf_key(v: Variable | Indexed) -> Hashable:
@@ -801,6 +852,18 @@ def _is_numeric(v: Any) -> bool:
 def _shared_leaves(a: Any, b: Any) -> list[str]:
     """The random variables that both ``a`` and ``b`` depend on through sums and scalings."""
     ra, rb = _linear_form(a)[0], _linear_form(b)[0]
+    for one, other in ((ra, rb), (rb, ra)):
+        for key, (leaf, _) in one.items():
+            if not (isinstance(key, tuple) and key[:1] == ("laid out",)):
+                continue
+            if _bases(leaf) & set().union(*(_bases(x) for x, _ in other.values())):
+                names = [p.name for p in leaf.model.plates]
+                raise ModelError(
+                    f"{_label(a)} and {_label(b)} share random variables through "
+                    f"{leaf.name!r}, which reads an ff.Data under other innermost plates "
+                    f"than {names} (its value cannot be laid out over them here); "
+                    "message passing would treat the two as independent.  Write the sum "
+                    f"inside the plates {names}.")
     meeting = _meeting_reads(ra, rb)
     if meeting is not None:
         raise ModelError(f"{meeting}; message passing would treat the two as "

@@ -17,6 +17,7 @@ import numpy as np
 
 from factorflow.distributions.families import Gaussian
 from factorflow.errors import ModelError
+from factorflow.factors.arithmetic import gaussian_from_moments
 from factorflow.factors.derive import Derivation, derive_naturals
 from factorflow.factors.registry import define_factor
 from factorflow.model.core import Variable
@@ -103,8 +104,8 @@ def _define_node(fname: str, expr: Term, names: tuple[str, ...]) -> None:
         env = _environment([mean_t, var_t], args)
         m, v = evaluate(mean_t, env), evaluate(var_t, env)
         shape = np.broadcast_shapes(np.shape(m), np.shape(v))
-        prec = 1.0 / np.broadcast_to(v, shape)
-        return Gaussian.from_natural(np.broadcast_to(m, shape) * prec, prec)
+        # a parent that is exactly 0 (0 · x) makes a point mass (variance 0)
+        return gaussian_from_moments(np.broadcast_to(m, shape), np.broadcast_to(v, shape))
 
     registered.operator("vmp", out, trigger=names)(_signature(forward, names))
     for target, d in derivations.items():

@@ -298,7 +298,8 @@ class CompiledModel:
                 if arr.shape != expected:
                     raise DataError(f"observed value of {var.name!r} has shape {arr.shape}, "
                                     f"but its plates need {expected}.")
-                values[d.name] = arr
+                # categories as integers: an observed z indexes arrays (x[z] in a Switch)
+                values[d.name] = arr.astype(int) if d.domain == "int" else arr
             elif values.get(d.name) is not None:
                 for domain in sorted(b.data_domains.get(d.name, ())):
                     check_support(values[d.name], domain, f"ff.Data({d.label!r})")

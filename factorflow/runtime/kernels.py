@@ -61,10 +61,14 @@ def scatter_prod(msg: Distribution, index: np.ndarray, use_shape: tuple[int, ...
 def align_plates(value: Any, positions: tuple[int, ...], ndim: int, event_ndim: int = 0
                  ) -> Any:
     """Lay out ``value``'s plate axes at ``positions`` among ``ndim`` plate axes (a known
-    array's last ``event_ndim`` axes are its event: a vector's one, a matrix's two)."""
+    array's last ``event_ndim`` axes are its event: a vector's one, a matrix's two).  A
+    value over fewer plate axes (an ff.Data given over the innermost plates only) takes
+    the last of ``positions``, as NumPy broadcasting aligns it."""
     def lay(e: np.ndarray, nd: int) -> np.ndarray:
         new = [1] * ndim
-        for pos, size in zip(positions, e.shape[: e.ndim - nd], strict=True):
+        batch = e.shape[: e.ndim - nd]
+        for pos, size in zip(positions[max(len(positions) - len(batch), 0):], batch,
+                             strict=True):
             new[pos] = size
         return e.reshape(tuple(new) + e.shape[e.ndim - nd:])
     if isinstance(value, Distribution):

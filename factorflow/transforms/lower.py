@@ -74,6 +74,15 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                                                                    for p in v.plates),
                              event=v.size, label=v.name, attrs=attrs))
 
+    def innermost(shape: tuple[int, ...], plates: tuple[str, ...], domain: str
+                  ) -> tuple[str, ...]:
+        """The innermost plates of ``plates`` an array of ``shape`` is over (its batch
+        shape is theirs), or ().  Such an array runs over them, so that loops opened
+        inside them (a Switch's) align it; any other broadcasts."""
+        batch = shape[: len(shape) - len(event_shape(domain, 1))]
+        own = plates[len(plates) - len(batch):] if 0 < len(batch) <= len(plates) else ()
+        return own if tuple(sizes[p] for p in own) == batch else ()
+
     def operand(value: Any, plates: tuple[str, ...], domain: str, owner: str, arg: str
                 ) -> Const | Ref:
         """The IR operand for argument ``arg`` of a statement about the IR name ``owner``."""
@@ -81,7 +90,19 @@ def lower(model: Model) -> tuple[Program, Bindings]:
             return Ref(b.names[value.name], tuple(rname[p.name] for p in value.plates))
         if isinstance(value, Data):
             b.data_domains.setdefault(b.data[value.name], set()).add(domain)
-            return Ref(b.data[value.name])
+            # a value over the innermost plates: a use of its own that runs over them,
+            # as a constant array's (below), so that a Switch's loops align it; with no
+            # value yet, inside a Switch, over all of them (a value over fewer is aligned
+            # as NumPy broadcasts it, by align_plates)
+            own = (innermost(np.shape(value.value), plates, domain) if value.value is not None
+                   else plates if in_switch[0] else ())
+            if not own:
+                return Ref(b.data[value.name])
+            ident = fresh(owner, arg, taken)
+            decls.append(VarDecl(ident, "constant", domain if event_shape(domain, 1)
+                                 else None, plates=own, label=value.name,
+                                 attrs=(("data", value.name),)))
+            return Ref(ident, own)
         if isinstance(value, Indexed) and isinstance(value.base, Table):
             # ff.Constant(values)[z] inside ff.Switch(z): a constant over z's cases
             idx = value.index
@@ -116,12 +137,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
             return Const(arr.item())
         ident = fresh(owner, arg, taken)
         b.values[ident] = arr
-        # an array over the innermost plates (its batch shape is theirs) runs over them,
-        # so that loops opened inside them (a Switch's) align it; else it broadcasts
-        batch = arr.shape[: arr.ndim - len(event_shape(domain, 1))]
-        own = plates[len(plates) - len(batch):] if 0 < len(batch) <= len(plates) else ()
-        if tuple(sizes[p] for p in own) != batch:
-            own = ()
+        own = innermost(arr.shape, plates, domain)
         # over plates with an event axis (a row of probabilities per element): its
         # domain tells the generated code which trailing axes are the event's
         decls.append(VarDecl(ident, "constant", domain if own and event_shape(domain, 1)
@@ -136,6 +152,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                     if name not in dict(ranges))
 
     stmts: list[tuple[tuple, Stmt]] = []
+    in_switch = [False]  # whether the statement operand() builds runs in a Switch's loop
     for call in _live_statements(model):
         plates = tuple(rname[p.name] for p in call.plates)
         frames: list[tuple] = []
@@ -178,6 +195,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
                 frames.append(("if", cond, f.value, f.negated, id(f)))
         masks = {id(g) for g in call.frames
                  if isinstance(g, GateFrame) and g.condition.is_observed}
+        in_switch[0] = bool(switched)
         stmts.append((_gates_outside_loops(frames, masks),
                       _statement(call, plates, operand, b)))
     return Program(sanitize(model.name), ranges, tuple(decls), _nest(stmts)), b

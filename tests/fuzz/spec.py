@@ -34,7 +34,7 @@ ALGORITHMS = ("ep", "vmp")
 HEADER = ("import numpy as np", "import factorflow as ff", "")
 
 #: outcomes of a valid model that are not failures
-VALID_OK = ("finite", "skipped", "unsupported", "improper")
+VALID_OK = ("finite", "skipped", "unsupported", "improper", "refused")
 #: outcome of an invalid model that is not a failure
 INVALID_OK = "right"
 
@@ -73,7 +73,10 @@ class ModelSpec:
     compiled model); ``data`` is the run's ``data=`` and ``options`` its other keyword
     arguments, as source text; ``iterations`` is written as it is given.  For an invalid
     spec, ``culprit`` lists texts one of which the error must contain and ``expected``
-    the ``ff`` error class it must be an instance of."""
+    the ``ff`` error class it must be an instance of.  A valid spec with a ``refusal``
+    is one factorflow refuses by design (a construct its API documents as refused, which
+    the generator wrote knowingly): it must raise ``expected`` naming every text in
+    ``refusal``."""
 
     kind: str
     body: tuple[str, ...]
@@ -85,6 +88,7 @@ class ModelSpec:
     culprit: tuple[str, ...] = ()
     expected: str = "ModelError"
     note: str = ""
+    refusal: tuple[str, ...] = ()
 
     def source(self) -> str:
         """The lines that build the model (imports included)."""
@@ -107,6 +111,9 @@ class ModelSpec:
         if not self.valid:
             head += (f"\n# expected: ff.{self.expected} naming one of "
                      f"{', '.join(self.culprit)}")
+        elif self.refusal:
+            head += (f"\n# expected (refused by design): ff.{self.expected} naming "
+                     f"{' and '.join(self.refusal)}")
         runs = "\n".join(self.run_lines("ep"))
         return (f"{head}\n{self.source()}{runs}\n"
                 f"# (the same with 'vmp' in place of 'ep')\n")
@@ -122,15 +129,16 @@ class ModelSpec:
 class Outcome:
     """What one run of a spec under one algorithm gave.
 
-    Valid specs: ``finite``, ``skipped`` (finite, and EP warned with an
+    Valid specs: ``refused`` (a spec with a ``refusal`` raised it, naming it),
+    ``finite``, ``skipped`` (finite, and EP warned with an
     ImproperMessageWarning naming the variable and the statement: it kept an old message
     where an update's input was improper, as documented), ``unsupported``
     (UnsupportedFactorError naming the statement), ``improper`` (ImproperMessageError
     naming the variable and statement) are fine; failures are ``nonfinite``, ``unsupported-unnamed``,
     ``unsupported-unexpected`` (every factor has its operators), ``improper-unnamed``,
     ``model-error`` (a ModelError for a valid model), ``crash`` (any other exception),
-    ``warning`` (a warning other than ConvergenceWarning/ScheduleWarning), ``timeout``.
-    Invalid specs: ``right``; failures ``unnamed`` (right class, culprit not named),
+    ``warning`` (a warning other than ConvergenceWarning/ScheduleWarning), ``timeout``,
+    ``unrefused`` (a spec with a ``refusal`` raised nothing, or not naming it).  Invalid specs: ``right``; failures ``unnamed`` (right class, culprit not named),
     ``wrong-class`` (another ModelError subclass), ``other`` (not a ModelError),
     ``none`` (nothing raised), ``timeout``."""
 
@@ -294,6 +302,16 @@ def run_valid(spec: ModelSpec, algorithm: str, timeout: float | None = None) -> 
         model = build(spec)["model"]
     except Exception:  # noqa: BLE001 (the build failure is reported through exc)
         pass
+    if spec.refusal:
+        if isinstance(exc, getattr(ff, spec.expected)) and all(
+                names(str(exc), text) for text in spec.refusal):
+            return Outcome("refused", stage, type(exc).__name__, str(exc))
+        # (an operator missing, or an improper message, may be met first: as below)
+        if exc is None or isinstance(exc, ff.ModelError) and not isinstance(
+                exc, ff.UnsupportedFactorError | ff.ImproperMessageError):
+            what = "nothing raised" if exc is None else f"{type(exc).__name__}: {exc}"
+            return Outcome("unrefused", stage, "", f"expected ff.{spec.expected} naming "
+                           f"{' and '.join(spec.refusal)}; {what}")
     if exc is None:
         bad = [w for w in caught if not issubclass(w.category, _ALLOWED_WARNINGS)]
         named = [w for w in bad if issubclass(w.category, ff.ImproperMessageWarning)
@@ -365,6 +383,8 @@ def failure_report(spec: ModelSpec, algorithm: str, outcome: Outcome) -> str:
     expected = ("compiles and runs with finite posteriors and evidence (or "
                 "UnsupportedFactorError/ImproperMessageError naming the statement)"
                 if spec.valid else f"ff.{spec.expected} naming one of {spec.culprit}")
+    if spec.valid and spec.refusal:
+        expected = f"ff.{spec.expected} naming {' and '.join(spec.refusal)} (by design)"
     return (f"{spec.script(algorithm)}\n# expected: {expected}\n"
             f"# actual ({algorithm}, {outcome.stage}): {outcome.kind}: {outcome.error}: "
             f"{outcome.detail}\n")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import factorflow as ff
 from tests.fuzz.invalid import INVALID_KINDS, invalid_models
 from tests.fuzz.spec import ALGORITHMS, VALID_OK, ModelSpec, build, failure_report, lit, run
-from tests.fuzz.valid import PROFILES, valid_models
+from tests.fuzz.valid import PROFILES, Read, Rng, Var, Writer, valid_models
 
 #: per profile / kind of fault: about 300 valid and 220 invalid models in all
 VALID_EXAMPLES = 25
@@ -151,3 +151,113 @@ def test_the_harness_tells_outcomes_apart():
     nothing = _spec("    ff.Gaussian('y1', 0.0, precision=1.0)", valid=False,
                     culprit=("y1",))
     assert run(nothing, "vmp").kind == "none"
+
+
+# ----- constructs refused by design are predicted, and the refusal tested ------------------
+#: fuzz seed 12: ``v5`` is ``v4 - v2[d3]`` (d3 holds 0), expanded where it is read again
+SEED12 = ("    r1 = ff.Range('r1', {n})",
+          "    with ff.Plate(r1):",
+          "        v2 = ff.Gaussian('v2', -1.0, variance=3.5)",
+          "    d3 = ff.Data('d3', 0)",
+          "    v4 = ff.Gaussian('v4', v2[0], precision=0.2)",
+          "    v5 = v4 - v2[d3]",
+          "    with ff.Plate(ff.Range('r7', 1)):",
+          "        v9 = v5 - v2[np.array([{k}])]",
+          "        ff.Gaussian('v10', v9, precision=1.0, observed=np.array([0.0]))")
+
+
+def test_a_predicted_refusal_is_tested():
+    """A valid spec with a ``refusal`` passes when factorflow raises the ModelError naming
+    every text of it, and fails (``unrefused``) when nothing is raised."""
+    refused = _spec(*(line.format(n=1, k=0) for line in SEED12), refusal=("v2[d3]", "v2[...]"))
+    assert "# expected (refused by design): ff.ModelError naming v2[d3] and v2[...]" in \
+        str(refused)
+    assert run(refused, "ep").kind == run(refused, "vmp").kind == "refused"
+    apart = _spec(*(line.format(n=2, k=1) for line in SEED12), refusal=("v2[d3]", "v2[...]"))
+    assert run(apart, "ep").kind == "unrefused"
+    assert run(_spec(*(line.format(n=2, k=1) for line in SEED12)), "vmp").kind == "finite"
+
+
+def _reads_case(data: st.DataObject) -> tuple[Writer, Var, Read, list[Rng], list[str]]:
+    """A sum ``v = a - s[i]`` written in Plate(p), then ``v - s[j]`` under plates ``use``
+    (p and q, in either order): the Writer's view of it, and its source."""
+    size = data.draw(st.integers(1, 3), label="len(s)")
+    k = Rng("k", size)
+    p, q = (Rng(name, data.draw(st.integers(1, 2), label=name)) for name in ("p", "q"))
+    use = [p, q] if data.draw(st.booleans(), label="p outside") else [q, p]
+
+    def index(plates: list[Rng]) -> np.ndarray:
+        shape = tuple(r.size for r in plates)
+        return np.array(data.draw(st.lists(st.integers(0, size - 1), min_size=int(
+            np.prod(shape)), max_size=int(np.prod(shape))), label="index")).reshape(shape)
+    i, j = index([p]), index(use)
+    through_data = data.draw(st.booleans(), label="i an ff.Data")
+    s = Var("s", "s", "real", (k,))
+    a = Var("a", "a", "real", (p,), roots=frozenset({"a"}))
+    read_i = Read(s, "s[i]" if through_data else "s[...]", i, (p,),
+                  "i" if through_data else None)
+    v = Var("v", "(a - s[...])", "real", (p,), linear=(Read(a, "a"), read_i))
+    writer = Writer(data.draw, "indexing", plates=use)
+    i_text = f"ff.Data('i', {lit(i)})" if through_data else lit(i)
+    source = ["with ff.Model('reads') as model:",
+              f"    with ff.Plate(ff.Range('k', {size})):",
+              "        s = ff.Gaussian('s', 0.0, precision=1.0)",
+              f"    p, q = ff.Range('p', {p.size}), ff.Range('q', {q.size})",
+              "    with ff.Plate(p):",
+              "        a = ff.Gaussian('a', 0.0, precision=1.0)",
+              f"        v = a - s[{i_text}]",
+              f"    with ff.Plate({use[0].ident}), ff.Plate({use[1].ident}):",
+              f"        w = v - s[{lit(j)}]"]
+    return writer, v, Read(s, "s[...]", j, tuple(use)), use, source
+
+
+@settings(FUZZ, max_examples=150)
+@given(data=st.data())
+def test_the_generators_reads_through_sums_agree_with_factorflow(data):
+    """The generator's prediction (``Writer.meeting``, ``collects``, ``relaid``: its own
+    per-element layout of each index over the plates it was written under) against
+    what factorflow does with ``v - s[j]``: refused naming both reads, collected into one
+    leaf, refused for an ff.Data it cannot lay out again, or one Minus factor."""
+    writer, v, target, use, source = _reads_case(data)
+    rv = writer.expand(v)
+    namespace: dict = {"ff": ff, "np": np}
+    try:
+        exec("\n".join(source), namespace)
+        error = None
+    except ff.ModelError as exc:
+        error = str(exc)
+    meeting = writer.meeting((target,), rv)
+    if writer.relaid(v):
+        assert error is not None and "ff.Data" in error, (source, error)
+    elif meeting is not None:
+        assert error is not None and all(r.label in error for r in meeting), (source, error)
+    else:
+        assert error is None, (source, error)
+        factors = [c.factor for c in namespace["model"].statements]
+        collected = writer.collects((target,), rv)
+        assert (factors[-1] != "Minus") == collected, (source, factors)
+
+
+@pytest.mark.parametrize("z_plates, observed", [((), False), ((), True), (("r9",), False)])
+def test_a_switch_inside_a_plate_is_predicted_as_factorflow_refuses_it(z_plates, observed):
+    """``Writer.switch_refusal`` against factorflow: ``ff.Switch(z)`` inside Plate(r9)
+    is refused naming z and r9 when z is latent and not over r9 (fuzz seed 13)."""
+    r1, r9 = Rng("r1", 2), Rng("r9", 2)
+    z = Var("v8", "v8", "int", tuple(r for r in (r1, r9) if r.ident in z_plates), 2,
+            observed, None if observed else frozenset({"v8"}))
+    writer = Writer(None, "switch", plates=[r9])
+    shape = tuple(r.size for r in z.plates)
+    obs = f", observed={lit(np.ones(shape, int))}" if observed else ""
+    lines = ["    r1, r9 = ff.Range('r1', 2), ff.Range('r9', 2)",
+             "    with ff.Plate(r1):",
+             "        v2 = ff.Beta('v2', 0.2, 3.5)"]
+    if z.plates:
+        lines.append(f"    with ff.Plate({z.plates[0].ident}):")
+    lines += [f"{'    ' * (1 + len(z.plates))}v8 = ff.Discrete('v8', np.array([0.5, 0.5]){obs})",
+              "    with ff.Plate(r9):",
+              "        with ff.Switch(v8):",
+              "            ff.Bernoulli('v10', v2[v8], observed=np.array([True, False]))"]
+    refusal = writer.switch_refusal(z)
+    kinds = {run(_spec(*lines, refusal=refusal), algorithm).kind for algorithm in ALGORITHMS}
+    assert kinds == ({"refused"} if refusal else {"finite"}), (refusal, kinds)
+    assert bool(refusal) == (not observed and not z_plates)

@@ -20,6 +20,13 @@ by factorflow's API as documented in README.md:
 
 Names are ``v<k>`` (ranges ``r<k>``, data ``d<k>``), now and then a name that the
 generated program uses for itself (``data``, ``log_evidence``, ``total`` ...).
+
+Two constructs factorflow refuses by design are written knowingly, the refusal predicted
+(``ModelSpec.refusal``: the model ends there, and the harness checks that the ModelError
+names what was predicted): a difference whose expanded sides read one element of an array
+through different indices (``Writer.meeting``, which lays every index out over the plates
+itself), and ``ff.Switch(z)`` inside a plate the latent z is not over
+(``Writer.switch_refusal``).
 """
 
 from __future__ import annotations
@@ -117,6 +124,35 @@ class Var:
     #: the latent stochastic variables it is a deterministic function of (itself, for a
     #: stochastic one); None where a constraint on it might have probability zero
     roots: frozenset[str] | None = None
+    #: a sum, difference or numeric scaling: the random leaves factorflow expands it into
+    #: where it is read under the gates it was defined under (``gate_path``); None: a leaf
+    linear: tuple[Read, ...] | None = None
+    gate_path: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class Read:
+    """A random leaf of a linear form, as factorflow's ``_linear_form`` sees it: a latent
+    variable (``index`` None, ``switch`` None), ``base[z]`` in a Switch (``switch`` z's
+    ident), or ``base[index]`` by known indices laid out over ``plates`` (the plates open
+    where it was written), through the ``ff.Data`` named ``data`` if given.  ``label`` is
+    how factorflow names it in a message."""
+
+    base: Var
+    label: str
+    index: np.ndarray | None = None
+    plates: tuple[Rng, ...] = ()
+    data: str | None = None
+    switch: str | None = None
+
+    def over(self, plates: tuple[Rng, ...]) -> np.ndarray:
+        """The element of ``base`` it reads at each element of ``plates`` (which hold
+        its own), broadcast over them: its index's axes moved to where they sit there."""
+        assert self.index is not None
+        order = sorted(range(len(self.plates)), key=lambda i: plates.index(self.plates[i]))
+        laid = np.transpose(np.broadcast_to(self.index, tuple(r.size for r in self.plates)),
+                            order).reshape([r.size if r in self.plates else 1 for r in plates])
+        return np.broadcast_to(laid.astype(int), tuple(r.size for r in plates))
 
 
 @dataclass
@@ -140,6 +176,10 @@ class Writer:
     #: len(scope) when each open gate opened (what it defines lies after its mark)
     gate_marks: list[int] = field(default_factory=list)
     gates: int = 0
+    #: the open gates, each by a serial number (factorflow expands a sum only under the
+    #: very gates it was defined under: ``Var.gate_path``)
+    gate_ids: list[int] = field(default_factory=list)
+    gate_serial: int = 0
     counter: int = 0
     budget: int = 8
     used: set[str] = field(default_factory=set)
@@ -153,6 +193,10 @@ class Writer:
     #: roots some ff.constrain_true already constrains (each at most once, so that the
     #: constraints of a model can hold together: its evidence is never zero)
     constrained: set[str] = field(default_factory=set)
+    #: operand texts -> the random leaves factorflow expands them into (``Read``s)
+    reads_of: dict[str, tuple[Read, ...]] = field(default_factory=dict)
+    #: texts a ModelError must name: the model is refused by design (``ModelSpec.refusal``)
+    refusal: tuple[str, ...] = ()
 
     # ----- small helpers --------------------------------------------------------------
     def pick(self, options: Any) -> Any:
@@ -251,6 +295,7 @@ class Writer:
         if choice == "var":
             var = self.pick(self.visible(domain, size))
             self.roots_of[var.ident] = var.roots
+            self.reads_of[var.ident] = self.expand(var)
             return var.ident
         if choice == "index":
             return self.indexed(self.pick(self.index_bases(domain, size)))
@@ -260,6 +305,7 @@ class Writer:
             base, z = self.pick(self.switch_bases(domain, size))
             text = f"{base.ident}[{z.ident}]"
             self.roots_of[text] = self.join(base.roots, z.roots)
+            self.reads_of[text] = (Read(base, f"{base.name}[{z.name}]", switch=z.ident),)
             return text
         return self.constant(domain, size)
 
@@ -282,6 +328,55 @@ class Writer:
         if a is None or b is None:
             return a != frozenset() and b != frozenset()
         return bool(a and b and a & b)
+
+    def expand(self, var: Var) -> tuple[Read, ...]:
+        """The random leaves factorflow expands ``var`` into when it is read here: a sum,
+        difference or numeric scaling read under the gates it was defined under is its
+        terms; any other latent variable is itself; an observed one has none."""
+        if var.observed:
+            return ()
+        if var.linear is not None and var.gate_path == tuple(self.gate_ids):
+            return var.linear
+        return (Read(var, var.name),)
+
+    def reads(self, text: str) -> tuple[Read, ...]:
+        """The random leaves of an operand text (constants and data have none)."""
+        return self.reads_of.get(text, ())
+
+    def _key(self, read: Read) -> Any:
+        """Equal for two leaves factorflow collects as one (``_leaf_key``): one variable,
+        one Switch read, or one array read by equal indices over the open plates."""
+        if read.index is None or read.data is not None:
+            return (id(read.base), read.switch, read.data)
+        laid = read.over(tuple(self.plates))
+        return (id(read.base), laid.tobytes()) if laid.size else id(read)
+
+    def collects(self, ra: tuple[Read, ...], rb: tuple[Read, ...]) -> bool:
+        """Whether the two sides of a sum share a leaf (factorflow collects them then)."""
+        keys = {self._key(r) for r in ra}
+        return any(self._key(r) in keys for r in rb)
+
+    def meeting(self, ra: tuple[Read, ...], rb: tuple[Read, ...]) -> tuple[Read, Read] | None:
+        """The first two reads, one on each side of a sum or difference, that pick one
+        element of one array through different indices at some element of the open plates:
+        factorflow refuses that with a ModelError naming both (message passing would treat
+        the two as independent).  Reads by a Switch's variable never meet so (one read is
+        one leaf), and an array is never read whole where it is also indexed here."""
+        plates = tuple(self.plates)
+        for a in ra:
+            for b in rb:
+                if (a.base is b.base and a.index is not None and b.index is not None
+                        and self._key(a) != self._key(b)
+                        and bool((a.over(plates) == b.over(plates)).any())):
+                    return a, b
+        return None
+
+    def relaid(self, var: Var) -> bool:
+        """Whether ``var`` expands into a read through an ``ff.Data`` here under plates its
+        own are not the innermost of (factorflow cannot lay the Data's value out again)."""
+        open_ = tuple(self.plates)
+        suffix = open_[len(open_) - len(var.plates):] == var.plates if var.plates else True
+        return not suffix and any(r.data is not None for r in self.expand(var))
 
     @staticmethod
     def join(*parts: frozenset[str] | None) -> frozenset[str] | None:
@@ -325,10 +420,12 @@ class Writer:
             ident, name = self.fresh("d")
             self.emit(f"{ident} = ff.Data({name!r}, {lit(index)})")
             self.used.add("data")
-            text = f"{base.ident}[{ident}]"
+            text, label, data = f"{base.ident}[{ident}]", f"{base.name}[{name}]", name
         else:
-            text = f"{base.ident}[{lit(index)}]"
+            text, data = f"{base.ident}[{lit(index)}]", None
+            label = f"{base.name}[{index.item() if index.ndim == 0 else '...'}]"
         self.roots_of[text] = base.roots
+        self.reads_of[text] = (Read(base, label, index, tuple(self.plates), data),)
         self.index_of[text] = (base, index)
         return text
 
@@ -432,10 +529,14 @@ class Writer:
         ident, name = self.fresh()
         self.emit(f"{ident} = {call.format(name=repr(name))}")
 
-    def derived(self, expr: str, domain: str, roots: frozenset[str] | None = None) -> Var:
+    def derived(self, expr: str, domain: str, roots: frozenset[str] | None = None,
+                linear: tuple[Read, ...] | None = None) -> Var:
+        """A variable defined by ``expr``; ``linear``: its leaves, for a sum, difference
+        or numeric scaling (see ``Var.linear``)."""
         ident, _ = self.fresh()
         self.emit(f"{ident} = {expr}")
-        var = Var(ident, expr, domain, tuple(self.plates), roots=roots)
+        var = Var(ident, expr, domain, tuple(self.plates), roots=roots, linear=linear,
+                  gate_path=tuple(self.gate_ids))
         self.scope.append(var)
         return var
 
@@ -458,22 +559,26 @@ class Writer:
             if self.shares(a.roots, b.roots):  # a product of shared parents is refused
                 b = self.define("real", observe=False)
             expr, roots = f"{a.ident} * {b.ident}", self.join(a.roots, b.roots)
+            linear = None  # a product is a leaf
         elif op in ("c*", "*c"):  # c* with an array c: an array on the left of *
             c = self.constant("real")
             expr = f"{c} * {a.ident}" if op == "c*" else f"{a.ident} * {c}"
             roots = a.roots if np.all(eval(c, {"np": np, "float": float}) != 0) else None
+            linear = self.expand(a)
         elif op == "neg":
-            expr, roots = f"-{a.ident}", a.roots
+            expr, roots, linear = f"-{a.ident}", a.roots, self.expand(a)
         elif op == "/c":
             c = self.constant("positive")
             expr, roots = f"{a.ident} / {c if self.flip() else '-' + c}", a.roots
+            linear = self.expand(a)
         else:
             b = self.operand("real") if op == "+" else self.second_operand("real", a)
             if b != a.ident and self.shares(a.roots, self.roots(b)):  # may cancel to a
                 b = self.constant("real")  # constant, which is refused (x + x is 2 x)
             expr = f"{b} - {a.ident}" if op == "r-" else f"{a.ident} {op} {b}"
             roots = self.join(a.roots, self.roots(b))
-        var = self.derived(expr, "real", roots)
+            linear = self.expand(a) + self.reads(b)
+        var = self.derived(expr, "real", roots, linear)
         if self.flip(0.6):  # give it an observed child
             self.child(f"ff.Gaussian({{name}}, {var.ident}, "
                        f"precision={self.constant('positive')}, "
@@ -558,16 +663,38 @@ class Writer:
                 pick = self.pick(other)
                 b = self.indexed(pick, index if pick is base else None)
             else:
-                b = self.random_var("real").ident
+                b = self.random_operand(target)
             expr = f"{target} - {b}" if self.flip(0.5) else f"{b} - {target}"
-            target = self.derived(expr, "real", self.join(self.roots(target),
-                                                          self.roots(b))).ident
+            if self.refusal:  # refused by design where it is written: the model ends here
+                self.emit(f"{self.fresh()[0]} = {expr}")
+                self.budget = 0
+                return
+            target = self.derived(expr, "real", self.join(self.roots(target), self.roots(b)),
+                                  self.reads(target) + self.reads(b)).ident
         out = {"real": "real", "unit": "bool", "positive": "count"}[domain]
         call = {"real": "ff.Gaussian({name}, {t}, precision=1.0",
                 "unit": "ff.Bernoulli({name}, {t}",
                 "positive": "ff.Poisson({name}, {t}"}[domain]
         self.child(call.replace("{t}", target)
                    + f", observed={lit(self.values(out, self.shape))})")
+
+    def random_operand(self, target: str) -> str:
+        """A latent real variable to subtract from (or from) the read ``target``.  Where
+        its expansion reads ``target``'s element through other indices, factorflow
+        refuses the difference by design: noted in ``refusal`` (the model is then valid
+        and expected refused, the refusal tested).  Where it reads the same element by
+        the same indices (collected) or lays out an ``ff.Data`` again, a fresh variable."""
+        var = self.random_var("real")
+        ra, rb = self.reads(target), self.expand(var)
+        if self.collects(ra, rb) or self.relaid(var):
+            var = self.define("real", observe=False)
+            rb = self.expand(var)
+        meeting = self.meeting(ra, rb)
+        if meeting is not None:
+            self.refusal = tuple(r.label for r in meeting)
+        self.roots_of[var.ident] = var.roots
+        self.reads_of[var.ident] = rb
+        return var.ident
 
     def data(self) -> None:
         self.used.add("data")
@@ -672,11 +799,14 @@ class Writer:
         mark = len(self.scope)
         self.gates += 1
         self.gate_marks.append(mark)
+        self.gate_serial += 1
+        self.gate_ids.append(self.gate_serial)
 
         def close() -> None:
             del self.scope[mark:]
             self.gates -= 1
             self.gate_marks.pop()
+            self.gate_ids.pop()
         return self._Block(self, header, close)
 
     def block_plate(self) -> None:
@@ -758,8 +888,16 @@ class Writer:
         ready = [z for z in self.visible("int") if z not in self.switches
                  and self.switch_bases_for(z, domain)]
         if ready and self.flip(0.5):
-            self.write_switch(self.pick(ready), domain)
-            return
+            z = self.pick(ready)
+            refusal = self.switch_refusal(z)
+            if not refusal:
+                self.write_switch(z, domain)
+                return
+            if not self.gate_marks:  # (inside gates, their conditions' plates count too)
+                self.refusal = refusal
+                self.write_switch(z, domain)
+                self.budget = 0
+                return
         if self.plates:
             arrays = [v for v in self.outside_gates() if v.domain == domain
                       and len(v.plates) == 1
@@ -792,6 +930,15 @@ class Writer:
                                   domain)
         else:
             self.write_switch(self.define("int", size=size, observe=self.flip(0.15)), domain)
+
+    def switch_refusal(self, z: Var) -> tuple[str, ...]:
+        """What ``ff.Switch(z)`` here is refused naming, by design: a latent z inside a
+        plate z is not over (a Switch is not moved out of a plate: transforms/lower.py);
+        () where it is not refused (outside gates)."""
+        outside = [r for r in self.plates if r not in z.plates]
+        if z.observed or not outside:
+            return ()
+        return (f"gate on {z.name}:", f"the loop over {outside[0].ident};")
 
     def write_switch(self, z: Var, domain: str) -> None:
         with self.gate(f"with ff.Switch({z.ident}):"):
@@ -856,7 +1003,7 @@ def valid_models(draw: Any, profile: str | None = None) -> ModelSpec:
     if draw(st.booleans()):
         w.statement(required)
     w.statements(draw(st.integers(1, 5)))
-    if required != "factory" and required not in w.used:
+    if required != "factory" and required not in w.used and not w.refusal:
         w.budget = 3
         w.statement(required)
     defs: list[str] = []
@@ -865,4 +1012,4 @@ def valid_models(draw: Any, profile: str | None = None) -> ModelSpec:
     body = (*defs, 'with ff.Model("fuzz") as model:', *w.lines)
     data = "{" + ", ".join(w.run_data) + "}" if w.run_data else ""
     iterations = draw(st.sampled_from((10, 5, 20)))
-    return ModelSpec(profile, body, iterations=iterations, data=data)
+    return ModelSpec(profile, body, iterations=iterations, data=data, refusal=w.refusal)

@@ -102,3 +102,21 @@ def test_the_node_fixed_point_with_a_parent_named_value():
     m_a, m_b = np.linalg.solve(lhs, [4.0 * DATA.sum(), 0.1 + 2.0 * DATA.sum()])
     assert_close(result["a"].mean, m_a, rtol=1e-8)
     assert_close(result["b"].mean, m_b, rtol=1e-8)
+
+
+def test_a_node_of_a_parent_that_is_exactly_zero_is_a_point_mass_not_nan():
+    """v2 = 0 · v1 is a point mass at 0, and so is the node v2 · v1 (fuzz seed 13: VMP
+    gave it the natural parameters (0 · ∞, ∞), a NaN mean); v1 learns nothing from it.
+    EP has no operators for a node: refused naming the statement."""
+    with ff.Model("zero") as model:
+        v1 = ff.Gaussian("v1", -1.0, precision=2.0)
+        v2 = v1 * 0.0
+        ff.Gaussian("v3", v2, precision=2.0, observed=0.0)
+        ff.Deterministic("v4", lambda a, b: a * b, a=v2, b=v1)
+    result = model.infer("vmp", iterations=10)
+    assert not any(np.isnan(e).any() for e in result["v4"].eta)
+    assert_close([result["v4"].mean, result["v4"].variance], [0.0, 0.0])
+    assert_close([result["v1"].mean, result["v1"].variance], [-1.0, 0.5])
+    assert_close(result.log_evidence, 0.5 * np.log(2.0 / (2 * np.pi)))
+    with pytest.raises(ff.UnsupportedFactorError, match=r'Deterministic\("v4".*no EP message'):
+        model.compile("ep")

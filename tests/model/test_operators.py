@@ -360,6 +360,48 @@ def test_the_same_reads_twice_are_collected():
     check([(True, lambda a, x: x[0] + x[0]), (False, lambda a, x: x[I[0]] * 3.0 - x[0])])
 
 
+def _laid_out_model(inner, data: bool = False):
+    """v = a - s[[0, 1]] written in Plate(p) (v[p] reads s[p]), then v - s[inner] with
+    y ~ N(·, 1) inside Plate(p), Plate(q)."""
+    y = np.array([[1.0, -0.5], [2.0, 0.25]])
+    with ff.Model("laid_out") as model:
+        with ff.Plate(ff.Range("r", 2)):
+            s = ff.Gaussian("s", 0.0, precision=1.0)
+        with ff.Plate(ff.Range("p", 2)):
+            a = ff.Gaussian("a", 0.0, precision=1.0)
+            v = a - s[ff.Data("i", np.array([0, 1])) if data else np.array([0, 1])]
+            with ff.Plate(ff.Range("q", 2)):
+                ff.Gaussian("y", v - s[np.array(inner)], precision=1.0, observed=y)
+    return model, y
+
+
+def test_a_sum_read_under_more_plates_reads_the_elements_it_was_written_for():
+    """A sum written in Plate(p) and expanded inside Plate(p), Plate(q) keeps its index's
+    axis p (NumPy broadcasting would align it with q): its reads are collected with reads
+    of the same elements, refused with other reads of one element, and left apart
+    elsewhere.  Each of the four was wrong before (fuzz, issue 10): collected by the
+    q-aligned index (a silent wrong answer), refused though apart, or passed though
+    meeting."""
+    model, y = _laid_out_model([[0, 0], [1, 1]])  # v[p] - s[p] at every q: -2 s[p]
+    rows = np.zeros((4, 4))  # (a0, a1, s0, s1) per observation y[p, q]
+    for p_ in range(2):
+        rows[2 * p_:2 * p_ + 2, p_] = 1.0
+        rows[2 * p_:2 * p_ + 2, 2 + p_] = -2.0
+    mean, cov = exact(np.zeros(4), np.ones(4), rows, np.zeros(4), y.ravel(), np.ones(4))
+    for algorithm in ("ep", "vmp"):
+        result = run(model, algorithm)
+        assert_close(result["a"].mean, mean[:2], atol=1e-6)
+        assert_close(result["s"].mean, mean[2:], atol=1e-6)
+    with pytest.raises(ff.ModelError, match=r"both read s\[0\] at element \(0, 0\)"):
+        _laid_out_model([[0, 1], [0, 1]])  # at (p, q) = (0, 0) both read s[0]
+    with pytest.raises(ff.ModelError, match=r"both read s\[0\] at element \(0, 1\)"):
+        _laid_out_model([[1, 0], [1, 0]])
+    _laid_out_model([[1, 1], [0, 0]])  # v[p] reads s[p], the other s[1 - p]: apart
+    with pytest.raises(ff.ModelError, match=r"through '\(a - s\[i\]\)', which reads an "
+                       r"ff.Data .* Write the sum inside the plates \['p', 'q'\]"):
+        _laid_out_model([[0, 0], [1, 1]], data=True)  # a Data's value is not moved
+
+
 def test_two_reads_of_one_element_through_data_are_refused_at_run_time():
     model, s, k, n = _array_model()
     with model, ff.Plate(n):
