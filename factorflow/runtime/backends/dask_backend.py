@@ -48,7 +48,7 @@ import numpy as np
 
 import factorflow.distributions as dist
 from factorflow.errors import BackendError, DataError, ModelError
-from factorflow.runtime.backends import dask_namespace
+from factorflow.runtime.backends import dask_fusion, dask_namespace
 from factorflow.runtime.backends.dask_namespace import (
     _PENDING,
     _set,
@@ -323,14 +323,18 @@ class DaskCompiledModel(CompiledModel):
 
         del _PENDING[:]
         plate = self.chunked_plate()
-        with dask.config.set(scheduler=self._client), _repeats_stay_small():
+        with dask.config.set(scheduler=self._client, array_optimize=dask_fusion.optimize), \
+                _repeats_stay_small():
             try:
                 data = self._chunked_data(values)
                 if plate is not None:  # (as the data is chunked: given, or made here)
-                    led = [v.chunks[0] for v in data.values() if isinstance(v, da.Array)
+                    led = [v for v in data.values() if isinstance(v, da.Array)
                            and v.ndim and v.shape[0] == sizes[plate]]
-                    _PLATE[:] = [(sizes[plate], led[0] if led else plate_chunks(
+                    _PLATE[:] = [(sizes[plate], led[0].chunks[0] if led else plate_chunks(
                         self._chunks, sizes[plate], plate))]
+                    for v in led:  # (each pass over the data: one task per chunk)
+                        if v.chunks[0] == _PLATE[0][1]:
+                            dask_fusion.register(v)
                 posteriors, log_evidence = self._program(data, sizes, start, iterations,
                                                          each, damping, saved)
                 flush_checks()
@@ -349,6 +353,7 @@ class DaskCompiledModel(CompiledModel):
             finally:
                 del _PENDING[:]
                 del _PLATE[:]
+                dask_fusion.PLATE_KEYS.clear()
             return ({k: _to_numpy(v, self._client) for k, v in posteriors.items()},
                     float(dask.compute(log_evidence)[0]))
 
@@ -359,15 +364,15 @@ _PLATE = dask_namespace.PLATE
 
 @contextlib.contextmanager
 def _repeats_stay_small() -> Any:
-    """While a run is in progress: a NumPy array repeated along the chunked plate (a
-    stride-0 view, as ``np.broadcast_to`` makes of K values, e.g. a gate's clones of
-    q(means)) that meets the data in a Dask operation enters the graph as its distinct
-    values broadcast chunk by chunk on the workers.  Dask's own conversion
-    (``asanyarray``, ``asarray``) would put the view into every graph whole, and pickle
-    it at full size: an (N, K) array sent with each computation."""
+    """While a run is in progress: a NumPy array led by the chunked plate that meets the
+    data in a Dask operation enters the graph chunked like the data
+    (``_chunked_like_plate``).  Dask's own conversion (``asanyarray``, ``asarray``, as
+    ``stack`` and the ufuncs call it) would make it one chunk, put it into every graph
+    whole and pickle it at full size (a stride-0 view of K values, as ``np.broadcast_to``
+    makes of a gate's clones of q(means), pickles as the (N, K) array): sent with each
+    computation, and held whole by whichever worker runs the chunk's first task."""
     import sys
 
-    import dask.array as da
     import dask.array.core as core
     originals = {name: getattr(core, name) for name in ("asanyarray", "asarray")}
     places = [(module, name) for key, module in list(sys.modules.items())
@@ -376,12 +381,12 @@ def _repeats_stay_small() -> Any:
 
     def converting(original: Any) -> Any:
         def convert(a: Any, *args: Any, **kwargs: Any) -> Any:
-            if (_PLATE and isinstance(a, np.ndarray) and a.ndim and a.strides[0] == 0
-                    and a.shape[0] == _PLATE[0][0] and not args and not kwargs):
-                small = a[tuple(slice(0, 1) if stride == 0 else slice(None)
-                                for stride in a.strides)]
-                return da.broadcast_to(np.ascontiguousarray(small), a.shape,
-                                       chunks=(_PLATE[0][1],) + a.shape[1:])
+            if (_PLATE and isinstance(a, np.ndarray) and a.ndim
+                    and a.shape[0] == _PLATE[0][0] and not args
+                    and set(kwargs) <= {"dtype", "order", "allow_unknown_chunksizes"}):
+                out = _chunked_like_plate(a, _PLATE[0][1])
+                dtype = kwargs.get("dtype")
+                return out if dtype is None or out.dtype == dtype else out.astype(dtype)
             return original(a, *args, **kwargs)
         return convert
     for module, name in places:  # (each module of dask.array that imported them)
@@ -391,6 +396,24 @@ def _repeats_stay_small() -> Any:
     finally:
         for module, name in places:
             setattr(module, name, originals[name])
+
+
+def _chunked_like_plate(a: np.ndarray, lengths: tuple[int, ...]) -> Any:
+    """``a`` (a NumPy array whose first axis is the chunked plate) as a Dask array chunked
+    along that axis as the data is (``lengths``), every other axis whole.  Only its
+    distinct values enter the graph: each axis it repeats along (stride 0, a broadcast
+    view) is cut to length 1 and broadcast again chunk by chunk on the workers, so K
+    values repeated over the plate cost K values, and a per-datum array costs its own
+    chunk on the worker that reads it."""
+    import dask.array as da
+    small = np.ascontiguousarray(a[tuple(slice(0, 1) if stride == 0 and n > 1 else slice(None)
+                                         for n, stride in zip(a.shape, a.strides, strict=True))])
+    chunks = (lengths,) + a.shape[1:]
+    if small.shape[0] == a.shape[0]:  # per-datum values: each chunk its own piece
+        small = da.from_array(small, chunks=(lengths,) + small.shape[1:])
+    out = da.broadcast_to(small, a.shape, chunks=chunks)
+    dask_fusion.register(out)
+    return out
 
 
 def cluster_data(model: Any, data: dict[str, Any] | None, client: Any, chunks: Any

@@ -50,12 +50,10 @@ def test_mixture_1d_same_as_numpy_and_never_gathered(client):
                 tolerance=None)
     seen, stored = [], []
 
-    def sizes(dask_worker):
-        return [np.size(v) for v in dask_worker.data.values()]
-
     def look(iteration, posteriors):
         seen.append((posteriors["z"].eta[0], posteriors["means"].eta[0]))
-        stored.append(sorted(s for each in client.run(sizes).values() for s in each))
+        stored.append(_steady_store(client, lambda held: [s for s in held if s > 3]
+                                    == [150] * 4))
 
     model.compile("vmp", init=["means"], backend="dask").run(
         4, init=init, client=client, chunks=150, on_iteration=look, tolerance=None)
@@ -65,6 +63,29 @@ def test_mixture_1d_same_as_numpy_and_never_gathered(client):
         assert type(means) is np.ndarray
     for held in stored:  # the data's chunks, sent once (and at most a K-sized result
         assert [s for s in held if s > 3] == [150] * 4, held  # not yet released)
+
+
+def _stored_sizes(dask_worker) -> list[int]:
+    """The number of elements of each value a worker stores (a tuple: all of its own)."""
+    return [sum(map(np.size, v)) if isinstance(v, tuple) else int(np.size(v))
+            for v in list(dask_worker.data.values())]
+
+
+def _steady_store(client, settled, timeout: float = 30.0) -> list[int]:
+    """The sizes of the values the workers store once the cluster is at rest: read until
+    ``settled(sizes)`` holds or ``timeout`` seconds have passed (the last reading then).
+    A worker keeps what it has just computed until the scheduler's release reaches it,
+    and a data chunk it fetched to run a task (when the scheduler moved the task there to
+    balance the load) until distributed's active memory manager drops the replica (every
+    2 s; run here at once): a snapshot taken just after a computation can see either."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        held = sorted(s for each in client.run(_stored_sizes).values() for s in each)
+        if settled(held) or time.monotonic() > deadline:
+            return held
+        client.amm.run_once()
+        time.sleep(0.05)
 
 
 def test_learning_gaussian_same_as_numpy(client):
