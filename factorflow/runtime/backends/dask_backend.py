@@ -338,6 +338,9 @@ class DaskCompiledModel(CompiledModel):
                 posteriors, log_evidence = self._program(data, sizes, start, iterations,
                                                          each, damping, saved)
                 flush_checks()
+                # gathered while the run's plate keys hold: chunk by chunk, fused
+                result = ({k: _to_numpy(v, self._client) for k, v in posteriors.items()},
+                          float(dask.compute(log_evidence)[0]))
             except ModelError:
                 raise
             except (NotImplementedError, AttributeError, TypeError, ValueError) as e:
@@ -354,8 +357,7 @@ class DaskCompiledModel(CompiledModel):
                 del _PENDING[:]
                 del _PLATE[:]
                 dask_fusion.PLATE_KEYS.clear()
-            return ({k: _to_numpy(v, self._client) for k, v in posteriors.items()},
-                    float(dask.compute(log_evidence)[0]))
+            return result
 
 
 #: the chunked plate of the run in progress, [(its size, its chunk lengths)] or []
