@@ -8,7 +8,8 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
 - the *chunked plate* is the largest plate that leads an observed variable's axes; every
   observed or constant array whose first axis is that plate becomes a ``dask.array``
   chunked along it (``chunks`` rows per chunk: an int, or a tuple of chunk lengths that
-  sum to the plate's size; 1,000,000 by default), every other axis whole.  NumPy data
+  sum to the plate's size; by default ``default_chunk_rows`` of the program's widest
+  per-datum row, 26,214 rows for a mixture of K = 10), every other axis whole.  NumPy data
   is sent to the workers once, at the start; a Dask array given in ``data`` is used as
   it is (one read lazily, by ``da.from_zarr`` or ``map_blocks``, is read chunk by chunk
   at each pass and never held whole anywhere; ``persist()`` it to keep it in the
@@ -18,8 +19,10 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
   (``_eager``): one pass over the data, chunk by chunk, then a tree reduction of the
   K-sized partial results, into a NumPy array here.  Per-datum messages are never
   stored: each such computation recomputes them from the data chunk and the NumPy
-  globals, so a worker holds one chunk's intermediates at a time, not the (N, K)
-  per-datum state; a per-datum message whose graph would grow from sweep to sweep (one
+  globals, the work on each chunk fused into one task (``dask_fusion``), so a worker
+  holds one chunk's intermediates at a time, not the (N, K) per-datum state, and a NumPy
+  array over the plate enters the graph chunked like the data
+  (``_repeats_stay_small``); a per-datum message whose graph would grow from sweep to sweep (one
   that reads a per-datum message of the previous sweep) is the exception, persisted
   (``_cut_chains``).  A per-datum posterior's properness check rides along with the
   next computation (``dask_namespace.materialise``);
@@ -60,8 +63,16 @@ from factorflow.runtime.backends.jax_namespace import load_program
 from factorflow.runtime.compiled import CompiledModel, compile_model
 from factorflow.runtime.svi import data_plate
 
-#: rows per chunk of the chunked plate when ``chunks`` is not given
-DEFAULT_CHUNKS = 1_000_000
+#: the elements of one chunk's widest per-datum array when ``chunks`` is not given
+#: (``default_chunk_rows``): 2**18 float64, 2 MiB, so that the few dozen such arrays a
+#: chunk's task makes stay small beside a worker's share of the data
+CHUNK_ELEMENTS = 2**18
+
+
+def default_chunk_rows(width: int) -> int:
+    """Rows per chunk when ``chunks`` is not given, for per-datum arrays of ``width``
+    values a row (a mixture's K): ``CHUNK_ELEMENTS // width``, at least 1."""
+    return max(1, CHUNK_ELEMENTS // max(1, int(width)))
 
 _LOCK = threading.Lock()
 _CLIENTS: dict[Any, Any] = {}
@@ -112,7 +123,7 @@ def plate_chunks(chunks: Any, size: int, plate: str) -> tuple[int, ...]:
     """``chunks`` (rows per chunk, or the chunk lengths) as the chunk lengths along a
     plate of ``size``; DataError where they do not tile it."""
     if chunks is None:
-        chunks = DEFAULT_CHUNKS
+        chunks = default_chunk_rows(1)
     if isinstance(chunks, int | np.integer) and not isinstance(chunks, bool):
         if chunks < 1:
             raise DataError(f"chunks must be a positive number of rows, got {chunks}.")
@@ -268,7 +279,18 @@ class DaskCompiledModel(CompiledModel):
         plate = self.chunked_plate()
         self._given = {k: check_dask_chunks(f"data[{k!r}]", v, plate)
                        for k, v in (data or {}).items() if isinstance(v, da.Array)}
-        self._client, self._chunks = resolve_client(client), chunks
+        self._client = resolve_client(client)
+        self._chunks = default_chunk_rows(self.row_width()) if chunks is None else chunks
+
+    def row_width(self) -> int:
+        """The widest row of a per-datum array of the program: the largest product, over
+        the variables led by the chunked plate, of their other plates' sizes and their
+        categories or dimension (a mixture's K; 1 when there is no such variable)."""
+        plate = self.chunked_plate()
+        sizes = dict(self.compilation.final.ranges)
+        return max((int(np.prod([sizes[p] for p in d.plates[1:]])) * (d.event or 1)
+                    for d in self.compilation.final.decls
+                    if d.plates and d.plates[0] == plate), default=1)
 
     def _chunked_data(self, values: dict[str, Any]) -> dict[str, Any]:
         """The program's data: the arrays led by the chunked plate as Dask arrays."""
@@ -524,4 +546,4 @@ def _recompile_dask(model: Any, algorithm: str, init: tuple[str, ...],
 
 
 __all__ = ["DaskCompiledModel", "default_client", "resolve_client", "plate_chunks",
-           "cluster_data", "DEFAULT_CHUNKS"]
+           "cluster_data", "default_chunk_rows", "CHUNK_ELEMENTS"]
