@@ -15,7 +15,7 @@ seconds per sweep of the NumPy backend (``--reference factorflow``) or of the
 hand-written NumPy updates of ``mixture_reference.hand_written`` (``--reference hand``,
 which at 10⁷ points needs a few (N, K) arrays where the NumPy backend needs dozens),
 and of the Dask backend, and their ratio; each Dask worker's resident memory idle (just
-restarted), ready (the run's libraries, factorflow and SciPy, imported), its peak over
+restarted), ready (the run's libraries, factorflow, dask.array and SciPy, imported), its peak over
 the run (sampled every 5 ms in the worker), and the run's own memory, peak less ready;
 and the largest relative difference of the posteriors (q(weights), q(means), q(precs),
 q(z)) from the reference's.
@@ -49,12 +49,14 @@ def _idle(dask_worker) -> float:
 
 def _start_sampling(dask_worker, every: float = 0.005) -> float:
     """Run in each worker: import what the run's tasks use (factorflow, whose functions
-    the chunk tasks call, and SciPy's special functions), then sample the worker
+    the chunk tasks call, Dask's array functions and SciPy's special functions: about
+    45 MB, most of it ``dask.array``), then sample the worker
     process's resident memory every ``every`` seconds in a thread, keeping the largest
     (``ru_maxrss`` cannot serve: a worker forked from a large process starts with that
     process's peak).  Returns the resident memory now ("ready"), MB."""
     import threading
 
+    import dask.array  # noqa: F401
     import psutil
     import scipy.special  # noqa: F401
 
