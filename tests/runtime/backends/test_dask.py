@@ -435,8 +435,9 @@ def test_the_kernels_stack_dask_arrays_along_one_chunk():
 @pytest.mark.slow
 def test_mixture_passes_are_one_task_per_chunk(client, monkeypatch):
     """On the mixture in 4 chunks every computation that passes over the data is, after
-    the fusion, one task per chunk (the rest: K-sized steps), and the chunk size is by
-    default 2**18 // K rows (one chunk here)."""
+    the fusion, one task per chunk (the rest: K-sized steps; the per-datum posterior
+    gathered a chunk at a time), and the chunk size is by default 2**18 // K rows (one
+    chunk here)."""
     import mixture_reference as mr
 
     from factorflow.runtime.backends import dask_fusion
@@ -452,8 +453,9 @@ def test_mixture_passes_are_one_task_per_chunk(client, monkeypatch):
     monkeypatch.setattr(dask_fusion, "fuse_chunks", spy)
     compiled = model.compile("vmp", init=["means"], backend="dask")
     compiled.run(3, init=init, client=client, chunks=150, tolerance=None)
-    assert passes and all(p in ([0, 1, 2, 3], [0], [1], [2], [3]) for p in passes), passes
-    assert sum(p == [0, 1, 2, 3] for p in passes) >= 3 * 3  # (weights, precs, means a sweep)
+    assert passes[0] == [], passes  # sending the data: one task per chunk already
+    assert all(p in ([0, 1, 2, 3], [0], [1], [2], [3]) for p in passes[1:]), passes
+    assert sum(p == [0, 1, 2, 3] for p in passes) >= 3 * 3, passes  # weights, precs, means
     assert compiled.row_width() == 3
     compiled.run(1, init=init, client=client, tolerance=None)
-    assert compiled._chunks == 2**18 // 3
+    assert compiled._chunks == 2**18 // 3, compiled._chunks
