@@ -5,13 +5,14 @@ is one pass over the data whose graph holds, per data chunk, some forty small ta
 kernels' NumPy operations, Dask's reductions over the cases axis, its matrix products):
 run by ``distributed`` as separate tasks, each pays the scheduler's overhead, and a
 worker holds the (chunk, K) results of many chunks at once while their consumers wait
-(about 90 such arrays per worker at 10⁷ points: 680 MB).  ``optimize`` (installed as
-Dask's ``array_optimize`` for the run) rewrites every such graph after Dask's own array
-optimisations: the tasks that depend on one data chunk only become a single task per
-chunk (``fuse_chunks``), which runs them one branch after another in the worker and
-frees each intermediate as soon as its last reader has run (``_run_chunk``), and
-returns only what leaves the chunk (a partial sum of a reduction over the plate, or a
-per-datum result the computation asks for).  A worker then holds one chunk's
+(a dozen 7.6 MB partial products per worker, sampled at 10⁶ points in chunks of
+100,000).  ``optimize`` (installed as Dask's ``array_optimize`` for the run) rewrites
+every such graph, in place of Dask's own array optimisations (whose blockwise fusion
+would rename the data's blocks): the tasks that depend on one data chunk only become
+a single task per chunk (``fuse_chunks``), which runs them one branch after another in
+the worker, frees each intermediate as soon as its last reader has run (``_run_chunk``)
+and returns only what leaves the chunk (a partial sum of a reduction over the plate, or
+a per-datum result the computation asks for).  A worker then holds one chunk's
 intermediates at a time.
 
 What depends on one chunk is found from the *plate keys* (``PLATE_KEYS``): the blocks of
