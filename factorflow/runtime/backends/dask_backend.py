@@ -435,9 +435,10 @@ def _chunked_like_plate(a: np.ndarray, lengths: tuple[int, ...]) -> Any:
     chunks = (lengths,) + a.shape[1:]
     if small.shape[0] == a.shape[0]:  # per-datum values: each chunk its own piece
         small = da.from_array(small, chunks=(lengths,) + small.shape[1:])
-    out = da.broadcast_to(small, a.shape, chunks=chunks)
-    dask_fusion.register(out)
-    return out
+        dask_fusion.register(small)  # (named by its values: the same keys each sweep)
+    # (a broadcast's blocks are not registered: their names change with the values each
+    # sweep, and the fusion puts each into the one chunk's task that reads it anyway)
+    return da.broadcast_to(small, a.shape, chunks=chunks)
 
 
 def cluster_data(model: Any, data: dict[str, Any] | None, client: Any, chunks: Any
