@@ -10,18 +10,20 @@ read by a worker from a ``.npy`` file (memory-mapped, ``--source file``, the def
 data is reread at each pass, as from Zarr or Parquet), or the NumPy array is sent to the
 workers once (``--source numpy``: half the data resident on each worker).
 
-Printed per N: the data size (the observed array, MB); the seconds per sweep of the
-NumPy backend (``--reference factorflow``) or of the hand-written NumPy updates of
-``mixture_reference.hand_written`` (``--reference hand``, which at 10⁷ points needs a
-few (N, K) arrays where the NumPy backend needs dozens), and of the Dask backend; each
-Dask worker's resident memory at rest (after start-up and a warm-up computation) and
-its peak over the run (sampled every 5 ms in the worker), and the difference, the memory
-the run itself took on the worker; and the largest relative difference of the posteriors
-(q(weights), q(means), q(precs), q(z)) from the reference's.
+Printed per N: the data size (the observed array, MB) and its share per worker; the
+seconds per sweep of the NumPy backend (``--reference factorflow``) or of the
+hand-written NumPy updates of ``mixture_reference.hand_written`` (``--reference hand``,
+which at 10⁷ points needs a few (N, K) arrays where the NumPy backend needs dozens),
+and of the Dask backend, and their ratio; each Dask worker's resident memory idle (just
+restarted), ready (the run's libraries, factorflow, dask.array and SciPy, imported), its peak over
+the run (sampled every 5 ms in the worker), and the run's own memory, peak less ready;
+and the largest relative difference of the posteriors (q(weights), q(means), q(precs),
+q(z)) from the reference's.
 
 Run: ``python benchmarks/bench_dask.py [--sizes N ...] [--k K] [--sweeps S]
-[--chunk C] [--source file|numpy] [--reference factorflow|hand]``.  Timings on a shared
-machine are noisy.
+[--chunk C] [--source file|numpy] [--reference factorflow|hand]`` (``--chunk``: the
+backend's default, ``default_chunk_rows``, when not given).  Timings on a shared machine
+are noisy.
 """
 
 from __future__ import annotations
@@ -38,15 +40,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import mixture_reference as mix  # noqa: E402
 
 
+def _idle(dask_worker) -> float:
+    """Run in each freshly started worker: its resident memory, MB (nothing imported
+    beyond what a worker starts with)."""
+    import psutil
+    return psutil.Process().memory_info().rss / 2**20
+
+
 def _start_sampling(dask_worker, every: float = 0.005) -> float:
-    """Run in each worker: import what the run's tasks use, then sample the worker
+    """Run in each worker: import what the run's tasks use (factorflow, whose functions
+    the chunk tasks call, Dask's array functions and SciPy's special functions: about
+    45 MB, most of it ``dask.array``), then sample the worker
     process's resident memory every ``every`` seconds in a thread, keeping the largest
     (``ru_maxrss`` cannot serve: a worker forked from a large process starts with that
-    process's peak).  Returns the resident memory now, MB."""
+    process's peak).  Returns the resident memory now ("ready"), MB."""
     import threading
 
+    import dask.array  # noqa: F401
     import psutil
     import scipy.special  # noqa: F401
+
+    import factorflow.runtime.backends.dask_fusion  # noqa: F401
 
     process = psutil.Process()
     state = {"peak": process.memory_info().rss, "run": True}
@@ -122,21 +136,27 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10**5, 10**6])
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--sweeps", type=int, default=3)
-    parser.add_argument("--chunk", type=int, default=100_000)
+    parser.add_argument("--chunk", type=int, default=None,
+                        help="points per chunk (default: the backend's own choice)")
     parser.add_argument("--source", choices=("file", "numpy"), default="file")
     parser.add_argument("--reference", choices=("factorflow", "hand"), default="factorflow")
     args = parser.parse_args()
 
-    from factorflow.runtime.backends.dask_backend import default_client
+    from factorflow.runtime.backends.dask_backend import default_chunk_rows, default_client
     client = default_client()
+    workers = len(client.scheduler_info()["workers"])
+    chunk = args.chunk or default_chunk_rows(args.k)
     print(f"1-D mixture, K = {args.k}, VMP, {args.sweeps} sweeps (bound after each), "
-          f"chunks of {args.chunk:,} points read from {args.source}, LocalCluster of "
-          f"{len(client.scheduler_info()['workers'])} workers (1 thread each); reference: "
-          f"{'the NumPy backend' if args.reference == 'factorflow' else 'hand-written NumPy'}")
+          f"chunks of {chunk:,} points{'' if args.chunk else ' (the default)'} read from "
+          f"{args.source}, LocalCluster of {workers} workers (1 thread each); reference: "
+          f"{'the NumPy backend' if args.reference == 'factorflow' else 'hand-written NumPy'}"
+          "; worker memory (resident, MB): idle (fresh), ready (its libraries imported), "
+          "peak over the run (sampled every 5 ms), and the run's own (peak − ready), "
+          "one figure per worker")
     print()
-    print("| N | data MB | NumPy s/sweep | Dask s/sweep | ratio | worker MB at rest | "
-          "worker peak MB | run's MB per worker | max rel. diff |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| N | data MB | data MB per worker | NumPy s/sweep | Dask s/sweep | ratio | "
+          "worker idle | worker ready | worker peak | run's MB per worker | max rel. diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         x = mix.data(args.k, n)
         model, init = mix.model(x, args.k), mix.factorflow_init(x, args.k)
@@ -149,20 +169,23 @@ def main() -> None:
             ref = mix.hand_written(x, args.k, args.sweeps)
         numpy_sweep = (time.perf_counter() - begin) / args.sweeps
         client.restart()  # fresh workers: their peak memory is this run's
+        idle = client.run(_idle)
         rest = client.run(_start_sampling)
         with tempfile.TemporaryDirectory() as folder:
-            data = (lazy_data(x, args.chunk, folder) if args.source == "file" else x)
+            data = (lazy_data(x, chunk, folder) if args.source == "file" else x)
             compiled = data_model(n, args.k).compile("vmp", init=["means"], backend="dask")
             begin = time.perf_counter()
             got = compiled.run(**run, data={"xs": data}, client=client, chunks=args.chunk)
             dask_sweep = (time.perf_counter() - begin) / args.sweeps
         peaks = client.run(_stop_sampling)
         used = [peaks[w] - rest[w] for w in peaks]
-        print(f"| {n:,} | {x.nbytes / 1e6:,.0f} | {numpy_sweep:.2f} | {dask_sweep:.2f} | "
-              f"{dask_sweep / numpy_sweep:.1f} | "
-              f"{' / '.join(f'{rest[w]:,.0f}' for w in peaks)} | "
-              f"{' / '.join(f'{p:,.0f}' for p in peaks.values())} | "
-              f"{' / '.join(f'{u:,.0f}' for u in used)} | "
+
+        def each(values) -> str:
+            return " / ".join(f"{v:,.0f}" for v in values)
+        print(f"| {n:,} | {x.nbytes / 1e6:,.0f} | {x.nbytes / 1e6 / workers:,.0f} | "
+              f"{numpy_sweep:.2f} | {dask_sweep:.2f} | {dask_sweep / numpy_sweep:.1f} | "
+              f"{each(idle[w] for w in peaks)} | {each(rest[w] for w in peaks)} | "
+              f"{each(peaks.values())} | {each(used)} | "
               f"{_difference(got, ref):.1e} |", flush=True)
 
 

@@ -8,7 +8,8 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
 - the *chunked plate* is the largest plate that leads an observed variable's axes; every
   observed or constant array whose first axis is that plate becomes a ``dask.array``
   chunked along it (``chunks`` rows per chunk: an int, or a tuple of chunk lengths that
-  sum to the plate's size; 1,000,000 by default), every other axis whole.  NumPy data
+  sum to the plate's size; by default ``default_chunk_rows`` of the program's widest
+  per-datum row, 26,214 rows for a mixture of K = 10), every other axis whole.  NumPy data
   is sent to the workers once, at the start; a Dask array given in ``data`` is used as
   it is (one read lazily, by ``da.from_zarr`` or ``map_blocks``, is read chunk by chunk
   at each pass and never held whole anywhere; ``persist()`` it to keep it in the
@@ -18,8 +19,10 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
   (``_eager``): one pass over the data, chunk by chunk, then a tree reduction of the
   K-sized partial results, into a NumPy array here.  Per-datum messages are never
   stored: each such computation recomputes them from the data chunk and the NumPy
-  globals, so a worker holds one chunk's intermediates at a time, not the (N, K)
-  per-datum state; a per-datum message whose graph would grow from sweep to sweep (one
+  globals, the work on each chunk fused into one task (``dask_fusion``), so a worker
+  holds one chunk's intermediates at a time, not the (N, K) per-datum state, and a NumPy
+  array over the plate enters the graph chunked like the data
+  (``_repeats_stay_small``); a per-datum message whose graph would grow from sweep to sweep (one
   that reads a per-datum message of the previous sweep) is the exception, persisted
   (``_cut_chains``).  A per-datum posterior's properness check rides along with the
   next computation (``dask_namespace.materialise``);
@@ -48,7 +51,7 @@ import numpy as np
 
 import factorflow.distributions as dist
 from factorflow.errors import BackendError, DataError, ModelError
-from factorflow.runtime.backends import dask_namespace
+from factorflow.runtime.backends import dask_fusion, dask_namespace
 from factorflow.runtime.backends.dask_namespace import (
     _PENDING,
     _set,
@@ -60,8 +63,16 @@ from factorflow.runtime.backends.jax_namespace import load_program
 from factorflow.runtime.compiled import CompiledModel, compile_model
 from factorflow.runtime.svi import data_plate
 
-#: rows per chunk of the chunked plate when ``chunks`` is not given
-DEFAULT_CHUNKS = 1_000_000
+#: the elements of one chunk's widest per-datum array when ``chunks`` is not given
+#: (``default_chunk_rows``): 2**18 float64, 2 MiB, so that the few dozen such arrays a
+#: chunk's task makes stay small beside a worker's share of the data
+CHUNK_ELEMENTS = 2**18
+
+
+def default_chunk_rows(width: int) -> int:
+    """Rows per chunk when ``chunks`` is not given, for per-datum arrays of ``width``
+    values a row (a mixture's K): ``CHUNK_ELEMENTS // width``, at least 1."""
+    return max(1, CHUNK_ELEMENTS // max(1, int(width)))
 
 _LOCK = threading.Lock()
 _CLIENTS: dict[Any, Any] = {}
@@ -112,7 +123,7 @@ def plate_chunks(chunks: Any, size: int, plate: str) -> tuple[int, ...]:
     """``chunks`` (rows per chunk, or the chunk lengths) as the chunk lengths along a
     plate of ``size``; DataError where they do not tile it."""
     if chunks is None:
-        chunks = DEFAULT_CHUNKS
+        chunks = default_chunk_rows(1)
     if isinstance(chunks, int | np.integer) and not isinstance(chunks, bool):
         if chunks < 1:
             raise DataError(f"chunks must be a positive number of rows, got {chunks}.")
@@ -268,7 +279,18 @@ class DaskCompiledModel(CompiledModel):
         plate = self.chunked_plate()
         self._given = {k: check_dask_chunks(f"data[{k!r}]", v, plate)
                        for k, v in (data or {}).items() if isinstance(v, da.Array)}
-        self._client, self._chunks = resolve_client(client), chunks
+        self._client = resolve_client(client)
+        self._chunks = default_chunk_rows(self.row_width()) if chunks is None else chunks
+
+    def row_width(self) -> int:
+        """The widest row of a per-datum array of the program: the largest product, over
+        the variables led by the chunked plate, of their other plates' sizes and their
+        categories or dimension (a mixture's K; 1 when there is no such variable)."""
+        plate = self.chunked_plate()
+        sizes = dict(self.compilation.final.ranges)
+        return max((int(np.prod([sizes[p] for p in d.plates[1:]])) * (d.event or 1)
+                    for d in self.compilation.final.decls
+                    if d.plates and d.plates[0] == plate), default=1)
 
     def _chunked_data(self, values: dict[str, Any]) -> dict[str, Any]:
         """The program's data: the arrays led by the chunked plate as Dask arrays."""
@@ -323,17 +345,24 @@ class DaskCompiledModel(CompiledModel):
 
         del _PENDING[:]
         plate = self.chunked_plate()
-        with dask.config.set(scheduler=self._client), _repeats_stay_small():
+        with dask.config.set(scheduler=self._client, array_optimize=dask_fusion.optimize), \
+                _repeats_stay_small():
             try:
                 data = self._chunked_data(values)
                 if plate is not None:  # (as the data is chunked: given, or made here)
-                    led = [v.chunks[0] for v in data.values() if isinstance(v, da.Array)
+                    led = [v for v in data.values() if isinstance(v, da.Array)
                            and v.ndim and v.shape[0] == sizes[plate]]
-                    _PLATE[:] = [(sizes[plate], led[0] if led else plate_chunks(
+                    _PLATE[:] = [(sizes[plate], led[0].chunks[0] if led else plate_chunks(
                         self._chunks, sizes[plate], plate))]
+                    for v in led:  # (each pass over the data: one task per chunk)
+                        if v.chunks[0] == _PLATE[0][1]:
+                            dask_fusion.register(v)
                 posteriors, log_evidence = self._program(data, sizes, start, iterations,
                                                          each, damping, saved)
                 flush_checks()
+                # gathered while the run's plate keys hold: chunk by chunk, fused
+                result = ({k: _to_numpy(v, self._client) for k, v in posteriors.items()},
+                          float(dask.compute(log_evidence)[0]))
             except ModelError:
                 raise
             except (NotImplementedError, AttributeError, TypeError, ValueError) as e:
@@ -349,8 +378,8 @@ class DaskCompiledModel(CompiledModel):
             finally:
                 del _PENDING[:]
                 del _PLATE[:]
-            return ({k: _to_numpy(v, self._client) for k, v in posteriors.items()},
-                    float(dask.compute(log_evidence)[0]))
+                dask_fusion.PLATE_KEYS.clear()
+            return result
 
 
 #: the chunked plate of the run in progress, [(its size, its chunk lengths)] or []
@@ -359,15 +388,15 @@ _PLATE = dask_namespace.PLATE
 
 @contextlib.contextmanager
 def _repeats_stay_small() -> Any:
-    """While a run is in progress: a NumPy array repeated along the chunked plate (a
-    stride-0 view, as ``np.broadcast_to`` makes of K values, e.g. a gate's clones of
-    q(means)) that meets the data in a Dask operation enters the graph as its distinct
-    values broadcast chunk by chunk on the workers.  Dask's own conversion
-    (``asanyarray``, ``asarray``) would put the view into every graph whole, and pickle
-    it at full size: an (N, K) array sent with each computation."""
+    """While a run is in progress: a NumPy array led by the chunked plate that meets the
+    data in a Dask operation enters the graph chunked like the data
+    (``_chunked_like_plate``).  Dask's own conversion (``asanyarray``, ``asarray``, as
+    ``stack`` and the ufuncs call it) would make it one chunk, put it into every graph
+    whole and pickle it at full size (a stride-0 view of K values, as ``np.broadcast_to``
+    makes of a gate's clones of q(means), pickles as the (N, K) array): sent with each
+    computation, and held whole by whichever worker runs the chunk's first task."""
     import sys
 
-    import dask.array as da
     import dask.array.core as core
     originals = {name: getattr(core, name) for name in ("asanyarray", "asarray")}
     places = [(module, name) for key, module in list(sys.modules.items())
@@ -376,12 +405,12 @@ def _repeats_stay_small() -> Any:
 
     def converting(original: Any) -> Any:
         def convert(a: Any, *args: Any, **kwargs: Any) -> Any:
-            if (_PLATE and isinstance(a, np.ndarray) and a.ndim and a.strides[0] == 0
-                    and a.shape[0] == _PLATE[0][0] and not args and not kwargs):
-                small = a[tuple(slice(0, 1) if stride == 0 else slice(None)
-                                for stride in a.strides)]
-                return da.broadcast_to(np.ascontiguousarray(small), a.shape,
-                                       chunks=(_PLATE[0][1],) + a.shape[1:])
+            if (_PLATE and isinstance(a, np.ndarray) and a.ndim
+                    and a.shape[0] == _PLATE[0][0] and not args
+                    and set(kwargs) <= {"dtype", "order", "allow_unknown_chunksizes"}):
+                out = _chunked_like_plate(a, _PLATE[0][1])
+                dtype = kwargs.get("dtype")
+                return out if dtype is None or out.dtype == dtype else out.astype(dtype)
             return original(a, *args, **kwargs)
         return convert
     for module, name in places:  # (each module of dask.array that imported them)
@@ -391,6 +420,25 @@ def _repeats_stay_small() -> Any:
     finally:
         for module, name in places:
             setattr(module, name, originals[name])
+
+
+def _chunked_like_plate(a: np.ndarray, lengths: tuple[int, ...]) -> Any:
+    """``a`` (a NumPy array whose first axis is the chunked plate) as a Dask array chunked
+    along that axis as the data is (``lengths``), every other axis whole.  Only its
+    distinct values enter the graph: each axis it repeats along (stride 0, a broadcast
+    view) is cut to length 1 and broadcast again chunk by chunk on the workers, so K
+    values repeated over the plate cost K values, and a per-datum array costs its own
+    chunk on the worker that reads it."""
+    import dask.array as da
+    small = np.ascontiguousarray(a[tuple(slice(0, 1) if stride == 0 and n > 1 else slice(None)
+                                         for n, stride in zip(a.shape, a.strides, strict=True))])
+    chunks = (lengths,) + a.shape[1:]
+    if small.shape[0] == a.shape[0]:  # per-datum values: each chunk its own piece
+        small = da.from_array(small, chunks=(lengths,) + small.shape[1:])
+        dask_fusion.register(small)  # (named by its values: the same keys each sweep)
+    # (a broadcast's blocks are not registered: their names change with the values each
+    # sweep, and the fusion puts each into the one chunk's task that reads it anyway)
+    return da.broadcast_to(small, a.shape, chunks=chunks)
 
 
 def cluster_data(model: Any, data: dict[str, Any] | None, client: Any, chunks: Any
@@ -499,4 +547,4 @@ def _recompile_dask(model: Any, algorithm: str, init: tuple[str, ...],
 
 
 __all__ = ["DaskCompiledModel", "default_client", "resolve_client", "plate_chunks",
-           "cluster_data", "DEFAULT_CHUNKS"]
+           "cluster_data", "default_chunk_rows", "CHUNK_ELEMENTS"]

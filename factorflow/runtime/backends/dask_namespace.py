@@ -39,8 +39,9 @@ from factorflow.runtime.backends.jax_namespace import Namespace
 
 class _DaskNumPy(types.ModuleType):
     """``numpy`` as the Dask copies see it: NumPy, except ``asarray``/``array``/
-    ``asanyarray`` (a Dask array passes through, cast where a dtype is asked for) and
-    ``ndarray`` (NumPy's or Dask's array class)."""
+    ``asanyarray`` (a Dask array passes through, cast where a dtype is asked for),
+    ``ndarray`` (NumPy's or Dask's array class) and ``stack`` (of Dask arrays: the new
+    axis one chunk)."""
 
     def __init__(self) -> None:
         super().__init__("numpy")
@@ -50,6 +51,20 @@ class _DaskNumPy(types.ModuleType):
         self.asarray = self._passing(numpy.asarray)
         self.asanyarray = self._passing(numpy.asanyarray)
         self.array = self._passing(numpy.array)
+        self.stack = self._stack
+
+    def _stack(self, arrays: Any, axis: int = 0, out: Any = None, **kwargs: Any) -> Any:
+        """``numpy.stack``; of Dask arrays, with the new axis one chunk (Dask's makes
+        each stacked array its own chunk along it, so that a product contracting that
+        axis, as the data's (N, 3) statistics times (3, K) coefficients, would be three
+        outer products and their sum per chunk)."""
+        arrays = list(arrays)
+        if not any(isinstance(a, self._da.Array) for a in arrays):
+            return numpy.stack(arrays, axis, out, **kwargs)
+        if out is not None:
+            raise NotImplementedError("np.stack(..., out=) into a Dask array")
+        out = self._da.stack(arrays, axis=axis, **kwargs)
+        return out.rechunk({axis % out.ndim: -1})
 
     def _passing(self, fn: Any) -> Any:
         da = self._da

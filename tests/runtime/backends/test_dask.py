@@ -50,12 +50,10 @@ def test_mixture_1d_same_as_numpy_and_never_gathered(client):
                 tolerance=None)
     seen, stored = [], []
 
-    def sizes(dask_worker):
-        return [np.size(v) for v in dask_worker.data.values()]
-
     def look(iteration, posteriors):
         seen.append((posteriors["z"].eta[0], posteriors["means"].eta[0]))
-        stored.append(sorted(s for each in client.run(sizes).values() for s in each))
+        stored.append(_steady_store(client, lambda held: [s for s in held if s > 3]
+                                    == [150] * 4))
 
     model.compile("vmp", init=["means"], backend="dask").run(
         4, init=init, client=client, chunks=150, on_iteration=look, tolerance=None)
@@ -65,6 +63,29 @@ def test_mixture_1d_same_as_numpy_and_never_gathered(client):
         assert type(means) is np.ndarray
     for held in stored:  # the data's chunks, sent once (and at most a K-sized result
         assert [s for s in held if s > 3] == [150] * 4, held  # not yet released)
+
+
+def _stored_sizes(dask_worker) -> list[int]:
+    """The number of elements of each value a worker stores (a tuple: all of its own)."""
+    return [sum(map(np.size, v)) if isinstance(v, tuple) else int(np.size(v))
+            for v in list(dask_worker.data.values())]
+
+
+def _steady_store(client, settled, timeout: float = 30.0) -> list[int]:
+    """The sizes of the values the workers store once the cluster is at rest: read until
+    ``settled(sizes)`` holds or ``timeout`` seconds have passed (the last reading then).
+    A worker keeps what it has just computed until the scheduler's release reaches it,
+    and a data chunk it fetched to run a task (when the scheduler moved the task there to
+    balance the load) until distributed's active memory manager drops the replica (every
+    2 s; run here at once): a snapshot taken just after a computation can see either."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        held = sorted(s for each in client.run(_stored_sizes).values() for s in each)
+        if settled(held) or time.monotonic() > deadline:
+            return held
+        client.amm.run_once()
+        time.sleep(0.05)
 
 
 def test_learning_gaussian_same_as_numpy(client):
@@ -316,3 +337,125 @@ def test_gather_chunks_copies_each_chunk_in(client):
     with dask.config.set(scheduler=client):
         np.testing.assert_array_equal(gather_chunks(a + 1.0, client), x + 1.0)
     np.testing.assert_array_equal(gather_chunks(a * 2.0), x * 2.0)  # no client: in turn
+
+
+# ----- one task per chunk (dask_fusion) ------------------------------------------------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _plate_run(lengths: tuple[int, ...]):
+    """The fusion's setting during a run: the plate keys of an (N, K) array in chunks of
+    ``lengths`` registered, ``dask_fusion.optimize`` as Dask's array optimisation."""
+    from factorflow.runtime.backends import dask_fusion
+    return dask_fusion, dask.config.set(scheduler="sync",
+                                        array_optimize=dask_fusion.optimize)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(lengths=st.lists(st.integers(1, 7), min_size=1, max_size=6).map(tuple),
+       k=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_fused_chunks_compute_what_numpy_does(lengths, k, seed):
+    """A pass as the backend makes them (per-datum work on the data and K values, a
+    reduction over the plate, a per-datum result, a reduction over K): with the plate
+    keys registered the graph has one task per chunk (those reading one chunk fused),
+    and the results equal NumPy's to 1e-12."""
+    rng = np.random.default_rng(seed)
+    n = sum(lengths)
+    x, w = rng.normal(size=(n, 1)), rng.normal(size=k)
+    fusion, config = _plate_run(lengths)
+    data = da.from_array(x, chunks=(lengths, 1))
+    try:
+        fusion.register(data)
+        with config:
+            logits = data * w - 0.5 * data**2            # (N, K): per datum
+            q = da.exp(logits - logits.max(axis=1, keepdims=True))
+            q = q / q.sum(axis=1, keepdims=True)
+            stats = np.stack([da.ones_like(data[:, 0]), data[:, 0], data[:, 0] ** 2])
+            sums = stats @ q                              # (3, K): reduced over the plate
+            total = (q * logits).sum()
+            graph = sums.__dask_optimize__(dict(sums.__dask_graph__()),
+                                           list(dask.core.flatten(sums.__dask_keys__())))
+            got = dask.compute(sums, q, total)
+    finally:
+        fusion.PLATE_KEYS.clear()
+    passes = [key for key in graph if isinstance(key, tuple) and key[0].startswith("chunkpass")]
+    assert sorted(key[1] for key in passes) == list(range(len(lengths))) or len(lengths) == 1
+    logits = x * w - 0.5 * x**2
+    q = np.exp(logits - logits.max(axis=1, keepdims=True))
+    q /= q.sum(axis=1, keepdims=True)
+    want = (np.stack([np.ones(n), x[:, 0], x[:, 0] ** 2]) @ q, q, (q * logits).sum())
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_a_numpy_array_over_the_plate_enters_the_graph_by_chunks():
+    """During a run a NumPy array over the plate meeting the data (a stride-0 broadcast
+    of one value, or per-datum values, through ``np.stack`` as through a ufunc) enters
+    the graph as its distinct values chunk by chunk: no task carries more than a chunk
+    (Dask's own conversion would put the whole (N,) array, pickled at full size, into one
+    task of every computation)."""
+    import pickle
+
+    from factorflow.runtime.backends import dask_backend
+    n, lengths = 4000, (1000,) * 4
+    x = da.from_array(np.arange(float(n)), chunks=lengths)
+    per_datum = np.linspace(0.0, 1.0, n)
+    dask_backend._PLATE[:] = [(n, lengths)]
+    try:
+        with dask_backend._repeats_stay_small():
+            stacked = np.stack([np.broadcast_to(1.0, (n,)), x, per_datum])
+            plus = np.broadcast_to(np.arange(3.0), (n, 3)) + x[:, None]
+    finally:
+        del dask_backend._PLATE[:]
+        dask_backend.dask_fusion.PLATE_KEYS.clear()
+    for arr in (stacked, plus):
+        biggest = max(len(pickle.dumps(task)) for task in dict(arr.__dask_graph__()).values())
+        assert biggest < 1000 * 8 + 2000, biggest
+    with dask.config.set(scheduler="sync"):
+        np.testing.assert_array_equal(stacked.compute(),
+                                      np.stack([np.ones(n), np.arange(float(n)), per_datum]))
+        np.testing.assert_array_equal(plus.compute(), np.arange(3.0) + np.arange(float(n))[:, None])
+
+
+def test_the_kernels_stack_dask_arrays_along_one_chunk():
+    """``np.stack`` in the Dask copies of the kernels: the new axis one chunk (so that
+    a product contracting it is one product per chunk), the values NumPy's."""
+    from factorflow.runtime.backends.dask_namespace import namespace
+    shim = namespace()["factorflow.factors.gaussian"].np
+    x = da.from_array(np.arange(12.0), chunks=4)
+    stacked = shim.stack([x, x * x, shim.ones_like(x)], axis=1)
+    assert stacked.chunks == ((4, 4, 4), (3,))
+    with dask.config.set(scheduler="sync"):
+        np.testing.assert_array_equal(stacked.compute(), np.stack(
+            [np.arange(12.0), np.arange(12.0) ** 2, np.ones(12)], axis=1))
+    assert type(shim.stack([np.ones(2), np.zeros(2)])) is np.ndarray
+
+
+@pytest.mark.slow
+def test_mixture_passes_are_one_task_per_chunk(client, monkeypatch):
+    """On the mixture in 4 chunks every computation that passes over the data is, after
+    the fusion, one task per chunk (the rest: K-sized steps; the per-datum posterior
+    gathered a chunk at a time), and the chunk size is by default 2**18 // K rows (one
+    chunk here)."""
+    import mixture_reference as mr
+
+    from factorflow.runtime.backends import dask_fusion
+    x = mr.data(3, 600)
+    model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
+    real, passes = dask_fusion.fuse_chunks, []
+
+    def spy(dsk, outputs, plate_keys):
+        out = real(dsk, outputs, plate_keys)
+        passes.append(sorted(k[1] for k in out if isinstance(k, tuple)
+                             and str(k[0]).startswith("chunkpass")))
+        return out
+    monkeypatch.setattr(dask_fusion, "fuse_chunks", spy)
+    compiled = model.compile("vmp", init=["means"], backend="dask")
+    compiled.run(3, init=init, client=client, chunks=150, tolerance=None)
+    # ([]: a computation with nothing to fuse, such as one sending the data)
+    assert all(p in ([0, 1, 2, 3], [0], [1], [2], [3], []) for p in passes), passes
+    assert sum(p == [0, 1, 2, 3] for p in passes) >= 3 * 3, passes  # weights, precs, means
+    assert compiled.row_width() == 3
+    compiled.run(1, init=init, client=client, tolerance=None)
+    assert compiled._chunks == 2**18 // 3, compiled._chunks

@@ -1,0 +1,194 @@
+"""One task per data chunk: the Dask backend's graph optimisation.
+
+Each computation of the Dask backend (a K-sized message, the bound, a properness check)
+is one pass over the data whose graph holds, per data chunk, some forty small tasks (the
+kernels' NumPy operations, Dask's reductions over the cases axis, its matrix products):
+run by ``distributed`` as separate tasks, each pays the scheduler's overhead, and a
+worker holds the (chunk, K) results of many chunks at once while their consumers wait
+(a dozen 7.6 MB partial products per worker, sampled at 10⁶ points in chunks of
+100,000).  ``optimize`` (installed as Dask's ``array_optimize`` for the run) rewrites
+every such graph, in place of Dask's own array optimisations (whose blockwise fusion
+would rename the data's blocks): the tasks that depend on one data chunk only become
+a single task per chunk (``fuse_chunks``), which runs them one branch after another in
+the worker, frees each intermediate as soon as its last reader has run (``_run_chunk``)
+and returns only what leaves the chunk (a partial sum of a reduction over the plate, or
+a per-datum result the computation asks for).  A worker then holds one chunk's
+intermediates at a time.
+
+What depends on one chunk is found from the *plate keys* (``PLATE_KEYS``): the blocks of
+the run's arrays chunked along the plate (the data, and NumPy arrays over the plate
+brought into the graph, ``register``), each with its chunk index.  A task belongs to
+chunk i when it reads (directly or not) chunk i's blocks and no other chunk's; a task
+that reads no chunk (K values, a broadcast of them) joins chunk i's task when only that
+chunk's tasks read it; the rest (a tree reduction's combining steps, the K-sized globals
+shared by every chunk) stay as they are.  The rewrite does not change what is computed:
+each task runs with the same inputs, in a topological order.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Hashable, Mapping
+from typing import Any
+
+#: the blocks of the run's arrays chunked along the plate: key -> chunk index (empty
+#: outside a run: ``optimize`` is then Dask's own)
+PLATE_KEYS: dict[Hashable, int] = {}
+
+_GLOBAL, _MIXED = -1, -2  # a task reading no chunk; one reading several
+
+
+def register(arr: Any) -> None:
+    """Note the blocks of ``arr`` (a Dask array chunked along the plate, axis 0) as plate
+    keys: block (i, ...) is chunk i."""
+    from dask.core import flatten
+    for i, row in enumerate(arr.__dask_keys__()):
+        for key in flatten([row]):  # (a 1-D array's row is one key)
+            PLATE_KEYS[key] = i
+
+
+def optimize(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+    """The graph of ``keys`` for a run's computation (installed as Dask's
+    ``array_optimize`` by the backend during a run): while the run has plate keys, culled
+    to ``keys`` and fused chunk by chunk (``fuse_chunks``), in place of Dask's own array
+    optimisation, whose blockwise fusion renames the data's blocks (a lazily read array's
+    chunks fused into their first reader) so that they could no longer be told apart
+    (and whose fusing the chunk tasks subsume); Dask's own otherwise."""
+    from dask._task_spec import convert_legacy_graph
+    from dask.array.optimization import optimize as array_optimize
+    from dask.core import flatten
+    from dask.highlevelgraph import HighLevelGraph
+    from dask.utils import ensure_dict
+    if not PLATE_KEYS:
+        return array_optimize(dsk, keys, **kwargs)
+    outputs = set(flatten(keys if isinstance(keys, list) else [keys]))
+    if isinstance(dsk, HighLevelGraph):
+        dsk = dsk.cull(outputs)
+    return fuse_chunks(convert_legacy_graph(ensure_dict(dsk)), outputs, PLATE_KEYS)
+
+
+def fuse_chunks(dsk: Mapping[Hashable, Any], outputs: set[Hashable],
+                plate_keys: Mapping[Hashable, int]) -> dict[Hashable, Any]:
+    """``dsk`` (task-spec nodes) with the tasks of each data chunk fused into one task.
+
+    ``outputs``: the keys the computation asks for (kept, under their own keys);
+    ``plate_keys``: block key -> chunk index.  Chunk i's task is keyed
+    ``("chunkpass-<token>", i)`` and returns the tuple of its members read from outside
+    it (its *exports*); each export keeps its key, as a ``getitem`` of that tuple, so
+    nothing else in the graph changes.  A chunk with one task is left as it is."""
+    from dask._task_spec import Task, TaskRef
+    from dask.base import tokenize
+
+    order = _topological(dsk)
+    dependents: dict[Hashable, list[Hashable]] = {k: [] for k in dsk}
+    chunk: dict[Hashable, int] = {}
+    for key in order:  # the chunks each task reads, from its dependencies
+        c = plate_keys.get(key, _GLOBAL)
+        for dep in dsk[key].dependencies:
+            if dep in dsk:
+                dependents[dep].append(key)
+            c = _merge(c, chunk[dep] if dep in dsk else plate_keys.get(dep, _GLOBAL))
+        chunk[key] = c
+    for key in reversed(order):  # a task of no chunk that only chunk i's tasks read
+        if chunk[key] == _GLOBAL and key not in outputs and dependents[key]:
+            readers = {chunk[d] for d in dependents[key]}
+            if len(readers) == 1 and (only := readers.pop()) >= 0:
+                chunk[key] = only
+    members: dict[int, list[Hashable]] = {}
+    for key in order:
+        if chunk[key] >= 0:
+            members.setdefault(chunk[key], []).append(key)
+    out = dict(dsk)
+    token = tokenize(sorted(map(str, outputs)), len(dsk))
+    for i, group in members.items():
+        if len(group) < 2:
+            continue
+        inside = set(group)
+        exports = tuple(k for k in group if k in outputs
+                        or any(d not in inside for d in dependents[k]))
+        external = tuple(sorted({d for k in group for d in dsk[k].dependencies} - inside,
+                                key=str))
+        fused = (f"chunkpass-{token}", i)
+        out[fused] = Task(fused, _run_chunk, {k: dsk[k] for k in group}, exports, external,
+                          *(TaskRef(k) for k in external),
+                          _data_producer=any(dsk[k].data_producer for k in group))
+        for k in group:
+            del out[k]
+        for j, k in enumerate(exports):
+            out[k] = Task(k, operator.getitem, TaskRef(fused), j)
+    return out
+
+
+def _run_chunk(inner: dict[Hashable, Any], exports: tuple[Hashable, ...],
+               external: tuple[Hashable, ...], *values: Any) -> tuple[Any, ...]:
+    """Run one chunk's tasks ``inner`` (their inputs from outside: ``external`` =
+    ``values``) depth first from each export (``_post_order``), each intermediate freed
+    after its last reader has run; return the values of ``exports``."""
+    cache = dict(zip(external, values, strict=True))
+    readers: dict[Hashable, int] = {}
+    for node in inner.values():
+        for dep in node.dependencies:
+            readers[dep] = readers.get(dep, 0) + 1
+    keep = set(exports)
+    for key in _post_order(inner, exports):
+        node = inner[key]
+        cache[key] = node(cache)
+        for dep in node.dependencies:
+            readers[dep] -= 1
+            if not readers[dep] and dep not in keep:
+                del cache[dep]
+    return tuple(cache[k] for k in exports)
+
+
+def _post_order(inner: Mapping[Hashable, Any], roots: tuple[Hashable, ...]) -> list[Hashable]:
+    """The keys of ``inner`` that ``roots`` need, each after its dependencies: depth
+    first from each root in turn, so that a branch is finished (and its intermediates
+    freed) before the next begins.  (Dask's own ``order`` costs more than the chunk's
+    NumPy work for a graph of this size.)"""
+    seen: set[Hashable] = set()
+    out: list[Hashable] = []
+    for root in roots:
+        stack: list[tuple[Hashable, bool]] = [(root, False)]
+        while stack:
+            key, done = stack.pop()
+            if done:
+                out.append(key)
+                continue
+            if key in seen:
+                continue
+            seen.add(key)
+            stack.append((key, True))
+            stack.extend((d, False) for d in inner[key].dependencies
+                         if d in inner and d not in seen)
+    return out
+
+
+def _merge(a: int, b: int) -> int:
+    """The chunk of a task reading what reads chunks ``a`` and ``b``."""
+    if a == _GLOBAL or a == b:
+        return b
+    return a if b == _GLOBAL else _MIXED
+
+
+def _topological(dsk: Mapping[Hashable, Any]) -> list[Hashable]:
+    """The keys of ``dsk``, each after every one of its dependencies in ``dsk``."""
+    waiting = {k: sum(1 for d in node.dependencies if d in dsk) for k, node in dsk.items()}
+    readers: dict[Hashable, list[Hashable]] = {}
+    for k, node in dsk.items():
+        for d in node.dependencies:
+            if d in dsk:
+                readers.setdefault(d, []).append(k)
+    ready = [k for k, n in waiting.items() if n == 0]
+    order: list[Hashable] = []
+    while ready:
+        k = ready.pop()
+        order.append(k)
+        for r in readers.get(k, ()):
+            waiting[r] -= 1
+            if waiting[r] == 0:
+                ready.append(r)
+    return order
+
+
+__all__ = ["PLATE_KEYS", "register", "optimize", "fuse_chunks"]
+
