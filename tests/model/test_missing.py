@@ -9,6 +9,9 @@ sweep by sweep, and BayesPy itself with the same mask where it is installed.
 
 from __future__ import annotations
 
+import runpy
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -97,23 +100,8 @@ def test_nan_data_stays_refused_and_masked_invalid_marks_it_missing():
 
 
 # ----- Bayesian PCA: the fused InnerProductGaussian with a mask -----------------------------
-def _pca(y, k: int, ard: bool = False) -> ff.Model:
-    """y[n, m] ~ N(W[m] · z[n], 1/τ), W[m], z[n] ~ N(0, I), τ ~ Gamma(1, 1); ``y`` may be
-    a masked array; ``ard``: W[m] ~ N(0, diag(α)⁻¹), α[k] ~ Gamma(10⁻², 10⁻²)."""
-    n, m = y.shape
-    with ff.Model("pca") as model:
-        rows, points = ff.Range("m", m), ff.Range("n", n)
-        tau = ff.Gamma("tau", 1.0, rate=1.0)
-        if ard:
-            with ff.Plate(ff.Range("k", k)):
-                alpha = ff.Gamma("alpha", 1e-2, rate=1e-2)
-        with ff.Plate(rows):
-            w = ff.VectorGaussian("W", np.zeros(k), precision=alpha if ard else np.eye(k))
-        with ff.Plate(points):
-            z = ff.VectorGaussian("z", np.zeros(k), precision=np.eye(k))
-            with ff.Plate(rows):
-                ff.Gaussian("y", w @ z, precision=tau, observed=y)
-    return model
+# the model is the gallery's (examples/bayesian_pca.py): the tests check what it runs
+_pca = runpy.run_path(str(Path(__file__).parents[2] / "examples" / "bayesian_pca.py"))["pca"]
 
 
 def _second(mean, cov):
