@@ -15,7 +15,8 @@ q(θ), q(φ), is written out in ``lda_bound``).  The topics start where scikit-l
 factorflow's start of q(θ); with its passes fixed too (``max_doc_update_iter=passes``,
 ``mean_change_tol=0``) the two runs agree to scikit-learn's digamma (tested).  The test
 suite checks the posteriors against a mean-field LDA written out in NumPy (1e-10) and the
-perplexity against scikit-learn's batch LDA with the same priors and iterations; ``benchmarks/bench_lda.py`` times both.
+perplexity against scikit-learn's batch LDA with the same priors and iterations;
+``benchmarks/bench_lda.py`` times both.
 """
 
 from __future__ import annotations
