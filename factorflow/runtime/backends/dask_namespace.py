@@ -61,7 +61,8 @@ class _DaskNumPy(types.ModuleType):
         arrays = list(arrays)
         if not any(isinstance(a, self._da.Array) for a in arrays):
             return numpy.stack(arrays, axis, out, **kwargs)
-        if out is not None:
+        if out is not None:  # Dask arrays are immutable: Dask's own way of declining,
+            # which the backend's run turns into ff.BackendError naming the operation
             raise NotImplementedError("np.stack(..., out=) into a Dask array")
         out = self._da.stack(arrays, axis=axis, **kwargs)
         return out.rechunk({axis % out.ndim: -1})
