@@ -719,15 +719,29 @@ def _normalize_with_probs(x: np.ndarray) -> np.ndarray:
     if (not TRACED and x.ndim >= 2 and x.size >= 2 * _BLOCK_ELEMENTS
             and x.flags.c_contiguous):
         return _normalize_blocked(x)
-    top = row_max(x)
+    return _remembered(*_normalize_rows(x, row_max(x)))
+
+
+def _normalize_rows(x: np.ndarray, top: np.ndarray, out: np.ndarray | None = None,
+                    probs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The normalised logs of ``x`` over its last axis and their probabilities, given
+    the row maxima ``top``: one exponential of x − max, summed (``einsum``, a fraction of
+    ``np.sum``'s time along a short axis) and divided.  Written into ``out`` and
+    ``probs`` where given (a block of ``_normalize_blocked``), else two fresh arrays."""
     if not all_true(np.isfinite(top)):
         top = np.where(np.isfinite(top), top, 0.0)
-    out = np.subtract(x, top)              # one fresh array: the normalised logs
-    probs = exp_flushed(out)               # another: the probabilities (largest 1)
-    total = np.einsum("...k->...", probs)[..., None]
+    logs = np.subtract(x, top, out=out)
+    p = exp_flushed(logs, out=probs)       # the probabilities (largest 1)
+    total = np.einsum("...k->...", p)[..., None]
     with np.errstate(divide="ignore", invalid="ignore"):
-        out -= np.log(total)
-        probs /= total
+        logs -= np.log(total)
+        p /= total
+    return logs, p
+
+
+def _remembered(out: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """``out``, normalised logs, frozen and remembered as their own normalisation with
+    ``probs`` as their ``"exp"``."""
     out.flags.writeable = False
     probs.flags.writeable = False
     remember("log_normalize", out, out)
@@ -752,29 +766,16 @@ def _normalize_blocked(x: np.ndarray) -> np.ndarray:
     tops = np.empty((flat.shape[0], 1)) if known is None else known.reshape(-1, 1)
     out, probs = np.empty_like(flat, dtype=float), np.empty_like(flat, dtype=float)
     step = max(1, _BLOCK_ELEMENTS // k)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for i in range(0, flat.shape[0], step):
-            rows = slice(i, i + step)
-            top = tops[rows]
-            if known is None:
-                top[...] = last_axis_max(flat[rows])
-            if not all_true(np.isfinite(top)):
-                top = np.where(np.isfinite(top), top, 0.0)
-            logs = np.subtract(flat[rows], top, out=out[rows])
-            p = exp_flushed(logs, out=probs[rows])
-            total = np.einsum("...k->...", p)[..., None]
-            logs -= np.log(total)
-            p /= total
-    out, probs = out.reshape(x.shape), probs.reshape(x.shape)
+    for i in range(0, flat.shape[0], step):
+        rows = slice(i, i + step)
+        if known is None:
+            tops[rows] = last_axis_max(flat[rows])
+        _normalize_rows(flat[rows], tops[rows], out=out[rows], probs=probs[rows])
     if known is None:
         tops = tops.reshape(x.shape[:-1] + (1,))
         tops.flags.writeable = False
         remember("row_max", x, tops)
-    out.flags.writeable = False
-    probs.flags.writeable = False
-    remember("log_normalize", out, out)
-    remember("exp", out, probs)
-    return out
+    return _remembered(out.reshape(x.shape), probs.reshape(x.shape))
 
 
 def _scatter_matrix(indices: np.ndarray, size: int) -> Any:
