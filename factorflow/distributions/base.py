@@ -122,6 +122,44 @@ def _sub_naturals(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(same_inf, 0.0, diff) if any_true(same_inf) else diff
 
 
+def rows_product(stats: np.ndarray, coef: np.ndarray, ones: int) -> np.ndarray:
+    """``stats @ coef``, an (N, J) × (J, K) BLAS product whose column ``ones`` of
+    ``stats`` is all ones (a constant term: a mixture's data evidence for its cases is
+    [1, x, x²] × (3, K) coefficients), remembered as such while the result lives, so
+    that adding a row to it (``_add_naturals``: a Discrete posterior's product of that
+    evidence and E[log w]) is the same product with the row added into the
+    coefficients, not a pass over the (N, K) result."""
+    out = stats @ coef
+    if not TRACED and isinstance(out, np.ndarray):
+        remember("rows_product", out, (stats, coef, ones))
+    return out
+
+
+def _add_naturals(a: Any, b: Any) -> Any:
+    """a + b, the natural parameters of a product of two messages.  Where one is an
+    (N, K) ``rows_product`` and the other repeats one finite K-row (or one value) along
+    its rows — E[log w] of a Dirichlet beside the cases' evidence of a gate, whatever
+    the family and the factors behind them — the sum is one BLAS product, the row added
+    into the coefficients of the column of ones: (1 · (c + r) + Σ_j s_j c_j, equal to
+    a + b to rounding, 1e-16 of the largest term), and is remembered as a
+    ``rows_product`` itself.  The general sum otherwise."""
+    if not TRACED:
+        for prod, row in ((a, b), (b, a)):
+            hit = recall("rows_product", prod) if getattr(prod, "ndim", 0) == 2 else None
+            if hit is None:
+                continue
+            r = distinct(np.asarray(row, float))
+            if (np.ndim(r) > 2 or any(n != 1 for n in np.shape(r)[:-1])
+                    or np.broadcast_shapes(prod.shape, np.shape(row)) != prod.shape
+                    or not np.all(np.isfinite(r))):
+                break
+            stats, coef, ones = hit
+            coef = np.array(coef, dtype=float)  # (a fresh copy: the memo's stays as it is)
+            coef[ones] += np.reshape(r, -1)
+            return rows_product(stats, coef, ones)
+    return a + b
+
+
 #: batches of fewer elements are not compacted (``Distribution.compact``): below this
 #: size Python's overhead outweighs the array passes saved
 COMPACT_ABOVE = 4096
@@ -320,7 +358,8 @@ class Distribution(ABC):
             if is_zeros_view(zero.eta) and keep.eta[0].shape == np.broadcast_shapes(
                     keep.eta[0].shape, zero.eta[0].shape):
                 return keep
-        return self.from_natural(*(a + b for a, b in zip(self.eta, other.eta, strict=True)))
+        return self.from_natural(*(_add_naturals(a, b)
+                                   for a, b in zip(self.eta, other.eta, strict=True)))
 
     def __truediv__(self: D, other: D) -> D:
         if type(other) is not type(self):

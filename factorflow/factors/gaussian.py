@@ -13,6 +13,7 @@ from factorflow.distributions.base import (
     log_normalizer_or_zero,
     recall,
     remember,
+    rows_product,
     traced,
 )
 from factorflow.distributions.families import LOG_2PI
@@ -168,7 +169,9 @@ def _data_evidence_by_blas(sample, mean, precision):
                      -0.5 * tau])                                        # (3, K)
     col = x[:, 0]
     stats = np.stack([np.ones_like(col), col, col * col], axis=1)       # (N, 3)
-    return stats @ coef
+    # remembered as a product with a column of ones: a Discrete posterior's product of
+    # this evidence and E[log w] adds E[log w] into the coefficients (base._add_naturals)
+    return rows_product(stats, coef, ones=0)
 
 
 # ----- VMP --------------------------------------------------------------------------

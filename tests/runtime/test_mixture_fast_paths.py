@@ -7,7 +7,13 @@ A VMP ``Switch`` over a plate reads one (N, K) array of responsibilities per swe
   ``logsumexp`` and exponentiates the normalised logs again;
 * the mean's and the precision's messages of a Gaussian component read the same data
   sums Σ_n q_nk [1, x_n, x_n²], one BLAS product per sweep (``gaussian._data_sums``) —
-  the general path sums each natural parameter with ``plate_einsum``.
+  the general path sums each natural parameter with ``plate_einsum``;
+* the Discrete posterior's product of the cases' evidence (an (N, 3) × (3, K) product
+  with a column of ones, ``base.rows_product``) and E[log w] is the same BLAS product
+  with E[log w] added into the coefficients (``base._add_naturals``) — the general path
+  adds the (N, K) array and the row;
+* the bound's Σ_k q_nk E[log w_k] is one matrix-vector product (``discrete._rows_dot``)
+  — the general path an ``einsum`` with the row broadcast.
 
 Whole runs with the fast paths switched off (monkeypatched to the general ones) give
 the same posteriors and bound to 1e-10, over random K, N, data and priors, with Gamma
@@ -25,7 +31,7 @@ from hypothesis import strategies as st
 
 import factorflow as ff
 from factorflow.distributions import Gamma, Gaussian, base
-from factorflow.factors import gaussian
+from factorflow.factors import discrete, gaussian
 from tests.conftest import assert_close
 
 
@@ -80,6 +86,8 @@ def test_mixture_runs_equal_the_general_paths(case):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(base, "_normalize_with_probs", _general_normalize)
         mp.setattr(gaussian, "_data_sums", lambda *args: None)
+        mp.setattr(base, "_add_naturals", lambda a, b: a + b)
+        mp.setattr(discrete, "_rows_dot", lambda q, e: np.einsum("...k,...k->...", q, e))
         general = compiled.run(iterations=15, init=init, tolerance=None, progress=False)
     for name in ("weights", "means", "z") + (("precs",) if known is None else ()):
         for a, b in zip(fast[name].eta, general[name].eta, strict=True):
@@ -151,3 +159,79 @@ def test_discrete_probabilities_come_with_the_normalisation():
     assert_close(d.probs, special.softmax(x, axis=-1), rtol=1e-12, atol=1e-300)
     assert d.probs[3, 2] == 0.0
     assert_close(out, x - special.logsumexp(x, axis=-1, keepdims=True), rtol=0, atol=1e-10)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.integers(1, 60), st.integers(1, 9), st.integers(1, 4), st.integers(0, 2**16),
+       st.floats(0.1, 200.0))
+def test_a_row_added_to_a_rows_product_is_the_product_with_the_row_folded_in(n, k, j, seed,
+                                                                             scale):
+    """(N, J) × (J, K) with a column of ones, plus a K-row (as a Discrete posterior's
+    product of a gate's case evidence and a Dirichlet's E[log w]): one BLAS product with
+    the row in the ones column's coefficients, equal to the sum to the rounding of the
+    largest term, remembered as such (so that a second row folds too); the operands
+    stay as they were."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, scale, (n, j))
+    x[:, 0] = 1.0
+    coef = rng.normal(0.0, 3.0, (j, k))
+    kept = coef.copy()
+    prod = base.rows_product(x, coef, ones=0)
+    row, row2 = rng.normal(0.0, 5.0, k), rng.normal(0.0, 5.0, (1, k))
+    for a, b in ((prod, row), (row, prod), (prod, np.broadcast_to(row, (n, k)))):
+        got = base._add_naturals(a, b)
+        assert got is not prod and base.recall("rows_product", got) is not None
+        tol = 1e-15 * 8 * (np.abs(x) @ np.abs(coef) + np.abs(row)).max()
+        assert_close(got, prod + row, rtol=0, atol=tol)
+    twice = base._add_naturals(base._add_naturals(prod, row), row2)
+    assert base.recall("rows_product", twice) is not None
+    assert_close(twice, prod + row + row2, rtol=0,
+                 atol=1e-15 * 16 * (np.abs(x) @ np.abs(coef) + 10.0).max())
+    assert np.array_equal(coef, kept) and base.recall("rows_product", prod)[1] is coef
+    d = ff.distributions.Discrete
+    assert_close((d.from_natural(row) * d.from_natural(prod)).eta[0], prod + row, rtol=0,
+                 atol=1e-15 * 8 * (np.abs(x) @ np.abs(coef) + np.abs(row)).max())
+
+
+def test_other_sums_take_the_general_addition():
+    """Bit for bit a + b: an array that is not a remembered product, a second operand
+    that varies along the rows, a row with an infinite entry, and JAX's path (nothing
+    remembered under tracing, ``rows_product`` is then the product alone)."""
+    rng = np.random.default_rng(3)
+    x = np.column_stack([np.ones(20), rng.normal(size=(20, 2))])
+    prod = base.rows_product(x, rng.normal(size=(3, 4)), ones=0)
+    plain, full = prod.copy(), rng.normal(size=(20, 4))
+    row = rng.normal(size=4)
+    inf_row = row.copy()
+    inf_row[1] = -np.inf
+    for a, b in ((plain, row), (prod, full), (prod, inf_row), (prod, full[:1] + full)):
+        got = base._add_naturals(a, b)
+        assert np.array_equal(got, a + b) and base.recall("rows_product", got) is None
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.integers(1, 50), st.integers(1, 8), st.integers(0, 2**16),
+       st.sampled_from(["row", "row2", "view", "full", "vector"]))
+def test_the_bound_discrete_term_by_a_matrix_vector_product(n, k, seed, kind):
+    """Σ_k q_nk E[log p_k] (``discrete._rows_dot``) against the einsum it replaces, to
+    1e-13 relative, for every shape E[log p] comes in; and the factor's evidence with a
+    zero probability against log 0 (the elementwise way: 0 · −inf adds nothing)."""
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.ones(k), n)
+    e = {"row": rng.normal(size=k), "row2": rng.normal(size=(1, k)),
+         "view": np.broadcast_to(rng.normal(size=k), (n, k)),
+         "full": rng.normal(size=(n, k)), "vector": rng.normal(size=k)}[kind]
+    if kind == "vector":
+        q = q[0]
+    got, want = discrete._rows_dot(q, e), np.einsum("...k,...k->...", q, e)
+    assert got.shape == want.shape
+    assert_close(got, want, rtol=1e-13, atol=1e-13 * float(np.abs(e).max()))
+    sample = ff.distributions.Discrete(q)
+    probs = np.full(k, 1.0 / k)
+    if k > 1:
+        probs[0], probs[1] = 0.0, 2.0 / k
+        sample = ff.distributions.Discrete(np.where(np.arange(k) == 0, 0.0, q + 0.1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = np.log(probs)
+        want = np.sum(np.where(sample.probs == 0, 0.0, sample.probs * logp), axis=-1)
+    assert_close(discrete._average_log_factor(sample, probs), want, rtol=1e-13, atol=1e-13)
