@@ -142,10 +142,12 @@ def _add_naturals(a: Any, b: Any) -> Any:
     the family and the factors behind them — the sum is one BLAS product, the row added
     into the coefficients of the column of ones: (1 · (c + r) + Σ_j s_j c_j, equal to
     a + b to rounding, 1e-16 of the largest term), and is remembered as a
-    ``rows_product`` itself.  The general sum otherwise."""
+    ``rows_product`` itself.  The general sum otherwise, and below ``COMPACT_ABOVE``
+    elements (where the sum costs less than the product's call)."""
     if not TRACED:
         for prod, row in ((a, b), (b, a)):
-            hit = recall("rows_product", prod) if getattr(prod, "ndim", 0) == 2 else None
+            hit = (recall("rows_product", prod) if getattr(prod, "ndim", 0) == 2
+                   and prod.size >= COMPACT_ABOVE else None)
             if hit is None:
                 continue
             r = distinct(np.asarray(row, float))

@@ -79,6 +79,13 @@ def _model(k, x, prior, gamma, known, alpha) -> ff.Model:
 @settings(max_examples=30, deadline=None, derandomize=True)
 @given(mixtures())
 def test_mixture_runs_equal_the_general_paths(case):
+    with pytest.MonkeyPatch.context() as mp:
+        # (the fold into the BLAS product runs from COMPACT_ABOVE elements: from 1 here)
+        mp.setattr(base, "COMPACT_ABOVE", 1)
+        _check_run(case)
+
+
+def _check_run(case) -> None:
     k, x, prior, gamma, known, alpha, start = case
     compiled = _model(k, x, prior, gamma, known, alpha).compile("vmp", init=["means"])
     init = {"means": Gaussian(start, np.ones(k))}
@@ -171,6 +178,12 @@ def test_a_row_added_to_a_rows_product_is_the_product_with_the_row_folded_in(n, 
     the row in the ones column's coefficients, equal to the sum to the rounding of the
     largest term, remembered as such (so that a second row folds too); the operands
     stay as they were."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(base, "COMPACT_ABOVE", 1)  # (from 4,096 elements otherwise)
+        _check_fold(n, k, j, seed, scale)
+
+
+def _check_fold(n: int, k: int, j: int, seed: int, scale: float) -> None:
     rng = np.random.default_rng(seed)
     x = rng.normal(0.0, scale, (n, j))
     x[:, 0] = 1.0
@@ -193,10 +206,10 @@ def test_a_row_added_to_a_rows_product_is_the_product_with_the_row_folded_in(n, 
                  atol=1e-15 * 8 * (np.abs(x) @ np.abs(coef) + np.abs(row)).max())
 
 
-def test_other_sums_take_the_general_addition():
+def test_other_sums_take_the_general_addition(monkeypatch):
     """Bit for bit a + b: an array that is not a remembered product, a second operand
-    that varies along the rows, a row with an infinite entry, and JAX's path (nothing
-    remembered under tracing, ``rows_product`` is then the product alone)."""
+    that varies along the rows, a row with an infinite entry, and a product under
+    ``COMPACT_ABOVE`` elements (where the sum is cheaper than the BLAS call)."""
     rng = np.random.default_rng(3)
     x = np.column_stack([np.ones(20), rng.normal(size=(20, 2))])
     prod = base.rows_product(x, rng.normal(size=(3, 4)), ones=0)
@@ -204,9 +217,11 @@ def test_other_sums_take_the_general_addition():
     row = rng.normal(size=4)
     inf_row = row.copy()
     inf_row[1] = -np.inf
-    for a, b in ((plain, row), (prod, full), (prod, inf_row), (prod, full[:1] + full)):
+    for a, b in ((prod, row), (plain, row), (prod, full), (prod, inf_row),
+                 (prod, full[:1] + full)):
         got = base._add_naturals(a, b)
         assert np.array_equal(got, a + b) and base.recall("rows_product", got) is None
+        monkeypatch.setattr(base, "COMPACT_ABOVE", 1)  # (the first, small, as it is)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
