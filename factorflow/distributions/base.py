@@ -760,7 +760,8 @@ def _normalize_with_probs(x: np.ndarray) -> np.ndarray:
     if (not TRACED and x.ndim >= 2 and x.size >= 2 * _BLOCK_ELEMENTS
             and x.flags.c_contiguous):
         return _normalize_blocked(x)
-    return _remembered(*_normalize_rows(x, row_max(x)))
+    top = row_max(x)
+    return _remembered(*_normalize_rows(x, top), _finite(top))
 
 
 def _normalize_rows(x: np.ndarray, top: np.ndarray, out: np.ndarray | None = None,
@@ -780,13 +781,24 @@ def _normalize_rows(x: np.ndarray, top: np.ndarray, out: np.ndarray | None = Non
     return logs, p
 
 
-def _remembered(out: np.ndarray, probs: np.ndarray) -> np.ndarray:
+def _finite(top: np.ndarray) -> bool:
+    """Whether every row maximum is finite: then the row had no NaN (the maximum
+    propagates NaN) and no +inf, and its normalised logs x − max − log Σ exp(x − max)
+    have none either (the sum is at least 1, the maximum's own term)."""
+    return bool(np.all(np.isfinite(top)))
+
+
+def _remembered(out: np.ndarray, probs: np.ndarray, nan_free: bool = False) -> np.ndarray:
     """``out``, normalised logs, frozen and remembered as their own normalisation with
-    ``probs`` as their ``"exp"``."""
+    ``probs`` as their ``"exp"``; ``nan_free`` (every row maximum was finite, see
+    ``_finite``) is remembered too, as ``"nan_free"``: a properness check of a message
+    with these log-odds (a gate's cases) then reads it instead of a pass over them."""
     out.flags.writeable = False
     probs.flags.writeable = False
     remember("log_normalize", out, out)
     remember("exp", out, probs)
+    if nan_free:
+        remember("nan_free", out, out)
     return out
 
 
@@ -816,7 +828,7 @@ def _normalize_blocked(x: np.ndarray) -> np.ndarray:
         tops = tops.reshape(x.shape[:-1] + (1,))
         tops.flags.writeable = False
         remember("row_max", x, tops)
-    return _remembered(out.reshape(x.shape), probs.reshape(x.shape))
+    return _remembered(out.reshape(x.shape), probs.reshape(x.shape), _finite(tops))
 
 
 def _scatter_matrix(indices: np.ndarray, size: int) -> Any:

@@ -20,6 +20,7 @@ from factorflow.distributions.base import (
     format_values,
     log_normalize,
     memo_of,
+    recall,
     remember,
     row_max,
     sample_shape,
@@ -317,7 +318,11 @@ class Bernoulli(Distribution):
         return ~np.isnan(self.eta[0])
 
     def all_proper(self) -> bool:
-        # one reduction, no temporary: the minimum is NaN iff some log-odds is
+        # known when the log-odds are a normalisation that had no NaN (a gate's cases:
+        # base._remembered); else one reduction, no temporary: the minimum is NaN iff
+        # some log-odds is
+        if recall("nan_free", self.eta[0]) is not None:
+            return True
         return not np.isnan(np.min(self.eta[0])) if self.eta[0].size else True
 
     def log_prob(self, x: Any) -> np.ndarray:

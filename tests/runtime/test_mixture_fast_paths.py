@@ -250,3 +250,26 @@ def test_the_bound_discrete_term_by_a_matrix_vector_product(n, k, seed, kind):
         logp = np.log(probs)
         want = np.sum(np.where(sample.probs == 0, 0.0, sample.probs * logp), axis=-1)
     assert_close(discrete._average_log_factor(sample, probs), want, rtol=1e-13, atol=1e-13)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(1, 40), st.integers(1, 6), st.integers(0, 2**16),
+       st.sampled_from([None, np.nan, np.inf, -np.inf, "row"]), st.booleans())
+def test_normalised_logs_without_nan_skip_the_cases_properness_pass(n, k, seed, bad, big):
+    """A normalisation whose row maxima are all finite is remembered NaN-free, and the
+    properness of a Bernoulli with those log-odds (a gate's cases) is then read from
+    that: the verdict equals the elementwise one (no NaN anywhere), for every kind of
+    bad entry, on the whole-array and the blocked normalisation."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, 30.0, (n * (700 if big else 1), k))
+    if bad == "row":
+        x[0] = -np.inf  # every value ruled out: the row is NaN once normalised
+    elif bad is not None:
+        x[rng.integers(x.shape[0]), rng.integers(k)] = bad
+    out = base.log_normalize(x)
+    nan_free = base.recall("nan_free", out) is not None
+    assert nan_free == bool(np.all(np.isfinite(np.max(x, axis=-1))))
+    cases = ff.distributions.Bernoulli.from_natural(out)
+    assert cases.all_proper() == (not np.isnan(out).any())
+    if nan_free:
+        assert not np.isnan(out).any()
