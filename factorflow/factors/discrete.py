@@ -95,10 +95,24 @@ def _probs_vmp(sample, probs, *, reduce: Reduce | None = None,
     w = np.ones(()) if weights is None else np.asarray(weights, float)
     if not is_known(sample):  # (no weights: the probabilities summed, no product made)
         terms = [(sample.probs, "i")] if weights is None else [(w, ""), (sample.probs, "i")]
-        counts = plate_einsum("i", terms, reduce)
+        counts = _column_sums(sample.probs, reduce) if weights is None else None
+        if counts is None:
+            counts = plate_einsum("i", terms, reduce)
         return Dirichlet.from_natural(np.broadcast_to(counts, reduced_shape(reduce) + (size,)))
     return Dirichlet.from_natural(_scatter_counts(np.asarray(E(sample), int), w, size,
                                                   reduce))
+
+
+def _column_sums(probs: Any, reduce: Reduce) -> np.ndarray | None:
+    """Σ_n q_nk of an (N, K) array of probabilities over its one plate axis (a mixture's
+    responsibilities, the counts of its Dirichlet's message) as one BLAS matrix-vector
+    product 1ᵀ q, which reads q once: ``einsum``'s sum along the rows takes 2–4× the
+    time (the same sums to rounding).  None for other shapes (``plate_einsum``)."""
+    shape, axes = reduce
+    if (traced() or not isinstance(probs, np.ndarray) or probs.ndim != 2
+            or len(shape) != 1 or tuple(axes) != (0,) or probs.shape[0] != shape[0]):
+        return None
+    return np.ones(shape[0]) @ probs
 
 
 def _scatter_counts(x: np.ndarray, w: np.ndarray, size: int, reduce: Reduce) -> np.ndarray:

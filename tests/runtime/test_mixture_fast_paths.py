@@ -13,7 +13,9 @@ A VMP ``Switch`` over a plate reads one (N, K) array of responsibilities per swe
   with E[log w] added into the coefficients (``base._add_naturals``) — the general path
   adds the (N, K) array and the row;
 * the bound's Σ_k q_nk E[log w_k] is one matrix-vector product (``discrete._rows_dot``)
-  — the general path an ``einsum`` with the row broadcast.
+  — the general path an ``einsum`` with the row broadcast;
+* the Dirichlet's message Σ_n q_nk is one matrix-vector product 1ᵀ q
+  (``discrete._column_sums``) — the general path ``plate_einsum``.
 
 Whole runs with the fast paths switched off (monkeypatched to the general ones) give
 the same posteriors and bound to 1e-10, over random K, N, data and priors, with Gamma
@@ -95,6 +97,7 @@ def _check_run(case) -> None:
         mp.setattr(gaussian, "_data_sums", lambda *args: None)
         mp.setattr(base, "_add_naturals", lambda a, b: a + b)
         mp.setattr(discrete, "_rows_dot", lambda q, e: np.einsum("...k,...k->...", q, e))
+        mp.setattr(discrete, "_column_sums", lambda *args: None)
         general = compiled.run(iterations=15, init=init, tolerance=None, progress=False)
     for name in ("weights", "means", "z") + (("precs",) if known is None else ()):
         for a, b in zip(fast[name].eta, general[name].eta, strict=True):
@@ -273,3 +276,20 @@ def test_normalised_logs_without_nan_skip_the_cases_properness_pass(n, k, seed, 
     assert cases.all_proper() == (not np.isnan(out).any())
     if nan_free:
         assert not np.isnan(out).any()
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(1, 300), st.integers(1, 12), st.integers(0, 2**16))
+def test_the_dirichlet_counts_by_a_matrix_vector_product(n, k, seed):
+    """Σ_n q_nk (``discrete._column_sums``) against ``plate_einsum``, 1e-13 relative;
+    other reductions and weighted counts keep the general path."""
+    from factorflow.factors.common import plate_einsum
+    rng = np.random.default_rng(seed)
+    q = rng.dirichlet(np.ones(k), n)
+    got = discrete._column_sums(q, ((n,), (0,)))
+    assert_close(got, plate_einsum("i", [(q, "i")], ((n,), (0,))), rtol=1e-13, atol=1e-13)
+    message = discrete._probs_vmp(ff.distributions.Discrete(q),
+                                  ff.distributions.Dirichlet(np.ones(k)), reduce=((n,), (0,)))
+    assert_close(message.eta[0], q.sum(axis=0), rtol=1e-13, atol=1e-13)
+    assert discrete._column_sums(q[None], ((1, n), (1,))) is None
+    assert discrete._column_sums(q, ((n, 1), (0,))) is None
