@@ -167,10 +167,12 @@ def _stopping_alone(stmts: list[Stmt], order: list[int], local_marginals: set[st
     """``local_stop="each"``: the local posteriors whose elements stop one by one — those
     a pass computes without reading another local posterior from the same pass (LDA's
     θ, from the last pass's q(z)), in the pass's order.  The others are computed from
-    them within the pass (q(z) from θ and the fixed topics), so they are not frozen:
-    where every element they read has stopped they are recomputed unchanged (a document
-    whose θ has stopped keeps its tokens' q(z)), as each document stops alone in
-    scikit-learn's E-step."""
+    them within the pass and are neither frozen nor watched: one that reads only stopped
+    elements and fixed posteriors is recomputed unchanged (LDA's q(z), from θ and the
+    topics: a document whose θ has stopped keeps its tokens' q(z), as each document
+    stops alone in scikit-learn's E-step); one that also reads another follower from the
+    last pass (a mixture's means and precisions, both after z) may still move when the
+    loop ends."""
     same_sweep: dict[int, set[int]] = {i: set() for i in order}
     for (i, _), (j, now) in _sources(stmts, order).items():
         if now:
