@@ -364,6 +364,14 @@ def damp(old: Distribution, new: Distribution, damping: dict[str, float] | None,
     return new.from_natural(*out)
 
 
+def _relative_step(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """|x − y| / (1 + |y|) elementwise, 0 where x and y are the same infinity."""
+    with np.errstate(invalid="ignore"):
+        step = np.abs(np.subtract(x, y))
+    step = np.where(np.equal(x, y), 0.0, step) if np.isnan(step).any() else step
+    return step / (1.0 + np.abs(y))
+
+
 def local_changes(new: Distribution, old: Distribution) -> np.ndarray:
     """Per element of the plates (``batch_shape``): the largest relative change
     |Δη| / (1 + |η_old|) of its natural parameters from ``old`` to ``new``, as
@@ -372,10 +380,7 @@ def local_changes(new: Distribution, old: Distribution) -> np.ndarray:
     batch = np.broadcast_shapes(new.batch_shape, old.batch_shape)
     change = np.zeros(batch)
     for x, y in zip(new.eta, old.eta, strict=True):
-        with np.errstate(invalid="ignore"):
-            step = np.abs(np.subtract(x, y))
-        step = np.where(np.equal(x, y), 0.0, step) if np.isnan(step).any() else step
-        step = step / (1.0 + np.abs(y))
+        step = _relative_step(x, y)
         event = np.ndim(x) - len(new.batch_shape)  # this parameter's event axes
         if event > 0:
             step = np.max(step, axis=tuple(range(-event, 0)), initial=0.0)
@@ -409,10 +414,14 @@ def local_all_stopped(stopped: tuple[np.ndarray, ...]) -> bool:
 def local_change(new: tuple[Distribution, ...], old: tuple[Distribution, ...]) -> float:
     """The largest relative change |Δη| / (1 + |η_old|) of the natural parameters from
     ``old`` to ``new`` (an inner loop's posteriors, ``transforms/local_loop.py``): the
-    largest of ``local_changes``; a point mass that stays put (the same infinity) has not
-    moved; NaN propagates (so a loop gone to NaN never counts as settled)."""
-    return float(np.max([np.max(local_changes(a, b), initial=0.0)
-                         for a, b in zip(new, old, strict=True)], initial=0.0))
+    largest of ``local_changes``, without its per-element reduction; a point mass that
+    stays put (the same infinity) has not moved; NaN propagates (so a loop gone to NaN
+    never counts as settled; Python's ``max(0.0, nan)`` would be 0.0)."""
+    changes = [0.0]
+    for a, b in zip(new, old, strict=True):
+        for x, y in zip(a.eta, b.eta, strict=True):
+            changes.append(float(np.max(_relative_step(x, y), initial=0.0)))
+    return float(np.max(changes))
 
 
 NAMESPACE.update({
