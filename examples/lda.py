@@ -114,13 +114,20 @@ def plugin_perplexity(doc: np.ndarray, words: np.ndarray, gamma: np.ndarray,
                         / doc.size))
 
 
-def em_options(passes: int) -> dict[str, object]:
+def em_options(passes: int, tolerance: float | None = None) -> dict[str, object]:
     """Compile options for batch variational EM (scikit-learn's batch LDA): each sweep
     puts every document's q(θ) back to its prior, iterates q(θ) and q(z) ``passes``
     times with the topics held fixed (the E-step, an inner loop of the generated code),
-    then updates q(φ) (the M-step).  None of it is specific to LDA: ``local`` names the
-    variables of the inner loop (``factorflow.transforms.local_loop``)."""
-    return {"local": ("theta", "z"), "local_iterations": passes, "local_restart": True}
+    then updates q(φ) (the M-step).  With ``tolerance``, each document's passes stop on
+    their own once its q(θ) moves by less than it (relative; ``local_stop="each"``, its
+    q(θ) then kept by a mask over the documents), as scikit-learn's E-step stops each
+    document.  None of it is specific to LDA: ``local`` names the variables of the inner
+    loop (``factorflow.transforms.local_loop``)."""
+    options: dict[str, object] = {"local": ("theta", "z"), "local_iterations": passes,
+                                  "local_restart": True}
+    if tolerance is not None:
+        options.update(local_tolerance=tolerance, local_stop="each")
+    return options
 
 
 def main(n_docs: int = 100, n_topics: int = 4, n_words: int = 100, doc_length: int = 40,

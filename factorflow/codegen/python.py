@@ -39,7 +39,7 @@ from factorflow.ir.printer import format_stmt
 GENERATED = frozenset({"infer", "data", "sizes", "init", "iterations", "on_iteration",
                        "damping", "resume", "evidence", "state", "log_evidence",
                        "iteration", "range", "local_sweep", "local_before",
-                       "refreshed"})
+                       "local_done", "refreshed"})
 
 
 #: the event axes of a known value of each domain (a vector's one, a matrix's two)
@@ -299,8 +299,10 @@ def _local_loop(e: _Emitter, inner: While, depth: int, checked: dict[str, int],
                 position: int) -> int:
     """Emit an inner loop (``transforms/local_loop.py``): the restart, then at most
     ``inner.sweeps`` passes over its statements, stopping once the local posteriors
-    change by less than ``inner.tolerance``; the posteriors are checked proper after it.
-    Returns the position after its statements in the flattened sweep."""
+    change by less than ``inner.tolerance`` — or, with ``inner.each``, once each element
+    of those posteriors has (an element that has stopped keeps its value: a mask over
+    the plate); the posteriors are checked proper after it.  Returns the position after
+    its statements in the flattened sweep."""
     stmts = flat(inner.body)
     internal = ("gate", "clone_of", "exit_of", "local_of")
     watched = [s.outputs[0].var for s in stmts if s.op == "Variable.marginal"
@@ -318,13 +320,32 @@ def _local_loop(e: _Emitter, inner: While, depth: int, checked: dict[str, int],
     for s in inner.init:
         e.statement(s, depth, check=False)
     e.last_prov = None
+    each = inner.each if inner.tolerance is not None else ()
+    if each:
+        stop = ", ".join(e.decls[s.param("target")].label for s in stmts
+                         if s.outputs and s.outputs[0].var in each)
+        e.emit(f"# each element of {comment(stop)} stops on its own once it moves by less "
+               f"than {inner.tolerance!r} (relative),", depth)
+        e.emit("# then keeps its posterior (the others follow from it); the loop ends once "
+               "all have stopped", depth)
+        e.emit("local_done = None", depth)
+        watched = list(each)
     e.emit(f"for local_sweep in range({int(inner.sweeps or 1)}):", depth)
     tuple_of = "(" + "".join(f"{w}, " for w in watched).rstrip(" ") + ")"
     if inner.tolerance is not None:
         e.emit(f"local_before = {tuple_of}", depth + 1)
     for s in stmts:
         e.statement(s, depth + 1, check=True, last=False)
-    if inner.tolerance is not None:
+        if each and s.op == "Variable.marginal" and s.outputs[0].var in each:
+            name = s.outputs[0].var
+            e.emit(f"{name} = local_keep({name}, local_before, local_done, "
+                   f"{each.index(name)})", depth + 1)
+    if each:
+        e.emit(f"local_done = local_stopped({tuple_of}, local_before, local_done, "
+               f"{inner.tolerance!r})", depth + 1)
+        e.emit("if local_all_stopped(local_done):", depth + 1)
+        e.emit("break", depth + 2)
+    elif inner.tolerance is not None:
         e.emit(f"if local_change({tuple_of}, local_before) < {inner.tolerance!r}:", depth + 1)
         e.emit("break", depth + 2)
     e.last_prov = None

@@ -124,13 +124,16 @@ class While:
     Nested in another loop's body, an inner loop (``sweeps`` set): each outer sweep it
     resets the messages named in ``restart`` to their starting values, runs ``init``,
     then ``body`` at most ``sweeps`` times, stopping early once its posteriors change by
-    less than ``tolerance`` (``transforms/local_loop.py``)."""
+    less than ``tolerance`` (``transforms/local_loop.py``); with ``each`` (posteriors'
+    names) each element of those posteriors stops on its own once its change is below
+    ``tolerance`` and keeps its value, the loop ending once all have stopped."""
 
     body: tuple[Node, ...]
     init: tuple[Node, ...] = ()
     sweeps: int | None = None
     tolerance: float | None = None
     restart: tuple[str, ...] = ()
+    each: tuple[str, ...] = ()
 
 
 Node = Stmt | For | If | While

@@ -100,7 +100,8 @@ def _lines(nodes: tuple[Node, ...], depth: int, out: list[str]) -> None:
                 out.append(f"{pad}init:")
                 _lines(node.init, depth + 1, out)
             limit = "" if node.sweeps is None else f" at most {node.sweeps} sweeps" + (
-                "" if node.tolerance is None else f", tolerance {node.tolerance:g}")
+                "" if node.tolerance is None else f", tolerance {node.tolerance:g}") + (
+                f" for each element of {', '.join(node.each)}" if node.each else "")
             out.append(f"{pad}while{limit}:")
             _lines(node.body, depth + 1, out)
 

@@ -691,7 +691,8 @@ def _recompile(model: Model, algorithm: str, init: tuple[str, ...],
                          "(@ff.factor, ff.Deterministic) before loading the model.")
     options = {} if local is None else {
         "local": local.variables, "local_iterations": local.iterations,
-        "local_tolerance": local.tolerance, "local_restart": local.restart}
+        "local_tolerance": local.tolerance, "local_restart": local.restart,
+        "local_stop": local.stop}
     return compile_model(model, algorithm, init, enter_whole_arrays=enter_whole_arrays,
                          **options)
 
@@ -699,8 +700,8 @@ def _recompile(model: Model, algorithm: str, init: tuple[str, ...],
 def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
                   debug: bool = False, enter_whole_arrays: bool = False,
                   backend: str = "numpy", local: Any = None, local_iterations: int = 1,
-                  local_tolerance: float | None = None, local_restart: bool = False
-                  ) -> CompiledModel:
+                  local_tolerance: float | None = None, local_restart: bool = False,
+                  local_stop: str = "all") -> CompiledModel:
     """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises.
 
     ``enter_whole_arrays``: the gate transform's alternative method (seed 001): an array
@@ -712,11 +713,14 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     others held fixed, at most ``local_iterations`` times, stopping once their posteriors
     change by less than ``local_tolerance`` (relative, |Δη| / (1 + |η|); None: all
     passes), after putting them back to their initialisation when ``local_restart``:
-    variational EM (``factorflow.transforms.local_loop``)."""
+    variational EM (``factorflow.transforms.local_loop``).  ``local_stop="each"``: each
+    element (LDA: each document's θ) stops on its own once its change is below
+    ``local_tolerance`` and keeps its posterior, as scikit-learn's E-step stops each
+    document; "all" (the default): the loop stops once no element moves."""
     from factorflow.runtime.backends import backend_class
     cls = backend_class(backend)
     options = _local_options(model, local, local_iterations, local_tolerance, local_restart,
-                             backend)
+                             backend, local_stop)
     algorithm = algorithm.lower()
     if not isinstance(enter_whole_arrays, bool):
         raise ModelError(f"enter_whole_arrays must be True or False, got "
@@ -732,13 +736,14 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
 
 
 def _local_options(model: Model, local: Any, iterations: Any, tolerance: Any, restart: Any,
-                   backend: str) -> LocalOptions | None:
+                   backend: str, stop: Any = "all") -> LocalOptions | None:
     """``compile_model``'s local-loop options checked (ModelError naming the culprit);
     None without ``local``."""
     if local is None:
-        if (iterations, tolerance, restart) != (1, None, False):
-            raise ModelError("local_iterations, local_tolerance and local_restart apply to "
-                             "the local variables: name them with local=(...).")
+        if (iterations, tolerance, restart, stop) != (1, None, False, "all"):
+            raise ModelError("local_iterations, local_tolerance, local_restart and "
+                             "local_stop apply to the local variables: name them with "
+                             "local=(...).")
         return None
     names = (local,) if isinstance(local, str) else tuple(local)
     if not names or not all(isinstance(n, str) for n in names):
@@ -755,8 +760,13 @@ def _local_options(model: Model, local: Any, iterations: Any, tolerance: Any, re
                          f"{tolerance!r}.")
     if not isinstance(restart, bool):
         raise ModelError(f"local_restart must be True or False, got {restart!r}.")
+    if not isinstance(stop, str) or stop not in ("all", "each"):
+        raise ModelError(f"local_stop must be 'all' or 'each', got {stop!r}.")
+    if stop == "each" and tolerance is None:
+        raise ModelError("local_stop='each' stops each element once its change is below "
+                         "local_tolerance: give local_tolerance.")
     if backend != "numpy":
         raise ModelError(f"local= runs on the NumPy backend only, not {backend!r}.")
     return LocalOptions(tuple(sorted(set(names))), int(iterations),
-                        None if tolerance is None else float(tolerance), restart)
+                        None if tolerance is None else float(tolerance), restart, stop)
 

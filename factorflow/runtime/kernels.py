@@ -364,22 +364,71 @@ def damp(old: Distribution, new: Distribution, damping: dict[str, float] | None,
     return new.from_natural(*out)
 
 
+def _relative_step(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """|x − y| / (1 + |y|) elementwise, 0 where x and y are the same infinity."""
+    with np.errstate(invalid="ignore"):
+        step = np.abs(np.subtract(x, y))
+    step = np.where(np.equal(x, y), 0.0, step) if np.isnan(step).any() else step
+    return step / (1.0 + np.abs(y))
+
+
+def local_changes(new: Distribution, old: Distribution) -> np.ndarray:
+    """Per element of the plates (``batch_shape``): the largest relative change
+    |Δη| / (1 + |η_old|) of its natural parameters from ``old`` to ``new``, as
+    ``local_change`` measures the whole; a point mass that stays put has not moved; NaN
+    propagates."""
+    batch = np.broadcast_shapes(new.batch_shape, old.batch_shape)
+    change = np.zeros(batch)
+    for x, y in zip(new.eta, old.eta, strict=True):
+        step = _relative_step(x, y)
+        event = np.ndim(x) - len(new.batch_shape)  # this parameter's event axes
+        if event > 0:
+            step = np.max(step, axis=tuple(range(-event, 0)), initial=0.0)
+        change = np.maximum(change, step)  # (NaN propagates)
+    return change
+
+
+def local_stopped(new: tuple[Distribution, ...], old: tuple[Distribution, ...],
+                  stopped: tuple[np.ndarray, ...] | None, tolerance: float
+                  ) -> tuple[np.ndarray, ...]:
+    """``local_stop="each"``: per posterior, the elements that have stopped — those
+    ``stopped`` already (None: none) and those whose change from ``old`` to ``new``
+    (``local_changes``) is below ``tolerance``; an element at NaN never stops."""
+    return tuple((local_changes(a, b) < tolerance) | (False if done is None else done)
+                 for a, b, done in zip(new, old, stopped or (None,) * len(new),
+                                       strict=True))
+
+
+def local_keep(new: Distribution, before: tuple[Distribution, ...],
+               stopped: tuple[np.ndarray, ...] | None, k: int) -> Distribution:
+    """``new``, the k-th posterior of ``local_stopped`` just updated, except where its
+    elements have stopped: there, ``before[k]`` (its value before the pass)."""
+    return new if stopped is None else where_mask(stopped[k], before[k], new)
+
+
+def local_all_stopped(stopped: tuple[np.ndarray, ...]) -> bool:
+    """Whether every element of every posterior of ``local_stopped`` has stopped."""
+    return all(bool(np.all(done)) for done in stopped)
+
+
 def local_change(new: tuple[Distribution, ...], old: tuple[Distribution, ...]) -> float:
     """The largest relative change |Δη| / (1 + |η_old|) of the natural parameters from
-    ``old`` to ``new`` (an inner loop's posteriors, ``transforms/local_loop.py``); a
-    point mass that stays put (the same infinity) has not moved; NaN propagates."""
-    change = 0.0
+    ``old`` to ``new`` (an inner loop's posteriors, ``transforms/local_loop.py``): the
+    largest of ``local_changes``, without its per-element reduction; a point mass that
+    stays put (the same infinity) has not moved; NaN propagates (so a loop gone to NaN
+    never counts as settled; Python's ``max(0.0, nan)`` would be 0.0)."""
+    changes = [0.0]
     for a, b in zip(new, old, strict=True):
         for x, y in zip(a.eta, b.eta, strict=True):
-            with np.errstate(invalid="ignore"):
-                step = np.abs(np.subtract(x, y))
-            step = np.where(np.equal(x, y), 0.0, step) if np.isnan(step).any() else step
-            change = max(change, float(np.max(step / (1.0 + np.abs(y)), initial=0.0)))
-    return change
+            changes.append(float(np.max(_relative_step(x, y), initial=0.0)))
+    return float(np.max(changes))
 
 
 NAMESPACE.update({
     "local_change": local_change,
+    "local_stopped": local_stopped,
+    "local_all_stopped": local_all_stopped,
+    "local_keep": local_keep,
     "Deferred": Deferred,
     "damp": damp,
     "as_bool": as_bool,

@@ -25,10 +25,15 @@ that an operator reads for its shape alone, ``Operator.shape_only``, is not one)
 The sweep becomes ``before``, then the inner loop (a ``While`` nested in the loop's body:
 at most ``local_iterations`` passes over the local statements, stopping early once the
 local posteriors change by less than ``local_tolerance``, relative: |Δη| / (1 + |η|)),
-then ``after``.  With ``local_restart`` each sweep first puts the local messages back to
-where the run starts them and runs their initialisation again (each document's q(θ) from
-its prior, q(z) from that and the current φ), as variational EM's E-step does; without
-it the local loop goes on from where the last sweep left it.
+then ``after``.  With ``local_stop="each"`` each element of the local posteriors a
+pass starts from (LDA: each document's θ; ``_stopping_alone``) stops on its own once its
+change is below ``local_tolerance``: from then on it keeps its posterior (a mask over the
+plate, not a loop over its elements), and the inner loop ends once every element has
+stopped or after ``local_iterations`` passes — each document's E-step stopping alone,
+as in scikit-learn's batch LDA.  With ``local_restart`` each sweep first puts the local
+messages back to where the run starts them and runs their initialisation again (each
+document's q(θ) from its prior, q(z) from that and the current φ), as variational EM's
+E-step does; without it the local loop goes on from where the last sweep left it.
 
 Guarantees: the new sweep with one pass and no restart leaves every message with the
 same value as the original sweep, sweep after sweep — checked by running both orders on
@@ -36,7 +41,8 @@ symbols (each statement's result a symbol of the statement and the symbols it re
 operators are pure), a ``ScheduleError`` where no such split exists — so
 ``local_iterations=1`` gives bit-identical results; under VMP every update of the inner
 loop is the same coordinate-ascent step as before, so the bound never falls where it
-did not before.
+did not before (with ``local_stop="each"`` too: an element that has stopped keeps its
+posterior, the others take the same steps).
 """
 
 from __future__ import annotations
@@ -58,6 +64,9 @@ class LocalOptions:
     iterations: int = 1
     tolerance: float | None = None
     restart: bool = False
+    #: "all": the loop stops once no local posterior moves; "each": each element stops
+    #: on its own (``_stopping_alone``)
+    stop: str = "all"
     #: the model's names, for messages
     labels: tuple[str, ...] = ()
 
@@ -145,10 +154,43 @@ def _split(loop: While, program: Program, options: LocalOptions) -> While:
                        any(o.var in {x for i in local for x in _writes(stmts[i])}
                            for o in s.outputs)) if options.restart else ()
     restart = _restarted(init_local, stmts, local) if options.restart else ()
+    each = _stopping_alone(stmts, inner_order, local_marginals) if options.stop == "each" \
+        else ()
     inner = While(tuple(stmts[i] for i in inner_order), init_local, options.iterations,
-                  options.tolerance, restart)
+                  options.tolerance, restart, each)
     return replace(loop, body=tuple(stmts[i] for i in sorted(before)) + (inner,)
                    + tuple(stmts[i] for i in rest))
+
+
+def _stopping_alone(stmts: list[Stmt], order: list[int], local_marginals: set[str]
+                    ) -> tuple[str, ...]:
+    """``local_stop="each"``: the local posteriors whose elements stop one by one — those
+    a pass computes without reading another local posterior from the same pass (LDA's
+    θ, from the last pass's q(z)), in the pass's order.  The others are computed from
+    them within the pass and are neither frozen nor watched: one that reads only stopped
+    elements and fixed posteriors is recomputed unchanged (LDA's q(z), from θ and the
+    topics: a document whose θ has stopped keeps its tokens' q(z), as each document
+    stops alone in scikit-learn's E-step); one that also reads another follower from the
+    last pass (a mixture's means and precisions, both after z) may still move when the
+    loop ends."""
+    same_sweep: dict[int, set[int]] = {i: set() for i in order}
+    for (i, _), (j, now) in _sources(stmts, order).items():
+        if now:
+            same_sweep[i].add(j)
+    out: list[str] = []
+    for i in order:
+        s = stmts[i]
+        if not (s.op == "Variable.marginal" and s.outputs[0].var in local_marginals):
+            continue
+        seen, todo = set(), list(same_sweep[i])
+        while todo:
+            j = todo.pop()
+            if j not in seen:
+                seen.add(j)
+                todo.extend(same_sweep[j])
+        if not any(_writes(stmts[j]) & local_marginals for j in seen):
+            out.append(s.outputs[0].var)
+    return tuple(out)
 
 
 def _reads(s: Stmt) -> set[str]:
