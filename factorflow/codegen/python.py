@@ -22,6 +22,7 @@ with the scheme of ``factorflow.codegen.names`` no user name can shadow or be sh
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -520,21 +521,38 @@ def _sections(program: Program) -> tuple[list[Stmt], list[While], int, list[Stmt
     return evidence, loops, last, tail, refresh
 
 
+#: the last program ``_stretches`` read, and the steps of its nodes by (id, check):
+#: ``_live`` and ``_settled`` read the same statements of one program, emitted once
+_LAST_STEPS: tuple[Callable[[], Any], dict[tuple[int, bool], list[liveness.Step]]] = (
+    lambda: None, {})
+
+
 def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]
                ) -> tuple[list[list[liveness.Step]], ...]:
     """The steps (``codegen.liveness``) of the sweep of ``loop`` (one per node of its body,
     an inner loop opaque), of ``refresh`` and of ``after``, as this emitter writes them
-    (a scratch emitter's lines).  Raises SyntaxError where they do not read as Python."""
+    (a scratch emitter's lines; a statement's steps do not depend on what was emitted
+    before it, so those of the last program are remembered).  Raises SyntaxError where
+    they do not read as Python."""
+    global _LAST_STEPS
     e = _Emitter(program, frozenset())
     names = frozenset(e.decls) | {liveness.ITERATION}
+    owner, table = _LAST_STEPS  # (one read: another thread may replace it)
+    if owner() is not program:
+        table = {}
+        _LAST_STEPS = (weakref.ref(program), table)
 
     def steps(node: Stmt | While, check: bool) -> list[liveness.Step]:
-        start = len(e.lines)
-        if isinstance(node, While):  # an inner loop: opaque
-            _local_loop(e, node, 0, defaultdict(lambda: -1), 0)
-        else:
-            e.statement(node, 0, check=check)
-        return liveness.steps(e.lines[start:], names, opaque=isinstance(node, While))
+        key = (id(node), check)  # (the program holds its nodes: ids stay apart)
+        if key not in table:
+            start = len(e.lines)
+            if isinstance(node, While):  # an inner loop: opaque
+                _local_loop(e, node, 0, defaultdict(lambda: -1), 0)
+            else:
+                e.statement(node, 0, check=check)
+            table[key] = liveness.steps(e.lines[start:], names,
+                                        opaque=isinstance(node, While))
+        return table[key]
 
     return ([steps(n, True) for n in loop.body], [steps(s, False) for s in refresh],
             [steps(s, False) for s in after])
