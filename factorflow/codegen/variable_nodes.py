@@ -119,7 +119,8 @@ def backward(e: _Emitter, s: Stmt, depth: int) -> None:
         var = e.decls[s.param("target")]
         fam = e.symbol(var_family(e.decls, out), "family", var_family(e.decls,
                                                                            out))
-        terms = [f"{fam}.uniform({e.shape(var.plates)}{e.event(e.decls[out])})"]
+        terms = [e.hoist(f"{fam}.uniform({e.shape(var.plates)}{e.event(e.decls[out])})",
+                         f"uniform_{fam}")]  # (made once per run: see ``hoist``)
         done = s.param("reduced_uses", ())
         for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
                                           strict=True)):
