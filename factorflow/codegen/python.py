@@ -77,6 +77,9 @@ class _Emitter:
         assigned = {o.var for s, _ in walk(program.body) for o in s.outputs}
         self.fixed = {d.name for d in program.decls if d.role in ("observed", "constant")
                       and d.name not in assigned}
+        #: the messages that keep their uniform start all run long (none assigns them)
+        self.uniform = {d.name for d in program.decls if d.role == "message"
+                        and d.attr("init") is None and d.name not in assigned}
 
     def hoist(self, expr: str, name: str) -> str:
         """A local holding ``expr`` (which reads only the plate sizes, the data and

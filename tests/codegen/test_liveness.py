@@ -123,7 +123,7 @@ index=arange_v_k))
 cases=v_z__n_cases__use0__F, value=v_means__use0__F, index=arange_v_k)
     v_z__n_cases__B = uniform_Bernoulli * v_z__n_cases__use0__B * \
 v_z__n_cases__use1__B * v_z__n_cases__use2__B * v_z__n_cases__use3__B * \
-v_z__n_cases__use4__B * v_z__n_cases__use5__B * v_z__n_cases__use6__B
+v_z__n_cases__use4__B
     v_z__use0__F = v_z__marginal
     v_z__B = v_z__marginal
     v_weights__B = v_weights__marginal
