@@ -111,9 +111,11 @@ def check_proper(d: Distribution, what: str, iteration: int | None = None,
         if not np.all(where):  # the elements where it exists, as one flat batch
             keep = np.flatnonzero(where.ravel())
             d = d._map(lambda e, nd: np.reshape(e, (-1,) + e.shape[e.ndim - nd:])[keep])
-    # a broadcast posterior (a gate's clone of K components over N data): its distinct
-    # elements, however few (the same verdict); the family's one cheap pass where proper
-    if d.compact(always=any(0 in strides(e) for e in d.eta)).all_proper():
+    small = d.compact()  # a broadcast posterior (a gate's clone): its distinct elements
+    if small is not d and np.all(small.is_proper()) and not any(
+            np.isnan(e).any() for e in small.eta):
+        return
+    if d.all_proper():  # (one cheap pass over an (N, K) posterior where it is proper)
         return
     d.check_proper(what if iteration is None else f"{what}, at iteration {iteration + 1}")
 
