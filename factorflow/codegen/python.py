@@ -9,6 +9,10 @@ done, so that the run goes on exactly as the one that saved it; every statement 
 call on whole arrays (no Python loop over plate elements); each block is preceded by a comment
 quoting the model statement it comes from; identifiers come only from the IR (already
 safe), user labels appear only as ``repr`` string literals or sanitised comments.
+What reads only the plate sizes, the data and constants (``np.arange`` of a range, the
+data laid out over a statement's plates, a derived variable's uniform factor) is made
+once per run, as a commented local before the statements (``_Emitter.hoist``; the NumPy
+program's, not the JAX backend's, which traces the function once anyway).
 Under VMP ``evidence()`` runs only the updates the bound reads or the run reads after it
 (``codegen.liveness``), and a sweep right after it skips the updates it computed from
 the same values: a run with the bound (``trace=True``) and one without compute the same
