@@ -9,6 +9,10 @@ done, so that the run goes on exactly as the one that saved it; every statement 
 call on whole arrays (no Python loop over plate elements); each block is preceded by a comment
 quoting the model statement it comes from; identifiers come only from the IR (already
 safe), user labels appear only as ``repr`` string literals or sanitised comments.
+What reads only the plate sizes, the data and constants (``np.arange`` of a range, the
+data laid out over a statement's plates, a derived variable's uniform factor) is made
+once per run, as a commented local before the statements (``_Emitter.hoist``; the NumPy
+program's, not the JAX backend's, which traces the function once anyway).
 Under VMP ``evidence()`` runs only the updates the bound reads or the run reads after it
 (``codegen.liveness``), and a sweep right after it skips the updates it computed from
 the same values: a run with the bound (``trace=True``) and one without compute the same
@@ -22,6 +26,7 @@ with the scheme of ``factorflow.codegen.names`` no user name can shadow or be sh
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,7 +37,7 @@ from factorflow.codegen.names import USER_PREFIX, comment, marginal, symbol
 from factorflow.errors import ModelError
 from factorflow.factors.registry import FACTORS
 from factorflow.ir import Const, IRError, Program, Ref, Stmt, VarDecl, While, refs_in
-from factorflow.ir.nodes import Arange
+from factorflow.ir.nodes import Arange, walk
 from factorflow.ir.printer import format_stmt
 
 #: the names the generated function binds or reads itself: parameters, locals, builtins
@@ -69,6 +74,35 @@ class _Emitter:
                           "(declared twice, or a name of the generated code).")
         self.taken = set(own) | GENERATED | reserved
         self.named: dict[tuple[str, Any], str] = {}
+        #: whether loop-invariant expressions become locals made once per run (``hoist``)
+        self.hoisting = False
+        self.hoisted: dict[str, str] = {}  # expression -> its local
+        #: the data and constants no statement assigns (read as given, all run long)
+        assigned = {o.var for s, _ in walk(program.body) for o in s.outputs}
+        self.fixed = {d.name for d in program.decls if d.role in ("observed", "constant")
+                      and d.name not in assigned}
+        #: the messages that keep their uniform start all run long (none assigns them)
+        self.uniform = {d.name for d in program.decls if d.role == "message"
+                        and d.attr("init") is None and d.name not in assigned}
+
+    def hoist(self, expr: str, name: str) -> str:
+        """A local holding ``expr`` (which reads only the plate sizes, the data and
+        constants: the same value in every sweep), made once per run before the
+        statements (``hoisted_lines``), where ``hoisting``; else ``expr``."""
+        if not self.hoisting:
+            return expr
+        ident = self.hoisted.get(expr)
+        if ident is None:
+            ident = self.hoisted[expr] = symbol(name, self.taken)
+        return ident
+
+    def hoisted_lines(self) -> list[str]:
+        """The definitions of the hoisted locals, at depth 1."""
+        if not self.hoisted:
+            return []
+        return (["    # the same in every sweep, made once per run: ranges, the data laid out "
+                 "over", "    # statements' plates, uniform messages"]
+                + [f"    {ident} = {expr}" for expr, ident in self.hoisted.items()])
 
     # ----- operands ---------------------------------------------------------------
     def symbol(self, name: str, kind: str, key: Any) -> str:
@@ -86,7 +120,7 @@ class _Emitter:
         if isinstance(op, Const):
             v = op.value
             if isinstance(v, Arange):
-                return f"np.arange({v.range})"
+                return self.hoist(f"np.arange({v.range})", f"arange_{v.range}")
             if isinstance(v, tuple) and all(isinstance(i, int) for i in v):
                 return repr(tuple(int(i) for i in v))
             if isinstance(v, bool):
@@ -115,8 +149,10 @@ class _Emitter:
             positions = tuple(stmt_plates.index(p) for p in own)
             event = _EVENT_NDIM.get(self.decls[op.var].domain or "", 0) if self.decls[
                 op.var].role in ("observed", "constant") else 0
-            return (f"align_plates({text}, {positions}, {len(stmt_plates)}"
+            text = (f"align_plates({text}, {positions}, {len(stmt_plates)}"
                     + (f", {event})" if event else ")"))
+        if op.var in self.fixed and text != op.var:  # the data laid out: once per run
+            return self.hoist(text, f"laid_{op.var.removeprefix(USER_PREFIX)}")
         return text
 
     def emit(self, line: str, depth: int) -> None:
@@ -541,21 +577,38 @@ def _sections(program: Program) -> tuple[list[Stmt], list[While], int, list[Stmt
     return evidence, loops, last, tail, refresh
 
 
+#: the last program ``_stretches`` read, and the steps of its nodes by (id, check):
+#: ``_live`` and ``_settled`` read the same statements of one program, emitted once
+_LAST_STEPS: tuple[Callable[[], Any], dict[tuple[int, bool], list[liveness.Step]]] = (
+    lambda: None, {})
+
+
 def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]
                ) -> tuple[list[list[liveness.Step]], ...]:
     """The steps (``codegen.liveness``) of the sweep of ``loop`` (one per node of its body,
     an inner loop opaque), of ``refresh`` and of ``after``, as this emitter writes them
-    (a scratch emitter's lines).  Raises SyntaxError where they do not read as Python."""
+    (a scratch emitter's lines; a statement's steps do not depend on what was emitted
+    before it, so those of the last program are remembered).  Raises SyntaxError where
+    they do not read as Python."""
+    global _LAST_STEPS
     e = _Emitter(program, frozenset())
     names = frozenset(e.decls) | {liveness.ITERATION}
+    owner, table = _LAST_STEPS  # (one read: another thread may replace it)
+    if owner() is not program:
+        table = {}
+        _LAST_STEPS = (weakref.ref(program), table)
 
     def steps(node: Stmt | While, check: bool) -> list[liveness.Step]:
-        start = len(e.lines)
-        if isinstance(node, While):  # an inner loop: opaque
-            _local_loop(e, node, 0, defaultdict(lambda: -1), 0)
-        else:
-            e.statement(node, 0, check=check)
-        return liveness.steps(e.lines[start:], names, opaque=isinstance(node, While))
+        key = (id(node), check)  # (the program holds its nodes: ids stay apart)
+        if key not in table:
+            start = len(e.lines)
+            if isinstance(node, While):  # an inner loop: opaque
+                _local_loop(e, node, 0, defaultdict(lambda: -1), 0)
+            else:
+                e.statement(node, 0, check=check)
+            table[key] = liveness.steps(e.lines[start:], names,
+                                        opaque=isinstance(node, While))
+        return table[key]
 
     return ([steps(n, True) for n in loop.body], [steps(s, False) for s in refresh],
             [steps(s, False) for s in after])
@@ -640,6 +693,7 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
     if any(n.startswith(USER_PREFIX) for n in GENERATED | reserved):
         raise IRError(f"a generated name starts with the user prefix {USER_PREFIX!r}.")
     e = _Emitter(program, frozenset(reserved))
+    e.hoisting = True
     algo = (program.algorithm or "").upper()
     e.emit("def infer(data, sizes, init, iterations, on_iteration=None, damping=None,", 0)
     e.emit("          resume=None):", 0)
@@ -649,6 +703,7 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
     e.emit("(True stops); ``state()`` is the whole state of the run, and passed back as", 1)
     e.emit('``resume`` it replaces the initialisation: the run goes on from there."""', 1)
     _prologue(e, program)
+    constants = len(e.lines)  # (where the hoisted locals go, once all is emitted)
     result, watched = _posteriors(program)
     # the statements after the last loop and the evidence form ``evidence()``, which the
     # loop's hook may call after any sweep (the bound per iteration) and which runs once
@@ -720,6 +775,7 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
             _no_sweep(e, node)
     e.emit("log_evidence = evidence()", 1)
     e.emit(f"return {result}, log_evidence", 1)
+    e.lines[constants:constants] = e.hoisted_lines()
     header = [f"# Generated by factorflow: {algo} message passing for model "
               f"{comment(program.name)}.",
               "# Each statement is one array operation over a whole plate.", ""]

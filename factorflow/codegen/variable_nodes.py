@@ -119,12 +119,19 @@ def backward(e: _Emitter, s: Stmt, depth: int) -> None:
         var = e.decls[s.param("target")]
         fam = e.symbol(var_family(e.decls, out), "family", var_family(e.decls,
                                                                            out))
-        terms = [f"{fam}.uniform({e.shape(var.plates)}{e.event(e.decls[out])})"]
+        terms = [e.hoist(f"{fam}.uniform({e.shape(var.plates)}{e.event(e.decls[out])})",
+                         f"uniform_{fam}")]  # (made once per run: see ``hoist``)
         done = s.param("reduced_uses", ())
         for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
                                           strict=True)):
             name = ins[f"use{k}"].var
-            terms.append(name if k in done else reduced(e, name, how, up, var))
+            bare = k in done or how[0] == "same"
+            if e.hoisting and bare and name in e.uniform and \
+                    e.decls[name].plates == var.plates:
+                # uniform all run long, over the variable's plates: a product with the
+                # uniform factor in front returns the other factor itself (left out)
+                continue
+            terms.append(name if bare else reduced(e, name, how, up, var))
         e.emit(f"{out} = {' * '.join(terms)}", depth)
     elif "def" in ins:
         e.emit(f"{out} = {ins['marginal'].var} / {ins['def'].var}", depth)

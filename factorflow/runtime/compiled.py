@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -525,12 +526,16 @@ class _Monitor:
         self.stall = stall  # stop when the changes stop shrinking (the default run)
         self.least: tuple[float, int] = (np.inf, 0)  # the smallest change and its sweep
         self.stalled = False
-        self.previous: dict[str, tuple[np.ndarray, ...]] = {}
+        # ``previous`` and ``steps`` (properties): as dicts, or flat over ``_layout``
+        self._previous: dict[str, tuple[np.ndarray, ...]] | None = {}
+        self._flat: np.ndarray | None = None
+        self._steps: dict[str, np.ndarray] | None = {}
+        self._steps_flat: np.ndarray | None = None
+        self._plan_for([])  # (``_layout``, ``_plan``: where each posterior lies in them)
         self.trace: list[float] = []
         self.count = 0
         self.change, self.moved, self.distance = np.inf, "", np.inf
         self.settled = 0  # sweeps in a row that met the tolerance
-        self.steps: dict[str, np.ndarray] = {}  # each posterior's last step
         self.turns: dict[str, list[bool]] = {}  # whether each step reversed the one before
         self.fell: tuple[int, float] | None = None
         self.bar: Any = None  # the progress bar (see progress_bar), or None
@@ -554,32 +559,8 @@ class _Monitor:
         # posterior, as long as a sweep of a mixture's (N, K) responsibilities)
         watched = posteriors | (internal or {}) if (self.tolerance is not None
                                                     or self.bar is not None) else {}
-        for name, post in watched.items():
-            # a copy of each distinct element (a broadcast view, such as a gate's clone
-            # of K components over N data, is copied along its stride-0 axes once)
-            eta = tuple(np.array(collapsed(np.asarray(e, dtype=float))) for e in post.eta)
-            old = self.previous.get(name)
-            if old is None:
-                change, moved = np.inf, name
-            else:
-                diffs = [_step(a, b) for a, b in zip(eta, old, strict=True)]
-                # does this step reverse the last one (oscillation)?
-                step = np.concatenate([np.ravel(s) for s in diffs]) if len(diffs) > 1 \
-                    else np.ravel(diffs[0])
-                last = self.steps.get(name)
-                if last is not None and last.shape == step.shape:
-                    with np.errstate(invalid="ignore", over="ignore"):
-                        dot = np.dot(step, last)
-                        if np.isnan(dot):  # NaN or 0 · inf terms: those count as 0
-                            dot = np.nansum(step * last)
-                    self.turns.setdefault(name, []).append(bool(dot < 0))
-                self.steps[name] = step
-                # relative to the parameter's size
-                d = max((_relative(s, b) for s, b in zip(diffs, old, strict=True)),
-                        default=0.0)
-                if not d <= change:  # NaN counts as the largest change
-                    change, moved = d, name
-            self.previous[name] = eta
+        if watched:
+            change, moved = self._changes(watched)
         if evidence is not None and self.tracing:
             value = float(evidence())
             if self.trace and self.algorithm == "vmp":
@@ -612,6 +593,165 @@ class _Monitor:
         # two sweeps in a row: a posterior may stand still for one sweep while a message
         # it has not yet been recomputed from moved
         return stop or self.settled >= 2 or self.stalled
+
+    # ----- the changes of the posteriors, flat ----------------------------------------
+    # ``previous`` (each posterior's natural parameters after the last sweep) and
+    # ``steps`` (each one's last change) are what a checkpoint saves; between sweeps
+    # they are kept as one flat array each over ``_layout`` (the posteriors' names and
+    # the shapes of their distinct elements), and made into dicts only when read.
+    @property
+    def previous(self) -> dict[str, tuple[np.ndarray, ...]]:
+        if self._previous is None:
+            self._previous = {name: tuple(self._flat[a: b].reshape(shape)
+                                          for (a, b), shape in zip(cuts, shapes, strict=True))
+                              for name, shapes, cuts, _ in self._plan}
+        return self._previous
+
+    @previous.setter
+    def previous(self, value: dict[str, tuple[np.ndarray, ...]]) -> None:
+        self._previous, self._flat = value, None
+
+    @property
+    def steps(self) -> dict[str, np.ndarray]:
+        if self._steps is None:
+            self._steps = {name: self._steps_flat[span[0]: span[1]]
+                           for name, _, _, span in self._plan}
+        return self._steps
+
+    @steps.setter
+    def steps(self, value: dict[str, np.ndarray]) -> None:
+        self._steps, self._steps_flat = value, None
+
+    def _changes(self, watched: dict[str, Any]) -> tuple[float, str]:
+        """The largest relative change |Δη| / (1 + |η_old|) of a natural parameter of the
+        ``watched`` posteriors since the last sweep, and the posterior that made it (the
+        first of the largest; NaN counts as the largest, infinity where a posterior is
+        new); updates ``previous``, ``steps`` and ``turns``.
+
+        Every posterior's distinct elements (a broadcast view, such as a gate's clone
+        of K components over N data, is cut along its stride-0 axes) are copied into one
+        flat array, and the steps, the relative changes and each step's dot product with
+        the last (``turns``) are a few passes over it, once per sweep.  Where the
+        posteriors' shapes are not those of the last sweep, or ``previous`` was set (a
+        resumed checkpoint), each posterior is compared on its own (``_change``): the
+        same numbers, element by element (the dot products' signs up to rounding)."""
+        parts, layout = [], []
+        for name, post in watched.items():
+            shapes = []
+            for e in post.eta:
+                e = np.asarray(e, dtype=float)
+                if 0 in e.strides:  # (``collapsed`` cuts only stride-0 axes)
+                    e = collapsed(e)
+                parts.append(e.reshape(-1))
+                shapes.append(e.shape)
+            layout.append((name, tuple(shapes)))
+        flat = np.concatenate(parts) if len(parts) > 1 else np.array(parts[0]) if parts \
+            else np.zeros(0)
+        same = self._flat is not None and layout == self._layout
+        if not same:  # (the dicts read from the flat arrays as laid out before)
+            self._previous, self._steps = self.previous, self.steps
+            self._flat = self._steps_flat = None
+            self._plan_for(layout)
+        change, moved = 0.0, ""
+        if same:
+            old = self._flat
+            with np.errstate(invalid="ignore"):
+                steps = np.subtract(flat, old)
+            if np.isnan(steps).any():  # the same infinity twice: a point mass, not moved
+                steps = np.where(flat == old, 0.0, steps)
+            rel = np.abs(steps)
+            with np.errstate(invalid="ignore"):
+                rel /= 1.0 + np.abs(old)
+            peaks = [0.0] * len(self._sizes)  # each natural parameter's largest change
+            if self._full.size:
+                for k, v in zip(self._full.tolist(),
+                                np.maximum.reduceat(rel, self._starts).tolist(), strict=True):
+                    peaks[k] = v
+            dots = None
+            if self._steps_flat is not None:  # each step's dot product with the last
+                with np.errstate(invalid="ignore", over="ignore"):
+                    dots = self._dots(steps * self._steps_flat)
+            k = 0
+            for (name, shapes, _, span), i in zip(self._plan, range(len(self._plan)),
+                                                   strict=True):
+                if dots is not None:
+                    self.turns.setdefault(name, []).append(bool(dots[i] < 0))
+                elif self._steps is not None:  # the steps as a checkpoint gave them
+                    self._turn(name, steps[span[0]: span[1]])
+                d = max(peaks[k: k + len(shapes)], default=0.0)
+                k += len(shapes)
+                if not d <= change:  # NaN counts as the largest change
+                    change, moved = d, name
+            self._steps_flat, self._steps = steps, None
+        else:
+            steps_now = {}
+            for name, shapes, cuts, _ in self._plan:
+                eta = tuple(flat[a: b].reshape(shape)
+                            for (a, b), shape in zip(cuts, shapes, strict=True))
+                d = self._change(name, eta, steps_now)
+                if d is None:  # a posterior not seen before
+                    change, moved = np.inf, name
+                elif not d <= change:
+                    change, moved = d, name
+            self._steps = {name: step for name, step in self.steps.items()
+                           if name not in steps_now} | steps_now
+            self._steps_flat = None
+        self._flat, self._previous = flat, None
+        return change, moved
+
+    def _plan_for(self, layout: list[tuple[str, tuple[tuple[int, ...], ...]]]) -> None:
+        """Where each posterior and natural parameter lies in the flat arrays."""
+        self._layout: list[tuple[str, tuple[tuple[int, ...], ...]]] = layout
+        self._sizes = [math.prod(shape) for _, shapes in layout for shape in shapes]
+        starts = np.cumsum([0] + self._sizes[:-1]).astype(np.intp)
+        self._full = np.flatnonzero(np.asarray(self._sizes) > 0)
+        self._starts = starts[self._full]  # (np.maximum.reduceat: no empty pieces)
+        self._plan: list[tuple[str, tuple, tuple, tuple[int, int]]] = []
+        at = 0
+        for name, shapes in layout:
+            cuts = []
+            for shape in shapes:
+                cuts.append((at, at + math.prod(shape)))
+                at = cuts[-1][1]
+            self._plan.append((name, shapes, tuple(cuts),
+                               (cuts[0][0] if cuts else at, at)))
+        spans = np.asarray([span for *_, span in self._plan], dtype=np.intp).reshape(-1, 2)
+        filled = spans[:, 1] > spans[:, 0]
+
+        def dots(products: np.ndarray) -> np.ndarray:
+            """Each posterior's sum of ``products`` (0 for none; NaN terms count as 0)."""
+            out = np.zeros(len(spans))
+            if filled.any():
+                out[filled] = np.add.reduceat(products, spans[filled, 0])
+                if np.isnan(out).any():
+                    for i in np.flatnonzero(np.isnan(out)):
+                        out[i] = np.nansum(products[spans[i, 0]: spans[i, 1]])
+            return out
+        self._dots = dots
+
+    def _turn(self, name: str, step: np.ndarray) -> None:
+        """Record whether ``step`` (a posterior's changes, flat) reverses its last one."""
+        last = self.steps.get(name)
+        if last is not None and last.shape == step.shape:
+            with np.errstate(invalid="ignore", over="ignore"):
+                dot = np.dot(step, last)
+                if np.isnan(dot):  # NaN or 0 · inf terms: those count as 0
+                    dot = np.nansum(step * last)
+            self.turns.setdefault(name, []).append(bool(dot < 0))
+
+    def _change(self, name: str, eta: tuple[np.ndarray, ...],
+                steps: dict[str, np.ndarray]) -> float | None:
+        """A posterior's relative change against its arrays in ``previous`` (None if it
+        has none); its step goes to ``steps``."""
+        old = self.previous.get(name)
+        if old is None:
+            return None
+        diffs = [_step(a, b) for a, b in zip(eta, old, strict=True)]
+        step = np.concatenate([np.ravel(s) for s in diffs]) if len(diffs) > 1 \
+            else np.ravel(diffs[0])
+        self._turn(name, step)
+        steps[name] = step
+        return max((_relative(s, b) for s, b in zip(diffs, old, strict=True)), default=0.0)
 
     def show(self) -> None:
         """Bring the progress bar to this sweep: the sweeps done, the log evidence or

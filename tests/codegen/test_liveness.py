@@ -102,28 +102,28 @@ v_z__n_cases__use3__B, v_z__n_cases__use4__B, v_z__use0__F, refreshed
     log_evidence = 0.0
     v_weights__use0__F = v_weights__marginal
     v_means__k_cond_z_n__F = Gate_EnterOne_enter_one_average_logarithm(\
-cases=v_z__n_cases__use0__F, value=v_means__use0__F, index=np.arange(v_k))
+cases=v_z__n_cases__use0__F, value=v_means__use0__F, index=arange_v_k)
     v_means__k_cond_z_n__marginal = fit_plates(v_means__k_cond_z_n__F, (v_n, v_k,))
     v_means__k_cond_z_n__use0__F = v_means__k_cond_z_n__marginal
     v_z__n_cases__use4__B = gate_message(Gaussian_average_log_factor(\
-sample=align_plates(v_x, (0,), 2), mean=v_means__k_cond_z_n__use0__F, \
+sample=laid_x, mean=v_means__k_cond_z_n__use0__F, \
 precision=v_precs__k_cond_z_n__use0__F))
     v_precs__k_cond_z_n__use0__B = Deferred(Gaussian_precision_average_logarithm, \
-dict(sample=align_plates(v_x, (0,), 2), mean=v_means__k_cond_z_n__use0__F))
-    v_precs__k_cond_z_n__B = Gamma.uniform((v_n, v_k,)) * v_precs__k_cond_z_n__use0__B
+dict(sample=laid_x, mean=v_means__k_cond_z_n__use0__F))
+    v_precs__k_cond_z_n__B = uniform_Gamma * v_precs__k_cond_z_n__use0__B
     v_z__n_cases__use3__B = gate_message(Gate_EnterOne_average_log_factor(\
 enter_one=v_precs__k_cond_z_n__B, cases=v_z__n_cases__use2__F, value=v_precs__use0__F, \
-index=np.arange(v_k)))
+index=arange_v_k))
     v_z__n_cases__use2__B = Gate_EnterOne_cases_average_logarithm(\
-cases=v_z__n_cases__use2__F, value=v_precs__use0__F, index=np.arange(v_k))
+cases=v_z__n_cases__use2__F, value=v_precs__use0__F, index=arange_v_k)
     v_z__n_cases__use1__B = gate_message(Gate_EnterOne_average_log_factor(\
 enter_one=v_means__k_cond_z_n__B, cases=v_z__n_cases__use0__F, value=v_means__use0__F, \
-index=np.arange(v_k)))
+index=arange_v_k))
     v_z__n_cases__use0__B = Gate_EnterOne_cases_average_logarithm(\
-cases=v_z__n_cases__use0__F, value=v_means__use0__F, index=np.arange(v_k))
-    v_z__n_cases__B = Bernoulli.uniform((v_n, v_k,)) * v_z__n_cases__use0__B * \
+cases=v_z__n_cases__use0__F, value=v_means__use0__F, index=arange_v_k)
+    v_z__n_cases__B = uniform_Bernoulli * v_z__n_cases__use0__B * \
 v_z__n_cases__use1__B * v_z__n_cases__use2__B * v_z__n_cases__use3__B * \
-v_z__n_cases__use4__B * v_z__n_cases__use5__B * v_z__n_cases__use6__B
+v_z__n_cases__use4__B
     v_z__use0__F = v_z__marginal
     v_z__B = v_z__marginal
     v_weights__B = v_weights__marginal

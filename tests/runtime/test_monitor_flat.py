@@ -1,0 +1,155 @@
+"""The convergence monitor's changes, computed on one flat array of every watched
+posterior's natural parameters once per sweep (``_Monitor._changes``), against the
+per-posterior computation it replaced (the oracle below, the code as it was): the same
+largest change, the same posterior named, the same steps and previous values, bit for
+bit; the same oscillation verdicts (the signs of dot products summed in another order:
+equal where they are not within rounding of 0, as here)."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from factorflow.distributions import Gamma, Gaussian
+from factorflow.factors.common import collapsed
+from factorflow.runtime.compiled import _Monitor, _relative, _step
+
+
+class Oracle:
+    """The monitor's per-posterior loop before the flat arrays (verbatim)."""
+
+    def __init__(self) -> None:
+        self.previous: dict = {}
+        self.steps: dict = {}
+        self.turns: dict = {}
+
+    def __call__(self, watched: dict) -> tuple[float, str]:
+        change, moved = 0.0, ""
+        for name, post in watched.items():
+            eta = tuple(np.array(collapsed(np.asarray(e, dtype=float))) for e in post.eta)
+            old = self.previous.get(name)
+            if old is None:
+                change, moved = np.inf, name
+            else:
+                diffs = [_step(a, b) for a, b in zip(eta, old, strict=True)]
+                step = np.concatenate([np.ravel(s) for s in diffs]) if len(diffs) > 1 \
+                    else np.ravel(diffs[0])
+                last = self.steps.get(name)
+                if last is not None and last.shape == step.shape:
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        dot = np.dot(step, last)
+                        if np.isnan(dot):
+                            dot = np.nansum(step * last)
+                    self.turns.setdefault(name, []).append(bool(dot < 0))
+                self.steps[name] = step
+                d = max((_relative(s, b) for s, b in zip(diffs, old, strict=True)),
+                        default=0.0)
+                if not d <= change:
+                    change, moved = d, name
+            self.previous[name] = eta
+        return change, moved
+
+
+#: one sweep's posterior: its family, batch shape, whether it is a broadcast view of
+#: its first row (a gate's clone), and its values
+_values = st.floats(-4.0, 4.0, allow_nan=False) | st.sampled_from([0.0, np.inf, -np.inf])
+
+
+@st.composite
+def sweeps(draw: st.DrawFn) -> list[dict]:
+    names = draw(st.lists(st.sampled_from("abcde"), min_size=1, max_size=4, unique=True))
+    shapes = {n: draw(st.sampled_from([(), (3,), (4, 3), (0,)])) for n in names}
+    out = []
+    for _ in range(draw(st.integers(1, 7))):
+        watched = {}
+        for n in names:
+            if shapes[n] != (0,) and draw(st.booleans()) and draw(st.booleans()):
+                # now and then another shape (one that broadcasts against the last)
+                shapes[n] = draw(st.sampled_from([(), (3,), (4, 3)]))
+            shape = shapes[n]
+            size = int(np.prod(shape))
+            a = np.array(draw(st.lists(_values, min_size=size, max_size=size))).reshape(shape)
+            b = np.array(draw(st.lists(st.floats(0.5, 3.0), min_size=size,
+                                       max_size=size))).reshape(shape)
+            family = Gaussian if n in "ace" else Gamma
+            post = family.from_natural(a, b)
+            if len(shape) == 2 and draw(st.booleans()):  # a broadcast view of one row
+                post = post[:1].broadcast_to(shape)
+            watched[n] = post
+        out.append(watched)
+    return out
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+@settings(max_examples=150, deadline=None)
+@given(sweeps(), st.integers(0, 6))
+def test_the_flat_changes_are_the_per_posterior_changes(runs, resume_at):
+    monitor, oracle = _Monitor("vmp", 1e-10, None), Oracle()
+    for i, watched in enumerate(runs):
+        if i == resume_at:  # a checkpoint saved and loaded: the dicts set again
+            saved = {k: copy.deepcopy(getattr(monitor, k)) for k in ("previous", "steps")}
+            for k, v in saved.items():
+                setattr(monitor, k, v)
+        with np.errstate(all="ignore"):
+            got = monitor._changes(watched)
+            want = oracle(watched)
+        assert got[1] == want[1]
+        assert got[0] == want[0] or (np.isnan(got[0]) and np.isnan(want[0]))
+        assert monitor.previous.keys() == oracle.previous.keys()
+        for name, eta in oracle.previous.items():
+            assert all(_same(a, b) for a, b in zip(monitor.previous[name], eta, strict=True))
+        assert monitor.steps.keys() == oracle.steps.keys()
+        assert all(_same(monitor.steps[n], s) for n, s in oracle.steps.items())
+        assert monitor.turns == oracle.turns
+
+
+def _mixture():
+    import sys
+    from pathlib import Path
+    sys.path.append(str(Path(__file__).resolve().parents[2]))
+    from benchmarks import mixture_reference as mix
+    x = mix.data(3, 60, seed=2)
+    return mix.model(x, 3).compile("vmp", init=["means"]), mix.factorflow_init(x, 3)
+
+
+def _converge(compiled, init, monkeypatch, flat: bool) -> tuple:
+    """Run to convergence, with the flat monitor or the oracle in its place: the
+    sweeps, the verdict, the monitor's last change, what moved, the turns, the means
+    and the bound."""
+    oracles: dict[int, Oracle] = {}
+    monitors: list[_Monitor] = []
+    original = _Monitor.finish
+
+    def changes(self, watched):
+        oracle = oracles.setdefault(id(self), Oracle())
+        out = oracle(watched)
+        self.turns = oracle.turns
+        return out
+
+    def finish(self, *args, **kwargs):
+        monitors.append(self)
+        return original(self, *args, **kwargs)
+    with monkeypatch.context() as mp:
+        if not flat:
+            mp.setattr(_Monitor, "_changes", changes)
+        mp.setattr(_Monitor, "finish", finish)
+        result = compiled.run(init=init, progress=False)
+    m = monitors[-1]
+    return (result.iterations, result.converged, m.change, m.moved, m.turns,
+            result["means"].mean.tolist(), result.log_evidence)
+
+
+def test_runs_stop_where_the_per_posterior_monitor_stopped(monkeypatch):
+    """Whole runs to convergence (the mixture: its gate's clones are broadcast views)
+    with the flat monitor and with the oracle in its place: the same sweeps, verdict,
+    last change and the posterior that made it."""
+    compiled, init = _mixture()
+    flat = _converge(compiled, init, monkeypatch, True)
+    assert flat == _converge(compiled, init, monkeypatch, False)
+    assert flat[1] and flat[0] > 20
