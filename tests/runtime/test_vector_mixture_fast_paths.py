@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+import factorflow as ff
 from benchmarks.vmixture_reference import bound, data, factorflow_init, hand_written, model
+from factorflow.distributions import VectorGaussian, Wishart
+from factorflow.factors import vector_gaussian
 from tests.conftest import assert_close
 
 
@@ -28,3 +33,103 @@ def test_generated_vector_mixture_equals_the_hand_written_updates(k, n, dim):
         assert_close(got["precs"].rate, ref.rate, rtol=1e-10, atol=1e-10)
         assert_close(got["z"].probs, ref.r, rtol=0, atol=1e-10)
         assert_close(got.log_evidence, bound(x, ref), rtol=1e-10, atol=1e-9)
+
+
+# ----- the fast paths against the general ones -----------------------------------------
+@st.composite
+def vector_mixtures(draw):
+    k = draw(st.integers(2, 5))
+    n = draw(st.integers(2, 60))
+    dim = draw(st.integers(1, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    centres = rng.normal(0.0, draw(st.floats(0.5, 10.0)), (k, dim))
+    x = centres[rng.integers(0, k, n)] + draw(st.floats(0.1, 3.0)) * rng.normal(size=(n, dim))
+    prior = (rng.normal(size=dim), draw(st.floats(1e-3, 10.0)))     # mean, precision scale
+    wishart = (dim - 1.0 + draw(st.floats(0.5, 5.0)), draw(st.floats(0.1, 5.0)))  # ν, rate
+    a = rng.normal(size=(dim, dim))
+    known = draw(st.one_of(st.none(), st.just(a @ a.T + dim * np.eye(dim))))  # known Λ
+    alpha = draw(st.floats(0.3, 5.0))
+    # distinct starting means (components started equal are a symmetric, unstable fixed
+    # point that rounding breaks one way or another: both paths right, not equal)
+    start = x[rng.choice(n, k, replace=n < k)] + 0.5 * np.arange(k)[:, None]
+    return k, x, prior, wishart, known, alpha, start
+
+
+def _model(k, x, prior, wishart, known, alpha) -> ff.Model:
+    dim = x.shape[1]
+    with ff.Model("vector_mixture") as m:
+        weights = ff.Dirichlet("weights", np.full(k, alpha))
+        with ff.Plate(ff.Range("k", k)):
+            means = ff.VectorGaussian("means", prior[0], precision=prior[1] * np.eye(dim))
+            if known is None:
+                precs = ff.Wishart("precs", wishart[0], rate=wishart[1] * np.eye(dim))
+        with ff.Plate(ff.Range("n", len(x))):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.VectorGaussian("x", means[z], precision=known if known is not None
+                                  else precs[z], observed=x)
+    return m
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(vector_mixtures())
+def test_vector_mixture_runs_equal_the_general_paths(case):
+    """Whole runs with the sufficient-statistic paths of ``factors/vector_gaussian.py``
+    switched off (``_switch_data`` returning None: the (N, K, D) differences and
+    weighted einsums of before) give the same posteriors and bound to 1e-10."""
+    k, x, prior, wishart, known, alpha, start = case
+    compiled = _model(k, x, prior, wishart, known, alpha).compile("vmp", init=["means"])
+    init = factorflow_init(start)
+    fast = compiled.run(iterations=12, init=init, tolerance=None, progress=False)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(vector_gaussian, "_switch_data", lambda sample: None)
+        general = compiled.run(iterations=12, init=init, tolerance=None, progress=False)
+    for name in ("weights", "means", "z") + (("precs",) if known is None else ()):
+        for a, b in zip(fast[name].eta, general[name].eta, strict=True):
+            assert_close(a, b, rtol=1e-10, atol=1e-10 * max(1.0, float(np.max(np.abs(b)))))
+    assert_close(fast.log_evidence, general.log_evidence, rtol=1e-10, atol=1e-9)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(1, 6), st.integers(2, 50), st.integers(1, 5), st.integers(0, 2**16),
+       st.sampled_from(["wishart", "known", "shared", "materialised"]))
+def test_switch_operators_equal_the_elementwise_formulas(k, n, dim, seed, kind):
+    """The (N, K) evidence and the weighted, summed messages to the components' means and
+    precisions against the per-(n, k) formulas: with Wishart precisions (a gate's clones,
+    broadcast views), one known precision per component, one shared by all, and clones
+    materialised as a restored checkpoint holds them (equal rows, no stride 0)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, 5.0, (n, 1, dim))
+    q = rng.dirichlet(np.ones(k), n)
+    a = rng.normal(size=(k, dim, dim))
+    spd = a @ np.swapaxes(a, 1, 2) + dim * np.eye(dim)
+    mean = VectorGaussian(rng.normal(0.0, 3.0, (k, dim)), spd / 3.0).broadcast_to((n, k))
+    precision = {"wishart": Wishart(dim + rng.uniform(0.0, 4.0, k), spd).broadcast_to((n, k)),
+                 "known": spd[None], "shared": spd[0],
+                 "materialised": Wishart(dim + rng.uniform(0.0, 4.0, k), spd)}[kind]
+    if kind == "materialised":
+        mean = VectorGaussian.from_natural(*(np.array(e) for e in mean.eta))
+        precision = Wishart.from_natural(*(np.array(np.broadcast_to(e, (n,) + e.shape))
+                                           for e in precision.eta))
+    reduce = ((n, k), (0,))
+    assert vector_gaussian._switch_sums(x, q, reduce) is not None
+    assert vector_gaussian._switch_evidence(x, mean, precision) is not None
+    ops = vector_gaussian.VECTOR_GAUSSIAN
+    evidence = ops.evidence["vmp"]
+    fast = evidence(sample=x, mean=mean, precision=precision)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(vector_gaussian, "_switch_data", lambda sample: None)
+        slow = evidence(sample=x, mean=mean, precision=precision)
+        each = {name: ops.operators[("vmp", name)].fn(sample=x, **{other: arg})
+                for name, other, arg in (("mean", "precision", precision),
+                                         ("precision", "mean", mean))}
+    assert fast.shape == (n, k)
+    assert_close(fast, slow, rtol=1e-10, atol=1e-10 * float(np.max(np.abs(slow))))
+    for name, other, arg in (("mean", "precision", precision), ("precision", "mean", mean)):
+        fused = ops.operators[("vmp", name)].fn(sample=x, **{other: arg}, reduce=reduce,
+                                                 weights=q)
+        msg = each[name]
+        for got, e in zip(fused.eta, msg.eta, strict=True):
+            e = np.broadcast_to(e, (n, k) + e.shape[-2:])
+            want = np.einsum("nk,nkij->kij", q, e)
+            assert_close(got, want, rtol=1e-10, atol=1e-10 * float(np.max(np.abs(want))))
