@@ -28,6 +28,7 @@ from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.distributions.multivariate import (
     LOG_2PI,
     logdet,
+    memory_owner,
     outer,
     quad_form,
     solve,
@@ -128,18 +129,11 @@ def _switch_data(sample: Any) -> np.ndarray | None:
     return np.asarray(sample[:, 0, :], float)
 
 
-def _root(a: np.ndarray) -> np.ndarray:
-    """The array that owns ``a``'s memory (the end of its chain of bases)."""
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
-
-
 def _data_stats(x: np.ndarray) -> np.ndarray:
     """[1, x, x_i x_j (i ≤ j)] per point, (N, 1 + D + D(D+1)/2), made once per data (a
     fresh view of the same memory finds it again) and remembered while the data live."""
     ident = (x.__array_interface__["data"][0], x.shape, x.strides)
-    root = _root(x)
+    root = memory_owner(x)
     hit = recall("vector_data_stats", root)
     if hit is not None and hit[0] == ident:
         return hit[1]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import factorflow as ff
 from benchmarks.vmixture_reference import bound, data, factorflow_init, hand_written, model
-from factorflow.distributions import VectorGaussian, Wishart
+from factorflow.distributions import VectorGaussian, Wishart, multivariate
 from factorflow.factors import vector_gaussian
 from tests.conftest import assert_close
 
@@ -133,3 +133,59 @@ def test_switch_operators_equal_the_elementwise_formulas(k, n, dim, seed, kind):
             e = np.broadcast_to(e, (n, k) + e.shape[-2:])
             want = np.einsum("nk,nkij->kij", q, e)
             assert_close(got, want, rtol=1e-10, atol=1e-10 * float(np.max(np.abs(want))))
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.integers(1, 8), st.integers(1, 6), st.integers(0, 2**16),
+       st.sampled_from(["spd", "indefinite", "nan", "singular"]))
+def test_positive_definite_agrees_with_the_smallest_eigenvalue(dim, batch, seed, kind):
+    """The Cholesky test of propriety against the eigenvalues it replaces, with one bad
+    matrix in the stack (not positive definite, NaN, singular)."""
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(batch, dim, dim))
+    m = a @ np.swapaxes(a, 1, 2) + 0.1 * np.eye(dim)
+    bad = int(rng.integers(batch))
+    if kind == "indefinite":
+        m[bad] -= (np.linalg.eigvalsh(m[bad])[-1] + 1.0) * np.eye(dim) * 0.5
+        m[bad, 0, 0] = -1.0
+    elif kind == "nan":
+        m[bad, dim - 1, 0] = np.nan
+    elif kind == "singular":
+        v = rng.normal(size=dim)
+        m[bad] = np.outer(v, v) if dim > 1 else 0.0
+    if kind == "nan":  # (eigvalsh raises on NaN: so does the Cholesky path, or says no)
+        try:
+            assert not multivariate.positive_definite(m)[bad]
+        except np.linalg.LinAlgError:
+            pass
+        return
+    got = multivariate.positive_definite(m)
+    assert got.shape == (batch,)
+    if kind == "singular":  # (rounding decides the sign of a zero eigenvalue)
+        assert not np.delete(got, bad).size or np.all(np.delete(got, bad))
+    else:
+        assert np.array_equal(got, multivariate.smallest_eigenvalue(m) > 0)
+        assert got[bad] == (kind == "spd")
+
+
+def test_moments_are_remembered_by_memory_and_read_only():
+    """A posterior's moments, read again through a new object or a view of the same
+    memory (a gate's clone), are not computed again; other memory is; the remembered
+    arrays cannot be written."""
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(4, 3, 3))
+    spd = a @ np.swapaxes(a, 1, 2) + np.eye(3)
+    w = Wishart(np.full(4, 5.0), spd)
+    first = w.mean
+    again = Wishart.from_natural(*w.eta).mean
+    assert again is first
+    assert not first.flags.writeable
+    clone = w.broadcast_to((7, 4))
+    assert_close(clone.mean[3], first, rtol=0, atol=0)
+    other = Wishart.from_natural(*(np.array(e) for e in w.eta))
+    assert other.mean is not first
+    assert_close(other.mean, first, rtol=0, atol=0)
+    g = VectorGaussian(rng.normal(size=(4, 3)), spd)
+    m, cov = g.mean_and_covariance()
+    assert VectorGaussian.from_natural(*g.eta).mean_and_covariance()[1] is cov
+    assert_close(cov, spd, rtol=1e-12, atol=1e-12)  # (the second argument: the covariance)
