@@ -297,21 +297,23 @@ def _by_memory(method: Any) -> Any:
     memory of ``self``'s natural parameters lives: natural parameters are never written
     in place, so that a message read again in a sweep, or a new view of it (a gate's
     clone, collapsed to its distinct elements), finds its moments instead of inverting
-    its matrices again.  Keyed by the owner of the last natural parameter, and checked
-    against the address, shape and strides of every one (the others' owners are held
-    by the entry, so that their memory is not reused while it lives); results are
-    returned read-only.  Not when traced."""
-    what = "moments:" + method.__qualname__
+    its matrices again.  Keyed by the owner of the last natural parameter and the
+    address, shape and strides of every one (the others' owners are held by the entry,
+    so that their memory is not reused while it lives); results are returned
+    read-only.  Not when traced."""
+    name = "moments:" + method.__qualname__
 
     def wrapper(self: Any) -> Any:
         eta = self.eta
         if traced() or any(type(e) is not np.ndarray for e in eta):
             return method(self)
-        where = tuple((e.__array_interface__["data"][0], e.shape, e.strides) for e in eta)
+        # (one entry per view: a clone's (1, K) view and the (K,) posterior both stay)
+        what = name + repr([(e.__array_interface__["data"][0], e.shape, e.strides)
+                            for e in eta])
         owner = memory_owner(eta[-1])
         hit = recall(what, owner)
-        if hit is not None and hit[0] == where:
-            return hit[2]
+        if hit is not None:
+            return hit[1]
         value = method(self)
         parts = value if isinstance(value, tuple) else (value,)
         if any(type(v) is not np.ndarray or _based_on(v, owner) for v in parts):
@@ -319,7 +321,7 @@ def _by_memory(method: Any) -> Any:
         for v in parts:
             v.flags.writeable = False
         held = tuple(memory_owner(e) for e in eta[:-1] if memory_owner(e) is not owner)
-        remember(what, owner, (where, held, value))
+        remember(what, owner, (held, value))
         return value
 
     wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
