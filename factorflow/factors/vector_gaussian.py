@@ -137,8 +137,12 @@ def _data_stats(x: np.ndarray) -> np.ndarray:
     hit = recall("vector_data_stats", root)
     if hit is not None and hit[0] == ident:
         return hit[1]
-    i, j = np.triu_indices(x.shape[1])
-    stats = np.concatenate([np.ones((len(x), 1)), x, x[:, i] * x[:, j]], axis=1)
+    n, dim = x.shape
+    stats = np.empty((n, 1 + dim + dim * (dim + 1) // 2))
+    stats[:, 0] = 1.0
+    stats[:, 1:1 + dim] = x
+    for col, (i, j) in enumerate(zip(*np.triu_indices(dim), strict=True), start=1 + dim):
+        np.multiply(x[:, i], x[:, j], out=stats[:, col])  # (column by column: no copies)
     stats.flags.writeable = False
     remember("vector_data_stats", root, (ident, stats))
     return stats
