@@ -10,12 +10,14 @@ Peak memory of one weights' message is printed beside (tracemalloc).
 
 Then the Gaussian mixture with Wishart precisions (``examples/gaussian_mixture.py``) under
 VMP at BayesPy's published configurations (K = 10, N = 200, D = 2 and K = 40, N = 2,000,
-D = 10), per sweep: factorflow's generated code, a hand-written NumPy coordinate ascent
-(Bishop §10.2, one einsum per statistic) and BayesPy (when installed: ``pip install
-bayespy``); and the components' precision message inside the Switch, fused (the clone's
-deferred operator weighted by the responsibilities and reduced over the data: no
-(N, K, D, D) array) against the per-(n, k) messages then multiplied, in time and peak
-memory.
+D = 10) and at N = 10⁶ (K = 10, D = 2), per sweep from the same start and in the same
+update order: factorflow's generated code (with the bound every sweep, as BayesPy, and
+without), the hand-written NumPy coordinate ascent ``benchmarks/vmixture_reference.py``
+(equal to factorflow to 1e-10, as a test checks) and BayesPy (when installed: ``pip
+install bayespy``), with both final bounds; and the components' precision message inside
+the Switch, fused (the clone's deferred operator weighted by the responsibilities and
+reduced over the data: no (N, K, D, D) array) against the per-(n, k) messages then
+multiplied, in time and peak memory.
 
 Then Bayesian PCA (``examples/bayesian_pca.py``: W's M rows and z[n] random, τ ~ Gamma;
 y[n, m] ~ N(W[m] · z[n], 1/τ), one fused InnerProductGaussian factor) under VMP at
@@ -24,7 +26,8 @@ bound every sweep, as BayesPy computes it, and without), the hand-written NumPy 
 tests compare it with and BayesPy's own PCA (``Dot(W, Z)`` into ``GaussianARD``, when
 installed) on the same model, priors, start and update order, with both final bounds
 (they agree to rounding).  Read the ratios; machines are noisy.  Run: ``python
-benchmarks/bench_vectors.py [--dim D] [--pca] [--cpu]`` (``--pca``: that table alone;
+benchmarks/bench_vectors.py [--dim D] [--pca | --mixture] [--cpu]`` (``--pca``,
+``--mixture``: that table alone;
 ``--cpu``: CPU time instead of wall time, steadier on a loaded machine, with
 ``OPENBLAS_NUM_THREADS=1``).
 """
@@ -32,20 +35,24 @@ benchmarks/bench_vectors.py [--dim D] [--pca] [--cpu]`` (``--pca``: that table a
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
-from scipy import special
 
-import factorflow as ff
-from factorflow.distributions import Gaussian
-from factorflow.distributions import VectorGaussian as VG
-from factorflow.distributions import Wishart as W
-from factorflow.factors import FACTORS
-from factorflow.factors.common import Deferred
-from factorflow.factors.mixtures import expand, power_product
-from factorflow.runtime.kernels import prod_over
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # (for ``benchmarks``)
+
+import factorflow as ff  # noqa: E402
+from benchmarks import vmixture_reference as vref  # noqa: E402
+from factorflow.distributions import Gaussian  # noqa: E402
+from factorflow.distributions import VectorGaussian as VG  # noqa: E402
+from factorflow.distributions import Wishart as W  # noqa: E402
+from factorflow.factors import FACTORS  # noqa: E402
+from factorflow.factors.common import Deferred  # noqa: E402
+from factorflow.factors.mixtures import expand, power_product  # noqa: E402
+from factorflow.runtime.kernels import prod_over  # noqa: E402
 
 #: Bayesian PCA's (N, M, K): BayesPy's PCA demo (N = 100, M = 10, K = 5; without its ARD
 #: prior and missing values), then larger problems with M ≫ K
@@ -114,83 +121,70 @@ def _row(n: int, dim: int, sweeps: int = 10) -> str:
 
 
 # ----- the D-dimensional Gaussian mixture (VMP) --------------------------------------------
-def _mixture_data(n: int, k: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(0)
-    centers = rng.normal(size=(k, dim)) * 5
-    return centers[rng.integers(0, k, n)] + rng.normal(size=(n, dim)), centers + 0.5
+#: (K, N, D, sweeps timed): BayesPy's published configurations, then N = 10⁶
+MIXTURE_SIZES = ((10, 200, 2, 20), (40, 2000, 10, 10), (10, 10**6, 2, 3))
 
 
-def _mixture_model(x: np.ndarray, k: int) -> ff.Model:
-    dim = x.shape[1]
-    with ff.Model("gaussian_mixture") as model:
-        weights = ff.Dirichlet("weights", np.ones(k))
-        with ff.Plate(ff.Range("k", k)):
-            means = ff.VectorGaussian("means", np.zeros(dim), precision=0.01 * np.eye(dim))
-            precs = ff.Wishart("precs", dim + 1.0, rate=np.eye(dim))
-        with ff.Plate(ff.Range("n", len(x))):
-            z = ff.Discrete("z", weights)
-            with ff.Switch(z):
-                ff.VectorGaussian("x", means[z], precision=precs[z], observed=x)
-    return model
-
-
-def _mixture_by_hand(x: np.ndarray, m: np.ndarray, sweeps: int) -> None:
-    """Bishop §10.2 (μ_k ⊥ Λ_k), the same priors, one einsum per statistic."""
-    n, dim = x.shape
-    k = len(m)
-    s, nu = np.broadcast_to(np.eye(dim), (k, dim, dim)), np.full(k, dim + 1.0)
-    r, alpha, p0 = np.broadcast_to(np.eye(dim), (k, dim, dim)), np.ones(k), 0.01 * np.eye(dim)
-    for _ in range(sweeps):
-        e_lam = nu[:, None, None] * np.linalg.inv(r)
-        e_logdet = (np.sum(special.digamma((nu[:, None] - np.arange(dim)) / 2), axis=1)
-                    - np.linalg.slogdet(r)[1])
-        d = x[:, None, :] - m[None]
-        quad = (np.einsum("nki,kij,nkj->nk", d, e_lam, d, optimize=True)
-                + np.einsum("kij,kji->k", e_lam, s))
-        log_rho = special.digamma(alpha) + 0.5 * e_logdet - 0.5 * quad
-        resp = np.exp(log_rho - special.logsumexp(log_rho, axis=1, keepdims=True))
-        counts = resp.sum(axis=0)
-        alpha = 1.0 + counts
-        s = np.linalg.inv(p0 + counts[:, None, None] * e_lam)
-        m = np.einsum("kij,kj->ki", s, np.einsum("kij,kj->ki", e_lam, resp.T @ x))
-        d = x[:, None, :] - m[None]
-        nu = dim + 1.0 + counts
-        r = np.eye(dim) + np.einsum("nk,nki,nkj->kij", resp, d, d,
-                                    optimize=True) + counts[:, None, None] * s
-
-
-def _bayespy_ms(x: np.ndarray, k: int, sweeps: int) -> float | None:
-    """BayesPy's per-iteration time on the same model and priors, or None if absent."""
+def _bayespy_mixture(x: np.ndarray, start: np.ndarray, sweeps: int,
+                     repeats: int) -> tuple[float, float] | None:
+    """BayesPy's ms per iteration and final bound on the same model, priors, start and
+    update order as factorflow's (q(means) = N(start, I), the others their priors; z
+    first, then weights, z, precs, means each sweep; the bound every iteration, never
+    stopping early), or None if BayesPy is absent."""
     try:
         from bayespy.inference import VB
         from bayespy.nodes import Categorical, Dirichlet, Gaussian, Mixture, Wishart
     except ImportError:
         return None
     n, dim = x.shape
-
-    def run() -> None:
-        alpha = Dirichlet(np.ones(k))
+    k = len(start)
+    times, bound = [], 0.0
+    for _ in range(repeats):
+        alpha = Dirichlet(np.full(k, vref.ALPHA0))
         z = Categorical(alpha, plates=(n,))
-        mu = Gaussian(np.zeros(dim), 0.01 * np.eye(dim), plates=(k,))
+        mu = Gaussian(np.zeros(dim), vref.PRIOR_PRECISION * np.eye(dim), plates=(k,))
         lam = Wishart(dim + 1.0, np.eye(dim), plates=(k,))
         y = Mixture(z, Gaussian, mu, lam)
         y.observe(x)
-        q = VB(y, mu, lam, z, alpha)
-        z.initialize_from_random()
-        q.update(repeat=sweeps, verbose=False)
+        mu.initialize_from_parameters(start, np.eye(dim))
+        q = VB(y, alpha, z, lam, mu)
+        z.update()  # (factorflow's initialisation: the cases from the start)
+        begin = CLOCK()
+        q.update(repeat=sweeps, verbose=False, tol=-np.inf)
+        times.append(CLOCK() - begin)
+        bound = float(q.L[sweeps - 1])
+    return min(times) / sweeps * 1e3, bound
 
-    return _best(run, 2) / sweeps * 1e3
+
+def _mixture_row(k: int, n: int, dim: int, sweeps: int) -> str:
+    """One line: factorflow (the bound every sweep, as BayesPy, and without), the
+    hand-written NumPy VMP (``benchmarks/vmixture_reference.py``), BayesPy: ms per sweep
+    from the same start, and the final bounds of factorflow and BayesPy."""
+    x, start_means = vref.data(k, n, dim)
+    compiled = vref.model(x, k).compile("vmp", init=["means"])
+    init = vref.factorflow_init(start_means)
+    repeats = 3  # (BayesPy once at N = 10⁶: about 4 s a sweep)
+    result = compiled.run(init=init, iterations=sweeps, tolerance=None)
+    ff_ms = _best(lambda: compiled.run(init=init, iterations=sweeps, tolerance=None),
+                  repeats) / sweeps * 1e3
+    quiet_ms = _best(lambda: compiled.run(init=init, iterations=sweeps, tolerance=None,
+                                          trace=False), repeats) / sweeps * 1e3
+    hand_ms = _best(lambda: vref.hand_written(x, start_means, sweeps), repeats) / sweeps * 1e3
+    bp = _bayespy_mixture(x, start_means, sweeps, repeats if n < 10**5 else 1)
+    bp_text = (f"{bp[0]:>9.2f} {bp[0] / ff_ms:>6.2f} {bp[0] / quiet_ms:>6.2f} | "
+               f"{result.log_evidence:>15.6f} {bp[1]:>15.6f} "
+               f"{abs(result.log_evidence - bp[1]):>8.1e}"
+               if bp is not None else
+               f"{'—':>9} {'—':>6} {'—':>6} | {result.log_evidence:>15.6f}")
+    return (f"{k:>3} {n:>9,} {dim:>3} | {ff_ms:>9.2f} {quiet_ms:>9.2f} {hand_ms:>9.2f} "
+            f"{ff_ms / hand_ms:>6.1f} | {bp_text}")
 
 
-def _mixture_row(n: int, k: int, dim: int, sweeps: int = 5) -> str:
-    x, start_means = _mixture_data(n, k, dim)
-    compiled = _mixture_model(x, k).compile("vmp", init=["means"])
-    start = VG(start_means, np.broadcast_to(np.eye(dim), (k, dim, dim)))
-    ff_ms = _best(lambda: compiled.run(init={"means": start}, iterations=sweeps,
-                                       tolerance=None), 2) / sweeps * 1e3
-    hand_ms = _best(lambda: _mixture_by_hand(x, start_means, sweeps), 2) / sweeps * 1e3
-    bp = _bayespy_ms(x, k, sweeps)
-    # the components' precision message inside the Switch: fused vs per-(n, k) messages
+def _message_row(n: int, k: int, dim: int) -> str:
+    """The components' precision message inside the Switch, fused (``reduce=`` and the
+    responsibilities as ``weights=``) against the per-(n, k) messages then multiplied: ms
+    and peak MiB."""
+    x, start_means = vref.data(k, n, dim)
     rng = np.random.default_rng(1)
     resp = rng.dirichlet(np.ones(k), size=n)
     clone = VG(start_means, np.broadcast_to(np.eye(dim), (k, dim, dim))).broadcast_to((n, k))
@@ -210,10 +204,29 @@ def _mixture_row(n: int, k: int, dim: int, sweeps: int = 5) -> str:
         return prod_over(powered, (n, k), (0,))
 
     t_fused, t_plain = _best(fused), _best(per_element)
-    bp_text = f"{bp:>9.1f} {bp / ff_ms:>6.2f}" if bp is not None else f"{'—':>9} {'—':>6}"
-    return (f"{k:>3} {n:>6,} {dim:>3} | {ff_ms:>9.1f} {hand_ms:>9.1f} {ff_ms / hand_ms:>6.1f} "
-            f"| {bp_text} | {t_fused * 1e3:>8.2f} {t_plain * 1e3:>8.2f} "
-            f"{_peak_mb(fused):>8.1f} {_peak_mb(per_element):>9.1f}")
+    return (f"{k:>3} {n:>9,} {dim:>3} | {t_fused * 1e3:>8.2f} {t_plain * 1e3:>8.2f} "
+            f"{_peak_mb(fused):>9.1f} {_peak_mb(per_element):>10.1f}")
+
+
+def mixture_table() -> None:
+    """The Gaussian mixture's table (``--mixture`` prints it alone)."""
+    print("VMP Gaussian mixture with Wishart precisions (examples/gaussian_mixture.py), the "
+          "same start and update order in all three: ms per sweep of factorflow (bound "
+          "every sweep, as BayesPy; and trace=False), the hand-written NumPy VMP "
+          "(benchmarks/vmixture_reference.py) and BayesPy, BayesPy / factorflow (with the "
+          "bound; without), and the final bounds")
+    print(f"{'K':>3} {'N':>9} {'D':>3} | {'ff':>9} {'ff quiet':>9} {'hand':>9} {'×hand':>6} | "
+          f"{'BayesPy':>9} {'ratio':>6} {'quiet':>6} | {'ff bound':>15} {'BayesPy bound':>15} "
+          f"{'|diff|':>8}")
+    for k, n, d, sweeps in MIXTURE_SIZES:
+        print(_mixture_row(k, n, d, sweeps))
+    print()
+    print("The components' precision message in the Switch, fused vs per-(n, k): ms and peak "
+          "MiB")
+    print(f"{'K':>3} {'N':>9} {'D':>3} | {'fused':>8} {'per-nk':>8} {'fused MiB':>9} "
+          f"{'per-nk MiB':>10}")
+    for k, n, d, _ in MIXTURE_SIZES[:2]:
+        print(_message_row(n, k, d))
 
 
 def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int, ard: bool,
@@ -339,13 +352,7 @@ def main(dim: int) -> None:
     for n in (10**3, 10**4, 10**5, 10**6):
         print(_row(n, dim))
     print()
-    print("VMP Gaussian mixture with Wishart precisions: ms per sweep (factorflow, hand-written "
-          "NumPy, BayesPy and BayesPy / factorflow); the precision message in the Switch, "
-          "fused vs per-(n, k): ms and peak MiB")
-    print(f"{'K':>3} {'N':>6} {'D':>3} | {'ff':>9} {'hand':>9} {'ratio':>6} | {'BayesPy':>9} "
-          f"{'ratio':>6} | {'fused':>8} {'per-nk':>8} {'fused MiB':>8} {'per-nk MiB':>9}")
-    for k, n, d in ((10, 200, 2), (40, 2000, 10)):
-        print(_mixture_row(n, k, d))
+    mixture_table()
     print()
     pca_table()
 
@@ -354,6 +361,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dim", type=int, default=10)
     parser.add_argument("--pca", action="store_true", help="only the Bayesian PCA table")
+    parser.add_argument("--mixture", action="store_true",
+                        help="only the Gaussian mixture's tables")
     parser.add_argument("--masked", action="store_true",
                         help="only the Bayesian PCA rows with missing values")
     parser.add_argument("--cpu", action="store_true",
@@ -361,7 +370,9 @@ if __name__ == "__main__":
     args = parser.parse_args()
     if args.cpu:
         CLOCK = time.process_time
-    if args.masked:
+    if args.mixture:
+        mixture_table()
+    elif args.masked:
         masked_table()
     elif args.pca:
         pca_table()

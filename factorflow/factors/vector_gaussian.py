@@ -23,17 +23,19 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Gamma, VectorGaussian, Wishart
-from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.base import log_normalizer_or_zero, recall, remember, traced
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.distributions.multivariate import (
     LOG_2PI,
     logdet,
+    memory_owner,
     outer,
     quad_form,
     solve,
     trace_product,
 )
 from factorflow.factors.common import Reduce, plate_einsum
+from factorflow.factors.gaussian import _rows
 from factorflow.factors.registry import define_factor
 
 
@@ -98,6 +100,140 @@ def _expected_outer_diff(a: Any, b: Any) -> tuple[np.ndarray, Any]:
     return np.subtract(ma, mb), cov
 
 
+# ----- a Switch over known data: sufficient-statistic paths ------------------------------
+# Inside ``ff.Switch(z)`` over a plate of N known points the factor sees the data as an
+# (N, 1, D) column against K components on an (N, K) grid (a gate's clones: broadcast
+# views of the K means and precisions).  Every quantity the data send is then linear in
+# the data's sufficient statistics [1, x, x xᵀ] (the upper triangle of x xᵀ: D(D+1)/2
+# entries), so that, as the hand-written mixture (``benchmarks/vmixture_reference.py``):
+#
+# * the (N, K) evidence E log N(x_n | μ_k, Λ_k) is one (N, 1+D+T) × (1+D+T, K) product,
+#   −½ Σ_ij x_i x_j E[Λ_k]_ij + xᵀ E[Λ_k] E[μ_k] − ½ (E[μ_k]ᵀ E[Λ_k] E[μ_k] + tr(E[Λ_k]
+#   Cov μ_k)) + ½ E log |Λ_k| − (D/2) log 2π, with the components' moments computed once
+#   per component (K, D, D), never per datum;
+# * the messages to the components, weighted by the responsibilities q (N, K) and summed
+#   over the data, read Σ_n q_nk [1, x_n, x_n x_nᵀ]: one (1+D+T, N) × (N, K) product,
+#   remembered while q lives (the mean's and the precision's messages of a sweep share
+#   it).
+#
+# No (N, K, D) array of differences and no (N, K, D, D) array is made.  The results equal
+# the elementwise formulas to the rounding of the data's products (about 1e-16 ·
+# max |x|² relative to the spread); ``tests/runtime/test_vector_mixture_fast_paths.py``
+# checks whole runs against the general paths to 1e-10.
+def _switch_data(sample: Any) -> np.ndarray | None:
+    """The data as an (N, D) array when ``sample`` is the (N, 1, D) column of N > 1 known
+    points of a Switch over a plate; None otherwise (and when traced: the general path)."""
+    if (traced() or type(sample) is not np.ndarray or sample.ndim != 3
+            or sample.shape[1] != 1 or sample.shape[0] < 2):
+        return None
+    return np.asarray(sample[:, 0, :], float)
+
+
+def _data_stats(x: np.ndarray) -> np.ndarray:
+    """[1, x, x_i x_j (i ≤ j)] per point, (N, 1 + D + D(D+1)/2), made once per data (a
+    fresh view of the same memory finds it again) and remembered while the data live."""
+    ident = (x.__array_interface__["data"][0], x.shape, x.strides)
+    root = memory_owner(x)
+    hit = recall("vector_data_stats", root)
+    if hit is not None and hit[0] == ident:
+        return hit[1]
+    n, dim = x.shape
+    stats = np.empty((n, 1 + dim + dim * (dim + 1) // 2))
+    stats[:, 0] = 1.0
+    stats[:, 1:1 + dim] = x
+    for col, (i, j) in enumerate(zip(*np.triu_indices(dim), strict=True), start=1 + dim):
+        np.multiply(x[:, i], x[:, j], out=stats[:, col])  # (column by column: no copies)
+    stats.flags.writeable = False
+    remember("vector_data_stats", root, (ident, stats))
+    return stats
+
+
+def _per_component(parts: list[tuple[Any, int]], k: int | None = None
+                   ) -> list[np.ndarray] | None:
+    """Moments of the components on an (N, K) grid (``parts``: (array, its number of
+    event axes), right-aligned to the grid) as arrays (K,) + event, when each is
+    constant along the data axis (a gate's clone after ``_rows``, a known array, one
+    shared value); None otherwise.  K is ``k``, or the components' own count (1 where
+    every part is one shared value)."""
+    sizes = set()
+    for a, event in parts:
+        batch = np.shape(a)[: np.ndim(a) - event]
+        if len(batch) > 2 or (len(batch) == 2 and batch[0] != 1):
+            return None  # varies along the data axis (or over more plates)
+        if batch and batch[-1] != 1:
+            sizes.add(batch[-1])
+    if k is None and len(sizes) > 1:
+        return None
+    k = k if k is not None else max(sizes, default=1)
+    if not sizes <= {k}:
+        return None
+    out = []
+    for a, event in parts:
+        a = np.asarray(a, float)
+        tail = a.shape[a.ndim - event:]
+        out.append(np.broadcast_to(a.reshape((-1,) + tail) if a.ndim > event else a,
+                                   (k,) + tail))
+    return out
+
+
+def _mean_rows(mean: Any) -> list[tuple[Any, int]]:
+    """(E μ, 1) and, for a random mean, (Cov μ, 2), once per distinct component."""
+    m, cov = mean_cov(_rows(mean))
+    return [(m, 1)] + ([(cov, 2)] if np.ndim(cov) else [])
+
+
+def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | None:
+    """E log N(x_n | μ_k, Λ_k⁻¹) on the (N, K) grid of a Switch over known data as one
+    (N, 1+D+T) × (1+D+T, K) product of the data's statistics with the components'
+    coefficients; None where the pattern does not hold (the general path runs)."""
+    x = _switch_data(sample)
+    if x is None:
+        return None
+    precision = _rows(precision)
+    comps = _per_component([(matrix_mean(precision), 2), (mean_log_det(precision), 0)]
+                           + _mean_rows(mean))
+    if comps is None:
+        return None
+    lam, elogdet, m = comps[:3]
+    cov = comps[3] if len(comps) > 3 else None
+    dim = x.shape[1]
+    i, j = np.triu_indices(dim)
+    lam_m = np.einsum("kij,kj->ki", lam, m)
+    spread = np.einsum("ki,ki->k", m, lam_m)
+    if cov is not None:
+        spread = spread + np.einsum("kij,kij->k", lam, cov)
+    # −½ xᵀ Λ x over the upper triangle: Λ_ii, and Λ_ij + Λ_ji off the diagonal
+    pairs = np.where(i == j, lam[:, i, j], lam[:, i, j] + lam[:, j, i])
+    coef = np.concatenate([(0.5 * elogdet - 0.5 * dim * LOG_2PI - 0.5 * spread)[None],
+                           lam_m.T, -0.5 * pairs.T], axis=0)              # (1+D+T, K)
+    return _data_stats(x) @ coef
+
+
+def _switch_sums(sample: Any, weights: Any, reduce: Reduce | None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(Σ_n q_nk (K,), Σ_n q_nk x_n (K, D), Σ_n q_nk x_n x_nᵀ (K, D, D)) for known data
+    on the (N, K) grid of a Switch summed over the data axis with weights q (N, K): one
+    (1+D+T, N) × (N, K) product, remembered while ``weights`` lives; None otherwise."""
+    x = None if reduce is None else _switch_data(sample)
+    if (x is None or not isinstance(weights, np.ndarray) or len(reduce[0]) != 2
+            or tuple(reduce[1]) != (0,) or weights.shape != tuple(reduce[0])
+            or weights.shape[0] != len(x)):
+        return None
+    ident = (x.__array_interface__["data"][0], x.shape, x.strides)
+    hit = recall("vector_switch_sums", weights)
+    if hit is not None and hit[0] == ident:
+        return hit[1]
+    n, dim = x.shape
+    k = weights.shape[1]
+    sums = _data_stats(x).T @ weights                                  # (1+D+T, K)
+    i, j = np.triu_indices(dim)
+    s2 = np.empty((k, dim, dim))
+    s2[:, i, j] = s2[:, j, i] = sums[1 + dim:].T
+    out = (sums[0], sums[1:1 + dim].T, s2)
+    remember("vector_switch_sums", weights, (ident, out))
+    return out
+
+
 # ----- VMP ------------------------------------------------------------------------------
 @VECTOR_GAUSSIAN.operator("vmp", "sample", proper=("mean", "precision"))
 def _sample_vmp(mean, precision) -> VectorGaussian:
@@ -111,6 +247,12 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     """Naturals (E[Λ] E[x], E[Λ]); with ``reduce``, their sums over its plate axes, each
     element's raised to ``weights`` when given (Σ w E[Λ] E[x], Σ w E[Λ], one einsum each:
     no D × D matrix per element)."""
+    sums = _switch_sums(sample, weights, reduce)
+    if sums is not None:  # a Switch over known data: E[Λ_k] Σ_n q_nk x_n, Σ_n q_nk E[Λ_k]
+        comps = _per_component([(matrix_mean(_rows(precision)), 2)], len(sums[0]))
+        if comps is not None:
+            lam_k = comps[0]
+            return vector_gaussian(_matvec(lam_k, sums[1]), sums[0][:, None, None] * lam_k)
     lam = matrix_mean(precision)
     x = mean_cov(sample)[0]
     if reduce is None:
@@ -127,7 +269,18 @@ def _precision_vmp(sample, mean, *, reduce: Reduce | None = None,
                    weights: np.ndarray | None = None) -> Wishart:
     """Wishart naturals (½, −½ E[(x − μ)(x − μ)ᵀ]); with ``reduce``, their sums over its
     plate axes, each element's raised to ``weights`` when given (Σ w d dᵀ by one einsum:
-    no D × D matrix per plate element)."""
+    no D × D matrix per plate element; in a Switch over known data, from the data's
+    weighted statistics: Σ q x xᵀ − Σ q x μᵀ − μ Σ q xᵀ + Σ q (μ μᵀ + Cov μ))."""
+    sums = _switch_sums(sample, weights, reduce)
+    if sums is not None:
+        comps = _per_component(_mean_rows(mean), len(sums[0]))
+        if comps is not None:
+            s0, s1, s2 = sums
+            m, cov = comps[0], comps[1] if len(comps) > 1 else None
+            cross = m[:, :, None] * s1[:, None, :]
+            spread = s2 - cross - np.swapaxes(cross, 1, 2) + s0[:, None, None] * (
+                m[:, :, None] * m[:, None, :] + (0.0 if cov is None else cov))
+            return wishart_from_naturals(0.5 * s0, -0.5 * spread)
     return residual_wishart(*_expected_outer_diff(sample, mean), reduce, weights)
 
 
@@ -149,7 +302,11 @@ def residual_wishart(d: np.ndarray, cov: Any, reduce: Reduce | None = None,
 
 @VECTOR_GAUSSIAN.evidence_operator("vmp")
 def _average_log_factor(sample, mean, precision) -> np.ndarray:
-    """½ E log|Λ| − (D/2) log 2π − ½ (dᵀ E[Λ] d + tr(E[Λ] (Cov x + Cov μ)))."""
+    """½ E log|Λ| − (D/2) log 2π − ½ (dᵀ E[Λ] d + tr(E[Λ] (Cov x + Cov μ))); in a Switch
+    over known data one BLAS product (``_switch_evidence``)."""
+    fused = _switch_evidence(sample, mean, precision)
+    if fused is not None:
+        return fused
     return residual_average_log(*_expected_outer_diff(sample, mean), precision)
 
 

@@ -1,0 +1,186 @@
+"""The D-dimensional Gaussian mixture with Wishart precisions under VMP
+(``examples/gaussian_mixture.py``), as factorflow models it and as a person writes the
+same updates by hand in NumPy: the reference of ``benchmarks/bench_vectors.py`` (time per
+sweep) and of ``tests/runtime/test_vector_mixture_fast_paths.py`` (the same posteriors
+and bound after every number of sweeps, to 1e-10).
+
+Model (K components, N points of dimension D)::
+
+    weights ~ Dirichlet(1, …, 1)
+    means[k] ~ N(0, (0.01 I)⁻¹),  precs[k] ~ Wishart(D + 1, rate I)
+    z[n] ~ Discrete(weights),  x[n] ~ N(means[z[n]], precs[z[n]]⁻¹)   (ff.Switch(z))
+
+The hand-written coordinate ascent (Bishop §10.2 with μ_k ⊥ Λ_k) keeps one (N, K)
+responsibility array r and the sufficient statistics Σ_n r_nk, Σ_n r_nk x_n and
+Σ_n r_nk x_n x_nᵀ: BLAS products of r with the (N, 1), (N, D) and (N, D(D+1)/2) arrays
+[1, x, x xᵀ] (the last: the upper triangle of each x xᵀ, made once).  The
+responsibilities' logs are one (N, D(D+1)/2) × (D(D+1)/2, K) product (−½ xᵀ E[Λ_k] x, the
+off-diagonal entries doubled) plus one (N, D) × (D, K) product (xᵀ E[Λ_k] m_k) plus a
+K-vector.  The update order is factorflow's: at the start q(weights) and q(precs) are
+their priors and q(means) the initialisation, from which the responsibilities are
+computed; then each sweep updates weights, responsibilities, precisions, means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special
+
+import factorflow as ff
+
+LOG_2PI = float(np.log(2 * np.pi))
+PRIOR_PRECISION = 0.01   # means[k] ~ N(0, (0.01 I)⁻¹)
+ALPHA0 = 1.0             # weights ~ Dirichlet(1, …, 1)
+
+
+def data(k: int, n: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` points around ``k`` random centres (N(0, 25 I)) with unit noise, and the
+    means' initial posterior means (the centres + 0.5)."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(k, dim)) * 5
+    return centers[rng.integers(0, k, n)] + rng.normal(size=(n, dim)), centers + 0.5
+
+
+def model(x: np.ndarray, k: int) -> ff.Model:
+    """The factorflow model of ``k`` components for the points ``x`` (N × D)."""
+    dim = x.shape[1]
+    with ff.Model("gaussian_mixture") as m:
+        weights = ff.Dirichlet("weights", np.full(k, ALPHA0))
+        with ff.Plate(ff.Range("k", k)):
+            means = ff.VectorGaussian("means", np.zeros(dim),
+                                      precision=PRIOR_PRECISION * np.eye(dim))
+            precs = ff.Wishart("precs", dim + 1.0, rate=np.eye(dim))
+        with ff.Plate(ff.Range("n", len(x))):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.VectorGaussian("x", means[z], precision=precs[z], observed=x)
+    return m
+
+
+def factorflow_init(start: np.ndarray) -> dict[str, ff.distributions.VectorGaussian]:
+    """The ``init=`` of ``model(x, k).compile("vmp", init=["means"]).run``: q(means[k]) =
+    N(start[k], I)."""
+    k, dim = start.shape
+    return {"means": ff.distributions.VectorGaussian(
+        start, np.broadcast_to(np.eye(dim), (k, dim, dim)))}
+
+
+@dataclass
+class Posteriors:
+    """The hand-written run's posteriors, in the parameters factorflow reports."""
+    alpha: np.ndarray        # q(weights) = Dirichlet(alpha)
+    mean: np.ndarray         # q(means[k]) = N(mean[k], cov[k]), (K, D), (K, D, D)
+    cov: np.ndarray
+    dof: np.ndarray          # q(precs[k]) = Wishart(dof[k], rate[k]), (K,), (K, D, D)
+    rate: np.ndarray
+    r: np.ndarray            # q(z[n] = k), (N, K)
+
+
+def _triangle(dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The upper triangle's (row, column) indices of a D × D matrix and the weight of each
+    entry in a symmetric quadratic form (1 on the diagonal, 2 off it)."""
+    i, j = np.triu_indices(dim)
+    return i, j, np.where(i == j, 1.0, 2.0)
+
+
+def _moments(dof: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(E[Λ_k], E[log |Λ_k|]) of the Wisharts, by one Cholesky factor each."""
+    dim = rate.shape[-1]
+    chol = np.linalg.cholesky(rate)
+    inv = np.linalg.inv(rate)
+    log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
+    e_logdet = (np.sum(special.digamma(0.5 * (dof[:, None] - np.arange(dim))), axis=1)
+                + dim * np.log(2.0) - log_det)
+    return dof[:, None, None] * inv, e_logdet
+
+
+def hand_written(x: np.ndarray, start: np.ndarray, sweeps: int,
+                 each: Callable[[Posteriors], bool] | None = None) -> Posteriors:
+    """``sweeps`` sweeps of VMP on the mixture, written by hand (see the module doc), from
+    q(means[k]) = N(start[k], I); ``each(posteriors)`` after every sweep (True stops)."""
+    n, dim = x.shape
+    k = len(start)
+    i, j, twice = _triangle(dim)
+    xx = x[:, i] * x[:, j]                                   # (N, D(D+1)/2), made once
+    p0, r0, nu0 = PRIOR_PRECISION * np.eye(dim), np.eye(dim), dim + 1.0
+    mean, cov = np.array(start, float), np.broadcast_to(np.eye(dim), (k, dim, dim))
+    dof, rate = np.full(k, nu0), np.broadcast_to(r0, (k, dim, dim))
+    alpha = np.full(k, ALPHA0)
+
+    def responsibilities() -> np.ndarray:
+        # log r_nk = E log w_k + ½E log|Λ_k| − ½ xᵀE[Λ_k]x + xᵀE[Λ_k]m_k
+        #            − ½(m_kᵀE[Λ_k]m_k + tr(E[Λ_k] S_k)) + const
+        e_lam, e_logdet = _moments(dof, rate)
+        e_log_w = special.digamma(alpha) - special.digamma(alpha.sum())
+        lam_m = np.einsum("kij,kj->ki", e_lam, mean)
+        const = (e_log_w + 0.5 * e_logdet
+                 - 0.5 * (np.einsum("ki,ki->k", lam_m, mean)
+                          + np.einsum("kij,kij->k", e_lam, cov)))
+        log_r = xx @ (-0.5 * twice * e_lam[:, i, j]).T + x @ lam_m.T + const
+        log_r -= log_r.max(axis=1, keepdims=True)
+        r = np.exp(log_r)
+        r /= r.sum(axis=1, keepdims=True)
+        return r
+
+    r = responsibilities()
+    for _ in range(sweeps):
+        alpha = ALPHA0 + r.sum(axis=0)
+        r = responsibilities()
+        s0, s1 = r.sum(axis=0), r.T @ x                     # Σ r, Σ r x
+        s2 = np.empty((k, dim, dim))
+        s2[:, i, j] = s2[:, j, i] = r.T @ xx                 # Σ r x xᵀ
+        # precisions: ν0 + Σ r, R0 + Σ_n r_nk E[(x_n − μ_k)(x_n − μ_k)ᵀ]
+        ms1 = mean[:, :, None] * s1[:, None, :]
+        dof = nu0 + s0
+        rate = (r0 + s2 - ms1 - np.swapaxes(ms1, 1, 2)
+                + s0[:, None, None] * (mean[:, :, None] * mean[:, None, :] + cov))
+        # means: P0 + Σ r E[Λ_k], P0 m0 + E[Λ_k] Σ r x (m0 = 0)
+        e_lam = dof[:, None, None] * np.linalg.inv(rate)
+        precision = p0 + s0[:, None, None] * e_lam
+        cov = np.linalg.inv(precision)
+        mean = np.einsum("kij,kj->ki", cov, np.einsum("kij,kj->ki", e_lam, s1))
+        if each is not None and each(Posteriors(alpha, mean, cov, dof, rate, r)):
+            break
+    return Posteriors(alpha, mean, cov, dof, rate, r)
+
+
+def _log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:
+    return special.multigammaln(a, dim) if np.ndim(a) == 0 else np.array(
+        [special.multigammaln(v, dim) for v in a])
+
+
+def bound(x: np.ndarray, q: Posteriors) -> float:
+    """The VMP lower bound (ELBO) of the posteriors ``q``: E_q[log p(x, z, θ)] + H[q],
+    each term written from its definition."""
+    n, dim = x.shape
+    k = q.alpha.size
+    p0, r0, nu0 = PRIOR_PRECISION * np.eye(dim), np.eye(dim), dim + 1.0
+    e_lam, e_logdet = _moments(q.dof, q.rate)
+    e_log_w = special.digamma(q.alpha) - special.digamma(q.alpha.sum())
+    d = x[:, None, :] - q.mean[None]                                       # (N, K, D)
+    lik = (0.5 * e_logdet - 0.5 * dim * LOG_2PI
+           - 0.5 * (np.einsum("nki,kij,nkj->nk", d, e_lam, d, optimize=True)
+                    + np.einsum("kij,kij->k", e_lam, q.cov)))
+    data_terms = np.sum(q.r * (e_log_w + lik)) - np.sum(special.xlogy(q.r, q.r))
+    # weights: E log Dir(w | α0) + H[Dir(α)]
+    weights = (special.gammaln(k * ALPHA0) - k * special.gammaln(ALPHA0)
+               + (ALPHA0 - 1) * e_log_w.sum()
+               - (special.gammaln(q.alpha.sum()) - special.gammaln(q.alpha).sum()
+                  + np.sum((q.alpha - 1) * e_log_w)))
+    # means: E log N(μ | 0, P0⁻¹) + H[N(m, S)]
+    means = np.sum(0.5 * np.linalg.slogdet(p0)[1] - 0.5 * dim * LOG_2PI
+                   - 0.5 * (np.einsum("ki,ij,kj->k", q.mean, p0, q.mean)
+                            + np.einsum("ij,kji->k", p0, q.cov))
+                   + 0.5 * dim * (1 + LOG_2PI) + 0.5 * np.linalg.slogdet(q.cov)[1])
+    # precisions: E log W(Λ | ν0, R0) + H[W(ν, R)]
+    log_z0 = 0.5 * nu0 * dim * np.log(2) - 0.5 * nu0 * np.linalg.slogdet(r0)[1] \
+        + special.multigammaln(0.5 * nu0, dim)
+    log_z = (0.5 * q.dof * dim * np.log(2) - 0.5 * q.dof * np.linalg.slogdet(q.rate)[1]
+             + _log_multigamma(0.5 * q.dof, dim))
+    precs = np.sum(0.5 * (nu0 - dim - 1) * e_logdet - 0.5 * np.einsum("ij,kji->k", r0, e_lam)
+                   - log_z0
+                   + log_z - 0.5 * (q.dof - dim - 1) * e_logdet + 0.5 * q.dof * dim)
+    return float(data_terms + weights + means + precs)
