@@ -70,7 +70,11 @@ def variational_em(doc, words, n_docs, n_words, alpha, eta, lam, sweeps, passes,
                     _change(logits(gamma), logits(old_gamma))) < tolerance:
                 break
         lam = eta + _counts(words, n_words, r).T
+    return gamma, lam, r, _elbo(doc, words, alpha, eta, gamma, lam, r)
 
+
+def _elbo(doc, words, alpha, eta, gamma, lam, r) -> float:
+    """LDA's ELBO at q(θ) = Dir(gamma), q(φ) = Dir(lam) and responsibilities r."""
     def dirichlet_terms(prior, q):  # E log p(θ) − E log q(θ), summed over the rows
         return np.sum(special.gammaln(prior * q.shape[1]) - q.shape[1] * special.gammaln(prior)
                       - special.gammaln(q.sum(1)) + special.gammaln(q).sum(1)
@@ -78,8 +82,7 @@ def variational_em(doc, words, n_docs, n_words, alpha, eta, lam, sweeps, passes,
 
     tokens = np.sum(r * (_elog(gamma)[doc] + _elog(lam)[:, words].T)) - np.sum(
         special.xlogy(r, r))
-    return gamma, lam, r, float(tokens + dirichlet_terms(alpha, gamma)
-                                + dirichlet_terms(eta, lam))
+    return float(tokens + dirichlet_terms(alpha, gamma) + dirichlet_terms(eta, lam))
 
 
 def _corpus(seed: int, n_docs: int, n_topics: int, n_words: int, n_tokens: int):
@@ -352,16 +355,7 @@ def per_document_em(doc, words, n_docs, n_words, alpha, eta, lam, sweeps, passes
                     break
             gamma[d], r[mine] = g, r_d
         lam = eta + _counts(words, n_words, r).T
-
-    def dirichlet_terms(prior, q):
-        return np.sum(special.gammaln(prior * q.shape[1]) - q.shape[1] * special.gammaln(prior)
-                      - special.gammaln(q.sum(1)) + special.gammaln(q).sum(1)
-                      + np.sum((prior - q) * _elog(q), axis=1))
-
-    tokens = np.sum(r * (_elog(gamma)[doc] + _elog(lam)[:, words].T)) - np.sum(
-        special.xlogy(r, r))
-    return gamma, lam, r, float(tokens + dirichlet_terms(alpha, gamma)
-                                + dirichlet_terms(eta, lam))
+    return gamma, lam, r, _elbo(doc, words, alpha, eta, gamma, lam, r)
 
 
 @settings(max_examples=10, deadline=None, derandomize=True)
