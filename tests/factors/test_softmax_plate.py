@@ -13,11 +13,13 @@ What is checked (EP is exact on one site, not on N, so these are measured bounds
 * the vector form (``ff.softmax(B @ w)``, one VectorGaussian): means within 0.05
   posterior sd, variances within 15% (measured on random problems: 0.005 sd, 4%);
 * the plate form (``ff.softmax(eta, k)``, one VectorGaussian per class: the classes
-  independent in q): its means near the exact ones, but its variances far too small —
-  the likelihood says nothing about the classes' common shift, which the exact
-  posterior keeps at the prior's width while q, with independent classes, cannot;
-* the plate form's undamped EP can oscillate without converging (K = 2, a weak
-  likelihood): it says so (``ConvergenceWarning``), and damping converges.
+  independent in q): its means within 0.15 posterior sd (measured 0.003–0.093 on
+  random problems), but its variances too small (9% to 93% of the exact ones) — the
+  likelihood says nothing about the classes' common shift, which the exact posterior
+  keeps at the prior's width while q, with independent classes, cannot;
+* the plate form's extrapolation (``factors.softmax._extrapolated``) keeps EP's fixed
+  point (1e-8 against plain EP), converges where plain EP oscillates (K = 2, a weak
+  likelihood: plain EP warns), and takes the example from 1,215 sweeps to 135.
 """
 
 from __future__ import annotations
@@ -169,6 +171,26 @@ def test_plate_form_ep_means_near_but_variances_too_small():
         "ep", progress=False), plate=False)
     assert np.max(np.abs(m_vec - mean) / sd) < 0.01
     assert np.max(np.abs(v_vec / np.diag(cov) - 1)) < 0.05
+
+
+@given(data=st.data())
+@settings(max_examples=8, deadline=None, derandomize=True)
+def test_plate_form_ep_means_near_the_exact_posterior(data):
+    """Tolerance: 0.15 posterior sd for the means (measured at most 0.093: EP's error
+    with independent classes); variances at most 5% above the exact ones (q cannot hold
+    the common shift's width: measured 9% to 93% of them, 0.3% above with 3 data)."""
+    k = data.draw(st.sampled_from([2, 3]), "k")
+    d = 2 if k == 2 else 1
+    n = data.draw(st.integers(3, 20), "n")
+    X, y, _ = problem(data.draw(st.integers(0, 10**6), "seed"), k, d, n)
+    mu0 = np.array(data.draw(st.lists(st.floats(-1, 1), min_size=d, max_size=d), "mu0"))
+    var0 = data.draw(st.floats(0.5, 2.0), "var0")
+    mean, cov = exact_posterior(X, y, k, np.tile(mu0, k), var0 * np.eye(k * d))
+    result = regression(X, y, k, mu0, var0, plate=True).infer("ep", progress=False)
+    assert result.converged
+    m, v = moments(result, plate=True)
+    assert np.max(np.abs(m - mean) / np.sqrt(np.diag(cov))) < 0.15
+    assert np.all(v <= 1.05 * np.diag(cov))
 
 
 def plain_ep(monkeypatch) -> None:
