@@ -1,12 +1,11 @@
 """Softmax (multinomial) regression over a plate of data under EP, against the exact
 posterior computed without factorflow.
 
-The exact reference: with a Gaussian prior N(μ₀, Σ₀) on vec W (K × D weights), the
-likelihood depends on W only through the (K − 1)·D differences Δ = L vec W (W_k − W_0),
-so the posterior is p(Δ | y) times the prior's Gaussian conditional of vec W given Δ.
-Its moments are those of p(Δ | y) (a product Gauss–Hermite rule in at most two
-dimensions, at the Laplace fit, widened 1.3 times) carried through that conditional
-exactly: E[W] = μ₀ + G (E[Δ] − Lμ₀), Cov[W] = Σ₀ − G L Σ₀ + G Cov[Δ] Gᵀ, G = Σ₀Lᵀ(LΣ₀Lᵀ)⁻¹.
+The exact reference (``exact_posterior`` in ``examples/multinomial_regression.py``):
+with a Gaussian prior on vec W (K × D weights), the likelihood depends on W only through
+the (K − 1)·D differences W_j − W_0, so the posterior is theirs (a product Gauss–Hermite
+rule, here in at most two dimensions) times the prior's Gaussian conditional of vec W
+given them, whose moments follow exactly.
 
 What is checked (EP is exact on one site, not on N, so these are measured bounds):
 
@@ -24,7 +23,6 @@ What is checked (EP is exact on one site, not on N, so these are measured bounds
 
 from __future__ import annotations
 
-import itertools
 import math
 import runpy
 import warnings
@@ -34,62 +32,15 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy import optimize, special
 
 import factorflow as ff
 from factorflow.factors import softmax
 from tests.conftest import assert_close
 
 
-# ----- the exact reference ------------------------------------------------------------------
-def _differences(k: int, d: int) -> np.ndarray:
-    """L: vec W (row-major W[k, d]) -> the differences W_j − W_0, j = 1 … K − 1."""
-    return np.kron(np.hstack([-np.ones((k - 1, 1)), np.eye(k - 1)]), np.eye(d))
-
-
-def _log_likelihood(delta: np.ndarray, X: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
-    """Σ_n log softmax_y(W X_n) at W_0 = 0, W_j = Δ_j; ``delta`` (S, (K − 1)·D)."""
-    s, d = delta.shape[0], X.shape[1]
-    W = np.concatenate([np.zeros((s, 1, d)), delta.reshape(s, k - 1, d)], 1)
-    logits = np.einsum("nd,skd->snk", X, W)
-    picked = np.take_along_axis(logits, np.broadcast_to(y[None, :, None], logits.shape[:2] + (1,)),
-                                2)[..., 0]
-    return (picked - special.logsumexp(logits, axis=2)).sum(1)
-
-
-def exact_posterior(X, y, k: int, mu0, cov0, nodes: int = 80) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior mean and covariance of vec W (see the module docstring)."""
-    d = X.shape[1]
-    L = _differences(k, d)
-    m_d, prec_d = L @ mu0, np.linalg.inv(L @ cov0 @ L.T)
-    dim = L.shape[0]
-
-    def neg_log_post(t):
-        u = np.atleast_2d(t) - m_d
-        return -(_log_likelihood(np.atleast_2d(t), X, y, k)
-                 - 0.5 * np.einsum("si,ij,sj->s", u, prec_d, u))
-
-    mode = optimize.minimize(lambda t: neg_log_post(t)[0], m_d, method="BFGS",
-                             options={"gtol": 1e-10}).x
-    h, eye = 1e-4, np.eye(dim)
-    hess = np.array([[(neg_log_post(mode + h * (eye[i] + eye[j]))
-                       - neg_log_post(mode + h * (eye[i] - eye[j]))
-                       - neg_log_post(mode - h * (eye[i] - eye[j]))
-                       + neg_log_post(mode - h * (eye[i] + eye[j])))[0] / (4 * h * h)
-                      for j in range(dim)] for i in range(dim)])
-    chol = 1.3 * np.linalg.cholesky(np.linalg.inv(hess))
-    x, w = np.polynomial.hermite_e.hermegauss(nodes)
-    grid = np.array(list(itertools.product(range(nodes), repeat=dim)))
-    z = x[grid]
-    t = mode + z @ chol.T
-    log_w = np.log(w[grid]).sum(1) + 0.5 * (z * z).sum(1) - neg_log_post(t)
-    p = np.exp(log_w - log_w.max())
-    p /= p.sum()
-    mean_d = p @ t
-    cov_d = (p[:, None] * (t - mean_d)).T @ (t - mean_d)
-    gain = cov0 @ L.T @ prec_d
-    return (mu0 + gain @ (mean_d - m_d),
-            cov0 - gain @ L @ cov0 + gain @ cov_d @ gain.T)
+# ----- the exact reference (``examples/multinomial_regression.py``) ---------------------------
+_EXAMPLE = runpy.run_path(str(Path(__file__).parents[2] / "examples" / "multinomial_regression.py"))
+exact_posterior = _EXAMPLE["exact_posterior"]
 
 
 def regression(X, y, k: int, mu0, var0: float, plate: bool) -> ff.Model:
@@ -238,8 +189,6 @@ def test_plate_form_example_converges_in_tens_of_sweeps():
     """``examples/multinomial_regression.py`` (N = 120, K = 3, D = 2) written as a plate
     of classes: plain EP runs 1,215 sweeps until its convergence test passes (540 until
     its means stay within 1e-6), the extrapolated one 135 (60)."""
-    example = runpy.run_path(str(Path(__file__).parents[2] / "examples"
-                                 / "multinomial_regression.py"))
-    result = example["models"](*example["data"]())[1].infer("ep", progress=False)
+    result = _EXAMPLE["models"](*_EXAMPLE["data"]())[1].infer("ep", progress=False)
     assert result.converged
     assert result.iterations < 150
