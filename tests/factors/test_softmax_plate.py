@@ -37,7 +37,6 @@ import factorflow as ff
 from factorflow.factors import softmax
 from tests.conftest import assert_close
 
-
 # ----- the exact reference (``examples/multinomial_regression.py``) ---------------------------
 _EXAMPLE = runpy.run_path(str(Path(__file__).parents[2] / "examples" / "multinomial_regression.py"))
 exact_posterior = _EXAMPLE["exact_posterior"]
