@@ -96,10 +96,10 @@ EXTRAPOLATION_CYCLE = 12
 #: the most message elements (data × K) extrapolated: a cycle keeps 11 copies of the
 #: messages (176 MB at this size); larger plates run plain EP
 EXTRAPOLATION_MAX_ELEMENTS = 10**6
-_PLATE_EP_METHOD = (_EP_METHOD + "; in cycles of 12 sweeps, the last two send the "
-                    "reduced-rank extrapolation (RRE) of the cycle's messages of their "
-                    "parity: the limit of their sequence (the same fixed point, reached "
-                    "in tens of sweeps)")
+_PLATE_EP_METHOD = (_EP_METHOD + f"; in cycles of {EXTRAPOLATION_CYCLE} sweeps, the last "
+                    "two send the reduced-rank extrapolation (RRE) of the cycle's messages "
+                    "of their parity: the limit of their sequence (the same fixed point, "
+                    "reached in tens of sweeps)")
 _VMP_METHOD = ("VMP: Bohning's quadratic bound on log-sum-exp (Bohning 1992), "
                "psi = E[eta] from the current posterior")
 
@@ -344,6 +344,18 @@ def _rre(iterates: np.ndarray) -> np.ndarray | None:
     return (w / w.sum()) @ iterates[:-1]
 
 
+#: a chain's last step longer than this many times the one before answers an
+#: extrapolation (measured: 7 to 11 where it does; 0.76 to 1.13 where it does not)
+_JUMP_RATIO = 3.0
+
+
+def _smooth(chain: np.ndarray) -> bool:
+    """Whether a chain's last step is not much longer than the one before it: it goes on
+    converging, rather than answering an extrapolation."""
+    last, before = (np.linalg.norm(chain[i] - chain[i - 1]) for i in (-1, -2))
+    return bool(last <= _JUMP_RATIO * before)
+
+
 def _extrapolated(message: Gaussian, previous: Gaussian | None) -> Gaussian:
     """The plate form's message, in cycles of ``EXTRAPOLATION_CYCLE`` sweeps: the EP
     message itself, remembered (by the message sent, which comes back as ``previous``),
@@ -363,9 +375,12 @@ def _extrapolated(message: Gaussian, previous: Gaussian | None) -> Gaussian:
     Every other term: the compiled schedule computes the cavity at the start of a
     sweep, before this sweep's update of the weights, so each message answers the one
     sent two sweeps before, and the sequence is two interleaved ones (each converging at
-    the rate above; together at its square root, 0.978 per sweep).  At a fixed point the
-    cycle's messages are equal and the extrapolation is the message itself: the fixed
-    points are EP's.
+    the rate above; together at its square root, 0.978 per sweep), each extrapolated in
+    turn.  Under a schedule without that lag the last sweep's message answers the
+    extrapolation sent just before it, a step several times its chain's last: then it
+    is sent as it is (each cycle extrapolates once, from every other message).  At a fixed
+    point the cycle's messages are equal and the extrapolation is the message itself:
+    the fixed points are EP's.
 
     An extrapolation that is not finite, or makes a precision negative where the
     cycle's were not, is not sent (the plain message is); damping, a message kept by
@@ -380,6 +395,9 @@ def _extrapolated(message: Gaussian, previous: Gaussian | None) -> Gaussian:
     if len(cycle) < EXTRAPOLATION_CYCLE - 1:
         return _remember(message, cycle)
     chain = np.stack(cycle[(len(cycle) - 1) % 2::2])  # this message's parity
+    last = len(cycle) == EXTRAPOLATION_CYCLE
+    if last and not _smooth(chain):  # it answered the extrapolation sent just before
+        return message
     limit = _rre(chain)
     sent = message
     if limit is not None and np.all(np.isfinite(limit)):
