@@ -17,14 +17,15 @@ posterior (``against_exact``), ``--cause`` why the plate form's plain EP is slow
 Output on the development machine (2 CPU cores shared with other jobs, load about 10;
 NumPyro 0.22 on JAX CPU), ``--draws 2000 --fixed 1200``::
 
-    N = 120, K = 3, D = 2; NUTS: 4 chains x 2000 draws (+ 2000 warm-up), 58.5 s,
+    N = 120, K = 3, D = 2; NUTS: 4 chains x 2000 draws (+ 2000 warm-up), 35.6 s,
     largest mcse 0.0107
                weights | algorithm | |Δmean| vs NUTS | sweeps |       ms | ms/sweep | sweeps to 1e-6
     -------------------------------------------------------------------------------------------------
-    one VectorGaussian |        EP |          0.0087 |     39 |   3298.4 |    84.57 |             18
-    one VectorGaussian |       VMP |          0.0464 |     97 |   3498.2 |    36.06 |             51
-          a plate of K |        EP |          0.0143 |   1229 | 101636.7 |    82.70 |            542
-          a plate of K |       VMP |          0.0464 |     97 |   1039.0 |    10.71 |             51
+    one VectorGaussian |        EP |          0.0087 |     41 |   2132.1 |    52.00 |             18
+    one VectorGaussian |       VMP |          0.0464 |     97 |    702.7 |     7.24 |             51
+          a plate of K | EP, plain |          0.0143 |   1215 |  44828.7 |    36.90 |            542
+          a plate of K |        EP |          0.0143 |    135 |   5268.5 |    39.03 |             60
+          a plate of K |       VMP |          0.0464 |     97 |    469.5 |     4.84 |             51
 
 (With ``--draws 20000`` NUTS's mcse is 0.0033 and EP's vector form is 0.0015 from it.)
 
@@ -42,7 +43,7 @@ agrees with a second implementation and with 26 nodes to 1e-9)::
 
 (Δvar/var: the largest relative error of a weight's marginal variance.)  The
 extrapolation leaves the fixed point where it was (the same errors) and cuts the sweeps
-9-fold; the plate form's variances are 11% to 15% of the exact ones either way (below).
+9-fold; the plate form's variances are 10% to 23% of the exact ones either way (below).
 
 Why (``--cause``, same machine)::
 
