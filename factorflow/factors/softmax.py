@@ -319,6 +319,7 @@ _CYCLES: dict[int, tuple[np.ndarray, ...]] = {}
 
 
 def _remember(message: Gaussian, cycle: tuple[np.ndarray, ...]) -> Gaussian:
+    """``message``, with ``cycle`` kept for it until it is garbage-collected."""
     _CYCLES[id(message)] = cycle
     weakref.finalize(message, _CYCLES.pop, id(message), None)
     return message
@@ -369,18 +370,19 @@ def _extrapolated(message: Gaussian, previous: Gaussian | None) -> Gaussian:
     multinomial_regression.py``), while a pair of modes in the differences oscillates
     (about −0.8).  A stateless message cannot do better: one that follows its cavity
     along the shift (as EP's must, to keep its fixed point) inherits the creep, and one
-    that does not moves the fixed point (tested: centring the messages on a fixed gauge
-    moves the posterior means by 0.25).  The sequence of messages converges linearly,
-    dominated by those few modes, so its limit is well extrapolated from a few terms.
+    that does not moves the fixed point (moving the messages to a fixed gauge moves the
+    posterior means by 0.25: ``benchmarks/bench_softmax.py --cause``).  The sequence of
+    messages converges linearly, dominated by those few modes, so its limit is well
+    extrapolated from a few terms.
     Every other term: the compiled schedule computes the cavity at the start of a
     sweep, before this sweep's update of the weights, so each message answers the one
     sent two sweeps before, and the sequence is two interleaved ones (each converging at
     the rate above; together at its square root, 0.978 per sweep), each extrapolated in
     turn.  Under a schedule without that lag the last sweep's message answers the
     extrapolation sent just before it, a step several times its chain's last: then it
-    is sent as it is (each cycle extrapolates once, from every other message).  At a fixed
-    point the cycle's messages are equal and the extrapolation is the message itself:
-    the fixed points are EP's.
+    is sent as it is (each cycle extrapolates once, from every other message).  At a
+    fixed point the cycle's messages are equal and the extrapolation is the message
+    itself: the fixed points are EP's.
 
     An extrapolation that is not finite, or makes a precision negative where the
     cycle's were not, is not sent (the plain message is); damping, a message kept by
