@@ -822,22 +822,100 @@ def test_a_condition_read_inside_its_own_branch_is_the_branch_value(algorithm):
                  rtol=1e-9)
 
 
-@pytest.mark.xfail(strict=True, raises=ff.ModelError,
-                   reason="open (fuzz seeds 13, 14): a Case inside a Switch on the same "
-                   "condition inside a plate, reading a latent variable from outside, is "
-                   "refused with \"its gate's cases ... have plates (n, k), not (k)\"")
-def test_a_case_inside_a_switch_inside_a_plate_reads_an_outside_variable():
-    """m enters case 2 of each z[n]; the Switch's own statement reads x[z].  It should
-    run (and then be checked against enumeration over the z's); today it is refused at
-    compile time with a message that names internal plates."""
+_CS_X = np.array([2.0, 1.0, 0.0, 3.0])  # x[k], observed, prior N(2, 1)
+_CS_P = np.array([0.1, 0.2, 0.3, 0.4])  # z's prior
+
+
+def _case_in_switch(y: np.ndarray, w: np.ndarray, in_plate: bool = True) -> ff.Model:
+    """m ~ N(0, 1) outside; per element z ~ Discrete(P), ``ff.Switch(z)``: y ~ N(x[z], 1)
+    and, in ``ff.Case(z, 2)`` nested there, w ~ N(m, 0.5) (without a plate: one z)."""
     with ff.Model("case_in_switch") as model:
         with ff.Plate(ff.Range("k", 4)):
-            x = ff.Gaussian("x", 2.0, precision=1.0, observed=np.array([2.0, 1.0, 0.0, 3.0]))
+            x = ff.Gaussian("x", 2.0, precision=1.0, observed=_CS_X)
         m = ff.Gaussian("m", 0.0, precision=1.0)
-        with ff.Plate(ff.Range("n", 2)):
-            z = ff.Discrete("z", np.array([0.1, 0.2, 0.3, 0.4]))
+        with ff.Plate(ff.Range("n", len(y))) if in_plate else nullcontext():
+            z = ff.Discrete("z", _CS_P)
             with ff.Switch(z):
-                ff.Gaussian("y", x[z], precision=1.0, observed=np.array([0.3, 0.1]))
+                ff.Gaussian("y", x[z], precision=1.0, observed=y if in_plate else y[0])
                 with ff.Case(z, 2):
-                    ff.Gaussian("w", m, variance=0.5, observed=np.array([0.3, 0.1]))
-    model.infer("ep", iterations=50)
+                    ff.Gaussian("w", m, variance=0.5, observed=w if in_plate else w[0])
+    return model
+
+
+def _case_in_switch_exact(y: np.ndarray, w: np.ndarray) -> tuple:
+    """By enumeration over the z's (m is conjugate given them): log Z, P(z_n = k),
+    E[m], Var[m]."""
+    log_x = np.sum(stats.norm.logpdf(_CS_X, 2.0, 1.0))
+    terms, pz, m1, m2 = [], np.zeros((len(y), 4)), [], []
+    for zs in itertools.product(range(4), repeat=len(y)):
+        on = np.array(zs) == 2
+        prec = 1.0 + 2.0 * on.sum()  # m | z: N(2 Σ_on w / prec, 1 / prec)
+        mean = 2.0 * w[on].sum() / prec
+        log_w = stats.multivariate_normal.logpdf(
+            w[on], np.zeros(on.sum()), 0.5 * np.eye(on.sum()) + 1.0) if on.any() else 0.0
+        terms.append(np.sum(np.log(_CS_P[list(zs)]))
+                     + np.sum(stats.norm.logpdf(y, _CS_X[list(zs)], 1.0)) + log_w)
+        m1.append(mean)
+        m2.append(1.0 / prec + mean ** 2)
+    log_z = special.logsumexp(terms)
+    post = np.exp(np.array(terms) - log_z)
+    for p, zs in zip(post, itertools.product(range(4), repeat=len(y)), strict=True):
+        pz[np.arange(len(y)), zs] += p
+    mean = post @ np.array(m1)
+    return log_x + log_z, pz, mean, post @ np.array(m2) - mean ** 2
+
+
+def _case_in_switch_vmp(y: np.ndarray, w: np.ndarray, sweeps: int = 2000) -> tuple:
+    """VMP's fixed point by coordinate ascent, independently of factorflow: q(z_n) ∝
+    P_k N(y_n; x_k, 1) exp([k = 2] E log N(w_n; m, 0.5)), q(m) = N(μ, v) with 1/v = 1 +
+    2 Σ q(z_n = 2), μ = 2 v Σ q(z_n = 2) w_n; and the bound there, E log p − E log q."""
+    mu, v = 0.0, 1.0
+    base = np.log(_CS_P) + stats.norm.logpdf(y[:, None], _CS_X, 1.0)
+    for _ in range(sweeps + 1):
+        joint = base.copy()
+        joint[:, 2] += -0.5 * np.log(np.pi) - ((w - mu) ** 2 + v)
+        q = np.exp(joint - special.logsumexp(joint, axis=1, keepdims=True))
+        if _ < sweeps:
+            v = 1.0 / (1.0 + 2.0 * q[:, 2].sum())
+            mu = 2.0 * v * q[:, 2] @ w
+    bound = (stats.norm.logpdf(0.0, 0.0, 1.0) - (mu ** 2 + v) / 2
+             + 0.5 * np.log(2 * np.pi * np.e * v) + np.sum(q * joint) - np.sum(q * np.log(q))
+             + np.sum(stats.norm.logpdf(_CS_X, 2.0, 1.0)))
+    return bound, q, mu, v
+
+
+@pytest.mark.parametrize("in_plate", [True, False], ids=["plate", "top"])
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_case_inside_a_switch_inside_a_plate_reads_an_outside_variable(algorithm, in_plate):
+    """Fuzz seeds 13, 14: ``ff.Case(z, 2)`` in ``ff.Switch(z)`` in a plate, reading m from
+    outside, was refused ("its gate's cases ... have plates (n, k), not (k)"): the Case,
+    lowered to ``if z == 2`` after the Switch's loop, shares its condition, and the gate
+    transform took the condition's Switch for the Case's (m's clone: a Gate.Enter over
+    every case, placed outside the plate).  Now m enters case 2 by EnterPartial, as in any
+    Case.  EP on one element (a tree, one non-Gaussian site on m) is exact: log Z, P(z),
+    m's moments by enumeration.  VMP on two elements: its fixed point and bound equal
+    coordinate ascent's (``_case_in_switch_vmp``)."""
+    if algorithm == "ep":
+        y, w = np.array([0.3]), np.array([0.1])
+        result = _case_in_switch(y, w, in_plate).infer("ep", iterations=20)
+        log_z, pz, mean, var = _case_in_switch_exact(y, w)
+    else:
+        y, w = np.array([0.3, -0.4]), np.array([0.1, 0.7])
+        if not in_plate:
+            y, w = y[:1], w[:1]
+        result = _case_in_switch(y, w, in_plate).infer("vmp", iterations=500)
+        log_z, pz, mean, var = _case_in_switch_vmp(y, w)
+    probs = result["z"].probs
+    assert_close(probs if in_plate else probs[None], pz, rtol=1e-10, atol=1e-12)
+    assert_close([result["m"].mean, result["m"].variance, result.log_evidence],
+                 [mean, var, log_z], rtol=1e-10)
+
+
+def test_a_case_inside_a_switch_gibbs_matches_enumeration():
+    """The same model on two elements under Gibbs (which reads the gates directly): the
+    draws' means of m and of z_n = 2 within Monte Carlo error of the enumeration."""
+    y, w = np.array([0.3, -0.4]), np.array([0.1, 0.7])
+    result = _case_in_switch(y, w).infer("gibbs", draws=2000, chains=4, seed=0)
+    _, pz, mean, var = _case_in_switch_exact(y, w)
+    assert abs(result["m"].mean - mean) < 4 * np.sqrt(var / 2000)
+    assert_close(np.mean(result.samples("z") == 2, axis=(0, 1)), pz[:, 2], atol=0.03)
