@@ -980,3 +980,45 @@ def test_poisson_mixtures_with_gamma_rates_have_finite_exact_evidence(algorithm)
         assert_close(result[f"rate{i}"].mean, mean, rtol=1e-10)
         assert_close(result[f"rate{i}"].variance, second - mean ** 2, rtol=1e-10)
     assert_close(result.log_evidence, total, rtol=1e-10)
+
+
+def _switch_in_case(y: np.ndarray, w: np.ndarray, nested: bool) -> ff.Model:
+    """Per element z ~ Discrete(P); in case 2 of z, y ~ N(x[z], 1) and w ~ N(m, 0.5)
+    (x[k] ~ N(X_k, 1) and m ~ N(0, 1) latent, from outside): written ``nested`` as
+    ``ff.Switch(z)`` inside ``ff.Case(z, 2)``, else flat (``x[2]`` in the Case)."""
+    with ff.Model("switch_in_case") as model:
+        with ff.Plate(ff.Range("k", 4)):
+            x = ff.Gaussian("x", _CS_X, precision=1.0)
+        m = ff.Gaussian("m", 0.0, precision=1.0)
+        with ff.Plate(ff.Range("n", len(y))):
+            z = ff.Discrete("z", _CS_P)
+            with ff.Case(z, 2):
+                with ff.Switch(z) if nested else nullcontext():
+                    ff.Gaussian("y", x[z] if nested else x[2], precision=1.0, observed=y)
+                    ff.Gaussian("w", m, variance=0.5, observed=w)
+    return model
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_switch_inside_a_case_on_its_own_condition_is_that_case(algorithm):
+    """Fuzz seed 13 (4 runs): ``ff.Switch(z)`` inside ``ff.Case(z, 2)`` reading ``x[z]``
+    was refused ("its gate's cases ... have plates (...), not ()"): in case 2 the Switch
+    picks its case 2, and ``x[z]`` is ``x[2]``, entered by Gate.EnterOne into that one
+    case (whose node now sends its evidence to case 2).  It equals the flat model (1e-12,
+    two elements); under EP on one element (a tree: one non-Gaussian site on x[2] and on
+    m) log Z and P(z) equal enumeration (1e-10): case 2 has y ~ N(X_2, 2), w ~ N(0, 1.5)."""
+    y, w = np.array([0.3, -0.4]), np.array([0.1, 0.7])
+    nested = _switch_in_case(y, w, True).infer(algorithm, iterations=100)
+    flat = _switch_in_case(y, w, False).infer(algorithm, iterations=100)
+    for name in ("z", "x", "m"):
+        for a, b in zip(nested[name].eta, flat[name].eta, strict=True):
+            assert_close(a, b, rtol=1e-12, atol=1e-14)
+    assert_close(nested.log_evidence, flat.log_evidence, rtol=1e-12)
+    if algorithm == "vmp":
+        return
+    result = _switch_in_case(y[:1], w[:1], True).infer("ep", iterations=20)
+    joint = np.log(_CS_P)
+    joint[2] += stats.norm.logpdf(y[0], _CS_X[2], np.sqrt(2)) + stats.norm.logpdf(
+        w[0], 0.0, np.sqrt(1.5))
+    assert_close(result.log_evidence, special.logsumexp(joint), rtol=1e-10)
+    assert_close(result["z"].probs[0], np.exp(joint - special.logsumexp(joint)), rtol=1e-10)
