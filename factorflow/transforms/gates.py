@@ -228,7 +228,11 @@ class _Gates:
         at = self._outside_det(len(self.frames) - (2 if switch else 1), node.condition.var)
         inside = tuple(id(f) for f in self.frames[:at + 1] if f.kind == "det")
         slot = key + ((id(home),) if home is not None else ()) + inside
-        cond = self.conds.get(slot) or self._condition(key, node, count, switch, slot)
+        cond = self.conds.get(slot)
+        if cond is None:
+            cond = self._condition(key, node, count, switch, slot)
+        else:  # met before (a Switch's cases): this gate too must sit in z's loops only
+            self._check_loops(node.condition, self._loops()[:-1] if switch else self._loops())
         level, frame = len(self.levels), Frame("if", [])
         self.levels.append((cond, case, frame))
         self.frames.append(frame)
@@ -249,12 +253,7 @@ class _Gates:
         cond = self.conds[slot] = Cond(key, lhs, count, switch)
         held = [self.frames.pop()] if switch else []  # a switch's cases sit before its loop
         loops = self._loops()
-        known = {i for c, _, _ in self.levels for i in c.lhs.index + (c.switch,)}
-        bad = [r for r in loops if r not in set(lhs.index) | known]
-        if bad:
-            raise ModelError(f"gate on {self._show(lhs)}: the condition does not depend on "
-                             f"the loop over {display(bad[0])}; place the gate outside that "
-                             "loop.")
+        self._check_loops(lhs, loops)
         selector = self._ref(lhs, False, "", [])
         cond.cases = self._fresh(lhs.var, *flat(lhs, loops)[1:], "cases")
         cond.axis = switch or self._axis(cond.cases, count)
@@ -271,6 +270,18 @@ class _Gates:
             cond.switch_for = held[0].node
             self.frames.extend(held)
         return cond
+
+    def _check_loops(self, lhs: Ref, loops: tuple[str, ...]) -> None:
+        """ModelError unless every loop around a gate on ``lhs`` is one its condition
+        depends on (or a case loop of a gate around): a Switch is not moved out of a plate
+        (``lower._gates_outside_loops``), whether or not a gate on the condition came
+        before outside it (whose cases it would otherwise share: fuzz seed 15)."""
+        known = {i for c, _, _ in self.levels for i in c.lhs.index + (c.switch,)}
+        bad = [r for r in loops if r not in set(lhs.index) | known]
+        if bad:
+            raise ModelError(f"gate on {self._show(lhs)}: the condition does not depend on "
+                             f"the loop over {display(bad[0])}; place the gate outside that "
+                             "loop.")
 
     def _exit(self, cond: Cond, items: list) -> None:
         """``x = Gate.Exit(cases, x_cond)`` for each variable now defined in every case."""

@@ -1022,3 +1022,44 @@ def test_a_switch_inside_a_case_on_its_own_condition_is_that_case(algorithm):
         w[0], 0.0, np.sqrt(1.5))
     assert_close(result.log_evidence, special.logsumexp(joint), rtol=1e-10)
     assert_close(result["z"].probs[0], np.exp(joint - special.logsumexp(joint)), rtol=1e-10)
+
+
+@pytest.mark.parametrize("size", [0, 2])
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_switch_inside_a_plate_its_condition_is_not_over_is_refused_after_one_outside(
+        algorithm, size):
+    """Fuzz seed 15 (3 models): ``ff.Switch(z)`` inside a plate the latent z is not over is
+    refused by design ("place the gate outside that loop"), but after a first Switch on z
+    outside the plate it shared that Switch's cases and ran: whether it was refused
+    depended on what came before.  Now refused either way, naming z and the plate."""
+    with ff.Model("switch_in_plate") as model:
+        with ff.Plate(ff.Range("k", 2)):
+            rate = ff.Gamma("rate", 3.5, rate=0.5)
+        z = ff.Discrete("z", np.array([0.9, 0.1]))
+        with ff.Switch(z):
+            ff.Poisson("x0", rate[z], observed=5)
+        with ff.Plate(ff.Range("n", size)):
+            with ff.Switch(z):
+                ff.Poisson("x", rate[z], observed=np.zeros(size, dtype=int))
+    with pytest.raises(ff.ModelError, match="gate on z: the condition does not depend on "
+                       "the loop over n; place the gate outside that loop"):
+        model.compile(algorithm)
+
+
+@pytest.mark.xfail(strict=True, raises=SyntaxError,
+                   reason="open (fuzz seed 15, 6 EP runs): codegen/python.py splits the "
+                   "operands of check_proper_input on ', ', cutting align_plates(x, (0,), 2)")
+def test_a_comparison_with_data_inside_a_switch_inside_a_plate_compiles_under_ep():
+    """``v < d`` (an ``ff.Data`` d) of a variable defined inside ``ff.Switch(z)`` inside a
+    plate: EP's generated source is not valid Python (``check_proper_input(align_plates(
+    v_d, ...`` cut at a comma).  Left to the owner of codegen/*."""
+    with ff.Model("compare_in_switch") as model:
+        with ff.Plate(ff.Range("k", 2)):
+            p = ff.Beta("p", 1.0, 1.0)
+        with ff.Plate(ff.Range("n", 3)):
+            z = ff.Discrete("z", np.array([0.5, 0.5]))
+            with ff.Switch(z):
+                ff.Bernoulli("b", p[z], observed=np.array([True, False, True]))
+                v = ff.Gaussian("v", 0.5, precision=2.0)
+                _ = v < ff.Data("d")
+    model.compile("ep")
