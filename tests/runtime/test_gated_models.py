@@ -1063,3 +1063,44 @@ def test_a_comparison_with_data_inside_a_switch_inside_a_plate_compiles_under_ep
                 v = ff.Gaussian("v", 0.5, precision=2.0)
                 _ = v < ff.Data("d")
     model.compile("ep")
+
+
+_GATHER_Y, _GATHER_C = np.array([1.0, 2.5, 1.0, 0.5]), np.array([1, 0, 1, 0])
+
+
+@pytest.mark.parametrize("index", ["observed-switch", "constant", "data"])
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_gather_by_an_index_over_a_plate_inside_a_latent_switch_is_exact(algorithm, index):
+    """Fuzz seed 16 (4 models, EP and VMP): ``m[c]`` read in a plate inside ``ff.Switch(z)``
+    (z latent, m not read by z there), c an observed Switch's condition over the plate (or
+    a constant index array): the case copy of m, gathered with its case axis last, was
+    taken at an index broadcast over the case axis too (a raw broadcasting ValueError;
+    an ``ff.Data`` index, without plates of its own, ran).  Now such a gather is copied
+    out before the Switch (``m__d[n] = Copy(m[c[n]])``, as for a gate inside a loop).
+    Nothing inside depends on z, so the posterior is p(z) p(m | y), which EP and VMP
+    reach exactly: log Z = log N(y; −1, 5 [c_i = c_j] + I / 3.5) (+ log P(c) for the
+    observed c), P(z) the prior (1e-10)."""
+    with ff.Model("gather_in_switch") as model:
+        with ff.Plate(ff.Range("k", 2)):
+            m = ff.Gaussian("m", -1.0, precision=0.2)
+        z = ff.Discrete("z", np.array([0.1, 0.9]))
+        with ff.Switch(z):
+            with ff.Plate(ff.Range("n", 4)):
+                if index == "observed-switch":
+                    c = ff.Discrete("c", np.array([0.3, 0.7]), observed=_GATHER_C)
+                    with ff.Switch(c):
+                        ff.Gaussian("y", m[c], precision=3.5, observed=_GATHER_Y)
+                else:
+                    idx = ff.Data("d", _GATHER_C) if index == "data" else _GATHER_C
+                    ff.Gaussian("y", m[idx], precision=3.5, observed=_GATHER_Y)
+    result = model.infer(algorithm, iterations=50)
+    cov = 5.0 * (_GATHER_C[:, None] == _GATHER_C[None, :]) + np.eye(4) / 3.5
+    exact = stats.multivariate_normal.logpdf(_GATHER_Y, -np.ones(4), cov)
+    if index == "observed-switch":
+        exact += np.sum(np.log(np.array([0.3, 0.7])[_GATHER_C]))
+    assert_close(result.log_evidence, exact, rtol=1e-10)
+    assert_close(result["z"].probs, [0.1, 0.9], rtol=1e-10)
+    post_prec = 0.2 + 3.5 * np.bincount(_GATHER_C, minlength=2)
+    post_mean = (-0.2 + 3.5 * np.bincount(_GATHER_C, _GATHER_Y, minlength=2)) / post_prec
+    assert_close(result["m"].mean, post_mean, rtol=1e-10)
+    assert_close(result["m"].variance, 1 / post_prec, rtol=1e-10)
