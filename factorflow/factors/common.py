@@ -16,6 +16,7 @@ import numpy as np
 from factorflow.distributions import Bernoulli, Distribution
 from factorflow.distributions.base import (  # noqa: F401  (logsumexp: re-exported)
     all_true,
+    any_true,
     is_zeros_view,
     log_normalizer_or_zero,
     logsumexp,
@@ -86,12 +87,29 @@ def times_finite(weight: np.ndarray, value: np.ndarray) -> np.ndarray:
         return np.where(weight == 0, 0.0, weight * value)
 
 
+def message_log_normalizer(msg: Distribution) -> np.ndarray:
+    """A(η) of a message as EP's evidence formulas count it: ``log_normalizer_or_zero``
+    (0 where the message is uniform), and 0 also where the message is improper with an
+    infinite normaliser (a Gamma message of rate exactly 0, x^(a − 1): a mixture's
+    projection whose rate equals the prior's).  Such a message counts as the unnormalised
+    weight exp⟨η, T(x)⟩, as a uniform one does.  EP's log evidence does not depend on the
+    scale of any message (a message's normaliser enters once in its variable's term and
+    once, negated, in its factor's), so one finite value per message, the same in both
+    places, gives the same evidence; A = +∞ gave ∞ − ∞ = NaN (fuzz seed 13, issue 10).
+    The variable's term (``ep_variable_evidence``) and the evidence operators that read
+    such messages use this."""
+    a = log_normalizer_or_zero(msg)
+    if all_true(np.isfinite(a)):
+        return a
+    return np.where(~np.isfinite(a) & ~msg.is_proper(), 0.0, a)
+
+
 def evidence_log_weight(msg: Distribution, x: Any) -> np.ndarray:
     """log of the evidence weight of value(s) ``x`` under ``msg``: the normalised density,
-    or 0 where the message is uniform."""
+    or 0 where the message is uniform (``message_log_normalizer``)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         return (msg._inner(msg.eta, msg.sufficient_stats(x)) + msg.log_base_measure(x)
-                - log_normalizer_or_zero(msg))
+                - message_log_normalizer(msg))
 
 
 # ----- Dirichlet / Beta projections -------------------------------------------------

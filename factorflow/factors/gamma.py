@@ -11,9 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from factorflow.distributions import Gamma
-from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, Elog, is_known
-from factorflow.factors.common import broadcast_batch, full, unsupported
+from factorflow.factors.common import broadcast_batch, full, message_log_normalizer, unsupported
 from factorflow.factors.registry import define_factor
 from factorflow.lazy import special
 
@@ -83,12 +82,12 @@ def _log_average_factor(sample, shape, rate) -> np.ndarray:
     if is_known(rate):
         prior = _sample_ep(shape, rate)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return ((prior * sample).log_normalizer() - log_normalizer_or_zero(sample)
+            return ((prior * sample).log_normalizer() - message_log_normalizer(sample)
                     - prior.log_normalizer())
     if is_known(sample):
         x = E(sample)
         tilted = Gamma.from_natural(*_rate_naturals(x, a)) * rate
         with np.errstate(divide="ignore", invalid="ignore"):
             return (special.xlogy(a - 1, x) - special.gammaln(a)
-                    + tilted.log_normalizer() - log_normalizer_or_zero(rate))
+                    + tilted.log_normalizer() - message_log_normalizer(rate))
     raise unsupported("Gamma", "ep", "evidence needs the sample or the rate to be known.")

@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from factorflow.distributions import Gamma
-from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E, Elog, is_known
-from factorflow.factors.common import times_finite, unsupported
+from factorflow.factors.common import message_log_normalizer, times_finite, unsupported
 from factorflow.factors.registry import define_factor
 from factorflow.lazy import special
 
@@ -68,5 +67,5 @@ def _log_average_factor(sample, rate) -> np.ndarray:
     if is_known(rate):
         return _log_density(k, E(rate))
     with np.errstate(divide="ignore", invalid="ignore"):
-        return ((_rate_message(sample) * rate).log_normalizer() - log_normalizer_or_zero(rate)
+        return ((_rate_message(sample) * rate).log_normalizer() - message_log_normalizer(rate)
                 - special.gammaln(k + 1))

@@ -25,7 +25,7 @@ from factorflow.distributions.base import (
     log_normalizer_or_zero,
     traced,
 )
-from factorflow.factors.common import logsumexp
+from factorflow.factors.common import logsumexp, message_log_normalizer
 from factorflow.factors.mixtures import log_average, log_weights
 
 # ----- annotations of the variable node's updates, by algorithm ---------------------
@@ -122,7 +122,7 @@ def ep_variable_evidence(marginal: Distribution, edges: list[tuple], var_shape: 
             ones = np.ones(np.broadcast_shapes(out.batch_shape, tuple(use_shape)))
             count = count + _reduce_array(on(mask, ones, use_shape), how, use_shape,
                                           var_shape, 0)
-            total = total + _reduce_array(on(mask, log_normalizer_or_zero(out), use_shape),
+            total = total + _reduce_array(on(mask, message_log_normalizer(out), use_shape),
                                           how, use_shape, var_shape, 0)
         a_marg = log_normalizer_or_zero(marginal)
         with np.errstate(invalid="ignore"):

@@ -115,9 +115,15 @@ def channels(program: Program) -> Program:
         if cases is not None and not gated and cases in random:
             definition = last_def.get(v)
             slots = definition.param("indices") if definition is not None else None
+            one = definition.param("index") if definition is not None else None
             if slots is not None:  # EnterPartial: clone slot s is case slots[s]
                 inputs += (("gate", use_of(Ref(cases), decl.plates, where,
                                            ("slots", tuple(slots)))),)
+            elif isinstance(one, int):  # EnterOne into one case of a Case (not a
+                # Switch: ff.Switch(z) inside ff.Case(z, k) reading a[z], which is a[k])
+                plates = random[cases].plates
+                inputs += (("gate", use_of(Ref(cases, plates[:-1] + (one,)), decl.plates,
+                                           where)),)
             elif _within(random[cases].plates, decl.plates):
                 # the cases are shared by the clone's extra plates (a condition outside
                 # the plate of the variable it gates): the use broadcasts over them

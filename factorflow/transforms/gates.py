@@ -170,8 +170,17 @@ class _Gates:
         Switch's loop over its cases belongs to that gate)."""
         if m + 1 < len(self.levels):
             deeper = self.levels[m + 1]
-            return self.frames.index(deeper[2]) - (2 if deeper[0].switch else 1)
+            return self.frames.index(deeper[2]) - (2 if self._switch(m + 1) else 1)
         return len(self.frames) - 1
+
+    def _switch(self, m: int) -> str | None:
+        """The loop range of level ``m`` if it is a switch's case (``if c == j`` in ``for
+        j``), else None.  Per level, not per condition: an ``ff.Case(z, k)`` written in
+        ``ff.Switch(z)`` is lowered to ``if z == k`` after the Switch's loop, and shares
+        its condition (one cases array, on the Switch's axis) but is no loop over cases:
+        its clones are EnterPartial's, placed and read as in any other case."""
+        case = self.levels[m][1]
+        return case if isinstance(case, str) else None
 
     # ----- blocks --------------------------------------------------------------------------
     def _block(self, nodes: tuple[Node, ...]) -> None:
@@ -219,7 +228,11 @@ class _Gates:
         at = self._outside_det(len(self.frames) - (2 if switch else 1), node.condition.var)
         inside = tuple(id(f) for f in self.frames[:at + 1] if f.kind == "det")
         slot = key + ((id(home),) if home is not None else ()) + inside
-        cond = self.conds.get(slot) or self._condition(key, node, count, switch, slot)
+        cond = self.conds.get(slot)
+        if cond is None:
+            cond = self._condition(key, node, count, switch, slot)
+        else:  # met before (a Switch's cases): this gate too must sit in z's loops only
+            self._check_loops(node.condition, self._loops()[:-1] if switch else self._loops())
         level, frame = len(self.levels), Frame("if", [])
         self.levels.append((cond, case, frame))
         self.frames.append(frame)
@@ -240,12 +253,7 @@ class _Gates:
         cond = self.conds[slot] = Cond(key, lhs, count, switch)
         held = [self.frames.pop()] if switch else []  # a switch's cases sit before its loop
         loops = self._loops()
-        known = {i for c, _, _ in self.levels for i in c.lhs.index + (c.switch,)}
-        bad = [r for r in loops if r not in set(lhs.index) | known]
-        if bad:
-            raise ModelError(f"gate on {self._show(lhs)}: the condition does not depend on "
-                             f"the loop over {display(bad[0])}; place the gate outside that "
-                             "loop.")
+        self._check_loops(lhs, loops)
         selector = self._ref(lhs, False, "", [])
         cond.cases = self._fresh(lhs.var, *flat(lhs, loops)[1:], "cases")
         cond.axis = switch or self._axis(cond.cases, count)
@@ -262,6 +270,18 @@ class _Gates:
             cond.switch_for = held[0].node
             self.frames.extend(held)
         return cond
+
+    def _check_loops(self, lhs: Ref, loops: tuple[str, ...]) -> None:
+        """ModelError unless every loop around a gate on ``lhs`` is one its condition
+        depends on (or a case loop of a gate around): a Switch is not moved out of a plate
+        (``lower._gates_outside_loops``), whether or not a gate on the condition came
+        before outside it (whose cases it would otherwise share: fuzz seed 15)."""
+        known = {i for c, _, _ in self.levels for i in c.lhs.index + (c.switch,)}
+        bad = [r for r in loops if r not in set(lhs.index) | known]
+        if bad:
+            raise ModelError(f"gate on {self._show(lhs)}: the condition does not depend on "
+                             f"the loop over {display(bad[0])}; place the gate outside that "
+                             "loop.")
 
     def _exit(self, cond: Cond, items: list) -> None:
         """``x = Gate.Exit(cases, x_cond)`` for each variable now defined in every case."""
@@ -359,6 +379,12 @@ class _Gates:
         levels = range(self.home.get(var, 0), depth)
         if any(self.levels[m][0].key in self.a.exits.get(var, ()) for m in levels):
             return False
+        if any(self._switch(m) for m in levels) and any(
+                isinstance(i, Ref) and i.index for i in ref.index):
+            # in a switch the case copy is gathered with the case axis last (``copy[idx[n],
+            # k]``), which an index over plates of its own (a constant index array, an
+            # observed Switch's condition: ``idx[n]``) cannot read: fuzz seed 16
+            return True
         return not all(any(isinstance(i, Ref) for i in self._index_set(
             m, ref, ref.index, var, False)[1].values()) for m in levels)
 
@@ -372,9 +398,9 @@ class _Gates:
         the results).  One per gather, place and loops."""
         home = self.home.get(ref.var, 0)
         cond, _, frame = self.levels[home]
-        at = self._outside_det(self.frames.index(frame) - (2 if cond.switch else 1),
+        at = self._outside_det(self.frames.index(frame) - (2 if self._switch(home) else 1),
                                ref.var, *(i.var for i in ref.index if isinstance(i, Ref)))
-        cases = {c.switch for c, _, _ in self.levels[home:]}
+        cases = {self._switch(n) for n in range(home, len(self.levels))}
         open_ = self._loops(at)
         plates = open_ + tuple(r for r in self._loops() if r not in open_ and r not in cases)
         key = (format_ref(ref), plates, id(self.frames[at]))
@@ -406,20 +432,20 @@ class _Gates:
             return ref
         read = ref.index if read is None else read
         m = depth - 1
-        cond = self.levels[m][0]
-        if cond.switch is None:
+        cond, switch = self.levels[m][0], self._switch(m)
+        if switch is None:
             one = m in hit
             cover, subst = self._index_set(m, ref, read, var, is_def or one)
             src = self._lift(cover, var, is_def, m, hit, prov, post, read)
         else:  # in a switch an element indexed by the switch's loop enters one case
             src = self._lift(ref, var, is_def, m, hit, prov, post, read)
-            one = m in hit or cond.switch in src.index
+            one = m in hit or switch in src.index
             cover, subst = self._index_set(m, ref, read, var, is_def or one)
             if cover != ref:
                 src = self._lift(cover, var, is_def, m, hit, prov, post, read)
         clone = cond.clones.get(format_ref(src)) or self._clone(m, src, var, one, prov,
                                                                 is_def)
-        if cond.switch is not None and clone.kind == "enter" and self._shared(m, var, cover):
+        if switch is not None and clone.kind == "enter" and self._shared(m, var, cover):
             # a set's clone in a switch: one copy of the case's slot for all its reads
             gather = any(isinstance(i, Ref) for i in subst.values())
             use = self._case_copy(clone, m, clone.ref(self.levels[m][1]), prov, gather)
@@ -445,15 +471,16 @@ class _Gates:
         comes last (the copy gathered along its first axis, the whole array the gate
         entered: ``copy[idx[n], k]``), else the copy's axes run in the loops' order."""
         cond, case, frame = self.levels[m]
+        switch = self._switch(m)
         here = self._loops(self.frames.index(frame))
-        key = ("slot", case) + (("gather",) if gather and cond.switch else ())
+        key = ("slot", case) + (("gather",) if gather and switch else ())
         local = clone.locals.get(key)
         if local is None:
             d = self.decls[clone.var]
             plates = clone.plates
-            if cond.switch and gather:
+            if switch and gather:
                 plates = plates + (cond.axis,)
-            elif cond.switch:  # a copy per case, its axes in the order of the loops
+            elif switch:  # a copy per case, its axes in the order of the loops
                 plates = tuple(p for p in here if p in plates or p == cond.axis) + tuple(
                     p for p in plates if p not in here)
             local = clone.locals[key] = Ref(
@@ -497,8 +524,9 @@ class _Gates:
                ) -> Clone:
         """The clone array of ``src`` for gate level ``m``, declared and placed."""
         cond, case, frame = self.levels[m]
+        switch = self._switch(m)
         kind = ("exit" if cond.key in self.a.exits.get(var, ()) else "one" if one
-                else "enter" if cond.switch else "partial")
+                else "enter" if switch else "partial")
         if kind == "exit" and not is_def:
             # a variable the gate defines, read there through another index than its
             # definition's (a gather v[idx]): it would become a second exit of it
@@ -512,19 +540,19 @@ class _Gates:
                 "definition; read it there as it is defined, or after the gate.")
         gate = self.frames.index(frame)
         # the frame holding the gate (or its loop), outside observed conditions' branches
-        top = self._outside_det(gate - (2 if cond.switch else 1), cond.lhs.var, src.var)
+        top = self._outside_det(gate - (2 if switch else 1), cond.lhs.var, src.var)
         body = [i for i in range(gate + 1, self._inner(m) + 1) if self.frames[i].kind == "for"]
         ranges = [self.frames[i].node.range for i in body]
         need = [] if kind == "exit" or self.opt.enter_whole_arrays else [
             r for r in ranges if r in src.index]
-        if kind == "one" and cond.switch and need != ranges:
+        if kind == "one" and switch and need != ranges:
             # loops inside the switch that the element does not need (a plate opened in
             # the case): the clone sits outside them and their uses broadcast it
             at, fresh = ((body[len(need) - 1] if need else gate), []) \
                 if need == ranges[: len(need)] else (gate, need)
-        elif kind == "one" and cond.switch:
+        elif kind == "one" and switch:
             at, fresh = self._inner(m), []
-        elif not cond.switch and need == ranges[: len(need)]:
+        elif not switch and need == ranges[: len(need)]:
             at, fresh = (body[len(need) - 1] if need else top), []
         else:
             at, fresh = top, need
@@ -553,7 +581,7 @@ class _Gates:
 
         if kind == "partial":
             self.partials.append(clone)
-        node: Any = make() if kind == "one" and cond.switch else Gen(m, make)
+        node: Any = make() if kind == "one" and switch else Gen(m, make)
         for r in reversed(fresh):
             node = ForB(r, [node])
         self.frames[at].items.append(node)
@@ -569,7 +597,7 @@ class _Gates:
             return clone.ref(clone.used.index(case))
         if clone.kind == "one":
             return clone.ref()
-        if cond.switch is None:
+        if self._switch(m) is None:
             return clone.ref(case)
         local = clone.locals.get(case)  # in a switch: a local copy of the case's element
         if is_def and clone.kind != "enter":  # the observed branches it is defined under

@@ -210,12 +210,12 @@ def _implied(frame: GateFrame, frames: tuple) -> bool:
 
 
 def _picked(switch: GateFrame, frames: tuple) -> bool:
-    """Whether an ``ff.Case`` / ``ff.If`` inside ``switch`` picks one of its cases: the
-    statement belongs to that case alone, as if written outside the Switch (``array[z]``
-    there reads the case's element)."""
-    inner = frames[frames.index(switch) + 1:]
+    """Whether an ``ff.Case`` / ``ff.If`` on ``switch``'s condition, inside it or around
+    it (``ff.Switch(z)`` inside ``ff.Case(z, k)``), picks one of its cases: the statement
+    belongs to that case alone, as if written outside the Switch (``array[z]`` there reads
+    the case's element)."""
     return any(isinstance(g, GateFrame) and g.kind != "switch"
-               and g.condition is switch.condition for g in inner)
+               and g.condition is switch.condition for g in frames)
 
 
 def _live_statements(model: Model) -> list[FactorCall]:
