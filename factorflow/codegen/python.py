@@ -212,7 +212,7 @@ class _Emitter:
             if checks and s.param("defer") is None:
                 # a message to a variable keeps its old value where its input is improper
                 inputs, what, extra = checks
-                rhs = (f"skip_improper({old}, lambda: {rhs}, ({inputs},), {what!r}, "
+                rhs = (f"skip_improper({old}, lambda: {rhs}, ({', '.join(inputs)},), {what!r}, "
                        f"{self.iteration}{extra})")
                 checks = None
             # EP damping: the new message to the variable mixed with the old one
@@ -220,12 +220,12 @@ class _Emitter:
             rhs = f"damp({old}, {rhs}, damping, {label!r})"
         if checks:
             inputs, what, extra = checks
-            for value in inputs.split(", "):
+            for value in inputs:
                 self.emit(f"check_proper_input({value}, {what!r}, {self.iteration}{extra})",
                           depth)
         self.assign(s.outputs[0], rhs, depth, s)
 
-    def proper_inputs(self, s: Stmt) -> tuple[str, str, str] | None:
+    def proper_inputs(self, s: Stmt) -> tuple[list[str], str, str] | None:
         """For an EP operator annotated ``proper`` for some arguments (seed 000: its output
         is not defined on a uniform input): those inputs' operands, what to call them in a
         run-time error, and the mask argument; None if there are none."""
@@ -243,7 +243,7 @@ class _Emitter:
         if s.provenance:
             what += f" ({comment(s.provenance)})"
         mask = self.mask(s)
-        return ", ".join(values), what, f", {mask}" if mask is not None else ""
+        return values, what, f", {mask}" if mask is not None else ""
 
     def mask(self, s: Stmt) -> str | None:
         """The boolean array (over the statement's plates) of the observed conditions

@@ -1046,13 +1046,7 @@ def test_a_switch_inside_a_plate_its_condition_is_not_over_is_refused_after_one_
         model.compile(algorithm)
 
 
-@pytest.mark.xfail(strict=True, raises=SyntaxError,
-                   reason="open (fuzz seed 15, 6 EP runs): codegen/python.py splits the "
-                   "operands of check_proper_input on ', ', cutting align_plates(x, (0,), 2)")
-def test_a_comparison_with_data_inside_a_switch_inside_a_plate_compiles_under_ep():
-    """``v < d`` (an ``ff.Data`` d) of a variable defined inside ``ff.Switch(z)`` inside a
-    plate: EP's generated source is not valid Python (``check_proper_input(align_plates(
-    v_d, ...`` cut at a comma).  Left to the owner of codegen/*."""
+def _compare_in_switch(compare: str | None) -> ff.Model:
     with ff.Model("compare_in_switch") as model:
         with ff.Plate(ff.Range("k", 2)):
             p = ff.Beta("p", 1.0, 1.0)
@@ -1061,8 +1055,35 @@ def test_a_comparison_with_data_inside_a_switch_inside_a_plate_compiles_under_ep
             with ff.Switch(z):
                 ff.Bernoulli("b", p[z], observed=np.array([True, False, True]))
                 v = ff.Gaussian("v", 0.5, precision=2.0)
-                _ = v < ff.Data("d")
-    model.compile("ep")
+                if compare:
+                    less = v < ff.Data("d", np.array([0.1, 0.7, -0.2]))
+                    if compare == "constrained":
+                        ff.constrain_true(less)
+    return model
+
+
+def test_a_comparison_with_data_inside_a_switch_inside_a_plate_runs_under_ep():
+    """Fuzz seed 15 (6 EP runs): ``v < d`` (an ``ff.Data`` d) of a variable defined inside
+    ``ff.Switch(z)`` inside a plate made EP's generated source invalid Python (the
+    operands of ``check_proper_input`` were split at ", ", cutting ``align_plates(v, (0,),
+    2)``).  Here v's prior is the same in both cases, so the comparison, free or
+    constrained true, is the same in both and leaves z and p unchanged: the run equals
+    the model without it, its log evidence (plus log P(v < d) when constrained), and v
+    is its prior or the truncated Gaussian."""
+    d, prec = np.array([0.1, 0.7, -0.2]), 2.0
+    without = _compare_in_switch(None).infer("ep", progress=False)
+    for compare in ("free", "constrained"):
+        got = _compare_in_switch(compare).infer("ep", progress=False)
+        p_less = stats.norm.cdf((d - 0.5) * np.sqrt(prec))  # P(v < d) under v's prior
+        log_compare = np.sum(np.log(p_less)) if compare == "constrained" else 0.0
+        assert_close(got["z"].probs, without["z"].probs, rtol=1e-10, atol=1e-12)
+        assert_close(got["p"].mean, without["p"].mean, rtol=1e-10, atol=1e-12)
+        assert_close(got.log_evidence, without.log_evidence + log_compare, rtol=1e-10,
+                     atol=1e-10)
+        upper = (d - 0.5) * np.sqrt(prec) if compare == "constrained" else np.inf
+        assert_close(got["v"].mean, stats.truncnorm.mean(-np.inf, upper, 0.5,
+                                                         1 / np.sqrt(prec)),
+                     rtol=1e-8, atol=1e-10)
 
 
 _GATHER_Y, _GATHER_C = np.array([1.0, 2.5, 1.0, 0.5]), np.array([1, 0, 1, 0])
