@@ -162,6 +162,25 @@ def test_plate_form_extrapolation_keeps_eps_fixed_point(monkeypatch):
     assert fast.iterations < slow.iterations
 
 
+def test_plate_form_resumed_from_a_checkpoint_reaches_the_same_fixed_point(tmp_path):
+    """A checkpoint does not hold the extrapolation's cycle (README, Checkpoint and
+    resume): a run resumed mid-cycle starts a new one, and still ends at the fixed point
+    of a run never interrupted (1e-8), though not in the same sweeps."""
+    X, y, _ = problem(5, 3, 1, 18)
+    compiled = regression(X, y, 3, np.array([0.3]), 1.5, plate=True).compile("ep")
+    whole = compiled.run(progress=False, tolerance=1e-13)
+    path = tmp_path / "softmax.ckpt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ff.ConvergenceWarning)  # 17 sweeps: not converged
+        compiled.run(iterations=17, progress=False, tolerance=1e-13, checkpoint=path,
+                     every=5)
+    resumed = compiled.run(progress=False, tolerance=1e-13, checkpoint=path, every=5)
+    assert whole.converged and resumed.converged
+    assert_close(resumed["W"].mean, whole["W"].mean, rtol=0, atol=1e-8)
+    assert_close(resumed["W"].covariance, whole["W"].covariance, rtol=0, atol=1e-8)
+    assert_close(resumed.log_evidence, whole.log_evidence, rtol=0, atol=1e-8)
+
+
 def test_plate_form_oscillation_settles_under_extrapolation(monkeypatch):
     """K = 2, a weak likelihood: plain parallel EP oscillates (means off by tens of
     posterior sd) and warns; the extrapolated run converges, undamped, to the fixed point
