@@ -112,17 +112,20 @@ def positive_definite(matrix: Any) -> np.ndarray:
     reads it) is positive definite: one batched Cholesky factorisation where every
     matrix is (the common case: a posterior's precisions, about 10 times cheaper than
     their eigenvalues at D = 10), ``smallest_eigenvalue(matrix) > 0`` otherwise, for
-    D ≤ 2 (closed form) and when traced (no branch on values)."""
+    D ≤ 2 (closed form) and when traced (no branch on values).  A matrix with a NaN or
+    infinite entry is not (False, where LAPACK's ``eigvalsh`` would raise)."""
     m = np.asarray(matrix, float)
     if m.ndim >= 2 and m.shape[-1] > 2 and m.size and not traced():
         try:
             chol = np.linalg.cholesky(m)
         except np.linalg.LinAlgError:  # some matrix is not: each one's eigenvalue below
-            pass
-        else:
-            if np.all(np.isfinite(chol)):  # (NaN or inf entries factor without an error)
-                return np.ones(m.shape[:-2], bool)
-    return smallest_eigenvalue(m) > 0
+            chol = None
+        if chol is not None and np.all(np.isfinite(chol)):  # (NaN or inf entries factor
+            return np.ones(m.shape[:-2], bool)               # without an error)
+    if m.ndim < 2:
+        return smallest_eigenvalue(m) > 0
+    finite = np.all(np.isfinite(m), axis=(-2, -1))
+    return finite & (smallest_eigenvalue(np.where(finite[..., None, None], m, 0.0)) > 0)
 
 
 def check_positive_definite(matrix: Any, what: str) -> np.ndarray:
