@@ -114,6 +114,17 @@ def _mixture(x: np.ndarray, k: int) -> ff.Model:
     return model
 
 
+def _equals_em(result: ff.Result, em: tuple, rtol: float, atol: float,
+               elbo_atol: float) -> None:
+    """``result``'s q(θ), q(φ), q(z) and bound equal EM's (pseudo-counts, responsibilities,
+    ELBO) written out by hand."""
+    gamma, lam, r, elbo = em
+    assert_close(result["theta"].alpha, gamma, rtol, atol)
+    assert_close(result["phi"].alpha, lam, rtol, atol)
+    assert_close(result["z"].probs, r, rtol, atol)
+    assert_close(result.log_evidence, elbo, rtol, elbo_atol)
+
+
 def _same(a: ff.Result, b: ff.Result) -> None:
     assert a.log_evidence == b.log_evidence
     assert a.trace == b.trace
@@ -162,12 +173,8 @@ def test_lda_local_loop_equals_variational_em_written_out(
     doc, words, alpha, eta, lam = _corpus(seed, n_docs, n_topics, n_words, n_tokens)
     result = _run_lda(doc, words, n_docs, n_topics, n_words, alpha, eta, lam, sweeps,
                       local=("theta", "z"), local_iterations=passes, local_restart=restart)
-    gamma, lam, r, elbo = variational_em(doc, words, n_docs, n_words, alpha, eta, lam,
-                                         sweeps, passes, restart=restart)
-    assert_close(result["theta"].alpha, gamma, 1e-10, 1e-12)
-    assert_close(result["phi"].alpha, lam, 1e-10, 1e-12)
-    assert_close(result["z"].probs, r, 1e-10, 1e-12)
-    assert_close(result.log_evidence, elbo, 1e-10, 1e-10)
+    _equals_em(result, variational_em(doc, words, n_docs, n_words, alpha, eta, lam,
+                                      sweeps, passes, restart=restart), 1e-10, 1e-12, 1e-10)
 
 
 @settings(max_examples=6, deadline=None, derandomize=True)
@@ -186,12 +193,8 @@ def test_the_restart_goes_back_to_the_users_start_of_theta(
         iterations=sweeps, tolerance=None, progress=False,
         init={"phi": ff.distributions.Dirichlet(lam0),
               "theta": ff.distributions.Dirichlet(start)})
-    gamma, lam, r, elbo = variational_em(doc, words, n_docs, n_words, alpha, eta, lam0,
-                                         sweeps, passes, start=start)
-    assert_close(result["theta"].alpha, gamma, 1e-10, 1e-12)
-    assert_close(result["phi"].alpha, lam, 1e-10, 1e-12)
-    assert_close(result["z"].probs, r, 1e-10, 1e-12)
-    assert_close(result.log_evidence, elbo, 1e-10, 1e-10)
+    _equals_em(result, variational_em(doc, words, n_docs, n_words, alpha, eta, lam0,
+                                      sweeps, passes, start=start), 1e-10, 1e-12, 1e-10)
 
 
 @pytest.mark.parametrize("tolerance", [1e-2, 1e-5])
@@ -372,12 +375,8 @@ def test_each_document_stops_alone_as_written_out(
     result = _run_lda(doc, words, n_docs, n_topics, n_words, alpha, eta, lam, sweeps,
                       local=("theta", "z"), local_iterations=passes, local_restart=True,
                       local_tolerance=tolerance, local_stop="each")
-    gamma, lam, r, elbo = per_document_em(doc, words, n_docs, n_words, alpha, eta, lam,
-                                          sweeps, passes, tolerance)
-    assert_close(result["theta"].alpha, gamma, 1e-12, 1e-12)
-    assert_close(result["phi"].alpha, lam, 1e-12, 1e-12)
-    assert_close(result["z"].probs, r, 1e-12, 1e-12)
-    assert_close(result.log_evidence, elbo, 1e-12, 1e-12)
+    _equals_em(result, per_document_em(doc, words, n_docs, n_words, alpha, eta, lam,
+                                       sweeps, passes, tolerance), 1e-12, 1e-12, 1e-12)
 
 
 def test_each_document_stopping_alone_differs_from_all_stopping_together():
