@@ -229,37 +229,42 @@ def mixture_table() -> None:
         print(_message_row(n, k, d))
 
 
-def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int, ard: bool,
-                 seen: np.ndarray | None = None) -> tuple[float, float] | None:
-    """BayesPy's ms per iteration and final bound on the same model, priors, start and
-    update order (W, [α,] τ, z; z from N(z0, I), τ and α from their priors), or None if
-    absent.  ``ard``: W's rows ``GaussianARD(0, α, shape=(K,))`` as in BayesPy's demo;
-    ``seen``: its demo's missing values, ``Y.observe(data, mask=seen)``."""
-    try:
-        from bayespy.inference import VB
-        from bayespy.nodes import Dot, Gamma, Gaussian, GaussianARD
-    except ImportError:
-        return None
+def bayespy_pca(y: np.ndarray, z0: np.ndarray, ard: bool,
+                seen: np.ndarray | None = None) -> tuple:
+    """BayesPy's PCA of ``y`` (N × M, K = z0's columns), factorflow's model, priors,
+    start and update order (W, [α,] τ, z; z from N(z0, I), τ and α from their priors):
+    its ``VB`` and W's node.  ``ard``: W's rows ``GaussianARD(0, α, shape=(K,))`` as in
+    BayesPy's demo; ``seen``: its demo's missing values, ``Y.observe(data, mask=seen)``.
+    Raises ImportError without BayesPy."""
+    from bayespy.inference import VB
+    from bayespy.nodes import Dot, Gamma, Gaussian, GaussianARD
     n, m = y.shape
     k = z0.shape[1]
+    if ard:
+        alpha = Gamma(1e-2, 1e-2, plates=(k,))
+        w = GaussianARD(0.0, alpha, shape=(k,), plates=(m, 1))
+    else:
+        w = Gaussian(np.zeros(k), np.identity(k), plates=(m, 1))
+    z = Gaussian(np.zeros(k), np.identity(k), plates=(1, n))
+    tau = Gamma(1.0, 1.0)
+    obs = GaussianARD(Dot(w, z), tau)
+    obs.observe(y.T, mask=True if seen is None else seen.T)
+    q = VB(obs, w, alpha, tau, z) if ard else VB(obs, w, tau, z)
+    z.initialize_from_parameters(z0[None], np.identity(k))
+    return q, w
 
-    def build() -> VB:
-        if ard:
-            alpha = Gamma(1e-2, 1e-2, plates=(k,))
-            w = GaussianARD(0.0, alpha, shape=(k,), plates=(m, 1))
-        else:
-            w = Gaussian(np.zeros(k), np.identity(k), plates=(m, 1))
-        z = Gaussian(np.zeros(k), np.identity(k), plates=(1, n))
-        tau = Gamma(1.0, 1.0)
-        obs = GaussianARD(Dot(w, z), tau)
-        obs.observe(y.T, mask=True if seen is None else seen.T)
-        q = VB(obs, w, alpha, tau, z) if ard else VB(obs, w, tau, z)
-        z.initialize_from_parameters(z0[None], np.identity(k))
-        return q
 
+def _pca_bayespy(y: np.ndarray, z0: np.ndarray, sweeps: int, repeats: int, ard: bool,
+                 seen: np.ndarray | None = None) -> tuple[float, float] | None:
+    """BayesPy's ms per iteration and final bound on ``bayespy_pca``'s model, or None if
+    BayesPy is absent."""
+    try:
+        import bayespy  # noqa: F401
+    except ImportError:
+        return None
     times, bound = [], 0.0
     for _ in range(repeats):
-        q = build()
+        q = bayespy_pca(y, z0, ard, seen)[0]
         start = CLOCK()
         q.update(repeat=sweeps, verbose=False)  # computes the bound every iteration
         times.append(CLOCK() - start)

@@ -249,23 +249,12 @@ def test_masked_pca_bound_is_bayespys(ard):
     same model, priors, start and update order (with ARD as in its demo): the same
     bound after 10 sweeps (1e-10) and the same E[W]."""
     pytest.importorskip("bayespy")
-    from bayespy.inference import VB
-    from bayespy.nodes import Dot, Gamma, Gaussian, GaussianARD
+    from benchmarks.bench_vectors import bayespy_pca
     rng = np.random.default_rng(11)
     n, m, k, sweeps = 40, 7, 3, 10
     y, start = _pca_data(rng, n, m, k)
     seen = rng.random((n, m)) > 0.25
-    if ard:
-        alpha = Gamma(1e-2, 1e-2, plates=(k,))
-        w = GaussianARD(0.0, alpha, shape=(k,), plates=(m, 1))
-    else:
-        w = Gaussian(np.zeros(k), np.identity(k), plates=(m, 1))
-    z = Gaussian(np.zeros(k), np.identity(k), plates=(1, n))
-    tau = Gamma(1.0, 1.0)
-    obs = GaussianARD(Dot(w, z), tau)
-    obs.observe(y.T, mask=seen.T)
-    q = VB(obs, w, alpha, tau, z) if ard else VB(obs, w, tau, z)
-    z.initialize_from_parameters(start.mean[None], np.identity(k))
+    q, w = bayespy_pca(y, start.mean, ard, seen)
     q.update(repeat=sweeps, verbose=False)
     result = _pca(np.ma.masked_array(y, mask=~seen), k, ard).compile("vmp", init=["z"]).run(
         init={"z": start}, iterations=sweeps, tolerance=None)
