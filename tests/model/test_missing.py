@@ -20,7 +20,7 @@ from scipy import special
 
 import factorflow as ff
 from tests.conftest import assert_close
-from tests.model.test_vectors import _greedy_order, _pca_data, _without_fusion
+from tests.model.test_vectors import _greedy_order, _pca_data, _same_pca_runs, _without_fusion
 from tests.runtime.test_vector_models import _gamma_kl, _standard_normal_kl
 
 
@@ -201,15 +201,7 @@ def test_masked_pca_equals_the_unfused_gated_program_sweep_by_sweep(monkeypatch,
     _greedy_order(monkeypatch)
     plain = _pca(observed, k, ard).compile("vmp", init=["z", "tau"])
     assert "InnerProductGaussian" in fused.source and "where_mask" in plain.source
-    for sweeps in (1, 3, 12):
-        a = fused.run(init=init, iterations=sweeps, tolerance=None)
-        b = plain.run(init=init, iterations=sweeps, tolerance=None)
-        for name in ("W", "z"):
-            assert_close(a[name].mean, b[name].mean, rtol=1e-10, atol=1e-12)
-            assert_close(a[name].covariance, b[name].covariance, rtol=1e-10, atol=1e-12)
-        assert_close([a["tau"].shape_param, a["tau"].rate],
-                     [b["tau"].shape_param, b["tau"].rate], rtol=1e-10)
-        assert_close(a.trace, b.trace, rtol=1e-10)
+    _same_pca_runs(fused, plain, init, (1, 3, 12))
 
 
 def test_pca_with_whole_rows_missing_is_pca_without_those_rows():

@@ -273,9 +273,15 @@ def test_fused_pca_equals_the_unfused_program_sweep_by_sweep(monkeypatch):
     _greedy_order(monkeypatch)
     plain = _pca(y, k).compile("vmp", init=["z", "tau"])
     assert "InnerProductGaussian" in fused.source and "InnerProductGaussian" not in plain.source
-    for sweeps in (1, 2, 7, 25):
-        a = fused.run(init=init, iterations=sweeps, tolerance=None)
-        b = plain.run(init=init, iterations=sweeps, tolerance=None)
+    _same_pca_runs(fused, plain, init, (1, 2, 7, 25))
+
+
+def _same_pca_runs(fused, plain, init: dict, sweeps: tuple[int, ...]) -> None:
+    """Two compiled PCA programs give the same W, z, τ, bound and trace (1e-10) after
+    each number of ``sweeps`` from ``init``."""
+    for count in sweeps:
+        a = fused.run(init=init, iterations=count, tolerance=None)
+        b = plain.run(init=init, iterations=count, tolerance=None)
         for name in ("W", "z"):
             assert_close(a[name].mean, b[name].mean, rtol=1e-10, atol=1e-12)
             assert_close(a[name].covariance, b[name].covariance, rtol=1e-10, atol=1e-12)
