@@ -144,7 +144,8 @@ def _add_naturals(a: Any, b: Any) -> Any:
     a + b to rounding, 1e-16 of the largest term), and is remembered as a
     ``rows_product`` itself.  The general sum otherwise, and below ``COMPACT_ABOVE``
     elements (where the sum costs less than the product's call)."""
-    if not TRACED:
+    if not TRACED and (getattr(a, "size", 0) >= COMPACT_ABOVE
+                       or getattr(b, "size", 0) >= COMPACT_ABOVE):
         for prod, row in ((a, b), (b, a)):
             hit = (recall("rows_product", prod) if getattr(prod, "ndim", 0) == 2
                    and prod.size >= COMPACT_ABOVE else None)
@@ -213,7 +214,7 @@ class Distribution(ABC):
         Gaussian(mean=3.0, variance=0.5)
         """
         obj = cls.__new__(cls)
-        Distribution.__init__(obj, *eta)
+        object.__setattr__(obj, "eta", tuple([np.asarray(e, dtype=float) for e in eta]))
         return obj
 
     @classmethod
@@ -253,7 +254,7 @@ class Distribution(ABC):
 
     def _map(self: D, fn) -> D:
         nd = self.event_ndim
-        return self.from_natural(*(fn(e, nd) for e in self.eta))
+        return self.from_natural(*[fn(e, nd) for e in self.eta])
 
     def __getitem__(self: D, index: Any) -> D:
         return self._map(lambda e, nd: e[index])  # batch axes lead, so NumPy indexing fits
@@ -275,8 +276,8 @@ class Distribution(ABC):
         >>> ff.distributions.Beta(2.0, 3.0).broadcast_to((2,))
         Beta(alpha=[2., 2.], beta=[3., 3.])
         """
-        return self._map(lambda e, nd: np.broadcast_to(e, tuple(batch_shape) + e.shape[
-            e.ndim - nd:]))
+        batch = tuple(batch_shape)
+        return self._map(lambda e, nd: broadcast_view(e, batch + e.shape[e.ndim - nd:]))
 
     def compact(self: D, always: bool = False) -> D:
         """The same messages with every batch axis that all natural parameters merely
@@ -295,9 +296,9 @@ class Distribution(ABC):
         """
         if self.eta[0].size < COMPACT_ABOVE and not always:
             return self
-        nb = len(self.batch_shape)
-        shrink = [i for i in range(nb) if all(strides(e)[i] == 0 and e.shape[i] > 1
-                                              for e in self.eta)]
+        nb = self.eta[0].ndim - self.event_ndim
+        every = [(e.shape, strides(e)) for e in self.eta]  # (read once per parameter)
+        shrink = [i for i in range(nb) if all(st[i] == 0 and sh[i] > 1 for sh, st in every)]
         if not shrink:
             return self
         index = tuple(slice(0, 1) if i in shrink else slice(None) for i in range(nb))
@@ -357,11 +358,13 @@ class Distribution(ABC):
         # a uniform factor made by ``uniform`` (a broadcast view of 0) changes nothing
         # but the shape: no array pass over the plate for it
         for keep, zero in ((self, other), (other, self)):
-            if is_zeros_view(zero.eta) and keep.eta[0].shape == np.broadcast_shapes(
-                    keep.eta[0].shape, zero.eta[0].shape):
-                return keep
-        return self.from_natural(*(_add_naturals(a, b)
-                                   for a, b in zip(self.eta, other.eta, strict=True)))
+            if is_zeros_view(zero.eta):
+                shape = keep.eta[0].shape
+                if shape == zero.eta[0].shape or shape == np.broadcast_shapes(
+                        shape, zero.eta[0].shape):
+                    return keep
+        return self.from_natural(*[_add_naturals(a, b)
+                                   for a, b in zip(self.eta, other.eta, strict=True)])
 
     def __truediv__(self: D, other: D) -> D:
         if type(other) is not type(self):
@@ -741,7 +744,9 @@ def last_axis_max(x: np.ndarray) -> np.ndarray:
     elementwise pass; K = 10: ~6×), so for K ≤ 16 the columns are compared pairwise
     instead, K − 1 elementwise passes over (N,) arrays."""
     k = x.shape[-1] if x.ndim else 0
-    if TRACED or not 1 < k <= _COLUMNS_UP_TO or x.size < COMPACT_ABOVE:
+    # (from 8 rows a column: the pairwise passes cost less than the reduction's set-up
+    # along a short axis, at K = 10 from about 80 rows)
+    if TRACED or not 1 < k <= _COLUMNS_UP_TO or x.size < 8 * k * k:
         return np.max(x, axis=-1, keepdims=True)
     out = x[..., 0].copy()
     for j in range(1, k):
@@ -918,6 +923,29 @@ def _traced_view(a: Any) -> tuple[int, ...] | None:
     return hit[1] if hit is not None and hit[0]() is a else None
 
 
+def broadcast_view(a: Any, shape: tuple[int, ...]) -> Any:
+    """``np.broadcast_to(a, shape)``: the same read-only view (the same shape, strides
+    and values), made directly from ``a``'s memory when ``a`` is a C-contiguous NumPy
+    array of numbers (the natural parameters of a posterior seen by every datum), where
+    ``np.broadcast_to``'s own set-up costs twice the view's.  ValueError, as there,
+    when the shapes do not broadcast."""
+    if (type(a) is not np.ndarray or not a.flags.c_contiguous or not a.size
+            or a.dtype.kind not in "fbiu" or 0 in shape):
+        return np.broadcast_to(a, shape)
+    lead = len(shape) - a.ndim
+    if lead < 0:
+        return np.broadcast_to(a, shape)  # (its error)
+    st = [0] * len(shape)
+    for i, (n, s) in enumerate(zip(a.shape, a.strides)):
+        if n == shape[lead + i]:
+            st[lead + i] = s
+        elif n != 1:
+            return np.broadcast_to(a, shape)  # (its error)
+    view = np.ndarray(shape, a.dtype, a, 0, tuple(st))
+    view.flags.writeable = False
+    return view
+
+
 def zeros_view(shape: tuple[int, ...]) -> np.ndarray:
     """An all-zero array of ``shape`` that holds one element (a read-only broadcast view):
     the natural parameters of a uniform message, which products then skip."""
@@ -943,7 +971,10 @@ def is_zeros_view(eta: tuple[np.ndarray, ...]) -> bool:
     if TRACED:
         return all(e.size and id(e) in _TRACED_ZEROS and _traced_view(e) is not None
                    for e in eta)
-    return all(e.size and not any(e.strides) and e.flat[0] == 0.0 for e in eta)
+    for e in eta:  # (a loop, not a generator: this runs on every product of messages)
+        if not e.size or any(e.strides) or not e.flat[0] == 0.0:
+            return False
+    return True
 
 
 def as_index(indices: Any) -> np.ndarray:

@@ -112,6 +112,15 @@ class Gaussian(Distribution):
     def is_proper(self) -> np.ndarray:
         return self.eta[1] > 0
 
+    def all_proper(self) -> bool:
+        # one fused test (two reductions, no temporaries): every precision > 0 and no
+        # NaN mean × precision (min propagates NaN); else the elementwise verdict
+        h, p = self.eta
+        if type(h) is np.ndarray and type(p) is np.ndarray and h.size and p.size and (
+                p.min() > 0 and not np.isnan(h.min())):
+            return True
+        return super().all_proper()
+
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         return self.mean + np.sqrt(self.variance) * rng.standard_normal(shape)
 
@@ -193,6 +202,15 @@ class Gamma(Distribution):
 
     def is_proper(self) -> np.ndarray:
         return (self.shape_param > 0) & (self.rate > 0)
+
+    def all_proper(self) -> bool:
+        # one fused test: shape − 1 > −1 everywhere (exactly shape > 0: x + 1 > 0 iff
+        # x > −1 in floating point) and −rate < 0, NaN failing both; else elementwise
+        a, r = self.eta
+        if type(a) is np.ndarray and type(r) is np.ndarray and a.size and r.size and (
+                a.min() > -1.0 and r.max() < 0):
+            return True
+        return super().all_proper()
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         return rng.gamma(np.broadcast_to(self.shape_param, shape)) / self.rate
@@ -517,6 +535,13 @@ class Dirichlet(Distribution):
 
     def is_proper(self) -> np.ndarray:
         return np.all(self.alpha > 0, axis=-1)
+
+    def all_proper(self) -> bool:
+        # one reduction: α − 1 > −1 everywhere (exactly α > 0), NaN failing it
+        a = self.eta[0]
+        if type(a) is np.ndarray and a.size and a.min() > -1.0:
+            return True
+        return super().all_proper()
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         shape = shape + (self.alpha.shape[-1],)
