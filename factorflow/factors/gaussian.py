@@ -17,6 +17,7 @@ from factorflow.distributions.base import (
     traced,
 )
 from factorflow.distributions.families import LOG_2PI
+from factorflow.distributions.multivariate import memory_owner
 from factorflow.distributions.moments import E, Elog, V, is_known
 from factorflow.factors.common import Reduce, collapsed, plate_einsum
 from factorflow.factors.registry import define_factor
@@ -49,18 +50,43 @@ def _expected_square_diff(a, b):
 def _rows(v):
     """A message with its broadcast batch axes shrunk to length 1 whatever its size (a
     gate's clone of K components over (N, K) is K messages), so that its moments show
-    which axes they are constant along; a known value as it is."""
+    which axes they are constant along; a known value as it is.  Remembered while the
+    message lives (messages are immutable): a sweep reads a clone's rows in several
+    operators (the cases' evidence, the components' messages)."""
     if not isinstance(v, Distribution):
         return v
-    v = v.compact(always=True)
     if traced():
-        return v
+        return v.compact(always=True)
+    hit = recall("gaussian_rows", v)
+    if hit is not None:
+        return hit
+    rows = v.compact(always=True)
     # an axis materialised with equal values (a state restored from a checkpoint): shrunk
     # too, so that the same path, and the same rounding, is taken as for the view
-    for axis, n in enumerate(v.batch_shape):
-        if n > 1 and all(np.all(np.take(e, [0], axis=axis) == e) for e in v.eta):
-            v = v._map(lambda e, nd, axis=axis: np.take(e, [0], axis=axis))
-    return v
+    for axis, n in enumerate(rows.batch_shape):
+        if n > 1 and all(np.all(np.take(e, [0], axis=axis) == e) for e in rows.eta):
+            rows = rows._map(lambda e, nd, axis=axis: np.take(e, [0], axis=axis))
+    remember("gaussian_rows", v, rows)
+    return rows
+
+
+def _row_moment(v, what: str, moment):
+    """``distinct(moment(_rows(v)))``: a moment (``E``, ``Elog``, ``_spread``) of a
+    message's distinct rows, remembered while those rows live and returned read-only (a
+    clone's E[μ] and Var[μ] are read by the cases' evidence and by the precisions'
+    message in one sweep); of a known value, as it is."""
+    rows = _rows(v)
+    if not isinstance(rows, Distribution) or traced():
+        return distinct(moment(rows))
+    key = "gaussian_" + what
+    hit = recall(key, rows)
+    if hit is not None:
+        return hit
+    out = distinct(moment(rows))
+    if type(out) is np.ndarray:
+        out.flags.writeable = False
+    remember(key, rows, out)
+    return out
 
 
 def _constant_along(a, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
@@ -86,8 +112,7 @@ def _reduced_square_diff(sample, mean, weights, reduce: Reduce):
     caller then takes the elementwise path).  Agrees with the elementwise sum to
     rounding of the data's square (about 1e-16 · max x² / E[(x − μ)²] relative)."""
     shape, axes = reduce
-    mean = _rows(mean)
-    em, vm = distinct(E(mean)), distinct(_spread(mean))
+    em, vm = _row_moment(mean, "E", E), _row_moment(mean, "spread", _spread)
     if not (_constant_along(em, shape, axes) and _constant_along(vm, shape, axes)):
         return None
     sums = _data_sums(sample, weights, reduce)
@@ -121,10 +146,34 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
     hit = recall("data_sums", weights)
     if hit is not None and hit[1] == ident:
         return hit[2]
-    col = x[:, 0]
-    sums = tuple(np.stack([np.ones_like(col), col, col * col]) @ weights)
+    sums = tuple(_data_columns(x, rows=False) @ weights)
     remember("data_sums", weights, (x, ident, sums))
     return sums
+
+
+def _data_columns(x: np.ndarray, rows: bool) -> np.ndarray:
+    """[1, x, x²] of a known data column x (N, 1): as (N, 3) rows (``rows``: the data's
+    evidence, times (3, K) coefficients) or as a C-ordered (3, N) array (the weighted
+    sums, times (N, K) weights; a transposed view of the rows would round the BLAS
+    product differently).  Made once per data and layout, remembered (read-only) while
+    the memory of the data lives, as ``vector_gaussian._data_stats`` (a fresh view of
+    the same memory, a run's data laid out again, finds them); made afresh when traced
+    or for data without memory of its own (Dask's chunks)."""
+    col = x[:, 0]
+    if traced() or type(x) is not np.ndarray:
+        return (np.stack([np.ones_like(col), col, col * col], axis=1) if rows else
+                np.stack([np.ones_like(col), col, col * col]))
+    what = "gaussian_data_rows" if rows else "gaussian_data_columns"
+    ident = (x.__array_interface__["data"][0], x.shape, x.strides)
+    root = memory_owner(x)
+    hit = recall(what, root)
+    if hit is not None and hit[0] == ident:
+        return hit[1]
+    stats = (np.stack([np.ones_like(col), col, col * col], axis=1) if rows else
+             np.stack([np.ones_like(col), col, col * col]))
+    stats.flags.writeable = False
+    remember(what, root, (ident, stats))
+    return stats
 
 
 def _weighted_sums(weights, columns, reduce: Reduce) -> list[np.ndarray]:
@@ -153,25 +202,24 @@ def _data_evidence_by_blas(sample, mean, precision):
     if not is_known(sample):
         return None
     x = distinct(np.asarray(E(sample), float))
-    mean, precision = _rows(mean), _rows(precision)
-    m, v = distinct(E(mean)), distinct(_spread(mean))
-    tau, elog = distinct(E(precision)), distinct(Elog(precision))
-    rows = [np.asarray(a, float) for a in (m, v, tau, elog)]
     if x.ndim != 2 or x.shape[1] != 1 or x.shape[0] == 1:
         return None
-    k = max(np.shape(r)[-1] if np.ndim(r) else 1 for r in rows)
-    if k == 1 or any(np.ndim(r) > 2 or (np.ndim(r) == 2 and np.shape(r)[0] != 1)
-                     or (np.ndim(r) and np.shape(r)[-1] not in (1, k)) for r in rows):
+    rows = [np.asarray(a, float) for a in (
+        _row_moment(mean, "E", E), _row_moment(mean, "spread", _spread),
+        _row_moment(precision, "E", E), _row_moment(precision, "Elog", Elog))]
+    k = max(r.shape[-1] if r.ndim else 1 for r in rows)
+    if k == 1 or any(r.ndim > 2 or (r.ndim == 2 and r.shape[0] != 1)
+                     or (r.ndim and r.shape[-1] not in (1, k)) for r in rows):
         return None
-    m, v, tau, elog = (np.broadcast_to(r, (k,)) if np.ndim(r) < 2 else
-                       np.broadcast_to(r[0], (k,)) for r in rows)
-    coef = np.stack([0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * (m * m + v), tau * m,
-                     -0.5 * tau])                                        # (3, K)
-    col = x[:, 0]
-    stats = np.stack([np.ones_like(col), col, col * col], axis=1)       # (N, 3)
+    rows = [r[0] if r.ndim == 2 else r for r in rows]
+    m, v, tau, elog = (r if r.shape == (k,) else np.broadcast_to(r, (k,)) for r in rows)
+    coef = np.empty((3, k))                                              # (3, K)
+    coef[0] = 0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * (m * m + v)
+    np.multiply(tau, m, out=coef[1])
+    np.multiply(-0.5, tau, out=coef[2])
     # remembered as a product with a column of ones: a Discrete posterior's product of
     # this evidence and E[log w] adds E[log w] into the coefficients (base._add_naturals)
-    return rows_product(stats, coef, ones=0)
+    return rows_product(_data_columns(x, rows=True), coef, ones=0)
 
 
 # ----- VMP --------------------------------------------------------------------------
@@ -196,7 +244,7 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     sums = _data_sums(sample, weights, reduce)
     if sums is not None:  # a mixture: τ_k Σ_n q_nk x_n and τ_k Σ_n q_nk, when τ is a row
         # (its rows, as a restored checkpoint's materialised copy shows them too)
-        rows = distinct(E(_rows(precision)))
+        rows = _row_moment(precision, "E", E)
         if _constant_along(rows, *reduce):
             kept = _kept(rows, *reduce)
             return Gaussian.from_natural(kept * sums[1], kept * sums[0])
