@@ -15,9 +15,10 @@ Binomial carry a base measure; they override what depends on it.)
 
 from __future__ import annotations
 
+import functools
 import numbers
 import weakref
-from abc import ABC, abstractmethod
+from abc import ABCMeta, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, TypeVar
 
@@ -168,7 +169,16 @@ def _add_naturals(a: Any, b: Any) -> Any:
 COMPACT_ABOVE = 4096
 
 
-class Distribution(ABC):
+class _Family(ABCMeta):
+    """``ABCMeta`` with ``type``'s own ``isinstance`` (a C call, half the time of ABCMeta's
+    Python-level check): every operator asks whether an argument is a message or a known
+    value, dozens of times a sweep.  Families are real subclasses; none is registered as
+    a virtual one."""
+
+    __instancecheck__ = type.__instancecheck__
+
+
+class Distribution(metaclass=_Family):
     """A batch of distributions of one exponential family, stored by natural parameters.
 
     Guarantees: instances are immutable; ``a * b`` and ``a / b`` broadcast their batch
@@ -360,7 +370,7 @@ class Distribution(ABC):
         for keep, zero in ((self, other), (other, self)):
             if is_zeros_view(zero.eta):
                 shape = keep.eta[0].shape
-                if shape == zero.eta[0].shape or shape == np.broadcast_shapes(
+                if shape == zero.eta[0].shape or shape == broadcast_shapes(
                         shape, zero.eta[0].shape):
                     return keep
         return self.from_natural(*[_add_naturals(a, b)
@@ -886,7 +896,10 @@ def log_normalize(log_w: np.ndarray) -> np.ndarray:
 def distinct(a: Any) -> Any:
     """``a`` with every axis along which it is a broadcast view (stride 0) shrunk to
     length 1: the same values under NumPy broadcasting, without a pass over copies."""
-    if not np.ndim(a) or not hasattr(a, "shape"):
+    if type(a) is np.ndarray:  # (its own attributes: no dispatch)
+        if not a.ndim or all(a.strides):
+            return a
+    elif not np.ndim(a) or not hasattr(a, "shape"):
         return a
     st = strides(a)
     if all(st):
@@ -923,6 +936,21 @@ def _traced_view(a: Any) -> tuple[int, ...] | None:
     return hit[1] if hit is not None and hit[0]() is a else None
 
 
+@functools.lru_cache(maxsize=4096)
+def _shapes_broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    return np.broadcast_shapes(*shapes)
+
+
+def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
+    """``np.broadcast_shapes(*shapes)``, remembered per tuple of shapes (a shape, not
+    a value: the same under tracing).  Operators broadcast the same plate shapes every
+    sweep; NumPy's function costs more than the messages' arithmetic at small N."""
+    try:
+        return _shapes_broadcast(*shapes)
+    except TypeError:  # (a shape given as a list: not hashable)
+        return np.broadcast_shapes(*shapes)
+
+
 def broadcast_view(a: Any, shape: tuple[int, ...]) -> Any:
     """``np.broadcast_to(a, shape)``: the same read-only view (the same shape, strides
     and values), made directly from ``a``'s memory when ``a`` is a C-contiguous NumPy
@@ -949,7 +977,7 @@ def broadcast_view(a: Any, shape: tuple[int, ...]) -> Any:
 def zeros_view(shape: tuple[int, ...]) -> np.ndarray:
     """An all-zero array of ``shape`` that holds one element (a read-only broadcast view):
     the natural parameters of a uniform message, which products then skip."""
-    view = np.broadcast_to(np.zeros(()), shape)
+    view = broadcast_view(np.zeros(()), shape)
     if TRACED and _traced_view(view) is not None:
         _TRACED_ZEROS.add(id(view))
     return view

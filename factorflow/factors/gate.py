@@ -31,6 +31,7 @@ to ``exit`` likewise; under VMP, Π_k m_k^{q_k} and proj[Σ_k q_k m_k].
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from factorflow.distributions import Bernoulli, Discrete
 from factorflow.distributions.base import (
     Distribution,
     any_true,
+    broadcast_shapes,
     exp_flushed,
     memo_of,
     set_at,
@@ -268,8 +270,8 @@ def _enter_one(cases, value, index) -> Distribution:
     """``value`` itself, on the element batch."""
     lw = _logits(cases)
     index = np.asarray(index)
-    return value.broadcast_to(np.broadcast_shapes(value.batch_shape, index.shape,
-                                                  lw.shape[:-1] if index.ndim == 0 else lw.shape))
+    return value.broadcast_to(broadcast_shapes(value.batch_shape, index.shape,
+                                               lw.shape[:-1] if index.ndim == 0 else lw.shape))
 
 
 @ENTER_ONE.buffer("ep", "weight", "bool")
@@ -300,7 +302,7 @@ def _enter_one_value_vmp(enter_one, cases, value, index, *,
         if isinstance(enter_one, Deferred):
             enter_one = enter_one.value()
         at = np.asarray(index)
-        if at.ndim and np.array_equal(at, np.arange(np.shape(_logits(cases))[-1])):
+        if at.ndim and _is_switch(at, np.shape(_logits(cases))[-1]):
             # a Switch's clones, element k on case k: q(case k) is the (N, K) array of
             # the cases' probabilities itself (no gather), shared by every clone of the gate
             batch = np.broadcast_shapes(value.batch_shape, enter_one.batch_shape,
@@ -321,8 +323,7 @@ def _one_probs(cases: Any, index: Any) -> np.ndarray:
     """q(case ``index``) on the element batch: for a Switch's clones (element k on case
     k) the shared (N, K) case probabilities themselves (``_case_probs``, no gather)."""
     index = np.asarray(index)
-    if (not traced() and index.ndim
-            and np.array_equal(index, np.arange(np.shape(_logits(cases))[-1]))):
+    if not traced() and index.ndim and _is_switch(index, np.shape(_logits(cases))[-1]):
         return _case_probs(cases)
     full = normalized(_logits(cases))
     if index.ndim:
@@ -330,6 +331,21 @@ def _one_probs(cases: Any, index: Any) -> np.ndarray:
         return np.exp(np.take_along_axis(np.broadcast_to(full, batch),
                                          np.broadcast_to(index, batch), -1))
     return np.exp(full[..., int(index)])
+
+
+@functools.lru_cache(maxsize=256)
+def _arange(k: int) -> np.ndarray:
+    """``np.arange(k)``, read-only, made once per k."""
+    out = np.arange(k)
+    out.flags.writeable = False
+    return out
+
+
+def _is_switch(index: np.ndarray, k: int) -> bool:
+    """Whether ``index`` is ``arange(k)``: a Switch's clones, element k on case k (one
+    comparison with a remembered ``arange``: ``np.array_equal`` converts both sides
+    and costs several times the test at small K)."""
+    return index.shape == (k,) and bool((index == _arange(k)).all())
 
 
 def _case_probs(cases: Any) -> np.ndarray:
@@ -345,12 +361,24 @@ def _enter_one_cases_ep(enter_one, cases, value, index, weight) -> Bernoulli:
 
 
 def _uniform_cases(cases, value, index=None) -> Bernoulli:
-    """VMP: the clones send no evidence (a uniform message on the cases they touch)."""
+    """VMP: the clones send no evidence (a uniform message on the cases they touch; the
+    same immutable message for every call with the same shapes, ``_uniform_bernoulli``)."""
     lw = _logits(cases)
     if index is not None and np.ndim(index):
-        return Bernoulli.uniform(np.broadcast_shapes(value.batch_shape, np.shape(index),
-                                                     lw.shape))
-    return Bernoulli.uniform(np.broadcast_shapes(value.batch_shape + (1,), lw.shape))
+        return _uniform_bernoulli(broadcast_shapes(value.batch_shape, np.shape(index),
+                                                   lw.shape))
+    return _uniform_bernoulli(broadcast_shapes(value.batch_shape + (1,), lw.shape))
+
+
+def _uniform_bernoulli(shape: tuple[int, ...]) -> Bernoulli:
+    """``Bernoulli.uniform(shape)``, made once per shape (a read-only view of one zero:
+    immutable); made afresh under tracing, where the uniform views are recorded."""
+    return Bernoulli.uniform(shape) if traced() else _uniform_bernoulli_of(shape)
+
+
+@functools.lru_cache(maxsize=256)
+def _uniform_bernoulli_of(shape: tuple[int, ...]) -> Bernoulli:
+    return Bernoulli.uniform(shape)
 
 
 @ENTER.operator("vmp", "cases")

@@ -92,16 +92,20 @@ def _row_moment(v, what: str, moment):
 def _constant_along(a, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
     """Whether ``a`` (a scalar, or an array right-aligned to the plate ``shape`` with its
     broadcast axes already cut to length 1) has one value along every axis in ``axes``."""
-    nd = np.ndim(a)
-    return all(ax < len(shape) - nd or np.shape(a)[ax - len(shape) + nd] == 1 for ax in axes)
+    own = np.shape(a)
+    lead = len(shape) - len(own)
+    for ax in axes:  # (a loop: this runs several times a sweep on K-vectors)
+        if ax >= lead and own[ax - lead] != 1:
+            return False
+    return True
 
 
 def _kept(a, shape: tuple[int, ...], axes: tuple[int, ...]) -> np.ndarray:
     """``a`` (constant along ``axes``) with those axes dropped: it lines up with the
     result of ``plate_einsum`` over the same ``reduce``."""
     a = np.asarray(a, float)
-    a = a.reshape((1,) * (len(shape) - a.ndim) + a.shape)
-    return a.reshape(tuple(n for k, n in enumerate(a.shape) if k not in axes))
+    full = (1,) * (len(shape) - a.ndim) + a.shape
+    return a.reshape(tuple([n for k, n in enumerate(full) if k not in axes]))
 
 
 def _reduced_square_diff(sample, mean, weights, reduce: Reduce):
@@ -136,14 +140,18 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
             or len(shape) != 2 or tuple(axes) != (0,) or weights.shape != tuple(shape)):
         return None
     x = distinct(np.asarray(E(sample), float))
+    if x.shape != (shape[0], 1) or shape[0] == 1:
+        return None
+    hit = recall("data_sums", weights)
+    if hit is not None and hit[0] is x:  # (the same view of the data: the same memory)
+        return hit[2]
     # (chunked Dask data has no memory of its own: its sums are Dask's reductions)
     memory = getattr(x, "__array_interface__", None)
-    if memory is None or x.shape != (shape[0], 1) or shape[0] == 1:
+    if memory is None:
         return None
     # the data by its memory (a fresh view each call); the memo holds the view, so that
     # memory is not reused while the entry lives
     ident = (memory["data"][0], x.strides)
-    hit = recall("data_sums", weights)
     if hit is not None and hit[1] == ident:
         return hit[2]
     sums = tuple(_data_columns(x, rows=False) @ weights)
@@ -213,10 +221,14 @@ def _data_evidence_by_blas(sample, mean, precision):
         return None
     rows = [r[0] if r.ndim == 2 else r for r in rows]
     m, v, tau, elog = (r if r.shape == (k,) else np.broadcast_to(r, (k,)) for r in rows)
-    coef = np.empty((3, k))                                              # (3, K)
-    coef[0] = 0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * (m * m + v)
-    np.multiply(tau, m, out=coef[1])
-    np.multiply(-0.5, tau, out=coef[2])
+    const = 0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * (m * m + v)
+    if traced():
+        coef = np.stack([const, tau * m, -0.5 * tau])                    # (3, K)
+    else:  # (the same numbers written in place: no stacked copy)
+        coef = np.empty((3, k))
+        coef[0] = const
+        np.multiply(tau, m, out=coef[1])
+        np.multiply(-0.5, tau, out=coef[2])
     # remembered as a product with a column of ones: a Discrete posterior's product of
     # this evidence and E[log w] adds E[log w] into the coefficients (base._add_naturals)
     return rows_product(_data_columns(x, rows=True), coef, ones=0)
