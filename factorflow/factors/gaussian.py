@@ -5,6 +5,8 @@ log f = ½ log τ − ½ log 2π − ½ τ (x − μ)²
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from factorflow.distributions import Distribution, Gamma, Gaussian
@@ -64,28 +66,34 @@ def _rows(v):
     # an axis materialised with equal values (a state restored from a checkpoint): shrunk
     # too, so that the same path, and the same rounding, is taken as for the view
     for axis, n in enumerate(rows.batch_shape):
-        if n > 1 and all(np.all(np.take(e, [0], axis=axis) == e) for e in rows.eta):
-            rows = rows._map(lambda e, nd, axis=axis: np.take(e, [0], axis=axis))
+        first = (slice(None),) * axis + (slice(0, 1),)  # (a view: no gather)
+        if n > 1 and all((e[first] == e).all() for e in rows.eta):
+            rows = rows._map(lambda e, nd, first=first: e[first])
     remember("gaussian_rows", v, rows)
     return rows
 
 
-def _row_moment(v, what: str, moment):
-    """``distinct(moment(_rows(v)))``: a moment (``E``, ``Elog``, ``_spread``) of a
-    message's distinct rows, remembered while those rows live and returned read-only (a
-    clone's E[μ] and Var[μ] are read by the cases' evidence and by the precisions'
-    message in one sweep); of a known value, as it is."""
-    rows = _rows(v)
-    if not isinstance(rows, Distribution) or traced():
-        return distinct(moment(rows))
-    key = "gaussian_" + what
-    hit = recall(key, rows)
+#: the moments of a mean and of a precision that the fused paths read, in that order
+_MOMENTS = {"mean": (E, lambda v: _spread(v)), "precision": (E, Elog)}
+
+
+def _row_moments(v, kind: str) -> tuple:
+    """``distinct(moment(_rows(v)))`` for each moment of ``kind`` (``"mean"``: E and Var,
+    ``"precision"``: E and E log), computed together and remembered (read-only) while
+    the message lives: a clone's moments are read by the cases' evidence and by the
+    components' messages in one sweep, and by the evidence again in the next; of a known
+    value, as they are."""
+    hit = None if traced() or not isinstance(v, Distribution) else recall(
+        "gaussian_" + kind, v)
     if hit is not None:
         return hit
-    out = distinct(moment(rows))
-    if type(out) is np.ndarray:
-        out.flags.writeable = False
-    remember(key, rows, out)
+    rows = _rows(v)
+    out = tuple(distinct(moment(rows)) for moment in _MOMENTS[kind])
+    if isinstance(v, Distribution) and not traced():
+        for a in out:
+            if type(a) is np.ndarray:
+                a.flags.writeable = False
+        remember("gaussian_" + kind, v, out)
     return out
 
 
@@ -116,7 +124,7 @@ def _reduced_square_diff(sample, mean, weights, reduce: Reduce):
     caller then takes the elementwise path).  Agrees with the elementwise sum to
     rounding of the data's square (about 1e-16 · max x² / E[(x − μ)²] relative)."""
     shape, axes = reduce
-    em, vm = _row_moment(mean, "E", E), _row_moment(mean, "spread", _spread)
+    em, vm = _row_moments(mean, "mean")
     if not (_constant_along(em, shape, axes) and _constant_along(vm, shape, axes)):
         return None
     sums = _data_sums(sample, weights, reduce)
@@ -133,9 +141,12 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
     """(Σ w, Σ w x, Σ w x²) over the first of two plate axes, for a known data column x
     (N, 1) and (N, K) weights (a ``Switch`` over a plate: q(z_n = k)): one (3, N) × (N, K)
     product, the hand-written mixture's, remembered while the weights array lives (the
-    precision's and the mean's messages read the same sums in a sweep).  None for other
-    shapes (the callers' general paths)."""
+    precision's and the mean's messages read the same sums in a sweep).  Without
+    weights, (N, Σ x, Σ x²) of known data over its one plate (``_unweighted_sums``).
+    None for other shapes (the callers' general paths)."""
     shape, axes = reduce
+    if weights is None and not traced() and is_known(sample):
+        return _unweighted_sums(sample, reduce)
     if (traced() or not is_known(sample) or not isinstance(weights, np.ndarray)
             or len(shape) != 2 or tuple(axes) != (0,) or weights.shape != tuple(shape)):
         return None
@@ -159,6 +170,40 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
     return sums
 
 
+def _unweighted_sums(sample, reduce: Reduce) -> tuple[np.ndarray, ...] | None:
+    """(N, Σ x, Σ x²) of known data x over its one plate axis (learning a Gaussian's
+    mean and precision from N points): the sums of the general path (one
+    ``plate_einsum`` each, the same numbers), made once per data and remembered while
+    its memory lives (``_by_data``), where the general path summed N points twice a
+    sweep.  None for other shapes."""
+    shape, axes = reduce
+    x = distinct(np.asarray(E(sample), float))
+    if len(shape) != 1 or tuple(axes) != (0,) or x.shape != tuple(shape) or shape[0] < 2:
+        return None
+    return _by_data(x, "gaussian_sums", lambda x: tuple(_weighted_sums(
+        None, (np.broadcast_to(1.0, shape), x, x * x), reduce)))
+
+
+def _by_data(x: np.ndarray, what: str, compute) -> Any:
+    """``compute(x)`` of known data ``x``, made once per data and remembered while the
+    memory of the data lives, as ``vector_gaussian._data_stats`` (a fresh view of the
+    same memory, a run's data laid out again, finds it; arrays in it read-only); made
+    afresh when traced or for data without memory of its own (Dask's chunks)."""
+    if traced() or type(x) is not np.ndarray:
+        return compute(x)
+    ident = (x.__array_interface__["data"][0], x.shape, x.strides)
+    root = memory_owner(x)
+    hit = recall(what, root)
+    if hit is not None and hit[0] == ident:
+        return hit[1]
+    value = compute(x)
+    for a in value if isinstance(value, tuple) else (value,):
+        if type(a) is np.ndarray:
+            a.flags.writeable = False
+    remember(what, root, (ident, value))
+    return value
+
+
 def _data_columns(x: np.ndarray, rows: bool) -> np.ndarray:
     """[1, x, x²] of a known data column x (N, 1): as (N, 3) rows (``rows``: the data's
     evidence, times (3, K) coefficients) or as a C-ordered (3, N) array (the weighted
@@ -167,21 +212,11 @@ def _data_columns(x: np.ndarray, rows: bool) -> np.ndarray:
     the memory of the data lives, as ``vector_gaussian._data_stats`` (a fresh view of
     the same memory, a run's data laid out again, finds them); made afresh when traced
     or for data without memory of its own (Dask's chunks)."""
-    col = x[:, 0]
-    if traced() or type(x) is not np.ndarray:
+    def columns(x: np.ndarray) -> np.ndarray:
+        col = x[:, 0]
         return (np.stack([np.ones_like(col), col, col * col], axis=1) if rows else
                 np.stack([np.ones_like(col), col, col * col]))
-    what = "gaussian_data_rows" if rows else "gaussian_data_columns"
-    ident = (x.__array_interface__["data"][0], x.shape, x.strides)
-    root = memory_owner(x)
-    hit = recall(what, root)
-    if hit is not None and hit[0] == ident:
-        return hit[1]
-    stats = (np.stack([np.ones_like(col), col, col * col], axis=1) if rows else
-             np.stack([np.ones_like(col), col, col * col]))
-    stats.flags.writeable = False
-    remember(what, root, (ident, stats))
-    return stats
+    return _by_data(x, "gaussian_data_rows" if rows else "gaussian_data_columns", columns)
 
 
 def _weighted_sums(weights, columns, reduce: Reduce) -> list[np.ndarray]:
@@ -212,9 +247,8 @@ def _data_evidence_by_blas(sample, mean, precision):
     x = distinct(np.asarray(E(sample), float))
     if x.ndim != 2 or x.shape[1] != 1 or x.shape[0] == 1:
         return None
-    rows = [np.asarray(a, float) for a in (
-        _row_moment(mean, "E", E), _row_moment(mean, "spread", _spread),
-        _row_moment(precision, "E", E), _row_moment(precision, "Elog", Elog))]
+    rows = [np.asarray(a, float) for a in _row_moments(mean, "mean")
+            + _row_moments(precision, "precision")]
     k = max(r.shape[-1] if r.ndim else 1 for r in rows)
     if k == 1 or any(r.ndim > 2 or (r.ndim == 2 and r.shape[0] != 1)
                      or (r.ndim and r.shape[-1] not in (1, k)) for r in rows):
@@ -256,7 +290,8 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     sums = _data_sums(sample, weights, reduce)
     if sums is not None:  # a mixture: τ_k Σ_n q_nk x_n and τ_k Σ_n q_nk, when τ is a row
         # (its rows, as a restored checkpoint's materialised copy shows them too)
-        rows = _row_moment(precision, "E", E)
+        rows = (_row_moments(precision, "precision")[0] if isinstance(precision, Gamma)
+                else distinct(E(_rows(precision))))
         if _constant_along(rows, *reduce):
             kept = _kept(rows, *reduce)
             return Gaussian.from_natural(kept * sums[1], kept * sums[0])
