@@ -677,7 +677,7 @@ def exp_flushed(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     more.  Beside a term of order 1 — a normalised row, whose largest entry is 1 — they
     add nothing to any sum.  NaN and +inf pass through."""
     x = np.asarray(x, dtype=float)
-    if not TRACED and x.size and np.min(x) >= _LOG_CUT:  # nothing to flush (no NaN):
+    if not TRACED and x.size and x.min() >= _LOG_CUT:  # nothing to flush (no NaN):
         return np.exp(x, out=out)                        # one pass, not four
     keep = x >= _LOG_CUT
     y = np.maximum(x, _LOG_CUT, out=out)
@@ -776,16 +776,19 @@ def _normalize_with_probs(x: np.ndarray) -> np.ndarray:
             and x.flags.c_contiguous):
         return _normalize_blocked(x)
     top = row_max(x)
-    return _remembered(*_normalize_rows(x, top), _finite(top))
+    finite = _finite(top)
+    return _remembered(*_normalize_rows(x, top, finite=finite), finite)
 
 
 def _normalize_rows(x: np.ndarray, top: np.ndarray, out: np.ndarray | None = None,
-                    probs: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+                    probs: np.ndarray | None = None, finite: bool = False
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """The normalised logs of ``x`` over its last axis and their probabilities, given
     the row maxima ``top``: one exponential of x − max, summed (``einsum``, a fraction of
     ``np.sum``'s time along a short axis) and divided.  Written into ``out`` and
-    ``probs`` where given (a block of ``_normalize_blocked``), else two fresh arrays."""
-    if not all_true(np.isfinite(top)):
+    ``probs`` where given (a block of ``_normalize_blocked``), else two fresh arrays.
+    ``finite``: every row maximum is known to be finite (``_finite``), not tested again."""
+    if not finite and not all_true(np.isfinite(top)):
         top = np.where(np.isfinite(top), top, 0.0)
     logs = np.subtract(x, top, out=out)
     p = exp_flushed(logs, out=probs)       # the probabilities (largest 1)

@@ -17,7 +17,14 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Dirichlet, Discrete
-from factorflow.distributions.base import add_at, distinct, log_normalizer_or_zero, traced
+from factorflow.distributions.base import (
+    add_at,
+    broadcast_shapes,
+    broadcast_view,
+    distinct,
+    log_normalizer_or_zero,
+    traced,
+)
 from factorflow.distributions.moments import E, Elog, Eonehot, is_known
 from factorflow.factors.common import (
     Reduce,
@@ -88,17 +95,18 @@ def _probs_vmp(sample, probs, *, reduce: Reduce | None = None,
     ``weights`` when given (LDA's topic-word counts Σ_n q(z_n = k) one-hot(w_n)): for an
     observed sample a scatter-add, O(elements), never a one-hot array per element."""
     size = _size(probs)
-    shape = np.broadcast_shapes(batch_shape(sample), batch_shape(probs, 1))
+    shape = broadcast_shapes(batch_shape(sample), batch_shape(probs, 1))
     if reduce is None:
         stats = _sample_stats(sample, size)
-        return Dirichlet.from_natural(np.broadcast_to(stats, shape + stats.shape[-1:]))
+        return Dirichlet.from_natural(broadcast_view(stats, shape + stats.shape[-1:]))
     w = np.ones(()) if weights is None else np.asarray(weights, float)
     if not is_known(sample):  # (no weights: the probabilities summed, no product made)
-        terms = [(sample.probs, "i")] if weights is None else [(w, ""), (sample.probs, "i")]
-        counts = _column_sums(sample.probs, reduce) if weights is None else None
+        q = sample.probs
+        counts = _column_sums(q, reduce) if weights is None else None
         if counts is None:
+            terms = [(q, "i")] if weights is None else [(w, ""), (q, "i")]
             counts = plate_einsum("i", terms, reduce)
-        return Dirichlet.from_natural(np.broadcast_to(counts, reduced_shape(reduce) + (size,)))
+        return Dirichlet.from_natural(broadcast_view(counts, reduced_shape(reduce) + (size,)))
     return Dirichlet.from_natural(_scatter_counts(np.asarray(E(sample), int), w, size,
                                                   reduce))
 
