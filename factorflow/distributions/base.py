@@ -968,10 +968,11 @@ def broadcast_view(a: Any, shape: tuple[int, ...]) -> Any:
         return np.broadcast_to(a, shape)  # (its error)
     st = [0] * len(shape)
     for i, (n, s) in enumerate(zip(a.shape, a.strides)):
-        if n == shape[lead + i]:
-            st[lead + i] = s
-        elif n != 1:
+        if n == 1:  # (stride 0, as NumPy's, even where the target's axis is 1 too)
+            continue
+        if n != shape[lead + i]:
             return np.broadcast_to(a, shape)  # (its error)
+        st[lead + i] = s
     view = np.ndarray(shape, a.dtype, a, 0, tuple(st))
     view.flags.writeable = False
     return view
