@@ -11,8 +11,13 @@ with ``trace=False``; the ratio to the hand-written updates (which compute no bo
 and with ``--baseline`` each factorflow row's ratio to the baseline's same row.
 Every factorflow row is checked against the hand-written posterior means (1e-8).
 
+With ``--gaussian N`` the same rows for learning a Gaussian from N points under VMP
+(mean ~ N(0, 100), precision ~ Gamma(1, 1): ``benchmarks/run.py``'s model) against its
+hand-written updates (``benchmarks.bench_foundation.hand_written``), where the cost of
+a sweep at small N is the Python in the operators.
+
 Run: ``python benchmarks/bench_mixture.py [--baseline PATH] [--rounds R] [--sizes K,N
-...]``, PATH a
+...] [--gaussian N]``, PATH a
 checkout of another factorflow (``git worktree add --detach /tmp/base main``).
 """
 
@@ -41,6 +46,8 @@ def worker(k: int, n: int, system: str, trace: bool) -> dict[str, float]:
     from benchmarks import mixture_reference as mix
     from benchmarks.run import per_iteration
     warnings.simplefilter("ignore", ff.ConvergenceWarning)
+    if k == 0:
+        return gaussian_worker(n, system, trace)
     x = mix.data(k, n)
     sweeps = max(4, 40_000 // n)
     if system == "hand":
@@ -60,6 +67,37 @@ def worker(k: int, n: int, system: str, trace: bool) -> dict[str, float]:
     run(2)  # warm
     return {"seconds": per_iteration(run, sweeps), "error": error,
             "module": ff.__file__}
+
+
+def gaussian_worker(n: int, system: str, trace: bool) -> dict[str, float]:
+    """``worker`` for learning a Gaussian from ``n`` points (``--gaussian``): seconds of
+    CPU per sweep and the largest error of q(mean)'s mean and q(prec)'s mean against the
+    hand-written updates after the same sweeps (both at their fixed point)."""
+    import numpy as np
+
+    import factorflow as ff
+    from benchmarks.bench_foundation import hand_written
+    from benchmarks.run import per_iteration
+    x = np.random.default_rng(1).normal(3.0, 2.0, n)
+    sweeps = max(50, 40_000 // n)
+    if system == "hand":
+        return {"seconds": per_iteration(lambda s: hand_written(x, s), sweeps), "error": 0.0,
+                "module": ff.__file__}
+    with ff.Model("learning_gaussian") as model:
+        mean = ff.Gaussian("mean", 0.0, variance=100.0)
+        prec = ff.Gamma("prec", 1.0, rate=1.0)
+        with ff.Plate(ff.Range("n", n)):
+            ff.Gaussian("x", mean, precision=prec, observed=x)
+    compiled = model.compile("vmp")
+
+    def run(s: int) -> object:
+        return compiled.run(iterations=s, tolerance=None, progress=False, trace=trace)
+    got = run(sweeps).posteriors
+    m, _, a, b = hand_written(x, sweeps)
+    error = max(abs(float(got["mean"].mean) - m), abs(float(got["prec"].mean) - a / b))
+    assert error < 1e-8, f"{ff.__file__}: learning a Gaussian differs by {error}"
+    run(2)  # warm
+    return {"seconds": per_iteration(run, sweeps), "error": error, "module": ff.__file__}
 
 
 def bound_terms(k: int, n: int) -> None:
@@ -150,6 +188,8 @@ def main() -> None:
                         help="the (K, N) to time (default: 10,200 40,2000 40,20000)")
     parser.add_argument("--bound-terms", action="store_true",
                         help="time the bound's three (N, K) terms three ways instead")
+    parser.add_argument("--gaussian", type=int, metavar="N",
+                        help="learning a Gaussian from N points instead of the mixture")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bound_terms:
@@ -174,6 +214,8 @@ def main() -> None:
           f"{'max |Δ mean|':>13}")
     sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes \
         else SIZES
+    if args.gaussian:
+        sizes = [(0, args.gaussian)]  # (K = 0: learning a Gaussian, ``gaussian_worker``)
     for k, n in sizes:
         best: dict[str, dict[str, float]] = {}
         for _ in range(args.rounds):
@@ -186,7 +228,8 @@ def main() -> None:
             got = best[name]
             ratio = (f"{got['seconds'] / best[before[name]]['seconds']:9.2f}"
                      if before.get(name) in best else f"{'':9}")
-            print(f"{f'{k}, {n:,}':<12} {name:<26} {got['seconds'] * 1e3:9.3f} "
+            label = f"{k}, {n:,}" if k else f"N = {n:,}"
+            print(f"{label:<12} {name:<26} {got['seconds'] * 1e3:9.3f} "
                   f"{got['seconds'] / hand:7.2f} {ratio} {got['error']:13.1e}")
 
 

@@ -509,7 +509,11 @@ class Distribution(metaclass=_Family):
         total = 0.0
         for x, y in zip(a, b, strict=True):
             with np.errstate(invalid="ignore"):
-                term = np.where((x == 0) | (y == 0), 0.0, x * y)  # 0 * inf = 0 here
+                term = np.multiply(x, y)
+                # 0 * inf = 0 here: only where the product is NaN does it matter (a zero
+                # product's sign washes out in the sum below, which starts at +0)
+                if any_true(np.isnan(term)):
+                    term = np.where((x == 0) | (y == 0), 0.0, term)
             if self.event_ndim:
                 term = np.sum(term, axis=tuple(range(-self.event_ndim, 0)))
             total = total + term
