@@ -43,6 +43,8 @@ from factorflow.distributions.base import (
     broadcast_shapes,
     exp_flushed,
     memo_of,
+    recall,
+    remember,
     set_at,
     traced,
 )
@@ -270,8 +272,24 @@ def _enter_one(cases, value, index) -> Distribution:
     """``value`` itself, on the element batch."""
     lw = _logits(cases)
     index = np.asarray(index)
-    return value.broadcast_to(broadcast_shapes(value.batch_shape, index.shape,
-                                               lw.shape[:-1] if index.ndim == 0 else lw.shape))
+    return _clone(value, broadcast_shapes(value.batch_shape, index.shape,
+                                          lw.shape[:-1] if index.ndim == 0 else lw.shape))
+
+
+def _clone(value: Distribution, batch: tuple[int, ...]) -> Distribution:
+    """``value.broadcast_to(batch)``: the same (immutable) message object for the same
+    value and batch, remembered while the value lives, so that what is remembered of a
+    clone (``gaussian._rows``, its moments) is found again when a sweep enters the same
+    posterior twice (a Switch's means, for the cases' evidence and for the precisions'
+    message).  A fresh view under tracing and for arrays that are not NumPy's."""
+    if traced() or type(value.eta[0]) is not np.ndarray:
+        return value.broadcast_to(batch)
+    hit = recall("gate_clone", value)
+    if hit is not None and hit[0] == batch:
+        return hit[1]
+    out = value.broadcast_to(batch)
+    remember("gate_clone", value, (batch, out))
+    return out
 
 
 @ENTER_ONE.buffer("ep", "weight", "bool")

@@ -130,3 +130,22 @@ def test_learning_a_gaussian_equals_the_hand_written_updates():
     assert_close(q_mean.mean, m, rtol=1e-12) and assert_close(q_mean.variance, v, rtol=1e-12)
     assert_close(q_prec.shape_param, a, rtol=1e-12) and assert_close(q_prec.rate, b,
                                                                        rtol=1e-12)
+
+
+def test_a_value_entered_twice_is_one_clone():
+    """``Gate.EnterOne``'s clone of the same posterior over the same batch is the same
+    immutable message (what is remembered of it is found again); another posterior, or
+    another batch, gets its own."""
+    enter = op("Gate.EnterOne", "vmp", "enter_one")
+    cases = Bernoulli.from_natural(np.log(np.full((6, 3), 1 / 3)))
+    value = Gaussian(np.arange(3.0), np.ones(3))
+    index = np.arange(3)
+    a = enter(cases=cases, value=value, index=index)
+    assert a.batch_shape == (6, 3) and np.array_equal(a.mean, np.broadcast_to(value.mean,
+                                                                             (6, 3)))
+    assert enter(cases=cases, value=value, index=index) is a
+    moved = Gaussian(np.arange(3.0) + 1.0, np.ones(3))
+    b = enter(cases=cases, value=moved, index=index)
+    assert b is not a and np.array_equal(b.mean[0], moved.mean)
+    wide = enter(cases=Bernoulli.from_natural(np.zeros((9, 3))), value=value, index=index)
+    assert wide.batch_shape == (9, 3)
