@@ -363,6 +363,8 @@ def _is_switch(index: np.ndarray, k: int) -> bool:
     """Whether ``index`` is ``arange(k)``: a Switch's clones, element k on case k (one
     comparison with a remembered ``arange``: ``np.array_equal`` converts both sides
     and costs several times the test at small K)."""
+    if traced():  # (NumPy's test, as before: nothing traced is remembered)
+        return bool(np.array_equal(index, np.arange(k)))
     return index.shape == (k,) and bool((index == _arange(k)).all())
 
 

@@ -74,7 +74,7 @@ def _rows(v):
 
 
 #: the moments of a mean and of a precision that the fused paths read, in that order
-_MOMENTS = {"mean": (E, lambda v: _spread(v)), "precision": (E, Elog)}
+_MOMENTS = {"mean": (E, _spread), "precision": (E, Elog)}
 
 
 def _row_moments(v, kind: str) -> tuple:
