@@ -1,0 +1,141 @@
+"""Where a small-N sweep's time goes: µs per call of each operator of the generated
+program, timed in the running sweep, for the programs of the README's small-N
+paragraph, side by side with another factorflow checkout.
+
+Each callable the generated program calls (the factors' operators, ``check_proper`` by
+posterior, the kernels) and each product of two messages is wrapped with a CPU-time
+clock (``time.thread_time``: a loaded machine's waits are not counted); a call made
+inside another wrapped one is not counted again.  Over ``--sweeps`` sweeps the table
+prints, per callable, its calls a sweep and the median µs per call (the median: a
+machine shared with other work puts a few calls far out), for this checkout and, with
+``--baseline``, the other one (each in its own interpreter), and their ratio.
+
+Programs (``--model``): ``mixture`` — the 1-D mixture of ``benchmarks/bench_mixture.py``
+at K = 10, N = 200; ``gaussian`` — learning a Gaussian from N = 1,000 points (mean ~
+N(0, 100), precision ~ Gamma(1, 1)); ``vectors`` — the D = 2 mixture of
+``benchmarks/vmixture_reference.py`` at K = 10, N = 200.
+
+Run: ``python benchmarks/profile_sweep.py [--model M] [--trace] [--baseline PATH]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def program(model: str, trace: bool) -> Any:
+    """``run(sweeps)`` of ``model``'s compiled program, and the compiled program."""
+    import numpy as np
+
+    sys.path.append(str(ROOT))  # (for ``benchmarks``: PYTHONPATH's factorflow comes first)
+    import factorflow as ff
+    from benchmarks import mixture_reference as mix
+    from benchmarks import vmixture_reference as vref
+    warnings.simplefilter("ignore", ff.ConvergenceWarning)
+    options = dict(tolerance=None, progress=False, trace=trace)
+    if model == "mixture":
+        x = mix.data(10, 200)
+        compiled = mix.model(x, 10).compile("vmp", init=["means"])
+        init = mix.factorflow_init(x, 10)
+    elif model == "vectors":
+        x, start = vref.data(10, 200, 2)
+        compiled = vref.model(x, 10).compile("vmp", init=["means"])
+        init = vref.factorflow_init(start)
+    else:
+        x = np.random.default_rng(1).normal(3.0, 2.0, 1000)
+        with ff.Model("learning_gaussian") as m:
+            mean = ff.Gaussian("mean", 0.0, variance=100.0)
+            prec = ff.Gamma("prec", 1.0, rate=1.0)
+            with ff.Plate(ff.Range("n", x.size)):
+                ff.Gaussian("x", mean, precision=prec, observed=x)
+        compiled, init = m.compile("vmp"), None
+    return (lambda s: compiled.run(iterations=s, init=init, **options)), compiled
+
+
+def worker(model: str, trace: bool, sweeps: int) -> dict[str, Any]:
+    """{callable: [calls a sweep, median µs per call]} of ``sweeps`` sweeps."""
+    from factorflow.distributions.base import Distribution
+    run, compiled = program(model, trace)
+    names = compiled._infer.__globals__
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    inside = [False]
+    clock = time.thread_time
+
+    def timed(label: Any, fn: Any) -> Any:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if inside[0]:
+                return fn(*args, **kwargs)
+            name = (f"check_proper: {args[1].split(' (')[0]}"
+                    if label == "check_proper" and len(args) > 1 else label)
+            inside[0] = True
+            start = clock()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                times[name].append(clock() - start)
+                inside[0] = False
+        return call
+
+    for name, value in list(names.items()):
+        if callable(value) and not isinstance(value, type) and not name.startswith("_") \
+                and name not in ("np", "first_sweep"):
+            names[name] = timed(name, value)
+    Distribution.__mul__ = timed("product of two messages", Distribution.__mul__)
+    run(3)
+    times.clear()
+    run(sweeps)
+    return {name: [len(ts) / sweeps, sorted(ts)[len(ts) // 2] * 1e6]
+            for name, ts in times.items() if len(ts) >= sweeps // 2}
+
+
+def measure(path: Path, model: str, trace: bool, sweeps: int) -> dict[str, Any]:
+    env = dict(os.environ, PYTHONPATH=str(path), OMP_NUM_THREADS="1",
+               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, __file__, "--worker", model, str(int(trace)),
+                          str(sweeps)], env=env, capture_output=True, text=True, check=True,
+                         cwd=str(ROOT))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", choices=("mixture", "gaussian", "vectors"),
+                        default="mixture")
+    parser.add_argument("--trace", action="store_true", help="the bound after every sweep")
+    parser.add_argument("--sweeps", type=int, default=300)
+    parser.add_argument("--baseline", type=Path, help="another factorflow checkout")
+    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        model, trace, sweeps = args.worker
+        print(json.dumps(worker(model, trace == "1", int(sweeps))))
+        return
+    now = measure(ROOT, args.model, args.trace, args.sweeps)
+    before = measure(args.baseline, args.model, args.trace, args.sweeps) \
+        if args.baseline else {}
+    print(f"{args.model}, trace={args.trace}: median µs per call in the running sweep")
+    print(f"{'callable':<58} {'calls':>6} {'µs':>8} {'before':>8} {'× before':>9}")
+    for name in sorted(now, key=lambda n: -now[n][0] * now[n][1]):
+        calls, us = now[name]
+        old = before.get(name)
+        tail = f" {old[1]:8.1f} {us / old[1]:9.2f}" if old else ""
+        print(f"{name[:58]:<58} {calls:6.1f} {us:8.1f}{tail}")
+    total = sum(c * us for c, us in now.values())
+    old_total = sum(c * us for c, us in before.values())
+    print(f"{'total of the above, µs a sweep':<58} {'':6} {total:8.1f}"
+          + (f" {old_total:8.1f} {total / old_total:9.2f}" if before else ""))
+
+
+if __name__ == "__main__":
+    main()
