@@ -23,7 +23,13 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Gamma, VectorGaussian, Wishart
-from factorflow.distributions.base import log_normalizer_or_zero, recall, remember, traced
+from factorflow.distributions.base import (
+    log_normalizer_or_zero,
+    recall,
+    remember,
+    rows_product,
+    traced,
+)
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.distributions.multivariate import (
     LOG_2PI,
@@ -206,7 +212,11 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     pairs = np.where(i == j, lam[:, i, j], lam[:, i, j] + lam[:, j, i])
     coef = np.concatenate([(0.5 * elogdet - 0.5 * dim * LOG_2PI - 0.5 * spread)[None],
                            lam_m.T, -0.5 * pairs.T], axis=0)              # (1+D+T, K)
-    return _data_stats(x) @ coef
+    # remembered as a product with a column of ones (the statistics' column 0): the
+    # Discrete posterior's product of this evidence and E[log w] is the same product
+    # with E[log w] added into that row of coefficients (base._add_naturals), no (N, K)
+    # sum, as the 1-D mixture's (factors/gaussian.py)
+    return rows_product(_data_stats(x), coef, ones=0)
 
 
 def _switch_sums(sample: Any, weights: Any, reduce: Reduce | None
@@ -231,6 +241,9 @@ def _switch_sums(sample: Any, weights: Any, reduce: Reduce | None
     s2[:, i, j] = s2[:, j, i] = sums[1 + dim:].T
     out = (sums[0], sums[1:1 + dim].T, s2)
     remember("vector_switch_sums", weights, (ident, out))
+    # Σ_n q_nk (the ones' row) is also the Dirichlet's message from the same q
+    # (factors/discrete._column_sums reads it instead of a pass over q)
+    remember("column_sums", weights, sums[0])
     return out
 
 
