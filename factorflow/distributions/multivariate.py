@@ -226,7 +226,7 @@ def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
     index = tuple(slice(0, 1) if shape[k] > 1 and strides(a)[k] == 0 and strides(b)[k] == 0
                   else slice(None) for k in range(len(shape) - 2))
-    out = np.einsum("...ij,...ij->...", a[index], b[index], optimize=True)
+    out = np.einsum("...ij,...ij->...", a[index], b[index])  # (two operands: no path)
     return np.broadcast_to(out, shape[:-2])
 
 
@@ -295,7 +295,7 @@ def memory_owner(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _by_memory(method: Any) -> Any:
+def by_memory(method: Any) -> Any:
     """``method(self)`` (moments of the natural parameters alone) remembered while the
     memory of ``self``'s natural parameters lives: natural parameters are never written
     in place, so that a message read again in a sweep, or a new view of it (a gate's
@@ -310,9 +310,10 @@ def _by_memory(method: Any) -> Any:
         eta = self.eta
         if traced() or any(type(e) is not np.ndarray for e in eta):
             return method(self)
-        # (one entry per view: a clone's (1, K) view and the (K,) posterior both stay)
-        what = name + repr([(e.__array_interface__["data"][0], e.shape, e.strides)
-                            for e in eta])
+        # (one entry per view: a clone's (1, K) view and the (K,) posterior both stay;
+        # the key a tuple, not its text: building the text cost as much as the lookup)
+        what = (name,) + tuple((e.__array_interface__["data"][0], e.shape, e.strides)
+                               for e in eta)
         owner = memory_owner(eta[-1])
         hit = recall(what, owner)
         if hit is not None:
@@ -448,7 +449,7 @@ class VectorGaussian(Distribution):
 
     @property
     @_distinct
-    @_by_memory
+    @by_memory
     def mean(self) -> np.ndarray:
         """precision⁻¹ · (precision · mean); 0 where the precision is zero (uniform).
 
@@ -459,7 +460,7 @@ class VectorGaussian(Distribution):
 
     @property
     @_distinct
-    @_by_memory
+    @by_memory
     def covariance(self) -> np.ndarray:
         """The covariance matrix, precision⁻¹ (the pseudo-inverse for a singular one).
 
@@ -484,7 +485,7 @@ class VectorGaussian(Distribution):
         return np.diagonal(self.covariance, axis1=-2, axis2=-1).copy()
 
     @_distinct
-    @_by_memory
+    @by_memory
     def mean_and_covariance(self) -> tuple[np.ndarray, np.ndarray]:
         """(E[x], Cov[x]) from one inversion of the precision.
 
@@ -494,7 +495,7 @@ class VectorGaussian(Distribution):
                [0., 1.]]))
         """
         cov = self.covariance
-        return np.einsum("...ij,...j->...i", cov, self.eta[0][..., 0], optimize=True), cov
+        return np.einsum("...ij,...j->...i", cov, self.eta[0][..., 0]), cov  # (no path)
 
     @_distinct
     def log_normalizer(self) -> np.ndarray:
@@ -661,7 +662,7 @@ class Wishart(Distribution):
 
     @property
     @_distinct
-    @_by_memory
+    @by_memory
     def mean(self) -> np.ndarray:
         """E[X] = ν R⁻¹.
 
@@ -685,7 +686,7 @@ class Wishart(Distribution):
         return self.dof[..., None, None] * (s * s + outer(diag, diag))
 
     @_distinct
-    @_by_memory
+    @by_memory
     def mean_log_det(self) -> np.ndarray:
         """E[log |X|] = ψ_D(ν/2) + D log 2 − log |R|.  For D = 1 it is Gamma(ν/2, R/2)'s
         E[log x] = ψ(ν/2) − log(R/2):
@@ -760,4 +761,4 @@ class Wishart(Distribution):
 __all__ = ["VectorGaussian", "Wishart", "check_positive_definite", "inverse", "solve",
            "logdet", "outer", "quad_form", "trace_product", "log_multigamma",
            "multi_digamma", "positive_definite", "smallest_eigenvalue", "spd_inverse",
-           "gauss_jordan", "memory_owner"]
+           "gauss_jordan", "memory_owner", "by_memory"]

@@ -18,6 +18,7 @@ messages; the precision as batch + (D, D) arrays or Wishart messages.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,9 @@ def wishart_from_naturals(dof_term: Any, minus_half_rate: np.ndarray) -> Wishart
 
 
 def _matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    return np.einsum("...ij,...j->...i", matrix, vector, optimize=True)
+    # (two operands: no contraction order to choose, and optimize=True's path search
+    # cost more than the product on K small matrices)
+    return np.einsum("...ij,...j->...i", matrix, vector)
 
 
 def _expected_outer_diff(a: Any, b: Any) -> tuple[np.ndarray, Any]:
@@ -126,6 +129,14 @@ def _expected_outer_diff(a: Any, b: Any) -> tuple[np.ndarray, Any]:
 # the elementwise formulas to the rounding of the data's products (about 1e-16 ·
 # max |x|² relative to the spread); ``tests/runtime/test_vector_mixture_fast_paths.py``
 # checks whole runs against the general paths to 1e-10.
+@lru_cache(maxsize=32)
+def _triangle(dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(dim)``: the upper triangle's (row, column) indices of a D × D
+    matrix, in the order of the data's statistics' columns; made once per D (every
+    statement of a sweep reads them; never written)."""
+    return np.triu_indices(dim)
+
+
 def _switch_data(sample: Any) -> np.ndarray | None:
     """The data as an (N, D) array when ``sample`` is the (N, 1, D) column of N > 1 known
     points of a Switch over a plate; None otherwise (and when traced: the general path)."""
@@ -147,7 +158,7 @@ def _data_stats(x: np.ndarray) -> np.ndarray:
     stats = np.empty((n, 1 + dim + dim * (dim + 1) // 2))
     stats[:, 0] = 1.0
     stats[:, 1:1 + dim] = x
-    for col, (i, j) in enumerate(zip(*np.triu_indices(dim), strict=True), start=1 + dim):
+    for col, (i, j) in enumerate(zip(*_triangle(dim), strict=True), start=1 + dim):
         np.multiply(x[:, i], x[:, j], out=stats[:, col])  # (column by column: no copies)
     stats.flags.writeable = False
     remember("vector_data_stats", root, (ident, stats))
@@ -203,7 +214,7 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     lam, elogdet, m = comps[:3]
     cov = comps[3] if len(comps) > 3 else None
     dim = x.shape[1]
-    i, j = np.triu_indices(dim)
+    i, j = _triangle(dim)
     lam_m = np.einsum("kij,kj->ki", lam, m)
     spread = np.einsum("ki,ki->k", m, lam_m)
     if cov is not None:
@@ -236,7 +247,7 @@ def _switch_sums(sample: Any, weights: Any, reduce: Reduce | None
     n, dim = x.shape
     k = weights.shape[1]
     sums = _data_stats(x).T @ weights                                  # (1+D+T, K)
-    i, j = np.triu_indices(dim)
+    i, j = _triangle(dim)
     s2 = np.empty((k, dim, dim))
     s2[:, i, j] = s2[:, j, i] = sums[1 + dim:].T
     out = (sums[0], sums[1:1 + dim].T, s2)
