@@ -93,9 +93,10 @@ def wishart_from_naturals(dof_term: Any, minus_half_rate: np.ndarray) -> Wishart
 
 
 def _matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    # (two operands: no contraction order to choose, and optimize=True's path search
-    # cost more than the product on K small matrices)
-    return np.einsum("...ij,...j->...i", matrix, vector)
+    # (a batched matrix product: the numbers of ``einsum("...ij,...j->...i",
+    # optimize=True)``, which makes it, without the path search that cost more than the
+    # product on K small matrices)
+    return np.matmul(matrix, np.asarray(vector)[..., None])[..., 0]
 
 
 def _expected_outer_diff(a: Any, b: Any) -> tuple[np.ndarray, Any]:
