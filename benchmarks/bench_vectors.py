@@ -130,7 +130,8 @@ def _bayespy_mixture(x: np.ndarray, start: np.ndarray, sweeps: int,
     """BayesPy's ms per iteration and final bound on the same model, priors, start and
     update order as factorflow's (q(means) = N(start, I), the others their priors; z
     first, then weights, z, precs, means each sweep; the bound every iteration, never
-    stopping early), or None if BayesPy is absent."""
+    stopping early), or None if BayesPy is absent.  Timed, as factorflow's run is, from
+    the start: the first update of z (factorflow's initialisation) and the sweeps."""
     try:
         from bayespy.inference import VB
         from bayespy.nodes import Categorical, Dirichlet, Gaussian, Mixture, Wishart
@@ -148,8 +149,8 @@ def _bayespy_mixture(x: np.ndarray, start: np.ndarray, sweeps: int,
         y.observe(x)
         mu.initialize_from_parameters(start, np.eye(dim))
         q = VB(y, alpha, z, lam, mu)
-        z.update()  # (factorflow's initialisation: the cases from the start)
-        begin = CLOCK()
+        begin = CLOCK()  # (timed from the same point as factorflow's run: with the
+        z.update()       # initialisation, the cases from the start, which its run makes)
         q.update(repeat=sweeps, verbose=False, tol=-np.inf)
         times.append(CLOCK() - begin)
         bound = float(q.L[sweeps - 1])

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions.base import (
+    COMPACT_ABOVE,
     Distribution,
     any_true,
     as_index,
@@ -429,8 +430,16 @@ class Discrete(Distribution):
 
     def all_proper(self) -> bool:
         # one reduction: a finite maximum in every row means a finite entry and no NaN
-        # (the maximum propagates NaN); otherwise the elementwise verdict
-        if self.eta[0].size and np.all(np.isfinite(row_max(self.eta[0]))):
+        # (the maximum propagates NaN); otherwise the elementwise verdict.  A large
+        # posterior is normalised here instead (the next messages read its normalised
+        # logs): the normalisation finds the row maxima block by block while they are in
+        # cache and records whether all were finite (base._remembered's "nan_free"),
+        # where a separate row maximum costs a pass over the (N, K) array
+        eta = self.eta[0]
+        if (eta.size >= COMPACT_ABOVE and not traced()
+                and recall("nan_free", log_normalize(eta)) is not None):
+            return True
+        if eta.size and np.all(np.isfinite(row_max(eta))):
             return True
         return super().all_proper()
 

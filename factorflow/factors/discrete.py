@@ -23,6 +23,7 @@ from factorflow.distributions.base import (
     broadcast_view,
     distinct,
     log_normalizer_or_zero,
+    recall,
     traced,
 )
 from factorflow.distributions.moments import E, Elog, Eonehot, is_known
@@ -121,7 +122,8 @@ def _column_sums(probs: Any, reduce: Reduce) -> np.ndarray | None:
     if (traced() or not isinstance(probs, np.ndarray) or probs.ndim != 2
             or len(shape) != 1 or tuple(axes) != (0,) or probs.shape[0] != shape[0]):
         return None
-    return np.ones(shape[0]) @ probs
+    known = recall("column_sums", probs)  # (a mixture's data sums read them already)
+    return np.ones(shape[0]) @ probs if known is None else known
 
 
 def _scatter_counts(x: np.ndarray, w: np.ndarray, size: int, reduce: Reduce) -> np.ndarray:

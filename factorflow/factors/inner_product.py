@@ -19,8 +19,6 @@ The factory puts the random vector in ``a``: EP needs ``b`` known.
 
 from __future__ import annotations
 
-import weakref
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -29,7 +27,12 @@ from factorflow.distributions import Gamma, Gaussian, VectorGaussian
 from factorflow.distributions.base import all_true, distinct, traced
 from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
-from factorflow.distributions.multivariate import _shared_precision, outer, quad_form
+from factorflow.distributions.multivariate import (
+    _shared_precision,
+    by_memory,
+    outer,
+    quad_form,
+)
 from factorflow.factors.arithmetic import _linear_evidence, _no_observed_output
 from factorflow.factors.common import (
     Reduce,
@@ -202,66 +205,31 @@ INNER_PRODUCT_GAUSSIAN = define_factor(
     ("precision", "positive"), ("mask", "bool"), log_density=_fused_log_density)
 
 
-#: the moments of the last messages ``shared_moments`` read, by the memory of their
-#: natural parameters (a view of a posterior laid out for a statement, made anew by each
-#: ``align_plates``, is the same message): a sweep and its bound read W's and z's several
-#: times.  An entry goes when the arrays owning that memory are freed (so that an address
-#: is never reused under it), or when four newer ones came.
-_RECENT: OrderedDict[tuple, tuple[np.ndarray, Any]] = OrderedDict()
-_RECENT_SIZE = 4
-
-
-def _memory(v: Any) -> tuple:
-    """Where ``v``'s natural parameters lie: (data address, shape, strides) of each."""
-    return tuple((e.__array_interface__["data"][0], e.shape, e.strides) for e in v.eta)
-
-
-def _owner(a: np.ndarray) -> Any:
-    """The array owning ``a``'s memory (the end of its chain of views)."""
-    while isinstance(a.base, np.ndarray):
-        a = a.base
-    return a
-
-
-def _remember(v: Any, key: tuple, moments: tuple[np.ndarray, Any]) -> None:
-    """Keep ``moments`` under ``key`` while the memory of ``v``'s parameters lives."""
-    owners = [_owner(e) for e in v.eta]
-    if any(o.base is not None for o in owners):  # memory not owned by an array: no entry
-        return
-    _RECENT[key] = moments
-    for o in {id(o): o for o in owners}.values():
-        weakref.finalize(o, _RECENT.pop, key, None)
-    while len(_RECENT) > _RECENT_SIZE:
-        try:
-            _RECENT.popitem(last=False)
-        except KeyError:  # emptied meanwhile (another thread's run)
-            break
-
-
 def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     """(E[v], Cov[v]) of a vector argument, as ``mean_cov``, except that the covariance
     keeps length 1 along each plate axis where the precisions are all equal (a stride-0
     view, or equal values: the latent coordinates of PCA share one precision), so that
     one D × D matrix per distinct precision is inverted and the covariance broadcasts.
-    The moments of the last few messages are kept (messages are never changed in
-    place), so that reading one message again, or a view of it, costs nothing."""
+    A message's moments are remembered while the memory of its natural parameters lives
+    (``multivariate.by_memory``, as the posteriors' own moments): reading one message
+    again, or a view of it (a posterior laid out anew for each statement), costs
+    nothing; the arrays returned are read-only."""
     if is_known(v):
         return np.asarray(v, float), 0.0
+    return _shared_moments(v)
+
+
+@by_memory
+def _shared_moments(v: VectorGaussian) -> tuple[np.ndarray, Any]:
+    """``shared_moments`` of a VectorGaussian message."""
     p = collapsed(v.eta[1], 2)
     if traced() or type(p) is not np.ndarray:  # no branch on values when traced
         return v.mean_and_covariance()
-    key = _memory(v)
-    hit = _RECENT.get(key)
-    if hit is not None:
-        return hit
     p = _shared_precision(p)  # the axes along which every precision is the same: length 1
     if p.size == v.eta[1].size:
-        out = v.mean_and_covariance()
-    else:
-        cov = VectorGaussian.from_natural(np.zeros(p.shape[:-1] + (1,)), p).covariance
-        out = (cov @ v.eta[0])[..., 0], cov  # Σ h, Σ broadcast over the shared axes
-    _remember(v, key, out)
-    return out
+        return v.mean_and_covariance()
+    cov = VectorGaussian.from_natural(np.zeros(p.shape[:-1] + (1,)), p).covariance
+    return (cov @ v.eta[0])[..., 0], cov  # Σ h, Σ broadcast over the shared axes
 
 
 def _cov_sum(cov: Any, count: int) -> Any:

@@ -18,12 +18,19 @@ messages; the precision as batch + (D, D) arrays or Wishart messages.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from factorflow.distributions import Gamma, VectorGaussian, Wishart
-from factorflow.distributions.base import log_normalizer_or_zero, recall, remember, traced
+from factorflow.distributions.base import (
+    log_normalizer_or_zero,
+    recall,
+    remember,
+    rows_product,
+    traced,
+)
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.distributions.multivariate import (
     LOG_2PI,
@@ -86,7 +93,10 @@ def wishart_from_naturals(dof_term: Any, minus_half_rate: np.ndarray) -> Wishart
 
 
 def _matvec(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    return np.einsum("...ij,...j->...i", matrix, vector, optimize=True)
+    # (a batched matrix product: the numbers of ``einsum("...ij,...j->...i",
+    # optimize=True)``, which makes it, without the path search that cost more than the
+    # product on K small matrices)
+    return np.matmul(matrix, np.asarray(vector)[..., None])[..., 0]
 
 
 def _expected_outer_diff(a: Any, b: Any) -> tuple[np.ndarray, Any]:
@@ -120,6 +130,14 @@ def _expected_outer_diff(a: Any, b: Any) -> tuple[np.ndarray, Any]:
 # the elementwise formulas to the rounding of the data's products (about 1e-16 ·
 # max |x|² relative to the spread); ``tests/runtime/test_vector_mixture_fast_paths.py``
 # checks whole runs against the general paths to 1e-10.
+@lru_cache(maxsize=32)
+def _triangle(dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(dim)``: the upper triangle's (row, column) indices of a D × D
+    matrix, in the order of the data's statistics' columns; made once per D (every
+    statement of a sweep reads them; never written)."""
+    return np.triu_indices(dim)
+
+
 def _switch_data(sample: Any) -> np.ndarray | None:
     """The data as an (N, D) array when ``sample`` is the (N, 1, D) column of N > 1 known
     points of a Switch over a plate; None otherwise (and when traced: the general path)."""
@@ -141,7 +159,7 @@ def _data_stats(x: np.ndarray) -> np.ndarray:
     stats = np.empty((n, 1 + dim + dim * (dim + 1) // 2))
     stats[:, 0] = 1.0
     stats[:, 1:1 + dim] = x
-    for col, (i, j) in enumerate(zip(*np.triu_indices(dim), strict=True), start=1 + dim):
+    for col, (i, j) in enumerate(zip(*_triangle(dim), strict=True), start=1 + dim):
         np.multiply(x[:, i], x[:, j], out=stats[:, col])  # (column by column: no copies)
     stats.flags.writeable = False
     remember("vector_data_stats", root, (ident, stats))
@@ -197,7 +215,7 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     lam, elogdet, m = comps[:3]
     cov = comps[3] if len(comps) > 3 else None
     dim = x.shape[1]
-    i, j = np.triu_indices(dim)
+    i, j = _triangle(dim)
     lam_m = np.einsum("kij,kj->ki", lam, m)
     spread = np.einsum("ki,ki->k", m, lam_m)
     if cov is not None:
@@ -206,7 +224,11 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     pairs = np.where(i == j, lam[:, i, j], lam[:, i, j] + lam[:, j, i])
     coef = np.concatenate([(0.5 * elogdet - 0.5 * dim * LOG_2PI - 0.5 * spread)[None],
                            lam_m.T, -0.5 * pairs.T], axis=0)              # (1+D+T, K)
-    return _data_stats(x) @ coef
+    # remembered as a product with a column of ones (the statistics' column 0): the
+    # Discrete posterior's product of this evidence and E[log w] is the same product
+    # with E[log w] added into that row of coefficients (base._add_naturals), no (N, K)
+    # sum, as the 1-D mixture's (factors/gaussian.py)
+    return rows_product(_data_stats(x), coef, ones=0)
 
 
 def _switch_sums(sample: Any, weights: Any, reduce: Reduce | None
@@ -226,11 +248,14 @@ def _switch_sums(sample: Any, weights: Any, reduce: Reduce | None
     n, dim = x.shape
     k = weights.shape[1]
     sums = _data_stats(x).T @ weights                                  # (1+D+T, K)
-    i, j = np.triu_indices(dim)
+    i, j = _triangle(dim)
     s2 = np.empty((k, dim, dim))
     s2[:, i, j] = s2[:, j, i] = sums[1 + dim:].T
     out = (sums[0], sums[1:1 + dim].T, s2)
     remember("vector_switch_sums", weights, (ident, out))
+    # Σ_n q_nk (the ones' row) is also the Dirichlet's message from the same q
+    # (factors/discrete._column_sums reads it instead of a pass over q)
+    remember("column_sums", weights, sums[0])
     return out
 
 

@@ -355,3 +355,34 @@ def test_inner_product_gaussian_over_three_plates_takes_the_general_path():
                                                                  precision=tau),
                  FACTORS["Gaussian"].evidence["vmp"](sample=y, mean=forward, precision=tau),
                  rtol=1e-10)
+
+
+def test_shared_moments_are_remembered_by_the_memory_of_the_message():
+    """``inner_product.shared_moments`` keeps its results by ``multivariate.by_memory``
+    (the posteriors' own mechanism): read again through a new object over the same
+    memory (a posterior laid out anew for a statement) it is not computed again; other
+    memory is, to the same values; the remembered arrays are read-only and forgotten
+    with the memory.  Shared precisions keep length 1 along their axis."""
+    import gc
+
+    from factorflow.distributions.base import _MEMO
+    from factorflow.factors.inner_product import shared_moments
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(3, 3))
+    spd = a @ a.T + 3 * np.eye(3)
+    v = VectorGaussian(rng.normal(size=(5, 3)), np.broadcast_to(spd, (5, 3, 3)).copy())
+    mean, cov = shared_moments(v)
+    assert cov.shape == (1, 3, 3)  # one inversion for the five equal precisions
+    assert_close(cov[0], spd, rtol=1e-12, atol=1e-12)  # (the second argument: the covariance)
+    again = shared_moments(VectorGaussian.from_natural(*v.eta))
+    assert again[0] is mean and again[1] is cov
+    assert not mean.flags.writeable and not cov.flags.writeable
+    other = VectorGaussian.from_natural(*(np.array(e) for e in v.eta))
+    fresh = shared_moments(other)
+    assert fresh[1] is not cov
+    assert_close(fresh[0], mean, rtol=0, atol=0)
+    before = len(_MEMO)
+    del v, again, other, fresh
+    gc.collect()
+    assert len(_MEMO) < before
