@@ -159,6 +159,10 @@ def _materialised(state: tuple) -> tuple:
 class Sweeps:
     """The ``sweeps`` of one traced run (see the module docstring)."""
 
+    #: whether a sweep after evidence() skips what evidence() computed (``settled``; a
+    #: switch for the tests, which compare the loop with and without)
+    skip_refreshed = True
+
     def __init__(self, algorithm: str, tolerance: float | None, capacity: int,
                  tracing: bool = True, stall: bool = False) -> None:
         self.algorithm, self.tolerance, self.capacity = algorithm, tolerance, capacity
@@ -295,7 +299,8 @@ class Sweeps:
         skip_names: list[str] = []  # the skip_improper updates' names, likewise
         shapes: list[tuple[tuple[int, ...], ...]] = []  # the watched parameters'
         # the first sweep apart (refreshed False), the loop's after evidence() (True)
-        peel = settled and evidence is not None and self.tracing and iterations > 0
+        peel = (settled and self.skip_refreshed and evidence is not None and self.tracing
+                and iterations > 0)
 
         def one(iteration: Any, s: tuple, refreshed: bool = False) -> tuple[tuple, Any]:
             """A sweep, then the bound; what the loop keeps besides the state."""
