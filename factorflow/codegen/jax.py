@@ -15,6 +15,11 @@ them differs, so that the whole run can be traced once by ``jax.jit``:
 - ``evidence(state) -> (log_evidence, state)`` is the NumPy program's ``evidence()``
   (its VMP refresh returns the messages it brings up to date, which the next sweep
   reads, as the NumPy program's ``nonlocal`` assignments do);
+- the last loop's ``sweep(iteration, state, refreshed=False)`` wraps the statements a
+  sweep right after ``evidence()`` may skip in ``if not refreshed:``, as the NumPy
+  program does (``codegen.python._sweep``, the same statements and checks); here
+  ``refreshed`` is a Python bool when the sweep is traced, and ``sweeps(...,
+  settled=True)`` traces the sweeps that follow ``evidence()`` with it True;
 - ``posteriors(state)`` gives the user's posteriors and the gate transform's own ones,
   which the convergence test watches;
 - there is no ``on_iteration`` hook, no ``state()`` for checkpoints and no ``resume``

@@ -24,7 +24,10 @@ its first and last skipping sweep and counts, from which the host gives NumPy's
 
 The loop carries only what the next sweep and the code after the loop read, broadcast
 views as their distinct elements (``jax_carry``); the convergence test compares each
-watched posterior's distinct elements, as ``_Monitor`` does.
+watched posterior's distinct elements, as ``_Monitor`` does.  Where the bound follows
+every sweep, a sweep that takes ``refreshed`` (``settled``) skips what ``evidence()``
+computed: the first sweep runs before the ``lax.while_loop`` without the skip, the
+loop's body with it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The run-time checks of the generated program, as the JAX backend runs them.
+"""The run-time checks of the generated program, and the kernels' fast paths chosen by
+values, as the JAX backend runs them.
 
 The kernels run under JAX as written (``jax_namespace``): their in-place writes and
 value-dependent fast paths go through ``distributions.base`` (``add_at``, ``set_at``,
@@ -12,6 +13,11 @@ raises after the loop).  The
 tests run each override and its NumPy kernel on the same random inputs: the verdicts
 agree (``tests/runtime/backends/test_jax.py``), so a change to one that the other
 lacks fails there.
+
+The fast paths (the section at the end) are the few that NumPy chooses by values and
+that matter at scale: each makes the same choice on what is known while tracing and
+otherwise calls the copy's own function (``REPLACED``); ``tests/runtime/backends/
+test_jax_fast_paths.py`` compares each with its NumPy kernel.
 
 An override is written as if it stood in its module: it is installed with the copied
 module's globals, so ``np`` is ``jax.numpy`` there and every other name (``E``,
