@@ -21,8 +21,17 @@ gives the machine's cores, its load (the 1-minute load average before the table)
 means, Gamma precisions, ``ff.Switch(z)``); ``--model gaussian``
 ``examples/learning_gaussian.py``'s model (an unknown mean and precision of 1-D data).
 
+``--bayespy`` prints instead the D-dimensional mixture with Wishart precisions
+(``benchmarks/vmixture_reference.py``, the model of ``bench_vectors.py``) at issue 11's
+configurations (K = 10, N = 200, D = 2; K = 40, N = 2,000, D = 10; K = 10, N = 10⁶,
+D = 2) on both backends and in BayesPy (``bench_vectors._bayespy_mixture``: the same
+model, priors, start and update order, the bound every iteration), side by side: ms per
+iteration (JAX and NumPy as above; BayesPy the mean over a run of 1 + S iterations, the
+best of the same repeats), CPU ms per iteration, BayesPy / JAX in both, and the final
+bounds of JAX and BayesPy after the same 1 + S iterations.
+
 Run: ``python benchmarks/bench_backends.py [--sweeps S] [--big] [--sizes N ...]
-[--model mixture|mixture1d|gaussian]``.  Timings on a shared
+[--model mixture|mixture1d|gaussian] [--bayespy]``.  Timings on a shared
 machine are noisy: read the ratios.  Devices: JAX runs on its default device (the CPU
 where no GPU is visible; the table says which).
 """
@@ -44,7 +53,9 @@ import gaussian_mixture as gm  # noqa: E402
 import learning_gaussian as lg  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks import bench_vectors  # noqa: E402
 from benchmarks import mixture_reference as mix  # noqa: E402
+from benchmarks import vmixture_reference as vref  # noqa: E402
 
 
 def _time(compiled, sweeps: int, init: dict, repeats: int) -> tuple[float, float, object]:
@@ -104,6 +115,40 @@ def row(model_name: str, n: int, sweeps: int, repeats: int) -> str:
             f"{compile_s:6.1f} | {_difference(a, b, names):9.1e} |")
 
 
+def bayespy_row(k: int, n: int, dim: int, sweeps: int, repeats: int) -> str:
+    """One line of the ``--bayespy`` table (see the module docstring)."""
+    x, start = vref.data(k, n, dim)
+    model, init = vref.model(x, k), vref.factorflow_init(start)
+    numpy_model = model.compile("vmp", init=["means"])
+    jax_model = model.compile("vmp", init=["means"], backend="jax")
+    per_numpy, cpu_numpy, _, a = _per_sweep(numpy_model, sweeps, init, repeats)
+    begin = time.perf_counter()
+    jax_model.run(init=init, iterations=1, tolerance=None, progress=False)
+    first = time.perf_counter() - begin
+    per_jax, cpu_jax, run_jax, b = _per_sweep(jax_model, sweeps, init, repeats)
+    compile_s = first - (run_jax + per_jax)
+    bp = bench_vectors._bayespy_mixture(x, start, 1 + sweeps, repeats if n < 10**5 else 1)
+    diff = _difference(a, b, ("weights", "means", "precs", "z"))
+    head = (f"| {k} | {n:,} | {dim} | {per_numpy * 1e3:.2f} | {per_jax * 1e3:.2f} | ")
+    if bp is None:
+        return head + f"— | — | — | — | {compile_s:.1f} | {b.log_evidence:.6f} | — | {diff:.1e} |"
+    bp_ms, bp_bound, bp_cpu = bp
+    return head + (f"{bp_ms:.2f} | {bp_ms / (per_jax * 1e3):.1f}× | "
+                   f"{cpu_jax * 1e3:.2f} / {bp_cpu:.2f} | {bp_cpu / (cpu_jax * 1e3):.1f}× | "
+                   f"{compile_s:.1f} | {b.log_evidence:.6f} | {bp_bound:.6f} | "
+                   f"{abs(b.log_evidence - bp_bound):.1e} | {diff:.1e} |")
+
+
+def bayespy_table(sweeps: int | None, repeats: int) -> None:
+    """The ``--bayespy`` table: issue 11's configurations (``bench_vectors``'s)."""
+    print("| K | N | D | NumPy ms/iter | JAX ms/iter | BayesPy ms/iter | BayesPy / JAX "
+          "| CPU ms JAX / BayesPy | CPU ratio | JAX compile s | JAX bound | BayesPy bound "
+          "| bound diff | NumPy–JAX rel. diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for k, n, dim, default in bench_vectors.MIXTURE_SIZES:
+        print(bayespy_row(k, n, dim, sweeps or default, repeats), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, default=None,
@@ -114,8 +159,18 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="*", help="N values instead")
     parser.add_argument("--model", choices=("mixture", "mixture1d", "gaussian"),
                         default="mixture")
+    parser.add_argument("--bayespy", action="store_true",
+                        help="the D-dimensional mixture on both backends and in BayesPy "
+                             "at issue 11's configurations")
     args = parser.parse_args()
     import jax
+    if args.bayespy:
+        print(f"D-dimensional Gaussian mixture (Wishart precisions), VMP, the bound every "
+              f"iteration; JAX {jax.__version__} on {jax.devices()[0].platform.upper()}; "
+              f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; "
+              f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}", flush=True)
+        bayespy_table(args.sweeps, args.repeats)
+        return
     sizes = args.sizes or [10**4, 10**5, 10**6] + ([10**7] if args.big else [])
     title = {"mixture": "Gaussian mixture (K = 3, D = 2)",
              "mixture1d": "1-D Gaussian mixture (K = 10, issue 14's)",

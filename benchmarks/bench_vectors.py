@@ -126,12 +126,13 @@ MIXTURE_SIZES = ((10, 200, 2, 20), (40, 2000, 10, 10), (10, 10**6, 2, 3))
 
 
 def _bayespy_mixture(x: np.ndarray, start: np.ndarray, sweeps: int,
-                     repeats: int) -> tuple[float, float] | None:
-    """BayesPy's ms per iteration and final bound on the same model, priors, start and
-    update order as factorflow's (q(means) = N(start, I), the others their priors; z
-    first, then weights, z, precs, means each sweep; the bound every iteration, never
-    stopping early), or None if BayesPy is absent.  Timed, as factorflow's run is, from
-    the start: the first update of z (factorflow's initialisation) and the sweeps."""
+                     repeats: int) -> tuple[float, float, float] | None:
+    """BayesPy's ms per iteration, final bound and CPU ms per iteration (this process's,
+    every thread) on the same model, priors, start and update order as factorflow's
+    (q(means) = N(start, I), the others their priors; z first, then weights, z, precs,
+    means each sweep; the bound every iteration, never stopping early), or None if
+    BayesPy is absent.  Timed, as factorflow's run is, from the start: the first update of
+    z (factorflow's initialisation) and the sweeps."""
     try:
         from bayespy.inference import VB
         from bayespy.nodes import Categorical, Dirichlet, Gaussian, Mixture, Wishart
@@ -139,7 +140,7 @@ def _bayespy_mixture(x: np.ndarray, start: np.ndarray, sweeps: int,
         return None
     n, dim = x.shape
     k = len(start)
-    times, bound = [], 0.0
+    times, cpu, bound = [], [], 0.0
     for _ in range(repeats):
         alpha = Dirichlet(np.full(k, vref.ALPHA0))
         z = Categorical(alpha, plates=(n,))
@@ -149,12 +150,13 @@ def _bayespy_mixture(x: np.ndarray, start: np.ndarray, sweeps: int,
         y.observe(x)
         mu.initialize_from_parameters(start, np.eye(dim))
         q = VB(y, alpha, z, lam, mu)
-        begin = CLOCK()  # (timed from the same point as factorflow's run: with the
-        z.update()       # initialisation, the cases from the start, which its run makes)
+        begin, begin_cpu = CLOCK(), time.process_time()  # (timed from the same point as
+        z.update()  # factorflow's run: with the initialisation, the cases from the start)
         q.update(repeat=sweeps, verbose=False, tol=-np.inf)
         times.append(CLOCK() - begin)
+        cpu.append(time.process_time() - begin_cpu)
         bound = float(q.L[sweeps - 1])
-    return min(times) / sweeps * 1e3, bound
+    return min(times) / sweeps * 1e3, bound, min(cpu) / sweeps * 1e3
 
 
 def _mixture_row(k: int, n: int, dim: int, sweeps: int) -> str:

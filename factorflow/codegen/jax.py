@@ -15,6 +15,11 @@ them differs, so that the whole run can be traced once by ``jax.jit``:
 - ``evidence(state) -> (log_evidence, state)`` is the NumPy program's ``evidence()``
   (its VMP refresh returns the messages it brings up to date, which the next sweep
   reads, as the NumPy program's ``nonlocal`` assignments do);
+- the last loop's ``sweep(iteration, state, refreshed=False)`` wraps the statements a
+  sweep right after ``evidence()`` may skip in ``if not refreshed:``, as the NumPy
+  program does (``codegen.python._sweep``, the same statements and checks); here
+  ``refreshed`` is a Python bool when the sweep is traced, and ``sweeps(...,
+  settled=True)`` traces the sweeps that follow ``evidence()`` with it True;
 - ``posteriors(state)`` gives the user's posteriors and the gate transform's own ones,
   which the convergence test watches;
 - there is no ``on_iteration`` hook, no ``state()`` for checkpoints and no ``resume``
@@ -40,7 +45,9 @@ from factorflow.codegen.python import (
     _posteriors,
     _prologue,
     _sections,
+    _settled,
     _state_names,
+    _sweep,
 )
 from factorflow.ir import IRError, Program, Stmt, While
 
@@ -83,6 +90,11 @@ def generate_jax(program: Program, reserved: frozenset[str] = frozenset()) -> Ge
     _prologue(e, program)
     result, watched = _posteriors(program)
     evidence, loops, last, tail, refresh = _sections(program)
+    # the last loop's statements that a sweep right after evidence() may skip, as in the
+    # NumPy program (its ``if not refreshed:``); here ``refreshed`` is known when the
+    # sweep is traced: ``sweeps`` traces the sweeps that follow evidence() with it True
+    skip = _settled(program, program.body[last], refresh, tail + evidence) \
+        if refresh else []
     e.emit("# ---- evidence: what runs after the last loop, then the evidence terms; run", 1)
     e.emit("# after every sweep too (the bound per iteration), and its updates carried on", 1)
     e.emit("def evidence(state):", 1)
@@ -117,16 +129,22 @@ def generate_jax(program: Program, reserved: frozenset[str] = frozenset()) -> Ge
                 e.statement(s, 1, check=False)
             pending = []
             e.last_prov = None
-            e.emit(f"# ---- iterations{suffix}: one sweep, from the state after the last", 1)
-            e.emit("def sweep(iteration, state):", 1)
-            _pack(e, state, "{} = state", 2)
-            for s in node.body:
-                e.statement(s, 2, check=True)
-            _pack(e, state, "return {}", 2)
             final = node is program.body[last]
+            settled = final and any(skip)
+            e.emit(f"# ---- iterations{suffix}: one sweep, from the state after the last", 1)
+            if settled:
+                e.emit("# (refreshed: whether evidence() ran since the last sweep, a Python", 1)
+                e.emit("# bool when the sweep is traced: True, the sweep skips what it computed)",
+                       1)
+            e.emit("def sweep(iteration, state, refreshed=False):" if settled
+                   else "def sweep(iteration, state):", 1)
+            _pack(e, state, "{} = state", 2)
+            _sweep(e, node, skip if settled else [False] * len(node.body))
+            _pack(e, state, "return {}", 2)
             hook = "evidence" if final and (tail or evidence) else "None"
             # after the last loop: the evidence and the posteriors (what the loop carries)
             after = ", evidence" if final else ""
+            after += ", settled=True" if settled else ""
             _pack(e, state, f"{{}} = sweeps(sweep, {{}}, iterations, posteriors, {hook}{after})",
                   1)
             e.last_prov = None

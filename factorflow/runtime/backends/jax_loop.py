@@ -24,7 +24,10 @@ its first and last skipping sweep and counts, from which the host gives NumPy's
 
 The loop carries only what the next sweep and the code after the loop read, broadcast
 views as their distinct elements (``jax_carry``); the convergence test compares each
-watched posterior's distinct elements, as ``_Monitor`` does.
+watched posterior's distinct elements, as ``_Monitor`` does.  Where the bound follows
+every sweep, a sweep that takes ``refreshed`` (``settled``) skips what ``evidence()``
+computed: the first sweep runs before the ``lax.while_loop`` without the skip, the
+loop's body with it.
 """
 
 from __future__ import annotations
@@ -159,6 +162,10 @@ def _materialised(state: tuple) -> tuple:
 class Sweeps:
     """The ``sweeps`` of one traced run (see the module docstring)."""
 
+    #: whether a sweep after evidence() skips what evidence() computed (``settled``; a
+    #: switch for the tests, which compare the loop with and without)
+    skip_refreshed = True
+
     def __init__(self, algorithm: str, tolerance: float | None, capacity: int,
                  tracing: bool = True, stall: bool = False) -> None:
         self.algorithm, self.tolerance, self.capacity = algorithm, tolerance, capacity
@@ -279,20 +286,29 @@ class Sweeps:
 
     def __call__(self, sweep: Callable, state: tuple, iterations: int,
                  posteriors: Callable, evidence: Callable | None,
-                 after: Callable | None = None) -> tuple:
+                 after: Callable | None = None, settled: bool = False) -> tuple:
         """Run ``sweep`` from ``state`` (see the module docstring); the final state.
         ``after``: the program's ``evidence``, where the code after this loop is its
         call and the user's posteriors (so that the loop carries only what those and
-        the sweeps read: ``jax_carry``); None: a later loop may read any message."""
+        the sweeps read: ``jax_carry``); None: a later loop may read any message.
+        ``settled``: ``sweep`` takes ``refreshed`` (whether ``evidence`` ran since the
+        last sweep; True, it skips the statements whose values evidence() computed, as
+        the NumPy program's ``if not refreshed:``).  Where the bound follows every sweep
+        (``tracing``) the first sweep is traced with it False and runs before the
+        ``lax.while_loop``, whose body is the sweep traced with it True: the same
+        statements on the same values as NumPy's loop, each choice made when traced."""
         base = namespace()["factorflow.distributions.base"]
         names: list[str] = []  # the checks' names, in the order they run
         skip_names: list[str] = []  # the skip_improper updates' names, likewise
         shapes: list[tuple[tuple[int, ...], ...]] = []  # the watched parameters'
+        # the first sweep apart (refreshed False), the loop's after evidence() (True)
+        peel = (settled and self.skip_refreshed and evidence is not None and self.tracing
+                and iterations > 0)
 
-        def one(iteration: Any, s: tuple) -> tuple[tuple, Any]:
+        def one(iteration: Any, s: tuple, refreshed: bool = False) -> tuple[tuple, Any]:
             """A sweep, then the bound; what the loop keeps besides the state."""
             with CHECKS.frame() as found:
-                new = sweep(iteration, s)
+                new = sweep(iteration, s, refreshed) if settled else sweep(iteration, s)
                 user, internal = posteriors(new)
                 value = None
                 if evidence is not None and self.tracing:
@@ -313,11 +329,19 @@ class Sweeps:
 
         state = _settle_shapes(_materialised(state),
                                lambda s: one(jnp.asarray(0), s)[0])
+        if peel:  # (the loop's sweeps too may lay a message out over more plates)
+            checks = (list(names), list(skip_names))
+            state = _settle_shapes(state, lambda s: one(jnp.asarray(1), s, True)[0])
+            # both sweeps must make the same checks, which the loop keeps by position
+            # (so they do, the checks of skipped posteriors being outside what is
+            # skipped, as in the NumPy program): else every sweep runs everything
+            peel = checks == (names, skip_names)
         leaves, tree = jax.tree_util.tree_flatten(state)
         leaves = [v if isinstance(v, jax.Array) else jnp.asarray(v) for v in leaves]
 
-        def step(iteration: Any, full: list[Any]) -> tuple[list[Any], Any]:
-            new, kept = one(iteration, jax.tree_util.tree_unflatten(tree, full))
+        def step(iteration: Any, full: list[Any], refreshed: bool = peel
+                 ) -> tuple[list[Any], Any]:
+            new, kept = one(iteration, jax.tree_util.tree_unflatten(tree, full), refreshed)
             new = jax.tree_util.tree_leaves(new)
             return [_laid_out(a, ref) for a, ref in zip(new, full, strict=True)], kept
 
@@ -327,6 +351,22 @@ class Sweeps:
             with CHECKS.frame():  # traced for what it reads only: its checks run later
                 return after(s)[0], posteriors(s)[0]
 
+        def advance(loop: tuple, new: list[Any], kept: tuple) -> tuple:
+            """The loop's values after the sweep ``loop[0]`` that gave ``new``, ``kept``
+            (the state still whole)."""
+            iteration, _, m, bad, skips = loop
+            etas, value, ok, counts = kept
+            bad = jnp.where((bad < 0) & ~ok, iteration, bad)
+            if skip_names:
+                skips = _skipped(skips, iteration, counts)
+            m = self._observe(m, iteration, etas, value)
+            return iteration + 1, new, m, bad, skips
+
+        first = None
+        if peel:
+            new, kept = step(jnp.asarray(0), leaves, False)
+            first = (new, kept)
+            leaves = new
         carry = Carry(leaves, step, rest if after is not None else None)
         self.carried.append(carry.summary())
         self.names = list(posteriors(state)[0] | posteriors(state)[1]
@@ -337,13 +377,10 @@ class Sweeps:
             self._widen(shapes)
 
         def body(loop: tuple) -> tuple:
-            iteration, small, m, bad, skips = loop
-            new, (etas, value, ok, counts) = step(iteration, carry.unpack(small))
-            bad = jnp.where((bad < 0) & ~ok, iteration, bad)
-            if skip_names:
-                skips = _skipped(skips, iteration, counts)
-            m = self._observe(m, iteration, etas, value)
-            return iteration + 1, carry.pack(new), m, bad, skips
+            iteration, small = loop[:2]
+            new, kept = step(iteration, carry.unpack(small))
+            out = advance(loop, new, kept)
+            return (out[0], carry.pack(out[1]), *out[2:])
 
         def cond(loop: tuple) -> Any:
             iteration, _, m, bad, _ = loop
@@ -351,10 +388,14 @@ class Sweeps:
                     & jnp.all(bad < 0))
 
         skips = jnp.tile(jnp.asarray([-1, 0, -1, 0]), (len(skip_names), 1))
-        start = (jnp.asarray(0), carry.pack(leaves), dict(self.monitor),
-                 -jnp.ones(len(names), int), skips)
+        monitor = dict(self.monitor)
         # the monitor's settled count starts afresh in each loop (it stops at 2)
-        start[2]["settled"] = jnp.asarray(0)
+        monitor["settled"] = jnp.asarray(0)
+        start = (jnp.asarray(0), carry.pack(leaves), monitor, -jnp.ones(len(names), int),
+                 skips)
+        if first is not None:  # the first sweep, run before the loop
+            out = advance((jnp.asarray(0), None, *start[2:]), *first)
+            start = (out[0], carry.pack(out[1]), *out[2:])
         _, small, self.monitor, bad, skips = jax.lax.while_loop(cond, body, start)
         self.failures.append((names, bad))
         self.skips.append((skip_names, skips))

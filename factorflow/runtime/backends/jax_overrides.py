@@ -1,4 +1,5 @@
-"""The run-time checks of the generated program, as the JAX backend runs them.
+"""The run-time checks of the generated program, and the kernels' fast paths chosen by
+values, as the JAX backend runs them.
 
 The kernels run under JAX as written (``jax_namespace``): their in-place writes and
 value-dependent fast paths go through ``distributions.base`` (``add_at``, ``set_at``,
@@ -13,6 +14,11 @@ tests run each override and its NumPy kernel on the same random inputs: the verd
 agree (``tests/runtime/backends/test_jax.py``), so a change to one that the other
 lacks fails there.
 
+The fast paths (the section at the end) are the few that NumPy chooses by values and
+that matter at scale: each makes the same choice on what is known while tracing and
+otherwise calls the copy's own function (``REPLACED``); ``tests/runtime/backends/
+test_jax_fast_paths.py`` compares each with its NumPy kernel.
+
 An override is written as if it stood in its module: it is installed with the copied
 module's globals, so ``np`` is ``jax.numpy`` there and every other name (``E``,
 ``Gaussian``, ``slot``) is the copy's.  The imports below give those names to linters
@@ -26,6 +32,7 @@ from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as np
+import numpy as host_numpy
 
 from factorflow.runtime.backends.jax_loop import CHECKS
 from factorflow.runtime.kernels import leading, where_mask
@@ -45,9 +52,14 @@ def install(name: str, module: Any, ns: Any) -> None:
     """Put the overrides of module ``name`` into its JAX copy ``module`` (and into the
     copy's ``NAMESPACE``, the generated program's globals, where it has one)."""
     module.__dict__["CHECKS"] = CHECKS
+    module.__dict__["IS_ARANGE"] = ns.numpy.is_arange
+    module.__dict__["NOTE"], module.__dict__["KNOWN"] = ns.numpy.note, ns.numpy.known
+    replaced = module.__dict__.setdefault("REPLACED", {})  # the copy's own, by name
     for attr, fn in OVERRIDES.get(name, {}).items():
         fn = types.FunctionType(fn.__code__, module.__dict__, fn.__name__, fn.__defaults__,
                                 fn.__closure__)
+        if "." not in attr and hasattr(module, attr):
+            replaced[attr] = getattr(module, attr)
         if "." in attr:
             cls, method = attr.split(".")
             setattr(getattr(module, cls), method, fn)
@@ -170,3 +182,79 @@ def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ..
         from factorflow.errors import ModelError
         raise ModelError(f"init[{label!r}] has batch shape {value.batch_shape}, but the "
                          f"variable has shape {tuple(shape)}.") from None
+
+
+# ----- fast paths the kernels choose by values, taken under tracing too -----------------
+# The kernels below take a fast path where NumPy can test the values (an index that is
+# ``arange(K)``, data that is a NumPy array) and the general path under tracing, where
+# it cannot.  Here the same test is made on what is known while tracing (an ``arange``
+# the program made: ``IS_ARANGE``; known data: a JAX array of the same layout), and the
+# fast path runs as written, without the NumPy-only memo and in-place writes; otherwise
+# the copy's own function (``REPLACED``).  The results are the fast paths' NumPy ones to
+# rounding (the tests compare whole runs with NumPy to 1e-10).
+GATE = "factorflow.factors.gate"
+VECTOR = "factorflow.factors.vector_gaussian"
+BASE = "factorflow.distributions.base"
+
+
+@override(BASE, "log_normalize")
+def log_normalize(log_w: Any) -> Any:
+    """``base.log_normalize``, whose result is known to be normalised while traced too
+    (as NumPy remembers it): normalising it again returns it (a mixture's cases are
+    the responsibilities' normalised logs, which each clone of the gate normalised
+    again, one max, exp, sum and log over (N, K) each)."""
+    if KNOWN("normalized", log_w):  # noqa: F821 (the copy's)
+        return log_w
+    out = REPLACED["log_normalize"](log_w)  # noqa: F821
+    NOTE("normalized", out)  # noqa: F821
+    return out
+
+
+@override(GATE, "_one_probs")
+def _one_probs(cases: Any, index: Any) -> Any:
+    """``gate._one_probs`` where ``index`` is the ``arange(K)`` of a Switch's clones: the
+    cases' probabilities themselves (``_case_probs``: no gather, one normalisation the
+    compiler shares between the gate's clones)."""
+    if IS_ARANGE(index, np.shape(_logits(cases))[-1]):  # noqa: F821 (the copy's)
+        return _case_probs(cases)  # noqa: F821
+    return REPLACED["_one_probs"](cases, index)  # noqa: F821
+
+
+@override(VECTOR, "_switch_data")
+def _switch_data(sample: Any) -> Any:
+    """``vector_gaussian._switch_data`` for traced data: the (N, 1, D) column of N > 1
+    known points as (N, D)."""
+    import jax
+    if (isinstance(sample, jax.Array) and sample.ndim == 3 and sample.shape[1] == 1
+            and sample.shape[0] >= 2):
+        return np.asarray(sample[:, 0, :], float)
+    return REPLACED["_switch_data"](sample)  # noqa: F821
+
+
+@override(VECTOR, "_data_stats")
+def _data_stats(x: Any, host: Any = host_numpy) -> Any:
+    """``vector_gaussian._data_stats`` as one expression: [1, x, x_i x_j (i ≤ j)] per
+    point, (N, 1 + D + D(D+1)/2) (the compiler makes it once per run: it reads the data
+    alone).  ``host``: NumPy itself (a default: the copy's ``numpy`` is ``jax.numpy``),
+    whose index arrays are constants of the trace."""
+    n, dim = x.shape
+    i, j = host.triu_indices(dim)
+    return np.concatenate([np.ones((n, 1)), x, x[:, i] * x[:, j]], axis=1)
+
+
+@override(VECTOR, "_switch_sums")
+def _switch_sums(sample: Any, weights: Any, reduce: Any, host: Any = host_numpy) -> Any:
+    """``vector_gaussian._switch_sums`` for traced data: (Σ_n q_nk, Σ_n q_nk x_n,
+    Σ_n q_nk x_n x_nᵀ) by one (1+D+T, N) × (N, K) product (not remembered: the
+    compiler shares it between the mean's and the precision's messages)."""
+    x = None if reduce is None else _switch_data(sample)
+    if (x is None or not isinstance(weights, np.ndarray) or len(reduce[0]) != 2
+            or tuple(reduce[1]) != (0,) or weights.shape != tuple(reduce[0])
+            or weights.shape[0] != len(x)):
+        return None
+    dim, k = x.shape[1], weights.shape[1]
+    sums = _data_stats(x).T @ weights                                  # (1+D+T, K)
+    i, j = host.triu_indices(dim)
+    s2 = np.zeros((k, dim, dim)).at[:, i, j].set(sums[1 + dim:].T)
+    s2 = s2.at[:, j, i].set(sums[1 + dim:].T)
+    return sums[0], sums[1:1 + dim].T, s2

@@ -5,7 +5,8 @@ has a fast path chosen by values or writes in place, the copy takes the general,
 functional path (``distributions.base.traced``).  These tests run both on the same random
 inputs (fast paths hit and missed) and compare the numbers; and each of the few
 overrides (``jax_overrides``: the checks that raise) against its NumPy kernel's verdict,
-so that a change to one that the other lacks fails here.
+so that a change to one that the other lacks fails here (the overrides of fast paths
+chosen by values: ``test_jax_fast_paths``).
 """
 
 from __future__ import annotations
@@ -137,9 +138,16 @@ def _numpy_verdict(fn, *args, **kwargs) -> bool:
 
 
 def test_the_overrides_are_the_checks():
-    """Only the checks that raise are overridden (everything else runs as written)."""
-    assert {m: set(f) for m, f in OVERRIDES.items()} == {"factorflow.runtime.kernels": {
-        "check_proper", "_proper", "check_proper_input", "skip_improper", "initial"}}
+    """Only the checks that raise and the fast paths chosen by values are overridden
+    (everything else runs as written; each fast path's override is compared with its
+    NumPy kernel in ``test_jax_fast_paths``)."""
+    assert {m: set(f) for m, f in OVERRIDES.items()} == {
+        "factorflow.runtime.kernels": {
+            "check_proper", "_proper", "check_proper_input", "skip_improper", "initial"},
+        "factorflow.distributions.base": {"log_normalize"},
+        "factorflow.factors.gate": {"_one_probs"},
+        "factorflow.factors.vector_gaussian": {"_switch_data", "_data_stats",
+                                               "_switch_sums"}}
 
 
 @pytest.mark.parametrize("seed", range(20))
