@@ -103,7 +103,7 @@ PLATE: list[tuple[int, tuple[int, ...]]] = []
 _PENDING: list[tuple[tuple[Any, ...], list[Any]]] = []
 
 
-def materialise(*ds: Any, verdict: Any = None) -> bool:
+def materialise(*ds: Any, verdict: Any = None, checks: bool = True) -> bool:
     """Compute the one-chunk (K-sized: a plate reduced) Dask parameters of the
     distributions ``ds`` into NumPy arrays here, written into each distribution itself
     (every name bound to it reads them), in one round trip with ``verdict()`` (Dask
@@ -111,8 +111,9 @@ def materialise(*ds: Any, verdict: Any = None) -> bool:
     returns whether ``verdict()`` holds.  Chunked (per-datum) parameters are left lazy:
     never stored, each computation recomputes them chunk by chunk from the data and the
     NumPy globals, so a worker holds one chunk's intermediates at a time.  A pending
-    check that fails runs NumPy's check, which raises its error (before this one's)."""
-    import dask
+    check that fails runs NumPy's check, which raises its error (before this one's).
+    ``checks=False``: no round trip for the pending checks alone (they wait for the
+    next computation) when nothing else is to be computed."""
     import dask.array as da
     small: list[tuple[Any, int]] = []
     for d in ds:
@@ -120,21 +121,31 @@ def materialise(*ds: Any, verdict: Any = None) -> bool:
         if isinstance(eta, tuple):
             small += [(d, i) for i, e in enumerate(eta)
                       if isinstance(e, da.Array) and e.npartitions == 1]
+    own = list(verdict()) if verdict else []
+    if not small and not own and not (checks and _PENDING):
+        return True
+    got = compute_now(*(d.eta[i] for d, i in small), *own)
+    for (d, i), value in zip(small, got, strict=False):
+        _set(d, i, numpy.asarray(value))
+    return bool(all(got[len(small):]))
+
+
+def compute_now(*values: Any) -> tuple[Any, ...]:
+    """``values`` (Dask arrays, or anything ``dask.compute`` passes through) computed here
+    as NumPy, in one round trip with every pending per-datum check (``_PENDING``), which
+    raises its error first where it fails: a computation that passes over the data takes
+    the checks along instead of a pass of their own."""
+    import dask
     pending = _PENDING[:]
     del _PENDING[:]
     checks = [v for _, verdicts in pending for v in verdicts]
-    own = list(verdict()) if verdict else []
-    if not small and not checks and not own:
-        return True
-    got = dask.compute(*(d.eta[i] for d, i in small), *checks, *own)
-    at = len(small)
+    got = dask.compute(*checks, *values)
+    at = 0
     for args, verdicts in pending:
         if not all(got[at:at + len(verdicts)]):
             args[0](*args[1:])  # NumPy's check: raises the error naming the posterior
         at += len(verdicts)
-    for (d, i), value in zip(small, got, strict=False):
-        _set(d, i, numpy.asarray(value))
-    return bool(all(got[at:]))
+    return tuple(got[at:])
 
 
 def flush_checks() -> None:
@@ -239,12 +250,98 @@ def _any_true(original: Any, module: Any) -> Any:
     return any_true
 
 
+def _exp_flushed(original: Any, module: Any) -> Any:
+    """``base.exp_flushed`` of a Dask array: its general path, exp(max(x, cut)) times
+    (x ≥ cut), with no test choosing NumPy's one-pass path: that test (``np.min(x)``
+    against the cut, a Python ``bool``) would compute every datum's x once more, a
+    pass over the data of its own at each call.  The same values as NumPy's either
+    path (where x ≥ cut both are exp(x); NaN stays NaN); the result is returned, never
+    written into ``out`` (a Dask array is immutable)."""
+    def exp_flushed(x: Any, out: Any = None) -> Any:
+        if not _is_dask(x):
+            return original(x, out=out)
+        x = x.astype(float)
+        return numpy.exp(numpy.maximum(x, module._LOG_CUT)) * (x >= module._LOG_CUT)
+    return exp_flushed
+
+
+#: the data sums of ``_data_sums`` computed this run, by the names of the Dask arrays
+#: they were computed from: (weights, data) -> (Σ w, Σ w x, Σ w x²), NumPy (the last few)
+_SUMS: dict[tuple[str, str], tuple[Any, ...]] = {}
+
+
+def _data_sums(original: Any, module: Any) -> Any:
+    """``gaussian._data_sums`` over chunked Dask data and (N, K) Dask weights (a
+    ``Switch`` over the chunked plate): (Σ w, Σ w x, Σ w x²) as one (3, N) × (N, K)
+    product, a Dask reduction computed at once into NumPy (``compute_now``, with the
+    pending checks), and kept by the names of the weights and the data (Dask names an
+    array by what computes it): the mixture's precision and mean messages of a sweep then
+    read the sums of one pass over the data, not a pass each (NumPy's remembers them by
+    the weights array; Dask data has no memory to key them by).  NumPy's otherwise."""
+    def data_sums(sample: Any, weights: Any, reduce: Any) -> Any:
+        if not _is_dask(weights):
+            return original(sample, weights, reduce)
+        shape, axes = reduce
+        if (not module.is_known(sample) or len(shape) != 2 or tuple(axes) != (0,)
+                or weights.shape != tuple(shape)):
+            return None
+        x = module.distinct(module.np.asarray(module.E(sample), float))
+        if not _is_dask(x) or x.shape != (shape[0], 1) or shape[0] == 1:
+            return None
+        key = (weights.name, x.name)
+        if key not in _SUMS:
+            col = x[:, 0]
+            stats = module.np.stack([numpy.ones_like(col), col, col * col])
+            if len(_SUMS) > 8:  # (a sweep reads one; older ones are done with)
+                _SUMS.clear()
+            _SUMS[key] = tuple(compute_now(stats @ weights)[0])
+        return _SUMS[key]
+    return data_sums
+
+
+#: Σ_n q_nk of per-datum Discrete probabilities (N, K), computed ahead with the last
+#: sweep's bound (``ahead_sums``), by the name of the probabilities' Dask array
+_COLUMN_SUMS: dict[str, Any] = {}
+
+
+def ahead_sums(messages: Any) -> list[tuple[str, Any]]:
+    """The column sums (over the chunked plate) of the probabilities of every per-datum
+    Discrete message among ``messages``, as lazy Dask arrays named by the probabilities':
+    the next sweep's Dirichlet message is those sums (a mixture's Σ_n q(z_n = k)), and
+    computed with this sweep's bound, which computes the same probabilities chunk by chunk
+    anyway, they cost no pass over the data of their own (``_column_sums`` reads them)."""
+    out: dict[str, Any] = {}
+    for m in messages:
+        eta = getattr(m, "eta", None)
+        if (type(m).__name__ == "Discrete" and isinstance(eta, tuple) and _is_dask(eta[0])
+                and eta[0].ndim == 2 and eta[0].npartitions > 1):
+            p = m.probs
+            out.setdefault(p.name, p.sum(axis=0))
+    return list(out.items())
+
+
+def _column_sums(original: Any, module: Any) -> Any:
+    """``discrete._column_sums``: of Dask probabilities whose sums ``ahead_sums`` computed
+    with the last bound, those sums (NumPy, no pass over the data); else NumPy's (a
+    Dask reduction)."""
+    def column_sums(probs: Any, reduce: Any) -> Any:
+        shape, axes = reduce
+        if (_is_dask(probs) and probs.name in _COLUMN_SUMS and probs.ndim == 2
+                and len(shape) == 1 and tuple(axes) == (0,) and probs.shape[0] == shape[0]):
+            return _COLUMN_SUMS[probs.name]
+        return original(probs, reduce)
+    return column_sums
+
+
 #: module name -> {name: (the copy's function, the copy) -> its replacement}
 _OVERRIDES: dict[str, dict[str, Any]] = {
     "factorflow.distributions.base": {"all_true": _all_true, "any_true": _any_true,
                                       "is_zeros_view": _is_zeros_view,
                                       "memo_of": _memo_of,
-                                      "log_normalize": _log_normalize},
+                                      "log_normalize": _log_normalize,
+                                      "exp_flushed": _exp_flushed},
+    "factorflow.factors.gaussian": {"_data_sums": _data_sums},
+    "factorflow.factors.discrete": {"_column_sums": _column_sums},
     "factorflow.factors.variable": {"total": _total},
     "factorflow.runtime.kernels": {"check_proper": _check_proper},
 }
@@ -280,8 +377,24 @@ def _patch_gate(module: Any) -> None:
     module.CASES.evidence["vmp"] = cases_average_log_factor
 
 
+def _patch_discrete(module: Any) -> None:
+    """The VMP evidence of a Discrete factor over a Dask q: Σ_k q_k E[log p_k] the
+    general way (0 · −inf = 0), with no test for NaN choosing the fused product (see
+    ``_patch_families``: the test computes every datum's q once more)."""
+    original = module.DISCRETE.evidence["vmp"]
+
+    def average_log_factor(sample: Any, probs: Any) -> Any:
+        if module.is_known(sample) or not (_is_dask(probs) or any(
+                _is_dask(e) for d in (sample, probs) for e in getattr(d, "eta", ()))):
+            return original(sample, probs)
+        q = module._sample_stats(sample, module._size(probs))
+        return numpy.sum(module.times_finite(q, module.Elog(probs)), axis=-1)
+    module.DISCRETE.evidence["vmp"] = average_log_factor
+
+
 #: module name -> a function adapting the Dask copy of that module in place
 _PATCHES: dict[str, Any] = {"factorflow.distributions.families": _patch_families,
+                            "factorflow.factors.discrete": _patch_discrete,
                             "factorflow.factors.gate": _patch_gate}
 
 

@@ -455,7 +455,10 @@ def test_mixture_passes_are_one_task_per_chunk(client, monkeypatch):
     compiled.run(3, init=init, client=client, chunks=150, tolerance=None)
     # ([]: a computation with nothing to fuse, such as one sending the data)
     assert all(p in ([0, 1, 2, 3], [0], [1], [2], [3], []) for p in passes), passes
-    assert sum(p == [0, 1, 2, 3] for p in passes) >= 3 * 3, passes  # weights, precs, means
+    # two passes a sweep: the data sums (q(precs) and q(means) read the same ones) and
+    # the bound (with the per-datum checks and the next q(weights)'s column sums), and
+    # two more: the first q(weights) (from the initialisation) and q(z) gathered
+    assert sum(p == [0, 1, 2, 3] for p in passes) == 2 * 3 + 2, passes
     assert compiled.row_width() == 3
     compiled.run(1, init=init, client=client, tolerance=None)
     assert compiled._chunks == 2**18 // 3, compiled._chunks
