@@ -188,13 +188,19 @@ def _memo_of(original: Any, module: Any) -> Any:
 
 
 def _log_normalize(original: Any, module: Any) -> Any:
-    """``base.log_normalize``, on a Dask array without NumPy's read-only flag."""
+    """``base.log_normalize`` of a Dask array whose last axis is one chunk: NumPy's own
+    block by block (``map_blocks``; a row's normalisation reads that row only), one
+    step in each chunk's task instead of Dask's dozen (a max, a test for infinities, an
+    exponential, a sum, a logarithm); remembered per Dask array as NumPy's is."""
     def log_normalize(log_w: Any) -> Any:
         if not _is_dask(log_w):
             return original(log_w)
 
         def compute(x: Any) -> Any:
-            out = x - module.logsumexp(x, axis=-1, keepdims=True)
+            if x.ndim and x.numblocks[-1] == 1:
+                out = x.map_blocks(_numpy_base().log_normalize, dtype=float)
+            else:
+                out = x - module.logsumexp(x, axis=-1, keepdims=True)
             module.remember("log_normalize", out, out)
             return out
         return module.memo_of("log_normalize", log_w.astype(float), compute)
@@ -251,19 +257,30 @@ def _any_true(original: Any, module: Any) -> Any:
 
 
 def _exp_flushed(original: Any, module: Any) -> Any:
-    """``base.exp_flushed`` of a Dask array: its general path, exp(max(x, cut)) times
-    (x ≥ cut), with no test choosing NumPy's one-pass path: that test (``np.min(x)``
-    against the cut, a Python ``bool``) would compute every datum's x once more, a
-    pass over the data of its own at each call.  The same values as NumPy's either
-    path (where x ≥ cut both are exp(x); NaN stays NaN); the result is returned, never
-    written into ``out`` (a Dask array is immutable)."""
+    """``base.exp_flushed`` of a Dask array: NumPy's own function block by block
+    (``map_blocks``), so that its test for the fast path (``np.min(x)`` against the
+    cut) is each block's, in the chunk's task: as a Python ``bool`` of the whole Dask
+    array it would compute every datum's x once more, a pass over the data of its own
+    at each call.  The same values as NumPy's (it is NumPy's, on each block); the result
+    is returned, never written into ``out`` (a Dask array is immutable)."""
     def exp_flushed(x: Any, out: Any = None) -> Any:
         if not _is_dask(x):
             return original(x, out=out)
-        x = x.astype(float)
-        return numpy.exp(numpy.maximum(x, module._LOG_CUT)) * (x >= module._LOG_CUT)
+        return x.astype(float).map_blocks(_numpy_base().exp_flushed, dtype=float)
     return exp_flushed
 
+
+def _numpy_base() -> Any:
+    """factorflow's own ``distributions.base`` (NumPy's functions, which a worker
+    imports by name; the Dask copies' live in this process only)."""
+    from factorflow.distributions import base
+    return base
+
+
+#: Σ_n q_nk of per-datum Discrete probabilities (N, K), computed ahead with the data
+#: sums (``_data_sums``) or the last sweep's bound (``ahead_sums``), by the name of the
+#: probabilities' Dask array
+_COLUMN_SUMS: dict[str, Any] = {}
 
 #: the data sums of ``_data_sums`` computed this run, by the names of the Dask arrays
 #: they were computed from: (weights, data) -> (Σ w, Σ w x, Σ w x²), NumPy (the last few)
@@ -277,7 +294,8 @@ def _data_sums(original: Any, module: Any) -> Any:
     pending checks), and kept by the names of the weights and the data (Dask names an
     array by what computes it): the mixture's precision and mean messages of a sweep then
     read the sums of one pass over the data, not a pass each (NumPy's remembers them by
-    the weights array; Dask data has no memory to key them by).  NumPy's otherwise."""
+    the weights array; Dask data has no memory to key them by); Σ w is kept as the
+    weights' column sums too (``_column_sums``).  NumPy's otherwise."""
     def data_sums(sample: Any, weights: Any, reduce: Any) -> Any:
         if not _is_dask(weights):
             return original(sample, weights, reduce)
@@ -294,14 +312,13 @@ def _data_sums(original: Any, module: Any) -> Any:
             stats = module.np.stack([numpy.ones_like(col), col, col * col])
             if len(_SUMS) > 8:  # (a sweep reads one; older ones are done with)
                 _SUMS.clear()
+                _COLUMN_SUMS.clear()
             _SUMS[key] = tuple(compute_now(stats @ weights)[0])
+            # Σ_n w_nk, as the next sweep's Dirichlet message sums the same
+            # probabilities (a mixture's q(z)): no pass of its own, bound or not
+            _COLUMN_SUMS[weights.name] = _SUMS[key][0]
         return _SUMS[key]
     return data_sums
-
-
-#: Σ_n q_nk of per-datum Discrete probabilities (N, K), computed ahead with the last
-#: sweep's bound (``ahead_sums``), by the name of the probabilities' Dask array
-_COLUMN_SUMS: dict[str, Any] = {}
 
 
 def ahead_sums(messages: Any) -> list[tuple[str, Any]]:

@@ -459,6 +459,15 @@ def test_mixture_passes_are_one_task_per_chunk(client, monkeypatch):
     # the bound (with the per-datum checks and the next q(weights)'s column sums), and
     # two more: the first q(weights) (from the initialisation) and q(z) gathered
     assert sum(p == [0, 1, 2, 3] for p in passes) == 2 * 3 + 2, passes
+    # without the bound after each sweep: one pass a sweep (the data sums: the checks and
+    # the column sums ride along), the first q(weights), the final bound, q(z) gathered
+    del passes[:]
+    traceless = compiled.run(3, init=init, client=client, chunks=150, tolerance=None,
+                             trace=False)
+    assert sum(p == [0, 1, 2, 3] for p in passes) == 3 + 3, passes
+    numpy = model.compile("vmp", init=["means"]).run(3, init=init, tolerance=None,
+                                                     trace=False)
+    _check_same(model, numpy, traceless)
     assert compiled.row_width() == 3
     compiled.run(1, init=init, client=client, tolerance=None)
     assert compiled._chunks == 2**18 // 3, compiled._chunks
