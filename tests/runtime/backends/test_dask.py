@@ -432,6 +432,58 @@ def test_the_kernels_stack_dask_arrays_along_one_chunk():
     assert type(shim.stack([np.ones(2), np.zeros(2)])) is np.ndarray
 
 
+def _refuse(*args, **kwargs):
+    raise AssertionError("computed while the graph was built")
+
+
+def test_the_kernels_normalise_and_exponentiate_dask_arrays_block_by_block():
+    """``exp_flushed`` and ``log_normalize`` of a chunked Dask array in the Dask copies:
+    NumPy's own functions on each block, so that nothing is computed while the graph is
+    built (NumPy's test for its fast path, a Python bool of the whole array, was a pass
+    over the data of its own) and the values are NumPy's exactly, extremes included
+    (−inf, NaN, below the flush cut, a row of −inf)."""
+    from factorflow.distributions import base as numpy_base
+    from factorflow.runtime.backends.dask_namespace import namespace
+    base = namespace()["factorflow.distributions.base"]
+    x = np.random.default_rng(0).normal(0.0, 300.0, (40, 5))
+    x[3, 1], x[7], x[9, 2], x[11] = -np.inf, np.nan, -800.0, -np.inf
+    chunked = da.from_array(x, chunks=(10, 5))
+    with dask.config.set(scheduler=_refuse):
+        flushed, normalised = base.exp_flushed(chunked), base.log_normalize(chunked)
+    assert flushed.npartitions == normalised.npartitions == 4
+    assert len(dask.optimize(flushed)[0].dask) <= 2 * 4  # (the blocks and one step each)
+    with dask.config.set(scheduler="sync"), np.errstate(all="ignore"):
+        np.testing.assert_array_equal(flushed.compute(), numpy_base.exp_flushed(x.copy()))
+        np.testing.assert_array_equal(normalised.compute(), numpy_base.log_normalize(x))
+
+
+def test_a_pass_of_partial_sums_is_one_task_per_chunk():
+    """A pass whose result is reduced over the plate (the partial sums of each chunk read
+    by a tree reduction): with the plate keys registered, one task per chunk in the
+    scheduler's graph, each chunk's partial sums taken from its task's result inside the
+    reduction's steps (no task per partial sum); the sums NumPy's to 1e-12."""
+    x = np.random.default_rng(1).normal(size=(60, 1))
+    fusion, config = _plate_run((15,) * 4)
+    data = da.from_array(x, chunks=((15,) * 4, 1))
+    try:
+        fusion.register(data)
+        with config:
+            q = da.exp(data * np.arange(3.0))
+            sums = (q * data).sum(axis=0) + q.max()
+            graph = sums.__dask_optimize__(dict(sums.__dask_graph__()),
+                                           list(dask.core.flatten(sums.__dask_keys__())))
+            got = sums.compute()
+    finally:
+        fusion.PLATE_KEYS.clear()
+    import operator
+    passes = [key[1] for key in graph if isinstance(key, tuple) and key[0].startswith("chunkpass")]
+    assert sorted(passes) == [0, 1, 2, 3]
+    alone = [key for key, node in graph.items() if getattr(node, "func", None) is operator.getitem]
+    assert alone == [], alone
+    want = np.exp(x * np.arange(3.0))
+    np.testing.assert_allclose(got, (want * x).sum(axis=0) + want.max(), rtol=1e-12)
+
+
 @pytest.mark.slow
 def test_mixture_passes_are_one_task_per_chunk(client, monkeypatch):
     """On the mixture in 4 chunks every computation that passes over the data is, after
