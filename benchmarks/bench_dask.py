@@ -185,7 +185,9 @@ def main() -> None:
             ref = mix.hand_written(x, args.k, args.sweeps)
         numpy_sweep = (time.perf_counter() - begin) / args.sweeps
         numpy_cpu = (time.process_time() - cpu) / args.sweeps
-        client.restart()  # fresh workers: their peak memory is this run's
+        client.restart(timeout=600)  # fresh workers: their peak memory is this run's
+        client.wait_for_workers(workers)
+        time.sleep(1.0)  # (a restarted worker's stream may still be closing)
         idle = client.run(_idle)
         rest = client.run(_start_sampling)
         with tempfile.TemporaryDirectory() as folder:
