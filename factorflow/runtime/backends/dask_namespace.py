@@ -338,15 +338,17 @@ def ahead_sums(messages: Any) -> list[tuple[str, Any]]:
 
 
 def _column_sums(original: Any, module: Any) -> Any:
-    """``discrete._column_sums``: of Dask probabilities whose sums ``ahead_sums`` computed
-    with the last bound, those sums (NumPy, no pass over the data); else NumPy's (a
-    Dask reduction)."""
+    """``discrete._column_sums`` of (N, K) Dask probabilities: the sums computed ahead
+    with the last data sums or bound (NumPy, no pass over the data), else Dask's sum over
+    the plate axis (NumPy's 1ᵀ q would bring an (N,) array of ones into the graph, sent
+    whole with the computation: 80 MB at 10⁷ points).  NumPy's otherwise."""
     def column_sums(probs: Any, reduce: Any) -> Any:
         shape, axes = reduce
-        if (_is_dask(probs) and probs.name in _COLUMN_SUMS and probs.ndim == 2
-                and len(shape) == 1 and tuple(axes) == (0,) and probs.shape[0] == shape[0]):
-            return _COLUMN_SUMS[probs.name]
-        return original(probs, reduce)
+        if not (_is_dask(probs) and probs.ndim == 2 and len(shape) == 1
+                and tuple(axes) == (0,) and probs.shape[0] == shape[0]):
+            return original(probs, reduce)
+        hit = _COLUMN_SUMS.get(probs.name)
+        return probs.sum(axis=0) if hit is None else hit
     return column_sums
 
 

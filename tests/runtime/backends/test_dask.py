@@ -457,6 +457,23 @@ def test_the_kernels_normalise_and_exponentiate_dask_arrays_block_by_block():
         np.testing.assert_array_equal(normalised.compute(), numpy_base.log_normalize(x))
 
 
+def test_column_sums_of_dask_probabilities_bring_no_array_over_the_plate():
+    """Σ_n q_nk of (N, K) Dask probabilities (a Dirichlet's message from a per-datum
+    Discrete) in the Dask copy: Dask's sum over the plate axis, whose graph holds nothing
+    larger than a chunk (NumPy's 1ᵀ q put an (N,) array of ones into the graph, sent
+    whole with the computation); the sums NumPy's to 1e-12."""
+    import pickle
+
+    from factorflow.runtime.backends.dask_namespace import namespace
+    discrete = namespace()["factorflow.factors.discrete"]
+    q = np.random.default_rng(2).dirichlet(np.ones(3), size=400)
+    sums = discrete._column_sums(da.from_array(q, chunks=(100, 3)), ((400,), (0,)))
+    biggest = max(len(pickle.dumps(task)) for task in dict(sums.__dask_graph__()).values())
+    assert biggest < 100 * 3 * 8 + 500, biggest  # (a chunk of q; the ones: 400 · 8 B)
+    with dask.config.set(scheduler="sync"):
+        np.testing.assert_allclose(sums.compute(), q.sum(axis=0), rtol=1e-12)
+
+
 def test_a_pass_of_partial_sums_is_one_task_per_chunk():
     """A pass whose result is reduced over the plate (the partial sums of each chunk read
     by a tree reduction): with the plate keys registered, one task per chunk in the
