@@ -363,7 +363,7 @@ class DaskCompiledModel(CompiledModel):
                                                        each, damping, saved)
                 # the bound as the last sweep's hook computed it (the same graph, so the
                 # same name), else now with the last pending checks
-                log_evidence = _BOUNDS.get(getattr(lazy_bound, "name", None))
+                log_evidence = _BOUNDS.get(getattr(lazy_bound, "name", None) or "")
                 if log_evidence is None:
                     log_evidence = float(compute_now(lazy_bound)[0])
                 flush_checks()
@@ -520,14 +520,16 @@ def _with_checks(evidence: Any, ahead: list[tuple[str, Any]] = ()) -> Any:
     along with the next sweep's first pass, and the run's last with its end.)"""
     def computed() -> float:
         value = evidence()
-        name = getattr(value, "name", None)
-        if name not in _BOUNDS:
+        name = getattr(value, "name", None)  # (None: a NumPy bound, nothing to keep)
+        if name is None or name not in _BOUNDS:
             _BOUNDS.clear()  # (only the last sweep's can be the run's final one)
             got = compute_now(value, *(sums for _, sums in ahead))
-            _BOUNDS[name] = float(got[0])
             _COLUMN_SUMS.clear()
             _COLUMN_SUMS.update((key, np.asarray(v)) for (key, _), v in
                                 zip(ahead, got[1:], strict=True))
+            if name is None:
+                return float(got[0])
+            _BOUNDS[name] = float(got[0])
         return _BOUNDS[name]
     return computed
 

@@ -95,6 +95,18 @@ def test_learning_gaussian_same_as_numpy(client):
     assert_same(model, "vmp", 128, client, iterations=0)
 
 
+def test_a_bound_without_dask_arrays_is_each_sweeps_own(client):
+    """A model with no observed plate (every message NumPy, the bound a float, not a Dask
+    scalar with a name): the trace is NumPy's sweep by sweep, each sweep's bound its own
+    (not the first one's, kept under no name)."""
+    with ff.Model("no_plate") as model:
+        mu = ff.Gaussian("mu", 0.0, variance=10.0)
+        tau = ff.Gamma("tau", 1.0, rate=1.0)
+        ff.Gaussian("y", mu, precision=tau, observed=1.5)
+    a, b = assert_same(model, "vmp", 1, client, iterations=5, tolerance=None)
+    assert len(set(b.trace)) == 5
+
+
 @pytest.mark.parametrize("example", ["clinical_trial", "two_coins"])
 def test_ep_examples_same_as_numpy(example, client):
     module = __import__(example)
