@@ -14,7 +14,12 @@ Printed per N: the data size (the observed array, MB) and its share per worker; 
 seconds per sweep of the NumPy backend (``--reference factorflow``) or of the
 hand-written NumPy updates of ``mixture_reference.hand_written`` (``--reference hand``,
 which at 10⁷ points needs a few (N, K) arrays where the NumPy backend needs dozens),
-and of the Dask backend, and their ratio; each Dask worker's resident memory idle (just
+and of the Dask backend, and their ratio; the CPU seconds per sweep of each (Dask's: its
+two workers' and this process's, which runs the client and the ``LocalCluster``'s
+scheduler; a steadier figure than wall time on a loaded machine) and their ratio; the
+tasks the scheduler ran per sweep (the whole run's, over S) and the passes over the
+data in the whole run (fused chunk tasks over the number of chunks: each pass is one
+task per chunk); each Dask worker's resident memory idle (just
 restarted), ready (the run's libraries, factorflow, dask.array and SciPy, imported), its peak over
 the run (sampled every 5 ms in the worker), and the run's own memory, peak less ready;
 and the largest relative difference of the posteriors (q(weights), q(means), q(precs),
@@ -72,6 +77,14 @@ def _start_sampling(dask_worker, every: float = 0.005) -> float:
     threading.Thread(target=sample, daemon=True).start()
     dask_worker._bench_memory = state
     return process.memory_info().rss / 2**20
+
+
+def _cpu(dask_worker) -> float:
+    """Run in each worker: the CPU seconds its process has used (user and system, all
+    its threads)."""
+    import psutil
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
 
 
 def _stop_sampling(dask_worker) -> float:
@@ -142,6 +155,8 @@ def main() -> None:
     parser.add_argument("--reference", choices=("factorflow", "hand"), default="factorflow")
     args = parser.parse_args()
 
+    from distributed import get_task_stream
+
     from factorflow.runtime.backends.dask_backend import default_chunk_rows, default_client
     client = default_client()
     workers = len(client.scheduler_info()["workers"])
@@ -155,35 +170,51 @@ def main() -> None:
           "one figure per worker")
     print()
     print("| N | data MB | data MB per worker | NumPy s/sweep | Dask s/sweep | ratio | "
+          "CPU s/sweep NumPy / Dask | CPU ratio | tasks per sweep | passes over the data | "
           "worker idle | worker ready | worker peak | run's MB per worker | max rel. diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         x = mix.data(args.k, n)
         model, init = mix.model(x, args.k), mix.factorflow_init(x, args.k)
         run = {"iterations": args.sweeps, "init": init, "tolerance": None,
                "progress": False}
-        begin = time.perf_counter()
+        begin, cpu = time.perf_counter(), time.process_time()
         if args.reference == "factorflow":
             ref = model.compile("vmp", init=["means"]).run(**run)
         else:
             ref = mix.hand_written(x, args.k, args.sweeps)
         numpy_sweep = (time.perf_counter() - begin) / args.sweeps
-        client.restart()  # fresh workers: their peak memory is this run's
+        numpy_cpu = (time.process_time() - cpu) / args.sweeps
+        client.restart(timeout=600)  # fresh workers: their peak memory is this run's
+        client.wait_for_workers(workers)
+        time.sleep(1.0)  # (a restarted worker's stream may still be closing)
         idle = client.run(_idle)
         rest = client.run(_start_sampling)
         with tempfile.TemporaryDirectory() as folder:
             data = (lazy_data(x, chunk, folder) if args.source == "file" else x)
             compiled = data_model(n, args.k).compile("vmp", init=["means"], backend="dask")
-            begin = time.perf_counter()
-            got = compiled.run(**run, data={"xs": data}, client=client, chunks=args.chunk)
+            worker_cpu = client.run(_cpu)
+            begin, cpu = time.perf_counter(), time.process_time()
+            with get_task_stream(client) as stream:
+                got = compiled.run(**run, data={"xs": data}, client=client,
+                                   chunks=args.chunk)
             dask_sweep = (time.perf_counter() - begin) / args.sweeps
+            own_cpu = time.process_time() - cpu  # (the client's, and the scheduler's)
+            worker_cpu = sum(t - worker_cpu[w] for w, t in client.run(_cpu).items())
         peaks = client.run(_stop_sampling)
+        chunks = -(-n // chunk)
+        tasks = len(stream.data)
+        passes = sum(str(t["key"][0] if isinstance(t["key"], tuple) else t["key"])
+                     .startswith("chunkpass") for t in stream.data) / chunks
         used = [peaks[w] - rest[w] for w in peaks]
 
         def each(values) -> str:
             return " / ".join(f"{v:,.0f}" for v in values)
+        dask_cpu = (own_cpu + worker_cpu) / args.sweeps
         print(f"| {n:,} | {x.nbytes / 1e6:,.0f} | {x.nbytes / 1e6 / workers:,.0f} | "
               f"{numpy_sweep:.2f} | {dask_sweep:.2f} | {dask_sweep / numpy_sweep:.1f} | "
+              f"{numpy_cpu:.2f} / {dask_cpu:.2f} | {dask_cpu / numpy_cpu:.1f} | "
+              f"{tasks / args.sweeps:,.0f} | {passes:.0f} | "
               f"{each(idle[w] for w in peaks)} | {each(rest[w] for w in peaks)} | "
               f"{each(peaks.values())} | {each(used)} | "
               f"{_difference(got, ref):.1e} |", flush=True)

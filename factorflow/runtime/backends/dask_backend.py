@@ -55,6 +55,7 @@ from factorflow.runtime.backends import dask_fusion, dask_namespace
 from factorflow.runtime.backends.dask_namespace import (
     _PENDING,
     _set,
+    compute_now,
     flush_checks,
     materialise,
     namespace,
@@ -337,11 +338,12 @@ class DaskCompiledModel(CompiledModel):
                  extra: Any = None) -> Any:
             nonlocal lazy
             messages = list({id(m): m for m in state()["messages"].values()}.values())
-            materialise(*messages)
+            materialise(*messages, checks=False)  # (the K-sized ones left, if any)
             lazy = _cut_chains(messages, lazy)
             if hook is None:
                 return False
-            return hook(iteration, posteriors, evidence, state, extra)
+            ahead = dask_namespace.ahead_sums(messages)
+            return hook(iteration, posteriors, _with_checks(evidence, ahead), state, extra)
 
         del _PENDING[:]
         plate = self.chunked_plate()
@@ -357,12 +359,17 @@ class DaskCompiledModel(CompiledModel):
                     for v in led:  # (each pass over the data: one task per chunk)
                         if v.chunks[0] == _PLATE[0][1]:
                             dask_fusion.register(v)
-                posteriors, log_evidence = self._program(data, sizes, start, iterations,
-                                                         each, damping, saved)
+                posteriors, lazy_bound = self._program(data, sizes, start, iterations,
+                                                       each, damping, saved)
+                # the bound as the last sweep's hook computed it (the same graph, so the
+                # same name), else now with the last pending checks
+                log_evidence = _BOUNDS.get(getattr(lazy_bound, "name", None) or "")
+                if log_evidence is None:
+                    log_evidence = float(compute_now(lazy_bound)[0])
                 flush_checks()
                 # gathered while the run's plate keys hold: chunk by chunk, fused
                 result = ({k: _to_numpy(v, self._client) for k, v in posteriors.items()},
-                          float(dask.compute(log_evidence)[0]))
+                          log_evidence)
             except ModelError:
                 raise
             except (NotImplementedError, AttributeError, TypeError, ValueError) as e:
@@ -377,6 +384,9 @@ class DaskCompiledModel(CompiledModel):
                     f"({type(e).__name__}: {e}); use backend='numpy'.") from None
             finally:
                 del _PENDING[:]
+                dask_namespace._SUMS.clear()
+                _BOUNDS.clear()
+                _COLUMN_SUMS.clear()
                 del _PLATE[:]
                 dask_fusion.PLATE_KEYS.clear()
             return result
@@ -384,6 +394,7 @@ class DaskCompiledModel(CompiledModel):
 
 #: the chunked plate of the run in progress, [(its size, its chunk lengths)] or []
 _PLATE = dask_namespace.PLATE
+_COLUMN_SUMS = dask_namespace._COLUMN_SUMS
 
 
 @contextlib.contextmanager
@@ -493,6 +504,34 @@ def _cut_chains(messages: list[Any], lazy: dict[str, int]) -> dict[str, int]:
     for (m, i), value in zip(store, stored, strict=True):
         _set(m, i, value)
     return keep
+
+
+#: the bounds the run's hooks computed, by the name of their Dask scalar (the run's
+#: final bound, after the last sweep, is the last hook's: the same graph, not computed
+#: again)
+_BOUNDS: dict[str, float] = {}
+
+
+def _with_checks(evidence: Any, ahead: list[tuple[str, Any]] = ()) -> Any:
+    """The loop's ``evidence()`` computed at once, in one round trip with the pending
+    per-datum checks (``compute_now``) and the column sums ``ahead`` (``ahead_sums``):
+    the bound's pass over the data checks the sweep's per-datum posteriors and sums what
+    the next sweep's first message sums.  (Where the hook reads no bound, the checks ride
+    along with the next sweep's first pass, and the run's last with its end.)"""
+    def computed() -> float:
+        value = evidence()
+        name = getattr(value, "name", None)  # (None: a NumPy bound, nothing to keep)
+        if name is None or name not in _BOUNDS:
+            _BOUNDS.clear()  # (only the last sweep's can be the run's final one)
+            got = compute_now(value, *(sums for _, sums in ahead))
+            _COLUMN_SUMS.clear()
+            _COLUMN_SUMS.update((key, np.asarray(v)) for (key, _), v in
+                                zip(ahead, got[1:], strict=True))
+            if name is None:
+                return float(got[0])
+            _BOUNDS[name] = float(got[0])
+        return _BOUNDS[name]
+    return computed
 
 
 def _eager(operator: Any) -> Any:

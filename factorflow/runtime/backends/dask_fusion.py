@@ -75,7 +75,10 @@ def fuse_chunks(dsk: Mapping[Hashable, Any], outputs: set[Hashable],
     ``plate_keys``: block key -> chunk index.  Chunk i's task is keyed
     ``("chunkpass-<token>", i)`` and returns the tuple of its members read from outside
     it (its *exports*); each export keeps its key, as a ``getitem`` of that tuple, so
-    nothing else in the graph changes.  A chunk with one task is left as it is."""
+    nothing else in the graph changes; where the computation asks for none of them (a
+    pass that returns partial sums), each is instead a ``getitem`` inside the tasks that
+    read it, so a chunk is one task in the scheduler, not one per export.  A chunk with
+    one task is left as it is."""
     from dask._task_spec import Task, TaskRef
     from dask.base import tokenize
 
@@ -100,6 +103,7 @@ def fuse_chunks(dsk: Mapping[Hashable, Any], outputs: set[Hashable],
             members.setdefault(chunk[key], []).append(key)
     out = dict(dsk)
     token = tokenize(sorted(map(str, outputs)), len(dsk))
+    inlined: dict[Hashable, Any] = {}  # export -> its getitem, inlined into its readers
     for i, group in members.items():
         if len(group) < 2:
             continue
@@ -114,8 +118,19 @@ def fuse_chunks(dsk: Mapping[Hashable, Any], outputs: set[Hashable],
                           _data_producer=any(dsk[k].data_producer for k in group))
         for k in group:
             del out[k]
+        # the exports as tasks of their own only where the computation asks for one
+        # (a per-datum result): else each is taken from the chunk's tuple inside its
+        # readers (a reduction's partial sums), one task per chunk instead of one per
+        # export, and nothing else of the tuple is large
+        whole = any(k in outputs for k in exports)
         for j, k in enumerate(exports):
-            out[k] = Task(k, operator.getitem, TaskRef(fused), j)
+            if whole:
+                out[k] = Task(k, operator.getitem, TaskRef(fused), j)
+            else:
+                inlined[k] = Task(k, operator.getitem, TaskRef(fused), j)
+    if inlined:  # (the readers outside the chunks' tasks: inside, each reads its cache)
+        for key in {d for k in inlined for d in dependents[k]} & out.keys():
+            out[key] = out[key].substitute(inlined)
     return out
 
 

@@ -103,7 +103,7 @@ PLATE: list[tuple[int, tuple[int, ...]]] = []
 _PENDING: list[tuple[tuple[Any, ...], list[Any]]] = []
 
 
-def materialise(*ds: Any, verdict: Any = None) -> bool:
+def materialise(*ds: Any, verdict: Any = None, checks: bool = True) -> bool:
     """Compute the one-chunk (K-sized: a plate reduced) Dask parameters of the
     distributions ``ds`` into NumPy arrays here, written into each distribution itself
     (every name bound to it reads them), in one round trip with ``verdict()`` (Dask
@@ -111,8 +111,9 @@ def materialise(*ds: Any, verdict: Any = None) -> bool:
     returns whether ``verdict()`` holds.  Chunked (per-datum) parameters are left lazy:
     never stored, each computation recomputes them chunk by chunk from the data and the
     NumPy globals, so a worker holds one chunk's intermediates at a time.  A pending
-    check that fails runs NumPy's check, which raises its error (before this one's)."""
-    import dask
+    check that fails runs NumPy's check, which raises its error (before this one's).
+    ``checks=False``: no round trip for the pending checks alone (they wait for the
+    next computation) when nothing else is to be computed."""
     import dask.array as da
     small: list[tuple[Any, int]] = []
     for d in ds:
@@ -120,21 +121,31 @@ def materialise(*ds: Any, verdict: Any = None) -> bool:
         if isinstance(eta, tuple):
             small += [(d, i) for i, e in enumerate(eta)
                       if isinstance(e, da.Array) and e.npartitions == 1]
+    own = list(verdict()) if verdict else []
+    if not small and not own and not (checks and _PENDING):
+        return True
+    got = compute_now(*(d.eta[i] for d, i in small), *own)
+    for (d, i), value in zip(small, got, strict=False):
+        _set(d, i, numpy.asarray(value))
+    return bool(all(got[len(small):]))
+
+
+def compute_now(*values: Any) -> tuple[Any, ...]:
+    """``values`` (Dask arrays, or anything ``dask.compute`` passes through) computed here
+    as NumPy, in one round trip with every pending per-datum check (``_PENDING``), which
+    raises its error first where it fails: a computation that passes over the data takes
+    the checks along instead of a pass of their own."""
+    import dask
     pending = _PENDING[:]
     del _PENDING[:]
     checks = [v for _, verdicts in pending for v in verdicts]
-    own = list(verdict()) if verdict else []
-    if not small and not checks and not own:
-        return True
-    got = dask.compute(*(d.eta[i] for d, i in small), *checks, *own)
-    at = len(small)
+    got = dask.compute(*checks, *values)
+    at = 0
     for args, verdicts in pending:
         if not all(got[at:at + len(verdicts)]):
             args[0](*args[1:])  # NumPy's check: raises the error naming the posterior
         at += len(verdicts)
-    for (d, i), value in zip(small, got, strict=False):
-        _set(d, i, numpy.asarray(value))
-    return bool(all(got[at:]))
+    return tuple(got[at:])
 
 
 def flush_checks() -> None:
@@ -177,13 +188,19 @@ def _memo_of(original: Any, module: Any) -> Any:
 
 
 def _log_normalize(original: Any, module: Any) -> Any:
-    """``base.log_normalize``, on a Dask array without NumPy's read-only flag."""
+    """``base.log_normalize`` of a Dask array whose last axis is one chunk: NumPy's own
+    block by block (``map_blocks``; a row's normalisation reads that row only), one
+    step in each chunk's task instead of Dask's dozen (a max, a test for infinities, an
+    exponential, a sum, a logarithm); remembered per Dask array as NumPy's is."""
     def log_normalize(log_w: Any) -> Any:
         if not _is_dask(log_w):
             return original(log_w)
 
         def compute(x: Any) -> Any:
-            out = x - module.logsumexp(x, axis=-1, keepdims=True)
+            if x.ndim and x.numblocks[-1] == 1:
+                out = x.map_blocks(_numpy_base().log_normalize, dtype=float)
+            else:
+                out = x - module.logsumexp(x, axis=-1, keepdims=True)
             module.remember("log_normalize", out, out)
             return out
         return module.memo_of("log_normalize", log_w.astype(float), compute)
@@ -239,12 +256,111 @@ def _any_true(original: Any, module: Any) -> Any:
     return any_true
 
 
+def _exp_flushed(original: Any, module: Any) -> Any:
+    """``base.exp_flushed`` of a Dask array: NumPy's own function block by block
+    (``map_blocks``), so that its test for the fast path (``np.min(x)`` against the
+    cut) is each block's, in the chunk's task: as a Python ``bool`` of the whole Dask
+    array it would compute every datum's x once more, a pass over the data of its own
+    at each call.  The same values as NumPy's (it is NumPy's, on each block); the result
+    is returned, never written into ``out`` (a Dask array is immutable)."""
+    def exp_flushed(x: Any, out: Any = None) -> Any:
+        if not _is_dask(x):
+            return original(x, out=out)
+        return x.astype(float).map_blocks(_numpy_base().exp_flushed, dtype=float)
+    return exp_flushed
+
+
+def _numpy_base() -> Any:
+    """factorflow's own ``distributions.base`` (NumPy's functions, which a worker
+    imports by name; the Dask copies' live in this process only)."""
+    from factorflow.distributions import base
+    return base
+
+
+#: Σ_n q_nk of per-datum Discrete probabilities (N, K), computed ahead with the data
+#: sums (``_data_sums``) or the last sweep's bound (``ahead_sums``), by the name of the
+#: probabilities' Dask array
+_COLUMN_SUMS: dict[str, Any] = {}
+
+#: the data sums of ``_data_sums`` computed this run, by the names of the Dask arrays
+#: they were computed from: (weights, data) -> (Σ w, Σ w x, Σ w x²), NumPy (the last few)
+_SUMS: dict[tuple[str, str], tuple[Any, ...]] = {}
+
+
+def _data_sums(original: Any, module: Any) -> Any:
+    """``gaussian._data_sums`` over chunked Dask data and (N, K) Dask weights (a
+    ``Switch`` over the chunked plate): (Σ w, Σ w x, Σ w x²) as one (3, N) × (N, K)
+    product, a Dask reduction computed at once into NumPy (``compute_now``, with the
+    pending checks), and kept by the names of the weights and the data (Dask names an
+    array by what computes it): the mixture's precision and mean messages of a sweep then
+    read the sums of one pass over the data, not a pass each (NumPy's remembers them by
+    the weights array; Dask data has no memory to key them by); Σ w is kept as the
+    weights' column sums too (``_column_sums``).  NumPy's otherwise."""
+    def data_sums(sample: Any, weights: Any, reduce: Any) -> Any:
+        if not _is_dask(weights):
+            return original(sample, weights, reduce)
+        shape, axes = reduce
+        if (not module.is_known(sample) or len(shape) != 2 or tuple(axes) != (0,)
+                or weights.shape != tuple(shape)):
+            return None
+        x = module.distinct(module.np.asarray(module.E(sample), float))
+        if not _is_dask(x) or x.shape != (shape[0], 1) or shape[0] == 1:
+            return None
+        key = (weights.name, x.name)
+        if key not in _SUMS:
+            col = x[:, 0]
+            stats = module.np.stack([numpy.ones_like(col), col, col * col])
+            if len(_SUMS) > 8:  # (a sweep reads one; older ones are done with)
+                _SUMS.clear()
+                _COLUMN_SUMS.clear()
+            _SUMS[key] = tuple(compute_now(stats @ weights)[0])
+            # Σ_n w_nk, as the next sweep's Dirichlet message sums the same
+            # probabilities (a mixture's q(z)): no pass of its own, bound or not
+            _COLUMN_SUMS[weights.name] = _SUMS[key][0]
+        return _SUMS[key]
+    return data_sums
+
+
+def ahead_sums(messages: Any) -> list[tuple[str, Any]]:
+    """The column sums (over the chunked plate) of the probabilities of every per-datum
+    Discrete message among ``messages``, as lazy Dask arrays named by the probabilities':
+    the next sweep's Dirichlet message is those sums (a mixture's Σ_n q(z_n = k)), and
+    computed with this sweep's bound, which computes the same probabilities chunk by chunk
+    anyway, they cost no pass over the data of their own (``_column_sums`` reads them)."""
+    out: dict[str, Any] = {}
+    for m in messages:
+        eta = getattr(m, "eta", None)
+        if (type(m).__name__ == "Discrete" and isinstance(eta, tuple) and _is_dask(eta[0])
+                and eta[0].ndim == 2 and eta[0].npartitions > 1):
+            p = m.probs
+            out.setdefault(p.name, p.sum(axis=0))
+    return list(out.items())
+
+
+def _column_sums(original: Any, module: Any) -> Any:
+    """``discrete._column_sums`` of (N, K) Dask probabilities: the sums computed ahead
+    with the last data sums or bound (NumPy, no pass over the data), else Dask's sum over
+    the plate axis (NumPy's 1ᵀ q would bring an (N,) array of ones into the graph, sent
+    whole with the computation: 80 MB at 10⁷ points).  NumPy's otherwise."""
+    def column_sums(probs: Any, reduce: Any) -> Any:
+        shape, axes = reduce
+        if not (_is_dask(probs) and probs.ndim == 2 and len(shape) == 1
+                and tuple(axes) == (0,) and probs.shape[0] == shape[0]):
+            return original(probs, reduce)
+        hit = _COLUMN_SUMS.get(probs.name)
+        return probs.sum(axis=0) if hit is None else hit
+    return column_sums
+
+
 #: module name -> {name: (the copy's function, the copy) -> its replacement}
 _OVERRIDES: dict[str, dict[str, Any]] = {
     "factorflow.distributions.base": {"all_true": _all_true, "any_true": _any_true,
                                       "is_zeros_view": _is_zeros_view,
                                       "memo_of": _memo_of,
-                                      "log_normalize": _log_normalize},
+                                      "log_normalize": _log_normalize,
+                                      "exp_flushed": _exp_flushed},
+    "factorflow.factors.gaussian": {"_data_sums": _data_sums},
+    "factorflow.factors.discrete": {"_column_sums": _column_sums},
     "factorflow.factors.variable": {"total": _total},
     "factorflow.runtime.kernels": {"check_proper": _check_proper},
 }
@@ -280,8 +396,24 @@ def _patch_gate(module: Any) -> None:
     module.CASES.evidence["vmp"] = cases_average_log_factor
 
 
+def _patch_discrete(module: Any) -> None:
+    """The VMP evidence of a Discrete factor over a Dask q: Σ_k q_k E[log p_k] the
+    general way (0 · −inf = 0), with no test for NaN choosing the fused product (see
+    ``_patch_families``: the test computes every datum's q once more)."""
+    original = module.DISCRETE.evidence["vmp"]
+
+    def average_log_factor(sample: Any, probs: Any) -> Any:
+        if module.is_known(sample) or not (_is_dask(probs) or any(
+                _is_dask(e) for d in (sample, probs) for e in getattr(d, "eta", ()))):
+            return original(sample, probs)
+        q = module._sample_stats(sample, module._size(probs))
+        return numpy.sum(module.times_finite(q, module.Elog(probs)), axis=-1)
+    module.DISCRETE.evidence["vmp"] = average_log_factor
+
+
 #: module name -> a function adapting the Dask copy of that module in place
 _PATCHES: dict[str, Any] = {"factorflow.distributions.families": _patch_families,
+                            "factorflow.factors.discrete": _patch_discrete,
                             "factorflow.factors.gate": _patch_gate}
 
 

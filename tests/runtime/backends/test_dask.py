@@ -95,6 +95,18 @@ def test_learning_gaussian_same_as_numpy(client):
     assert_same(model, "vmp", 128, client, iterations=0)
 
 
+def test_a_bound_without_dask_arrays_is_each_sweeps_own(client):
+    """A model with no observed plate (every message NumPy, the bound a float, not a Dask
+    scalar with a name): the trace is NumPy's sweep by sweep, each sweep's bound its own
+    (not the first one's, kept under no name)."""
+    with ff.Model("no_plate") as model:
+        mu = ff.Gaussian("mu", 0.0, variance=10.0)
+        tau = ff.Gamma("tau", 1.0, rate=1.0)
+        ff.Gaussian("y", mu, precision=tau, observed=1.5)
+    a, b = assert_same(model, "vmp", 1, client, iterations=5, tolerance=None)
+    assert len(set(b.trace)) == 5
+
+
 @pytest.mark.parametrize("example", ["clinical_trial", "two_coins"])
 def test_ep_examples_same_as_numpy(example, client):
     module = __import__(example)
@@ -432,6 +444,75 @@ def test_the_kernels_stack_dask_arrays_along_one_chunk():
     assert type(shim.stack([np.ones(2), np.zeros(2)])) is np.ndarray
 
 
+def _refuse(*args, **kwargs):
+    raise AssertionError("computed while the graph was built")
+
+
+def test_the_kernels_normalise_and_exponentiate_dask_arrays_block_by_block():
+    """``exp_flushed`` and ``log_normalize`` of a chunked Dask array in the Dask copies:
+    NumPy's own functions on each block, so that nothing is computed while the graph is
+    built (NumPy's test for its fast path, a Python bool of the whole array, was a pass
+    over the data of its own) and the values are NumPy's exactly, extremes included
+    (−inf, NaN, below the flush cut, a row of −inf)."""
+    from factorflow.distributions import base as numpy_base
+    from factorflow.runtime.backends.dask_namespace import namespace
+    base = namespace()["factorflow.distributions.base"]
+    x = np.random.default_rng(0).normal(0.0, 300.0, (40, 5))
+    x[3, 1], x[7], x[9, 2], x[11] = -np.inf, np.nan, -800.0, -np.inf
+    chunked = da.from_array(x, chunks=(10, 5))
+    with dask.config.set(scheduler=_refuse):
+        flushed, normalised = base.exp_flushed(chunked), base.log_normalize(chunked)
+    assert flushed.npartitions == normalised.npartitions == 4
+    assert len(dask.optimize(flushed)[0].dask) <= 2 * 4  # (the blocks and one step each)
+    with dask.config.set(scheduler="sync"), np.errstate(all="ignore"):
+        np.testing.assert_array_equal(flushed.compute(), numpy_base.exp_flushed(x.copy()))
+        np.testing.assert_array_equal(normalised.compute(), numpy_base.log_normalize(x))
+
+
+def test_column_sums_of_dask_probabilities_bring_no_array_over_the_plate():
+    """Σ_n q_nk of (N, K) Dask probabilities (a Dirichlet's message from a per-datum
+    Discrete) in the Dask copy: Dask's sum over the plate axis, whose graph holds nothing
+    larger than a chunk (NumPy's 1ᵀ q put an (N,) array of ones into the graph, sent
+    whole with the computation); the sums NumPy's to 1e-12."""
+    import pickle
+
+    from factorflow.runtime.backends.dask_namespace import namespace
+    discrete = namespace()["factorflow.factors.discrete"]
+    q = np.random.default_rng(2).dirichlet(np.ones(3), size=400)
+    sums = discrete._column_sums(da.from_array(q, chunks=(100, 3)), ((400,), (0,)))
+    biggest = max(len(pickle.dumps(task)) for task in dict(sums.__dask_graph__()).values())
+    assert biggest < 100 * 3 * 8 + 500, biggest  # (a chunk of q; the ones: 400 · 8 B)
+    with dask.config.set(scheduler="sync"):
+        np.testing.assert_allclose(sums.compute(), q.sum(axis=0), rtol=1e-12)
+
+
+def test_a_pass_of_partial_sums_is_one_task_per_chunk():
+    """A pass whose result is reduced over the plate (the partial sums of each chunk read
+    by a tree reduction): with the plate keys registered, one task per chunk in the
+    scheduler's graph, each chunk's partial sums taken from its task's result inside the
+    reduction's steps (no task per partial sum); the sums NumPy's to 1e-12."""
+    x = np.random.default_rng(1).normal(size=(60, 1))
+    fusion, config = _plate_run((15,) * 4)
+    data = da.from_array(x, chunks=((15,) * 4, 1))
+    try:
+        fusion.register(data)
+        with config:
+            q = da.exp(data * np.arange(3.0))
+            sums = (q * data).sum(axis=0) + q.max()
+            graph = sums.__dask_optimize__(dict(sums.__dask_graph__()),
+                                           list(dask.core.flatten(sums.__dask_keys__())))
+            got = sums.compute()
+    finally:
+        fusion.PLATE_KEYS.clear()
+    import operator
+    passes = [key[1] for key in graph if isinstance(key, tuple) and key[0].startswith("chunkpass")]
+    assert sorted(passes) == [0, 1, 2, 3]
+    alone = [key for key, node in graph.items() if getattr(node, "func", None) is operator.getitem]
+    assert alone == [], alone
+    want = np.exp(x * np.arange(3.0))
+    np.testing.assert_allclose(got, (want * x).sum(axis=0) + want.max(), rtol=1e-12)
+
+
 @pytest.mark.slow
 def test_mixture_passes_are_one_task_per_chunk(client, monkeypatch):
     """On the mixture in 4 chunks every computation that passes over the data is, after
@@ -455,7 +536,19 @@ def test_mixture_passes_are_one_task_per_chunk(client, monkeypatch):
     compiled.run(3, init=init, client=client, chunks=150, tolerance=None)
     # ([]: a computation with nothing to fuse, such as one sending the data)
     assert all(p in ([0, 1, 2, 3], [0], [1], [2], [3], []) for p in passes), passes
-    assert sum(p == [0, 1, 2, 3] for p in passes) >= 3 * 3, passes  # weights, precs, means
+    # two passes a sweep: the data sums (q(precs) and q(means) read the same ones) and
+    # the bound (with the per-datum checks and the next q(weights)'s column sums), and
+    # two more: the first q(weights) (from the initialisation) and q(z) gathered
+    assert sum(p == [0, 1, 2, 3] for p in passes) == 2 * 3 + 2, passes
+    # without the bound after each sweep: one pass a sweep (the data sums: the checks and
+    # the column sums ride along), the first q(weights), the final bound, q(z) gathered
+    del passes[:]
+    traceless = compiled.run(3, init=init, client=client, chunks=150, tolerance=None,
+                             trace=False)
+    assert sum(p == [0, 1, 2, 3] for p in passes) == 3 + 3, passes
+    numpy = model.compile("vmp", init=["means"]).run(3, init=init, tolerance=None,
+                                                     trace=False)
+    _check_same(model, numpy, traceless)
     assert compiled.row_width() == 3
     compiled.run(1, init=init, client=client, tolerance=None)
     assert compiled._chunks == 2**18 // 3, compiled._chunks
