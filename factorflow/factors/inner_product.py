@@ -120,11 +120,9 @@ def _backward(product, other, reduce: Reduce | None = None) -> VectorGaussian:
 
 
 # ----- EP (b known) -------------------------------------------------------------------------
-@INNER_PRODUCT.operator("ep", "product", skip_if_uniform=("a",), known=("b",), trigger=("a",))
+@INNER_PRODUCT.operator("ep", "product", skip_if_uniform=("a",), known=("b",))
 def _product_ep(a, b) -> Gaussian:
-    """N(bᵀ m_a, bᵀ Σ_a b).  Triggered by ``a``: recomputed whenever the vector's message
-    changes, so the product's readers in the same sweep (a non-conjugate factor's cavity,
-    ``factors.softmax``) see the vector updated in it, not the sweep before."""
+    """N(bᵀ m_a, bᵀ Σ_a b)."""
     return _forward(a, b)
 
 

@@ -31,10 +31,9 @@ then the moment match of the mixture of the K tilted distributions.
 
 The plate form's EP converges slowly when its weights are shared by many data (the
 logits' common shift, on which K independent messages cannot help putting precision,
-creeps: 271 sweeps to 1e-6 in ``examples/multinomial_regression.py``), so its message
-ends each cycle of 6 sweeps with the reduced-rank extrapolation of the cycle's messages
-(``_extrapolated``, whose history is the operator's ``state``, saved in checkpoints):
-EP's fixed points, in tens of sweeps (30 there).  The fixed point
+creeps: 540 sweeps to 1e-6 in ``examples/multinomial_regression.py``), so its message
+ends each cycle of 12 sweeps with the reduced-rank extrapolation of the cycle's messages
+(``_extrapolated``): EP's fixed points, in tens of sweeps (60 there).  The fixed point
 itself is EP's with independent classes: near the exact means, but with variances far
 below the exact ones (the common shift keeps the prior's width in the exact posterior;
 ``tests/factors/test_softmax_plate.py``); the vector form has both right.
@@ -90,16 +89,16 @@ _TRAPEZOID_STEP = 0.7
 _EP_METHOD = ("EP: moment matching of the tilted distribution in the K-1 logit "
               "differences, by quadrature (K = 2: the logistic's; K = 3: logistic "
               "quadrature inside a trapezoid rule)")
-#: the plate form's EP: a cycle's length in sweeps; its last sends the extrapolation
-#: from the cycle's messages (6 terms: RRE with 5 differences)
-EXTRAPOLATION_CYCLE = 6
-#: the most message elements (data × K) extrapolated: a cycle keeps 6 copies of the
-#: messages (96 MB at this size); larger plates run plain EP
+#: the plate form's EP: a cycle's length in sweeps; its last two extrapolate, each from
+#: the cycle's messages of its parity (6 terms: RRE with 5 differences)
+EXTRAPOLATION_CYCLE = 12
+#: the most message elements (data × K) extrapolated: a cycle keeps 11 copies of the
+#: messages (176 MB at this size); larger plates run plain EP
 EXTRAPOLATION_MAX_ELEMENTS = 10**6
 _PLATE_EP_METHOD = (_EP_METHOD + f"; in cycles of {EXTRAPOLATION_CYCLE} sweeps, the last "
-                    "sends the reduced-rank extrapolation (RRE) of the cycle's messages: "
-                    "the limit of their sequence (the same fixed point, reached in tens of "
-                    "sweeps)")
+                    "two send the reduced-rank extrapolation (RRE) of the cycle's messages "
+                    "of their parity: the limit of their sequence (the same fixed point, "
+                    "reached in tens of sweeps)")
 _VMP_METHOD = ("VMP: Bohning's quadratic bound on log-sum-exp (Bohning 1992), "
                "psi = E[eta] from the current posterior")
 
@@ -337,50 +336,48 @@ def _rre(iterates: np.ndarray) -> np.ndarray | None:
     return (w / w.sum()) @ iterates[:-1]
 
 
-#: the message after an extrapolation answers it (lag 1) where it lands within this
-#: share of the extrapolation's jump from it; else it answers an older message (lag 2)
-_ANSWER_RATIO = 0.5
+#: a chain's last step longer than this many times the one before answers an
+#: extrapolation (measured: 7 to 11 where it does; 0.76 to 1.13 where it does not)
+_JUMP_RATIO = 3.0
+
+
+def _smooth(chain: np.ndarray) -> bool:
+    """Whether a chain's last step is not much longer than the one before it: it goes on
+    converging, rather than answering an extrapolation."""
+    last, before = (np.linalg.norm(chain[i] - chain[i - 1]) for i in (-1, -2))
+    return bool(last <= _JUMP_RATIO * before)
 
 
 def _extrapolated(message: Gaussian, previous: Gaussian | None,
                   state: dict[str, Any] | None) -> Gaussian:
-    """The plate form's message, in cycles of ``EXTRAPOLATION_CYCLE`` × lag sweeps: the
-    EP message itself, and at a cycle's last sweep (lag 1), or last two (lag 2, each
-    from the messages of its parity), the RRE limit of the cycle's messages (natural
-    parameters) instead.
+    """The plate form's message, in cycles of ``EXTRAPOLATION_CYCLE`` sweeps: the EP
+    message itself, and at a cycle's last two sweeps the RRE limit of the cycle's
+    messages of the same parity (natural parameters) instead.
 
     ``state`` is the operator's own (``Operator.state``: the generated program keeps
     it between sweeps, and checkpoints save it): ``"cycle"``, the EP messages computed
-    so far in the cycle (flat natural parameters); ``"sent"``, the message returned
-    last; ``"lag"``, how many sweeps back the message a new one answers; and
-    ``"replaced"``, the EP message a cycle's first extrapolation replaced.  The cycle
-    goes on only where ``previous`` (the message the program holds) is the one sent;
-    None (the operator called alone) gives the plain EP message.
+    so far in the cycle (flat natural parameters), and ``"sent"``, the message returned
+    last.  The cycle goes on only where ``previous`` (the message the program holds) is
+    the one sent; None (the operator called alone) gives the plain EP message.
 
     Why: the likelihood says nothing about the common shift of a datum's K logits, but
     K independent Gaussian messages cannot leave it alone: each puts a precision on it
     that echoes its cavity, and parallel EP creeps along the shift at 1 − (prior's
-    precision there) / (posterior's) per round trip (0.956 in ``examples/
+    precision there) / (posterior's) per update (0.956 in ``examples/
     multinomial_regression.py``), while a pair of modes in the differences oscillates
-    (about −0.8; with K = 2 and a weak likelihood beyond −1: plain EP diverges).  A
-    stateless message cannot do better: one that follows its cavity along the shift (as
-    EP's must, to keep its fixed point) inherits the creep, and one that does not moves
-    the fixed point (moving the messages to a fixed gauge moves the posterior means by
-    0.25: ``benchmarks/bench_softmax.py --cause``).  The sequence of messages converges
-    (or diverges) linearly, dominated by those few modes, so its limit is well
-    extrapolated from a few terms; short cycles keep a diverging mode small (cycles of 6
-    converge on 13 problems, K = 2 and 3, where cycles of 12 fail on oscillating K = 2
-    ones).
-
-    The lag: where the logits are ``ff.inner(W, x)`` the compiled schedule computes the
-    cavity from the weights updated in the same sweep (``InnerProduct``'s message to the
-    product is triggered by its vector's), so each message answers the one sent just
-    before (lag 1) and the cycle's messages are one sequence.  Other schedules may
-    compute the cavity before the sweep's update of the weights: each message then
-    answers the one sent two sweeps before, and the sequence is two interleaved ones
-    (lag 2), each extrapolated in turn.  Which one is seen after a cycle's first
-    extrapolation: the next message lands near it (within ``_ANSWER_RATIO`` of its jump)
-    only if it answers it.  A run starts at lag 1; a change starts a new cycle.  At a
+    (about −0.8).  A stateless message cannot do better: one that follows its cavity
+    along the shift (as EP's must, to keep its fixed point) inherits the creep, and one
+    that does not moves the fixed point (moving the messages to a fixed gauge moves the
+    posterior means by 0.25: ``benchmarks/bench_softmax.py --cause``).  The sequence of
+    messages converges linearly, dominated by those few modes, so its limit is well
+    extrapolated from a few terms.
+    Every other term: the compiled schedule computes the cavity at the start of a
+    sweep, before this sweep's update of the weights, so each message answers the one
+    sent two sweeps before, and the sequence is two interleaved ones (each converging at
+    the rate above; together at its square root, 0.978 per sweep), each extrapolated in
+    turn.  Under a schedule without that lag the last sweep's message answers the
+    extrapolation sent just before it, a step several times its chain's last: then it
+    is sent as it is (each cycle extrapolates once, from every other message).  At a
     fixed point the cycle's messages are equal and the extrapolation is the message
     itself: the fixed points are EP's.
 
@@ -393,30 +390,24 @@ def _extrapolated(message: Gaussian, previous: Gaussian | None,
     if state is None or h.size > EXTRAPOLATION_MAX_ELEMENTS:
         return message
     vector = _natural_vector(message)
-    sent_before, replaced = state.get("sent"), state.pop("replaced", None)
+    sent_before = state.get("sent")
     going_on = (previous is not None and sent_before is not None
                 and np.array_equal(_natural_vector(previous), sent_before, equal_nan=True))
-    cycle = tuple(state.get("cycle", ())) if going_on else ()
-    lag = state.get("lag", 1)
-    if going_on and replaced is not None:  # did this message answer the extrapolation?
-        jump = np.linalg.norm(replaced - sent_before)
-        seen = 1 if np.linalg.norm(vector - sent_before) <= _ANSWER_RATIO * jump else 2
-        cycle, lag = (cycle, lag) if seen == lag else ((), seen)  # a new lag: a new cycle
-    cycle += (vector,)
-    length = EXTRAPOLATION_CYCLE * lag
+    cycle = (tuple(state.get("cycle", ())) if going_on else ()) + (vector,)
     sent = message
-    if len(cycle) > length - lag:
-        chain = np.stack(cycle[(len(cycle) - 1) % lag::lag])  # this message's parity
-        limit = _rre(chain)
-        if limit is not None and np.all(np.isfinite(limit)):
-            h_x, tau_x = limit[: h.size].reshape(h.shape), limit[h.size:].reshape(tau.shape)
-            nonnegative = np.all(chain[:, h.size:] >= 0, axis=0).reshape(tau.shape)
-            if not np.any(nonnegative & (tau_x < 0)):
-                sent = Gaussian.from_natural(np.where(tau_x == 0, 0.0, h_x), tau_x)
-        if sent is not message and len(cycle) == length - lag + 1:  # the cycle's first
-            state["replaced"] = vector
-    state["cycle"] = cycle if len(cycle) < length else ()
-    state["lag"] = lag
+    if len(cycle) >= EXTRAPOLATION_CYCLE - 1:
+        chain = np.stack(cycle[(len(cycle) - 1) % 2::2])  # this message's parity
+        # at the last sweep: unless it answered the extrapolation sent just before
+        if len(cycle) < EXTRAPOLATION_CYCLE or _smooth(chain):
+            limit = _rre(chain)
+            if limit is not None and np.all(np.isfinite(limit)):
+                h_x = limit[: h.size].reshape(h.shape)
+                tau_x = limit[h.size:].reshape(tau.shape)
+                nonnegative = np.all(chain[:, h.size:] >= 0, axis=0).reshape(tau.shape)
+                if not np.any(nonnegative & (tau_x < 0)):
+                    sent = Gaussian.from_natural(np.where(tau_x == 0, 0.0, h_x), tau_x)
+    # the cycle's second-to-last sweep keeps it for the last; the last ends it
+    state["cycle"] = cycle if len(cycle) < EXTRAPOLATION_CYCLE else ()
     state["sent"] = vector if sent is message else _natural_vector(sent)
     return sent
 

@@ -18,8 +18,7 @@ What is checked (EP is exact on one site, not on N, so these are measured bounds
   keeps at the prior's width while q, with independent classes, cannot;
 * the plate form's extrapolation (``factors.softmax._extrapolated``) keeps EP's fixed
   point (1e-8 against plain EP), converges where plain EP oscillates (K = 2, a weak
-  likelihood: plain EP warns), and takes the example from 551 sweeps to 68; its
-  history is the operator's state, so a checkpointed run resumes bit-identical.
+  likelihood: plain EP warns), and takes the example from 1,215 sweeps to 135.
 """
 
 from __future__ import annotations
@@ -164,18 +163,17 @@ def test_plate_form_extrapolation_keeps_eps_fixed_point(monkeypatch):
     assert fast.iterations < slow.iterations
 
 
-@pytest.mark.parametrize("crash_at", [4, 6, 17])
+@pytest.mark.parametrize("crash_at", [8, 11, 17])
 def test_plate_form_resumed_from_a_checkpoint_is_bit_identical(crash_at, tmp_path):
     """The extrapolation's cycle is the operator's state, which checkpoints hold: a run
-    stopped mid-cycle (after sweep 4; 6, right after the first extrapolation, before
-    the message that tells the lag; 17, in the third cycle) and resumed ends
-    bit-identical to a run never interrupted (every natural parameter, the log
-    evidence, the trace, the sweeps)."""
+    stopped mid-cycle (after sweep 8; 11, between the cycle's two extrapolations; 17,
+    in the second cycle) and resumed ends bit-identical to a run never interrupted
+    (every natural parameter, the log evidence, the trace, the sweeps)."""
     from tests.runtime.test_checkpoint import Crash, assert_identical, crash_after
     X, y, _ = problem(5, 3, 1, 18)
     compiled = regression(X, y, 3, np.array([0.3]), 1.5, plate=True).compile("ep")
     whole = compiled.run(progress=False, tolerance=1e-13, trace=True)
-    assert whole.converged and whole.iterations > 3 * softmax.EXTRAPOLATION_CYCLE
+    assert whole.converged and whole.iterations > 2 * softmax.EXTRAPOLATION_CYCLE
     path = tmp_path / "softmax.ckpt"
     with pytest.raises(Crash):
         compiled.run(progress=False, tolerance=1e-13, trace=True, checkpoint=path, every=1,
@@ -224,40 +222,22 @@ def test_plate_form_oscillation_settles_under_extrapolation(monkeypatch):
         assert not model.infer("ep", progress=False).converged
 
 
-def test_plate_form_cavity_is_computed_from_the_weights_of_the_same_sweep():
-    """The schedule of the loop: the weights' posterior, then the message to the logits
-    from it (``InnerProduct``'s, triggered by the weights' message), then softmax's
-    message from that cavity, so each softmax message answers the one sent just before
-    (lag 1; before the trigger the cavity was one sweep stale, lag 2)."""
-    X, y, _ = problem(5, 3, 1, 18)
-    compiled = regression(X, y, 3, np.array([0.3]), 1.5, plate=True).compile("ep")
-    loop = list(compiled.schedule.loop[0])
-    assert loop.count("v_W_array__use0__B") == loop.count("v_W_array__F") == 1
-    update = loop.index("v_W_array__use0__B")  # from its update round to the next one:
-    after = loop[update + 1:] + loop[:update]
-    weights = after.index("v_W__use0__F")
-    assert weights < after.index("v_W_array__F")
-    assert after.index("v_W_array__F") < len(after) - after[::-1].index("v_W_array__use0__F")
-
-
 def test_plate_form_example_converges_in_tens_of_sweeps():
     """``examples/multinomial_regression.py`` (N = 120, K = 3, D = 2) written as a plate
-    of classes: plain EP runs 551 sweeps until its convergence test passes (271 until
-    its means stay within 1e-6), the extrapolated one 68 (30); before the cavity was
-    computed in the same sweep as the weights, 1,215 (542) and 135 (60)."""
+    of classes: plain EP runs 1,215 sweeps until its convergence test passes (540 until
+    its means stay within 1e-6), the extrapolated one 135 (60)."""
     result = _EXAMPLE["models"](*_EXAMPLE["data"]())[1].infer("ep", progress=False)
     assert result.converged
-    assert result.iterations < 80
+    assert result.iterations < 150
 
 
 @pytest.mark.parametrize("lag", [1, 2], ids=["answers-the-last", "answers-the-one-before"])
 def test_extrapolation_of_a_linear_message_sequence(lag):
     """``_extrapolated`` on messages from a linear map with the plate form's slow modes
     (0.97 and 0.95 along two directions, −0.8 along another, the rest 0.3): each message
-    answers the one sent ``lag`` sweeps before (the compiled schedule's is 1 where the
-    logits are ``ff.inner``; other schedules may have 2), which the operator finds.
-    Plain iteration needs 571 (lag 1) or 1,141 (lag 2) sweeps to 1e-10; extrapolated,
-    18 (lag 1) or 46 (lag 2), to the same fixed point."""
+    answers the one sent ``lag`` sweeps before (the compiled schedule's is 2).  Plain
+    iteration needs 571 (lag 1) or 1,141 (lag 2) sweeps to 1e-10; extrapolated, 35
+    either way, to the same fixed point."""
     from factorflow.distributions import Gaussian
     rng = np.random.default_rng(0)
     n = 40
@@ -280,8 +260,7 @@ def test_extrapolation_of_a_linear_message_sequence(lag):
             new = message(fixed + A @ (vector(sent[-lag]) - fixed))
             sent.append(softmax._extrapolated(new, sent[-1], kept) if extrapolate else new)
             if np.max(np.abs(vector(sent[-1]) - fixed)) < 1e-10:
-                assert kept.get("lag", lag) == lag
                 return sweep
         return 3000
 
-    assert sweeps(True) < 25 * lag < 500 < sweeps(False)
+    assert sweeps(True) < 50 < 500 < sweeps(False)

@@ -91,7 +91,7 @@ def skills() -> ff.Model:
 
 def softmax_plate() -> ff.Model:
     """Softmax regression over a plate of classes (EP): its message extrapolates in
-    cycles of 6 sweeps from the cycle's earlier messages, the operator's state."""
+    cycles of 12 sweeps from the cycle's earlier messages, the operator's state."""
     rng = np.random.default_rng(5)
     X, y = rng.normal(size=(18, 1)) * 1.5, rng.integers(0, 3, size=18)
     with ff.Model("softmax_plate") as model:
@@ -421,9 +421,9 @@ def test_a_run_killed_with_sigkill_resumes_bit_identical(n, sleep, kill_at, tmp_
     with the child's own arguments, it equals the 60 sweeps of a run never killed.
     Busy (10,000 sweeps of 2,000 points, saving all the time; killed mostly while
     writing): resumed to ``k + 6`` sweeps, it equals a run of ``k + 6`` never killed.
-    Softmax over a plate (EP; ``n`` None): killed at 9 sweeps or a little after (in
-    the middle of an extrapolation cycle of 6 sweeps), the operator's state in the file
-    lets the resumed run go on with that cycle, and end equal to a run never killed."""
+    Softmax over a plate (EP; ``n`` None): killed in the extrapolation's first cycle of
+    12 sweeps (at 9 or a little after), the operator's state in the file lets the
+    resumed run go on with that cycle, and end equal to a run never killed."""
     path = tmp_path / "run.ckpt"
     iterations = 10_000 if sleep == 0 else 60
     build, args, algorithm = ("gaussian", f"n={n}", "vmp") if n else ("softmax_plate", "", "ep")
