@@ -375,7 +375,11 @@ def _extrapolated(message: Gaussian, previous: Gaussian | None,
     sweep, before this sweep's update of the weights, so each message answers the one
     sent two sweeps before, and the sequence is two interleaved ones (each converging at
     the rate above; together at its square root, 0.978 per sweep), each extrapolated in
-    turn.  Under a schedule without that lag the last sweep's message answers the
+    turn.  (The lag is the seed's schedule semantics: no EP operator is triggered (seed
+    000), so ``InnerProduct``'s message to the logits is computed once a sweep where
+    the greedy iteration schedule puts it, first, before the weights' update; a Trigger
+    on it removes the lag and halves plain EP's sweeps, 1,215 to 551 on the example.)
+    Under a schedule without that lag the last sweep's message answers the
     extrapolation sent just before it, a step several times its chain's last: then it
     is sent as it is (each cycle extrapolates once, from every other message).  At a
     fixed point the cycle's messages are equal and the extrapolation is the message
