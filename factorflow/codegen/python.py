@@ -3,10 +3,11 @@
 Guarantees: the source defines one function ``infer(data, sizes, init, iterations,
 on_iteration, damping, resume)`` returning ``(posteriors, log_evidence)``; after each
 sweep it calls ``on_iteration(iteration, posteriors, evidence, state)``, where
-``state()`` is the whole state of the run (every message that changes, and the loop and
-sweeps done), and ``resume=`` such a state replaces the initialisation and the sweeps
-done, so that the run goes on exactly as the one that saved it; every statement is one
-call on whole arrays (no Python loop over plate elements); each block is preceded by a comment
+``state()`` is the whole state of the run (every message that changes, what each
+stateful operator keeps between calls, and the loop and sweeps done), and ``resume=``
+such a state replaces the initialisation and the sweeps done, so that the run goes on
+exactly as the one that saved it; every statement is one call on whole arrays (no
+Python loop over plate elements); each block is preceded by a comment
 quoting the model statement it comes from; identifiers come only from the IR (already
 safe), user labels appear only as ``repr`` string literals or sanitised comments.
 What reads only the plate sizes, the data and constants (``np.arange`` of a range, the
@@ -84,6 +85,10 @@ class _Emitter:
         #: the messages that keep their uniform start all run long (none assigns them)
         self.uniform = {d.name for d in program.decls if d.role == "message"
                         and d.attr("init") is None and d.name not in assigned}
+        #: the dict each stateful operator keeps between calls (``Operator.state``), by
+        #: the message it computes
+        self.kept = {o.var: symbol(f"state_{o.var.removeprefix(USER_PREFIX)}", self.taken)
+                     for s, _ in walk(program.body) if s.param("state") for o in s.outputs}
 
     def hoist(self, expr: str, name: str) -> str:
         """A local holding ``expr`` (which reads only the plate sizes, the data and
@@ -195,6 +200,8 @@ class _Emitter:
             args += f", reduce=({self.shape(plates)}, {s.param('reduce')!r})"
         if s.param("previous"):  # the message this operator sent last time
             args += f", previous={self.operand(s.outputs[0], plates)}"
+        if s.param("state"):  # what this operator keeps between calls
+            args += f", state={self.kept[s.outputs[0].var]}"
         rhs = f"{fn}({args})"
         own = self.decls[s.outputs[0].var].plates
         if s.param("defer"):  # the call kept for Gate.EnterOne to make weighted, reduced
@@ -426,13 +433,15 @@ def _refresh(program: Program, last: int) -> list[Stmt]:
     reported after a sweep is the ELBO of the posteriors reported with it.  An operator
     that reads the message it sent last (``previous``) is left out: it divides that
     message out of a posterior that is not recomputed here, and the bound does not
-    read its message (only that posterior does)."""
+    read its message (only that posterior does); so is one that keeps a state (an
+    extra call would move it)."""
     if program.algorithm != "vmp" or last < 0:
         return []
     loop = program.body[last]
     assert isinstance(loop, While)
     return [s for s in flat(loop.body) if s.outputs and not (
-        s.op == "Variable.marginal" and not s.param("derived")) and not s.param("previous")]
+        s.op == "Variable.marginal" and not s.param("derived"))
+        and not s.param("previous") and not s.param("state")]
 
 
 def _fixed(ref: Ref) -> tuple[tuple[int, int], ...]:
@@ -471,6 +480,10 @@ def _state(e: _Emitter, program: Program) -> None:
     e.emit("return {'loop': loop, 'sweeps': sweeps, 'messages': {", 2)
     for name in _state_names(program):
         e.emit(f"{name!r}: {name},", 3)
+    if e.kept:  # what stateful operators keep, by their message (a copy: a snapshot)
+        e.emit("}, 'operators': {", 2)
+        for name, kept in e.kept.items():
+            e.emit(f"{name!r}: dict({kept}),", 3)
     e.emit("}}", 2)
 
 
@@ -518,6 +531,8 @@ def _restore(e: _Emitter, program: Program, before: list[Stmt]) -> None:
     names = _state_names(program)
     for name in names:
         e.emit(f"{name} = resume['messages'][{name!r}]", 2)
+    for name, kept in e.kept.items():  # (a copy: the operator writes into it)
+        e.emit(f"{kept} = dict(resume['operators'][{name!r}])", 2)
     again = _deferred_of_data(program, before)
     if again:
         e.emit("# deferred messages of the data alone: made again, as the fresh run made", 2)
@@ -525,7 +540,7 @@ def _restore(e: _Emitter, program: Program, before: list[Stmt]) -> None:
         e.last_prov = None
         for s in again:
             e.statement(s, 2, check=False)
-    if not names and not again:
+    if not names and not again and not e.kept:
         e.emit("pass", 2)
 
 
@@ -541,6 +556,11 @@ def _prologue(e: _Emitter, program: Program) -> None:
     for d in program.decls:
         if d.role in ("message", "marginal"):
             e.emit(f"{d.name} = {e.initial_value(d)}", 1)
+    if e.kept:
+        e.emit("# what each stateful operator keeps between calls, by its message: empty at", 1)
+        e.emit("# the start of a run (state() returns it, a resumed run gets it back)", 1)
+    for name, kept in e.kept.items():
+        e.emit(f"{kept} = {{}}  # of {name}", 1)
 
 
 def _outputs(program: Program) -> list[VarDecl]:

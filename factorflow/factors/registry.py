@@ -17,6 +17,12 @@ Operator calling convention (the generated code relies on it):
 * the operator returns the message to its target, a batched distribution;
 * an operator with a keyword-only ``previous`` parameter is called with its output's
   current value (the message it sent last time);
+* an operator with a keyword-only ``state`` parameter is called with a dict that the
+  generated program owns, one per message it computes (its output), empty at the start
+  of a run: what the operator keeps from one call to the next (arrays, tuples of them,
+  numbers), which ``state()`` returns with the messages, checkpoints save and a resumed
+  run gets back (so a resumed run goes on bit-identical); the operator is then not pure
+  (the compiler neither repeats nor reorders its calls to refresh a message);
 * an operator with keyword-only ``reduce`` and ``weights`` parameters also returns the
   product of its messages raised to ``weights`` (an array over the statement's plates);
 * an operator with a keyword-only ``reduce`` parameter is called, under VMP where the
@@ -109,6 +115,9 @@ class Operator:
     #: current value; not a dependency), so that a VMP operator can divide it out of the
     #: posterior it reads (a block update: ``factors.plate_sum``)
     previous: bool = False
+    #: whether ``fn`` takes ``state=``: a dict of its own per message, kept by the
+    #: generated program between calls and in checkpoints (see the module docstring)
+    state: bool = False
     #: whether its fused form also takes ``weights=`` (per-element exponents, as a gate's
     #: case probabilities): then under VMP its message to a gate clone may be deferred
     #: (``factors.common.Deferred``) and computed by ``Gate.EnterOne`` already weighted
@@ -215,11 +224,12 @@ class Factor:
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             params = inspect.signature(fn).parameters
             # ``*, reduce=None``: the fused form (an argument may still be named reduce)
-            fuses, previous, weighs = (
+            fuses, previous, weighs, state = (
                 n in params and params[n].kind == params[n].KEYWORD_ONLY
-                and params[n].default is None for n in ("reduce", "previous", "weights"))
+                and params[n].default is None
+                for n in ("reduce", "previous", "weights", "state"))
             special = {n for n, flag in (("reduce", fuses), ("previous", previous),
-                                         ("weights", weighs)) if flag}
+                                         ("weights", weighs), ("state", state)) if flag}
             reads = tuple(n for n in params if n not in special)
             for n in reads:
                 self._readable(n)
@@ -227,7 +237,7 @@ class Factor:
                 self.name, algorithm, target, fn, reads, frozenset(skip_if_uniform),
                 frozenset(proper), frozenset(trigger), frozenset(fresh), no_init,
                 frozenset(known), fuses, block=frozenset(block), previous=previous,
-                weights=weighs and fuses, method=method, ascent=ascent,
+                state=state, weights=weighs and fuses, method=method, ascent=ascent,
                 buffer=target in self.buffers, uniform_penalty=frozenset(uniform_penalty),
                 sole=sole, certain=certain, shape_only=frozenset(shape_only))
             return fn

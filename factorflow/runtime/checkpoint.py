@@ -2,7 +2,9 @@
 
 ``compiled.run(..., checkpoint=path, every=k)`` saves, after every k-th sweep and after
 the last one, what the generated program's ``state()`` returns (every message and
-posterior, and where the run is: loop and sweeps done) together with the convergence
+posterior, what each stateful operator keeps between calls — ``Operator.state``, as the
+softmax's extrapolation history — and where the run is: loop and sweeps done) together
+with the convergence
 monitor's own state (previous posteriors, trace, count, ...).  Passed back as the
 program's ``resume=``, that state replaces the initialisation, and the run goes on
 with the next sweep; so a run killed at any moment and started again with the same
@@ -310,6 +312,7 @@ class Checkpointer:
         header = {"format": FORMAT, "version": VERSION, "fingerprint": self.fingerprint,
                   "loop": state["loop"], "sweeps": state["sweeps"], "stopped": stopped,
                   "state": encoder.encode({"messages": state["messages"],
+                                           "operators": state.get("operators", {}),
                                            "monitor": monitor})}
         write_atomically(self.path, header, encoder.arrays)
 
@@ -359,7 +362,8 @@ def open_checkpoint(checkpoint: Any, every: Any, resume: Any, monitor: Any,
         for name in monitor.STATE:  # (a checkpoint from before a field existed: as new)
             setattr(monitor, name, state["monitor"].get(name, getattr(monitor, name)))
         saved = {"loop": header["loop"], "sweeps": header["sweeps"],
-                 "stopped": header["stopped"], "messages": state["messages"]}
+                 "stopped": header["stopped"], "messages": state["messages"],
+                 "operators": state.get("operators", {})}
     elif resume is True:
         raise CheckpointError(f"resume=True, but there is no checkpoint at "
                               f"{str(path)!r}; leave resume out to start afresh.")

@@ -276,6 +276,8 @@ def _factor_statements(stmt: Stmt, loops: tuple[str, ...], decls: dict[str, VarD
             extra = (("reduce", fused[operand.var]),)
         if op.previous:  # the operator reads the message it sent last time
             extra += (("previous", True),)
+        if op.state:  # the operator keeps a state of its own between calls
+            extra += (("state", True),)
         if operand.var in deferred:  # computed, weighted and reduced, by Gate.EnterOne
             extra += (("defer", True),)
         result.append(Stmt(op.qualname, (target,), reads,

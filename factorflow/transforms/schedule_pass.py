@@ -57,9 +57,9 @@ def schedule_program(program: Program, user_initialized: frozenset[str] = frozen
 
 def _pure(s: Stmt, algorithm: str | None) -> bool:
     """Whether running ``s`` twice on the same inputs gives the same value: not a Gibbs
-    draw, not an operator reading the message it sent last (``previous``), not an EP
-    operator's message (damping mixes in the old one)."""
-    if algorithm not in ("ep", "vmp") or s.param("previous"):
+    draw, not an operator reading the message it sent last (``previous``) or keeping a
+    state (``state``), not an EP operator's message (damping mixes in the old one)."""
+    if algorithm not in ("ep", "vmp") or s.param("previous") or s.param("state"):
         return False
     return s.op.startswith("Variable.") or algorithm == "vmp"
 

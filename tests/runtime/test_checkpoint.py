@@ -89,6 +89,22 @@ def skills() -> ff.Model:
     return model
 
 
+def softmax_plate() -> ff.Model:
+    """Softmax regression over a plate of classes (EP): its message extrapolates in
+    cycles of 12 sweeps from the cycle's earlier messages, the operator's state."""
+    rng = np.random.default_rng(5)
+    X, y = rng.normal(size=(18, 1)) * 1.5, rng.integers(0, 3, size=18)
+    with ff.Model("softmax_plate") as model:
+        classes = ff.Range("k", 3)
+        with ff.Plate(classes):
+            W = ff.VectorGaussian("W", np.array([0.3]), covariance=1.5 * np.eye(1))
+        with ff.Plate(ff.Range("n", 18)):
+            with ff.Plate(classes):
+                eta = ff.inner(W, X[:, None, :])
+            ff.Discrete("y", ff.softmax(eta, classes), observed=y)
+    return model
+
+
 def clinical_trial() -> ff.Model:
     """Examples' clinical trial (EP, If/IfNot gates): its program has four loops."""
     return runpy.run_path(str(ROOT / "examples" / "clinical_trial.py"))["build"]()
@@ -101,6 +117,7 @@ CASES = {
     "mixture-gamma-vmp": (mixture_gamma, "vmp", {"init": MIXTURE_INIT}),
     "skills-ep-damped": (skills, "ep", {"damping": 0.3}),
     "clinical-trial-ep-4-loops": (clinical_trial, "ep", {}),
+    "softmax-plate-ep-stateful": (softmax_plate, "ep", {}),
 }
 
 
@@ -164,7 +181,8 @@ def test_a_run_crashed_and_resumed_is_bit_identical(case, crash_at, tmp_path):
     assert_identical(c.run(**run, checkpoint=path, every=2), expected)
 
 
-@pytest.mark.parametrize("case", ["gaussian-vmp", "mixture-vmp", "clinical-trial-ep-4-loops"])
+@pytest.mark.parametrize("case", ["gaussian-vmp", "mixture-vmp", "clinical-trial-ep-4-loops",
+                                  "softmax-plate-ep-stateful"])
 def test_a_converging_run_resumed_converges_at_the_same_sweep(case, tmp_path):
     """The default tolerance: the monitor's state (previous posteriors, trace, rates)
     is in the checkpoint, so the resumed run stops where the first would have (in
@@ -386,8 +404,8 @@ def test_a_temporary_file_left_by_a_killed_writer_is_removed(tmp_path):
 CHILD = textwrap.dedent("""
     import sys, time
     sys.path.insert(0, {root!r})
-    from tests.runtime.test_checkpoint import gaussian
-    compiled = gaussian(n={n}).compile("vmp")
+    from tests.runtime.test_checkpoint import {build}
+    compiled = {build}({args}).compile({algorithm!r})
     compiled.run(iterations={iterations}, tolerance=None, checkpoint={path!r}, every=1,
                  on_iteration=lambda i, p: time.sleep({sleep}))
     print("finished")
@@ -395,18 +413,23 @@ CHILD = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="SIGKILL is POSIX")
-@pytest.mark.parametrize("n, sleep, kill_at", [(50, 0.05, 5), (2000, 0.0, 40)],
-                         ids=["slow-sweeps", "saving-all-the-time"])
+@pytest.mark.parametrize("n, sleep, kill_at", [(50, 0.05, 5), (2000, 0.0, 40), (None, 0.05, 9)],
+                         ids=["slow-sweeps", "saving-all-the-time", "softmax-mid-cycle"])
 def test_a_run_killed_with_sigkill_resumes_bit_identical(n, sleep, kill_at, tmp_path):
     """The child saves after every sweep; it is killed once the file holds ``kill_at``
     sweeps or more.  Slow sweeps (60, 0.05 s each): killed between saves, resumed here
     with the child's own arguments, it equals the 60 sweeps of a run never killed.
     Busy (10,000 sweeps of 2,000 points, saving all the time; killed mostly while
-    writing): resumed to ``k + 6`` sweeps, it equals a run of ``k + 6`` never killed."""
+    writing): resumed to ``k + 6`` sweeps, it equals a run of ``k + 6`` never killed.
+    Softmax over a plate (EP; ``n`` None): killed in the extrapolation's first cycle of
+    12 sweeps (at 9 or a little after), the operator's state in the file lets the
+    resumed run go on with that cycle, and end equal to a run never killed."""
     path = tmp_path / "run.ckpt"
     iterations = 10_000 if sleep == 0 else 60
+    build, args, algorithm = ("gaussian", f"n={n}", "vmp") if n else ("softmax_plate", "", "ep")
     child = subprocess.Popen([sys.executable, "-c", CHILD.format(
-        root=str(ROOT), n=n, iterations=iterations, path=str(path), sleep=sleep)],
+        root=str(ROOT), build=build, args=args, algorithm=algorithm, iterations=iterations,
+        path=str(path), sleep=sleep)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 60
@@ -420,11 +443,13 @@ def test_a_run_killed_with_sigkill_resumes_bit_identical(n, sleep, kill_at, tmp_
     assert child.returncode == -signal.SIGKILL and b"finished" not in out, err
     killed_at = sweeps_in(path)  # the file is whole: the last checkpoint or the one before
     assert kill_at <= killed_at < iterations
-    c, total = gaussian(n=n).compile("vmp"), iterations if sleep else killed_at + 6
+    c = (gaussian(n=n) if n else softmax_plate()).compile(algorithm)
+    total = iterations if sleep else killed_at + 6
     calls: list[int] = []
     resumed = c.run(iterations=total, tolerance=None, checkpoint=path, every=1,
                     on_iteration=lambda i, p: calls.append(i))
     assert calls == list(range(killed_at, total))  # only the sweeps left
-    assert resumed.iterations == len(resumed.trace) == total
+    assert resumed.iterations == total  # (and a VMP run's trace, of the bound)
+    assert len(resumed.trace) == (total if algorithm == "vmp" else 0)
     assert_identical(resumed, c.run(iterations=total, tolerance=None))
     assert [p.name for p in tmp_path.iterdir()] == ["run.ckpt"]  # no temporary file left
