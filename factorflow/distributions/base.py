@@ -971,7 +971,7 @@ def broadcast_view(a: Any, shape: tuple[int, ...]) -> Any:
     if lead < 0:
         return np.broadcast_to(a, shape)  # (its error)
     st = [0] * len(shape)
-    for i, (n, s) in enumerate(zip(a.shape, a.strides)):
+    for i, (n, s) in enumerate(zip(a.shape, a.strides, strict=True)):
         if n == 1:  # (stride 0, as NumPy's, even where the target's axis is 1 too)
             continue
         if n != shape[lead + i]:

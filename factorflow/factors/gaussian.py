@@ -19,8 +19,8 @@ from factorflow.distributions.base import (
     traced,
 )
 from factorflow.distributions.families import LOG_2PI
-from factorflow.distributions.multivariate import memory_owner
 from factorflow.distributions.moments import E, Elog, V, is_known
+from factorflow.distributions.multivariate import memory_owner
 from factorflow.factors.common import Reduce, collapsed, plate_einsum
 from factorflow.factors.registry import define_factor
 

@@ -101,6 +101,8 @@ def check_proper(d: Distribution, what: str, iteration: int | None = None,
     (``iteration == 0``) an exactly uniform element passes: the loop may read a posterior
     before the messages into it have all been sent once (a gate case whose clone comes
     later in the sweep); from the second sweep on it is an error like any other."""
+    if d.compact().all_proper():  # (the common verdict, in one cheap pass over the
+        return  # distinct elements: no mask or first-sweep exemption can change it)
     if iteration == 0:
         fresh = ~np.asarray(d.is_uniform(), bool)
         where = fresh if where is None else leading(where, len(d.batch_shape)) & fresh
@@ -111,10 +113,6 @@ def check_proper(d: Distribution, what: str, iteration: int | None = None,
         if not np.all(where):  # the elements where it exists, as one flat batch
             keep = np.flatnonzero(where.ravel())
             d = d._map(lambda e, nd: np.reshape(e, (-1,) + e.shape[e.ndim - nd:])[keep])
-    small = d.compact()  # a broadcast posterior (a gate's clone): its distinct elements
-    if small is not d and np.all(small.is_proper()) and not any(
-            np.isnan(e).any() for e in small.eta):
-        return
     if d.all_proper():  # (one cheap pass over an (N, K) posterior where it is proper)
         return
     d.check_proper(what if iteration is None else f"{what}, at iteration {iteration + 1}")

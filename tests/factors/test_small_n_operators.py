@@ -12,8 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import factorflow as ff
-from factorflow.distributions import Bernoulli, Gamma, Gaussian
-from factorflow.distributions import base
+from factorflow.distributions import Bernoulli, Gamma, Gaussian, base
 from factorflow.factors import gate
 from factorflow.factors import gaussian as g
 from factorflow.factors.common import plate_einsum
