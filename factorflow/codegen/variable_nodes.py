@@ -17,11 +17,18 @@ if TYPE_CHECKING:
     from factorflow.codegen.python import _Emitter
 
 
-def gather_index(e: _Emitter, index: Ref, use_plates: tuple[str, ...]) -> str:
-    """A gather's index array laid out over the use's plates: an index over fewer plates
-    than the use (an observed Switch condition over n, read in a plate opened inside the
-    Switch) is broadcast along the others, so the gather and its scatter see one index
-    per use element; so is one observed index (no plates) read over plates."""
+def gather_index(e: _Emitter, index: Ref, use_plates: tuple[str, ...], var: VarDecl) -> str:
+    """A gather's index array laid out over the plates it selects along: the use's plates
+    but for the variable's other plates, which a gather along its first axis keeps whole
+    and last (``copy[idx[n], k]``, a switch case's copy of an entered array: the index
+    runs over n only, the case axis k is taken whole; ``channels._use_plates``).  An
+    index over fewer of those plates (an observed Switch's condition over n, read in a
+    plate opened inside the Switch) is broadcast along the others, so the gather and its
+    scatter see one index per use element; so is one observed index (no plates) read
+    over plates."""
+    rest = var.plates[1:]
+    if rest and use_plates[len(use_plates) - len(rest):] == rest:
+        use_plates = use_plates[:len(use_plates) - len(rest)]
     own = index.index if all(isinstance(i, str) for i in index.index) else ()
     decl = e.decls.get(index.var)
     if not own and use_plates and decl is not None and decl.role == "observed" \
@@ -53,7 +60,7 @@ def reduced(e: _Emitter, name: str, how: tuple, use_plates: tuple[str, ...],
             name = f"prod_over({name}, {e.shape(use_plates)}, axis={extra})"
         return f"place_slots({name}, {tuple(how[1])}, {e.shape(var.plates)})"
     size = var.plates[0]
-    return (f"scatter_prod({name}, {gather_index(e, how[1], use_plates)}, "
+    return (f"scatter_prod({name}, {gather_index(e, how[1], use_plates, var)}, "
             f"{e.shape(use_plates)}, {size})")
 
 
@@ -91,7 +98,7 @@ def use(e: _Emitter, s: Stmt, depth: int) -> None:
     ins = dict(s.inputs)
     marg = ins["marginal"].var
     if how[0] == "gather":
-        marg = f"{marg}.take({gather_index(e, how[1], up)})"
+        marg = f"{marg}.take({gather_index(e, how[1], up, var)})"
     elif how[0] == "element":
         marg = f"take_element({marg}, {tuple(how[1])})"
         rest = tuple(p for i, p in enumerate(var.plates) if i not in dict(how[1]))
@@ -158,7 +165,7 @@ def evidence(e: _Emitter, s: Stmt, depth: int) -> None:
     for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
                                       strict=True)):
         if how[0] == "gather":
-            h = f"('gather', {gather_index(e, how[1], up)})"
+            h = f"('gather', {gather_index(e, how[1], up, var)})"
         elif how[0] == "broadcast":
             h = f"('broadcast', None, {tuple(up.index(p) for p in how[1])})"
         elif how[0] in ("element", "slots"):

@@ -129,7 +129,9 @@ def _check_vectors(raw: np.ndarray, domain: str, what: str, size: int | None) ->
 
 def check_data_value(model: Model, name: str, value: Any) -> np.ndarray:
     """The value of ``ff.Data(name)`` as an array, checked against every place the model
-    uses it (support and shape); DataError naming the Data and the use otherwise."""
+    uses it (support and shape); DataError naming the Data and the use otherwise.  A
+    value used as an index or a category (integers, checked) is returned as integers,
+    whatever its dtype (``ff.Data("d", 0.0)`` indexes a known array as NumPy needs)."""
     arr = numeric_array(value, f"ff.Data({name!r})")
     for use in model.data_uses.get(name, ()):
         what = f"ff.Data({name!r}) as {use.what}"
@@ -149,6 +151,8 @@ def check_data_value(model: Model, name: str, value: Any) -> np.ndarray:
     if arr.dtype.kind != "b" and not np.all(np.isfinite(arr)):
         raise DataError(f"ff.Data({name!r}): the value contains NaN or inf; remove or impute "
                         "those values.")
+    if arr.dtype.kind == "f" and any(u.domain == "int" for u in model.data_uses.get(name, ())):
+        return arr.astype(np.intp)  # integral values (checked above): the same numbers
     return arr
 
 

@@ -379,12 +379,6 @@ class _Gates:
         levels = range(self.home.get(var, 0), depth)
         if any(self.levels[m][0].key in self.a.exits.get(var, ()) for m in levels):
             return False
-        if any(self._switch(m) for m in levels) and any(
-                isinstance(i, Ref) and i.index for i in ref.index):
-            # in a switch the case copy is gathered with the case axis last (``copy[idx[n],
-            # k]``), which an index over plates of its own (a constant index array, an
-            # observed Switch's condition: ``idx[n]``) cannot read: fuzz seed 16
-            return True
         return not all(any(isinstance(i, Ref) for i in self._index_set(
             m, ref, ref.index, var, False)[1].values()) for m in levels)
 

@@ -6,7 +6,7 @@ import warnings
 
 import numpy as np
 import pytest
-from scipy import special
+from scipy import special, stats
 
 import factorflow as ff
 from tests.conftest import assert_close
@@ -468,6 +468,36 @@ def test_run_time_data_of_the_wrong_shape(data, match):
     compiled.run()   # the declared values are fine
     with pytest.raises(ff.DataError, match=match):
         compiled.run(data=data)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+@pytest.mark.parametrize("index", [1.0, np.array(1.0), np.float32(0.0), 0])
+def test_a_float_data_index_into_a_known_array_is_read_as_an_integer(algorithm, index):
+    """Fuzz seed 17 (6 models each under EP and VMP): ``v4[d]`` with v4 observed and
+    ``d = ff.Data("d", 0.0)`` (an integral float, accepted by the support check) crashed
+    in the generated code (NumPy's IndexError: arrays used as indices must be of integer
+    type).  A Data used as an index is now passed as integers; d is also read as a real
+    mean here (its value is the same number).  Closed form: v ~ N(m[d], 1 / 0.5), y ~
+    N(−v, 1 / 0.2), w ~ N(d, 1), m ~ N(1, 2) observed: log Z = log N(0.3; −m[d], 7) +
+    log N(0.5; d, 1) + Σ log N(m; 1, 2)."""
+    means = np.array([-1.0, 2.0])
+    with ff.Model() as model:
+        with ff.Plate(ff.Range("r", 2)):
+            m = ff.Gaussian("m", 1.0, precision=0.5, observed=means)
+        d = ff.Data("d", index)
+        v = ff.Gaussian("v", m[d], precision=0.5)
+        ff.Gaussian("y", -v, precision=0.2, observed=0.3)
+        ff.Gaussian("w", d, precision=1.0, observed=0.5)
+    compiled = model.compile(algorithm)
+    for value in (index, 1.0 - float(index)):   # the declared value, then a run-time one
+        result = compiled.run(data={"d": value})
+        k = int(value)
+        exact = (stats.norm.logpdf(0.3, -means[k], np.sqrt(7.0))
+                 + stats.norm.logpdf(0.5, k, 1.0)
+                 + np.sum(stats.norm.logpdf(means, 1.0, np.sqrt(2.0))))
+        assert_close(result.log_evidence, exact, rtol=1e-10)
+        assert_close(result["v"].mean, (0.5 * means[k] - 0.2 * 0.3) / 0.7, rtol=1e-10)
+        assert_close(result["v"].variance, 1 / 0.7, rtol=1e-10)
 
 
 def test_run_time_data_that_broadcasts_is_accepted():

@@ -1089,6 +1089,44 @@ def test_a_comparison_with_data_inside_a_switch_inside_a_plate_runs_under_ep():
 _GATHER_Y, _GATHER_C = np.array([1.0, 2.5, 1.0, 0.5]), np.array([1, 0, 1, 0])
 
 
+def _gather_in_switch(algorithm: str, index: str, c: np.ndarray, y: np.ndarray, k: int,
+                      z_probs: np.ndarray) -> None:
+    """``m[c]`` (m over k, prior N(−1, 1 / 0.2)) read in a plate n inside ``ff.Switch(z)``,
+    z latent (in a plate g when ``c`` and ``y`` are (g, n) arrays), c an observed Switch's
+    condition over the plate(s), a constant index array or an ``ff.Data``; y observed
+    N(m[c], 1 / 3.5).  Nothing inside depends on z, so the posterior is p(z) p(m | y),
+    which EP and VMP reach exactly: log Z = log N(y; −1, 5 [c_i = c_j] + I / 3.5) (+ log
+    P(c) for the observed c), P(z) its prior, m's posterior conjugate (1e-10)."""
+    c_probs = np.arange(1.0, k + 1) / np.sum(np.arange(1.0, k + 1))
+    with ff.Model("gather_in_switch") as model:
+        with ff.Plate(ff.Range("k", k)):
+            m = ff.Gaussian("m", -1.0, precision=0.2)
+        with ff.Plate(ff.Range("g", c.shape[0])) if c.ndim == 2 else nullcontext():
+            z = ff.Discrete("z", z_probs)
+            with ff.Switch(z):
+                with ff.Plate(ff.Range("n", c.shape[-1])):
+                    if index == "observed-switch":
+                        cond = ff.Discrete("c", c_probs, observed=c)
+                        with ff.Switch(cond):
+                            ff.Gaussian("y", m[cond], precision=3.5, observed=y)
+                    else:
+                        idx = ff.Data("d", c) if index == "data" else c
+                        ff.Gaussian("y", m[idx], precision=3.5, observed=y)
+    result = model.infer(algorithm, iterations=50)
+    flat_c, flat_y = c.ravel(), y.ravel()
+    cov = 5.0 * (flat_c[:, None] == flat_c[None, :]) + np.eye(flat_c.size) / 3.5
+    exact = stats.multivariate_normal.logpdf(flat_y, -np.ones(flat_c.size), cov)
+    if index == "observed-switch":
+        exact += np.sum(np.log(c_probs[flat_c]))
+    assert_close(result.log_evidence, exact, rtol=1e-10)
+    assert_close(result["z"].probs, np.broadcast_to(z_probs, result["z"].probs.shape),
+                 rtol=1e-10)
+    post_prec = 0.2 + 3.5 * np.bincount(flat_c, minlength=k)
+    post_mean = (-0.2 + 3.5 * np.bincount(flat_c, flat_y, minlength=k)) / post_prec
+    assert_close(result["m"].mean, post_mean, rtol=1e-10)
+    assert_close(result["m"].variance, 1 / post_prec, rtol=1e-10)
+
+
 @pytest.mark.parametrize("index", ["observed-switch", "constant", "data"])
 @pytest.mark.parametrize("algorithm", ["ep", "vmp"])
 def test_a_gather_by_an_index_over_a_plate_inside_a_latent_switch_is_exact(algorithm, index):
@@ -1096,32 +1134,34 @@ def test_a_gather_by_an_index_over_a_plate_inside_a_latent_switch_is_exact(algor
     (z latent, m not read by z there), c an observed Switch's condition over the plate (or
     a constant index array): the case copy of m, gathered with its case axis last, was
     taken at an index broadcast over the case axis too (a raw broadcasting ValueError;
-    an ``ff.Data`` index, without plates of its own, ran).  Now such a gather is copied
-    out before the Switch (``m__d[n] = Copy(m[c[n]])``, as for a gate inside a loop).
-    Nothing inside depends on z, so the posterior is p(z) p(m | y), which EP and VMP
-    reach exactly: log Z = log N(y; −1, 5 [c_i = c_j] + I / 3.5) (+ log P(c) for the
-    observed c), P(z) the prior (1e-10)."""
-    with ff.Model("gather_in_switch") as model:
-        with ff.Plate(ff.Range("k", 2)):
-            m = ff.Gaussian("m", -1.0, precision=0.2)
-        z = ff.Discrete("z", np.array([0.1, 0.9]))
-        with ff.Switch(z):
-            with ff.Plate(ff.Range("n", 4)):
-                if index == "observed-switch":
-                    c = ff.Discrete("c", np.array([0.3, 0.7]), observed=_GATHER_C)
-                    with ff.Switch(c):
-                        ff.Gaussian("y", m[c], precision=3.5, observed=_GATHER_Y)
-                else:
-                    idx = ff.Data("d", _GATHER_C) if index == "data" else _GATHER_C
-                    ff.Gaussian("y", m[idx], precision=3.5, observed=_GATHER_Y)
-    result = model.infer(algorithm, iterations=50)
-    cov = 5.0 * (_GATHER_C[:, None] == _GATHER_C[None, :]) + np.eye(4) / 3.5
-    exact = stats.multivariate_normal.logpdf(_GATHER_Y, -np.ones(4), cov)
-    if index == "observed-switch":
-        exact += np.sum(np.log(np.array([0.3, 0.7])[_GATHER_C]))
-    assert_close(result.log_evidence, exact, rtol=1e-10)
-    assert_close(result["z"].probs, [0.1, 0.9], rtol=1e-10)
-    post_prec = 0.2 + 3.5 * np.bincount(_GATHER_C, minlength=2)
-    post_mean = (-0.2 + 3.5 * np.bincount(_GATHER_C, _GATHER_Y, minlength=2)) / post_prec
-    assert_close(result["m"].mean, post_mean, rtol=1e-10)
-    assert_close(result["m"].variance, 1 / post_prec, rtol=1e-10)
+    an ``ff.Data`` index, without plates of its own, ran).  Now ``gather_index`` lays the
+    index out over the plates it selects along only (n), the case axis taken whole
+    (``copy.take(c)``, over (n, case)); exact (``_gather_in_switch``)."""
+    _gather_in_switch(algorithm, index, _GATHER_C, _GATHER_Y, 2, np.array([0.1, 0.9]))
+
+
+@st.composite
+def _gathers_in_switches(draw: st.DrawFn) -> tuple:
+    """A ``_gather_in_switch`` model: k in 1..3 elements, 1..4 plate elements, 2 or 3
+    cases, one index array or one per element of an outer plate g of 2."""
+    k = draw(st.integers(1, 3))
+    shape = (draw(st.integers(1, 4)),)
+    if draw(st.booleans()):
+        shape = (2,) + shape
+    c = np.array(draw(st.lists(st.integers(0, k - 1), min_size=int(np.prod(shape)),
+                               max_size=int(np.prod(shape))))).reshape(shape)
+    y = np.array(draw(st.lists(st.floats(-3.0, 3.0), min_size=c.size, max_size=c.size))
+                 ).reshape(shape)
+    z = np.array(draw(st.lists(st.floats(0.05, 1.0), min_size=2, max_size=3)))
+    return (draw(st.sampled_from(["observed-switch", "constant", "data"])), c, y, k,
+            z / z.sum())
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(_gathers_in_switches(), st.sampled_from(["ep", "vmp"]))
+def test_gathers_inside_latent_switches_are_exact(model, algorithm):
+    """The gather of the test above over random plate sizes, index arrays, k and case
+    counts, with and without an outer plate around the latent Switch (then the index
+    differs per outer element): exact under EP and VMP."""
+    index, c, y, k, z_probs = model
+    _gather_in_switch(algorithm, index, c, y, k, z_probs)

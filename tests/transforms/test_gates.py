@@ -159,10 +159,8 @@ MORE: dict[str, tuple[Program, list[str]]] = {
         rv("c"), rv("array", plates=("i",)), known("idx", "n", domain="int"),
         known("constDist")), (
         If(c, (For("n", (equal_random(R("array", (R("idx", ("n",)),))),)),)),)), ["c"]),
-    # a gather over a plate opened inside a switch, by an index over that plate: copied
-    # out before the switch (a case's copy, with the case axis last, is gathered along
-    # its first only by an index without plates of its own, as an ff.Data's: the whole
-    # array enters, ``copy[d, k]``; fuzz seed 16)
+    # a gather over a plate opened inside a switch: the whole array enters, each case's
+    # copy has the case axis last and is gathered along its first
     "gather_switch": (Program("gather_switch", (("i", 3), ("n", 2), ("k", 2)), (
         rv("s", "int", (), 2), rv("array", plates=("i",)), known("idx", "n", domain="int"),
         known("constDist")), (
@@ -525,19 +523,17 @@ for n:
     "gather_switch": """\
 ranges i=3, n=2, k=2
 random bool s__cases[k]  # cases of s
-random bool array__idx_n[n]  # array[idx[n]]
-random bool array__idx_n__n_cond_s[n][k]  # array[idx[n]] in the gate on s
-random bool array__idx_n__n_cond_s_k[k][n]  # array[idx[n]] in case k of s
+random bool array__cond_s[i][k]  # array in the gate on s
+random bool array__cond_s_k[i][k]  # array in case k of s
 s__cases[k] = Gate.Cases(selector=s)
-for n:
-    array__idx_n[n] = Copy(value=array[idx[n]])
-for n:
-    array__idx_n__n_cond_s[n, k] = Gate.Enter(cases=s__cases[k], value=array__idx_n[n])
+array__cond_s[i, k] = Gate.Enter(cases=s__cases[k], value=array[i])
 for k:
+    for i:
+        if s__cases[k]:
+            array__cond_s_k[i, k] = Copy(value=array__cond_s[i, k])
     for n:
         if s__cases[k]:
-            array__idx_n__n_cond_s_k[k, n] = Copy(value=array__idx_n__n_cond_s[n, k])
-            ConstrainEqualRandom(value=array__idx_n__n_cond_s_k[k, n], dist=constDist)
+            ConstrainEqualRandom(value=array__cond_s_k[idx[n], k], dist=constDist)
 """,
     "gather_in_loop": """\
 ranges i=3, m=2, n=2, c__m_cases__k=2, array__idx_m_n__m_n_cond_c_m__k=1
