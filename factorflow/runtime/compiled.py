@@ -7,6 +7,7 @@ import os
 import sys
 import time
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -408,12 +409,26 @@ class CompiledModel:
             trace = self.algorithm == "vmp"
         if not isinstance(trace, bool | np.bool_):
             raise ModelError(f"trace must be True, False or None, got {trace!r}.")
+        if init is not None and not isinstance(init, Mapping):
+            raise ModelError(
+                f"init must be a dict from variable names to initial posteriors (say "
+                f"init={{'mu': ff.Gaussian(0.0, variance=1.0)}}), got a "
+                f"{type(init).__name__}; the names of the variables to initialise go to "
+                "model.compile(algorithm, init=[names]).")
         init = dict(self.model.initial) | dict(init or {})
-        missing = {self.model.variable(k).name for k in init} - set(self.user_initialized)
+        given = {self.model.variable(k).name for k in init}
+        missing = given - set(self.user_initialized)
         if missing:
             raise ModelError(f"init names {sorted(missing)}, which this compiled model was "
                              "not compiled to use; call model.infer(..., init=...) or "
                              "model.compile(algorithm, init=[names]).")
+        absent = sorted(set(self.user_initialized) - given)
+        if absent:
+            raise ModelError(
+                f"this model was compiled with init={sorted(self.user_initialized)}, so "
+                f"run() needs an initial posterior for {absent}: pass "
+                f"init={{{absent[0]!r}: <a distribution of its family>}}, or compile "
+                "without init= to start from the model's own initialisation.")
         values = self._data(data)
         sizes = {ident: size for ident, size in self.compilation.final.ranges}
         damp = self._damping(damping)

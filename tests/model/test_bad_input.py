@@ -710,3 +710,28 @@ def test_arithmetic_on_known_values_alone_is_refused_naming_its_statement(algori
     with pytest.raises(ff.UnsupportedFactorError, match=r"test_bad_input.py:\d+: diff = "
                        r"v\[1\] - v\[ff.Data\(\"d\", 0\)\]\): every argument of Minus is known"):
         model.compile(algorithm)
+
+
+def test_init_given_as_names_at_run_time_or_missing_is_a_clear_error():
+    """``compile(init=[names])`` needs an initial posterior for each name at run time,
+    and ``run``/``infer`` take a dict of posteriors, not a list of names: both refused
+    with a ModelError naming the variable, never a KeyError or a list read as pairs.
+    With the posterior given, the run is the closed form (the start does not matter for
+    this conjugate model under EP)."""
+    with ff.Model() as model:
+        mu = ff.Gaussian("mu", 0.0, variance=100.0)
+        with ff.Plate(ff.Range("n", 2)):
+            ff.Gaussian("x", mu, variance=1.0, observed=[5.0, 7.0])
+    with pytest.warns(Warning, match="user initialization of v_mu__marginal is overwritten"):
+        compiled = model.compile("ep", init=["mu"])  # (EP's schedule does not need it)
+    with pytest.raises(ff.ModelError, match=r"compiled with init=\['mu'\].*'mu'"):
+        compiled.run()
+    with pytest.raises(ff.ModelError, match="init must be a dict.*got a list"):
+        compiled.run(init=["mu"])
+    with pytest.raises(ff.ModelError, match="init must be a dict.*got a list"):
+        model.infer("ep", init=["mu"])
+    with pytest.raises(ff.ModelError, match="init must be a dict.*got a tuple"):
+        model.infer("ep", init=("mu",))
+    posterior = compiled.run(init={"mu": ff.distributions.Gaussian(3.0, variance=2.0)})["mu"]
+    assert_close(posterior.mean, 12 / 2.01, 1e-12)
+    assert_close(posterior.variance, 1 / 2.01, 1e-12)
