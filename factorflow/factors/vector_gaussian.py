@@ -130,11 +130,16 @@ def _expected_outer_diff(a: Any, b: Any) -> tuple[np.ndarray, Any]:
 # the elementwise formulas to the rounding of the data's products (about 1e-16 ·
 # max |x|² relative to the spread); ``tests/runtime/test_vector_mixture_fast_paths.py``
 # checks whole runs against the general paths to 1e-10.
-@lru_cache(maxsize=32)
 def _triangle(dim: int) -> tuple[np.ndarray, np.ndarray]:
     """``np.triu_indices(dim)``: the upper triangle's (row, column) indices of a D × D
     matrix, in the order of the data's statistics' columns; made once per D (every
-    statement of a sweep reads them; never written)."""
+    statement of a sweep reads them; never written), and afresh under tracing (a traced
+    array remembered across traces would leak out of its trace)."""
+    return np.triu_indices(dim) if traced() else _triangle_of(dim)
+
+
+@lru_cache(maxsize=32)
+def _triangle_of(dim: int) -> tuple[np.ndarray, np.ndarray]:
     return np.triu_indices(dim)
 
 
