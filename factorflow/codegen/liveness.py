@@ -2,7 +2,7 @@
 
 Input: the emitted source of three stretches of the program, each statement as its list
 of lines — the last loop's sweep, the refresh that ``evidence()`` runs first (under VMP,
-every update of the sweep but the posteriors of non-derived variables, recomputed from
+every update of every loop's sweep but the posteriors of non-derived variables, recomputed from
 the posteriors as they stand), and what ``evidence()`` runs after it (the statements
 after the loop and the evidence terms).  The names the analysis follows are the
 program's messages and posteriors: each top-level Python statement reads the names it
