@@ -2,7 +2,7 @@
 
 Input: the emitted source of three stretches of the program, each statement as its list
 of lines — the last loop's sweep, the refresh that ``evidence()`` runs first (under VMP,
-every update of the sweep but the posteriors of non-derived variables, recomputed from
+every update of every loop's sweep but the posteriors of non-derived variables, recomputed from
 the posteriors as they stand), and what ``evidence()`` runs after it (the statements
 after the loop and the evidence terms).  The names the analysis follows are the
 program's messages and posteriors: each top-level Python statement reads the names it
@@ -140,14 +140,17 @@ def _backward(refresh: Sequence[Sequence[Step]], after: Sequence[Sequence[Step]]
 
 
 def live_refresh(sweep: Sequence[Sequence[Step]], refresh: Sequence[Sequence[Step]],
-                 after: Sequence[Sequence[Step]], keep: frozenset[str]) -> list[int]:
+                 after: Sequence[Sequence[Step]], keep: frozenset[str],
+                 before: Sequence[Sequence[Step]] = ()) -> list[int]:
     """The positions of the ``refresh`` statements to emit (see the module docstring):
     ``sweep`` the last loop's statements in the order a sweep runs them, ``after`` what
     ``evidence()`` runs after the refresh, ``keep`` the names read at the end of the run
-    whatever the state (the posteriors returned)."""
+    whatever the state (the posteriors returned), ``before`` what runs before the last
+    loop's first sweep (earlier loops as one sweep each: the refresh recomputes their
+    messages too, and one the sweeps after it left as it was need not be)."""
     every = list(range(len(refresh)))
     start = _Values({}, {})
-    for stmt in sweep:
+    for stmt in list(before) + list(sweep):
         start.run(stmt)
     full = start.fork()
     full_seen: list[dict[str, int]] = []

@@ -426,10 +426,11 @@ def _forward(s: Stmt) -> bool:
 
 
 def _refresh(program: Program, last: int) -> list[Stmt]:
-    """Under VMP, the last loop's updates other than the posteriors of non-derived
-    variables, in schedule order: run before the evidence terms, they recompute every
-    message from the current posteriors (a sweep leaves some, such as a gate's
-    messages to its cases, from before later posteriors moved), so that the bound
+    """Under VMP, every loop's updates other than the posteriors of non-derived
+    variables, loop by loop in schedule order: run before the evidence terms, they
+    recompute every message from the current posteriors (a sweep leaves some, such as
+    a gate's messages to its cases, from before later posteriors moved; so does each
+    loop before the last, whose messages the bound reads too), so that the bound
     reported after a sweep is the ELBO of the posteriors reported with it.  An operator
     that reads the message it sent last (``previous``) is left out: it divides that
     message out of a posterior that is not recomputed here, and the bound does not
@@ -437,9 +438,8 @@ def _refresh(program: Program, last: int) -> list[Stmt]:
     extra call would move it)."""
     if program.algorithm != "vmp" or last < 0:
         return []
-    loop = program.body[last]
-    assert isinstance(loop, While)
-    return [s for s in flat(loop.body) if s.outputs and not (
+    loops = [n for n in program.body[: last + 1] if isinstance(n, While)]
+    return [s for loop in loops for s in flat(loop.body) if s.outputs and not (
         s.op == "Variable.marginal" and not s.param("derived"))
         and not s.param("previous") and not s.param("state")]
 
@@ -634,6 +634,36 @@ def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[S
             [steps(s, False) for s in after])
 
 
+def _before(program: Program, loop: While) -> list[list[liveness.Step]]:
+    """The steps of what runs before the first sweep of ``loop`` (the last loop): the
+    statements before it, and each earlier loop as its initialisation and one sweep
+    (an inner loop opaque), then ``loop``'s initialisation.  Raises SyntaxError where
+    they do not read as Python."""
+    e = _Emitter(program, frozenset())
+    names = frozenset(e.decls) | {liveness.ITERATION}
+    out: list[list[liveness.Step]] = []
+
+    def add(node: Stmt | While, check: bool) -> None:
+        start = len(e.lines)
+        if isinstance(node, While):  # an inner loop: opaque
+            _local_loop(e, node, 0, defaultdict(lambda: -1), 0)
+        else:
+            e.statement(node, 0, check=check)
+        out.append(liveness.steps(e.lines[start:], names, opaque=isinstance(node, While)))
+
+    for node in program.body:
+        if isinstance(node, While):
+            for s in node.init:
+                add(s, False)
+            if node is loop:
+                return out
+            for s in node.body:
+                add(s, True)
+        elif node.outputs:
+            add(node, False)
+    return out
+
+
 def _live(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]) -> list[Stmt]:
     """The statements of ``refresh`` that ``evidence()`` must run (``codegen.liveness``):
     those the bound reads, and those without which the next sweep, the next
@@ -641,10 +671,12 @@ def _live(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt])
     ``after``: what ``evidence()`` runs after the refresh."""
     try:
         sweep, steps, rest = _stretches(program, loop, refresh, after)
+        before = _before(program, loop)
     except SyntaxError:  # (the emitter writes Python: keep every statement)
         return refresh
     kept = liveness.live_refresh(sweep, steps, rest,
-                                 frozenset(marginal(d.name) for d in _outputs(program)))
+                                 frozenset(marginal(d.name) for d in _outputs(program)),
+                                 before=before)
     return [refresh[i] for i in kept]
 
 
