@@ -83,12 +83,9 @@ def gaussian_worker(n: int, system: str, trace: bool) -> dict[str, float]:
     if system == "hand":
         return {"seconds": per_iteration(lambda s: hand_written(x, s), sweeps), "error": 0.0,
                 "module": ff.__file__}
-    with ff.Model("learning_gaussian") as model:
-        mean = ff.Gaussian("mean", 0.0, variance=100.0)
-        prec = ff.Gamma("prec", 1.0, rate=1.0)
-        with ff.Plate(ff.Range("n", n)):
-            ff.Gaussian("x", mean, precision=prec, observed=x)
-    compiled = model.compile("vmp")
+    sys.path.append(str(ROOT / "examples"))
+    import learning_gaussian
+    compiled = learning_gaussian.build(x).compile("vmp")
 
     def run(s: int) -> object:
         return compiled.run(iterations=s, tolerance=None, progress=False, trace=trace)

@@ -53,13 +53,10 @@ def program(model: str, trace: bool) -> Any:
         compiled = vref.model(x, 10).compile("vmp", init=["means"])
         init = vref.factorflow_init(start)
     else:
+        sys.path.append(str(ROOT / "examples"))
+        import learning_gaussian
         x = np.random.default_rng(1).normal(3.0, 2.0, 1000)
-        with ff.Model("learning_gaussian") as m:
-            mean = ff.Gaussian("mean", 0.0, variance=100.0)
-            prec = ff.Gamma("prec", 1.0, rate=1.0)
-            with ff.Plate(ff.Range("n", x.size)):
-                ff.Gaussian("x", mean, precision=prec, observed=x)
-        compiled, init = m.compile("vmp"), None
+        compiled, init = learning_gaussian.build(x).compile("vmp"), None
     return (lambda s: compiled.run(iterations=s, init=init, **options)), compiled
 
 
