@@ -23,6 +23,7 @@ import contextlib
 import importlib
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -105,13 +106,12 @@ class _XNumPy(types.ModuleType):
     def note(self, what: str, a: Any, value: Any = True) -> None:
         """Record ``value`` as ``what`` of the array ``a`` while it lives (a fact known
         while tracing, where the values are not: ``known``)."""
-        import weakref
         key = (what, id(a))
         table = self.__dict__.setdefault("_facts", {})
         try:
             table[key] = (weakref.ref(a, lambda _, k=key, t=table: t.pop(k, None)), value)
-        except TypeError:  # (not weakly referable: not recorded)
-            pass
+        except TypeError:  # not weakly referable (a Python scalar): left unrecorded, so
+            return  # ``known`` says None and the kernels take their general path
 
     def known(self, what: str, a: Any) -> Any:
         """``what`` of ``a`` as ``note`` recorded it, else None."""
