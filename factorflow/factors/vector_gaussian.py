@@ -145,22 +145,33 @@ def _triangle_of(dim: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _switch_data(sample: Any) -> np.ndarray | None:
     """The data as an (N, D) array when ``sample`` is the (N, 1, D) column of N > 1 known
-    points of a Switch over a plate; None otherwise (and when traced: the general path)."""
-    if (traced() or type(sample) is not np.ndarray or sample.ndim != 3
-            or sample.shape[1] != 1 or sample.shape[0] < 2):
+    points of a Switch over a plate; None otherwise.  Under tracing the same test on what
+    is known while tracing (the data: an array of that layout, a JAX one), so that the
+    traced kernels take the same path as NumPy's."""
+    if traced():
+        if not isinstance(sample, np.ndarray):  # (the copy's ``np.ndarray``: JAX's too)
+            return None
+    elif type(sample) is not np.ndarray:  # (not a masked array: its mask has a say)
+        return None
+    if sample.ndim != 3 or sample.shape[1] != 1 or sample.shape[0] < 2:
         return None
     return np.asarray(sample[:, 0, :], float)
 
 
 def _data_stats(x: np.ndarray) -> np.ndarray:
     """[1, x, x_i x_j (i ≤ j)] per point, (N, 1 + D + D(D+1)/2), made once per data (a
-    fresh view of the same memory finds it again) and remembered while the data live."""
+    fresh view of the same memory finds it again) and remembered while the data live.
+    Under tracing one expression (the compiler makes it once per run: it reads the data
+    alone)."""
+    n, dim = x.shape
+    if traced():
+        i, j = _triangle(dim)
+        return np.concatenate([np.ones((n, 1)), x, x[:, i] * x[:, j]], axis=1)
     ident = (x.__array_interface__["data"][0], x.shape, x.strides)
     root = memory_owner(x)
     hit = recall("vector_data_stats", root)
     if hit is not None and hit[0] == ident:
         return hit[1]
-    n, dim = x.shape
     stats = np.empty((n, 1 + dim + dim * (dim + 1) // 2))
     stats[:, 0] = 1.0
     stats[:, 1:1 + dim] = x
@@ -169,6 +180,29 @@ def _data_stats(x: np.ndarray) -> np.ndarray:
     stats.flags.writeable = False
     remember("vector_data_stats", root, (ident, stats))
     return stats
+
+
+def _symmetric_index(dim: int) -> np.ndarray:
+    """(D, D) positions, among the upper triangle's entries in ``np.triu_indices``
+    order, of each entry of a symmetric D × D matrix (entry (a, b) is entry (min, max));
+    made once per D, and afresh under tracing (as ``_triangle``)."""
+    return _symmetric_positions(dim) if traced() else _symmetric_index_of(dim)
+
+
+@lru_cache(maxsize=32)
+def _symmetric_index_of(dim: int) -> np.ndarray:
+    where = _symmetric_positions(dim)
+    where.flags.writeable = False  # (shared by every call: never written)
+    return where
+
+
+def _symmetric_positions(dim: int) -> np.ndarray:
+    """Entry (a, b) is (r, c) = (min, max), at r D − r (r − 1)/2 + c − r in the upper
+    triangle's row-major order (the rows before r hold D, D − 1, … entries): an
+    expression of ``arange``s, the same under tracing."""
+    a = np.arange(dim)
+    r, c = np.minimum(a[:, None], a[None, :]), np.maximum(a[:, None], a[None, :])
+    return r * dim - r * (r - 1) // 2 + c - r
 
 
 def _per_component(parts: list[tuple[Any, int]], k: int | None = None
@@ -240,22 +274,22 @@ def _switch_sums(sample: Any, weights: Any, reduce: Reduce | None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(Σ_n q_nk (K,), Σ_n q_nk x_n (K, D), Σ_n q_nk x_n x_nᵀ (K, D, D)) for known data
     on the (N, K) grid of a Switch summed over the data axis with weights q (N, K): one
-    (1+D+T, N) × (N, K) product, remembered while ``weights`` lives; None otherwise."""
+    (1+D+T, N) × (N, K) product, remembered while ``weights`` lives (under tracing not
+    remembered: the compiler shares it between the mean's and the precision's
+    messages); None otherwise."""
     x = None if reduce is None else _switch_data(sample)
     if (x is None or not isinstance(weights, np.ndarray) or len(reduce[0]) != 2
             or tuple(reduce[1]) != (0,) or weights.shape != tuple(reduce[0])
             or weights.shape[0] != len(x)):
         return None
-    ident = (x.__array_interface__["data"][0], x.shape, x.strides)
+    ident = None if traced() else (x.__array_interface__["data"][0], x.shape, x.strides)
     hit = recall("vector_switch_sums", weights)
     if hit is not None and hit[0] == ident:
         return hit[1]
-    n, dim = x.shape
-    k = weights.shape[1]
+    dim = x.shape[1]
     sums = _data_stats(x).T @ weights                                  # (1+D+T, K)
-    i, j = _triangle(dim)
-    s2 = np.empty((k, dim, dim))
-    s2[:, i, j] = s2[:, j, i] = sums[1 + dim:].T
+    # Σ q x xᵀ from its upper triangle: one gather, each entry (a, b) from (min, max)
+    s2 = sums[1 + dim:].T[:, _symmetric_index(dim)]
     out = (sums[0], sums[1:1 + dim].T, s2)
     remember("vector_switch_sums", weights, (ident, out))
     # Σ_n q_nk (the ones' row) is also the Dirichlet's message from the same q

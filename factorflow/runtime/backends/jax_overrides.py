@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 import jax.numpy as np
-import numpy as host_numpy
 
 from factorflow.runtime.backends.jax_loop import CHECKS
 from factorflow.runtime.kernels import leading, where_mask
@@ -193,7 +192,6 @@ def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ..
 # the copy's own function (``REPLACED``).  The results are the fast paths' NumPy ones to
 # rounding (the tests compare whole runs with NumPy to 1e-10).
 GATE = "factorflow.factors.gate"
-VECTOR = "factorflow.factors.vector_gaussian"
 BASE = "factorflow.distributions.base"
 
 
@@ -218,43 +216,3 @@ def _one_probs(cases: Any, index: Any) -> Any:
     if IS_ARANGE(index, np.shape(_logits(cases))[-1]):  # noqa: F821 (the copy's)
         return _case_probs(cases)  # noqa: F821
     return REPLACED["_one_probs"](cases, index)  # noqa: F821
-
-
-@override(VECTOR, "_switch_data")
-def _switch_data(sample: Any) -> Any:
-    """``vector_gaussian._switch_data`` for traced data: the (N, 1, D) column of N > 1
-    known points as (N, D)."""
-    import jax
-    if (isinstance(sample, jax.Array) and sample.ndim == 3 and sample.shape[1] == 1
-            and sample.shape[0] >= 2):
-        return np.asarray(sample[:, 0, :], float)
-    return REPLACED["_switch_data"](sample)  # noqa: F821
-
-
-@override(VECTOR, "_data_stats")
-def _data_stats(x: Any, host: Any = host_numpy) -> Any:
-    """``vector_gaussian._data_stats`` as one expression: [1, x, x_i x_j (i ≤ j)] per
-    point, (N, 1 + D + D(D+1)/2) (the compiler makes it once per run: it reads the data
-    alone).  ``host``: NumPy itself (a default: the copy's ``numpy`` is ``jax.numpy``),
-    whose index arrays are constants of the trace."""
-    n, dim = x.shape
-    i, j = host.triu_indices(dim)
-    return np.concatenate([np.ones((n, 1)), x, x[:, i] * x[:, j]], axis=1)
-
-
-@override(VECTOR, "_switch_sums")
-def _switch_sums(sample: Any, weights: Any, reduce: Any, host: Any = host_numpy) -> Any:
-    """``vector_gaussian._switch_sums`` for traced data: (Σ_n q_nk, Σ_n q_nk x_n,
-    Σ_n q_nk x_n x_nᵀ) by one (1+D+T, N) × (N, K) product (not remembered: the
-    compiler shares it between the mean's and the precision's messages)."""
-    x = None if reduce is None else _switch_data(sample)
-    if (x is None or not isinstance(weights, np.ndarray) or len(reduce[0]) != 2
-            or tuple(reduce[1]) != (0,) or weights.shape != tuple(reduce[0])
-            or weights.shape[0] != len(x)):
-        return None
-    dim, k = x.shape[1], weights.shape[1]
-    sums = _data_stats(x).T @ weights                                  # (1+D+T, K)
-    i, j = host.triu_indices(dim)
-    s2 = np.zeros((k, dim, dim)).at[:, i, j].set(sums[1 + dim:].T)
-    s2 = s2.at[:, j, i].set(sums[1 + dim:].T)
-    return sums[0], sums[1:1 + dim].T, s2

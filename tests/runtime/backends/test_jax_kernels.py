@@ -145,9 +145,7 @@ def test_the_overrides_are_the_checks():
         "factorflow.runtime.kernels": {
             "check_proper", "_proper", "check_proper_input", "skip_improper", "initial"},
         "factorflow.distributions.base": {"log_normalize"},
-        "factorflow.factors.gate": {"_one_probs"},
-        "factorflow.factors.vector_gaussian": {"_switch_data", "_data_stats",
-                                               "_switch_sums"}}
+        "factorflow.factors.gate": {"_one_probs"}}
 
 
 @pytest.mark.parametrize("seed", range(20))
