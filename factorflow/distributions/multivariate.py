@@ -307,17 +307,43 @@ def memory_owner(a: np.ndarray) -> np.ndarray:
     return a
 
 
+def _memory_key(e: np.ndarray) -> tuple:
+    """Where ``e``'s elements are: its address, shape and strides, the stride of a
+    length-1 axis read as 0 (it addresses nothing else; a broadcast view gives it 0)."""
+    return (e.__array_interface__["data"][0], e.shape,
+            tuple(0 if n == 1 else st for n, st in zip(e.shape, e.strides, strict=True)))
+
+
+def _leading_units(eta: tuple[np.ndarray, ...], nb: int) -> int:
+    """How many leading batch axes (of ``nb``) every parameter has of length 1."""
+    lead = 0
+    while lead < nb and all(e.shape[lead] == 1 for e in eta):
+        lead += 1
+    return lead
+
+
+def _with_leading_units(value: Any, lead: int) -> Any:
+    """``value`` (an array, a tuple of arrays, or None) with ``lead`` length-1 axes put
+    in front of each array (views)."""
+    if isinstance(value, tuple):
+        return tuple(_with_leading_units(v, lead) for v in value)
+    return value if value is None else np.asarray(value)[(None,) * lead]
+
+
 def by_memory(method: Any) -> Any:
     """``method(self)`` (moments of the natural parameters alone) remembered while the
     memory of ``self``'s natural parameters lives: natural parameters are never written
     in place, so that a message read again in a sweep, or a new view of it (a gate's
     clone, collapsed to its distinct elements), finds its moments instead of inverting
     its matrices again.  Keyed by the owner of the last natural parameter and the
-    address, shape and strides of every one (the others' owners are held by the entry,
-    so that their memory is not reused while it lives); results are returned
-    read-only.  Not when traced.  The same arrays read again (one posterior read by
-    several statements of a sweep) are found by their identity first, without reading
-    their addresses (which costs more than the lookup)."""
+    address, shape and strides of every one (``_memory_key``; the others' owners are
+    held by the entry, so that their memory is not reused while it lives); results are
+    returned read-only.  Leading batch axes of length 1 are set aside first and put back
+    on the results: a gate's clone of K components, collapsed to (1, K) by ``_distinct``,
+    finds the (K,) posterior's moments (one inversion a sweep, not two).  Not when
+    traced.  The same arrays read again (one posterior read by several statements of a
+    sweep) are found by their identity first, without reading their addresses (which
+    costs more than the lookup)."""
     name = "moments:" + method.__qualname__
     same = "same arrays:" + method.__qualname__
 
@@ -325,6 +351,10 @@ def by_memory(method: Any) -> Any:
         eta = self.eta
         if traced() or any(type(e) is not np.ndarray for e in eta):
             return method(self)
+        lead = _leading_units(eta, eta[0].ndim - self.event_ndim)
+        if lead:  # (a component's view (1, K): its moments are the (K,) posterior's)
+            inner = wrapper(type(self).from_natural(*(e[(0,) * lead] for e in eta)))
+            return _with_leading_units(inner, lead)
         # by identity: the entry lives while eta[-1] does and holds the others, so that
         # their ids are not reused meanwhile
         ident = (same,) + tuple(map(id, eta[:-1]))
@@ -333,8 +363,7 @@ def by_memory(method: Any) -> Any:
             return hit[1]
         # (one entry per view: a clone's (1, K) view and the (K,) posterior both stay;
         # the key a tuple, not its text: building the text cost as much as the lookup)
-        what = (name,) + tuple((e.__array_interface__["data"][0], e.shape, e.strides)
-                               for e in eta)
+        what = (name,) + tuple(_memory_key(e) for e in eta)
         owner = memory_owner(eta[-1])
         hit = recall(what, owner)
         if hit is not None:
@@ -355,6 +384,42 @@ def by_memory(method: Any) -> Any:
     wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
     wrapper.__qualname__ = method.__qualname__
     return wrapper
+
+
+def _distinct_elements(d: Distribution) -> Distribution:
+    """``d`` without the batch axes along which every natural parameter is a broadcast
+    view (stride 0) or of length 1 (element 0 taken: a view, no copy): a gate's clone of
+    K components over (N, K) gives the K components' own parameters, at their address,
+    shape and strides."""
+    nb = len(d.batch_shape)
+    drop = [k for k in range(nb) if all(e.shape[k] == 1 or e.strides[k] == 0 for e in d.eta)]
+    if not drop:
+        return d
+    index = tuple(0 if k in drop else slice(None) for k in range(nb))
+    return type(d).from_natural(*(e[index] for e in d.eta))
+
+
+def remembered_verdict(d: Distribution, verdict: Any) -> bool:
+    """``verdict(d)`` (whether every element of ``d`` is proper, a bool from its natural
+    parameters alone), remembered while their memory lives: a posterior's verdict is
+    found again for a broadcast view of it (a gate's clone of the components, checked
+    in the next sweep: the same parameters over (N, K)).  Keyed, as ``by_memory``, by the
+    owner of the last parameter and the address, shape and strides of the distinct
+    elements of each (``_distinct_elements``; a length-1 axis's stride read as 0, which
+    a broadcast view gives it); the others' owners are held by the entry.  Not when
+    traced, nor for parameters that are not NumPy arrays."""
+    if traced() or any(type(e) is not np.ndarray for e in d.eta):
+        return verdict(d)
+    small = _distinct_elements(d)
+    key = ("all_proper",) + tuple(_memory_key(e) for e in small.eta)
+    owner = memory_owner(small.eta[-1])
+    hit = recall(key, owner)
+    if hit is not None:
+        return hit[1]
+    value = bool(verdict(small))
+    held = tuple(memory_owner(e) for e in small.eta[:-1] if memory_owner(e) is not owner)
+    remember(key, owner, (held, value))
+    return value
 
 
 def _all_zero(eta: tuple[np.ndarray, ...], batch: tuple[int, ...]) -> np.ndarray:
@@ -594,6 +659,19 @@ class VectorGaussian(Distribution):
         p = self.eta[1]
         return np.broadcast_to(positive_definite(_shared_precision(p)), p.shape[:-2])
 
+    def all_proper(self) -> bool:
+        """``Distribution.all_proper`` (every precision positive definite, no NaN
+        parameter), remembered (``remembered_verdict``): where the precisions are well
+        conditioned (``_precision_inverse``, the inversion the posterior's mean and
+        covariance read anyway) they are positive definite, and only h is tested for
+        NaN; the general verdict otherwise."""
+        return remembered_verdict(self, VectorGaussian._verdict)
+
+    def _verdict(self) -> bool:
+        if self.eta[1].size and self._precision_inverse() is not None:
+            return not np.isnan(self.eta[0]).any()  # (P⁻¹ came by a Cholesky factor or
+        return Distribution.all_proper(self)         # positive pivots: P has no NaN)
+
     @_distinct
     def is_uniform(self) -> np.ndarray:
         """All natural parameters zero (checked once per distinct element).
@@ -762,6 +840,22 @@ class Wishart(Distribution):
         if self.eta[1].size == 0:
             return np.ones(self.batch_shape, bool)
         return (self.dof > self.dim - 1) & positive_definite(self.rate)
+
+    def all_proper(self) -> bool:
+        """``Distribution.all_proper`` (ν > D − 1, the rate positive definite, no NaN
+        parameter) written out over the distinct elements and remembered
+        (``remembered_verdict``: a gate's clone of the precisions finds the posterior's
+        verdict).  A NaN in the first parameter fails the comparison, one in the second
+        the positive-definiteness test: the same verdict."""
+        return remembered_verdict(self, Wishart._verdict)
+
+    def _verdict(self) -> bool:
+        first, second = self.eta
+        if not second.size:
+            return True
+        dim = second.shape[-1]
+        return (bool(np.all(2.0 * first[..., 0, 0] + dim + 1 > dim - 1))
+                and bool(np.all(positive_definite(-2.0 * second))))
 
     @_distinct
     def is_uniform(self) -> np.ndarray:
