@@ -351,35 +351,45 @@ def by_memory(method: Any) -> Any:
         eta = self.eta
         if traced() or any(type(e) is not np.ndarray for e in eta):
             return method(self)
-        lead = _leading_units(eta, eta[0].ndim - self.event_ndim)
-        if lead:  # (a component's view (1, K): its moments are the (K,) posterior's)
-            inner = wrapper(type(self).from_natural(*(e[(0,) * lead] for e in eta)))
-            return _with_leading_units(inner, lead)
+        return lookup(self, eta)[0]
+
+    def lookup(self: Any, eta: tuple[np.ndarray, ...]) -> tuple[Any, bool]:
+        """(the value, whether it is remembered)."""
         # by identity: the entry lives while eta[-1] does and holds the others, so that
         # their ids are not reused meanwhile
         ident = (same,) + tuple(map(id, eta[:-1]))
         hit = recall(ident, eta[-1])
         if hit is not None:
-            return hit[1]
-        # (one entry per view: a clone's (1, K) view and the (K,) posterior both stay;
-        # the key a tuple, not its text: building the text cost as much as the lookup)
-        what = (name,) + tuple(_memory_key(e) for e in eta)
-        owner = memory_owner(eta[-1])
-        hit = recall(what, owner)
-        if hit is not None:
-            value = hit[1]
+            return hit[1], True
+        lead = _leading_units(eta, eta[0].ndim - self.event_ndim)
+        if lead:  # (a component's view (1, K): its moments are the (K,) posterior's)
+            inner = tuple(e[(0,) * lead] for e in eta)
+            value, kept = lookup(type(self).from_natural(*inner), inner)
+            value = _with_leading_units(value, lead) if kept else value
         else:
-            value = method(self)
-            parts = value if isinstance(value, tuple) else (value,)
-            if any(type(v) is not np.ndarray or _based_on(v, owner) for v in parts):
-                return value  # (a view of the parameters would keep them alive for ever)
-            for v in parts:
-                v.flags.writeable = False
-            held = tuple(memory_owner(e) for e in eta[:-1] if memory_owner(e) is not owner)
-            remember(what, owner, (held, value))
-        if not any(_based_on(e, eta[-1]) for e in eta[:-1]):
+            # (one entry per memory; the key a tuple, not its text: building the text
+            # cost as much as the lookup)
+            what = (name,) + tuple(_memory_key(e) for e in eta)
+            owner = memory_owner(eta[-1])
+            hit = recall(what, owner)
+            kept = True
+            if hit is not None:
+                value = hit[1]
+            else:
+                value = method(self)
+                parts = value if isinstance(value, tuple) else (value,)
+                # (a view of the parameters would keep them alive for ever)
+                kept = not any(type(v) is not np.ndarray or _based_on(v, owner)
+                               for v in parts)
+                if kept:
+                    for v in parts:
+                        v.flags.writeable = False
+                    held = tuple(memory_owner(e) for e in eta[:-1]
+                                 if memory_owner(e) is not owner)
+                    remember(what, owner, (held, value))
+        if kept and not any(_based_on(e, eta[-1]) for e in eta[:-1]):
             remember(ident, eta[-1], (eta[:-1], value))
-        return value
+        return value, kept
 
     wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
     wrapper.__qualname__ = method.__qualname__
