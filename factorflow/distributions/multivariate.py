@@ -21,6 +21,8 @@ import numpy as np
 from factorflow.distributions.base import (
     Distribution,
     _based_on,
+    broadcast_shapes,
+    broadcast_view,
     recall,
     remember,
     strides,
@@ -230,16 +232,24 @@ def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """tr(A B) for stacks of symmetric matrices: Σ_ij A_ij B_ij (once per distinct pair
     where both are broadcast views along the same axes)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
-    shape = np.broadcast_shapes(a.shape, b.shape)
-    a, b = np.broadcast_to(a, shape), np.broadcast_to(b, shape)
-    index = tuple(slice(0, 1) if shape[k] > 1 and strides(a)[k] == 0 and strides(b)[k] == 0
-                  else slice(None) for k in range(len(shape) - 2))
-    a, b = a[index], b[index]
+    shape = broadcast_shapes(a.shape, b.shape)
+    # (views made directly, and the shared axes looked for only where both have one:
+    # the set-up cost more than the product on K small matrices)
+    if a.shape != shape:
+        a = broadcast_view(a, shape)
+    if b.shape != shape:
+        b = broadcast_view(b, shape)
+    if len(shape) > 2:
+        sa, sb = strides(a)[:-2], strides(b)[:-2]
+        if 0 in sa and 0 in sb:
+            index = tuple(slice(0, 1) if shape[k] > 1 and sa[k] == 0 and sb[k] == 0
+                          else slice(None) for k in range(len(shape) - 2))
+            a, b = a[index], b[index]
     # Σ_ij A_ij B_ij as a batched (1 × D²) · (D² × 1) product: the numbers of
     # ``einsum(optimize=True)``, which makes it, without the path search
     flat = a.shape[:-2] + (1, a.shape[-2] * a.shape[-1])
     out = np.matmul(a.reshape(flat), b.reshape(flat[:-2] + flat[-1:] + (1,)))[..., 0, 0]
-    return np.broadcast_to(out, shape[:-2])
+    return out if out.shape == shape[:-2] else np.broadcast_to(out, shape[:-2])
 
 
 def log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:

@@ -25,6 +25,7 @@ import numpy as np
 
 from factorflow.distributions import Gamma, VectorGaussian, Wishart
 from factorflow.distributions.base import (
+    broadcast_view,
     log_normalizer_or_zero,
     recall,
     remember,
@@ -212,9 +213,10 @@ def _per_component(parts: list[tuple[Any, int]], k: int | None = None
     constant along the data axis (a gate's clone after ``_rows``, a known array, one
     shared value); None otherwise.  K is ``k``, or the components' own count (1 where
     every part is one shared value)."""
+    arrays = [(np.asarray(a, float), event) for a, event in parts]
     sizes = set()
-    for a, event in parts:
-        batch = np.shape(a)[: np.ndim(a) - event]
+    for a, event in arrays:
+        batch = a.shape[: a.ndim - event]
         if len(batch) > 2 or (len(batch) == 2 and batch[0] != 1):
             return None  # varies along the data axis (or over more plates)
         if batch and batch[-1] != 1:
@@ -225,11 +227,11 @@ def _per_component(parts: list[tuple[Any, int]], k: int | None = None
     if not sizes <= {k}:
         return None
     out = []
-    for a, event in parts:
-        a = np.asarray(a, float)
+    for a, event in arrays:
         tail = a.shape[a.ndim - event:]
-        out.append(np.broadcast_to(a.reshape((-1,) + tail) if a.ndim > event else a,
-                                   (k,) + tail))
+        a = a.reshape((-1,) + tail) if a.ndim > event else a
+        # (a view made directly, and none where the K rows are there already)
+        out.append(a if a.shape == (k,) + tail else broadcast_view(a, (k,) + tail))
     return out
 
 
