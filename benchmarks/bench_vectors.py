@@ -13,7 +13,9 @@ VMP at BayesPy's published configurations (K = 10, N = 200, D = 2 and K = 40, N 
 D = 10) and at N = 10⁶ (K = 10, D = 2), per sweep from the same start and in the same
 update order: factorflow's generated code (with the bound every sweep, as BayesPy, and
 without), the hand-written NumPy coordinate ascent ``benchmarks/vmixture_reference.py``
-(equal to factorflow to 1e-10, as a test checks) and BayesPy (when installed: ``pip
+(equal to factorflow to 1e-10, as a test checks; and its ``hand_written_blocked``, the
+responsibilities and their data sums fused over blocks of rows in one pass over the
+(N, K) memory, what a fused sweep can reach) and BayesPy (when installed: ``pip
 install bayespy``), with both final bounds; and the components' precision message inside
 the Switch, fused (the clone's deferred operator weighted by the responsibilities and
 reduced over the data: no (N, K, D, D) array) against the per-(n, k) messages then
@@ -173,6 +175,8 @@ def _mixture_row(k: int, n: int, dim: int, sweeps: int) -> str:
     quiet_ms = _best(lambda: compiled.run(init=init, iterations=sweeps, tolerance=None,
                                           trace=False), repeats) / sweeps * 1e3
     hand_ms = _best(lambda: vref.hand_written(x, start_means, sweeps), repeats) / sweeps * 1e3
+    blocked_ms = _best(lambda: vref.hand_written_blocked(x, start_means, sweeps),
+                       repeats) / sweeps * 1e3
     bp = _bayespy_mixture(x, start_means, sweeps, repeats if n < 10**5 else 1)
     bp_text = (f"{bp[0]:>9.2f} {bp[0] / ff_ms:>6.2f} {bp[0] / quiet_ms:>6.2f} | "
                f"{result.log_evidence:>15.6f} {bp[1]:>15.6f} "
@@ -180,7 +184,7 @@ def _mixture_row(k: int, n: int, dim: int, sweeps: int) -> str:
                if bp is not None else
                f"{'—':>9} {'—':>6} {'—':>6} | {result.log_evidence:>15.6f}")
     return (f"{k:>3} {n:>9,} {dim:>3} | {ff_ms:>9.2f} {quiet_ms:>9.2f} {hand_ms:>9.2f} "
-            f"{ff_ms / hand_ms:>6.1f} | {bp_text}")
+            f"{ff_ms / hand_ms:>6.1f} {blocked_ms:>9.2f} | {bp_text}")
 
 
 def _message_row(n: int, k: int, dim: int) -> str:
@@ -216,9 +220,11 @@ def mixture_table() -> None:
     print("VMP Gaussian mixture with Wishart precisions (examples/gaussian_mixture.py), the "
           "same start and update order in all three: ms per sweep of factorflow (bound "
           "every sweep, as BayesPy; and trace=False), the hand-written NumPy VMP "
-          "(benchmarks/vmixture_reference.py) and BayesPy, BayesPy / factorflow (with the "
-          "bound; without), and the final bounds")
-    print(f"{'K':>3} {'N':>9} {'D':>3} | {'ff':>9} {'ff quiet':>9} {'hand':>9} {'×hand':>6} | "
+          "(benchmarks/vmixture_reference.py; and the same with its responsibilities fused "
+          "over blocks of rows, hand_written_blocked) and BayesPy, BayesPy / factorflow (with "
+          "the bound; without), and the final bounds")
+    print(f"{'K':>3} {'N':>9} {'D':>3} | {'ff':>9} {'ff quiet':>9} {'hand':>9} {'×hand':>6} "
+          f"{'blocked':>9} | "
           f"{'BayesPy':>9} {'ratio':>6} {'quiet':>6} | {'ff bound':>15} {'BayesPy bound':>15} "
           f"{'|diff|':>8}")
     for k, n, d, sweeps in MIXTURE_SIZES:

@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import factorflow as ff
-from benchmarks.vmixture_reference import bound, data, factorflow_init, hand_written, model
+from benchmarks.vmixture_reference import (
+    bound,
+    data,
+    factorflow_init,
+    hand_written,
+    hand_written_blocked,
+    model,
+)
 from factorflow.distributions import VectorGaussian, Wishart, multivariate
 from factorflow.factors import vector_gaussian
 from tests.conftest import assert_close
@@ -33,6 +40,20 @@ def test_generated_vector_mixture_equals_the_hand_written_updates(k, n, dim):
         assert_close(got["precs"].rate, ref.rate, rtol=1e-10, atol=1e-10)
         assert_close(got["z"].probs, ref.r, rtol=0, atol=1e-10)
         assert_close(got.log_evidence, bound(x, ref), rtol=1e-10, atol=1e-9)
+
+
+@pytest.mark.parametrize("k,n,dim,block", [(3, 40, 2, 7), (4, 300, 3, 64), (5, 90, 10, 90)])
+def test_blocked_hand_written_reference_is_the_plain_one(k, n, dim, block):
+    """``hand_written_blocked`` (the responsibilities and their sums fused over blocks of
+    rows, the benchmark's large-N reference) equals ``hand_written`` after 1–10 sweeps,
+    with a last block shorter than the others (1e-10)."""
+    x, start = data(k, n, dim, seed=k + n)
+    for sweeps in (1, 3, 10):
+        plain, blocked = hand_written(x, start, sweeps), hand_written_blocked(
+            x, start, sweeps, block=block)
+        for name in ("alpha", "mean", "cov", "dof", "rate", "r"):
+            assert_close(getattr(blocked, name), getattr(plain, name), rtol=1e-10,
+                         atol=1e-12)
 
 
 # ----- the fast paths against the general ones -----------------------------------------
