@@ -193,3 +193,53 @@ def test_quad_form_equals_einsum_for_any_broadcast(lead, dim, data):
     got = quad_form(matrix, x)
     assert got.shape == expected.shape
     assert_close(got, expected, 1e-12)
+
+
+# ----- remembered moments and verdicts, closed-form entropies ------------------------------
+@settings(max_examples=25, deadline=None)
+@given(d=st.integers(1, 7), k=st.integers(1, 5), seed=SEEDS)
+def test_closed_form_entropies_equal_the_general_formula(d, k, seed):
+    """VectorGaussian and Wishart entropies (closed forms of the remembered
+    log-determinants) equal A(η) − ⟨η, E[T]⟩ (``Distribution.entropy``) and SciPy's."""
+    from factorflow.distributions.base import Distribution
+    rng = np.random.default_rng(seed)
+    for q in (vector_gaussian(rng, d, (k,)), wishart(rng, d, (k,))):
+        assert_close(q.entropy(), Distribution.entropy(q), rtol=1e-11, atol=1e-11)
+    q = vector_gaussian(rng, d)
+    assert_close(q.entropy(), stats.multivariate_normal(q.mean, q.covariance).entropy(),
+                 rtol=1e-10)
+
+
+@pytest.mark.parametrize("make", [vector_gaussian, wishart], ids=["vector", "wishart"])
+def test_a_view_of_components_reads_their_remembered_moments_and_verdict(make, monkeypatch):
+    """A gate's clone of K components over (N, K) (a broadcast view, as ``compact``
+    leaves it: (1, K)) finds the (K,) posterior's moments and properness verdict, with
+    the same values; an improper or NaN posterior is refused through the view too."""
+    from factorflow.distributions import multivariate
+    rng = np.random.default_rng(5)
+    posterior = make(rng, 3, (4,))
+    clone = posterior.broadcast_to((50, 4)).compact(always=True)
+    assert clone.batch_shape == (1, 4)
+    moments = ("mean_and_covariance",) if make is vector_gaussian else ("mean_log_det",)
+    want = {name: getattr(posterior, name)() for name in moments}
+    want["mean"] = posterior.mean
+    assert posterior.all_proper()
+    calls = []
+    monkeypatch.setattr(multivariate, "spd_inverse", lambda *a: calls.append(a))
+    monkeypatch.setattr(multivariate, "positive_definite", lambda *a: calls.append(a))
+    assert clone.all_proper()
+    got = {name: getattr(clone, name)() for name in moments}
+    got["mean"] = clone.mean
+    assert not calls  # (nothing computed again)
+    parts = lambda v: v if isinstance(v, tuple) else (v,)  # noqa: E731
+    for name, value in want.items():  # (the view's: (1, K) where the posterior's are (K,))
+        for a, b in zip(parts(got[name]), parts(value), strict=True):
+            assert a.shape == (1,) + b.shape and np.array_equal(a[0], b)
+    monkeypatch.undo()
+    for bad in (np.nan, -1.0):
+        eta = [np.array(e) for e in posterior.eta]
+        eta[1][2] = bad * np.eye(3) if make is vector_gaussian else -bad * np.eye(3)
+        improper = type(posterior).from_natural(*eta)
+        assert not improper.all_proper()
+        assert not improper.broadcast_to((50, 4)).compact(always=True).all_proper()
+        assert not improper.broadcast_to((50, 4)).all_proper()
