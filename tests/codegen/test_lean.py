@@ -132,6 +132,24 @@ def test_mixtures_give_the_same_bits_as_the_whole_program(k, n, seed):
     _same(compiled, {"init": init}, 8)
 
 
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+@pytest.mark.parametrize("name", ["mixture", "clinical_trial", "sprinkler"])
+def test_gated_models_give_the_same_bits_under_ep_and_vmp(name, algorithm):
+    """The uniform messages left out under EP too (``_silent``: a gate's evidence of 0)."""
+    from factorflow.distributions import Gaussian
+    from tests.runtime import test_gated_models as gated
+    model = {"mixture": gated.mixture, "clinical_trial": gated.clinical_trial,
+             "sprinkler": lambda: gated.sprinkler_model(True)}[name]()
+    init = {"means": Gaussian(np.array([0.0, 5.0, 10.0]), np.ones(3))} \
+        if name == "mixture" else None
+    compiled = model.compile(algorithm, init=tuple(init or ()))
+    seen, result = _run(compiled, {"init": init}, 6, algorithm == "vmp")
+    whole_seen, expected = _run(_whole(compiled), {"init": init}, 6, algorithm == "vmp")
+    assert result.log_evidence == expected.log_evidence and result.trace == expected.trace
+    assert all(_identical(s[n], w[n]) for s, w in zip(seen, whole_seen, strict=True)
+               for n in s)
+
+
 def test_an_improper_initialisation_is_reported_as_before():
     """The same error as the whole program (``initial`` refuses it before any sweep;
     the first sweeps check a gate's clone of it too, ``swept``)."""
