@@ -163,7 +163,7 @@ def lines_worker(model: str, trace: bool, sweeps: int) -> dict[str, Any]:
         t.clear()
     run(sweeps)
     out: dict[str, Any] = {}
-    for label, ts in zip(clock.labels, times):
+    for label, ts in zip(clock.labels, times, strict=True):
         if len(ts) >= sweeps // 2:
             key = label if label not in out else f"{label} (again)"
             out[key] = [len(ts) / sweeps, sorted(ts)[len(ts) // 2] * 1e6]

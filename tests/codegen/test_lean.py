@@ -23,11 +23,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from factorflow.codegen import python
 import factorflow as ff
+from factorflow.codegen import python
 from factorflow.codegen.liveness import implied, implied_later, overwritten, repeated, steps
-
-from tests.codegen.test_liveness import EXAMPLES, VMP_EXAMPLES, _arrays, _identical, _mixture, _vmp_runs
+from tests.codegen.test_liveness import (
+    EXAMPLES,
+    VMP_EXAMPLES,
+    _arrays,
+    _identical,
+    _mixture,
+    _vmp_runs,
+)
 
 NAMES = frozenset("abcdpqm") | {"iteration"}
 
