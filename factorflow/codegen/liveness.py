@@ -25,6 +25,12 @@ recomputing messages that ``evidence()`` has just computed from the same values 
 gate's messages, before the posteriors they read move again); the generated sweep
 skips those while ``evidence()`` has run since the last sweep (``refreshed``).
 
+Within a sweep (``repeated``, ``overwritten``, ``implied``, ``implied_later``): the
+statements that compute again what their names already hold, those whose values
+nothing reads before the sweep computes them again, and the properness checks of values
+proper by then (an earlier check of the value a copy or a gate's clone was made from),
+which the generated sweep leaves out.
+
 Assumes: the operators are pure (a statement's values are a function of its text and
 of the values of the names it reads); the refresh runs on the state a sweep leaves (the
 hook after a sweep), or it is the last ``evidence()`` of the run, after which only the

@@ -17,7 +17,12 @@ program's, not the JAX backend's, which traces the function once anyway).
 Under VMP ``evidence()`` runs only the updates the bound reads or the run reads after it
 (``codegen.liveness``), and a sweep right after it skips the updates it computed from
 the same values: a run with the bound (``trace=True``) and one without compute the same
-posteriors, bit for bit.
+posteriors, bit for bit.  Where ``LEAN`` (the default), the program leaves out what it
+proves changes nothing: calls whose result is uniform whatever their inputs
+(``_silent``), and in a VMP sweep statements that compute again what their names hold
+or whose values nothing reads (``_dropped``) and properness checks that an earlier
+check implies (``_unchecked``, ``_checked_first``); every posterior and bound is the
+same, bit for bit.
 
 Names: the program's own names (``GENERATED``: parameters, locals, builtins) and the
 runtime's helpers (``reserved``) are checked to be apart from every name of the IR, and
