@@ -485,8 +485,12 @@ def _silent(program: Program) -> frozenset[int]:
     long, which products leave out, ``variable_nodes.backward``).  Left out, a message
     is the uniform one over its declaration's plates instead of the shape the call would
     have given it (a broadcast of the same zeros)."""
+    global _LAST_SILENT
     if not LEAN:
         return frozenset()
+    owner, known = _LAST_SILENT  # (one read: another thread may replace it)
+    if owner() is program:
+        return known
     stmts = [s for s, _ in walk(program.body)]
     by_name: defaultdict[str, list[Stmt]] = defaultdict(list)
     for s in stmts:
@@ -500,7 +504,12 @@ def _silent(program: Program) -> frozenset[int]:
             out.add(id(s))  # (log_evidence += 0: nothing)
         elif s.outputs and all(_uniform_call(t) for o in s.outputs for t in by_name[o.var]):
             out.add(id(s))
-    return frozenset(out)
+    _LAST_SILENT = (weakref.ref(program), frozenset(out))
+    return _LAST_SILENT[1]
+
+
+#: the last program ``_silent`` read, and its verdict
+_LAST_SILENT: tuple[Callable[[], Any], frozenset[int]] = (lambda: None, frozenset())
 
 
 def _fixed(ref: Ref) -> tuple[tuple[int, int], ...]:
@@ -657,26 +666,37 @@ def _sections(program: Program) -> tuple[list[Stmt], list[While], int, list[Stmt
     return evidence, loops, last, tail, refresh
 
 
-#: the last program ``_stretches`` read, and the steps of its nodes by (id, check):
-#: ``_live`` and ``_settled`` read the same statements of one program, emitted once
-_LAST_STEPS: tuple[Callable[[], Any], dict[tuple[int, bool], list[liveness.Step]]] = (
-    lambda: None, {})
+#: the last program ``_node_steps`` read, and the steps of its nodes by (id, check):
+#: ``_live``, ``_settled`` and ``_dropped`` read the same statements of one program,
+#: emitted once (and under "emitter" the scratch emitter, ``_scratch``)
+_LAST_STEPS: tuple[Callable[[], Any], dict[Any, Any]] = (lambda: None, {})
 
 
 def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]
                ) -> tuple[list[list[liveness.Step]], ...]:
     """The steps (``codegen.liveness``) of the sweep of ``loop`` (one per node of its body,
-    an inner loop opaque), of ``refresh`` and of ``after``, as this emitter writes them
-    (a scratch emitter's lines; a statement's steps do not depend on what was emitted
-    before it, so those of the last program are remembered).  Raises SyntaxError where
-    they do not read as Python."""
+    an inner loop opaque; none for a statement the sweep leaves out, ``_dropped``), of
+    ``refresh`` and of ``after``, as this emitter writes them (``_node_steps``).  Raises
+    SyntaxError where they do not read as Python."""
+    steps = _node_steps(program)
+    dropped = _dropped(program, loop)
+    return ([[] if j in dropped else steps(n, True) for j, n in enumerate(loop.body)],
+            [steps(s, False) for s in refresh], [steps(s, False) for s in after])
+
+
+def _node_steps(program: Program) -> Callable[[Stmt | While, bool], list[liveness.Step]]:
+    """``steps(node, check)``: the steps of a node of ``program`` as this emitter writes
+    it (with ``check``, as in a sweep: a posterior's check after it) — a scratch
+    emitter's lines; a statement's steps do not depend on what was emitted before it, so
+    those of the last program are remembered.  An inner loop is opaque.  Raises
+    SyntaxError where they do not read as Python."""
     global _LAST_STEPS
-    e = _Emitter(program, frozenset())
-    names = frozenset(e.decls) | {liveness.ITERATION}
     owner, table = _LAST_STEPS  # (one read: another thread may replace it)
     if owner() is not program:
         table = {}
         _LAST_STEPS = (weakref.ref(program), table)
+    e = _scratch(program)
+    names = frozenset(e.decls) | {liveness.ITERATION}
 
     def steps(node: Stmt | While, check: bool) -> list[liveness.Step]:
         key = (id(node), check)  # (the program holds its nodes: ids stay apart)
@@ -690,9 +710,19 @@ def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[S
                                         opaque=isinstance(node, While))
         return table[key]
 
-    dropped = _dropped(program, loop)
-    return ([[] if j in dropped else steps(n, True) for j, n in enumerate(loop.body)],
-            [steps(s, False) for s in refresh], [steps(s, False) for s in after])
+    return steps
+
+
+def _scratch(program: Program) -> _Emitter:
+    """An emitter of ``program`` whose lines nobody reads (the analyses' steps), made
+    once for the last program ``_node_steps`` read."""
+    owner, table = _LAST_STEPS
+    if owner() is not program:
+        return _Emitter(program, frozenset())
+    e = table.get("emitter")
+    if e is None:
+        e = table["emitter"] = _Emitter(program, frozenset())
+    return e
 
 
 #: the last program ``_dropped`` read, and its verdicts by loop (id)
@@ -733,25 +763,20 @@ def _lean_sweep(program: Program, loop: While) -> tuple[frozenset[int], frozense
         _LAST_DROPPED = (weakref.ref(program), table)
     if id(loop) in table:
         return table[id(loop)]
-    e = _Emitter(program, frozenset())
-    names = frozenset(e.decls) | {liveness.ITERATION}
     layouts = _layouts(program)
     raw: list[list[liveness.Step]] = []
     valued: list[list[liveness.Step]] = []  # the reads of values alone (``shape_only``)
     fixed: list[bool] = []  # never left out
     try:
+        steps = _node_steps(program)
+        e = _scratch(program)
         for node in loop.body:
-            start = len(e.lines)
+            got = steps(node, True)  # (a check after a statement only reads)
+            raw.append(got)
             if isinstance(node, While):
-                _local_loop(e, node, 0, defaultdict(lambda: -1), 0)
-                got = liveness.steps(e.lines[start:], names, opaque=True)
-                raw.append(got)
                 valued.append(got)
                 fixed.append(True)
                 continue
-            e.statement(node, 0, check=True, last=False)
-            got = liveness.steps(e.lines[start:], names)
-            raw.append(got)
             shape = _shape_reads(node, layouts)
             valued.append([(text, tuple(r for r in reads if r not in shape), writes)
                            for text, reads, writes in got])
@@ -805,17 +830,15 @@ def _checked_first(program: Program, loop: While, between: list[Stmt]) -> frozen
     if ("sweep", id(loop)) not in table:
         return frozenset()
     valued, follows, checks = table[("sweep", id(loop))]
-    e = _Emitter(program, frozenset())
-    names = frozenset(e.decls) | {liveness.ITERATION}
     layouts = _layouts(program)
     stretch, stretch_follows = [], []
     try:
+        steps = _node_steps(program)
+        e = _scratch(program)
         for s in between:
-            start = len(e.lines)
-            e.statement(s, 0, check=False)
             shape = _shape_reads(s, layouts)
             stretch.append([(text, tuple(r for r in reads if r not in shape), writes)
-                            for text, reads, writes in liveness.steps(e.lines[start:], names)])
+                            for text, reads, writes in steps(s, False)])
             stretch_follows.append(_follows(e, s))
     except SyntaxError:
         return frozenset()
