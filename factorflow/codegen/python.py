@@ -21,8 +21,8 @@ posteriors, bit for bit.  Where ``LEAN`` (the default), the program leaves out w
 proves changes nothing: calls whose result is uniform whatever their inputs
 (``_silent``), and in a VMP sweep statements that compute again what their names hold
 or whose values nothing reads (``_dropped``) and properness checks that an earlier
-check implies (``_unchecked``, ``_checked_first``); every posterior and bound is the
-same, bit for bit.
+check implies (``_unchecked``, ``_checked_first``: the NumPy program's sweep); every
+posterior and bound is the same, bit for bit.
 
 Names: the program's own names (``GENERATED``: parameters, locals, builtins) and the
 runtime's helpers (``reserved``) are checked to be apart from every name of the IR, and
@@ -651,18 +651,19 @@ def _posteriors(program: Program) -> tuple[str, str]:
     return result, watched
 
 
-def _sections(program: Program) -> tuple[list[Stmt], list[While], int, list[Stmt],
-                                         list[Stmt]]:
+def _sections(program: Program, lean: bool = False
+              ) -> tuple[list[Stmt], list[While], int, list[Stmt], list[Stmt]]:
     """The program's parts as ``infer`` lays them out: the evidence terms, the loops, the
     index of the last loop in the body, the updates after it, and the VMP refresh that
-    brings every message up to date before the bound (``_refresh``)."""
+    brings every message up to date before the bound (``_refresh``); ``lean``: the
+    last loop's sweep leaves out what ``_dropped`` finds (the NumPy program's)."""
     evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
     loops = [n for n in program.body if isinstance(n, While)]
     last = max((i for i, n in enumerate(program.body) if isinstance(n, While)), default=-1)
     tail = [n for n in program.body[last + 1:] if isinstance(n, Stmt) and n.outputs]
     refresh = _refresh(program, last)
     if refresh:
-        refresh = _live(program, program.body[last], refresh, tail + evidence)
+        refresh = _live(program, program.body[last], refresh, tail + evidence, lean=lean)
     return evidence, loops, last, tail, refresh
 
 
@@ -672,14 +673,15 @@ def _sections(program: Program) -> tuple[list[Stmt], list[While], int, list[Stmt
 _LAST_STEPS: tuple[Callable[[], Any], dict[Any, Any]] = (lambda: None, {})
 
 
-def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]
-               ) -> tuple[list[list[liveness.Step]], ...]:
+def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt],
+               lean: bool = False) -> tuple[list[list[liveness.Step]], ...]:
     """The steps (``codegen.liveness``) of the sweep of ``loop`` (one per node of its body,
-    an inner loop opaque; none for a statement the sweep leaves out, ``_dropped``), of
+    an inner loop opaque; with ``lean``, none for a statement the sweep leaves out,
+    ``_dropped``), of
     ``refresh`` and of ``after``, as this emitter writes them (``_node_steps``).  Raises
     SyntaxError where they do not read as Python."""
     steps = _node_steps(program)
-    dropped = _dropped(program, loop)
+    dropped = _dropped(program, loop) if lean else frozenset()
     return ([[] if j in dropped else steps(n, True) for j, n in enumerate(loop.body)],
             [steps(s, False) for s in refresh], [steps(s, False) for s in after])
 
@@ -730,11 +732,12 @@ _LAST_DROPPED: tuple[Callable[[], Any], dict[int, frozenset[int]]] = (lambda: No
 
 
 def _dropped(program: Program, loop: While) -> frozenset[int]:
-    """The positions in the body of ``loop`` of the statements its sweep leaves out (VMP,
-    where ``LEAN``): those that compute again what their names hold
-    (``liveness.repeated``: a gate's clone of a posterior that has not moved, entered
-    again after the cases moved, and what is computed from it), then those whose
-    values nothing reads before the sweep computes them again
+    """The positions in the body of ``loop`` of the statements the NumPy program's sweep
+    leaves out (VMP, where ``LEAN``; the JAX program keeps them: XLA merges repeated
+    work itself, and its loop would carry the values instead): those that compute again
+    what their names hold (``liveness.repeated``: a gate's clone of a posterior that
+    has not moved, entered again after the cases moved, and what is computed from it),
+    then those whose values nothing reads before the sweep computes them again
     (``liveness.overwritten``).  Every name holds the same value after the sweep, and at
     every point where a statement reads it.  Kept: inner loops, stateful operators
     (a call moves their state), and every statement where the source does not read as
@@ -933,13 +936,14 @@ def _before(program: Program, loop: While) -> list[list[liveness.Step]]:
     return out
 
 
-def _live(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]) -> list[Stmt]:
+def _live(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt],
+          lean: bool = False) -> list[Stmt]:
     """The statements of ``refresh`` that ``evidence()`` must run (``codegen.liveness``):
     those the bound reads, and those without which the next sweep, the next
     ``evidence()`` or the posteriors returned would read another value than today;
     ``after``: what ``evidence()`` runs after the refresh."""
     try:
-        sweep, steps, rest = _stretches(program, loop, refresh, after)
+        sweep, steps, rest = _stretches(program, loop, refresh, after, lean)
         before = _before(program, loop)
     except SyntaxError:  # (the emitter writes Python: keep every statement)
         return refresh
@@ -949,18 +953,19 @@ def _live(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt])
     return [refresh[i] for i in kept]
 
 
-def _settled(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]
-             ) -> list[bool]:
+def _settled(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt],
+             lean: bool = False) -> list[bool]:
     """For each node of the body of ``loop`` (the last loop, whose sweeps ``evidence()``
     may follow): whether a sweep right after ``evidence()`` may skip it, the value it
     computes being the one its outputs hold (``liveness.settled``), where it is part of
     a run of such statements that computes more than copies; none where the statements
     do not read as Python."""
     try:
-        skip = liveness.settled(*_stretches(program, loop, refresh, after))
+        skip = liveness.settled(*_stretches(program, loop, refresh, after, lean))
     except SyntaxError:
         return [False] * len(loop.body)
-    silent, dropped = _silent(program), _dropped(program, loop)
+    silent = _silent(program)
+    dropped = _dropped(program, loop) if lean else frozenset()
     # a statement left out (``_silent``, ``_dropped``) emits nothing: it joins the run
     # around it
     quiet = [id(n) in silent or j in dropped for j, n in enumerate(loop.body)]
@@ -978,20 +983,22 @@ def _settled(program: Program, loop: While, refresh: list[Stmt], after: list[Stm
     return skip
 
 
-def _sweep(e: _Emitter, loop: While, skip: list[bool], first: frozenset[int] = frozenset()
-           ) -> None:
-    """Emit the body of ``loop``, but the statements the sweep leaves out (``_dropped``);
+def _sweep(e: _Emitter, loop: While, skip: list[bool], first: frozenset[int] = frozenset(),
+           lean: bool = False) -> None:
+    """Emit the body of ``loop`` — with ``lean`` (the NumPy program) but the statements
+    the sweep leaves out (``_dropped``) and the checks it need not run (``_unchecked``);
     the statements ``skip`` marks run only where ``evidence()`` has not run since the
     last sweep (``refreshed``), in runs under one ``if``; a posterior's check after its
     last update stays outside; the checks after the updates ``first`` marks run only
     until a sweep past the run's first has run (``swept``, ``_checked_first``)."""
     body = list(loop.body)
-    dropped = _dropped(e.p, loop)
+    dropped = _dropped(e.p, loop) if lean else frozenset()
     at = [0]  # the position of each node of the body in ``flat(loop.body)``
     for node in body:
         at.append(at[-1] + (len(flat(node.body)) if isinstance(node, While) else 1))
     gone = {at[j] for j in dropped}
-    unchecked = _unchecked(e.p, loop)  # (the value proper by then: no check)
+    # (the value proper by then: no check)
+    unchecked = _unchecked(e.p, loop) if lean else frozenset()
     # a posterior updated twice in a sweep is checked once, after its last update
     final_update = {s.outputs[0].var: i for i, s in enumerate(flat(loop.body))
                     if s.op == "Variable.marginal" and i not in gone}
@@ -1063,10 +1070,10 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
     # the statements after the last loop and the evidence form ``evidence()``, which the
     # loop's hook may call after any sweep (the bound per iteration) and which runs once
     # at the end; names it assigns are the function's own (nonlocal)
-    evidence, loops, last, tail, refresh = _sections(program)
+    evidence, loops, last, tail, refresh = _sections(program, lean=True)
     hook = "evidence" if tail or evidence else "None"
     # the last loop's statements that a sweep right after evidence() may skip
-    skip = _settled(program, program.body[last], refresh, tail + evidence) \
+    skip = _settled(program, program.body[last], refresh, tail + evidence, lean=True) \
         if refresh else []
     assigned = sorted({o.var for s in refresh + tail for o in s.outputs})
     if any(skip):
@@ -1121,7 +1128,8 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
             e.emit(f"for iteration in range(first_sweep(resume, {k}, iterations), "
                    "iterations):", 1)
             e.last_prov = None
-            _sweep(e, node, skip if final and skip else [False] * len(node.body), first)
+            _sweep(e, node, skip if final and skip else [False] * len(node.body), first,
+                   lean=True)
             if not node.body:
                 e.emit("pass  # nothing to iterate: every message is exact after one pass",
                        2)

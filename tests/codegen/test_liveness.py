@@ -180,8 +180,8 @@ def _whole_refresh(compiled):
     """``compiled`` with the program as it was before the analysis: every statement of
     the refresh, and the sweep skipping none after it."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(python, "_live", lambda program, loop, refresh, after: refresh)
-        mp.setattr(python, "_settled", lambda program, loop, refresh, after:
+        mp.setattr(python, "_live", lambda program, loop, refresh, after, lean=False: refresh)
+        mp.setattr(python, "_settled", lambda program, loop, refresh, after, lean=False:
                    [False] * len(loop.body))
         return dataclasses.replace(compiled, generated=type(compiled)._generate_source(
             compiled.compilation.final))
