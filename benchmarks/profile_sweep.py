@@ -15,12 +15,20 @@ at K = 10, N = 200; ``gaussian`` — learning a Gaussian from N = 1,000 points (
 N(0, 100), precision ~ Gamma(1, 1)); ``vectors`` — the D = 2 mixture of
 ``benchmarks/vmixture_reference.py`` at K = 10, N = 200.
 
-Run: ``python benchmarks/profile_sweep.py [--model M] [--trace] [--baseline PATH]``.
+With ``--lines`` the table is per statement of the generated program instead: each
+top-level statement of the sweep (and of ``evidence()``, which ``--trace`` runs after
+every sweep) is timed where it stands (``time.perf_counter``, the median over the
+sweeps), by its text; the statements a sweep right after ``evidence()`` skips are
+timed where they run.
+
+Run: ``python benchmarks/profile_sweep.py [--model M] [--trace] [--lines]
+[--baseline PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import collections
 import json
 import os
@@ -96,12 +104,80 @@ def worker(model: str, trace: bool, sweeps: int) -> dict[str, Any]:
             for name, ts in times.items() if len(ts) >= sweeps // 2}
 
 
-def measure(path: Path, model: str, trace: bool, sweeps: int) -> dict[str, Any]:
+class _Clocked(ast.NodeTransformer):
+    """Each statement of the sweep's loop and of ``evidence()`` (an ``if`` whose test is
+    ``not refreshed``: each statement under it) between two reads of a clock, its time
+    appended to ``_times[i]``; ``labels[i]`` its text."""
+
+    def __init__(self) -> None:
+        self.labels: list[str] = []
+
+    def clocked(self, body: list[ast.stmt]) -> list[ast.stmt]:
+        out: list[ast.stmt] = []
+        for stmt in body:
+            if isinstance(stmt, ast.If) and ast.unparse(stmt.test) == "not refreshed":
+                stmt.body = self.clocked(stmt.body)
+                out.append(stmt)
+                continue
+            i = len(self.labels)
+            self.labels.append(" ".join(ast.unparse(stmt).split()))
+            wrapped = ast.parse(f"_t{i} = _clock()\ntry:\n    pass\nfinally:\n"
+                                f"    _times[{i}].append(_clock() - _t{i})").body
+            wrapped[1].body = [stmt]
+            out.extend(wrapped)
+        return out
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        self.generic_visit(node)
+        if node.name == "evidence":
+            node.body = self.clocked(node.body)
+        return node
+
+    def visit_For(self, node: ast.For) -> ast.For:
+        if isinstance(node.target, ast.Name) and node.target.id == "iteration":
+            node.body = self.clocked(node.body)
+        return node
+
+
+def lines_worker(model: str, trace: bool, sweeps: int) -> dict[str, Any]:
+    """{statement: [runs a sweep, median µs per run]} of ``sweeps`` sweeps (``--lines``),
+    and the program's own sweep time (uninstrumented, µs)."""
+    from factorflow.runtime.compiled import NAMESPACE, _resolve
+    run, compiled = program(model, trace)
+    run(3)
+    start = time.process_time()  # (CPU: a loaded machine's waits are not counted)
+    run(sweeps)
+    plain = (time.process_time() - start) / sweeps * 1e6
+    clock = _Clocked()
+    tree = clock.visit(ast.parse(compiled.source))
+    ast.fix_missing_locations(tree)
+    namespace = dict(NAMESPACE, _clock=time.perf_counter)
+    for ident, (kind, key) in compiled.generated.symbols.items():
+        namespace[ident] = _resolve(kind, key)
+    times: list[list[float]] = [[] for _ in clock.labels]
+    namespace["_times"] = times
+    exec(compile(tree, "<clocked>", "exec"), namespace)
+    compiled._infer = namespace["infer"]
+    run(3)
+    for t in times:
+        t.clear()
+    run(sweeps)
+    out: dict[str, Any] = {}
+    for label, ts in zip(clock.labels, times, strict=True):
+        if len(ts) >= sweeps // 2:
+            key = label if label not in out else f"{label} (again)"
+            out[key] = [len(ts) / sweeps, sorted(ts)[len(ts) // 2] * 1e6]
+    out[" sweep (uninstrumented, µs)"] = [0, plain]
+    return out
+
+
+def measure(path: Path, model: str, trace: bool, sweeps: int, lines: bool = False
+            ) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(path), OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     out = subprocess.run([sys.executable, __file__, "--worker", model, str(int(trace)),
-                          str(sweeps)], env=env, capture_output=True, text=True, check=True,
-                         cwd=str(ROOT))
+                          str(sweeps), str(int(lines))], env=env, capture_output=True,
+                         text=True, check=True, cwd=str(ROOT))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -111,13 +187,18 @@ def main() -> None:
                         default="mixture")
     parser.add_argument("--trace", action="store_true", help="the bound after every sweep")
     parser.add_argument("--sweeps", type=int, default=300)
+    parser.add_argument("--lines", action="store_true",
+                        help="µs per statement of the generated program instead")
     parser.add_argument("--baseline", type=Path, help="another factorflow checkout")
-    parser.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        model, trace, sweeps = args.worker
-        print(json.dumps(worker(model, trace == "1", int(sweeps))))
+        model, trace, sweeps, lines = args.worker
+        work = lines_worker if lines == "1" else worker
+        print(json.dumps(work(model, trace == "1", int(sweeps))))
         return
+    if args.lines:
+        return print_lines(args)
     now = measure(ROOT, args.model, args.trace, args.sweeps)
     before = measure(args.baseline, args.model, args.trace, args.sweeps) \
         if args.baseline else {}
@@ -132,6 +213,26 @@ def main() -> None:
     old_total = sum(c * us for c, us in before.values())
     print(f"{'total of the above, µs a sweep':<58} {'':6} {total:8.1f}"
           + (f" {old_total:8.1f} {total / old_total:9.2f}" if before else ""))
+
+
+def print_lines(args: argparse.Namespace) -> None:
+    """The ``--lines`` table: each statement in the order it runs, runs a sweep and median
+    µs; with ``--baseline`` the other checkout's table after it, and both totals."""
+    tables = [("this checkout", measure(ROOT, args.model, args.trace, args.sweeps, True))]
+    if args.baseline:
+        tables.append(("baseline", measure(args.baseline, args.model, args.trace,
+                                           args.sweeps, True)))
+    for title, table in tables:
+        plain = table.pop(" sweep (uninstrumented, µs)")[1]
+        print(f"{args.model}, trace={args.trace}, {title}: {len(table)} statements, "
+              f"median µs per run")
+        for label, (runs, us) in table.items():
+            print(f"  {runs:4.1f} {us:8.1f}  {label[:110]}")
+        # (the hook runs evidence() with the bound: its statements are counted apart)
+        total = sum(r * us for label, (r, us) in table.items()
+                    if not (args.trace and label.startswith("if on_iteration")))
+        print(f"  total of the medians {total:.1f} µs; the sweep uninstrumented "
+              f"{plain:.1f} µs of CPU (with the run's set-up and final bound)\n")
 
 
 if __name__ == "__main__":

@@ -25,6 +25,12 @@ recomputing messages that ``evidence()`` has just computed from the same values 
 gate's messages, before the posteriors they read move again); the generated sweep
 skips those while ``evidence()`` has run since the last sweep (``refreshed``).
 
+Within a sweep (``repeated``, ``overwritten``, ``implied``, ``implied_later``): the
+statements that compute again what their names already hold, those whose values
+nothing reads before the sweep computes them again, and the properness checks of values
+proper by then (an earlier check of the value a copy or a gate's clone was made from),
+which the generated sweep leaves out.
+
 Assumes: the operators are pure (a statement's values are a function of its text and
 of the values of the names it reads); the refresh runs on the state a sweep leaves (the
 hook after a sweep), or it is the last ``evidence()`` of the run, after which only the
@@ -202,4 +208,108 @@ def settled(sweep: Sequence[Sequence[Step]], refresh: Sequence[Sequence[Step]],
     return out
 
 
-__all__ = ["ITERATION", "Step", "steps", "live_refresh", "settled"]
+def repeated(sweep: Sequence[Sequence[Step]]) -> list[bool]:
+    """For each statement of ``sweep``: whether, in every sweep, each name it writes
+    already holds the value it computes — the same computation of the same values ran
+    earlier in the sweep, and none of its inputs has moved since (a gate's clone of a
+    posterior that has not moved, entered again after the cases moved, which it reads
+    for their shape alone).  Simulated once from unknown values, so it holds whatever
+    the state the sweep starts from; a statement skipped after ``evidence()`` leaves
+    the value it would compute (``settled``).  Such a statement may be left out of the
+    sweep: every name holds the same value at every point, with or without it, and
+    leaving out several such statements keeps that (by induction along the sweep).
+    Statements that write nothing, or that are opaque, are kept."""
+    values = _Values({}, {})
+    out = []
+    for stmt in sweep:
+        held = {w: values.get(w) for _, _, writes in stmt for w in writes}
+        values.run(stmt)
+        out.append(bool(held) and all(text is not None for text, *_ in stmt)
+                   and all(values.get(w) == v for w, v in held.items()))
+    return out
+
+
+def overwritten(sweep: Sequence[Sequence[Step]]) -> list[bool]:
+    """For each statement of ``sweep``: whether every name it writes is written again
+    later in the same sweep before any statement reads it (a message a sweep computes
+    twice, whose first value nothing reads).  Left out, the names hold other values in
+    between, which nothing reads; every name holds the same value after the statement
+    that writes it again, and so at the end of the sweep.  Leaving out several such
+    statements keeps that: a read by any statement, left out or not, keeps the writer.
+    Statements that write nothing, or that are opaque, are kept."""
+    out = []
+    for i, stmt in enumerate(sweep):
+        pending = {w for _, _, writes in stmt for w in writes}
+        if not pending or any(text is None for text, *_ in stmt):
+            out.append(False)
+            continue
+        dead = False
+        for later in sweep[i + 1:]:
+            for _, reads, writes in later:
+                if pending & set(reads):
+                    break
+                pending -= set(writes)
+            else:
+                if not pending:
+                    dead = True
+                    break
+                continue
+            break
+        out.append(dead)
+    return out
+
+
+def implied(sweep: Sequence[Sequence[Step]], follows: Sequence[dict[str, str]],
+            checks: Sequence[str | None]) -> list[bool]:
+    """For each statement of ``sweep``: whether the properness check after it of the
+    name ``checks[i]`` (None: no check) checks a value that is proper by then, in every
+    sweep: a value an earlier check of the same sweep passed, or one that statement
+    ``j`` made from such a value where ``follows[j]`` maps its output to that input (a
+    posterior's copy or layout, a gate's clone of a value: proper where the value is).
+    Simulated once from unknown values, as ``repeated``; a check that fails raises, so
+    after it the value is proper.  Such a check may be left out."""
+    return _proper_run(_Values({}, {}), set(), sweep, follows, checks)
+
+
+def _proper_run(values: _Values, proper: set[int], stretch: Sequence[Sequence[Step]],
+                follows: Sequence[dict[str, str]], checks: Sequence[str | None]
+                ) -> list[bool]:
+    """Simulate ``stretch`` (see ``implied``) from ``values`` and ``proper`` (updated):
+    for each statement, whether its check is implied."""
+    out = []
+    for stmt, follow, check in zip(stretch, follows, checks, strict=True):
+        inputs = {i: values.get(i) for i in follow.values()}
+        values.run(stmt)
+        for o, i in follow.items():
+            if inputs[i] in proper:
+                proper.add(values.get(o))
+        if check is None:
+            out.append(False)
+            continue
+        value = values.get(check)
+        out.append(value in proper)
+        proper.add(value)
+    return out
+
+
+def implied_later(sweep: Sequence[Sequence[Step]], follows: Sequence[dict[str, str]],
+                  checks: Sequence[str | None],
+                  between: Sequence[tuple[Sequence[Sequence[Step]], Sequence[dict[str, str]]]]
+                  ) -> list[bool]:
+    """For each statement of ``sweep``: whether its check (as ``implied``) is implied in
+    every sweep but the first of a run — in a sweep that follows another, with each of
+    ``between`` (statements and their ``follows``: what may run between two sweeps, such
+    as ``evidence()``'s) run in between.  (A value checked at the end of one sweep, a
+    posterior that has not moved since, cloned at the start of the next.)"""
+    out = [True] * len(sweep)
+    for stretch, stretch_follows in between:
+        values, proper = _Values({}, {}), set()
+        _proper_run(values, proper, sweep, follows, checks)
+        _proper_run(values, proper, stretch, stretch_follows, [None] * len(stretch))
+        later = _proper_run(values, proper, sweep, follows, checks)
+        out = [a and b for a, b in zip(out, later, strict=True)]
+    return out
+
+
+__all__ = ["ITERATION", "Step", "steps", "live_refresh", "settled", "repeated",
+           "overwritten", "implied", "implied_later"]

@@ -17,7 +17,12 @@ program's, not the JAX backend's, which traces the function once anyway).
 Under VMP ``evidence()`` runs only the updates the bound reads or the run reads after it
 (``codegen.liveness``), and a sweep right after it skips the updates it computed from
 the same values: a run with the bound (``trace=True``) and one without compute the same
-posteriors, bit for bit.
+posteriors, bit for bit.  Where ``LEAN`` (the default), the program leaves out what it
+proves changes nothing: calls whose result is uniform whatever their inputs
+(``_silent``), and in a VMP sweep statements that compute again what their names hold
+or whose values nothing reads (``_dropped``) and properness checks that an earlier
+check implies (``_unchecked``, ``_checked_first``: the NumPy program's sweep); every
+posterior and bound is the same, bit for bit.
 
 Names: the program's own names (``GENERATED``: parameters, locals, builtins) and the
 runtime's helpers (``reserved``) are checked to be apart from every name of the IR, and
@@ -45,7 +50,13 @@ from factorflow.ir.printer import format_stmt
 GENERATED = frozenset({"infer", "data", "sizes", "init", "iterations", "on_iteration",
                        "damping", "resume", "evidence", "state", "log_evidence",
                        "iteration", "range", "local_sweep", "local_before",
-                       "local_done", "refreshed"})
+                       "local_done", "refreshed", "swept"})
+
+
+#: whether the emitter leaves out the statements it proves change nothing (``_silent``:
+#: calls whose result is uniform whatever their inputs); the tests turn it off to
+#: compare the two programs' runs bit for bit
+LEAN = True
 
 
 #: the event axes of a known value of each domain (a vector's one, a matrix's two)
@@ -82,6 +93,10 @@ class _Emitter:
         assigned = {o.var for s, _ in walk(program.body) for o in s.outputs}
         self.fixed = {d.name for d in program.decls if d.role in ("observed", "constant")
                       and d.name not in assigned}
+        #: the statements left out (``_silent``: their messages stay uniform)
+        self.silent = _silent(program)
+        assigned = {o.var for s, _ in walk(program.body) if id(s) not in self.silent
+                    for o in s.outputs}
         #: the messages that keep their uniform start all run long (none assigns them)
         self.uniform = {d.name for d in program.decls if d.role == "message"
                         and d.attr("init") is None and d.name not in assigned}
@@ -171,7 +186,10 @@ class _Emitter:
     # ----- statements -------------------------------------------------------------
     def statement(self, s: Stmt, depth: int, check: bool, last: bool = True) -> None:
         """Emit ``s``; ``check``: inside the loop (a posterior is checked proper after
-        its update, where ``last``: its last update in the sweep)."""
+        its update, where ``last``: its last update in the sweep).  Nothing for a
+        statement left out (``_silent``)."""
+        if id(s) in self.silent:
+            return
         self.provenance(s, depth)
         self.iteration = "iteration" if check else "None"
         emit: Callable[[Stmt, int], None] = getattr(
@@ -444,6 +462,56 @@ def _refresh(program: Program, last: int) -> list[Stmt]:
         and not s.param("previous") and not s.param("state")]
 
 
+def _uniform_call(s: Stmt) -> bool:
+    """Whether ``s`` calls an operator or evidence function whose result is uniform (a
+    term of 0) whatever its inputs (``factors.common.uniform_message``)."""
+    key = s.param("evidence")
+    if isinstance(key, tuple) and len(key) == 2 and key[0] in FACTORS:
+        fn = FACTORS[key[0]].evidence.get(key[1])
+    else:
+        key = s.param("operator")
+        if not (isinstance(key, tuple) and len(key) == 3 and key[0] in FACTORS):
+            return False
+        op = FACTORS[key[0]].operators.get((key[1], key[2]))
+        fn = op.fn if op is not None else None
+    return bool(getattr(fn, "uniform_message", False))
+
+
+def _silent(program: Program) -> frozenset[int]:
+    """The ids of the statements the program leaves out (where ``LEAN``): calls whose
+    result is uniform whatever their inputs (``_uniform_call``) — an evidence term of 0
+    (added to the total, or sent to a gate's case as a uniform message), and a message
+    every statement assigning which is such a call (it keeps its uniform start all run
+    long, which products leave out, ``variable_nodes.backward``).  Left out, a message
+    is the uniform one over its declaration's plates instead of the shape the call would
+    have given it (a broadcast of the same zeros)."""
+    global _LAST_SILENT
+    if not LEAN:
+        return frozenset()
+    owner, known = _LAST_SILENT  # (one read: another thread may replace it)
+    if owner() is program:
+        return known
+    stmts = [s for s, _ in walk(program.body)]
+    by_name: defaultdict[str, list[Stmt]] = defaultdict(list)
+    for s in stmts:
+        for o in s.outputs:
+            by_name[o.var].append(s)
+    out = set()
+    for s in stmts:
+        if not _uniform_call(s):
+            continue
+        if s.param("evidence") and not s.param("to_gate"):
+            out.add(id(s))  # (log_evidence += 0: nothing)
+        elif s.outputs and all(_uniform_call(t) for o in s.outputs for t in by_name[o.var]):
+            out.add(id(s))
+    _LAST_SILENT = (weakref.ref(program), frozenset(out))
+    return _LAST_SILENT[1]
+
+
+#: the last program ``_silent`` read, and its verdict
+_LAST_SILENT: tuple[Callable[[], Any], frozenset[int]] = (lambda: None, frozenset())
+
+
 def _fixed(ref: Ref) -> tuple[tuple[int, int], ...]:
     """(axis, value) of each integer index of a reference (a gate clone's slot)."""
     return tuple((i, int(item)) for i, item in enumerate(ref.index)
@@ -455,10 +523,11 @@ def _state_names(program: Program) -> list[str]:
     some statement assigns (the others keep the value they start with, uniform or
     the user's initialisation, which a resumed run gives them again)."""
     assigned: set[str] = set()
+    silent = _silent(program)
 
     def visit(nodes: tuple[Any, ...]) -> None:
         for node in nodes:
-            if isinstance(node, Stmt):
+            if isinstance(node, Stmt) and id(node) not in silent:
                 assigned.update(o.var for o in node.outputs)
             elif isinstance(node, While):
                 visit(node.init)
@@ -582,41 +651,54 @@ def _posteriors(program: Program) -> tuple[str, str]:
     return result, watched
 
 
-def _sections(program: Program) -> tuple[list[Stmt], list[While], int, list[Stmt],
-                                         list[Stmt]]:
+def _sections(program: Program, lean: bool = False
+              ) -> tuple[list[Stmt], list[While], int, list[Stmt], list[Stmt]]:
     """The program's parts as ``infer`` lays them out: the evidence terms, the loops, the
     index of the last loop in the body, the updates after it, and the VMP refresh that
-    brings every message up to date before the bound (``_refresh``)."""
+    brings every message up to date before the bound (``_refresh``); ``lean``: the
+    last loop's sweep leaves out what ``_dropped`` finds (the NumPy program's)."""
     evidence = [n for n in program.body if isinstance(n, Stmt) and not n.outputs]
     loops = [n for n in program.body if isinstance(n, While)]
     last = max((i for i, n in enumerate(program.body) if isinstance(n, While)), default=-1)
     tail = [n for n in program.body[last + 1:] if isinstance(n, Stmt) and n.outputs]
     refresh = _refresh(program, last)
     if refresh:
-        refresh = _live(program, program.body[last], refresh, tail + evidence)
+        refresh = _live(program, program.body[last], refresh, tail + evidence, lean=lean)
     return evidence, loops, last, tail, refresh
 
 
-#: the last program ``_stretches`` read, and the steps of its nodes by (id, check):
-#: ``_live`` and ``_settled`` read the same statements of one program, emitted once
-_LAST_STEPS: tuple[Callable[[], Any], dict[tuple[int, bool], list[liveness.Step]]] = (
-    lambda: None, {})
+#: the last program ``_node_steps`` read, and the steps of its nodes by (id, check):
+#: ``_live``, ``_settled`` and ``_dropped`` read the same statements of one program,
+#: emitted once (and under "emitter" the scratch emitter, ``_scratch``)
+_LAST_STEPS: tuple[Callable[[], Any], dict[Any, Any]] = (lambda: None, {})
 
 
-def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]
-               ) -> tuple[list[list[liveness.Step]], ...]:
+def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt],
+               lean: bool = False) -> tuple[list[list[liveness.Step]], ...]:
     """The steps (``codegen.liveness``) of the sweep of ``loop`` (one per node of its body,
-    an inner loop opaque), of ``refresh`` and of ``after``, as this emitter writes them
-    (a scratch emitter's lines; a statement's steps do not depend on what was emitted
-    before it, so those of the last program are remembered).  Raises SyntaxError where
-    they do not read as Python."""
+    an inner loop opaque; with ``lean``, none for a statement the sweep leaves out,
+    ``_dropped``), of
+    ``refresh`` and of ``after``, as this emitter writes them (``_node_steps``).  Raises
+    SyntaxError where they do not read as Python."""
+    steps = _node_steps(program)
+    dropped = _dropped(program, loop) if lean else frozenset()
+    return ([[] if j in dropped else steps(n, True) for j, n in enumerate(loop.body)],
+            [steps(s, False) for s in refresh], [steps(s, False) for s in after])
+
+
+def _node_steps(program: Program) -> Callable[[Stmt | While, bool], list[liveness.Step]]:
+    """``steps(node, check)``: the steps of a node of ``program`` as this emitter writes
+    it (with ``check``, as in a sweep: a posterior's check after it) — a scratch
+    emitter's lines; a statement's steps do not depend on what was emitted before it, so
+    those of the last program are remembered.  An inner loop is opaque.  Raises
+    SyntaxError where they do not read as Python."""
     global _LAST_STEPS
-    e = _Emitter(program, frozenset())
-    names = frozenset(e.decls) | {liveness.ITERATION}
     owner, table = _LAST_STEPS  # (one read: another thread may replace it)
     if owner() is not program:
         table = {}
         _LAST_STEPS = (weakref.ref(program), table)
+    e = _scratch(program)
+    names = frozenset(e.decls) | {liveness.ITERATION}
 
     def steps(node: Stmt | While, check: bool) -> list[liveness.Step]:
         key = (id(node), check)  # (the program holds its nodes: ids stay apart)
@@ -630,8 +712,198 @@ def _stretches(program: Program, loop: While, refresh: list[Stmt], after: list[S
                                         opaque=isinstance(node, While))
         return table[key]
 
-    return ([steps(n, True) for n in loop.body], [steps(s, False) for s in refresh],
-            [steps(s, False) for s in after])
+    return steps
+
+
+def _scratch(program: Program) -> _Emitter:
+    """An emitter of ``program`` whose lines nobody reads (the analyses' steps), made
+    once for the last program ``_node_steps`` read."""
+    owner, table = _LAST_STEPS
+    if owner() is not program:
+        return _Emitter(program, frozenset())
+    e = table.get("emitter")
+    if e is None:
+        e = table["emitter"] = _Emitter(program, frozenset())
+    return e
+
+
+#: the last program ``_dropped`` read, and its verdicts by loop (id)
+_LAST_DROPPED: tuple[Callable[[], Any], dict[int, frozenset[int]]] = (lambda: None, {})
+
+
+def _dropped(program: Program, loop: While) -> frozenset[int]:
+    """The positions in the body of ``loop`` of the statements the NumPy program's sweep
+    leaves out (VMP, where ``LEAN``; the JAX program keeps them: XLA merges repeated
+    work itself, and its loop would carry the values instead): those that compute again
+    what their names hold (``liveness.repeated``: a gate's clone of a posterior that
+    has not moved, entered again after the cases moved, and what is computed from it),
+    then those whose values nothing reads before the sweep computes them again
+    (``liveness.overwritten``).  Every name holds the same value after the sweep, and at
+    every point where a statement reads it.  Kept: inner loops, stateful operators
+    (a call moves their state), and every statement where the source does not read as
+    Python.  The inputs an operator reads for their shape alone
+    (``Operator.shape_only``) do not count as its inputs' values where every statement
+    that assigns them lays out a posterior (``Variable.use``), whose shape is fixed."""
+    return _lean_sweep(program, loop)[0]
+
+
+def _unchecked(program: Program, loop: While) -> frozenset[int]:
+    """The positions in the body of ``loop`` of the posterior updates after which the
+    sweep leaves out the properness check (VMP, where ``LEAN``): the value is proper by
+    then (``liveness.implied``): a gate's clone of a posterior checked earlier in the
+    sweep (the same posterior over the clone's batch), a posterior's copy or layout."""
+    return _lean_sweep(program, loop)[1]
+
+
+def _lean_sweep(program: Program, loop: While) -> tuple[frozenset[int], frozenset[int]]:
+    """``_dropped`` and ``_unchecked`` of ``loop``, remembered for the last program."""
+    global _LAST_DROPPED
+    if not LEAN or program.algorithm != "vmp":
+        return frozenset(), frozenset()
+    owner, table = _LAST_DROPPED  # (one read: another thread may replace it)
+    if owner() is not program:
+        table = {}
+        _LAST_DROPPED = (weakref.ref(program), table)
+    if id(loop) in table:
+        return table[id(loop)]
+    layouts = _layouts(program)
+    raw: list[list[liveness.Step]] = []
+    valued: list[list[liveness.Step]] = []  # the reads of values alone (``shape_only``)
+    fixed: list[bool] = []  # never left out
+    try:
+        steps = _node_steps(program)
+        e = _scratch(program)
+        for node in loop.body:
+            got = steps(node, True)  # (a check after a statement only reads)
+            raw.append(got)
+            if isinstance(node, While):
+                valued.append(got)
+                fixed.append(True)
+                continue
+            shape = _shape_reads(node, layouts)
+            valued.append([(text, tuple(r for r in reads if r not in shape), writes)
+                           for text, reads, writes in got])
+            fixed.append(bool(node.param("state")))
+    except SyntaxError:
+        table[id(loop)] = (frozenset(), frozenset())
+        return table[id(loop)]
+    again = liveness.repeated(valued)
+    out = {j for j, hit in enumerate(again) if hit and not fixed[j]}
+    kept = [[] if j in out else stmt for j, stmt in enumerate(raw)]
+    while True:  # (a statement read only by one left out goes next)
+        dead = {j for j, hit in enumerate(liveness.overwritten(kept))
+                if hit and not fixed[j]}
+        if not dead:
+            break
+        out |= dead
+        kept = [[] if j in out else stmt for j, stmt in enumerate(raw)]
+    # the check after each posterior's last update the sweep runs, and what is proper
+    # where another value is
+    at = [0]  # the position of each node of the body in ``flat(loop.body)`` (``_sweep``)
+    for node in loop.body:
+        at.append(at[-1] + (len(flat(node.body)) if isinstance(node, While) else 1))
+    gone = {at[j] for j in out}
+    last = {n.outputs[0].var: i for i, n in enumerate(flat(loop.body))
+            if i not in gone and n.op == "Variable.marginal"}
+    checks = [n.outputs[0].var if isinstance(n, Stmt) and n.op == "Variable.marginal"
+              and last.get(n.outputs[0].var) == at[j] and e.mask(n) is None else None
+              for j, n in enumerate(loop.body)]
+    follows = [{} if j in out or isinstance(n, While) else _follows(e, n)
+               for j, n in enumerate(loop.body)]
+    valued = [[] if j in out else stmt for j, stmt in enumerate(valued)]
+    implied = liveness.implied(valued, follows, checks)
+    unchecked = frozenset(j for j, hit in enumerate(implied) if hit)
+    checks = [None if j in unchecked else c for j, c in enumerate(checks)]
+    table[id(loop)] = (frozenset(out), unchecked)
+    table[("sweep", id(loop))] = (valued, follows, checks)
+    return table[id(loop)]
+
+
+def _checked_first(program: Program, loop: While, between: list[Stmt]) -> frozenset[int]:
+    """The positions in the body of ``loop`` of the posterior updates whose properness
+    check the NumPy program runs in the first sweeps of a run alone (``swept``, VMP,
+    where ``LEAN``): in every later sweep the value is proper by then
+    (``liveness.implied_later``, with ``between`` — ``evidence()``'s statements, after
+    the last loop — or nothing run between two sweeps): a gate's clone, at the start of
+    a sweep, of a posterior checked at the end of the last sweep and not moved since.
+    A first sweep's check lets a uniform element pass (``kernels.check_proper``): the
+    sweep after the run's first sweep checks too."""
+    _lean_sweep(program, loop)
+    _, table = _LAST_DROPPED
+    if ("sweep", id(loop)) not in table:
+        return frozenset()
+    valued, follows, checks = table[("sweep", id(loop))]
+    layouts = _layouts(program)
+    stretch, stretch_follows = [], []
+    try:
+        steps = _node_steps(program)
+        e = _scratch(program)
+        for s in between:
+            shape = _shape_reads(s, layouts)
+            stretch.append([(text, tuple(r for r in reads if r not in shape), writes)
+                            for text, reads, writes in steps(s, False)])
+            stretch_follows.append(_follows(e, s))
+    except SyntaxError:
+        return frozenset()
+    variants = [([], [])] + ([(stretch, stretch_follows)] if between else [])
+    later = liveness.implied_later(valued, follows, checks, variants)
+    return frozenset(j for j, hit in enumerate(later) if hit and checks[j] is not None)
+
+
+#: the operators whose message is the value itself over the clone's batch (a gate's
+#: clones under VMP: ``gate._enter_one``, ``_enter``, ``_enter_partial``)
+_CLONES = {("Gate.EnterOne", "vmp", "enter_one"): "value", ("Gate.Enter", "vmp", "enter"):
+           "value", ("Gate.EnterPartial", "vmp", "enter_partial"): "value"}
+
+
+def _follows(e: _Emitter, s: Stmt) -> dict[str, str]:
+    """{output: input} where ``s`` (under VMP) makes its output proper wherever that input
+    is: a posterior laid out on a use (no division: a copy, a gather, a slot), the
+    posterior of a derived variable that is its definition's message alone, a gate's
+    clone of a value.  Empty for a masked statement or an output written element by
+    element."""
+    if not s.outputs or _fixed(s.outputs[0]) or e.mask(s) is not None:
+        return {}
+    out = s.outputs[0].var
+    ins = dict(s.inputs)
+    if s.op == "Variable.use" and "use" not in ins and isinstance(ins.get("marginal"), Ref):
+        return {out: ins["marginal"].var}
+    if s.op == "Variable.marginal" and set(ins) == {"def"} and isinstance(ins["def"], Ref):
+        return {out: ins["def"].var}
+    arg = _CLONES.get(s.param("operator"))
+    value = ins.get(arg) if arg else None
+    if isinstance(value, Ref) and all(isinstance(i, str) for i in value.index) \
+            and not s.param("defer"):
+        return {out: value.var}
+    return {}
+
+
+def _layouts(program: Program) -> frozenset[str]:
+    """The messages every statement assigning which lays out a posterior
+    (``Variable.use``, or left out: ``_silent``): their shape is fixed all run long."""
+    silent = _silent(program)
+    by: defaultdict[str, set[str]] = defaultdict(set)
+    for s, _ in walk(program.body):
+        if id(s) not in silent:
+            for o in s.outputs:
+                by[o.var].add(s.op if all(isinstance(i, str) for i in o.index)
+                              else "indexed")
+    return frozenset(n for n, ops in by.items() if ops == {"Variable.use"})
+
+
+def _shape_reads(s: Stmt, layouts: frozenset[str]) -> frozenset[str]:
+    """The names ``s`` reads for their shape alone (its operator's ``shape_only``
+    arguments, plain references to ``layouts`` read by no other argument)."""
+    key = s.param("operator")
+    if not (isinstance(key, tuple) and len(key) == 3 and key[0] in FACTORS):
+        return frozenset()
+    op = FACTORS[key[0]].operators.get((key[1], key[2]))
+    if op is None or not op.shape_only:
+        return frozenset()
+    shape = {v.var for arg, v in s.inputs if arg in op.shape_only and isinstance(v, Ref)
+             and all(isinstance(i, str) for i in v.index) and v.var in layouts}
+    other = {r for arg, v in s.inputs if arg not in op.shape_only for r in refs_in(v)}
+    return frozenset(shape - other)
 
 
 def _before(program: Program, loop: While) -> list[list[liveness.Step]]:
@@ -664,13 +936,14 @@ def _before(program: Program, loop: While) -> list[list[liveness.Step]]:
     return out
 
 
-def _live(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]) -> list[Stmt]:
+def _live(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt],
+          lean: bool = False) -> list[Stmt]:
     """The statements of ``refresh`` that ``evidence()`` must run (``codegen.liveness``):
     those the bound reads, and those without which the next sweep, the next
     ``evidence()`` or the posteriors returned would read another value than today;
     ``after``: what ``evidence()`` runs after the refresh."""
     try:
-        sweep, steps, rest = _stretches(program, loop, refresh, after)
+        sweep, steps, rest = _stretches(program, loop, refresh, after, lean)
         before = _before(program, loop)
     except SyntaxError:  # (the emitter writes Python: keep every statement)
         return refresh
@@ -680,38 +953,56 @@ def _live(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt])
     return [refresh[i] for i in kept]
 
 
-def _settled(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt]
-             ) -> list[bool]:
+def _settled(program: Program, loop: While, refresh: list[Stmt], after: list[Stmt],
+             lean: bool = False) -> list[bool]:
     """For each node of the body of ``loop`` (the last loop, whose sweeps ``evidence()``
     may follow): whether a sweep right after ``evidence()`` may skip it, the value it
     computes being the one its outputs hold (``liveness.settled``), where it is part of
     a run of such statements that computes more than copies; none where the statements
     do not read as Python."""
     try:
-        skip = liveness.settled(*_stretches(program, loop, refresh, after))
+        skip = liveness.settled(*_stretches(program, loop, refresh, after, lean))
     except SyntaxError:
         return [False] * len(loop.body)
+    silent = _silent(program)
+    dropped = _dropped(program, loop) if lean else frozenset()
+    # a statement left out (``_silent``, ``_dropped``) emits nothing: it joins the run
+    # around it
+    quiet = [id(n) in silent or j in dropped for j, n in enumerate(loop.body)]
     j = 0
     while j < len(skip):  # a run of nothing but copies is not worth its ``if``: run it
         run = j
-        while run < len(skip) and skip[run]:
+        while run < len(skip) and (skip[run] or (quiet[run] and run > j)):
             run += 1
-        if all(loop.body[r].op in ("Variable.use", "Variable.backward")  # type: ignore
-               for r in range(j, run)):
+        if all(quiet[r] or loop.body[r].op in ("Variable.use", "Variable.backward")
+               for r in range(j, run)):  # type: ignore
             skip[j:run] = [False] * (run - j)
+        else:
+            skip[j:run] = [True] * (run - j)
         j = run + 1
     return skip
 
 
-def _sweep(e: _Emitter, loop: While, skip: list[bool]) -> None:
-    """Emit the body of ``loop``; the statements ``skip`` marks run only where
-    ``evidence()`` has not run since the last sweep (``refreshed``), in runs under one
-    ``if``; a posterior's check after its last update stays outside."""
+def _sweep(e: _Emitter, loop: While, skip: list[bool], first: frozenset[int] = frozenset(),
+           lean: bool = False) -> None:
+    """Emit the body of ``loop`` — with ``lean`` (the NumPy program) but the statements
+    the sweep leaves out (``_dropped``) and the checks it need not run (``_unchecked``);
+    the statements ``skip`` marks run only where ``evidence()`` has not run since the
+    last sweep (``refreshed``), in runs under one ``if``; a posterior's check after its
+    last update stays outside; the checks after the updates ``first`` marks run only
+    until a sweep past the run's first has run (``swept``, ``_checked_first``)."""
+    body = list(loop.body)
+    dropped = _dropped(e.p, loop) if lean else frozenset()
+    at = [0]  # the position of each node of the body in ``flat(loop.body)``
+    for node in body:
+        at.append(at[-1] + (len(flat(node.body)) if isinstance(node, While) else 1))
+    gone = {at[j] for j in dropped}
+    # (the value proper by then: no check)
+    unchecked = _unchecked(e.p, loop) if lean else frozenset()
     # a posterior updated twice in a sweep is checked once, after its last update
     final_update = {s.outputs[0].var: i for i, s in enumerate(flat(loop.body))
-                    if s.op == "Variable.marginal"}
+                    if s.op == "Variable.marginal" and i not in gone}
     i = 0
-    body = list(loop.body)
     j = 0
     while j < len(body):
         s = body[j]
@@ -719,24 +1010,43 @@ def _sweep(e: _Emitter, loop: While, skip: list[bool]) -> None:
             i = _local_loop(e, s, 2, final_update, i)
             j += 1
             continue
+        if j in dropped:
+            i, j = i + 1, j + 1
+            continue
         if not skip[j]:
             e.statement(s, 2, check=True, last=s.op != "Variable.marginal"
-                        or final_update[s.outputs[0].var] == i)
+                        or (final_update[s.outputs[0].var] == i and j not in unchecked
+                            and j not in first))
+            if j in first:
+                _check_first(e, s)
             i, j = i + 1, j + 1
             continue
         e.last_prov = None
         e.emit("if not refreshed:  # (else evidence() computed these from the same values)",
                2)
         checks = []
-        while j < len(body) and skip[j]:
+        while j < len(body) and (skip[j] or j in dropped):
             s = body[j]
+            if j in dropped:
+                i, j = i + 1, j + 1
+                continue
             e.statement(s, 3, check=True, last=False)
-            if s.op == "Variable.marginal" and final_update[s.outputs[0].var] == i:
-                checks.append(s)
+            if s.op == "Variable.marginal" and final_update[s.outputs[0].var] == i \
+                    and j not in unchecked:
+                checks.append((s, j in first))
             i, j = i + 1, j + 1
         e.last_prov = None
-        for s in checks:
-            e.check_proper(s, 2)
+        for s, once in checks:
+            if once:
+                _check_first(e, s)
+            else:
+                e.check_proper(s, 2)
+
+
+def _check_first(e: _Emitter, s: Stmt) -> None:
+    """The check of the posterior ``s`` updates, in the run's first sweeps alone."""
+    e.emit("if not swept:  # (later, the value it copies was checked in the last sweep)", 2)
+    e.check_proper(s, 3)
 
 
 def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Generated:
@@ -760,10 +1070,10 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
     # the statements after the last loop and the evidence form ``evidence()``, which the
     # loop's hook may call after any sweep (the bound per iteration) and which runs once
     # at the end; names it assigns are the function's own (nonlocal)
-    evidence, loops, last, tail, refresh = _sections(program)
+    evidence, loops, last, tail, refresh = _sections(program, lean=True)
     hook = "evidence" if tail or evidence else "None"
     # the last loop's statements that a sweep right after evidence() may skip
-    skip = _settled(program, program.body[last], refresh, tail + evidence) \
+    skip = _settled(program, program.body[last], refresh, tail + evidence, lean=True) \
         if refresh else []
     assigned = sorted({o.var for s in refresh + tail for o in s.outputs})
     if any(skip):
@@ -809,16 +1119,24 @@ def generate(program: Program, reserved: frozenset[str] = frozenset()) -> Genera
             if k == 1:
                 _restore(e, program, before)
             e.emit(f"# ---- iterations{suffix}", 1)
+            final = node is program.body[last]
+            # the checks the sweeps after the first two need not run (``swept``)
+            first = _checked_first(program, node, refresh + tail + evidence if final
+                                   else [])
+            if first:
+                e.emit("swept = False  # whether a sweep past the run's first has run", 1)
             e.emit(f"for iteration in range(first_sweep(resume, {k}, iterations), "
                    "iterations):", 1)
             e.last_prov = None
-            final = node is program.body[last]
-            _sweep(e, node, skip if final and skip else [False] * len(node.body))
+            _sweep(e, node, skip if final and skip else [False] * len(node.body), first,
+                   lean=True)
             if not node.body:
                 e.emit("pass  # nothing to iterate: every message is exact after one pass",
                        2)
             if final and any(skip):
                 e.emit("refreshed = False", 2)
+            if first:  # (a first sweep's check lets a uniform element pass)
+                e.emit("swept = iteration > 0", 2)
             e.emit(f"if on_iteration is not None and on_iteration(iteration, {result}, "
                    f"{hook if final else 'None'},", 2)
             e.emit(f"        lambda: state({k}, iteration + 1), {watched}):", 2)

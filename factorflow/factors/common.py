@@ -227,6 +227,17 @@ def reduced_shape(reduce: Reduce) -> tuple[int, ...]:
     return tuple(n for k, n in enumerate(shape) if k not in axes)
 
 
+def uniform_message(fn: Any) -> Any:
+    """Mark ``fn``, an operator or an evidence function, as one whose result is uniform
+    whatever its inputs (a message of all-zero natural parameters, or the evidence term
+    0): the generated program does not call it where every statement that assigns its
+    message is such a call — the message keeps its uniform start all run long, and a
+    product leaves it out (``codegen.python``; an evidence term of 0 adds nothing).
+    Returns ``fn``."""
+    fn.uniform_message = True
+    return fn
+
+
 class Deferred:
     """A VMP message not computed yet: ``fn(**args)``, kept as the call.
 

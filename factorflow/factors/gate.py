@@ -49,7 +49,14 @@ from factorflow.distributions.base import (
     traced,
 )
 from factorflow.distributions.moments import E, is_known
-from factorflow.factors.common import Deferred, Reduce, logsumexp, plate_einsum, times_finite
+from factorflow.factors.common import (
+    Deferred,
+    Reduce,
+    logsumexp,
+    plate_einsum,
+    times_finite,
+    uniform_message,
+)
 from factorflow.factors.mixtures import (
     average_log,
     concat,
@@ -380,6 +387,7 @@ def _enter_one_cases_ep(enter_one, cases, value, index, weight) -> Bernoulli:
     return weight
 
 
+@uniform_message
 def _uniform_cases(cases, value, index=None) -> Bernoulli:
     """VMP: the clones send no evidence (a uniform message on the cases they touch; the
     same immutable message for every call with the same shapes, ``_uniform_bernoulli``)."""
@@ -403,6 +411,7 @@ def _uniform_bernoulli_of(shape: tuple[int, ...]) -> Bernoulli:
 
 @ENTER.operator("vmp", "cases")
 @ENTER_PARTIAL.operator("vmp", "cases")
+@uniform_message
 def _enter_cases_vmp(cases, value) -> Bernoulli:
     return _uniform_cases(cases, value)
 
@@ -465,6 +474,7 @@ def _exit_average_log_factor(exit, cases, values) -> np.ndarray:
     return np.where(exit.is_uniform(), 0.0, term)
 
 
+@uniform_message
 def _zero(**args: Any) -> np.ndarray:
     """Gate factors that only move values add nothing to the evidence themselves."""
     return np.zeros(())
