@@ -52,6 +52,7 @@ import numpy as np
 import factorflow.distributions as dist
 from factorflow.errors import BackendError, DataError, ModelError
 from factorflow.runtime.backends import dask_fusion, dask_namespace
+from factorflow.runtime.backends.dask_monitor import ChunkedChanges
 from factorflow.runtime.backends.dask_namespace import (
     _PENDING,
     _set,
@@ -61,7 +62,7 @@ from factorflow.runtime.backends.dask_namespace import (
     namespace,
 )
 from factorflow.runtime.backends.jax_namespace import load_program
-from factorflow.runtime.compiled import CompiledModel, compile_model
+from factorflow.runtime.compiled import CompiledModel, _Monitor, compile_model
 from factorflow.runtime.svi import data_plate
 
 #: the elements of one chunk's widest per-datum array when ``chunks`` is not given
@@ -333,6 +334,11 @@ class DaskCompiledModel(CompiledModel):
         ns = namespace()
         start = {k: _copy_of(ns, v) for k, v in init.items()}
         lazy: dict[str, int] = {}  # the per-datum messages the last sweep left lazy
+        # the monitor's changes of the per-datum posteriors reduced on the workers
+        # (``dask_monitor``), not gathered here each sweep
+        changes = ChunkedChanges(hook) if isinstance(hook, _Monitor) else None
+        if changes is not None:
+            hook._changes = changes  # (the instance's: this run's monitor only)
 
         def each(iteration: int, posteriors: Any, evidence: Any, state: Any,
                  extra: Any = None) -> Any:
@@ -343,7 +349,16 @@ class DaskCompiledModel(CompiledModel):
             if hook is None:
                 return False
             ahead = dask_namespace.ahead_sums(messages)
-            return hook(iteration, posteriors, _with_checks(evidence, ahead), state, extra)
+            more = (changes.prepare(posteriors | (extra or {}))
+                    if changes is not None and changes.watching() else [])
+            bound = None if evidence is None else _with_checks(
+                evidence, ahead, more, changes.receive if changes is not None else None)
+            if more:  # the changes now, with the bound where the monitor reads one
+                if bound is not None and hook.tracing:
+                    bound()
+                else:
+                    changes.receive(compute_now(*more))
+            return hook(iteration, posteriors, bound, state, extra)
 
         del _PENDING[:]
         plate = self.chunked_plate()
@@ -512,25 +527,36 @@ def _cut_chains(messages: list[Any], lazy: dict[str, int]) -> dict[str, int]:
 _BOUNDS: dict[str, float] = {}
 
 
-def _with_checks(evidence: Any, ahead: list[tuple[str, Any]] = ()) -> Any:
+def _with_checks(evidence: Any, ahead: list[tuple[str, Any]] = (), more: list[Any] = (),
+                 sink: Any = None) -> Any:
     """The loop's ``evidence()`` computed at once, in one round trip with the pending
-    per-datum checks (``compute_now``) and the column sums ``ahead`` (``ahead_sums``):
-    the bound's pass over the data checks the sweep's per-datum posteriors and sums what
-    the next sweep's first message sums.  (Where the hook reads no bound, the checks ride
-    along with the next sweep's first pass, and the run's last with its end.)"""
+    per-datum checks (``compute_now``), the column sums ``ahead`` (``ahead_sums``) and
+    the Dask scalars ``more`` (the monitor's changes, whose values go to ``sink``): the
+    bound's pass over the data checks the sweep's per-datum posteriors, sums what the
+    next sweep's first message sums and measures the convergence.  (Where the hook reads
+    no bound, the checks ride along with the next sweep's first pass, and the run's last
+    with its end.)  The value is computed once per sweep, however often it is read."""
+    done: list[float] = []
+
     def computed() -> float:
+        if done:
+            return done[0]
         value = evidence()
         name = getattr(value, "name", None)  # (None: a NumPy bound, nothing to keep)
-        if name is None or name not in _BOUNDS:
+        if name is None or name not in _BOUNDS or more:
             _BOUNDS.clear()  # (only the last sweep's can be the run's final one)
-            got = compute_now(value, *(sums for _, sums in ahead))
+            got = compute_now(value, *(sums for _, sums in ahead), *more)
             _COLUMN_SUMS.clear()
             _COLUMN_SUMS.update((key, np.asarray(v)) for (key, _), v in
-                                zip(ahead, got[1:], strict=True))
-            if name is None:
-                return float(got[0])
-            _BOUNDS[name] = float(got[0])
-        return _BOUNDS[name]
+                                zip(ahead, got[1:1 + len(ahead)], strict=True))
+            if more:
+                sink(got[1 + len(ahead):])
+            if name is not None:
+                _BOUNDS[name] = float(got[0])
+            done.append(float(got[0]))
+        else:
+            done.append(_BOUNDS[name])
+        return done[0]
     return computed
 
 

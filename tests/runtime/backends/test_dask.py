@@ -553,3 +553,47 @@ def test_mixture_passes_are_one_task_per_chunk(client, monkeypatch):
     assert compiled.row_width() == 3
     compiled.run(1, init=init, client=client, tolerance=None)
     assert compiled._chunks == 2**18 // 3, compiled._chunks
+
+
+# ----- the convergence test on the workers (dask_monitor) --------------------------------
+@pytest.mark.slow
+def test_convergence_test_reduces_on_the_workers(client, monkeypatch):
+    """With a tolerance (the default run) the monitor's changes of the per-datum q(z) are
+    reduced on the workers: no per-datum array comes to this process before the end of
+    the run (q(z) gathered once, chunk by chunk), and the monitor's numbers are NumPy's
+    sweep by sweep (the change to 1e-10, the variable that moved most, the turns), as
+    are the sweeps, the verdict, the posteriors and the trace."""
+    import mixture_reference as mr
+
+    from factorflow.runtime import compiled as compiled_module
+    x = mr.data(3, 300)
+    model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
+    seen: dict[str, list] = {"numpy": [], "dask": []}
+    real_call = compiled_module._Monitor.__call__
+    backend = ["numpy"]
+
+    def spy(self, *args, **kwargs):
+        stop = real_call(self, *args, **kwargs)
+        seen[backend[0]].append((self.change, self.moved,
+                                 {k: list(v) for k, v in self.turns.items()}))
+        return stop
+    monkeypatch.setattr(compiled_module._Monitor, "__call__", spy)
+    gathered = []
+    real_array = da.Array.__array__
+
+    def array(self, *args, **kwargs):
+        gathered.append(self.shape)
+        return real_array(self, *args, **kwargs)
+    monkeypatch.setattr(da.Array, "__array__", array)
+    a = model.compile("vmp", init=["means"]).run(40, init=init, tolerance=1e-4)
+    backend[0] = "dask"
+    b = model.compile("vmp", init=["means"], backend="dask").run(
+        40, init=init, client=client, chunks=75, tolerance=1e-4)
+    _check_same(model, a, b)
+    assert 3 < a.iterations < 40 and a.converged
+    assert [s for s in gathered if s and s[0] == 300] == [], gathered
+    assert len(seen["dask"]) == len(seen["numpy"]) == a.iterations
+    for (c1, m1, t1), (c2, m2, t2) in zip(seen["numpy"], seen["dask"], strict=True):
+        assert (c1 == c2 == np.inf) or abs(c1 - c2) <= 1e-10 * (1 + abs(c1)), (c1, c2)
+        assert t1 == t2
+        assert m1 == m2 or c1 == np.inf, (m1, m2)
