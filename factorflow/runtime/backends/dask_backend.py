@@ -191,16 +191,24 @@ def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
     per worker in flight) and released on its worker once copied, so that a worker never
     holds more than those few (``dask.compute`` of the whole array would keep every chunk
     on the workers until all were done, and computing all at once lets them pile up
-    there faster than this process copies them in)."""
+    there faster than this process copies them in).  The array's graph is optimised
+    once (fused chunk by chunk during a run) and each chunk's submission carries only
+    the tasks that chunk needs (``_culled``): a chunk's ``to_delayed`` would carry the
+    whole array's graph, sent and unpacked once per chunk, a cost growing as the square
+    of the number of chunks."""
     import dask
+    from dask.core import flatten
+    from dask.delayed import Delayed
     if any(len(c) > 1 for c in arr.chunks[1:]):
         arr = arr.rechunk({axis: -1 for axis in range(1, arr.ndim)})
     out = np.empty(arr.shape, float)
-    blocks = list(enumerate(arr.to_delayed().ravel()))
+    keys = list(flatten(arr.__dask_keys__()))
+    graph = _task_graph(arr.__dask_optimize__(arr.__dask_graph__(), keys))
+    blocks = [(i, Delayed(key, _culled(graph, key))) for i, key in enumerate(keys)]
     bounds = np.cumsum((0,) + arr.chunks[0])
     if client is None or not hasattr(client, "compute"):
         for i, block in blocks:
-            out[bounds[i]:bounds[i + 1]] = dask.compute(block)[0]
+            out[bounds[i]:bounds[i + 1]] = dask.compute(block, optimize_graph=False)[0]
         return out
     from distributed import as_completed
     window = 2 * max(1, len(client.scheduler_info().get("workers", ())))
@@ -210,7 +218,7 @@ def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
     def submit() -> None:
         if blocks:
             i, block = blocks.pop(0)
-            future = client.compute(block)
+            future = client.compute(block, optimize_graph=False)
             where[future.key] = i
             done.add(future)
     for _ in range(window):
@@ -220,6 +228,27 @@ def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
         out[bounds[i]:bounds[i + 1]] = future.result()
         future.release()
         submit()
+    return out
+
+
+def _task_graph(dsk: Any) -> dict[Any, Any]:
+    """An optimised graph (a ``HighLevelGraph`` or a dict, legacy tuples or task-spec
+    nodes) as a dict of task-spec nodes."""
+    from dask._task_spec import convert_legacy_graph
+    from dask.utils import ensure_dict
+    return convert_legacy_graph(ensure_dict(dsk))
+
+
+def _culled(graph: dict[Any, Any], key: Any) -> dict[Any, Any]:
+    """The tasks of ``graph`` that ``key`` needs, itself included."""
+    out: dict[Any, Any] = {}
+    stack = [key]
+    while stack:
+        k = stack.pop()
+        if k in out or k not in graph:
+            continue
+        out[k] = graph[k]
+        stack.extend(graph[k].dependencies)
     return out
 
 
