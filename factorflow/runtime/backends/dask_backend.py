@@ -71,6 +71,13 @@ from factorflow.runtime.svi import data_plate
 CHUNK_ELEMENTS = 2**18
 
 
+#: the chunks' partial results a step of a tree reduction over the plate combines during
+#: a run (Dask's default is 4: a reduction over 382 chunks was 127 small tasks, and a
+#: pass's few reductions (the bound's terms, the checks) three tasks per chunk beside
+#: the chunk's own; with 32, 13): the partial results are K-sized
+SPLIT_EVERY = 32
+
+
 def default_chunk_rows(width: int) -> int:
     """Rows per chunk when ``chunks`` is not given, for per-datum arrays of ``width``
     values a row (a mixture's K): ``CHUNK_ELEMENTS // width``, at least 1."""
@@ -391,8 +398,8 @@ class DaskCompiledModel(CompiledModel):
 
         del _PENDING[:]
         plate = self.chunked_plate()
-        with dask.config.set(scheduler=self._client, array_optimize=dask_fusion.optimize), \
-                _repeats_stay_small():
+        with dask.config.set(scheduler=self._client, array_optimize=dask_fusion.optimize,
+                             split_every=SPLIT_EVERY), _repeats_stay_small():
             try:
                 data = self._chunked_data(values)
                 if plate is not None:  # (as the data is chunked: given, or made here)
