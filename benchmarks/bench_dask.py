@@ -117,11 +117,11 @@ class TaskBytes:
         self.module, self.real, self.total = dask_fusion, dask_fusion.fuse_chunks, 0
 
     def __enter__(self) -> TaskBytes:
-        import pickle
+        from distributed.protocol.pickle import dumps  # (the scheduler's pickling)
 
         def counted(dsk, outputs, plate_keys):
             out = self.real(dsk, outputs, plate_keys)
-            self.total += sum(len(pickle.dumps(node, protocol=5)) for node in out.values())
+            self.total += sum(len(dumps(node)) for node in out.values())
             return out
         self.module.fuse_chunks = counted
         return self

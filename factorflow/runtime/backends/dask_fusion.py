@@ -225,16 +225,15 @@ def _shared_program(inner: dict[Hashable, Any], exports: tuple[Hashable, ...],
     data, the first time a chunk has it: the scheduler sends each worker the program
     once, and each chunk's task names it) and the keys the program reads, in its order;
     None where the program does not pickle, or an export is a head."""
-    import pickle
-
+    import cloudpickle
     from dask._task_spec import DataNode
     if heads & set(exports) or any(d in inner and d not in heads
                                    for h in heads for d in inner[h].dependencies):
         return None  # (a head reading the chunk's other work: run as it is)
     program, reads = _canonical(inner, exports, heads)
-    try:
-        blob = pickle.dumps(program, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception:  # (a local function, say: cloudpickle would take it by value)
+    try:  # (cloudpickle, as Dask's: a function of __main__ or a local one by value)
+        blob = cloudpickle.dumps(program, protocol=5)
+    except Exception:  # (what Dask could not send either: its own error, unchanged)
         return None
     at = programs.get(blob)
     if at is None:
