@@ -24,8 +24,9 @@ restarted), ready (the run's libraries, factorflow, dask.array and SciPy, import
 the run (sampled every 5 ms in the worker), and the run's own memory, peak less ready;
 the bytes of the tasks the scheduler sends the workers per sweep (each computation's
 optimised graph, pickled: the fused chunk tasks and, where chunks share their program,
-the program once) and of the results the workers send each other (Dask's transfer
-counters); the cluster's idle CPU (its heartbeats and monitors, and the memory sampling:
+the program once) and of the results the workers send (Dask's transfer counters: to
+each other, and to this process, the per-datum posteriors gathered at the end among
+them); the cluster's idle CPU (its heartbeats and monitors, and the memory sampling:
 measured for ``--idle`` seconds before the run, per wall second) over the run's wall
 time, per sweep, so that the CPU of the work itself can be read on a loaded machine; and
 the largest relative difference of the posteriors (q(weights), q(means), q(precs), q(z))
@@ -103,7 +104,8 @@ def _stop_sampling(dask_worker) -> float:
 
 
 def _sent(dask_worker) -> int:
-    """Run in each worker: the bytes of results it has sent other workers."""
+    """Run in each worker: the bytes of results it has sent (to other workers and to
+    the client)."""
     return int(dask_worker.transfer_outgoing_bytes_total)
 
 
@@ -211,7 +213,7 @@ def main() -> None:
     print()
     print("| N | data MB | data MB per worker | NumPy s/sweep | Dask s/sweep | ratio | "
           "CPU s/sweep NumPy / Dask | CPU ratio | idle CPU s/sweep | CPU ratio less idle | "
-          "tasks per sweep | task MB to workers per sweep | MB between workers per sweep | "
+          "tasks per sweep | task MB to workers per sweep | MB sent by workers per sweep | "
           "passes over the data | "
           "worker idle | worker ready | worker peak | run's MB per worker | max rel. diff |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

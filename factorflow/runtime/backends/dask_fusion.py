@@ -13,7 +13,12 @@ a single task per chunk (``fuse_chunks``), which runs them one branch after anot
 the worker, frees each intermediate as soon as its last reader has run (``_run_chunk``)
 and returns only what leaves the chunk (a partial sum of a reduction over the plate, or
 a per-datum result the computation asks for).  A worker then holds one chunk's
-intermediates at a time.
+intermediates at a time.  Chunks that do the same work on their own blocks share one
+*program* (``_shared_program``): a chunk's tasks less its blocks, with local keys
+(``_canonical``), put into the graph once as data; each chunk's task names it and
+carries only its blocks' tasks (``Heads``: the data read by place, a NumPy array's
+piece), so the scheduler sends each worker a program once per computation instead of
+some forty tasks per chunk.
 
 What depends on one chunk is found from the *plate keys* (``PLATE_KEYS``): the blocks of
 the run's arrays chunked along the plate (the data, and NumPy arrays over the plate
@@ -324,5 +329,5 @@ def _topological(dsk: Mapping[Hashable, Any]) -> list[Hashable]:
     return order
 
 
-__all__ = ["PLATE_KEYS", "register", "optimize", "fuse_chunks"]
+__all__ = ["PLATE_KEYS", "register", "optimize", "fuse_chunks", "ChunkProgram"]
 
