@@ -22,11 +22,20 @@ data in the whole run (fused chunk tasks over the number of chunks: each pass is
 task per chunk); each Dask worker's resident memory idle (just
 restarted), ready (the run's libraries, factorflow, dask.array and SciPy, imported), its peak over
 the run (sampled every 5 ms in the worker), and the run's own memory, peak less ready;
-and the largest relative difference of the posteriors (q(weights), q(means), q(precs),
-q(z)) from the reference's.
+the bytes of the tasks the scheduler sends the workers per sweep (each computation's
+optimised graph, pickled: the fused chunk tasks and, where chunks share their program,
+the program once) and of the results the workers send (Dask's transfer counters: to
+each other, and to this process, the per-datum posteriors gathered at the end among
+them); the cluster's idle CPU (its heartbeats and monitors, and the memory sampling:
+measured for ``--idle`` seconds before the run, per wall second) over the run's wall
+time, per sweep, so that the CPU of the work itself can be read on a loaded machine; and
+the largest relative difference of the posteriors (q(weights), q(means), q(precs), q(z))
+from the reference's.  ``--tolerance``: the run's convergence test (None by default: all
+S sweeps; a number runs the monitor, whose changes of q(z) are reduced on the workers).
 
 Run: ``python benchmarks/bench_dask.py [--sizes N ...] [--k K] [--sweeps S]
-[--chunk C] [--source file|numpy] [--reference factorflow|hand]`` (``--chunk``: the
+[--chunk C] [--source file|numpy] [--reference factorflow|hand] [--tolerance T]
+[--idle SECONDS]`` (``--chunk``: the
 backend's default, ``default_chunk_rows``, when not given).  Timings on a shared machine
 are noisy.
 """
@@ -94,6 +103,35 @@ def _stop_sampling(dask_worker) -> float:
     return state["peak"] / 2**20
 
 
+def _sent(dask_worker) -> int:
+    """Run in each worker: the bytes of results it has sent (to other workers and to
+    the client)."""
+    return int(dask_worker.transfer_outgoing_bytes_total)
+
+
+class TaskBytes:
+    """The bytes of the tasks the scheduler sends the workers: each computation's graph
+    as ``dask_fusion.fuse_chunks`` leaves it (the LocalCluster's scheduler optimises in
+    this process), every task pickled on its own, as the scheduler sends them."""
+
+    def __init__(self) -> None:
+        from factorflow.runtime.backends import dask_fusion
+        self.module, self.real, self.total = dask_fusion, dask_fusion.fuse_chunks, 0
+
+    def __enter__(self) -> TaskBytes:
+        from distributed.protocol.pickle import dumps  # (the scheduler's pickling)
+
+        def counted(dsk, outputs, plate_keys):
+            out = self.real(dsk, outputs, plate_keys)
+            self.total += sum(len(dumps(node)) for node in out.values())
+            return out
+        self.module.fuse_chunks = counted
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.module.fuse_chunks = self.real
+
+
 def _read(block_info=None, path: str = "") -> np.ndarray:
     """One chunk of the data, read from the ``.npy`` file at ``path`` (memory-mapped:
     only that chunk's rows are read)."""
@@ -153,6 +191,10 @@ def main() -> None:
                         help="points per chunk (default: the backend's own choice)")
     parser.add_argument("--source", choices=("file", "numpy"), default="file")
     parser.add_argument("--reference", choices=("factorflow", "hand"), default="factorflow")
+    parser.add_argument("--tolerance", type=float, default=None,
+                        help="the run's tolerance (default None: all the sweeps)")
+    parser.add_argument("--idle", type=float, default=10.0,
+                        help="seconds the cluster's idle CPU is measured before each run")
     args = parser.parse_args()
 
     from distributed import get_task_stream
@@ -170,13 +212,15 @@ def main() -> None:
           "one figure per worker")
     print()
     print("| N | data MB | data MB per worker | NumPy s/sweep | Dask s/sweep | ratio | "
-          "CPU s/sweep NumPy / Dask | CPU ratio | tasks per sweep | passes over the data | "
+          "CPU s/sweep NumPy / Dask | CPU ratio | idle CPU s/sweep | CPU ratio less idle | "
+          "tasks per sweep | task MB to workers per sweep | MB sent by workers per sweep | "
+          "passes over the data | "
           "worker idle | worker ready | worker peak | run's MB per worker | max rel. diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         x = mix.data(args.k, n)
         model, init = mix.model(x, args.k), mix.factorflow_init(x, args.k)
-        run = {"iterations": args.sweeps, "init": init, "tolerance": None,
+        run = {"iterations": args.sweeps, "init": init, "tolerance": args.tolerance,
                "progress": False}
         begin, cpu = time.perf_counter(), time.process_time()
         if args.reference == "factorflow":
@@ -190,17 +234,24 @@ def main() -> None:
         time.sleep(1.0)  # (a restarted worker's stream may still be closing)
         idle = client.run(_idle)
         rest = client.run(_start_sampling)
+        # the cluster's own CPU at rest (heartbeats, monitors, the sampling), per second
+        before, cpu, at = client.run(_cpu), time.process_time(), time.perf_counter()
+        time.sleep(args.idle)
+        background = (time.process_time() - cpu + sum(
+            t - before[w] for w, t in client.run(_cpu).items())) / (time.perf_counter() - at)
         with tempfile.TemporaryDirectory() as folder:
             data = (lazy_data(x, chunk, folder) if args.source == "file" else x)
             compiled = data_model(n, args.k).compile("vmp", init=["means"], backend="dask")
-            worker_cpu = client.run(_cpu)
+            worker_cpu, sent = client.run(_cpu), client.run(_sent)
             begin, cpu = time.perf_counter(), time.process_time()
-            with get_task_stream(client) as stream:
+            with get_task_stream(client) as stream, TaskBytes() as task_bytes:
                 got = compiled.run(**run, data={"xs": data}, client=client,
                                    chunks=args.chunk)
-            dask_sweep = (time.perf_counter() - begin) / args.sweeps
+            wall = time.perf_counter() - begin
+            dask_sweep = wall / args.sweeps
             own_cpu = time.process_time() - cpu  # (the client's, and the scheduler's)
             worker_cpu = sum(t - worker_cpu[w] for w, t in client.run(_cpu).items())
+            sent = sum(t - sent[w] for w, t in client.run(_sent).items())
         peaks = client.run(_stop_sampling)
         chunks = -(-n // chunk)
         tasks = len(stream.data)
@@ -211,10 +262,13 @@ def main() -> None:
         def each(values) -> str:
             return " / ".join(f"{v:,.0f}" for v in values)
         dask_cpu = (own_cpu + worker_cpu) / args.sweeps
+        idle_cpu = background * wall / args.sweeps
         print(f"| {n:,} | {x.nbytes / 1e6:,.0f} | {x.nbytes / 1e6 / workers:,.0f} | "
               f"{numpy_sweep:.2f} | {dask_sweep:.2f} | {dask_sweep / numpy_sweep:.1f} | "
               f"{numpy_cpu:.2f} / {dask_cpu:.2f} | {dask_cpu / numpy_cpu:.1f} | "
-              f"{tasks / args.sweeps:,.0f} | {passes:.0f} | "
+              f"{idle_cpu:.2f} | {(dask_cpu - idle_cpu) / numpy_cpu:.1f} | "
+              f"{tasks / args.sweeps:,.0f} | {task_bytes.total / 1e6 / args.sweeps:.2f} | "
+              f"{sent / 1e6 / args.sweeps:.2f} | {passes:.0f} | "
               f"{each(idle[w] for w in peaks)} | {each(rest[w] for w in peaks)} | "
               f"{each(peaks.values())} | {each(used)} | "
               f"{_difference(got, ref):.1e} |", flush=True)

@@ -52,6 +52,7 @@ import numpy as np
 import factorflow.distributions as dist
 from factorflow.errors import BackendError, DataError, ModelError
 from factorflow.runtime.backends import dask_fusion, dask_namespace
+from factorflow.runtime.backends.dask_monitor import ChunkedChanges
 from factorflow.runtime.backends.dask_namespace import (
     _PENDING,
     _set,
@@ -61,13 +62,20 @@ from factorflow.runtime.backends.dask_namespace import (
     namespace,
 )
 from factorflow.runtime.backends.jax_namespace import load_program
-from factorflow.runtime.compiled import CompiledModel, compile_model
+from factorflow.runtime.compiled import CompiledModel, _Monitor, compile_model
 from factorflow.runtime.svi import data_plate
 
 #: the elements of one chunk's widest per-datum array when ``chunks`` is not given
 #: (``default_chunk_rows``): 2**18 float64, 2 MiB, so that the few dozen such arrays a
 #: chunk's task makes stay small beside a worker's share of the data
 CHUNK_ELEMENTS = 2**18
+
+
+#: the chunks' partial results a step of a tree reduction over the plate combines during
+#: a run (Dask's default is 4: a reduction over 382 chunks was 127 small tasks, and a
+#: pass's few reductions (the bound's terms, the checks) three tasks per chunk beside
+#: the chunk's own; with 32, 13): the partial results are K-sized
+SPLIT_EVERY = 32
 
 
 def default_chunk_rows(width: int) -> int:
@@ -190,16 +198,24 @@ def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
     per worker in flight) and released on its worker once copied, so that a worker never
     holds more than those few (``dask.compute`` of the whole array would keep every chunk
     on the workers until all were done, and computing all at once lets them pile up
-    there faster than this process copies them in)."""
+    there faster than this process copies them in).  The array's graph is optimised
+    once (fused chunk by chunk during a run) and each chunk's submission carries only
+    the tasks that chunk needs (``_culled``): a chunk's ``to_delayed`` would carry the
+    whole array's graph, sent and unpacked once per chunk, a cost growing as the square
+    of the number of chunks."""
     import dask
+    from dask.core import flatten
+    from dask.delayed import Delayed
     if any(len(c) > 1 for c in arr.chunks[1:]):
         arr = arr.rechunk({axis: -1 for axis in range(1, arr.ndim)})
     out = np.empty(arr.shape, float)
-    blocks = list(enumerate(arr.to_delayed().ravel()))
+    keys = list(flatten(arr.__dask_keys__()))
+    graph = _task_graph(arr.__dask_optimize__(arr.__dask_graph__(), keys))
+    blocks = [(i, Delayed(key, _culled(graph, key))) for i, key in enumerate(keys)]
     bounds = np.cumsum((0,) + arr.chunks[0])
     if client is None or not hasattr(client, "compute"):
         for i, block in blocks:
-            out[bounds[i]:bounds[i + 1]] = dask.compute(block)[0]
+            out[bounds[i]:bounds[i + 1]] = dask.compute(block, optimize_graph=False)[0]
         return out
     from distributed import as_completed
     window = 2 * max(1, len(client.scheduler_info().get("workers", ())))
@@ -209,7 +225,7 @@ def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
     def submit() -> None:
         if blocks:
             i, block = blocks.pop(0)
-            future = client.compute(block)
+            future = client.compute(block, optimize_graph=False)
             where[future.key] = i
             done.add(future)
     for _ in range(window):
@@ -219,6 +235,27 @@ def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
         out[bounds[i]:bounds[i + 1]] = future.result()
         future.release()
         submit()
+    return out
+
+
+def _task_graph(dsk: Any) -> dict[Any, Any]:
+    """An optimised graph (a ``HighLevelGraph`` or a dict, legacy tuples or task-spec
+    nodes) as a dict of task-spec nodes."""
+    from dask._task_spec import convert_legacy_graph
+    from dask.utils import ensure_dict
+    return convert_legacy_graph(ensure_dict(dsk))
+
+
+def _culled(graph: dict[Any, Any], key: Any) -> dict[Any, Any]:
+    """The tasks of ``graph`` that ``key`` needs, itself included."""
+    out: dict[Any, Any] = {}
+    stack = [key]
+    while stack:
+        k = stack.pop()
+        if k in out or k not in graph:
+            continue
+        out[k] = graph[k]
+        stack.extend(graph[k].dependencies)
     return out
 
 
@@ -333,6 +370,11 @@ class DaskCompiledModel(CompiledModel):
         ns = namespace()
         start = {k: _copy_of(ns, v) for k, v in init.items()}
         lazy: dict[str, int] = {}  # the per-datum messages the last sweep left lazy
+        # the monitor's changes of the per-datum posteriors reduced on the workers
+        # (``dask_monitor``), not gathered here each sweep
+        changes = ChunkedChanges(hook) if isinstance(hook, _Monitor) else None
+        if changes is not None:
+            hook._changes = changes  # (the instance's: this run's monitor only)
 
         def each(iteration: int, posteriors: Any, evidence: Any, state: Any,
                  extra: Any = None) -> Any:
@@ -343,12 +385,21 @@ class DaskCompiledModel(CompiledModel):
             if hook is None:
                 return False
             ahead = dask_namespace.ahead_sums(messages)
-            return hook(iteration, posteriors, _with_checks(evidence, ahead), state, extra)
+            more = (changes.prepare(posteriors | (extra or {}))
+                    if changes is not None and changes.watching() else [])
+            bound = None if evidence is None else _with_checks(
+                evidence, ahead, more, changes.receive if changes is not None else None)
+            if more:  # the changes now, with the bound where the monitor reads one
+                if bound is not None and hook.tracing:
+                    bound()
+                else:
+                    changes.receive(compute_now(*more))
+            return hook(iteration, posteriors, bound, state, extra)
 
         del _PENDING[:]
         plate = self.chunked_plate()
-        with dask.config.set(scheduler=self._client, array_optimize=dask_fusion.optimize), \
-                _repeats_stay_small():
+        with dask.config.set(scheduler=self._client, array_optimize=dask_fusion.optimize,
+                             split_every=SPLIT_EVERY), _repeats_stay_small():
             try:
                 data = self._chunked_data(values)
                 if plate is not None:  # (as the data is chunked: given, or made here)
@@ -512,25 +563,36 @@ def _cut_chains(messages: list[Any], lazy: dict[str, int]) -> dict[str, int]:
 _BOUNDS: dict[str, float] = {}
 
 
-def _with_checks(evidence: Any, ahead: list[tuple[str, Any]] = ()) -> Any:
+def _with_checks(evidence: Any, ahead: list[tuple[str, Any]] = (), more: list[Any] = (),
+                 sink: Any = None) -> Any:
     """The loop's ``evidence()`` computed at once, in one round trip with the pending
-    per-datum checks (``compute_now``) and the column sums ``ahead`` (``ahead_sums``):
-    the bound's pass over the data checks the sweep's per-datum posteriors and sums what
-    the next sweep's first message sums.  (Where the hook reads no bound, the checks ride
-    along with the next sweep's first pass, and the run's last with its end.)"""
+    per-datum checks (``compute_now``), the column sums ``ahead`` (``ahead_sums``) and
+    the Dask scalars ``more`` (the monitor's changes, whose values go to ``sink``): the
+    bound's pass over the data checks the sweep's per-datum posteriors, sums what the
+    next sweep's first message sums and measures the convergence.  (Where the hook reads
+    no bound, the checks ride along with the next sweep's first pass, and the run's last
+    with its end.)  The value is computed once per sweep, however often it is read."""
+    done: list[float] = []
+
     def computed() -> float:
+        if done:
+            return done[0]
         value = evidence()
         name = getattr(value, "name", None)  # (None: a NumPy bound, nothing to keep)
-        if name is None or name not in _BOUNDS:
+        if name is None or name not in _BOUNDS or more:
             _BOUNDS.clear()  # (only the last sweep's can be the run's final one)
-            got = compute_now(value, *(sums for _, sums in ahead))
+            got = compute_now(value, *(sums for _, sums in ahead), *more)
             _COLUMN_SUMS.clear()
             _COLUMN_SUMS.update((key, np.asarray(v)) for (key, _), v in
-                                zip(ahead, got[1:], strict=True))
-            if name is None:
-                return float(got[0])
-            _BOUNDS[name] = float(got[0])
-        return _BOUNDS[name]
+                                zip(ahead, got[1:1 + len(ahead)], strict=True))
+            if more:
+                sink(got[1 + len(ahead):])
+            if name is not None:
+                _BOUNDS[name] = float(got[0])
+            done.append(float(got[0]))
+        else:
+            done.append(_BOUNDS[name])
+        return done[0]
     return computed
 
 

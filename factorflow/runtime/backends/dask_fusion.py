@@ -13,7 +13,12 @@ a single task per chunk (``fuse_chunks``), which runs them one branch after anot
 the worker, frees each intermediate as soon as its last reader has run (``_run_chunk``)
 and returns only what leaves the chunk (a partial sum of a reduction over the plate, or
 a per-datum result the computation asks for).  A worker then holds one chunk's
-intermediates at a time.
+intermediates at a time.  Chunks that do the same work on their own blocks share one
+*program* (``_shared_program``): a chunk's tasks less its blocks, with local keys
+(``_canonical``), put into the graph once as data; each chunk's task names it and
+carries only its blocks' tasks (``Heads``: the data read by place, a NumPy array's
+piece), so the scheduler sends each worker a program once per computation instead of
+some forty tasks per chunk.
 
 What depends on one chunk is found from the *plate keys* (``PLATE_KEYS``): the blocks of
 the run's arrays chunked along the plate (the data, and NumPy arrays over the plate
@@ -104,18 +109,30 @@ def fuse_chunks(dsk: Mapping[Hashable, Any], outputs: set[Hashable],
     out = dict(dsk)
     token = tokenize(sorted(map(str, outputs)), len(dsk))
     inlined: dict[Hashable, Any] = {}  # export -> its getitem, inlined into its readers
+    programs: dict[bytes, Hashable] = {}  # a chunk program's pickle -> its key
     for i, group in members.items():
         if len(group) < 2:
             continue
         inside = set(group)
-        exports = tuple(k for k in group if k in outputs
-                        or any(d not in inside for d in dependents[k]))
+        exports = tuple(sorted((k for k in group if k in outputs
+                                or any(d not in inside for d in dependents[k])),
+                               key=_shape_of_key))
         external = tuple(sorted({d for k in group for d in dsk[k].dependencies} - inside,
                                 key=str))
         fused = (f"chunkpass-{token}", i)
-        out[fused] = Task(fused, _run_chunk, {k: dsk[k] for k in group}, exports, external,
-                          *(TaskRef(k) for k in external),
-                          _data_producer=any(dsk[k].data_producer for k in group))
+        producer = any(dsk[k].data_producer for k in group)
+        heads = [k for k in group if k in plate_keys]
+        shared = _shared_program({k: dsk[k] for k in group}, exports, set(heads), programs,
+                                 token, out)
+        if shared is None:  # (a program that does not pickle: the chunk's own tasks)
+            out[fused] = Task(fused, _run_chunk, {k: dsk[k] for k in group}, exports,
+                              external, *(TaskRef(k) for k in external),
+                              _data_producer=producer)
+        else:
+            at, reads = shared
+            out[fused] = Task(fused, _run_program, TaskRef(at),
+                              Heads(tuple(dsk[k] for k in heads)), reads, external,
+                              *(TaskRef(k) for k in external), _data_producer=producer)
         for k in group:
             del out[k]
         # the exports as tasks of their own only where the computation asks for one
@@ -132,6 +149,113 @@ def fuse_chunks(dsk: Mapping[Hashable, Any], outputs: set[Hashable],
         for key in {d for k in inlined for d in dependents[k]} & out.keys():
             out[key] = out[key].substitute(inlined)
     return out
+
+
+class ChunkProgram:
+    """One chunk's tasks with their keys made local (``_canonical``): the same object
+    for every chunk whose work is the same but for the blocks it reads."""
+
+    __slots__ = ("inner", "exports", "external")
+
+    def __init__(self, inner: dict[Hashable, Any], exports: tuple[Hashable, ...],
+                 external: tuple[Hashable, ...]) -> None:
+        self.inner, self.exports, self.external = inner, exports, external
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return ChunkProgram, (self.inner, self.exports, self.external)
+
+
+def _shape_of_key(key: Hashable) -> tuple[str, Any]:
+    """A key without its chunk index (a block key's second element, the block's place
+    along the plate), to order a chunk's keys the same way in every chunk."""
+    if isinstance(key, tuple) and len(key) > 1:
+        return str(key[0]), tuple(map(str, key[2:]))
+    return str(key), ()
+
+
+class Heads:
+    """A chunk's own blocks (its plate keys: the data read, a NumPy array's piece) as
+    tasks, run at the start of its task: they differ from chunk to chunk (a block's
+    place in the file or the array), so they are kept out of the shared program."""
+
+    __slots__ = ("nodes",)
+
+    def __init__(self, nodes: tuple[Any, ...]) -> None:
+        self.nodes = nodes
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return Heads, (self.nodes,)
+
+
+def _canonical(inner: dict[Hashable, Any], exports: tuple[Hashable, ...],
+               heads: set[Hashable]) -> tuple[ChunkProgram, tuple[Hashable, ...]]:
+    """``inner`` (one chunk's tasks) less its ``heads`` (its blocks) as a
+    ``ChunkProgram`` whose keys are local: ``("l", j)`` for the j-th task in a traversal
+    from ``exports`` that visits each task's dependencies in the order of their keys
+    without the chunk index (``_shape_of_key``), and ``("x", m)`` for the m-th key it
+    reads that it does not compute (a head, or a key from outside); and those keys, in
+    that order.  Chunks doing the same work on different blocks give equal programs."""
+    names: dict[Hashable, Hashable] = {}
+    reads: list[Hashable] = []
+    seen: set[Hashable] = set()
+    order: list[Hashable] = []
+    for root in exports:
+        stack: list[tuple[Hashable, bool]] = [(root, False)]
+        while stack:
+            key, done = stack.pop()
+            if done:
+                order.append(key)
+                continue
+            if key in seen:
+                continue
+            seen.add(key)
+            stack.append((key, True))
+            deps = sorted(inner[key].dependencies, key=_shape_of_key, reverse=True)
+            for d in deps:
+                if (d not in inner or d in heads) and d not in names:
+                    names[d] = ("x", len(reads))
+                    reads.append(d)
+            stack.extend((d, False) for d in deps
+                         if d in inner and d not in heads and d not in seen)
+    names.update((key, ("l", j)) for j, key in enumerate(order))
+    local = {names[k]: inner[k].substitute(names, key=names[k]) for k in order}
+    return ChunkProgram(local, tuple(names[k] for k in exports),
+                        tuple(names[k] for k in reads)), tuple(reads)
+
+
+def _shared_program(inner: dict[Hashable, Any], exports: tuple[Hashable, ...],
+                    heads: set[Hashable], programs: dict[bytes, Hashable], token: str,
+                    out: dict[Hashable, Any]) -> tuple[Hashable, tuple[Hashable, ...]] | None:
+    """The key of the program of ``inner`` less ``heads`` in ``out`` (added there, as
+    data, the first time a chunk has it: the scheduler sends each worker the program
+    once, and each chunk's task names it) and the keys the program reads, in its order;
+    None where the program does not pickle, or an export is a head."""
+    import cloudpickle
+    from dask._task_spec import DataNode
+    if heads & set(exports) or any(d in inner and d not in heads
+                                   for h in heads for d in inner[h].dependencies):
+        return None  # (a head reading the chunk's other work: run as it is)
+    program, reads = _canonical(inner, exports, heads)
+    try:  # (cloudpickle, as Dask's: a function of __main__ or a local one by value)
+        blob = cloudpickle.dumps(program, protocol=5)
+    except Exception:  # (what Dask could not send either: its own error, unchanged)
+        return None
+    at = programs.get(blob)
+    if at is None:
+        at = programs[blob] = (f"chunkprogram-{token}", len(programs))
+        out[at] = DataNode(at, program)
+    return at, reads
+
+
+def _run_program(program: ChunkProgram, heads: Heads, reads: tuple[Hashable, ...],
+                 external: tuple[Hashable, ...], *values: Any) -> tuple[Any, ...]:
+    """Run a chunk's task: its ``heads`` (on the values of the ``external`` keys), then
+    the shared ``program`` on the values of ``reads`` (heads, or external keys)."""
+    cache = dict(zip(external, values, strict=True))
+    for node in heads.nodes:
+        cache[node.key] = node(cache)
+    return _run_chunk(program.inner, program.exports, program.external,
+                      *(cache[k] for k in reads))
 
 
 def _run_chunk(inner: dict[Hashable, Any], exports: tuple[Hashable, ...],
@@ -205,5 +329,5 @@ def _topological(dsk: Mapping[Hashable, Any]) -> list[Hashable]:
     return order
 
 
-__all__ = ["PLATE_KEYS", "register", "optimize", "fuse_chunks"]
+__all__ = ["PLATE_KEYS", "register", "optimize", "fuse_chunks", "ChunkProgram"]
 

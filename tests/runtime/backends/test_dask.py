@@ -553,3 +553,97 @@ def test_mixture_passes_are_one_task_per_chunk(client, monkeypatch):
     assert compiled.row_width() == 3
     compiled.run(1, init=init, client=client, tolerance=None)
     assert compiled._chunks == 2**18 // 3, compiled._chunks
+
+
+# ----- the convergence test on the workers (dask_monitor) --------------------------------
+@pytest.mark.slow
+def test_convergence_test_reduces_on_the_workers(client, monkeypatch):
+    """With a tolerance (the default run) the monitor's changes of the per-datum q(z) are
+    reduced on the workers: no per-datum array comes to this process before the end of
+    the run (q(z) gathered once, chunk by chunk), and the monitor's numbers are NumPy's
+    sweep by sweep (the change to 1e-10, the variable that moved most, the turns), as
+    are the sweeps, the verdict, the posteriors and the trace."""
+    import mixture_reference as mr
+
+    from factorflow.runtime import compiled as compiled_module
+    x = mr.data(3, 300)
+    model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
+    seen: dict[str, list] = {"numpy": [], "dask": []}
+    real_call = compiled_module._Monitor.__call__
+    backend = ["numpy"]
+
+    def spy(self, *args, **kwargs):
+        stop = real_call(self, *args, **kwargs)
+        seen[backend[0]].append((self.change, self.moved,
+                                 {k: list(v) for k, v in self.turns.items()}))
+        return stop
+    monkeypatch.setattr(compiled_module._Monitor, "__call__", spy)
+    gathered = []
+    real_array = da.Array.__array__
+
+    def array(self, *args, **kwargs):
+        gathered.append(self.shape)
+        return real_array(self, *args, **kwargs)
+    monkeypatch.setattr(da.Array, "__array__", array)
+    a = model.compile("vmp", init=["means"]).run(40, init=init, tolerance=1e-4)
+    backend[0] = "dask"
+    b = model.compile("vmp", init=["means"], backend="dask").run(
+        40, init=init, client=client, chunks=75, tolerance=1e-4)
+    _check_same(model, a, b)
+    assert 3 < a.iterations < 40 and a.converged
+    assert [s for s in gathered if s and s[0] == 300] == [], gathered
+    assert len(seen["dask"]) == len(seen["numpy"]) == a.iterations
+    for (c1, m1, t1), (c2, m2, t2) in zip(seen["numpy"], seen["dask"], strict=True):
+        assert (c1 == c2 == np.inf) or abs(c1 - c2) <= 1e-10 * (1 + abs(c1)), (c1, c2)
+        assert t1 == t2
+        assert m1 == m2 or c1 == np.inf, (m1, m2)
+
+
+def _block(block_info=None, source=None):
+    """A block of ``source`` read by its place (as a lazily read file's chunk is)."""
+    lo, hi = block_info[None]["array-location"][0]
+    return source[lo:hi]
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunks=st.integers(2, 6), rows=st.integers(1, 9), rest=st.integers(0, 8),
+       seed=st.integers(0, 2**16))
+def test_chunks_share_one_program(chunks, rows, rest, seed):
+    """Chunks doing the same work on their own blocks (read by place, as from a file, or
+    a NumPy array's pieces) share one program in the fused graph, a data node sent to
+    each worker once: a chunk's task carries its blocks and the program's key, not its
+    tasks.  Equal chunks give one program, a shorter last chunk a second, and a chunk
+    left alone by a step of a tree reduction (combined with no other: its step joins its
+    task) a third; the values are NumPy's to 1e-12."""
+    import pickle
+
+    rest = min(rest, rows - 1)
+    lengths = (rows,) * chunks + ((rest,) if rest else ())
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=sum(lengths))
+    w = rng.normal(size=(1, 3))
+    fusion, config = _plate_run(lengths)
+    read = da.map_blocks(_block, source=x, chunks=(lengths,), dtype=float,
+                         meta=np.empty(0))
+    pieces = da.from_array(x * 2.0, chunks=(lengths,))
+    try:
+        fusion.register(read)
+        fusion.register(pieces)
+        with config:
+            q = da.exp(read[:, None] * w - pieces[:, None] ** 2 / 8.0)
+            sums = (q / q.sum(axis=1, keepdims=True)).sum(axis=0) + (q * read[:, None]).max()
+            graph = sums.__dask_optimize__(sums.__dask_graph__(),
+                                           list(dask.core.flatten(sums.__dask_keys__())))
+            got = sums.compute()
+    finally:
+        fusion.PLATE_KEYS.clear()
+    programs = [k for k in graph if isinstance(k, tuple) and str(k[0]).startswith("chunkprogram")]
+    passes = [k for k in graph if isinstance(k, tuple) and str(k[0]).startswith("chunkpass")]
+    assert len(passes) == len(lengths)
+    assert len(programs) <= 2 + bool(rest), programs
+    if len(lengths) >= 5:  # (with 3 or 4, each may be its own)
+        assert len(programs) < len(lengths)
+    assert max(len(pickle.dumps(graph[k])) for k in passes) < 1500
+    q = np.exp(x[:, None] * w - (2.0 * x[:, None]) ** 2 / 8.0)
+    want = (q / q.sum(axis=1, keepdims=True)).sum(axis=0) + (q * x[:, None]).max()
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
