@@ -21,6 +21,10 @@ gives the machine's cores, its load (the 1-minute load average before the table)
 means, Gamma precisions, ``ff.Switch(z)``); ``--model gaussian``
 ``examples/learning_gaussian.py``'s model (an unknown mean and precision of 1-D data).
 
+``--passes`` prints instead the JAX loop body's passes over arrays of N elements in
+the program XLA compiled (fusions, copies and library calls of one sweep and its
+bound, at N = 1009) and the ``exp``/``log`` inside them.
+
 ``--bayespy`` prints instead the D-dimensional mixture with Wishart precisions
 (``benchmarks/vmixture_reference.py``, the model of ``bench_vectors.py``) at issue 11's
 configurations (K = 10, N = 200, D = 2; K = 40, N = 2,000, D = 10; K = 10, N = 10⁶,
@@ -31,7 +35,7 @@ best of the same repeats), CPU ms per iteration, BayesPy / JAX in both, and the 
 bounds of JAX and BayesPy after the same 1 + S iterations.
 
 Run: ``python benchmarks/bench_backends.py [--sweeps S] [--big] [--sizes N ...]
-[--model mixture|mixture1d|gaussian] [--bayespy]``.  Timings on a shared
+[--model mixture|mixture1d|gaussian] [--bayespy] [--passes]``.  Timings on a shared
 machine are noisy: read the ratios.  Devices: JAX runs on its default device (the CPU
 where no GPU is visible; the table says which).
 """
@@ -88,7 +92,8 @@ def _difference(a, b, names: tuple[str, ...]) -> float:
     return worst
 
 
-def row(model_name: str, n: int, sweeps: int, repeats: int) -> str:
+def _setup(model_name: str, n: int) -> tuple:
+    """The model of ``--model`` on N = ``n`` points, its posteriors' names, its init."""
     if model_name == "mixture":
         model, names = gm.mixture(gm.data(n), 3), ("weights", "means", "precs", "z")
         init = {"means": ff.distributions.VectorGaussian(
@@ -100,6 +105,70 @@ def row(model_name: str, n: int, sweeps: int, repeats: int) -> str:
     else:
         model, names = lg.build(np.random.default_rng(0).normal(3.0, 2.0, n)), ("mean", "prec")
         init = {}
+    return model, names, init
+
+
+def passes(model_name: str, n: int = 1009) -> str:
+    """The loop body's passes over arrays with N = ``n`` along an axis in the program XLA
+    compiled (``jax.jit(...).lower(...).compile().as_text()``: its fusions, copies and
+    library calls, one sweep and its bound), and the ``exp``/``log`` inside them."""
+    import re
+
+    import jax
+    model, _, init = _setup(model_name, n)
+    compiled = model.compile("vmp", backend="jax", **({"init": list(init)} if init else {}))
+    compiled.run(init=init, iterations=3, tolerance=None, progress=False)
+    (key,) = compiled._traced
+    fn, info = compiled._traced[key]
+    seen = {}
+
+    def spy(data, start):  # the arguments of the run, to lower the program with
+        seen["args"] = (data, start)
+        return fn(data, start)
+    compiled._traced[key] = (spy, info)
+    try:
+        compiled.run(init=init, iterations=3, tolerance=None, progress=False)
+    finally:
+        compiled._traced[key] = (fn, info)
+    with jax.enable_x64(True):
+        text = fn.lower(*seen["args"]).compile().as_text()
+    comps: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$", line)
+        if head:
+            comps[head.group(1)] = []
+        elif comps and line.strip() not in ("", "}"):
+            comps[list(comps)[-1]].append(line.strip())
+    loops = [m.group(1) for lines in comps.values() for line in lines
+             for m in [re.search(r"while\(.*body=%?([\w.\-]+)", line)] if m]
+    body = [b for b in loops if b.startswith("wide")][-1]  # (the sweeps' loop)
+
+    def ops(comp: str) -> list[str]:
+        out = []
+        for line in comps.get(comp, []):
+            op = re.search(r"= \S+ ([\w\-]+)\(", line)
+            out += [op.group(1)] if op else []
+            for inner in re.findall(r"calls=%?([\w.\-]+)", line):
+                out += ops(inner)
+        return out
+    kinds: dict[str, int] = {}
+    exp = log = 0
+    for line in comps[body]:
+        op = re.match(r"%?[\w.\-]+ = \S+ ([\w\-]+)\(", line)
+        if (op is None or op.group(1) in ("get-tuple-element", "tuple", "parameter",
+                                          "bitcast", "constant")
+                or not re.search(rf"[\[,]{n}[\],]", line)):
+            continue
+        kinds[op.group(1)] = kinds.get(op.group(1), 0) + 1
+        inside = [o for c in re.findall(r"calls=%?([\w.\-]+)", line) for o in ops(c)]
+        exp, log = exp + inside.count("exponential"), log + inside.count("log")
+    return (f"loop body, N = {n}: {sum(kinds.values())} passes over N-sized arrays "
+            f"({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
+            f"exp {exp}, log {log}")
+
+
+def row(model_name: str, n: int, sweeps: int, repeats: int) -> str:
+    model, names, init = _setup(model_name, n)
     options = {"init": list(init)} if init else {}
     numpy_model = model.compile("vmp", **options)
     jax_model = model.compile("vmp", backend="jax", **options)
@@ -162,8 +231,14 @@ def main() -> None:
     parser.add_argument("--bayespy", action="store_true",
                         help="the D-dimensional mixture on both backends and in BayesPy "
                              "at issue 11's configurations")
+    parser.add_argument("--passes", action="store_true",
+                        help="print the JAX loop body's passes over N-sized arrays "
+                             "(XLA's compiled program, N = 1009) instead of timing")
     args = parser.parse_args()
     import jax
+    if args.passes:
+        print(f"{args.model}: {passes(args.model)}")
+        return
     if args.bayespy:
         print(f"D-dimensional Gaussian mixture (Wishart precisions), VMP, the bound every "
               f"iteration; JAX {jax.__version__} on {jax.devices()[0].platform.upper()}; "

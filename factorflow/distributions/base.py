@@ -692,16 +692,33 @@ def exp_flushed(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
 
 #: (what, id(array)) -> (weak reference to the array, what of it): see ``memo_of``
 _MEMO: dict[tuple[str, int], tuple[Any, np.ndarray]] = {}
+#: the same under tracing: (what, id(array)) -> (weak reference, [(the trace that computed
+#: it, what of it)]), see ``_remember_traced``
+_TRACED_MEMO: dict[tuple[str, int], tuple[Any, list[tuple[Any, Any]]]] = {}
+
+
+def trace_state() -> Any:
+    """The trace in progress (the tracing backend sets this: the JAX copy's is
+    ``jax.extend.core.get_opaque_trace_state``): a traced value is recalled only in
+    the trace that made it."""
+    return None
 
 
 def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
     """``compute(arr)``, remembered while ``arr`` lives (keyed by its identity; natural
     parameters are never written in place) and returned read-only.  One sweep reads the
     same posterior's normalised probabilities in several messages (every clone of a
-    gate reads its cases): they are computed once.  Under tracing (``TRACED``) nothing
-    is remembered: the compiler merges the repeated computations."""
+    gate reads its cases): they are computed once.  Under tracing (``TRACED``) the
+    traced result is remembered for the rest of the same trace (``remember``): what is
+    computed with it (a normalisation's probabilities) is not computed again another
+    way (an exponential of the normalised logs)."""
     if TRACED:
-        return compute(arr)
+        hit = _recall_traced(what, arr)
+        if hit is not None:
+            return hit
+        value = compute(arr)
+        _remember_traced(what, arr, value)
+        return value
     hit = recall(what, arr)
     if hit is not None:
         return hit
@@ -723,9 +740,10 @@ def recall(what: str, arr: Any) -> Any:
 
 def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
     """Record ``value`` as ``what`` of ``arr`` for ``memo_of`` (forgotten with ``arr``;
-    nothing under tracing).  ``value`` may be ``arr`` itself (a normalised array is its
-    own normalisation): the table then holds no reference to it, which would keep the
-    array, and its entry, alive for ever (two (N, K) arrays a sweep, before)."""
+    nothing under tracing, where ``memo_of`` keeps its own record).  ``value`` may be
+    ``arr`` itself (a normalised array is its own normalisation): the table then holds
+    no reference to it, which would keep the array, and its entry, alive for ever (two
+    (N, K) arrays a sweep, before)."""
     if TRACED:
         return
     key = (what, id(arr))
@@ -737,6 +755,37 @@ def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
     except TypeError:  # not weakly referable: not remembered
         return
     _MEMO[key] = (ref, None if value is arr else value)
+
+
+def _recall_traced(what: str, arr: Any) -> Any:
+    """``what`` of the traced ``arr`` as ``_remember_traced`` recorded it in the trace in
+    progress, else None."""
+    got = _TRACED_MEMO.get((what, id(arr)))
+    if got is None or got[0]() is not arr:
+        return None
+    state = trace_state()
+    for made_in, value in got[1]:
+        if made_in == state:
+            return arr if value is None else value
+    return None
+
+
+def _remember_traced(what: str, arr: Any, value: Any) -> None:
+    """Record ``value`` as ``what`` of ``arr`` under tracing, while ``arr`` lives and for
+    the trace in progress only (``trace_state``): a traced array of one trace is no
+    value in another (a loop's body is traced apart from the program around it, and
+    may make its own)."""
+    key = (what, id(arr))
+    got = _TRACED_MEMO.get(key)
+    if got is None or got[0]() is not arr:
+        try:
+            ref = weakref.ref(arr, lambda _, key=key, memo=_TRACED_MEMO: memo.pop(key, None))
+        except TypeError:  # not weakly referable: not remembered
+            return
+        got = _TRACED_MEMO[key] = (ref, [])
+    state = trace_state()
+    got[1][:] = [(made_in, v) for made_in, v in got[1] if made_in != state]
+    got[1].append((state, None if value is arr else value))
 
 
 def row_max(x: np.ndarray) -> np.ndarray:
@@ -886,18 +935,100 @@ def _based_on(value: Any, arr: np.ndarray) -> bool:
 def log_normalize(log_w: np.ndarray) -> np.ndarray:
     """log weights normalised over the last axis (remembered per array, and a result
     is known to be normalised: normalising it again costs nothing); its probabilities
-    are computed with it (``_normalize_with_probs``)."""
+    are computed with it (``_normalize_with_probs``).  Under tracing the result is
+    noted as normalised (``note_traced``) while it lives, so that normalising it again
+    returns it there too (a mixture's cases are the responsibilities' normalised logs,
+    which each clone of the gate normalises again)."""
+    if TRACED:
+        if known_traced("normalized", log_w):
+            return log_w
+        out = memo_of("log_normalize", np.asarray(log_w, dtype=float), _normalize_traced)
+        note_traced("normalized", out)
+        return out
+
     def compute(x: np.ndarray) -> np.ndarray:
-        if not TRACED and x.ndim and x.shape[-1] and x.size:
+        if x.ndim and x.shape[-1] and x.size:
             return _normalize_with_probs(x)
         with np.errstate(divide="ignore", invalid="ignore"):
             out = x - logsumexp(x, axis=-1, keepdims=True)
-        if TRACED:
-            return out
         out.flags.writeable = False
         remember("log_normalize", out, out)
         return out
     return memo_of("log_normalize", np.asarray(log_w, dtype=float), compute)
+
+
+def _normalize_traced(x: Any) -> Any:
+    """``_normalize_with_probs`` under tracing: the normalised logs, their
+    probabilities remembered as their ``"exp"`` for the rest of the trace (one
+    exponential of x − max, not a second one of the normalised logs)."""
+    if not x.ndim or not x.shape[-1] or not x.size:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return x - logsumexp(x, axis=-1, keepdims=True)
+    logs, probs = _normalize_rows(x, np.max(x, axis=-1, keepdims=True))
+    _remember_traced("exp", logs, probs)
+    return logs
+
+
+def traced_probs(log_w: Any) -> Any:
+    """Under tracing: the probabilities that ``log_normalize(log_w)`` made with the
+    normalised logs in the trace in progress, else None."""
+    logs = log_w if known_traced("normalized", log_w) else _recall_traced(
+        "log_normalize", log_w)
+    return None if logs is None else _recall_traced("exp", logs)
+
+
+def note_traced_probs(log_w: Any, probs: Any) -> None:
+    """Under tracing: ``probs`` are the probabilities of ``log_normalize(log_w)`` for the
+    rest of the trace in progress (a JAX loop carries them from the sweep that made
+    them to the next: ``jax_carry``).  The normalisation made here is then read by
+    nothing that reads the probabilities, and the compiler drops what nothing reads."""
+    _remember_traced("exp", log_normalize(log_w), probs)
+
+
+@functools.lru_cache(maxsize=256)
+def _arange(k: int) -> np.ndarray:
+    """``np.arange(k)``, read-only, made once per k."""
+    out = np.arange(k)
+    out.flags.writeable = False
+    return out
+
+
+def is_arange(index: Any, k: int) -> bool:
+    """Whether ``index`` is ``arange(k)`` (a Switch's clones, element k on case k).  In
+    NumPy by its values (one comparison with a remembered ``arange``: ``np.array_equal``
+    converts both sides and costs several times the test at small K); under tracing,
+    where values are unknown, whether the backend's ``np.arange(k)`` made it (its
+    ``"arange"`` note, ``note_traced``; anything else answers False, and the kernels
+    take their general path, which gives the same result)."""
+    if TRACED:
+        return known_traced("arange", index) == k
+    index = np.asarray(index)
+    return index.shape == (k,) and bool((index == _arange(k)).all())
+
+
+#: (what, id(array)) -> (weak reference to the array, value): facts about arrays that
+#: are known while tracing although their values are not (``note_traced``)
+_TRACED_FACTS: dict[tuple[str, int], tuple[Any, Any]] = {}
+
+
+def note_traced(what: str, a: Any, value: Any = True) -> None:
+    """Record ``value`` as ``what`` of the traced array ``a`` while it lives: ``"arange"``
+    (n: the JAX namespace's ``np.arange(n)`` made it), ``"normalized"`` (True:
+    ``log_normalize`` made it).  ``value`` must not be an array of the trace (the table
+    outlives it).  Nothing is recorded for what cannot be weakly referenced (a Python
+    scalar): ``known_traced`` then gives None and the kernels take their general path."""
+    key = (what, id(a))
+    try:
+        ref = weakref.ref(a, lambda _, key=key, table=_TRACED_FACTS: table.pop(key, None))
+    except TypeError:
+        return
+    _TRACED_FACTS[key] = (ref, value)
+
+
+def known_traced(what: str, a: Any) -> Any:
+    """``what`` of ``a`` as ``note_traced`` recorded it, else None."""
+    hit = _TRACED_FACTS.get((what, id(a)))
+    return hit[1] if hit is not None and hit[0]() is a else None
 
 
 def distinct(a: Any) -> Any:

@@ -450,7 +450,9 @@ class Discrete(Distribution):
                 fast = -np.einsum("...k,...k->...", p, log_normalize(self.eta[0]))
             if not np.isnan(fast).any():  # (0 · −inf: the elementwise way below)
                 return fast
-        return -np.sum(special.xlogy(p, p), axis=-1)
+            return -np.sum(special.xlogy(p, p), axis=-1)
+        # traced: the same from the normalised logs (no second logarithm; 0 where p is)
+        return -np.sum(np.where(p == 0, 0.0, p * log_normalize(self.eta[0])), axis=-1)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         cdf = np.cumsum(self.probs, axis=-1)   # a category index: no event axis

@@ -42,6 +42,7 @@ from factorflow.distributions.base import (
     any_true,
     broadcast_shapes,
     exp_flushed,
+    is_arange,
     memo_of,
     recall,
     remember,
@@ -124,7 +125,7 @@ def _cases_log_average_factor(cases, selector) -> np.ndarray:
 def _cases_average_log_factor(cases, selector) -> np.ndarray:
     """Σ_k q(k) ℓ_k (a term of probability 0 adds 0, whatever its ℓ)."""
     lp = log_probs(selector)
-    q = np.exp(lp) if traced() else memo_of("exp", lp, exp_flushed)  # (normalising kept it)
+    q = memo_of("exp", lp, exp_flushed)  # (normalising kept it)
     lw = _logits(cases)
     if not traced():  # one fused pass; 0 · (−inf) and the like fall back below
         with np.errstate(invalid="ignore"):
@@ -326,8 +327,7 @@ def _enter_one_value_vmp(enter_one, cases, value, index, *,
     if reduce is None:
         if isinstance(enter_one, Deferred):
             enter_one = enter_one.value()
-        at = np.asarray(index)
-        if at.ndim and _is_switch(at, np.shape(_logits(cases))[-1]):
+        if np.ndim(index) and _is_switch(index, np.shape(_logits(cases))[-1]):
             # a Switch's clones, element k on case k: q(case k) is the (N, K) array of
             # the cases' probabilities itself (no gather), shared by every clone of the gate
             batch = np.broadcast_shapes(value.batch_shape, enter_one.batch_shape,
@@ -347,9 +347,9 @@ def _enter_one_value_vmp(enter_one, cases, value, index, *,
 def _one_probs(cases: Any, index: Any) -> np.ndarray:
     """q(case ``index``) on the element batch: for a Switch's clones (element k on case
     k) the shared (N, K) case probabilities themselves (``_case_probs``, no gather)."""
-    index = np.asarray(index)
-    if not traced() and index.ndim and _is_switch(index, np.shape(_logits(cases))[-1]):
+    if np.ndim(index) and _is_switch(index, np.shape(_logits(cases))[-1]):
         return _case_probs(cases)
+    index = np.asarray(index)
     full = normalized(_logits(cases))
     if index.ndim:
         batch = np.broadcast_shapes(full.shape, index.shape)
@@ -358,21 +358,10 @@ def _one_probs(cases: Any, index: Any) -> np.ndarray:
     return np.exp(full[..., int(index)])
 
 
-@functools.lru_cache(maxsize=256)
-def _arange(k: int) -> np.ndarray:
-    """``np.arange(k)``, read-only, made once per k."""
-    out = np.arange(k)
-    out.flags.writeable = False
-    return out
-
-
-def _is_switch(index: np.ndarray, k: int) -> bool:
-    """Whether ``index`` is ``arange(k)``: a Switch's clones, element k on case k (one
-    comparison with a remembered ``arange``: ``np.array_equal`` converts both sides
-    and costs several times the test at small K)."""
-    if traced():  # (NumPy's test, as before: nothing traced is remembered)
-        return bool(np.array_equal(index, np.arange(k)))
-    return index.shape == (k,) and bool((index == _arange(k)).all())
+def _is_switch(index: Any, k: int) -> bool:
+    """Whether ``index`` is ``arange(k)``: a Switch's clones, element k on case k
+    (``base.is_arange``: by value in NumPy, by how the array was made under tracing)."""
+    return is_arange(index, k)
 
 
 def _case_probs(cases: Any) -> np.ndarray:

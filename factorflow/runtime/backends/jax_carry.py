@@ -20,6 +20,12 @@ program is traced, which leaves the loop carries and how:
   over N data) is carried along its other axes only and laid out again at the start of
   each sweep as a recorded view, so the kernels keep the fast paths they take on views;
   an all-zero view (a uniform message made by ``zeros_view``) at both ends is constant.
+- **probabilities**: where a sweep normalised a carried leaf (a mixture's responsibilities,
+  ``distributions.base.log_normalize``) and the next sweep reads that leaf's
+  probabilities before making it anew (the weights' message, Σ_n q_nk), the loop
+  carries the probabilities too, and the next sweep reads them (``base.traced_probs``,
+  ``note_traced_probs``) instead of normalising the leaf again (a max, an exponential,
+  a sum and a division over (N, K)), as the NumPy program remembers them.
 
 Guarantee: each sweep computes the same numbers from the same values as with the whole
 state carried; a leaf that is not carried comes out of the loop as it went in, and
@@ -118,6 +124,8 @@ class Carry:
         shrink, zero = _views(leaves)
         layout = Layout(shrink, zero, (True,) * len(leaves))
         found: list[Layout] = []  # the layout a sweep gives back, per trace
+        base = namespace()["factorflow.distributions.base"]
+        normalised: list[bool] = []  # per leaf: the sweep ends with its probabilities
 
         def probe(iteration: Any, small: list[Any]) -> tuple:
             full = self.unpack(small)
@@ -125,9 +133,11 @@ class Carry:
             shrink, zero = _views(new)
             found.append(Layout(shrink, zero, tuple(
                 a is b for a, b in zip(new, full, strict=True))))
+            normalised[:] = [base.traced_probs(a) is not None for a in new]
             return self.pack(new), kept
 
         self.carried = [True] * len(leaves)  # while the layout is decided
+        self.extra: list[int] = []  # the leaves whose probabilities are carried too
         for _ in range(ROUNDS):
             self.layout = layout
             closed = jax.make_jaxpr(probe)(jnp.asarray(0), self.pack(leaves))
@@ -140,6 +150,7 @@ class Carry:
             closed = jax.make_jaxpr(probe)(jnp.asarray(0), self.pack(leaves))
         self.carried = self._live(closed.jaxpr, len(jax.tree_util.tree_leaves(
             closed.out_avals)) - len(leaves), after)
+        self.extra = self._probabilities(probe, leaves, normalised)
 
     def _live(self, jaxpr: Any, n_kept: int, after: Callable | None) -> list[bool]:
         """Per leaf: whether the loop must carry it (read before written)."""
@@ -158,17 +169,48 @@ class Carry:
                 return needed
             needed = more
 
+    def _probabilities(self, probe: Callable, leaves: list[Any], normalised: list[bool]
+                       ) -> list[int]:
+        """The carried leaves whose probabilities the loop carries too: a sweep ends
+        with them known (``normalised``, per leaf, from the last ``probe``;
+        ``base.traced_probs``) and the next one reads them."""
+        self.extra = [i for i, leaf in enumerate(leaves) if self.carried[i]
+                      and normalised[i] and not any(self.layout.shrink[i])
+                      and not self.layout.zero[i] and jnp.ndim(leaf) >= 1]
+        if not self.extra:
+            return []
+        closed = jax.make_jaxpr(probe)(jnp.asarray(0), self.pack(leaves))
+        read = _inputs_read(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+        return [i for i, r in zip(self.extra, read[len(read) - len(self.extra):],
+                                  strict=True) if r]
+
     def pack(self, full: list[Any]) -> list[Any]:
-        """The carried values of the leaves ``full`` (None where a leaf is not carried)."""
-        return [_small(leaf, shrink) if c else None for leaf, shrink, c in
-                zip(full, self.layout.shrink, self.carried, strict=True)]
+        """The carried values of the leaves ``full`` (None where a leaf is not carried),
+        then the probabilities of the leaves ``extra`` (those the sweep that made
+        ``full`` made, else made here)."""
+        small = [_small(leaf, shrink) if c else None for leaf, shrink, c in
+                 zip(full, self.layout.shrink, self.carried, strict=True)]
+        if not self.extra:
+            return small
+        base = namespace()["factorflow.distributions.base"]
+        for i in self.extra:
+            probs = base.traced_probs(full[i])
+            if probs is None:
+                probs = base.memo_of("exp", base.log_normalize(full[i]), base.exp_flushed)
+            small.append(probs)
+        return small
 
     def unpack(self, small: list[Any]) -> list[Any]:
-        """The state's leaves from the carried values (the others as they went in)."""
-        return [_full(s, shape, shrink, zero) if c or zero else start
+        """The state's leaves from the carried values (the others as they went in), the
+        probabilities carried noted as those of their leaves."""
+        full = [_full(s, shape, shrink, zero) if c or zero else start
                 for s, shape, shrink, zero, c, start in
-                zip(small, self.shapes, self.layout.shrink, self.layout.zero, self.carried,
-                    self.start, strict=True)]
+                zip(small[:len(self.start)], self.shapes, self.layout.shrink,
+                    self.layout.zero, self.carried, self.start, strict=True)]
+        base = namespace()["factorflow.distributions.base"]
+        for i, probs in zip(self.extra, small[len(self.start):], strict=True):
+            base.note_traced_probs(full[i], probs)
+        return full
 
     def summary(self) -> dict[str, int]:
         """How many leaves are carried, and in how many elements (against all)."""
@@ -178,7 +220,8 @@ class Carry:
         return {"leaves": len(size), "carried": sum(self.carried),
                 "elements": sum(size),
                 "carried elements": sum(n for n, c in zip(small, self.carried, strict=True)
-                                        if c)}
+                                        if c),
+                "probabilities": len(self.extra)}
 
 
 __all__ = ["Carry", "Layout"]

@@ -23,7 +23,6 @@ import contextlib
 import importlib
 import sys
 import types
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -95,41 +94,14 @@ class _XNumPy(types.ModuleType):
         return view
 
     def _arange(self, *args: Any, **kwargs: Any) -> Any:
-        """``jnp.arange``; ``arange(n)`` of an int ``n`` is recorded (``is_arange``): a
-        traced array's values are unknown, and a Switch's clones index their cases by
-        ``arange(K)`` (element k on case k), which the kernels take without a gather."""
+        """``jnp.arange``; ``arange(n)`` of an int ``n`` is recorded as the copied
+        ``distributions.base``'s ``"arange"`` note (``base.is_arange``): a traced array's
+        values are unknown, and a Switch's clones index their cases by ``arange(K)``
+        (element k on case k), which the kernels take without a gather."""
         out = self._jnp.arange(*args, **kwargs)
         if not kwargs and len(args) == 1 and isinstance(args[0], int):
-            self.note("arange", out, args[0])
+            self.note_traced("arange", out, args[0])
         return out
-
-    def note(self, what: str, a: Any, value: Any = True) -> None:
-        """Record ``value`` as ``what`` of the array ``a`` while it lives (a fact known
-        while tracing, where the values are not: ``known``)."""
-        key = (what, id(a))
-        table = self.__dict__.setdefault("_facts", {})
-        try:
-            table[key] = (weakref.ref(a, lambda _, k=key, t=table: t.pop(k, None)), value)
-        except TypeError:  # not weakly referable (a Python scalar): left unrecorded, so
-            return  # ``known`` says None and the kernels take their general path
-
-    def known(self, what: str, a: Any) -> Any:
-        """``what`` of ``a`` as ``note`` recorded it, else None."""
-        hit = self.__dict__.get("_facts", {}).get((what, id(a)))
-        return hit[1] if hit is not None and hit[0]() is a else None
-
-    def is_arange(self, a: Any, n: int) -> bool:
-        """Whether ``a`` is known to be ``arange(n)``: made by ``arange(n)`` here (read
-        in O(1), while tracing too), or a concrete array of those values."""
-        made = self.known("arange", a)
-        if made is not None:
-            return made == n
-        import jax
-        if isinstance(a, jax.core.Tracer):
-            return False
-        values = self._np.asarray(a)
-        return values.ndim == 1 and values.shape[0] == n and bool(
-            self._np.array_equal(values, self._np.arange(n)))
 
     def _broadcast_arrays(self, *arrays: Any) -> list[Any]:
         shape = self._jnp.broadcast_shapes(*(self._jnp.shape(a) for a in arrays))
@@ -247,6 +219,9 @@ class Namespace:
         if name == "factorflow.distributions.base":  # values unknown while traced
             module.__dict__["TRACED"] = True
             self.numpy.note_view = module.note_view  # type: ignore[attr-defined]
+            self.numpy.note_traced = module.note_traced  # type: ignore[attr-defined]
+            from jax.extend.core import get_opaque_trace_state
+            module.__dict__["trace_state"] = get_opaque_trace_state
         from factorflow.runtime.backends import jax_overrides
         jax_overrides.install(name, module, self)
 

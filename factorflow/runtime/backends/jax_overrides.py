@@ -1,5 +1,4 @@
-"""The run-time checks of the generated program, and the kernels' fast paths chosen by
-values, as the JAX backend runs them.
+"""The run-time checks of the generated program as the JAX backend runs them.
 
 The kernels run under JAX as written (``jax_namespace``): their in-place writes and
 value-dependent fast paths go through ``distributions.base`` (``add_at``, ``set_at``,
@@ -14,9 +13,9 @@ tests run each override and its NumPy kernel on the same random inputs: the verd
 agree (``tests/runtime/backends/test_jax.py``), so a change to one that the other
 lacks fails there.
 
-The fast paths (the section at the end) are the few that NumPy chooses by values and
-that matter at scale: each makes the same choice on what is known while tracing and
-otherwise calls the copy's own function (``REPLACED``); ``tests/runtime/backends/
+The kernels' fast paths chosen by values are chosen by the kernels themselves on what
+is known while tracing (``distributions.base``: ``is_arange``, ``log_normalize``;
+``factors.vector_gaussian``'s sufficient statistics); ``tests/runtime/backends/
 test_jax_fast_paths.py`` compares each with its NumPy kernel.
 
 An override is written as if it stood in its module: it is installed with the copied
@@ -51,14 +50,9 @@ def install(name: str, module: Any, ns: Any) -> None:
     """Put the overrides of module ``name`` into its JAX copy ``module`` (and into the
     copy's ``NAMESPACE``, the generated program's globals, where it has one)."""
     module.__dict__["CHECKS"] = CHECKS
-    module.__dict__["IS_ARANGE"] = ns.numpy.is_arange
-    module.__dict__["NOTE"], module.__dict__["KNOWN"] = ns.numpy.note, ns.numpy.known
-    replaced = module.__dict__.setdefault("REPLACED", {})  # the copy's own, by name
     for attr, fn in OVERRIDES.get(name, {}).items():
         fn = types.FunctionType(fn.__code__, module.__dict__, fn.__name__, fn.__defaults__,
                                 fn.__closure__)
-        if "." not in attr and hasattr(module, attr):
-            replaced[attr] = getattr(module, attr)
         if "." in attr:
             cls, method = attr.split(".")
             setattr(getattr(module, cls), method, fn)
@@ -181,38 +175,3 @@ def initial(init: dict[str, Any], label: str, family: type, shape: tuple[int, ..
         from factorflow.errors import ModelError
         raise ModelError(f"init[{label!r}] has batch shape {value.batch_shape}, but the "
                          f"variable has shape {tuple(shape)}.") from None
-
-
-# ----- fast paths the kernels choose by values, taken under tracing too -----------------
-# The kernels below take a fast path where NumPy can test the values (an index that is
-# ``arange(K)``, data that is a NumPy array) and the general path under tracing, where
-# it cannot.  Here the same test is made on what is known while tracing (an ``arange``
-# the program made: ``IS_ARANGE``; known data: a JAX array of the same layout), and the
-# fast path runs as written, without the NumPy-only memo and in-place writes; otherwise
-# the copy's own function (``REPLACED``).  The results are the fast paths' NumPy ones to
-# rounding (the tests compare whole runs with NumPy to 1e-10).
-GATE = "factorflow.factors.gate"
-BASE = "factorflow.distributions.base"
-
-
-@override(BASE, "log_normalize")
-def log_normalize(log_w: Any) -> Any:
-    """``base.log_normalize``, whose result is known to be normalised while traced too
-    (as NumPy remembers it): normalising it again returns it (a mixture's cases are
-    the responsibilities' normalised logs, which each clone of the gate normalised
-    again, one max, exp, sum and log over (N, K) each)."""
-    if KNOWN("normalized", log_w):  # noqa: F821 (the copy's)
-        return log_w
-    out = REPLACED["log_normalize"](log_w)  # noqa: F821
-    NOTE("normalized", out)  # noqa: F821
-    return out
-
-
-@override(GATE, "_one_probs")
-def _one_probs(cases: Any, index: Any) -> Any:
-    """``gate._one_probs`` where ``index`` is the ``arange(K)`` of a Switch's clones: the
-    cases' probabilities themselves (``_case_probs``: no gather, one normalisation the
-    compiler shares between the gate's clones)."""
-    if IS_ARANGE(index, np.shape(_logits(cases))[-1]):  # noqa: F821 (the copy's)
-        return _case_probs(cases)  # noqa: F821
-    return REPLACED["_one_probs"](cases, index)  # noqa: F821

@@ -105,8 +105,9 @@ def test_mixture_carries_few_arrays():
     arrays, in 3·N·K elements and a few K-sized ones (the rest are written before they
     are read, constants, or clones of K values; the third (N, K) one is the gate's
     message to the cases that evidence() computes and the next sweep reads instead of
-    computing it again, as NumPy's ``if not refreshed:``), and the run equals NumPy's to
-    1e-10."""
+    computing it again, as NumPy's ``if not refreshed:``), besides the responsibilities'
+    probabilities, which the sweep's normalisation made and the next sweep's message to
+    the weights reads (not normalised again), and the run equals NumPy's to 1e-10."""
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).parents[3]))
@@ -121,6 +122,7 @@ def test_mixture_carries_few_arrays():
     (carried,) = info["carried"]
     assert carried["leaves"] >= 110 and carried["carried"] == 12
     assert 3 * 40 * 10 <= carried["carried elements"] <= 3 * 40 * 10 + 10 * 10
+    assert carried["probabilities"] == 1
     for name in ("weights", "means", "precs", "z"):
         for p, q in zip(a[name].eta, b[name].eta, strict=True):
             np.testing.assert_allclose(q, p, rtol=1e-10, atol=1e-10)

@@ -1,8 +1,9 @@
 """The JAX program takes the NumPy program's shortcuts (issue 14): the sweep after
 ``evidence()`` skips what it computed (NumPy's ``if not refreshed:``), and the kernels'
-fast paths that NumPy chooses by values fire under tracing too (``jax_overrides``: a
-Switch's ``arange(K)`` index, a normalised array normalised again, the D-dimensional
-mixture's sufficient statistics).  Checked on the jaxpr of the run's loop (what it no
+fast paths that NumPy chooses by values fire under tracing too (``distributions.base``:
+a Switch's ``arange(K)`` index, ``is_arange``, and a normalised array normalised again,
+with its probabilities made once, ``log_normalize``; ``jax_overrides``: the
+D-dimensional mixture's sufficient statistics).  Checked on the jaxpr of the run's loop (what it no
 longer contains) and against NumPy (the same posteriors and bounds to 1e-10).
 """
 
@@ -160,10 +161,12 @@ def test_vector_mixture_sufficient_statistics_under_tracing(dim):
 
 
 def test_overridden_fast_paths_equal_numpy():
-    """Each override of a value-chosen fast path against the NumPy kernel on random
-    inputs: ``_one_probs`` with ``arange(K)`` (recorded while traced) and another index,
-    ``log_normalize`` of a normalised array, ``_switch_sums`` and ``_switch_evidence``
-    on a Switch's (N, 1, D) data column (1e-12)."""
+    """Each value-chosen fast path under tracing against the NumPy kernel on random
+    inputs: ``_one_probs`` with ``arange(K)`` (recorded while traced: ``base.is_arange``)
+    and another index, ``log_normalize`` of a normalised array (and the probabilities
+    made with it: ``Discrete.probs`` reads them, no second exponential), and the
+    overrides ``_switch_sums`` and ``_switch_evidence`` on a Switch's (N, 1, D) data
+    column (1e-12)."""
     from factorflow.distributions import Bernoulli, VectorGaussian, Wishart
     from factorflow.distributions import base as np_base
     from factorflow.factors import gate, vector_gaussian
@@ -190,6 +193,8 @@ def test_overridden_fast_paths_equal_numpy():
             cases = jdist.Bernoulli.from_natural(lg)
             normal = jbase.log_normalize(lg)
             found["same"] = jbase.log_normalize(normal) is normal  # known while traced
+            found["probs"] = (jdist.Discrete.from_natural(lg).probs
+                              is jbase.traced_probs(lg) is not None)
             return (jgate._one_probs(cases, xnp.arange(k)),
                     jgate._one_probs(cases, xnp.asarray([1, 0, 3, 2])), normal,
                     jvec._switch_sums(xs, w, ((n, k), (0,))),
@@ -198,7 +203,7 @@ def test_overridden_fast_paths_equal_numpy():
 
         probs, other, normal, sums, evidence = jax.jit(traced)(
             logits, weights, x, _to_copy(ns, mean), _to_copy(ns, prec))
-    assert found["same"]
+    assert found["same"] and found["probs"]
     cases = Bernoulli.from_natural(logits)
     np.testing.assert_allclose(probs, gate._one_probs(cases, np.arange(k)), rtol=1e-12)
     np.testing.assert_allclose(other, gate._one_probs(cases, np.array([1, 0, 3, 2])),
@@ -214,3 +219,32 @@ def test_overridden_fast_paths_equal_numpy():
     assert want is not None and evidence is not None
     np.testing.assert_allclose(evidence, want, rtol=1e-12, atol=1e-12)
 
+
+
+def test_traced_memo_is_recalled_in_its_own_trace_only():
+    """What ``base.memo_of`` remembers under tracing (a normalisation's probabilities) is
+    read again in the trace that made it, never inside another (a loop's body closing
+    over the array: a value of the outer trace there would be a leaked tracer), where it
+    is computed afresh; the results equal NumPy's (1e-12)."""
+    from factorflow.distributions import base as np_base
+    ns = namespace()
+    jbase = ns["factorflow.distributions.base"]
+    logits = np.random.default_rng(5).normal(size=(7, 4))
+    seen = {}
+    with jax.enable_x64(True):
+        def run(x):
+            logs = jbase.log_normalize(x)
+            probs = jbase.traced_probs(x)
+            seen["outer"] = probs is not None
+
+            def body(i, acc):
+                seen["inner"] = jbase.traced_probs(x)
+                return acc + jbase.memo_of("exp", logs, jbase.exp_flushed)
+            inner = jax.lax.fori_loop(0, 2, body, np.zeros((7, 4)))
+            seen["again"] = jbase.traced_probs(x) is probs
+            return probs, inner
+        probs, inner = jax.jit(run)(logits)
+    assert seen["outer"] and seen["inner"] is None and seen["again"]
+    want = np.exp(np_base.log_normalize(logits))
+    np.testing.assert_allclose(probs, want, rtol=1e-12)
+    np.testing.assert_allclose(inner, 2 * want, rtol=1e-12)
