@@ -1,0 +1,328 @@
+"""Random chains over a plate against enumeration and Gaussian conditioning.
+
+A fresh generator (the fixed-structure tests of ``tests/model/test_chains.py`` have one
+emission of one family, every datum seen): hidden Markov models with 1-3 states, 1-2
+sequences, 1-5 steps, one or two emissions per step drawn from Discrete, Bernoulli and
+Gaussian (a precision shared or one per state), each possibly with missing data
+(``np.ma.masked_array``); and scalar linear-Gaussian chains ``x[t] ~ N(a x[t-1] + b, 1/q)``
+with one or two emissions ``y[t] ~ N(c x[t] + d, 1/r)``, possibly masked.
+
+References, written independently of factorflow: the HMM's state marginals and log Z by
+enumerating every path (at most 3^5 per sequence); the chain's by conditioning the joint
+Gaussian of states and observations (built ancestrally).  With known parameters both
+algorithms are exact: marginals and log evidence to 1e-9.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import factorflow as ff
+
+SETTINGS = dict(deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+
+
+def _mask(draw, s_len, t_len):
+    """A missing-data mask (S, T), or None; never every element (refused by design: a
+    fully masked observation is a DataError)."""
+    if draw(st.integers(0, 9)) >= 4:
+        return None
+    mask = tuple(tuple(draw(st.booleans()) for _ in range(t_len)) for _ in range(s_len))
+    return None if all(all(row) for row in mask) else mask
+
+
+def _masked(values, mask):
+    values = np.asarray(values)
+    if mask is None:
+        return values
+    return np.ma.masked_array(values, mask=np.asarray(mask, bool))
+
+
+# ----- hidden Markov models ------------------------------------------------------------------
+@dataclass
+class HMM:
+    pi: tuple
+    trans: tuple
+    #: (family, parameters, observed (S, T), mask (S, T) or None); Gaussian parameters are
+    #: (means, precisions or one precision)
+    emissions: tuple
+
+    def __str__(self):
+        return repr(self)
+
+
+def build_hmm(spec: HMM) -> ff.Model:
+    s_len, t_len = np.shape(spec.emissions[0][2])
+    with ff.Model("hmm_oracle") as model:
+        s = ff.Range("s", s_len)
+        t = ff.Range("t", t_len)
+        with ff.Plate(s), ff.Plate(t):
+            with ff.If(t == 0):
+                x = ff.Discrete("x", np.asarray(spec.pi))
+            with ff.If(t > 0):
+                x = ff.Discrete("x", ff.Constant(np.asarray(spec.trans))[x[t - 1]])
+            with ff.Switch(x):
+                for j, (family, params, obs, mask) in enumerate(spec.emissions):
+                    observed = _masked(obs, mask)
+                    name = f"y{j}"
+                    if family == "Discrete":
+                        ff.Discrete(name, ff.Constant(np.asarray(params))[x],
+                                    observed=observed)
+                    elif family == "Bernoulli":
+                        ff.Bernoulli(name, ff.Constant(np.asarray(params))[x],
+                                     observed=observed)
+                    else:
+                        means, prec = params
+                        precision = ff.Constant(np.asarray(prec))[x] \
+                            if isinstance(prec, tuple) else prec
+                        ff.Gaussian(name, ff.Constant(np.asarray(means))[x],
+                                    precision=precision, observed=observed)
+    return model
+
+
+def _likelihood(family, params, value, state):
+    if family == "Discrete":
+        return params[state][value]
+    if family == "Bernoulli":
+        return params[state] if value else 1.0 - params[state]
+    means, prec = params
+    p = prec[state] if isinstance(prec, tuple) else prec
+    return np.sqrt(p / (2 * np.pi)) * np.exp(-0.5 * p * (value - means[state]) ** 2)
+
+
+def enumerate_hmm(spec: HMM):
+    """State marginals (S, T, K) and log Z, by summing over every path."""
+    pi, trans = np.asarray(spec.pi), np.asarray(spec.trans)
+    k = len(pi)
+    s_len, t_len = np.shape(spec.emissions[0][2])
+    marginals = np.zeros((s_len, t_len, k))
+    log_z = 0.0
+    for s in range(s_len):
+        z = 0.0
+        for path in itertools.product(range(k), repeat=t_len):
+            p = pi[path[0]] * np.prod([trans[path[t - 1], path[t]] for t in range(1, t_len)])
+            for family, params, obs, mask in spec.emissions:
+                for t in range(t_len):
+                    if mask is None or not mask[s][t]:
+                        p *= _likelihood(family, params, obs[s][t], path[t])
+            z += p
+            marginals[s, np.arange(t_len), path] += p
+        marginals[s] /= z
+        log_z += np.log(z)
+    return marginals, log_z
+
+
+def _probs(draw, k):
+    w = np.array([draw(st.integers(1, 6)) for _ in range(k)], float)
+    return tuple(np.round(w / w.sum(), 4)[:-1]) + (round(1 - np.round(w / w.sum(), 4)[:-1]
+                                                         .sum(), 4),)
+
+
+@st.composite
+def hmm_models(draw):
+    k = draw(st.integers(1, 3))
+    t_len = draw(st.integers(1, 5))
+    s_len = draw(st.integers(1, 2))
+    pi = _probs(draw, k)
+    trans = tuple(_probs(draw, k) for _ in range(k))
+    emissions = []
+    for _ in range(draw(st.integers(1, 2))):
+        family = draw(st.sampled_from(("Discrete", "Bernoulli", "Gaussian")))
+        if family == "Discrete":
+            v = draw(st.integers(2, 3))
+            params = tuple(_probs(draw, v) for _ in range(k))
+            obs = [[draw(st.integers(0, v - 1)) for _ in range(t_len)] for _ in range(s_len)]
+        elif family == "Bernoulli":
+            params = tuple(draw(st.sampled_from((0.1, 0.3, 0.5, 0.8, 0.9))) for _ in range(k))
+            obs = [[draw(st.booleans()) for _ in range(t_len)] for _ in range(s_len)]
+        else:
+            means = tuple(draw(st.sampled_from((-2.0, -0.5, 0.0, 1.0, 2.5))) for _ in range(k))
+            prec = tuple(draw(st.sampled_from((0.5, 1.0, 3.0))) for _ in range(k)) \
+                if draw(st.booleans()) else draw(st.sampled_from((0.5, 1.0, 3.0)))
+            params = (means, prec)
+            obs = [[draw(st.sampled_from((-1.7, -0.2, 0.4, 1.1, 2.9))) for _ in range(t_len)]
+                   for _ in range(s_len)]
+        emissions.append((family, params, tuple(map(tuple, obs)),
+                          _mask(draw, s_len, t_len)))
+    return HMM(pi, trans, tuple(emissions))
+
+
+def check_hmm(spec: HMM, algorithm: str) -> list[str]:
+    marginals, log_z = enumerate_hmm(spec)
+    result = build_hmm(spec).infer(algorithm, progress=False)
+    out = []
+    probs = np.asarray(result["x"].probs)
+    if probs.shape != marginals.shape or not np.allclose(probs, marginals, rtol=1e-9,
+                                                          atol=1e-9):
+        out.append(f"x: marginals {probs.tolist()} != {marginals.tolist()}")
+    if not np.isclose(result.log_evidence, log_z, rtol=1e-9, atol=1e-9):
+        out.append(f"log evidence {result.log_evidence} != log Z {log_z}")
+    return out
+
+
+# ----- linear-Gaussian chains ------------------------------------------------------------
+@dataclass
+class Chain:
+    m0: float
+    p0: float
+    a: float
+    b: float
+    q: float
+    #: (c, d, r, observed (S, T), mask or None): y[t] ~ N(c x[t] + d, 1/r)
+    emissions: tuple
+
+    def __str__(self):
+        return repr(self)
+
+
+def build_chain(spec: Chain) -> ff.Model:
+    s_len, t_len = np.shape(spec.emissions[0][3])
+    with ff.Model("chain_oracle") as model:
+        s = ff.Range("s", s_len)
+        t = ff.Range("t", t_len)
+        with ff.Plate(s), ff.Plate(t):
+            with ff.If(t == 0):
+                x = ff.Gaussian("x", spec.m0, precision=spec.p0)
+            with ff.If(t > 0):
+                x = ff.Gaussian("x", spec.a * x[t - 1] + spec.b, precision=spec.q)
+            for j, (c, d, r, obs, mask) in enumerate(spec.emissions):
+                mean = x if c == 1.0 else c * x
+                if d:
+                    mean = mean + d
+                ff.Gaussian(f"y{j}", mean, precision=r, observed=_masked(obs, mask))
+    return model
+
+
+def condition_chain(spec: Chain):
+    """Posterior means and variances (S, T) of x and log Z: the joint Gaussian of the
+    states and the seen observations, built ancestrally as x = L ε + m, conditioned."""
+    s_len, t_len = np.shape(spec.emissions[0][3])
+    means = np.zeros((s_len, t_len))
+    variances = np.zeros((s_len, t_len))
+    log_z = 0.0
+    for s in range(s_len):
+        seen = []  # each seen observation as (row, const, value): row·ε + const
+        width = 0
+
+        def new(row_of, const, var):
+            nonlocal width
+            width += 1
+            row = np.zeros(width)
+            row[:len(row_of)] = row_of
+            row[-1] = np.sqrt(var)
+            return row, const
+
+        states = []
+        for t in range(t_len):
+            if t == 0:
+                row, const = new(np.zeros(0), spec.m0, 1 / spec.p0)
+            else:
+                prev_row, prev_const = states[-1]
+                row, const = new(spec.a * prev_row, spec.a * prev_const + spec.b, 1 / spec.q)
+            states.append((row, const))
+            for c, d, r, obs, mask in spec.emissions:
+                if mask is not None and mask[s][t]:
+                    continue
+                yrow, yconst = new(c * row, c * const + d, 1 / r)
+                seen.append((yrow, yconst, obs[s][t]))
+        pad = [np.pad(r, (0, width - len(r))) for r, _ in states]
+        lx = np.array(pad)
+        mx = np.array([c for _, c in states])
+        if not seen:
+            means[s], variances[s] = mx, np.diag(lx @ lx.T)
+            continue
+        ly = np.array([np.pad(r, (0, width - len(r))) for r, _, _ in seen])
+        my = np.array([c for _, c, _ in seen])
+        yv = np.array([v for _, _, v in seen])
+        s_yy, s_xy, s_xx = ly @ ly.T, lx @ ly.T, lx @ lx.T
+        gain = np.linalg.solve(s_yy, s_xy.T).T
+        resid = yv - my
+        means[s] = mx + gain @ resid
+        variances[s] = np.diag(s_xx - gain @ s_xy.T)
+        log_z += -0.5 * np.linalg.slogdet(2 * np.pi * s_yy)[1] \
+            - 0.5 * resid @ np.linalg.solve(s_yy, resid)
+    return means, variances, log_z
+
+
+@st.composite
+def chain_models(draw):
+    t_len = draw(st.integers(1, 6))
+    s_len = draw(st.integers(1, 2))
+    pick = lambda xs: draw(st.sampled_from(xs))  # noqa: E731
+    emissions = []
+    for _ in range(draw(st.integers(1, 2))):
+        obs = tuple(tuple(pick((-2.2, -0.6, 0.0, 0.8, 1.5, 3.1)) for _ in range(t_len))
+                    for _ in range(s_len))
+        mask = _mask(draw, s_len, t_len)
+        emissions.append((pick((1.0, 1.0, 2.0, -0.5)), pick((0.0, 0.0, 1.0, -2.0)),
+                          pick((0.5, 1.0, 4.0)), obs, mask))
+    return Chain(pick((-1.0, 0.0, 2.0)), pick((0.25, 1.0, 2.0)), pick((-0.9, 0.5, 1.0, 1.2)),
+                 pick((0.0, 0.0, 0.7, -1.0)), pick((0.5, 1.0, 3.0)), tuple(emissions))
+
+
+def check_chain(spec: Chain, algorithm: str) -> list[str]:
+    means, variances, log_z = condition_chain(spec)
+    result = build_chain(spec).infer(algorithm, progress=False)
+    out = []
+    q = result["x"]
+    if not np.allclose(q.mean, means, rtol=1e-8, atol=1e-8):
+        out.append(f"x: means {np.asarray(q.mean).tolist()} != {means.tolist()}")
+    if not np.allclose(q.variance, variances, rtol=1e-8, atol=1e-8):
+        out.append(f"x: variances {np.asarray(q.variance).tolist()} != {variances.tolist()}")
+    if not np.isclose(result.log_evidence, log_z, rtol=1e-8, atol=1e-8):
+        out.append(f"log evidence {result.log_evidence} != log Z {log_z}")
+    return out
+
+
+def check(spec, algorithm):
+    return (check_hmm if isinstance(spec, HMM) else check_chain)(spec, algorithm)
+
+
+def chains():
+    return st.one_of(hmm_models(), chain_models())
+
+
+# ----- the references themselves ----------------------------------------------------------
+def test_enumeration_is_forward_backward():
+    from tests.model.test_chains import forward_backward
+    spec = HMM((0.2, 0.5, 0.3), ((0.1, 0.6, 0.3), (0.5, 0.25, 0.25), (0.3, 0.3, 0.4)),
+               (("Discrete", ((0.7, 0.3), (0.2, 0.8), (0.5, 0.5)), ((0, 1, 1, 0),), None),))
+    lik = np.array([[[0.7, 0.2, 0.5][k] if v == 0 else [0.3, 0.8, 0.5][k] for k in range(3)]
+                    for v in (0, 1, 1, 0)])
+    marg, log_z = forward_backward(np.array(spec.pi), np.array(spec.trans), lik)
+    got, got_z = enumerate_hmm(spec)
+    np.testing.assert_allclose(got[0], marg, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(got_z, log_z, rtol=1e-12)
+
+
+def test_conditioning_is_the_rts_smoother():
+    from tests.model.test_chains import rts_smoother
+    y = (0.3, -1.2, 2.0, 0.7, 1.1)
+    spec = Chain(0.5, 2.0, 0.8, -0.4, 1.5, ((1.0, 0.0, 2.0, (y,), None),))
+    ms, vs, ll = rts_smoother(np.array(y), 0.8, -0.4, 1.5, 2.0, 0.5, 2.0)
+    means, variances, log_z = condition_chain(spec)
+    np.testing.assert_allclose(means[0], ms, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(variances[0], vs, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(log_z, ll, rtol=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+@settings(max_examples=25, **SETTINGS)
+@given(spec=hmm_models())
+def test_random_hmms_against_enumeration(spec, algorithm):
+    failures = check_hmm(spec, algorithm)
+    assert not failures, f"{spec}\n{failures}"
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+@settings(max_examples=25, **SETTINGS)
+@given(spec=chain_models())
+def test_random_linear_gaussian_chains_against_conditioning(spec, algorithm):
+    failures = check_chain(spec, algorithm)
+    assert not failures, f"{spec}\n{failures}"
