@@ -5,7 +5,9 @@ A fresh generator (the oracle's families are scalar): one or two VectorGaussian 
 mean ``w``, ``B @ w`` or ``w + a`` (latent or observed), a sum ``u + B @ v`` observed as a
 vector, a scalar ``Gaussian(c @ w)`` latent or observed, a regression plate
 ``y[n] ~ N(X[n] @ w, .)`` with X constant or ``ff.Data``, a plate of vector observations
-``y[n] ~ N(w, Λ⁻¹)``.
+``y[n] ~ N(w, Λ⁻¹)``, and K vector components ``mu[k]`` with observations
+``y[n] ~ N(mu[idx[n]], Λ⁻¹)``, the index a constant, an ``ff.Data`` or an observed
+``ff.Switch`` variable (each component's posterior is exact under both algorithms).
 
 The reference (``conditioning``) is written independently of factorflow: every random
 quantity is an affine function ``M ε + c`` of independent standard normal noise (each
@@ -94,6 +96,23 @@ def build(spec: VecModel) -> ff.Model:
                 _, name, w, prec, y = s
                 with ff.Plate(ff.Range(f"n_{name}", len(y))):
                     ff.VectorGaussian(name, env[w], precision=_arr(prec), observed=_arr(y))
+            elif kind == "components":  # mu[k] ~ N(means[k], P0); y[n] ~ N(mu[idx[n]], Λ⁻¹)
+                _, name, means, p0, form, idx, prec, y = s
+                y = _arr(y).reshape(len(y), len(means[0]))  # (0, D) when empty
+                with ff.Plate(ff.Range(f"k_{name}", len(means))):
+                    mu = ff.VectorGaussian(name, _arr(means), precision=_arr(p0))
+                with ff.Plate(ff.Range(f"n_{name}", len(y))):
+                    if form == "switch":
+                        z = ff.Discrete(f"z_{name}", np.full(len(means), 1.0 / len(means)),
+                                        observed=np.asarray(idx, int))
+                        with ff.Switch(z):
+                            ff.VectorGaussian(f"y_{name}", mu[z], precision=_arr(prec),
+                                              observed=y)
+                    else:
+                        index = np.asarray(idx, int) if form == "constant" else \
+                            ff.Data(f"idx_{name}", np.asarray(idx, int))
+                        ff.VectorGaussian(f"y_{name}", mu[index], precision=_arr(prec),
+                                          observed=y)
             else:
                 raise ValueError(kind)
     return model
@@ -140,6 +159,7 @@ def conditioning(spec: VecModel):
     aff = _Affine()
     coords: dict[str, list[int]] = {}
     observed: list[tuple[int, float]] = []
+    extra_log_z: list[float] = []
 
     def draw(mean, cov, base=None, b=None, value=None):
         idx = aff.noise(np.atleast_2d(cov), np.atleast_1d(mean), base, b)
@@ -183,6 +203,15 @@ def conditioning(spec: VecModel):
             d = len(coords[w])
             for value in _arr(y):
                 draw(np.zeros(d), np.linalg.inv(_arr(prec)), coords[w], np.eye(d), value)
+        elif kind == "components":
+            _, name, means, p0, form, idx, prec, y = s
+            parts = [draw(_arr(m), np.linalg.inv(_arr(p0))) for m in means]
+            coords[name] = [i for part in parts for i in part]
+            d = len(means[0])
+            for j, value in zip(idx, _arr(y), strict=True):
+                draw(np.zeros(d), np.linalg.inv(_arr(prec)), parts[j], np.eye(d), value)
+            if form == "switch":  # log p(z) of the observed z: uniform
+                extra_log_z.append(-len(idx) * np.log(len(means)))
     aff._pad()
     m = np.array(aff.rows)
     c = np.array(aff.consts)
@@ -198,7 +227,7 @@ def conditioning(spec: VecModel):
     post_mean = c[latent_idx] + gain @ resid
     post_cov = s_ll - gain @ s_lo.T
     sign, logdet = np.linalg.slogdet(2 * np.pi * s_oo)
-    log_z = -0.5 * logdet - 0.5 * resid @ np.linalg.solve(s_oo, resid)
+    log_z = -0.5 * logdet - 0.5 * resid @ np.linalg.solve(s_oo, resid) + sum(extra_log_z)
     where, at = {}, 0
     for name, idx in coords.items():
         where[name] = slice(at, at + len(idx))
@@ -210,8 +239,8 @@ def conditioning(spec: VecModel):
 def _spd(draw, d):
     raw = draw(st.lists(st.integers(-3, 3), min_size=d * d, max_size=d * d))
     a = np.array(raw, dtype=float).reshape(d, d) / 2
-    return tuple(map(tuple, np.round(a @ a.T + np.eye(d) * draw(st.sampled_from(
-        (0.5, 1.0, 2.0))), 6)))
+    m = np.round(a @ a.T + np.eye(d) * draw(st.sampled_from((0.5, 1.0, 2.0))), 6)
+    return tuple(tuple(float(v) for v in row) for row in m)
 
 
 def _vec(draw, d, values=(-2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0)):
@@ -226,7 +255,7 @@ def _matrix(draw, rows, cols):
         b = b + np.eye(rows, cols)
     if np.linalg.matrix_rank(b) < rows:
         b = np.eye(rows, cols)
-    return tuple(map(tuple, b))
+    return tuple(tuple(float(v) for v in row) for row in b)
 
 
 class _Forest:
@@ -273,7 +302,7 @@ def vector_models(draw):
     observed_any = False
     for _ in range(draw(st.integers(1, 4))):
         kind = draw(st.sampled_from(("child", "child", "sum", "scalar", "regression",
-                                     "observations", "scalar-child")))
+                                     "observations", "scalar-child", "components")))
         w = draw(st.sampled_from(vectors))
         d = spec.dims[w]
         if kind == "child":
@@ -293,7 +322,9 @@ def vector_models(draw):
                 observed_any = True
                 forest.factor([w])
         elif kind == "sum":
-            others = [v for v in vectors if v != w]
+            # (B with more rows than columns makes B @ v a LinearMean, which may only be
+            # shifted by a known vector: a ModelError by design)
+            others = [v for v in vectors if v != w and spec.dims[v] >= d]
             if not others:
                 continue
             v = draw(st.sampled_from(others))
@@ -327,6 +358,17 @@ def vector_models(draw):
                                draw(st.sampled_from((-0.8, 0.1, 1.4)))))
             observed_any = True
             forest.factor([g])
+        elif kind == "components":  # its own latent vectors, one per component
+            k, n, dc = draw(st.integers(1, 3)), draw(st.integers(0, 4)), draw(st.integers(1, 2))
+            name = fresh("m")
+            idx = tuple(draw(st.integers(0, k - 1)) for _ in range(n))
+            y = tuple(_vec(draw, dc, (-1.6, -0.2, 0.5, 1.8)) for _ in range(n))
+            spec.stmts.append(("components", name, tuple(_vec(draw, dc) for _ in range(k)),
+                               _spd(draw, dc),
+                               draw(st.sampled_from(("constant", "data", "switch"))), idx,
+                               _spd(draw, dc), y))
+            observed_any = observed_any or n > 0
+            forest.factor([name])
         elif kind == "regression":
             n = draw(st.integers(1, 4))
             x = tuple(_vec(draw, d, (-1.5, -0.5, 0.0, 0.3, 1.0, 2.0)) for _ in range(n))
@@ -353,7 +395,7 @@ def vector_models(draw):
 def _latent_names(spec: VecModel) -> list[str]:
     out = []
     for s in spec.stmts:
-        if s[0] == "root" or (s[0] in ("child", "scalar") and s[-1] is None):
+        if s[0] in ("root", "components") or (s[0] in ("child", "scalar") and s[-1] is None):
             out.append(s[1])
     return out
 
@@ -369,6 +411,17 @@ def check(spec: VecModel, algorithm: str) -> list[str]:
     for name in _latent_names(spec):
         q = result[name]
         at = where[name]
+        if name.startswith("m"):  # K components: compare them one by one
+            d = np.shape(q.mean)[-1]
+            for j in range(np.shape(q.mean)[0]):
+                sub = slice(at.start + j * d, at.start + (j + 1) * d)
+                got_mean, got_var = np.asarray(q.mean)[j], np.asarray(q.covariance)[j]
+                if not np.allclose(got_mean, mean[sub], rtol=1e-7, atol=1e-7):
+                    out.append(f"{name}[{j}]: mean {got_mean} != {mean[sub]}")
+                if not np.allclose(got_var, cov[sub, sub], rtol=1e-7, atol=1e-8):
+                    out.append(f"{name}[{j}]: covariance {got_var.tolist()} != "
+                               f"{cov[sub, sub].tolist()}")
+            continue
         if np.ndim(q.mean) == 0 or name.startswith("g"):
             got_mean = np.atleast_1d(q.mean)
             got_var = np.atleast_2d(q.variance)
