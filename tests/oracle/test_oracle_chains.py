@@ -4,7 +4,9 @@ A fresh generator (the fixed-structure tests of ``tests/model/test_chains.py`` h
 emission of one family, every datum seen): hidden Markov models with 1-3 states, 1-2
 sequences, 1-5 steps, one or two emissions per step drawn from Discrete, Bernoulli and
 Gaussian (a precision shared or one per state), each possibly with missing data
-(``np.ma.masked_array``); and scalar linear-Gaussian chains ``x[t] ~ N(a x[t-1] + b, 1/q)``
+(``np.ma.masked_array``), read through ``ff.Switch(x)`` or ``ff.Case(x, k)``, maybe all
+under ``ff.If(g)`` of an observed Bernoulli g[s, t], maybe given as ``ff.Data`` and run
+again with new observations; and scalar linear-Gaussian chains ``x[t] ~ N(a x[t-1] + b, 1/q)``
 with one or two emissions ``y[t] ~ N(c x[t] + d, 1/r)``, possibly masked.
 
 References, written independently of factorflow: the HMM's state marginals and log Z by
@@ -52,13 +54,37 @@ class HMM:
     #: (family, parameters, observed (S, T), mask (S, T) or None); Gaussian parameters are
     #: (means, precisions or one precision)
     emissions: tuple
+    #: how the emissions read the state: "switch" (``ff.Switch(x)``, ``table[x]``) or
+    #: "case" (``ff.Case(x, k)`` for every k, ``table[k]`` in each)
+    form: str = "switch"
+    #: an observed Bernoulli g[s, t] ~ Bernoulli(p) gating every emission (``ff.If(g)``):
+    #: (p, values (S, T)), or None
+    gate: tuple | None = None
+    #: the observations as ``ff.Data``, run again with these (one (S, T) per emission)
+    again: tuple | None = None
 
     def __str__(self):
         return repr(self)
 
 
+def _emit(name, family, params, observed, state):
+    """One emission reading row ``state`` (the Switch variable, or a case's k)."""
+    def row(table):
+        return ff.Constant(np.asarray(table))[state] if not isinstance(state, int) else \
+            np.asarray(table)[state]
+    if family == "Discrete":
+        ff.Discrete(name, row(params), observed=observed)
+    elif family == "Bernoulli":
+        ff.Bernoulli(name, row(params), observed=observed)
+    else:
+        means, prec = params
+        ff.Gaussian(name, row(means), precision=row(prec) if isinstance(prec, tuple)
+                    else prec, observed=observed)
+
+
 def build_hmm(spec: HMM) -> ff.Model:
     s_len, t_len = np.shape(spec.emissions[0][2])
+    k = len(spec.pi)
     with ff.Model("hmm_oracle") as model:
         s = ff.Range("s", s_len)
         t = ff.Range("t", t_len)
@@ -67,22 +93,29 @@ def build_hmm(spec: HMM) -> ff.Model:
                 x = ff.Discrete("x", np.asarray(spec.pi))
             with ff.If(t > 0):
                 x = ff.Discrete("x", ff.Constant(np.asarray(spec.trans))[x[t - 1]])
-            with ff.Switch(x):
-                for j, (family, params, obs, mask) in enumerate(spec.emissions):
-                    observed = _masked(obs, mask)
-                    name = f"y{j}"
-                    if family == "Discrete":
-                        ff.Discrete(name, ff.Constant(np.asarray(params))[x],
-                                    observed=observed)
-                    elif family == "Bernoulli":
-                        ff.Bernoulli(name, ff.Constant(np.asarray(params))[x],
-                                     observed=observed)
-                    else:
-                        means, prec = params
-                        precision = ff.Constant(np.asarray(prec))[x] \
-                            if isinstance(prec, tuple) else prec
-                        ff.Gaussian(name, ff.Constant(np.asarray(means))[x],
-                                    precision=precision, observed=observed)
+            gate = None
+            if spec.gate is not None:
+                g = ff.Bernoulli("g", spec.gate[0], observed=np.asarray(spec.gate[1], bool))
+                gate = ff.If(g)
+                gate.__enter__()
+            observed = []
+            for j, (family, _, obs, mask) in enumerate(spec.emissions):
+                if spec.again is not None:
+                    value = np.asarray(obs, bool if family == "Bernoulli" else None)
+                    observed.append(ff.Data(f"d{j}", _masked(value, mask)))
+                else:
+                    observed.append(_masked(obs, mask))
+            if spec.form == "switch":
+                with ff.Switch(x):
+                    for j, (family, params, _, _) in enumerate(spec.emissions):
+                        _emit(f"y{j}", family, params, observed[j], x)
+            else:
+                for state in range(k):
+                    with ff.Case(x, state):
+                        for j, (family, params, _, _) in enumerate(spec.emissions):
+                            _emit(f"y{j}", family, params, observed[j], state)
+            if gate is not None:
+                gate.__exit__(None, None, None)
     return model
 
 
@@ -96,19 +129,28 @@ def _likelihood(family, params, value, state):
     return np.sqrt(p / (2 * np.pi)) * np.exp(-0.5 * p * (value - means[state]) ** 2)
 
 
-def enumerate_hmm(spec: HMM):
-    """State marginals (S, T, K) and log Z, by summing over every path."""
+def enumerate_hmm(spec: HMM, values=None):
+    """State marginals (S, T, K) and log Z, by summing over every path (``values``: other
+    observations, one (S, T) per emission)."""
     pi, trans = np.asarray(spec.pi), np.asarray(spec.trans)
     k = len(pi)
     s_len, t_len = np.shape(spec.emissions[0][2])
     marginals = np.zeros((s_len, t_len, k))
     log_z = 0.0
+    emissions = spec.emissions if values is None else [
+        (family, params, obs, mask) for (family, params, _, mask), obs
+        in zip(spec.emissions, values, strict=True)]
     for s in range(s_len):
         z = 0.0
+        if spec.gate is not None:
+            p_g = spec.gate[0]
+            log_z += sum(np.log(p_g if v else 1 - p_g) for v in spec.gate[1][s])
         for path in itertools.product(range(k), repeat=t_len):
             p = pi[path[0]] * np.prod([trans[path[t - 1], path[t]] for t in range(1, t_len)])
-            for family, params, obs, mask in spec.emissions:
+            for family, params, obs, mask in emissions:
                 for t in range(t_len):
+                    if spec.gate is not None and not spec.gate[1][s][t]:
+                        continue
                     if mask is None or not mask[s][t]:
                         p *= _likelihood(family, params, obs[s][t], path[t])
             z += p
@@ -124,6 +166,16 @@ def _probs(draw, k):
                                                          .sum(), 4),)
 
 
+def _observations(draw, family, params, s_len, t_len):
+    if family == "Discrete":
+        one = st.integers(0, len(params[0]) - 1)
+    elif family == "Bernoulli":
+        one = st.booleans()
+    else:
+        one = st.sampled_from((-1.7, -0.2, 0.4, 1.1, 2.9))
+    return tuple(tuple(draw(one) for _ in range(t_len)) for _ in range(s_len))
+
+
 @st.composite
 def hmm_models(draw):
     k = draw(st.integers(1, 3))
@@ -137,32 +189,49 @@ def hmm_models(draw):
         if family == "Discrete":
             v = draw(st.integers(2, 3))
             params = tuple(_probs(draw, v) for _ in range(k))
-            obs = [[draw(st.integers(0, v - 1)) for _ in range(t_len)] for _ in range(s_len)]
         elif family == "Bernoulli":
             params = tuple(draw(st.sampled_from((0.1, 0.3, 0.5, 0.8, 0.9))) for _ in range(k))
-            obs = [[draw(st.booleans()) for _ in range(t_len)] for _ in range(s_len)]
         else:
             means = tuple(draw(st.sampled_from((-2.0, -0.5, 0.0, 1.0, 2.5))) for _ in range(k))
             prec = tuple(draw(st.sampled_from((0.5, 1.0, 3.0))) for _ in range(k)) \
                 if draw(st.booleans()) else draw(st.sampled_from((0.5, 1.0, 3.0)))
             params = (means, prec)
-            obs = [[draw(st.sampled_from((-1.7, -0.2, 0.4, 1.1, 2.9))) for _ in range(t_len)]
-                   for _ in range(s_len)]
-        emissions.append((family, params, tuple(map(tuple, obs)),
-                          _mask(draw, s_len, t_len)))
-    return HMM(pi, trans, tuple(emissions))
+        obs = _observations(draw, family, params, s_len, t_len)
+        emissions.append((family, params, obs, _mask(draw, s_len, t_len)))
+    form = draw(st.sampled_from(("switch", "case")))
+    gate = None
+    if draw(st.integers(0, 9)) < 3:
+        gate = (draw(st.sampled_from((0.3, 0.8))),
+                tuple(tuple(draw(st.booleans()) for _ in range(t_len)) for _ in range(s_len)))
+    again = None
+    # (ff.Data refuses a masked array by name: missing data is for observed= values only)
+    if all(mask is None for _, _, _, mask in emissions) and draw(st.integers(0, 9)) < 4:
+        again = tuple(_observations(draw, family, params, s_len, t_len)
+                      for family, params, _, _ in emissions)
+    return HMM(pi, trans, tuple(emissions), form, gate, again)
 
 
 def check_hmm(spec: HMM, algorithm: str) -> list[str]:
-    marginals, log_z = enumerate_hmm(spec)
-    result = build_hmm(spec).infer(algorithm, progress=False)
+    compiled = build_hmm(spec).compile(algorithm)
+    out = _compare_hmm(compiled.run(progress=False), *enumerate_hmm(spec), "")
+    if spec.again is not None:
+        data = {f"d{j}": _masked(np.asarray(obs, bool if family == "Bernoulli" else None),
+                                 mask)
+                for j, ((family, _, _, mask), obs) in enumerate(zip(spec.emissions,
+                                                                    spec.again, strict=True))}
+        out += _compare_hmm(compiled.run(data=data, progress=False),
+                            *enumerate_hmm(spec, spec.again), "run again: ")
+    return out
+
+
+def _compare_hmm(result, marginals, log_z, label):
     out = []
     probs = np.asarray(result["x"].probs)
     if probs.shape != marginals.shape or not np.allclose(probs, marginals, rtol=1e-9,
                                                           atol=1e-9):
-        out.append(f"x: marginals {probs.tolist()} != {marginals.tolist()}")
+        out.append(f"{label}x: marginals {probs.tolist()} != {marginals.tolist()}")
     if not np.isclose(result.log_evidence, log_z, rtol=1e-9, atol=1e-9):
-        out.append(f"log evidence {result.log_evidence} != log Z {log_z}")
+        out.append(f"{label}log evidence {result.log_evidence} != log Z {log_z}")
     return out
 
 
