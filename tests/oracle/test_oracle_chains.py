@@ -1,8 +1,8 @@
 """Random chains over a plate against enumeration and Gaussian conditioning.
 
 A fresh generator (the fixed-structure tests of ``tests/model/test_chains.py`` have one
-emission of one family, every datum seen): hidden Markov models with 1-3 states, 1-2
-sequences, 1-5 steps, one or two emissions per step drawn from Discrete, Bernoulli and
+emission of one family, every datum seen): hidden Markov models with 1-3 states, 0-2
+sequences, 0-5 steps, one or two emissions per step drawn from Discrete, Bernoulli and
 Gaussian (a precision shared or one per state), each possibly with missing data
 (``np.ma.masked_array``), read through ``ff.Switch(x)`` or ``ff.Case(x, k)``, maybe all
 under ``ff.If(g)`` of an observed Bernoulli g[s, t], maybe given as ``ff.Data`` and run
@@ -39,11 +39,17 @@ def _mask(draw, s_len, t_len):
     return None if all(all(row) for row in mask) else mask
 
 
-def _masked(values, mask):
-    values = np.asarray(values)
+def _size(spec) -> tuple[int, int]:
+    if spec.size is not None:
+        return spec.size
+    return np.shape(spec.emissions[0][2 if isinstance(spec, HMM) else 3])
+
+
+def _masked(values, mask, size, dtype=None):
+    values = np.asarray(values, dtype).reshape(size)
     if mask is None:
         return values
-    return np.ma.masked_array(values, mask=np.asarray(mask, bool))
+    return np.ma.masked_array(values, mask=np.asarray(mask, bool).reshape(size))
 
 
 # ----- hidden Markov models ------------------------------------------------------------------
@@ -62,6 +68,8 @@ class HMM:
     gate: tuple | None = None
     #: the observations as ``ff.Data``, run again with these (one (S, T) per emission)
     again: tuple | None = None
+    #: (S, T), where S = 0 leaves the observations' tuples without their T
+    size: tuple | None = None
 
     def __str__(self):
         return repr(self)
@@ -83,7 +91,7 @@ def _emit(name, family, params, observed, state):
 
 
 def build_hmm(spec: HMM) -> ff.Model:
-    s_len, t_len = np.shape(spec.emissions[0][2])
+    s_len, t_len = _size(spec)
     k = len(spec.pi)
     with ff.Model("hmm_oracle") as model:
         s = ff.Range("s", s_len)
@@ -95,16 +103,15 @@ def build_hmm(spec: HMM) -> ff.Model:
                 x = ff.Discrete("x", ff.Constant(np.asarray(spec.trans))[x[t - 1]])
             gate = None
             if spec.gate is not None:
-                g = ff.Bernoulli("g", spec.gate[0], observed=np.asarray(spec.gate[1], bool))
+                g = ff.Bernoulli("g", spec.gate[0], observed=_masked(spec.gate[1], None,
+                                                                     (s_len, t_len), bool))
                 gate = ff.If(g)
                 gate.__enter__()
             observed = []
             for j, (family, _, obs, mask) in enumerate(spec.emissions):
-                if spec.again is not None:
-                    value = np.asarray(obs, bool if family == "Bernoulli" else None)
-                    observed.append(ff.Data(f"d{j}", _masked(value, mask)))
-                else:
-                    observed.append(_masked(obs, mask))
+                value = _masked(obs, mask, (s_len, t_len),
+                                bool if family == "Bernoulli" else None)
+                observed.append(ff.Data(f"d{j}", value) if spec.again is not None else value)
             if spec.form == "switch":
                 with ff.Switch(x):
                     for j, (family, params, _, _) in enumerate(spec.emissions):
@@ -134,12 +141,14 @@ def enumerate_hmm(spec: HMM, values=None):
     observations, one (S, T) per emission)."""
     pi, trans = np.asarray(spec.pi), np.asarray(spec.trans)
     k = len(pi)
-    s_len, t_len = np.shape(spec.emissions[0][2])
+    s_len, t_len = _size(spec)
     marginals = np.zeros((s_len, t_len, k))
     log_z = 0.0
     emissions = spec.emissions if values is None else [
         (family, params, obs, mask) for (family, params, _, mask), obs
         in zip(spec.emissions, values, strict=True)]
+    if t_len == 0:  # no chain elements: nothing observed either
+        return marginals, log_z
     for s in range(s_len):
         z = 0.0
         if spec.gate is not None:
@@ -179,8 +188,8 @@ def _observations(draw, family, params, s_len, t_len):
 @st.composite
 def hmm_models(draw):
     k = draw(st.integers(1, 3))
-    t_len = draw(st.integers(1, 5))
-    s_len = draw(st.integers(1, 2))
+    t_len = draw(st.integers(0, 5))
+    s_len = draw(st.integers(0, 2))
     pi = _probs(draw, k)
     trans = tuple(_probs(draw, k) for _ in range(k))
     emissions = []
@@ -208,15 +217,15 @@ def hmm_models(draw):
     if all(mask is None for _, _, _, mask in emissions) and draw(st.integers(0, 9)) < 4:
         again = tuple(_observations(draw, family, params, s_len, t_len)
                       for family, params, _, _ in emissions)
-    return HMM(pi, trans, tuple(emissions), form, gate, again)
+    return HMM(pi, trans, tuple(emissions), form, gate, again, (s_len, t_len))
 
 
 def check_hmm(spec: HMM, algorithm: str) -> list[str]:
     compiled = build_hmm(spec).compile(algorithm)
     out = _compare_hmm(compiled.run(progress=False), *enumerate_hmm(spec), "")
     if spec.again is not None:
-        data = {f"d{j}": _masked(np.asarray(obs, bool if family == "Bernoulli" else None),
-                                 mask)
+        data = {f"d{j}": _masked(obs, mask, _size(spec),
+                                 bool if family == "Bernoulli" else None)
                 for j, ((family, _, _, mask), obs) in enumerate(zip(spec.emissions,
                                                                     spec.again, strict=True))}
         out += _compare_hmm(compiled.run(data=data, progress=False),
@@ -245,13 +254,15 @@ class Chain:
     q: float
     #: (c, d, r, observed (S, T), mask or None): y[t] ~ N(c x[t] + d, 1/r)
     emissions: tuple
+    #: (S, T), where S = 0 leaves the observations' tuples without their T
+    size: tuple | None = None
 
     def __str__(self):
         return repr(self)
 
 
 def build_chain(spec: Chain) -> ff.Model:
-    s_len, t_len = np.shape(spec.emissions[0][3])
+    s_len, t_len = _size(spec)
     with ff.Model("chain_oracle") as model:
         s = ff.Range("s", s_len)
         t = ff.Range("t", t_len)
@@ -264,18 +275,19 @@ def build_chain(spec: Chain) -> ff.Model:
                 mean = x if c == 1.0 else c * x
                 if d:
                     mean = mean + d
-                ff.Gaussian(f"y{j}", mean, precision=r, observed=_masked(obs, mask))
+                ff.Gaussian(f"y{j}", mean, precision=r,
+                            observed=_masked(obs, mask, (s_len, t_len)))
     return model
 
 
 def condition_chain(spec: Chain):
     """Posterior means and variances (S, T) of x and log Z: the joint Gaussian of the
     states and the seen observations, built ancestrally as x = L ε + m, conditioned."""
-    s_len, t_len = np.shape(spec.emissions[0][3])
+    s_len, t_len = _size(spec)
     means = np.zeros((s_len, t_len))
     variances = np.zeros((s_len, t_len))
     log_z = 0.0
-    for s in range(s_len):
+    for s in range(s_len if t_len else 0):
         seen = []  # each seen observation as (row, const, value): row·ε + const
         width = 0
 
@@ -321,8 +333,8 @@ def condition_chain(spec: Chain):
 
 @st.composite
 def chain_models(draw):
-    t_len = draw(st.integers(1, 6))
-    s_len = draw(st.integers(1, 2))
+    t_len = draw(st.integers(0, 6))
+    s_len = draw(st.integers(0, 2))
     pick = lambda xs: draw(st.sampled_from(xs))  # noqa: E731
     emissions = []
     for _ in range(draw(st.integers(1, 2))):
@@ -332,7 +344,8 @@ def chain_models(draw):
         emissions.append((pick((1.0, 1.0, 2.0, -0.5)), pick((0.0, 0.0, 1.0, -2.0)),
                           pick((0.5, 1.0, 4.0)), obs, mask))
     return Chain(pick((-1.0, 0.0, 2.0)), pick((0.25, 1.0, 2.0)), pick((-0.9, 0.5, 1.0, 1.2)),
-                 pick((0.0, 0.0, 0.7, -1.0)), pick((0.5, 1.0, 3.0)), tuple(emissions))
+                 pick((0.0, 0.0, 0.7, -1.0)), pick((0.5, 1.0, 3.0)), tuple(emissions),
+                 (s_len, t_len))
 
 
 def check_chain(spec: Chain, algorithm: str) -> list[str]:

@@ -43,3 +43,62 @@ def test_two_different_data_in_two_branches_are_refused_by_name():
             ff.Gaussian("y", 1.0, precision=2.0, observed=ff.Data("a", 1.0))
         with ff.IfNot(c), pytest.raises(ff.ModelError, match="'y' is defined in several"):
             ff.Gaussian("y", -1.0, precision=0.5, observed=ff.Data("b", 1.0))
+
+
+# ----- chains over an empty plate -------------------------------------------------------------
+def _empty_chain(kind: str, s_len: int, t_len: int, learnt: bool = False) -> ff.Model:
+    """A chain x[s, t] of ``kind`` with one observed emission per element."""
+    a = np.array([[0.5, 0.1], [0.0, 0.8]])
+    with ff.Model() as model:
+        if learnt:
+            start = ff.Dirichlet("start", np.array([1.0, 2.0]))
+            with ff.Plate(ff.Range("k", 2)):
+                rows = ff.Dirichlet("rows", np.array([2.0, 1.0]))
+        s, t = ff.Range("s", s_len), ff.Range("t", t_len)
+        with ff.Plate(s), ff.Plate(t):
+            if kind == "discrete":
+                with ff.If(t == 0):
+                    x = ff.Discrete("x", start if learnt else np.array([0.3, 0.7]))
+                with ff.If(t > 0):
+                    x = ff.Discrete("x", rows[x[t - 1]] if learnt else
+                                    ff.Constant(np.array([[0.9, 0.1], [0.2, 0.8]]))[x[t - 1]])
+                with ff.Switch(x):
+                    ff.Discrete("y", ff.Constant(np.array([[0.5, 0.5], [0.1, 0.9]]))[x],
+                                observed=np.zeros((s_len, t_len), int))
+            elif kind == "gaussian":
+                with ff.If(t == 0):
+                    x = ff.Gaussian("x", 0.0, precision=1.0)
+                with ff.If(t > 0):
+                    x = ff.Gaussian("x", 0.5 * x[t - 1] + 1.0, precision=2.0)
+                ff.Gaussian("y", x, precision=1.0, observed=np.zeros((s_len, t_len)))
+            else:
+                with ff.If(t == 0):
+                    x = ff.VectorGaussian("x", np.zeros(2), precision=np.eye(2))
+                with ff.If(t > 0):
+                    x = ff.VectorGaussian("x", a @ x[t - 1], precision=np.eye(2))
+                ff.VectorGaussian("y", x, precision=np.eye(2),
+                                  observed=np.zeros((s_len, t_len, 2)))
+    return model
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+@pytest.mark.parametrize("kind", ["discrete", "gaussian", "vector"])
+@pytest.mark.parametrize("sizes", [(2, 0), (0, 3), (0, 0)])
+def test_a_chain_over_an_empty_plate_is_empty(kind, sizes, algorithm):
+    """A chain whose plate (or another plate over it) has no element: the posterior is the
+    empty array and the evidence 0, as for any statement over an empty plate (issue 10).
+    It raised a raw ValueError in the discrete and scalar chains' kernels (a pass of no
+    step, or over no chain) and a RecursionError in the vector chain's; found by the chain
+    generator with T = 0."""
+    result = _empty_chain(kind, *sizes).infer(algorithm, progress=False)
+    event = {"discrete": (2,), "gaussian": (), "vector": (2,)}[kind]
+    moments = result["x"].probs if kind == "discrete" else result["x"].mean
+    assert np.shape(moments) == sizes + event
+    assert result.log_evidence == 0.0
+
+
+def test_learnt_parameters_of_an_empty_chain_keep_their_priors():
+    result = _empty_chain("discrete", 2, 0, learnt=True).infer("vmp", progress=False)
+    assert_close(result["start"].alpha, [1.0, 2.0], rtol=1e-14)
+    assert_close(result["rows"].alpha, [[2.0, 1.0], [2.0, 1.0]], rtol=1e-14)
+    assert result.log_evidence == 0.0
