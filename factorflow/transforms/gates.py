@@ -233,6 +233,9 @@ class _Gates:
             cond = self._condition(key, node, count, switch, slot)
         else:  # met before (a Switch's cases): this gate too must sit in z's loops only
             self._check_loops(node.condition, self._loops()[:-1] if switch else self._loops())
+            if switch:  # a Switch's body again after ff.Case gates on z inside it (its
+                # second loop over the cases): what it defines exits after this loop
+                cond.switch_for = self.frames[-1].node
         level, frame = len(self.levels), Frame("if", [])
         self.levels.append((cond, case, frame))
         self.frames.append(frame)
@@ -608,11 +611,15 @@ class _Gates:
                 if clone.kind == "enter" else ()
             local = clone.locals[case] = Ref(self._fresh(*split_derived(clone.name), case),
                                              here + whole)
+            # derived: a copy of an entered value, or a deterministic variable's own
+            # definition in the case (under VMP its message to the factor defining it is
+            # its children's, not its posterior: that would count the factor again)
             self._declare(local.var, d.domain, local.index, d.event,
                           f"{d.label or clone.var} in case {display(str(case))} of "
                           f"{self._show(cond.lhs)}",
                           (("local_of", clone.var),) + (
-                              (("derived", True),) if clone.kind == "enter" else ()))
+                              (("derived", True),) if clone.kind == "enter"
+                              or d.attr("derived") else ()))
             if clone.kind == "enter":
                 node: Any = Stmt("Copy", (local,), (("value", clone.ref(case)),), (), prov)
                 for r in reversed(whole):
