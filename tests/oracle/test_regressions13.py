@@ -212,3 +212,40 @@ def test_a_switch_body_goes_on_after_case_gates_on_its_condition(plate, algorith
     log_z = (stats.norm.logpdf(0.5, 0.0, 1.0) + stats.norm.logpdf(1.0, 0.0, np.sqrt(3.0))) \
         * (n or 1)
     assert_close(result.log_evidence, log_z, rtol=1e-12)
+
+
+# ----- oracle seed 9: the harness stopped a run where a posterior stood still -----------------
+def test_a_posterior_that_stands_still_while_a_switch_passes_its_message_on():
+    """Oracle seed 9 (4 EP runs, 'wrong marginal' and 'wrong logZ'): g1's posterior does
+    not move in sweeps 1-3 while e4's message passes through the Switch's exit, and moves
+    at sweep 4.  The oracle's own early stop (two quiet sweeps of the posteriors the hook
+    sees) ended the run at sweep 3; factorflow's monitor watches the gate's own variables
+    too and stops at a fixed point.  Both now give the exact answer (a tree with one
+    mixture site of identical components)."""
+    from tests.oracle.spec import Const, Draw, Gate, Plate, Ref, Spec
+    from tests.oracle.test_oracle_gaussian import ep_checks
+    spec = Spec("linear-Gaussian gated", (
+        Draw("g1", "Gaussian", (Const(2.0), Const(1.0))),
+        Draw("y2", "Gaussian", (Ref("g1"), Const(4.0)), 1.2),
+        Draw("z3", "Discrete", (Const((0.667, 0.333)),)),
+        Gate("switch", "z3", ((None, (Draw("e4", "Gaussian", (Ref("g1"), Const(1.0))),)),)),
+        Draw("y5", "Gaussian", (Ref("e4"), Const(0.5)), 3.4),
+        Plate("n", 3, (Draw("g6", "Gaussian", (Ref("e4"), Const(1.0))),
+                       Draw("y7", "Gaussian", (Ref("g6"), Const(1.0)), (0.0, 1.9, -1.1))))))
+    assert ep_checks(spec).failures == []
+    with ff.Model() as model:
+        g1 = ff.Gaussian("g1", 2.0, precision=1.0)
+        ff.Gaussian("y2", g1, precision=4.0, observed=1.2)
+        z3 = ff.Discrete("z3", [0.667, 0.333])
+        with ff.Switch(z3):
+            e4 = ff.Gaussian("e4", g1, precision=1.0)
+        ff.Gaussian("y5", e4, precision=0.5, observed=3.4)
+        with ff.Plate(ff.Range("n", 3)):
+            g6 = ff.Gaussian("g6", e4, precision=1.0)
+            ff.Gaussian("y7", g6, precision=1.0, observed=[0.0, 1.9, -1.1])
+    result = model.infer("ep", progress=False)
+    # y2 | g1 and, through e4 (precision 1 from g1), y5 and the y7 (each N(e4, 2)):
+    # g1's posterior precision 1 + 4 + 1 / (1 + 1 / (0.5 + 3 / 2)) = 5.666...
+    assert result.converged
+    assert_close(result["g1"].mean, 1.3235294117647056, rtol=1e-9)
+    assert_close(result.log_evidence, -9.98121122449377, rtol=1e-9)
