@@ -604,6 +604,10 @@ class _Gates:
         if local is None:
             d = self.decls[clone.var]
             at = self._inner(m)
+            if clone.kind == "enter":  # an entered value is copied in wherever the case
+                # holds, not only in the observed branch that reads it first (oracle: a
+                # Switch whose body is ff.Case gates on an observed z6 lost y7 under EP)
+                at = self._outside_det(at, clone.var)
             here = self._loops(at)
             # an entered array's axes that no loop here runs over (its own plates, read
             # whole by a deeper Switch): the local copy keeps them, copied in their loops

@@ -249,3 +249,30 @@ def test_a_posterior_that_stands_still_while_a_switch_passes_its_message_on():
     assert result.converged
     assert_close(result["g1"].mean, 1.3235294117647056, rtol=1e-9)
     assert_close(result.log_evidence, -9.98121122449377, rtol=1e-9)
+
+
+# ----- the oracle's generator with a derived variable in a Switch (found with it) ------------
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+@pytest.mark.parametrize("cases", [(0, 1), (0,), (1,)])
+def test_a_switch_body_of_gates_on_an_observed_variable_reads_its_entered_values(
+        cases, algorithm):
+    """Switch(z5) whose body is ff.Case(z6, k) gates on an observed z6, each observing
+    y7 ~ N(g1, 4): g1's value entered the Switch and was copied into the case's local only
+    inside the first observed branch that read it (z6 == 0), so with z6 = 1 the datum
+    never reached g1: EP reported g1's prior and log p(z6) as the evidence, VMP raised
+    ImproperMessageError (NaN cases of z5).  Found by the oracle's derandomized gated
+    linear-Gaussian test once its generator wrote a scaling in a Switch's body."""
+    with ff.Model() as model:
+        g1 = ff.Gaussian("g1", -2.0, precision=0.25)
+        z5 = ff.Discrete("z5", [0.5, 0.5])
+        z6 = ff.Discrete("z6", [0.5, 0.5], observed=1)
+        with ff.Switch(z5):
+            for k in cases:
+                with ff.Case(z6, k):
+                    ff.Gaussian("y7", g1, precision=0.25, observed=-2.3)
+    result = model.infer(algorithm, progress=False)
+    seen = 1 in cases  # z6 = 1: only case 1's statement holds
+    assert_close(result["g1"].mean, -2.15 if seen else -2.0, rtol=1e-12)
+    assert_close(result["g1"].variance, 2.0 if seen else 4.0, rtol=1e-12)
+    log_z = np.log(0.5) + (stats.norm.logpdf(-2.3, -2.0, np.sqrt(8.0)) if seen else 0.0)
+    assert_close(result.log_evidence, log_z, rtol=1e-12)
