@@ -341,11 +341,31 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, domain: str,
         step = _gaussian_step(var, rng, args["mean"], args["precision"], what)
     del chains[name]
     chain_factor = "DiscreteChain" if factor == "Discrete" else "GaussianChain"
-    call = FactorCall(chain_factor, var, {**start.args, **step}, model.plates, prov,
-                      tuple(f for f in model.frames if not isinstance(f, ChainFrame)))
     model.definitions.setdefault(name, []).append(model.gates)
-    model.statements.append(call)
+    model.statements.append(chain_statement(model, chain_factor, var,
+                                            {**start.args, **step}, prov))
     return var
+
+
+#: a chain factor's start as an ordinary factor: (factor, {its argument: the chain's})
+_START = {"DiscreteChain": ("Discrete", {"probs": "init"}),
+          "GaussianChain": ("Gaussian", {"mean": "init_mean", "precision": "init_precision"}),
+          "VectorGaussianChain": ("VectorGaussian", {"mean": "init_mean",
+                                                     "precision": "init_precision"})}
+
+
+def chain_statement(model: Model, chain_factor: str, var: Variable, args: dict[str, Any],
+                    provenance: str) -> FactorCall:
+    """The statement of the chain ``var`` over the open plates: its chain factor, or,
+    where a plate is empty (no chain, or chains of no steps), its start's own factor over
+    the same plates, which has no element either (the posterior is the empty array and
+    the evidence 0; the chain kernels need a step and a chain)."""
+    frames = tuple(f for f in model.frames if not isinstance(f, ChainFrame))
+    if all(p.size > 0 for p in model.plates):
+        return FactorCall(chain_factor, var, args, model.plates, provenance, frames)
+    factor, names = _START[chain_factor]
+    return FactorCall(factor, var, {k: args[v] for k, v in names.items()}, model.plates,
+                      provenance, frames)
 
 
 def _dirichlet(model: Model, var: Variable, size: int | None, rows: bool, what: str

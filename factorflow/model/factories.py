@@ -284,9 +284,13 @@ def _redefinition(model: Model, name: str, domain: str, observed: Any) -> Variab
     previous = model.definitions.get(name, [])
     if not previous or not all(_exclusive(gates, d) for d in previous):
         return None  # not a branch definition: add_variable reports the clash
-    if (existing.is_observed and observed is not None and existing.domain == domain
-            and existing.plates == model.plates and not isinstance(observed, Data)
-            and np.array_equal(np.asarray(existing.observed), np.asarray(observed))):
+    if isinstance(observed, Data) or isinstance(existing.observed, Data):
+        same = existing.observed is observed  # one ff.Data observed in every branch
+    else:
+        same = observed is not None and np.array_equal(np.asarray(existing.observed),
+                                                       np.asarray(observed))
+    if (existing.is_observed and same and existing.domain == domain
+            and existing.plates == model.plates):
         return existing  # an observed child with a different factor in each branch
     if existing.domain != domain or existing.plates != model.plates or observed is not None:
         raise ModelError(f"variable {name!r} is defined in several branches of a gate; "

@@ -34,10 +34,11 @@ from factorflow.model.chains import (
     ChainStart,
     _known,
     _previous,
+    chain_statement,
     is_offset_read,
 )
 from factorflow.model.checks import numeric_array
-from factorflow.model.core import Data, FactorCall, Indexed, Model, Variable, _provenance
+from factorflow.model.core import Data, Indexed, Model, Variable, _provenance
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,10 +197,9 @@ def define(model: Model, frame: ChainFrame, factor: str, name: str, args: dict[s
             "precision": _known(args["precision"], "posdef", f"{what}, precision", dim)}
     _check_shapes(step, dim, what)
     del chains[name]
-    call = FactorCall("VectorGaussianChain", var, {**start.args, **step}, model.plates, prov,
-                      tuple(f for f in model.frames if not isinstance(f, ChainFrame)))
     model.definitions.setdefault(name, []).append(model.gates)
-    model.statements.append(call)
+    model.statements.append(chain_statement(model, "VectorGaussianChain", var,
+                                            {**start.args, **step}, prov))
     return var
 
 

@@ -233,6 +233,9 @@ class _Gates:
             cond = self._condition(key, node, count, switch, slot)
         else:  # met before (a Switch's cases): this gate too must sit in z's loops only
             self._check_loops(node.condition, self._loops()[:-1] if switch else self._loops())
+            if switch:  # a Switch's body again after ff.Case gates on z inside it (its
+                # second loop over the cases): what it defines exits after this loop
+                cond.switch_for = self.frames[-1].node
         level, frame = len(self.levels), Frame("if", [])
         self.levels.append((cond, case, frame))
         self.frames.append(frame)
@@ -601,6 +604,10 @@ class _Gates:
         if local is None:
             d = self.decls[clone.var]
             at = self._inner(m)
+            if clone.kind == "enter":  # an entered value is copied in wherever the case
+                # holds, not only in the observed branch that reads it first (oracle: a
+                # Switch whose body is ff.Case gates on an observed z6 lost y7 under EP)
+                at = self._outside_det(at, clone.var)
             here = self._loops(at)
             # an entered array's axes that no loop here runs over (its own plates, read
             # whole by a deeper Switch): the local copy keeps them, copied in their loops
@@ -608,11 +615,15 @@ class _Gates:
                 if clone.kind == "enter" else ()
             local = clone.locals[case] = Ref(self._fresh(*split_derived(clone.name), case),
                                              here + whole)
+            # derived: a copy of an entered value, or a deterministic variable's own
+            # definition in the case (under VMP its message to the factor defining it is
+            # its children's, not its posterior: that would count the factor again)
             self._declare(local.var, d.domain, local.index, d.event,
                           f"{d.label or clone.var} in case {display(str(case))} of "
                           f"{self._show(cond.lhs)}",
                           (("local_of", clone.var),) + (
-                              (("derived", True),) if clone.kind == "enter" else ()))
+                              (("derived", True),) if clone.kind == "enter"
+                              or d.attr("derived") else ()))
             if clone.kind == "enter":
                 node: Any = Stmt("Copy", (local,), (("value", clone.ref(case)),), (), prov)
                 for r in reversed(whole):

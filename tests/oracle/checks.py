@@ -24,6 +24,11 @@ from tests.oracle.structure import Traits, analyse
 KINDS = ("exception", "not finite", "wrong logZ", "wrong marginal", "bound above logZ",
          "bound decreased", "not converged")
 
+#: sweeps without a move of any posterior statistic that end a run early: g1 in oracle
+#: seed 9's model stood still for three sweeps (1-3) while a Switch's exit variable
+#: passed its message on, and moved at the fourth (two quiet sweeps stopped it there)
+QUIET = 4
+
 
 def oracle_settings(max_examples: int) -> settings:
     """Hypothesis settings of every oracle test: derandomized (the same models on every
@@ -118,16 +123,18 @@ class Check:
 
     def run(self, iterations: int, stop_at_fixed_point: bool = True) -> Run | None:
         """One run of at most ``iterations`` sweeps, stopped early (through
-        ``on_iteration``) once no posterior statistic moves by more than 1e-13 in two sweeps;
-        an exception is a failure (None returned)."""
+        ``on_iteration``) once no posterior statistic moves by more than 1e-13 in
+        ``QUIET`` sweeps; an exception is a failure (None returned)."""
         history: list = []
 
         def record(_iteration, posteriors):
             history.append({k: _statistics(v) for k, v in posteriors.items()})
-            # two sweeps in a row without a move: a posterior may stand still for one sweep
-            # while messages still travel through a gate's own variables
-            return (stop_at_fixed_point and len(history) >= 3 and _change(history) <= 1e-13
-                    and _change(history[:-1]) <= 1e-13)
+            # several sweeps in a row without a move: a posterior may stand still while
+            # messages still travel through a gate's own variables (which the hook does
+            # not see; factorflow's own monitor does)
+            return (stop_at_fixed_point and len(history) > QUIET
+                    and all(_change(history[:len(history) - i]) <= 1e-13
+                            for i in range(QUIET)))
 
         try:
             with warnings.catch_warnings(record=True) as caught:

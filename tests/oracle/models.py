@@ -9,7 +9,8 @@ Three families:
   ``c * a``, observed children, an optional plate of size 0-4 (a hierarchy, observations,
   or a regression ``y[n] ~ N(x1[n] * w1 + x2[n] * w2 (+ b), .)``); with ``gated=True`` also
   discrete conditions selecting the mean or precision of an observed Gaussian, Gaussian exit
-  variables, a variable drawn identically in every case of a Switch, and mixtures
+  variables, a variable drawn identically in every case of a Switch (and maybe a scaling
+  or shift of it there too), and mixtures
   (``Switch(z): x ~ N(means[z], .)``);
 * :func:`one_continuous` -- one Beta, Gamma, Dirichlet or Gaussian variable with conjugate
   observations (Bernoulli/Binomial, Poisson or Gaussian precision, Discrete, Gaussian),
@@ -362,8 +363,16 @@ class _Gaussian:
                 out.append(self.gaussian([Ref(name)], latent=False))
         elif kind == "switch-same":
             name = g.name("e")
-            out.append(Gate("switch", sel.name, ((None, (self.gaussian(
-                self.means() + [Const(g.pick(MEANS))], name=name),)),)))
+            body = [self.gaussian(self.means() + [Const(g.pick(MEANS))], name=name)]
+            if g.flag(0.5):  # and a deterministic function of it in the body too (fuzz
+                # seed 19: its per-case local was not derived, and VMP counted x twice)
+                c = g.pick(SCALES)
+                body.append(Scale(g.name("s"), c, Ref(name)) if g.flag() else
+                            Sum(g.name("s"), Ref(name), Const(g.pick(MEANS))))
+                self.forms[body[-1].name] = {name: c if isinstance(body[-1], Scale) else 1.0}
+                self.reals.append(name)
+                name = body[-1].name
+            out.append(Gate("switch", sel.name, ((None, tuple(body)),)))
             self.reals.append(name)
             out.append(self.gaussian([Ref(name)], latent=False))
         else:  # a mixture: Switch(z): x ~ N(means[z], .), one datum or a plate of them
