@@ -338,10 +338,43 @@ def _average_log_factor(sample, mean, precision) -> np.ndarray:
 
 
 # ----- EP (known precision: the random-precision case is not Gaussian-closed) --------
+#: the smallest normal double: a precision at least this has a finite variance 1/p
+_TINY = float(np.finfo(float).tiny)
+
+
+def proper_moments(msg: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(mean, variance) = (h/p, 1/p) of a Gaussian message whose precisions p are all
+    normal positive numbers (so every variance is finite), as fresh arrays the caller may
+    write into: bit for bit what ``E`` and ``V`` give there, in two passes over the batch
+    and one reduction (``E``'s mask for p = 0 and the search for broadcast axes are
+    needed only elsewhere).  None for anything else (a known value, a single message, a
+    uniform, improper or broadcast one, or under tracing): the caller takes its general
+    path."""
+    if traced() or not isinstance(msg, Gaussian):
+        return None
+    h, p = msg.eta
+    if (type(p) is not np.ndarray or type(h) is not np.ndarray or not p.ndim
+            or not p.size or h.shape != p.shape or 0 in p.strides or not p.min() >= _TINY):
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        return h / p, 1.0 / p
+
+
 def _convolve(msg, precision):
     """The message through a Gaussian of known precision: variance adds 1/τ."""
+    moments = proper_moments(msg)
+    inv = np.asarray(precision, float)
+    if moments is not None and np.broadcast_shapes(moments[1].shape, inv.shape) \
+            == moments[1].shape:
+        # the same arithmetic as below, written into the two fresh moment arrays
+        mean, var = moments
+        with np.errstate(divide="ignore"):
+            var += 1.0 / inv
+            prec = np.divide(1.0, var, out=var)
+        mean *= prec
+        return Gaussian.from_natural(mean, prec)
     with np.errstate(divide="ignore"):
-        var = V(msg) + 1.0 / np.asarray(precision, float)
+        var = V(msg) + 1.0 / inv
         prec = 1.0 / var
     return Gaussian.from_natural(E(msg) * prec, prec)
 
