@@ -14,8 +14,8 @@ import numpy as np
 
 from factorflow.distributions.base import (
     COMPACT_ABOVE,
-    _sub_naturals,
     Distribution,
+    _sub_naturals,
     any_true,
     as_index,
     exp_flushed,

@@ -162,3 +162,35 @@ def test_discrete_entropy_and_gate_evidence_equal_the_elementwise_sums():
     with np.errstate(invalid="ignore"):
         want = np.sum(np.where(q == 0, 0.0, q * lw), axis=-1)
     assert_close(fn(cases=Bernoulli.from_natural(lw), selector=d), want, rtol=1e-13)
+
+
+def test_a_gaussian_quotient_of_positive_precision_equals_the_general_quotient():
+    """``Gaussian.__truediv__``'s two-difference path (every quotient precision > 0) and
+    its mending (a precision of exactly 0 zeroes h; inf − inf is 0) give the bits of the
+    base class's quotient followed by that mending, whichever elements take which path."""
+    from factorflow.distributions.base import Distribution
+
+    rng = np.random.default_rng(3)
+    n = 64
+    for case in range(7):
+        h1, p1, h2, p2 = rng.normal(size=(4, n)) * 3
+        if case % 2:  # every quotient precision positive: the fast path
+            p1, p2 = np.abs(p1) + np.abs(p2) + 0.1, np.abs(p2)
+        if case == 2:  # equal precisions, h left with rounding: mended to h = 0
+            p1[:8], h1[:8] = p2[:8], h2[:8] + 1e-17
+        if case == 3:  # point masses divided by themselves
+            p1[:4] = p2[:4] = h1[:4] = h2[:4] = np.inf
+        if case == 4:
+            p1[:4] = np.nan
+        if case == 5:  # an infinite h: its NaN test sends the quotient the general way
+            h1[:4] = h2[:4] = np.inf
+        a, b = Gaussian.from_natural(h1, p1), Gaussian.from_natural(h2, p2)
+        got = a / b
+        plain = Distribution.__truediv__(a, b)
+        flat = plain.eta[1] == 0
+        want = (np.where(flat, 0.0, plain.eta[0]), plain.eta[1])
+        for g, w in zip(got.eta, want, strict=True):
+            assert np.array_equal(g, w, equal_nan=True)
+            assert np.array_equal(np.signbit(g) & ~np.isnan(g), np.signbit(w) & ~np.isnan(w))
+    uniform = Gaussian.uniform((n,))  # (a broadcast zero: the general path)
+    assert np.array_equal((a / uniform).eta[1], a.eta[1])
