@@ -370,7 +370,7 @@ def _convolve(msg, precision):
         h, p = msg.eta
         c = 1.0 / float(inv)
         if (type(p) is np.ndarray and type(h) is np.ndarray and p.ndim and p.size
-                and h.shape == p.shape and p.min() >= _TINY and p.max() * c < 1e300):
+                and h.shape == p.shape and p.min() >= _TINY and float(p.max()) * c < 1e300):
             scale = p * c
             scale += 1.0
             h_out = h / scale
