@@ -33,17 +33,24 @@ Last, EP TrueSkill's time per sweep (the largest size run) in alternating rounds
 the hand-written EP, with the median of the rounds' ratios (a drifting machine speed moves
 the rows above, measured apart).
 
-Run: ``python benchmarks/convergence.py`` (``--quick`` for the small sizes only).
+Run: ``python benchmarks/convergence.py`` (``--quick`` for the small sizes only;
+``--paired [--rounds R]`` for the paired TrueSkill rounds alone, ``--statements`` for
+TrueSkill's CPU µs per statement of one sweep, the generated program's and the
+hand-written EP's side by side).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import inspect
+import os
 import sys
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +103,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tol", type=float, default=1e-3)
     parser.add_argument("--quick", action="store_true", help="small sizes only")
+    parser.add_argument("--paired", action="store_true",
+                        help="only the paired TrueSkill rounds (1,000 players, 10^5 games)")
+    parser.add_argument("--statements", action="store_true",
+                        help="only TrueSkill's CPU µs per statement of one sweep, both sides")
+    parser.add_argument("--rounds", type=int, default=8, help="paired rounds (--paired)")
     args = parser.parse_args()
+    if args.paired or args.statements:
+        print(statement_profile(1000, 100_000) if args.statements
+              else paired_trueskill(1000, 100_000, rounds=args.rounds))
+        return
     print(f"sweeps until within {args.tol:g} of the fixed point (max |Δ mean|, |Δ variance|)"
           ", ms per sweep, and ms to solution (sweeps × ms per sweep)")
     print(f"{'model':<34} {'ff':>8} {'hand':>8} {'ratio':>6}   {'ff ms':>9} {'hand ms':>9}"
@@ -161,24 +177,91 @@ def main() -> None:
 def paired_trueskill(players: int, games: int, rounds: int = 8, sweeps: int = 30) -> str:
     """EP TrueSkill's time per sweep against the hand-written EP in alternating rounds
     (factorflow's ``run`` with no callback, less a run of no sweeps): the median of the
-    rounds' ratios holds up where the machine's speed drifts between the rows above."""
+    rounds' ratios holds up where the machine's speed drifts between the rows above.
+    Wall-clock time, and beside it the CPU time of this thread (``time.thread_time``:
+    on a loaded machine the waits for a core are not counted), with the load average."""
     winner, loser = trueskill_games(players, games)
     compiled = trueskill_model(players, winner, loser).compile("ep")
-    ours, hand = [], []
+    ours, hand, ours_cpu, hand_cpu = [], [], [], []
+    load = os.getloadavg()[0]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ff.ConvergenceWarning)
         for _ in range(rounds):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             compiled.run(iterations=sweeps, tolerance=None, progress=False)
-            middle = time.perf_counter()
+            middle, cpu_middle = time.perf_counter(), time.thread_time()
             compiled.run(iterations=0, tolerance=None, progress=False)
             ours.append((2 * middle - start - time.perf_counter()) / sweeps)
+            ours_cpu.append((2 * cpu_middle - cpu - time.thread_time()) / sweeps)
+            cpu = time.thread_time()
             hand.append(hand_time(lambda s: trueskill_ep(players, winner, loser, s), sweeps))
+            hand_cpu.append((time.thread_time() - cpu) / sweeps)
     ratios = np.array(ours) / np.array(hand)
+    cpu_ratios = np.array(ours_cpu) / np.array(hand_cpu)
     return (f"EP TrueSkill {players} players/{winner.size} games, {rounds} paired rounds of "
-            f"{sweeps} sweeps: factorflow {1e3 * np.median(ours):.2f} ms, hand-written "
-            f"{1e3 * np.median(hand):.2f} ms per sweep; ratio median {np.median(ratios):.2f} "
-            f"(min {ratios.min():.2f}, max {ratios.max():.2f})")
+            f"{sweeps} sweeps (load {load:.1f} to {os.getloadavg()[0]:.1f}): factorflow "
+            f"{1e3 * np.median(ours):.2f} ms, hand-written {1e3 * np.median(hand):.2f} ms per "
+            f"sweep; ratio median {np.median(ratios):.2f} (min {ratios.min():.2f}, max "
+            f"{ratios.max():.2f}); CPU time {1e3 * np.median(ours_cpu):.2f} ms against "
+            f"{1e3 * np.median(hand_cpu):.2f}, ratio median {np.median(cpu_ratios):.2f} "
+            f"(min {cpu_ratios.min():.2f}, max {cpu_ratios.max():.2f})")
+
+
+def statement_profile(players: int, games: int, sweeps: int = 20) -> str:
+    """CPU µs of each statement of one EP TrueSkill sweep (the median over ``sweeps``
+    sweeps), factorflow's generated program (``compiled.source``) and the hand-written
+    EP's lines, timed by a line tracer with ``time.thread_time`` (a statement's time
+    includes the tracer's few µs)."""
+    winner, loser = trueskill_games(players, games)
+    compiled = trueskill_model(players, winner, loser).compile("ep")
+    lines: list[str] = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ff.ConvergenceWarning)
+        compiled.run(iterations=3, tolerance=None, progress=False)
+        sides = (("factorflow", compiled._infer.__code__, compiled.source.splitlines(), 1,
+                  lambda s: compiled.run(iterations=s, tolerance=None, progress=False)),
+                 ("hand-written", trueskill_ep.__code__,
+                  *inspect.getsourcelines(trueskill_ep),
+                  lambda s: trueskill_ep(players, winner, loser, s)))
+        for label, code, source, first, run in sides:
+            per_line = _line_times(code, run, sweeps)
+            total = 0.0
+            lines.append(f"{label}: CPU µs per statement, one sweep (median of {sweeps})")
+            for number in sorted(per_line):
+                calls, us = per_line[number]
+                if calls < 0.99 or calls > 1.01:  # (statements outside the sweep's loop)
+                    continue
+                total += us
+                lines.append(f"{us:9.0f}  {source[number - first].strip()[:110]}")
+            lines.append(f"{total:9.0f}  total of one sweep, {label}")
+    return "\n".join(lines)
+
+
+def _line_times(code: Any, run: Callable[[int], Any], sweeps: int
+                ) -> dict[int, tuple[float, float]]:
+    """{line: (runs per sweep, median CPU µs)} of the lines of ``code`` in ``run(sweeps)``."""
+    times: dict[int, list[float]] = collections.defaultdict(list)
+    last: list[Any] = [None, 0.0]
+
+    def tracer(frame: Any, event: str, arg: Any) -> Any:
+        if frame.f_code is not code:
+            return None
+
+        def local(frame: Any, event: str, arg: Any) -> Any:
+            now = time.thread_time()
+            if last[0] is not None:
+                times[last[0]].append(now - last[1])
+            last[0] = frame.f_lineno if event == "line" else None
+            last[1] = time.thread_time()
+            return local
+        return local
+
+    sys.settrace(tracer)
+    try:
+        run(sweeps)
+    finally:
+        sys.settrace(None)
+    return {line: (len(ts) / sweeps, 1e6 * float(np.median(ts))) for line, ts in times.items()}
 
 
 def default_row(label: str, model: ff.Model, algorithm: str, name: str | tuple[str, ...],

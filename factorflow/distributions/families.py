@@ -7,6 +7,7 @@ batched (see ``base.Distribution``).  Constructors take the parameters people us
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 from factorflow.distributions.base import (
     COMPACT_ABOVE,
     Distribution,
+    _sub_naturals,
     any_true,
     as_index,
     exp_flushed,
@@ -75,16 +77,76 @@ class Gaussian(Distribution):
         with np.errstate(divide="ignore"):
             return 1.0 / self.eta[1]
 
+    def __mul__(self, other: Any) -> Any:
+        """The product; a large one (``COMPACT_ABOVE`` elements or more) of two Gaussians
+        remembers its two factors (weakly: their arrays are not kept alive), so that
+        dividing it by either one gives back the other exactly (``__truediv__``)."""
+        out = super().__mul__(other)
+        if (out is not self and out is not other and type(other) is Gaussian
+                and type(self) is Gaussian and type(out) is Gaussian and not traced()):
+            h, p = out.eta
+            if type(p) is np.ndarray and p.size >= COMPACT_ABOVE:
+                try:
+                    refs = tuple(weakref.ref(e) for e in (h, *self.eta, *other.eta))
+                except TypeError:  # (not weakly referable: nothing remembered)
+                    return out
+                remember("gaussian_factors", p, refs)
+        return out
+
+    def _factor_of(self, other: Gaussian) -> Gaussian | None:
+        """The other factor where ``self`` is a product ``__mul__`` remembered and
+        ``other`` (its very arrays) one of its two factors, both alive and of the product's
+        shape; else None."""
+        h, p = self.eta
+        refs = recall("gaussian_factors", p)
+        if refs is None or refs[0]() is not h:
+            return None
+        ah, ap, bh, bp = (r() for r in refs[1:])
+        oh, op = other.eta
+        for (xh, xp), (yh, yp) in (((ah, ap), (bh, bp)), ((bh, bp), (ah, ap))):
+            if oh is xh and op is xp and yh is not None and yp is not None \
+                    and np.shape(yh) == np.shape(yp) == p.shape:
+                return self.from_natural(yh, yp)
+        return None
+
     def __truediv__(self, other: Any) -> Any:
         """The quotient; where its precision is exactly 0 (equal precisions: the divisor
         is all the information the dividend has about x) so is its h.  A nonzero h there
         is rounding left by a tiny message absorbed into a product (p + 1e-18 = p, h +
         1e-17 kept) and would make an improper message of infinite normaliser: the EP
-        evidence of an otherwise exact model was NaN (fuzz, issue 10)."""
-        out = super().__truediv__(other)
-        if out is NotImplemented:
-            return out
-        h, p = out.eta
+        evidence of an otherwise exact model was NaN (fuzz, issue 10).
+
+        A product of two messages divided by one of them is the other one, exactly (no
+        pass over the batch, and no rounding of the sum to take back): EP's message out
+        of a variable with one use besides its definition is the message in on the other
+        edge (``marginal / use = def``), twice a sweep for each such variable."""
+        fast = type(other) is Gaussian and type(self) is Gaussian and not traced()
+        if fast:
+            factor = self._factor_of(other)
+            if factor is not None:
+                return factor
+            (h1, p1), (h2, p2) = self.eta, other.eta
+            fast = (type(p1) is np.ndarray and type(p2) is np.ndarray and p1.size > 0
+                    and p1.shape == p2.shape)
+        if fast:
+            # the same values as ``Distribution.__truediv__`` and the mending below, in
+            # as few passes as they can be told: where every precision is positive (one
+            # reduction: no NaN, inf − inf or 0 in p), the two differences and the NaN
+            # test of h (one more reduction)
+            with np.errstate(invalid="ignore", over="ignore"):
+                p = p1 - p2
+            low = p.min()
+            h = _sub_naturals(h1, h2)
+            if low > 0:
+                return self.from_natural(h, p)
+            if np.isnan(low):  # an inf − inf in p, perhaps: mended as there
+                p = _sub_naturals(p1, p2)
+            out = self.from_natural(h, p)
+        else:
+            out = super().__truediv__(other)
+            if out is NotImplemented:
+                return out
+            h, p = out.eta
         flat = np.asarray(p) == 0
         if not any_true(flat):
             return out

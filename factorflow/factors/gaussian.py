@@ -338,10 +338,46 @@ def _average_log_factor(sample, mean, precision) -> np.ndarray:
 
 
 # ----- EP (known precision: the random-precision case is not Gaussian-closed) --------
+#: the smallest normal double: a precision at least this has a finite variance 1/p
+_TINY = float(np.finfo(float).tiny)
+
+
+def proper_moments(msg: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(mean, variance) = (h/p, 1/p) of a Gaussian message whose precisions p are all
+    normal positive numbers (so every variance is finite), as fresh arrays the caller may
+    write into: bit for bit what ``E`` and ``V`` give there, in two passes over the batch
+    and one reduction (``E``'s mask for p = 0 and the search for broadcast axes are
+    needed only elsewhere).  None for anything else (a known value, a single message, a
+    uniform, improper or broadcast one, or under tracing): the caller takes its general
+    path."""
+    if traced() or not isinstance(msg, Gaussian):
+        return None
+    h, p = msg.eta
+    if (type(p) is not np.ndarray or type(h) is not np.ndarray or not p.ndim
+            or not p.size or h.shape != p.shape or 0 in p.strides or not p.min() >= _TINY):
+        return None
+    with np.errstate(over="ignore", invalid="ignore"):
+        return h / p, 1.0 / p
+
+
 def _convolve(msg, precision):
-    """The message through a Gaussian of known precision: variance adds 1/τ."""
+    """The message through a Gaussian of known precision: variance adds 1/τ.  A batch of
+    positive precisions p (``proper_moments``' condition) through one finite positive τ
+    takes the natural form (h, p)/(1 + p/τ): four passes, two reductions (p/τ kept below
+    overflow), equal to the moments' form below to rounding."""
+    inv = np.asarray(precision, float)
+    if isinstance(msg, Gaussian) and not traced() and not inv.ndim and 0 < inv < np.inf:
+        h, p = msg.eta
+        c = 1.0 / float(inv)
+        if (type(p) is np.ndarray and type(h) is np.ndarray and p.ndim and p.size
+                and h.shape == p.shape and p.min() >= _TINY and float(p.max()) * c < 1e300):
+            scale = p * c
+            scale += 1.0
+            h_out = h / scale
+            p_out = np.divide(p, scale, out=scale)
+            return Gaussian.from_natural(h_out, p_out)
     with np.errstate(divide="ignore"):
-        var = V(msg) + 1.0 / np.asarray(precision, float)
+        var = V(msg) + 1.0 / inv
         prec = 1.0 / var
     return Gaussian.from_natural(E(msg) * prec, prec)
 

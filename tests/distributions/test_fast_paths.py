@@ -162,3 +162,67 @@ def test_discrete_entropy_and_gate_evidence_equal_the_elementwise_sums():
     with np.errstate(invalid="ignore"):
         want = np.sum(np.where(q == 0, 0.0, q * lw), axis=-1)
     assert_close(fn(cases=Bernoulli.from_natural(lw), selector=d), want, rtol=1e-13)
+
+
+def test_a_gaussian_quotient_of_positive_precision_equals_the_general_quotient():
+    """``Gaussian.__truediv__``'s two-difference path (every quotient precision > 0) and
+    its mending (a precision of exactly 0 zeroes h; inf − inf is 0) give the bits of the
+    base class's quotient followed by that mending, whichever elements take which path."""
+    from factorflow.distributions.base import Distribution
+
+    rng = np.random.default_rng(3)
+    n = 64
+    for case in range(7):
+        h1, p1, h2, p2 = rng.normal(size=(4, n)) * 3
+        if case % 2:  # every quotient precision positive: the fast path
+            p1, p2 = np.abs(p1) + np.abs(p2) + 0.1, np.abs(p2)
+        if case == 2:  # equal precisions, h left with rounding: mended to h = 0
+            p1[:8], h1[:8] = p2[:8], h2[:8] + 1e-17
+        if case == 3:  # point masses divided by themselves
+            p1[:4] = p2[:4] = h1[:4] = h2[:4] = np.inf
+        if case == 4:
+            p1[:4] = np.nan
+        if case == 5:  # an infinite h: its NaN test sends the quotient the general way
+            h1[:4] = h2[:4] = np.inf
+        a, b = Gaussian.from_natural(h1, p1), Gaussian.from_natural(h2, p2)
+        got = a / b
+        plain = Distribution.__truediv__(a, b)
+        flat = plain.eta[1] == 0
+        want = (np.where(flat, 0.0, plain.eta[0]), plain.eta[1])
+        for g, w in zip(got.eta, want, strict=True):
+            assert np.array_equal(g, w, equal_nan=True)
+            assert np.array_equal(np.signbit(g) & ~np.isnan(g), np.signbit(w) & ~np.isnan(w))
+    uniform = Gaussian.uniform((n,))  # (a broadcast zero: the general path)
+    assert np.array_equal((a / uniform).eta[1], a.eta[1])
+
+
+def test_a_product_divided_by_one_factor_is_the_other_factor():
+    """A large product of two Gaussians remembers its factors weakly: dividing it by
+    either one (the very arrays) gives the other exactly, the general quotient to
+    rounding; anything else (a small product, a factor that has died, a divisor sharing
+    only the precision array, a broadcast factor) takes the general quotient."""
+    from factorflow.distributions.base import Distribution
+
+    rng = np.random.default_rng(4)
+    n = COMPACT_ABOVE
+    a = Gaussian.from_natural(rng.normal(size=n), rng.uniform(0.5, 2, n))
+    b = Gaussian.from_natural(rng.normal(size=n), rng.uniform(0.5, 2, n))
+    prod = a * b
+    for divisor, other in ((b, a), (a, b)):
+        got = prod / divisor
+        assert all(g is o for g, o in zip(got.eta, other.eta, strict=True))
+        plain = Distribution.__truediv__(prod, divisor)
+        for g, w in zip(got.eta, plain.eta, strict=True):
+            assert_close(g, w, rtol=1e-14, atol=1e-15)
+    lookalike = Gaussian.from_natural(b.eta[0].copy(), b.eta[1])  # same p, another h
+    assert (prod / lookalike).eta[0] is not a.eta[0]
+    small = a[:10] * b[:10]
+    assert (small / b[:10]).eta[0] is not a.eta[0][:10]
+    c = Gaussian.from_natural(rng.normal(size=n), rng.uniform(0.5, 2, n))
+    prod_c = a * c
+    del c  # the factor's arrays die with it: nothing to give back
+    assert np.array_equal((prod_c / a).eta[1], Distribution.__truediv__(prod_c, a).eta[1])
+    one = Gaussian.from_natural(np.ones(1), np.ones(1))  # broadcast over the product
+    quotient = (a * one) / a
+    assert quotient.batch_shape == (n,) and np.array_equal(
+        quotient.eta[1], Distribution.__truediv__(a * one, a).eta[1])

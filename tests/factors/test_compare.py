@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 
 import factorflow as ff
 from factorflow.distributions import Bernoulli, Gaussian
-from factorflow.factors.compare import truncated_normal_moments
+from factorflow.distributions.moments import E
+from factorflow.factors.compare import (
+    _greater_a_ep,
+    _greater_b_ep,
+    _greater_difference_ep,
+    truncated_normal_moments,
+)
 from tests.conftest import assert_close
 from tests.factors.checks import (
     SETTINGS,
@@ -287,3 +293,60 @@ def test_a_certain_bernoulli_out_is_the_known_value(value):
         msg = op("Greater", "ep", target)(out=certain, a=a, b=b, difference=d_certain)
         for x, y in zip(known.eta, msg.eta, strict=True):
             np.testing.assert_array_equal(x, y)
+
+
+def _constraint_batch(n: int, seed: int) -> tuple[Gaussian, Gaussian]:
+    """Messages to a and b whose difference d = a − b spans weak truncations (m_d/s_d up
+    to 8), strong ones and the continued fraction's tail (m_d/s_d below −4)."""
+    rng = np.random.default_rng(seed)
+    va, vb = 10 ** rng.uniform(-2, 2, (2, n))
+    z = np.concatenate([rng.uniform(-9, 8, n - 4), [-4.0001, -3.9999, 0.0, 40.0]])
+    mb = rng.normal(size=n) * 10
+    ma = mb + z * np.sqrt(va + vb)
+    return Gaussian(ma, va), Gaussian(mb, vb)
+
+
+@pytest.mark.parametrize("truth", [True, False])
+def test_certain_constraint_batch_equals_the_general_formulas(truth):
+    """A certain out over a batch takes the mask-free path (``_certain_naturals``); each
+    element alone takes the general one (three ``np.where``).  The precisions are the
+    same bits (1 − k is t_var, and where t_var < 0.5, 1 − t_var = k exactly); τμ differs
+    only where the truncation is strong, by rounding (u + z k instead of t_excess − z t_var
+    off the tail)."""
+    n = 400
+    a, b = _constraint_batch(n, 7 + truth)
+    out = np.full(n, truth)
+    d = _greater_difference_ep(out, a, b)
+    msg_a, msg_b = _greater_a_ep(out, a, b, d), _greater_b_ep(out, a, b, d)
+    x = op("IsPositive", "ep", "x")(out=out, x=a)
+    for i in range(n):
+        ai, bi = a[i], b[i]
+        di = _greater_difference_ep(out[i], ai, bi)
+        assert di.eta[1] == d.eta[1][i]
+        assert_close(d.eta[0][i], di.eta[0], rtol=1e-13, atol=0)
+        for got, want in ((msg_a, _greater_a_ep(out[i], ai, bi, di)),
+                          (msg_b, _greater_b_ep(out[i], ai, bi, di))):
+            assert_close(got.eta[1][i], want.eta[1], rtol=1e-15, atol=0)
+            # (h + τ m)/(1 + τ v): d's rounding, scaled by the cancellation in the sum
+            scale = abs(got.eta[1][i] * E(bi if got is msg_a else ai)) + abs(got.eta[0][i])
+            assert abs(got.eta[0][i] - want.eta[0]) <= 1e-13 * scale
+        xi = op("IsPositive", "ep", "x")(out=out[i], x=ai)
+        assert x.eta[1][i] == xi.eta[1]
+        assert_close(x.eta[0][i], xi.eta[0], rtol=1e-13, atol=0)
+
+
+def test_greater_remembers_moments_only_of_the_same_message():
+    """The messages to a and b read the moments the message to d remembered for their
+    arrays; a message sharing the precision array but not h gets its own moments."""
+    n = 50
+    a, b = _constraint_batch(n, 3)
+    out = np.ones(n, bool)
+    d = _greater_difference_ep(out, a, b)
+    shifted = Gaussian.from_natural(a.eta[0] + 1.0, a.eta[1])  # same precision array
+    fresh = Gaussian.from_natural(a.eta[0] + 1.0, a.eta[1].copy())
+    assert np.array_equal(_greater_b_ep(out, shifted, b, d).eta[0],
+                          _greater_b_ep(out, fresh, b, d).eta[0])
+    copy_b = Gaussian.from_natural(b.eta[0].copy(), b.eta[1].copy())
+    for e, f in zip(_greater_a_ep(out, a, b, d).eta, _greater_a_ep(out, a, copy_b, d).eta,
+                    strict=True):
+        assert np.array_equal(e, f)

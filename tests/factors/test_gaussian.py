@@ -228,3 +228,23 @@ def test_mixture_data_evidence_and_fused_messages_equal_the_elementwise_formulas
     prec_n = FACTORS["Gaussian"].operators[("vmp", "precision")].fn(
         sample=x, mean=Gaussian(m_n, np.broadcast_to(v, (n, k))), reduce=red, weights=w)
     assert_close(prec_n.eta[1], -0.5 * np.sum(w * ((x - m_n) ** 2 + v), axis=0), rtol=1e-12)
+
+
+def test_ep_convolution_in_natural_form_equals_the_moments_form():
+    """A batch of positive precisions through one finite τ takes (h, p)/(1 + p/τ); the
+    moments' form 1/(1/p + 1/τ) (each element alone: a single message) agrees to 4 units
+    in the last place, and a p/τ that would overflow, a τ of 0 or ∞ take the moments'
+    form for the whole batch."""
+    from factorflow.factors.gaussian import _convolve
+
+    rng = np.random.default_rng(6)
+    n = 300
+    for span in (200, 300):  # (10^300 / τ overflows: the moments' form for the batch)
+        h = rng.normal(size=n) * 10 ** rng.uniform(-3, 3, n)
+        msg = Gaussian.from_natural(h, 10 ** rng.uniform(-span, span, n))
+        for tau in (0.0625, 1e-200, 3e250, 0.0, np.inf):
+            batch = _convolve(msg, tau)
+            for i in range(0, n, 7):
+                one = _convolve(msg[i], tau)
+                for got, want in zip(batch.eta, one.eta, strict=True):
+                    assert abs(got[i] - want) <= 1e-15 * abs(want) or got[i] == want
