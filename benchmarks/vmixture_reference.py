@@ -93,6 +93,24 @@ def _moments(dof: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     return dof[:, None, None] * inv, e_logdet
 
 
+def _components(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray, mean: np.ndarray,
+                cov: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The components' VMP updates from the data sums Σ r (K,), Σ r x (K, D) and Σ r x xᵀ
+    (K, D, D), reading the means' last posterior: (dof, rate, mean, cov)."""
+    dim = s1.shape[1]
+    p0, r0, nu0 = PRIOR_PRECISION * np.eye(dim), np.eye(dim), dim + 1.0
+    # precisions: ν0 + Σ r, R0 + Σ_n r_nk E[(x_n − μ_k)(x_n − μ_k)ᵀ]
+    ms1 = mean[:, :, None] * s1[:, None, :]
+    dof = nu0 + s0
+    rate = (r0 + s2 - ms1 - np.swapaxes(ms1, 1, 2)
+            + s0[:, None, None] * (mean[:, :, None] * mean[:, None, :] + cov))
+    # means: P0 + Σ r E[Λ_k], P0 m0 + E[Λ_k] Σ r x (m0 = 0)
+    e_lam = dof[:, None, None] * np.linalg.inv(rate)
+    cov = np.linalg.inv(p0 + s0[:, None, None] * e_lam)
+    mean = np.einsum("kij,kj->ki", cov, np.einsum("kij,kj->ki", e_lam, s1))
+    return dof, rate, mean, cov
+
+
 def hand_written(x: np.ndarray, start: np.ndarray, sweeps: int,
                  each: Callable[[Posteriors], bool] | None = None) -> Posteriors:
     """``sweeps`` sweeps of VMP on the mixture, written by hand (see the module doc), from
@@ -101,7 +119,7 @@ def hand_written(x: np.ndarray, start: np.ndarray, sweeps: int,
     k = len(start)
     i, j, twice = _triangle(dim)
     xx = x[:, i] * x[:, j]                                   # (N, D(D+1)/2), made once
-    p0, r0, nu0 = PRIOR_PRECISION * np.eye(dim), np.eye(dim), dim + 1.0
+    r0, nu0 = np.eye(dim), dim + 1.0
     mean, cov = np.array(start, float), np.broadcast_to(np.eye(dim), (k, dim, dim))
     dof, rate = np.full(k, nu0), np.broadcast_to(r0, (k, dim, dim))
     alpha = np.full(k, ALPHA0)
@@ -125,19 +143,9 @@ def hand_written(x: np.ndarray, start: np.ndarray, sweeps: int,
     for _ in range(sweeps):
         alpha = ALPHA0 + r.sum(axis=0)
         r = responsibilities()
-        s0, s1 = r.sum(axis=0), r.T @ x                     # Σ r, Σ r x
         s2 = np.empty((k, dim, dim))
         s2[:, i, j] = s2[:, j, i] = r.T @ xx                 # Σ r x xᵀ
-        # precisions: ν0 + Σ r, R0 + Σ_n r_nk E[(x_n − μ_k)(x_n − μ_k)ᵀ]
-        ms1 = mean[:, :, None] * s1[:, None, :]
-        dof = nu0 + s0
-        rate = (r0 + s2 - ms1 - np.swapaxes(ms1, 1, 2)
-                + s0[:, None, None] * (mean[:, :, None] * mean[:, None, :] + cov))
-        # means: P0 + Σ r E[Λ_k], P0 m0 + E[Λ_k] Σ r x (m0 = 0)
-        e_lam = dof[:, None, None] * np.linalg.inv(rate)
-        precision = p0 + s0[:, None, None] * e_lam
-        cov = np.linalg.inv(precision)
-        mean = np.einsum("kij,kj->ki", cov, np.einsum("kij,kj->ki", e_lam, s1))
+        dof, rate, mean, cov = _components(r.sum(axis=0), r.T @ x, s2, mean, cov)
         if each is not None and each(Posteriors(alpha, mean, cov, dof, rate, r)):
             break
     return Posteriors(alpha, mean, cov, dof, rate, r)
@@ -167,7 +175,7 @@ def hand_written_blocked(x: np.ndarray, start: np.ndarray, sweeps: int,
     stats = np.empty((n, 1 + dim + t))                        # [1, x, x xᵀ], made once
     stats[:, 0], stats[:, 1:1 + dim] = 1.0, x
     np.multiply(x[:, i], x[:, j], out=stats[:, 1 + dim:])
-    p0, r0, nu0 = PRIOR_PRECISION * np.eye(dim), np.eye(dim), dim + 1.0
+    r0, nu0 = np.eye(dim), dim + 1.0
     mean, cov = np.array(start, float), np.broadcast_to(np.eye(dim), (k, dim, dim))
     dof, rate = np.full(k, nu0), np.broadcast_to(r0, (k, dim, dim))
     alpha = np.full(k, ALPHA0)
@@ -197,17 +205,9 @@ def hand_written_blocked(x: np.ndarray, start: np.ndarray, sweeps: int,
     for _ in range(sweeps):
         alpha = ALPHA0 + sums[0]
         sums = responsibilities()
-        s0, s1 = sums[0], sums[1:1 + dim].T
         s2 = np.empty((k, dim, dim))
         s2[:, i, j] = s2[:, j, i] = sums[1 + dim:].T
-        ms1 = mean[:, :, None] * s1[:, None, :]
-        dof = nu0 + s0
-        rate = (r0 + s2 - ms1 - np.swapaxes(ms1, 1, 2)
-                + s0[:, None, None] * (mean[:, :, None] * mean[:, None, :] + cov))
-        e_lam = dof[:, None, None] * np.linalg.inv(rate)
-        precision = p0 + s0[:, None, None] * e_lam
-        cov = np.linalg.inv(precision)
-        mean = np.einsum("kij,kj->ki", cov, np.einsum("kij,kj->ki", e_lam, s1))
+        dof, rate, mean, cov = _components(sums[0], sums[1:1 + dim].T, s2, mean, cov)
     return Posteriors(alpha, mean, cov, dof, rate, r)
 
 

@@ -199,13 +199,7 @@ def settled(sweep: Sequence[Sequence[Step]], refresh: Sequence[Sequence[Step]],
     for stmt in list(sweep) + list(refresh) + list(after):
         values.run(stmt)
     values.now[ITERATION] = values.intern(("sweep", 1))
-    out = []
-    for stmt in sweep:
-        held = {w: values.get(w) for _, _, writes in stmt for w in writes}
-        values.run(stmt)
-        out.append(bool(held) and all(text is not None for text, *_ in stmt)
-                   and all(values.get(w) == v for w, v in held.items()))
-    return out
+    return _unchanged(values, sweep)
 
 
 def repeated(sweep: Sequence[Sequence[Step]]) -> list[bool]:
@@ -219,7 +213,12 @@ def repeated(sweep: Sequence[Sequence[Step]]) -> list[bool]:
     sweep: every name holds the same value at every point, with or without it, and
     leaving out several such statements keeps that (by induction along the sweep).
     Statements that write nothing, or that are opaque, are kept."""
-    values = _Values({}, {})
+    return _unchanged(_Values({}, {}), sweep)
+
+
+def _unchanged(values: _Values, sweep: Sequence[Sequence[Step]]) -> list[bool]:
+    """Runs ``sweep`` on ``values``; for each statement, whether it wrote something and
+    every name it wrote already held the value it computed (opaque statements: False)."""
     out = []
     for stmt in sweep:
         held = {w: values.get(w) for _, _, writes in stmt for w in writes}
