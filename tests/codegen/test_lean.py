@@ -16,7 +16,6 @@ order) and ``evidence()``.
 from __future__ import annotations
 
 import dataclasses
-import warnings
 
 import numpy as np
 import pytest
@@ -32,6 +31,7 @@ from tests.codegen.test_liveness import (
     _arrays,
     _identical,
     _mixture,
+    _run,
     _vmp_runs,
 )
 
@@ -91,19 +91,6 @@ def _whole(compiled):
             compiled.compilation.final))
     python._LAST_STEPS = (lambda: None, {})  # (the whole program's: not the lean one's)
     return whole
-
-
-def _run(compiled, options: dict, sweeps: int, trace: bool):
-    seen: list[dict[str, list[np.ndarray]]] = []
-
-    def hook(iteration, posteriors):
-        seen.append({name: _arrays(p) for name, p in posteriors.items()})
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        result = compiled.run(iterations=sweeps, init=options.get("init"),
-                              data=options.get("data"), tolerance=None, progress=False,
-                              trace=trace, on_iteration=hook)
-    return seen, result
 
 
 def _same(compiled, options: dict, sweeps: int) -> None:
