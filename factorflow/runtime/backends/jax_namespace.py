@@ -9,11 +9,13 @@ text, so the JAX backend computes the same updates as the NumPy one, statement f
 statement.  The copies live apart from the real modules (their own classes and their
 own ``FACTORS``); nothing here changes the NumPy backend.
 
-A few functions of those modules cannot be traced by JAX as written: they update
-arrays in place (``acc[i] += x``, ``np.add.at``) or take a fast path chosen by the
-values (``if np.any(x):``).  ``factorflow.runtime.backends.jax_overrides`` gives each of
-them a functional version with the same result, installed over the copy when its module
-is loaded; every other function runs unchanged.
+The kernels write their in-place updates and their fast paths chosen by values
+through ``distributions.base`` (``add_at``, ``set_at``, ``all_true``, ``is_arange``,
+``traced``), which take the functional path, or the choice known while tracing, under
+JAX.  Only the run-time checks that raise cannot be traced as written:
+``factorflow.runtime.backends.jax_overrides`` gives each a version that records its
+verdict, installed over the copy when its module is loaded; every other function runs
+unchanged.
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def _functional(ufunc: Any) -> Any:
     """A ``jax.numpy`` ufunc that accepts NumPy's ``out=`` and returns the result (a
     JAX array cannot be written in place; code that reads only the returned value, as
     ``x = np.multiply(x, c, out=x)``, computes the same; code that relies on the write
-    is overridden in ``jax_overrides``)."""
+    asks ``distributions.base.traced()`` first)."""
     class Functional:
         def __call__(self, *args: Any, out: Any = None, **kwargs: Any) -> Any:
             return ufunc(*args, **kwargs)

@@ -2,8 +2,8 @@
 ``evidence()`` skips what it computed (NumPy's ``if not refreshed:``), and the kernels'
 fast paths that NumPy chooses by values fire under tracing too (``distributions.base``:
 a Switch's ``arange(K)`` index, ``is_arange``, and a normalised array normalised again,
-with its probabilities made once, ``log_normalize``; ``jax_overrides``: the
-D-dimensional mixture's sufficient statistics).  Checked on the jaxpr of the run's loop (what it no
+with its probabilities made once, ``log_normalize``; ``factors.vector_gaussian``:
+the D-dimensional mixture's sufficient statistics).  Checked on the jaxpr of the run's loop (what it no
 longer contains) and against NumPy (the same posteriors and bounds to 1e-10).
 """
 
