@@ -389,6 +389,9 @@ def matvec(matrix: Any, vector: Any) -> Variable | LinearMean:
     True
     """
     model = current_model("B @ z")
+    from factorflow.model import vector_chains
+    if vector_chains.is_vector_chain_term(vector):  # A @ x[t - 1] in a chain's step
+        return vector_chains.matmul(matrix, vector)
     label = f"({_label(matrix)} @ {_label(vector)})"
     if isinstance(matrix, Variable | Indexed | Data):
         raise ModelError(f"{label}: the matrix must be a known array; write a random matrix "

@@ -114,8 +114,8 @@ def test_one_dimensional_vector_chain_equals_the_scalar_chain():
 
 
 def test_affine_step_forms_are_one_chain():
-    """b + A @ x[t−1], A2 @ (A1 @ x[t−1]) through another dimension, (2A @ x[t−1] − b)/2
-    and −(−A @ x[t−1]) − (−b) are all A x[t−1] + b."""
+    """b + A @ x[t−1], A2 @ (A1 @ x[t−1]) through another dimension, (2A @ x[t−1] − b)/2,
+    −(−A @ x[t−1]) − (−b) and ff.matvec(A, x[t−1]) + b are all A x[t−1] + b."""
     rng = np.random.default_rng(2)
     a, b = np.array([[0.9, 0.2], [-0.1, 0.7]]), np.array([0.3, -0.4])
     a1 = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
@@ -127,7 +127,7 @@ def test_affine_step_forms_are_one_chain():
     ms, vs, _ = kalman_rts(y[0], **params)
     steps = [lambda p: b + a @ p, lambda p: a2 @ (a1 @ p) + b,
              lambda p: (2 * a @ p - b) / 2 + 1.5 * b, lambda p: -(-a @ p) - (-b),
-             lambda p: b - (-a) @ p]
+             lambda p: b - (-a) @ p, lambda p: ff.matvec(a, p) + b]
     for step in steps:
         with ff.Model() as model:
             t = ff.Range("t", 5)
