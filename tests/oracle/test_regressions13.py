@@ -147,9 +147,12 @@ def test_the_same_model_with_the_gates_swapped_is_exact():
 
 
 # ----- fuzz seed 19: a Switch's body ---------------------------------------------------------
-@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
 @pytest.mark.parametrize("form", ["c * x", "x + b", "x * c + b"])
-@pytest.mark.parametrize("iterations", [1, 3, 50])
+@pytest.mark.parametrize(("algorithm", "iterations"),
+                         # (not EP after one sweep: its exit is merged after the sweep that
+                         # computes it, so one sweep shows x's prior; named in issue 11's
+                         # note)
+                         [("ep", 3), ("ep", 50), ("vmp", 1), ("vmp", 3), ("vmp", 50)])
 def test_a_deterministic_variable_in_a_switch_body(form, iterations, algorithm):
     """x ~ N(0, 1/2) and o ~ N(y, 1) observed, y = -3 x (or x + 1, ...) inside
     ff.Switch(z): the Switch selects nothing (x's factor is the same in every case), so x's
@@ -166,8 +169,6 @@ def test_a_deterministic_variable_in_a_switch_body(form, iterations, algorithm):
             y = {"c * x": lambda: -3.0 * x, "x + b": lambda: x + 1.0,
                  "x * c + b": lambda: x * 2.5 - 0.5}[form]()
             ff.Gaussian("o", y, precision=1.0, observed=1.0)
-    if algorithm == "ep" and iterations == 1:  # (EP's exit is merged after the sweep
-        pytest.skip("that computes it: one sweep shows x's prior)")
     result = model.compile(algorithm).run(iterations=iterations, progress=False)
     precision = 0.5 + c * c
     assert_close(result["x"].variance, 1.0 / precision, rtol=1e-12)
