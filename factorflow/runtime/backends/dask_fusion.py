@@ -33,7 +33,7 @@ each task runs with the same inputs, in a topological order.
 from __future__ import annotations
 
 import operator
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 #: the blocks of the run's arrays chunked along the plate: key -> chunk index (empty
@@ -197,26 +197,18 @@ def _canonical(inner: dict[Hashable, Any], exports: tuple[Hashable, ...],
     that order.  Chunks doing the same work on different blocks give equal programs."""
     names: dict[Hashable, Hashable] = {}
     reads: list[Hashable] = []
-    seen: set[Hashable] = set()
-    order: list[Hashable] = []
-    for root in exports:
-        stack: list[tuple[Hashable, bool]] = [(root, False)]
-        while stack:
-            key, done = stack.pop()
-            if done:
-                order.append(key)
-                continue
-            if key in seen:
-                continue
-            seen.add(key)
-            stack.append((key, True))
-            deps = sorted(inner[key].dependencies, key=_shape_of_key, reverse=True)
-            for d in deps:
-                if (d not in inner or d in heads) and d not in names:
-                    names[d] = ("x", len(reads))
-                    reads.append(d)
-            stack.extend((d, False) for d in deps
-                         if d in inner and d not in heads and d not in seen)
+
+    def computed(key: Hashable) -> list[Hashable]:
+        """The chunk's tasks ``key`` reads, in the order of their keys without the chunk
+        index; what it reads and the chunk does not compute is named as it is met."""
+        deps = sorted(inner[key].dependencies, key=_shape_of_key, reverse=True)
+        for d in deps:
+            if (d not in inner or d in heads) and d not in names:
+                names[d] = ("x", len(reads))
+                reads.append(d)
+        return [d for d in deps if d in inner and d not in heads]
+
+    order = _post_order(inner, exports, computed)
     names.update((key, ("l", j)) for j, key in enumerate(order))
     local = {names[k]: inner[k].substitute(names, key=names[k]) for k in order}
     return ChunkProgram(local, tuple(names[k] for k in exports),
@@ -279,11 +271,17 @@ def _run_chunk(inner: dict[Hashable, Any], exports: tuple[Hashable, ...],
     return tuple(cache[k] for k in exports)
 
 
-def _post_order(inner: Mapping[Hashable, Any], roots: tuple[Hashable, ...]) -> list[Hashable]:
+def _post_order(inner: Mapping[Hashable, Any], roots: tuple[Hashable, ...],
+                children: Callable[[Hashable], Iterable[Hashable]] | None = None
+                ) -> list[Hashable]:
     """The keys of ``inner`` that ``roots`` need, each after its dependencies: depth
     first from each root in turn, so that a branch is finished (and its intermediates
     freed) before the next begins.  (Dask's own ``order`` costs more than the chunk's
-    NumPy work for a graph of this size.)"""
+    NumPy work for a graph of this size.)  ``children(key)``: the keys to visit under
+    ``key``, in order (default: its dependencies in ``inner``)."""
+    if children is None:
+        def children(key: Hashable) -> Iterable[Hashable]:
+            return (d for d in inner[key].dependencies if d in inner)
     seen: set[Hashable] = set()
     out: list[Hashable] = []
     for root in roots:
@@ -297,8 +295,7 @@ def _post_order(inner: Mapping[Hashable, Any], roots: tuple[Hashable, ...]) -> l
                 continue
             seen.add(key)
             stack.append((key, True))
-            stack.extend((d, False) for d in inner[key].dependencies
-                         if d in inner and d not in seen)
+            stack.extend((d, False) for d in children(key) if d not in seen)
     return out
 
 
