@@ -20,7 +20,7 @@ from factorflow.distributions.base import (
 )
 from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
-from factorflow.distributions.multivariate import memory_owner
+from factorflow.distributions.multivariate import by_data
 from factorflow.factors.common import Reduce, collapsed, plate_einsum
 from factorflow.factors.registry import define_factor
 
@@ -174,34 +174,14 @@ def _unweighted_sums(sample, reduce: Reduce) -> tuple[np.ndarray, ...] | None:
     """(N, Σ x, Σ x²) of known data x over its one plate axis (learning a Gaussian's
     mean and precision from N points): the sums of the general path (one
     ``plate_einsum`` each, the same numbers), made once per data and remembered while
-    its memory lives (``_by_data``), where the general path summed N points twice a
+    its memory lives (``multivariate.by_data``), where the general path summed N points twice a
     sweep.  None for other shapes."""
     shape, axes = reduce
     x = distinct(np.asarray(E(sample), float))
     if len(shape) != 1 or tuple(axes) != (0,) or x.shape != tuple(shape) or shape[0] < 2:
         return None
-    return _by_data(x, "gaussian_sums", lambda x: tuple(_weighted_sums(
+    return by_data(x, "gaussian_sums", lambda x: tuple(_weighted_sums(
         None, (np.broadcast_to(1.0, shape), x, x * x), reduce)))
-
-
-def _by_data(x: np.ndarray, what: str, compute) -> Any:
-    """``compute(x)`` of known data ``x``, made once per data and remembered while the
-    memory of the data lives, as ``vector_gaussian._data_stats`` (a fresh view of the
-    same memory, a run's data laid out again, finds it; arrays in it read-only); made
-    afresh when traced or for data without memory of its own (Dask's chunks)."""
-    if traced() or type(x) is not np.ndarray:
-        return compute(x)
-    ident = (x.__array_interface__["data"][0], x.shape, x.strides)
-    root = memory_owner(x)
-    hit = recall(what, root)
-    if hit is not None and hit[0] == ident:
-        return hit[1]
-    value = compute(x)
-    for a in value if isinstance(value, tuple) else (value,):
-        if type(a) is np.ndarray:
-            a.flags.writeable = False
-    remember(what, root, (ident, value))
-    return value
 
 
 def _data_columns(x: np.ndarray, rows: bool) -> np.ndarray:
@@ -216,7 +196,7 @@ def _data_columns(x: np.ndarray, rows: bool) -> np.ndarray:
         col = x[:, 0]
         return (np.stack([np.ones_like(col), col, col * col], axis=1) if rows else
                 np.stack([np.ones_like(col), col, col * col]))
-    return _by_data(x, "gaussian_data_rows" if rows else "gaussian_data_columns", columns)
+    return by_data(x, "gaussian_data_rows" if rows else "gaussian_data_columns", columns)
 
 
 def _weighted_sums(weights, columns, reduce: Reduce) -> list[np.ndarray]:

@@ -35,8 +35,8 @@ from factorflow.distributions.base import (
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.distributions.multivariate import (
     LOG_2PI,
+    by_data,
     logdet,
-    memory_owner,
     outer,
     quad_form,
     solve,
@@ -168,19 +168,15 @@ def _data_stats(x: np.ndarray) -> np.ndarray:
     if traced():
         i, j = _triangle(dim)
         return np.concatenate([np.ones((n, 1)), x, x[:, i] * x[:, j]], axis=1)
-    ident = (x.__array_interface__["data"][0], x.shape, x.strides)
-    root = memory_owner(x)
-    hit = recall("vector_data_stats", root)
-    if hit is not None and hit[0] == ident:
-        return hit[1]
-    stats = np.empty((n, 1 + dim + dim * (dim + 1) // 2))
-    stats[:, 0] = 1.0
-    stats[:, 1:1 + dim] = x
-    for col, (i, j) in enumerate(zip(*_triangle(dim), strict=True), start=1 + dim):
-        np.multiply(x[:, i], x[:, j], out=stats[:, col])  # (column by column: no copies)
-    stats.flags.writeable = False
-    remember("vector_data_stats", root, (ident, stats))
-    return stats
+
+    def stats_of(x: np.ndarray) -> np.ndarray:
+        stats = np.empty((n, 1 + dim + dim * (dim + 1) // 2))
+        stats[:, 0] = 1.0
+        stats[:, 1:1 + dim] = x
+        for col, (i, j) in enumerate(zip(*_triangle(dim), strict=True), start=1 + dim):
+            np.multiply(x[:, i], x[:, j], out=stats[:, col])  # (column by column: no copies)
+        return stats
+    return by_data(x, "vector_data_stats", stats_of)
 
 
 def _symmetric_index(dim: int) -> np.ndarray:
