@@ -130,12 +130,11 @@ def analyze_gates(program: Program) -> GateAnalysis:
                 inner = path
                 if decls[node.condition.var].role == "random":
                     key = condition_key(path, node.condition)
+                    # (ff.Case gates met before an ff.Switch on the same condition —
+                    # lowered before its loop when they open the Switch's body — share
+                    # the Switch's loop as their case axis: the gate transform reads it
+                    # here)
                     before = conditions.get(key, (0, None))[1]
-                    if switch and before is None and key in conditions:
-                        raise ModelError(
-                            f"gate on {show_ref(node.condition, decls)}: ff.Case gates on it "
-                            "come before an ff.Switch on it; write the Switch first (its "
-                            "loop is the axis every gate on the condition shares).")
                     conditions[key] = (count, switch or before)
                     shown[key] = show_ref(node.condition, decls)
                     inner = path + ((key, case),)

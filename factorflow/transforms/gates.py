@@ -234,8 +234,10 @@ class _Gates:
         else:  # met before (a Switch's cases): this gate too must sit in z's loops only
             self._check_loops(node.condition, self._loops()[:-1] if switch else self._loops())
             if switch:  # a Switch's body again after ff.Case gates on z inside it (its
-                # second loop over the cases): what it defines exits after this loop
+                # second loop over the cases), or its first after Case gates opening it:
+                # what it defines exits after this loop
                 cond.switch_for = self.frames[-1].node
+                cond.switch = switch
         level, frame = len(self.levels), Frame("if", [])
         self.levels.append((cond, case, frame))
         self.frames.append(frame)
@@ -259,7 +261,9 @@ class _Gates:
         self._check_loops(lhs, loops)
         selector = self._ref(lhs, False, "", [])
         cond.cases = self._fresh(lhs.var, *flat(lhs, loops)[1:], "cases")
-        cond.axis = switch or self._axis(cond.cases, count)
+        # a Switch on the condition met later (ff.Case gates opening its body come
+        # before its loop): its loop is the axis every gate on the condition shares
+        cond.axis = switch or self.a.conditions[key][1] or self._axis(cond.cases, count)
         cond.plates = loops + (cond.axis,)
         self._declare(cond.cases, "bool", cond.plates, None, f"cases of {self._show(lhs)}",
                       (("derived", True), ("do_not_send_evidence", True),
@@ -601,18 +605,22 @@ class _Gates:
             level_frame = self.frames.index(self.levels[m][2])
             self.det_paths.setdefault((clone.name, case), []).append(
                 tuple(f for f in self.frames[level_frame + 1:] if f.kind == "det"))
+        # an exit variable read, not defined, in a switch's case: defined by ff.Case gates
+        # on the condition outside the switch's loop (or opening its body), it is read
+        # as an entered value is, from its clone's slot for the case (it was taken for
+        # a definition: a second one, a silent wrong answer)
+        copied_in = clone.kind == "enter" or clone.kind == "exit" and not is_def
         if local is None:
             d = self.decls[clone.var]
             at = self._inner(m)
-            if clone.kind == "enter":  # an entered value is copied in wherever the case
+            if copied_in:  # an entered value is copied in wherever the case
                 # holds, not only in the observed branch that reads it first (oracle: a
                 # Switch whose body is ff.Case gates on an observed z6 lost y7 under EP)
                 at = self._outside_det(at, clone.var)
             here = self._loops(at)
             # an entered array's axes that no loop here runs over (its own plates, read
             # whole by a deeper Switch): the local copy keeps them, copied in their loops
-            whole = tuple(p for p in clone.plates if p not in here) \
-                if clone.kind == "enter" else ()
+            whole = tuple(p for p in clone.plates if p not in here) if copied_in else ()
             local = clone.locals[case] = Ref(self._fresh(*split_derived(clone.name), case),
                                              here + whole)
             # derived: a copy of an entered value, or a deterministic variable's own
@@ -622,9 +630,9 @@ class _Gates:
                           f"{d.label or clone.var} in case {display(str(case))} of "
                           f"{self._show(cond.lhs)}",
                           (("local_of", clone.var),) + (
-                              (("derived", True),) if clone.kind == "enter"
+                              (("derived", True),) if copied_in
                               or d.attr("derived") else ()))
-            if clone.kind == "enter":
+            if copied_in:
                 node: Any = Stmt("Copy", (local,), (("value", clone.ref(case)),), (), prov)
                 for r in reversed(whole):
                     node = ForB(r, [node])
