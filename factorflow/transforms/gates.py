@@ -61,6 +61,7 @@ from factorflow.transforms.gate_analysis import (
     condition_key,
     show_ref,
 )
+from factorflow.transforms.gate_order import check_joint_reads, selectors_outside
 from factorflow.transforms.gate_blocks import (
     Clone,
     Cond,
@@ -80,10 +81,19 @@ class GateOptions:
 
     name: str = "gates"
     enter_whole_arrays: bool = False
+    #: the inference algorithm, when known: under VMP a statement that reads an exit
+    #: variable beside its selector outside the selector's gates is refused
+    #: (``gate_order.check_joint_reads``)
+    algorithm: str | None = None
 
 
 def gates(program: Program, options: GateOptions = GateOptions()) -> Program:
-    """The program with its gates converted (see the module docstring)."""
+    """The program with its gates converted (see the module docstring); gates on a
+    selector inside gates on its exit variables are moved outside them first
+    (``gate_order``)."""
+    program = selectors_outside(program)
+    if options.algorithm == "vmp":
+        check_joint_reads(program)
     return _Gates(program, options).run()
 
 

@@ -56,7 +56,8 @@ def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
 
     return [
         Stage("fusion", lambda p: fuse(p, algorithm, user_initialized)),
-        Stage("gates", lambda p: gates(p, gate_options or GateOptions())),
+        Stage("gates", lambda p: gates(p, replace(gate_options or GateOptions(),
+                                                  algorithm=algorithm))),
         Stage("channels", channels),
         Stage("messages", lambda p: messages(p, algorithm)),
         Stage("pruning", prune),

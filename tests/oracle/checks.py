@@ -39,6 +39,14 @@ def oracle_settings(max_examples: int) -> settings:
                     suppress_health_check=list(HealthCheck))
 
 
+def is_vmp_refusal(error: Exception) -> bool:
+    """Whether ``error`` is ``gate_order.check_joint_reads``'s refusal (VMP: an exit
+    variable read beside its selector, or another exit of it, outside its gates)."""
+    import factorflow as ff
+    return isinstance(error, ff.ModelError) and str(error).startswith("VMP: ") \
+        and "would not give a bound on the evidence" in str(error)
+
+
 @dataclass
 class Failure:
     kind: str  # one of KINDS
@@ -105,6 +113,9 @@ class Check:
     ref: Reference = field(init=False)
     traits: Traits = field(init=False)
     failures: list[Failure] = field(default_factory=list)
+    #: VMP's refusal of an exit variable read beside its selector (or another exit of
+    #: it) outside the selector's gates: no failure, the model is not run
+    refused: str | None = None
 
     def __post_init__(self) -> None:
         self.ref = reference(self.spec)
@@ -141,6 +152,9 @@ class Check:
                 warnings.simplefilter("always")
                 result = self._compile().run(iterations=iterations, on_iteration=record)
         except Exception as e:  # noqa: BLE001  (every exception is a finding)
+            if self.algorithm == "vmp" and is_vmp_refusal(e):
+                self.refused = str(e)  # documented (``transforms.gate_order``)
+                return None
             self.fail("exception", f"{type(e).__name__}: {str(e)[:300]}")
             return None
         return Run(result, history, [w for w in caught])

@@ -100,10 +100,15 @@ class _Discrete:
     """Blocks of discrete statements; ``scope`` lists readable variables as
     (name, categories, observed, plate elements or None)."""
 
-    def __init__(self, g: _Gen):
+    def __init__(self, g: _Gen, nested: bool = False):
         self.g = g
         self.cased: set[str] = set()  # conditions already met by a Case gate
         self.switches = 0  # how many Switch bodies the block being drawn is inside
+        #: ``discrete(nested=True)``: deeper and more frequent gates, a Switch after Case
+        #: gates on its condition, ff.Case(z, k) inside ff.Switch(z) (the k-th case alone),
+        #: and gates on the selectors of exit variables inside gates on those exits
+        self.nested = nested
+        self.switched: list[str] = []  # the conditions of the Switches around
 
     def draw_var(self, scope, elements, depth):
         g = self.g
@@ -132,7 +137,10 @@ class _Discrete:
                 # unless each of its variables is defined in all of its cases, so only
                 # observed conditions gate inside a Switch here
                 conditions = [v for v in conditions if v[3] is not None]
-            if conditions and depth < 2 and self.g.flag(0.55):
+                if self.nested:  # ff.Case(z, k) inside ff.Switch(z): the k-th case alone
+                    conditions += [v for v in scope if v[0] == self.switched[-1]]
+            if conditions and depth < (3 if self.nested else 2) and \
+                    self.g.flag(0.7 if self.nested else 0.55):
                 stmt, exits = self.gate(scope, conditions, elements, depth, enclosing)
                 out.append(stmt)
                 scope += exits
@@ -151,11 +159,12 @@ class _Discrete:
             kind = "case" if g.flag(0.03) else "if"
             keys = (True, False) if kind == "if" else (0, 1)
         else:
-            # (a Switch after Case gates on the same condition is refused by factorflow
-            # with a ModelError asking for the Switch first: generated the other way)
+            # (a Switch after Case gates on the same condition was refused by factorflow
+            # before session 15: only ``nested`` draws it, the default keeps its models)
             # (a Switch inside a plate on a condition outside it is refused too, with a
             # ModelError asking for the gate outside the plate: Case gates there instead)
-            kind = "switch" if g.flag(0.25) and name not in self.cased and (
+            kind = "switch" if g.flag(0.25) and (self.nested or name not in self.cased) \
+                and name not in self.switched and (
                 elements is None or cond[4] is not None) else "case"
             keys = (None,) if kind == "switch" else tuple(range(k))
             if kind == "case":
@@ -174,6 +183,8 @@ class _Discrete:
             exit_spec = (g.name("o" if obs is not None else "e"), fam, kk, obs)
         branches = []
         self.switches += kind == "switch"
+        if kind == "switch":
+            self.switched.append(name)
         for key in keys:
             body = []
             inner_scope = list(scope)
@@ -189,6 +200,8 @@ class _Discrete:
             body += more
             branches.append((key, tuple(body)))
         self.switches -= kind == "switch"
+        if kind == "switch":
+            self.switched.pop()
         exits = []
         if exit_spec is not None:
             ename, fam, kk, obs = exit_spec
@@ -197,10 +210,11 @@ class _Discrete:
 
 
 @st.composite
-def discrete(draw, max_configurations: int = 256):
-    """A random discrete model (see the module docstring)."""
+def discrete(draw, max_configurations: int = 256, nested: bool = False):
+    """A random discrete model (see the module docstring); ``nested``: see
+    ``_Discrete.nested``."""
     g = _Gen(draw, max_configurations)
-    d = _Discrete(g)
+    d = _Discrete(g, nested)
     body, scope = d.block([], None, 0, draw(st.integers(1, 3)))
     if draw(st.booleans()):
         size = draw(st.integers(0, 4))
