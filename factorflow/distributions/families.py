@@ -46,7 +46,12 @@ class Gaussian(Distribution):
             raise TypeError("Gaussian takes exactly one of variance= or precision=")
         prec = 1.0 / np.asarray(variance, float) if precision is None else precision
         # one shape for both parameters, so that indexing and ``take`` see one batch
-        mean, prec = np.broadcast_arrays(np.asarray(mean, float), np.asarray(prec, float))
+        # (read-only views: np.broadcast_arrays's are writable-with-a-warning, and prec
+        # is kept as a natural parameter, whose later views then warned)
+        mean, prec = np.asarray(mean, float), np.asarray(prec, float)
+        shape = np.broadcast_shapes(mean.shape, prec.shape)
+        if prec.shape != shape:
+            prec = np.broadcast_to(prec, shape)
         super().__init__(mean * prec, prec)
 
     @property

@@ -26,7 +26,13 @@ import numpy as np
 from factorflow.distributions import Gaussian
 from factorflow.distributions.base import log_normalizer_or_zero
 from factorflow.distributions.moments import E2, gaussian_moments, is_known
-from factorflow.factors.common import broadcast_batch, full, times_finite, unsupported
+from factorflow.factors.common import (
+    broadcast_batch,
+    broadcast_naturals,
+    full,
+    times_finite,
+    unsupported,
+)
 from factorflow.factors.registry import define_factor
 
 
@@ -137,7 +143,7 @@ def _plus_a_vmp(sum, b) -> Gaussian:
     """exp E_b[log m_sum(a + b)]: natural parameters (h − τ E[b], τ)."""
     _no_observed_output("Plus", sum)
     h, tau = sum.eta
-    return Gaussian.from_natural(*np.broadcast_arrays(h - tau * gaussian_moments(b)[0], tau))
+    return Gaussian.from_natural(*broadcast_naturals(h - tau * gaussian_moments(b)[0], tau))
 
 
 @PLUS.operator("vmp", "b", skip_if_uniform=("sum",), proper=("sum", "a"))
@@ -186,7 +192,7 @@ def _minus_a_vmp(diff, b) -> Gaussian:
     """exp E_b[log m_diff(a − b)]: natural parameters (h + τ E[b], τ)."""
     _no_observed_output("Minus", diff)
     h, tau = diff.eta
-    return Gaussian.from_natural(*np.broadcast_arrays(h + tau * gaussian_moments(b)[0], tau))
+    return Gaussian.from_natural(*broadcast_naturals(h + tau * gaussian_moments(b)[0], tau))
 
 
 @MINUS.operator("vmp", "b", skip_if_uniform=("diff",), proper=("diff", "a"))
@@ -194,7 +200,7 @@ def _minus_b_vmp(diff, a) -> Gaussian:
     """exp E_a[log m_diff(a − b)]: natural parameters (τ E[a] − h, τ)."""
     _no_observed_output("Minus", diff)
     h, tau = diff.eta
-    return Gaussian.from_natural(*np.broadcast_arrays(tau * gaussian_moments(a)[0] - h, tau))
+    return Gaussian.from_natural(*broadcast_naturals(tau * gaussian_moments(a)[0] - h, tau))
 
 
 @MINUS.evidence_operator("ep")

@@ -41,6 +41,17 @@ def broadcast_batch(*args: Any) -> tuple[int, ...]:
     return np.broadcast_shapes(*(batch_shape(a) for a in args))
 
 
+def broadcast_naturals(*arrays: Any) -> list[Any]:
+    """``np.broadcast_arrays(*arrays)`` for a message's natural parameters, each one that
+    is broadcast a read-only view (``np.broadcast_to``; one of the full shape as it is).
+    NumPy's ``broadcast_arrays`` marks its views writable-with-a-warning, and a later view
+    of one that takes its buffer (``base.broadcast_view``: a plate of one, a leading axis
+    of one) raised NumPy's DeprecationWarning "writing to an array with overlapping
+    memory from np.broadcast_arrays" (fuzz seeds 19/20), although nothing is written."""
+    shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
+    return [a if np.shape(a) == shape else np.broadcast_to(a, shape) for a in arrays]
+
+
 def full(shape: tuple[int, ...], value: Any) -> np.ndarray:
     """``value`` broadcast to ``shape`` as a fresh float array."""
     return np.array(np.broadcast_to(np.asarray(value, float), shape))

@@ -21,7 +21,7 @@ from factorflow.distributions.base import (
 from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
 from factorflow.distributions.multivariate import by_data
-from factorflow.factors.common import Reduce, collapsed, plate_einsum
+from factorflow.factors.common import Reduce, broadcast_naturals, collapsed, plate_einsum
 from factorflow.factors.registry import define_factor
 
 
@@ -252,7 +252,7 @@ def _data_evidence_by_blas(sample, mean, precision):
 @GAUSSIAN.operator("vmp", "sample", proper=("mean", "precision"))
 def _sample_vmp(mean, precision) -> Gaussian:
     tau = E(precision)
-    return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(mean), tau))
+    return Gaussian.from_natural(*broadcast_naturals(distinct(tau) * E(mean), tau))
 
 
 @GAUSSIAN.operator("vmp", "mean", proper=("sample", "precision"),
@@ -265,7 +265,7 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     matrix-vector product: no (N, K) message)."""
     tau = E(precision)  # under a gate: K distinct values, an outer product with the data
     if reduce is None:
-        return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(sample), tau))
+        return Gaussian.from_natural(*broadcast_naturals(distinct(tau) * E(sample), tau))
     x, tau = E(sample), distinct(tau)
     sums = _data_sums(sample, weights, reduce)
     if sums is not None:  # a mixture: τ_k Σ_n q_nk x_n and τ_k Σ_n q_nk, when τ is a row

@@ -41,7 +41,7 @@ import numpy as np
 
 from factorflow.distributions import Gaussian
 from factorflow.errors import ModelError
-from factorflow.factors.common import Reduce
+from factorflow.factors.common import Reduce, broadcast_naturals
 from factorflow.factors.quadrature import GH_NODES, standard_normal_rule
 from factorflow.rewrite.derivative import derivative
 from factorflow.rewrite.evaluate import evaluate
@@ -213,7 +213,7 @@ def ncvmp_message(fb: GaussianFallback, coefficients: Sequence[np.ndarray],
     m, v = _align(q.mean, shape, reduce), _align(q.variance, shape, reduce)
     _, d1, d2 = terms(m, v, 2)
     prec = -d2
-    return _message(q, reduce, *np.broadcast_arrays(d1 + m * prec, prec))
+    return _message(q, reduce, *broadcast_naturals(d1 + m * prec, prec))
 
 
 def _message(q: Gaussian, reduce: Reduce | None, *eta: np.ndarray) -> Gaussian:

@@ -36,6 +36,7 @@ from factorflow.distributions.multivariate import (
 from factorflow.factors.arithmetic import _linear_evidence, _no_observed_output
 from factorflow.factors.common import (
     Reduce,
+    broadcast_naturals,
     collapsed,
     plate_einsum,
     reduced_shape,
@@ -530,7 +531,7 @@ def _fused_sample_vmp(a, b, precision) -> Gaussian:
     ma, mb = shared_moments(a)[0], shared_moments(b)[0]
     tau = E(precision)
     mean = plate_einsum("", [(ma, "i"), (mb, "i")], (_plate_shape((ma, 1), (mb, 1)), ()))
-    return Gaussian.from_natural(*np.broadcast_arrays(tau * mean, tau))
+    return Gaussian.from_natural(*broadcast_naturals(tau * mean, tau))
 
 
 @INNER_PRODUCT_GAUSSIAN.evidence_operator("vmp")

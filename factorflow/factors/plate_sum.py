@@ -24,7 +24,7 @@ from factorflow.distributions import Gaussian
 from factorflow.distributions.base import traced
 from factorflow.distributions.moments import gaussian_moments, is_known
 from factorflow.factors.arithmetic import _linear_evidence
-from factorflow.factors.common import times_finite, unsupported
+from factorflow.factors.common import broadcast_naturals, times_finite, unsupported
 from factorflow.factors.registry import define_factor
 
 
@@ -115,4 +115,4 @@ def _array_vmp(sum, array, *, previous: Gaussian | None = None) -> Gaussian:
     elif not finite:  # an element with no other proper message: Winn's
         mu = gaussian_moments(array)[0]  # Jacobi step from the current means
     total = np.sum(mu, axis=-1, keepdims=True)
-    return Gaussian.from_natural(*np.broadcast_arrays(h - tau * (total - mu), tau))
+    return Gaussian.from_natural(*broadcast_naturals(h - tau * (total - mu), tau))

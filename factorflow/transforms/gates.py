@@ -61,7 +61,6 @@ from factorflow.transforms.gate_analysis import (
     condition_key,
     show_ref,
 )
-from factorflow.transforms.gate_order import check_joint_reads, selectors_outside
 from factorflow.transforms.gate_blocks import (
     Clone,
     Cond,
@@ -73,6 +72,7 @@ from factorflow.transforms.gate_blocks import (
     freeze,
     wrap,
 )
+from factorflow.transforms.gate_order import check_joint_reads, selectors_outside
 
 
 @dataclass(frozen=True)

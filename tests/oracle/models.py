@@ -109,6 +109,7 @@ class _Discrete:
         #: and gates on the selectors of exit variables inside gates on those exits
         self.nested = nested
         self.switched: list[str] = []  # the conditions of the Switches around
+        self.exit_of: dict[str, str] = {}  # an exit variable -> its gate's condition
 
     def draw_var(self, scope, elements, depth):
         g = self.g
@@ -154,6 +155,15 @@ class _Discrete:
         g = self.g
         local = [c for c in conditions if c[4] is not None]  # conditions over the plate
         cond = g.pick(local if local and g.flag(0.7) else conditions)
+        if self.nested:  # a gate on an exit variable, and inside it on the exit's
+            # selector (oracle seed 8's pattern), more often than by chance
+            inside = [c for c in conditions if enclosing and
+                      self.exit_of.get(enclosing[-1]) == c[0]]
+            exits = [c for c in conditions if c[0] in self.exit_of]
+            if inside and g.flag(0.8):
+                cond = g.pick(inside)
+            elif exits and g.flag(0.5):
+                cond = g.pick(exits)
         name, family, k, _, _ = cond
         if family == "Bernoulli":
             kind = "case" if g.flag(0.03) else "if"
@@ -195,7 +205,8 @@ class _Discrete:
                 body.append(Draw(ename, fam, (arg,), obs))
                 inner_scope.append((ename, fam, kk, obs, elements))
             more, _ = self.block(inner_scope, elements, depth + 1,
-                                 g.draw(st.integers(0 if exit_spec else 1, 2)),
+                                 g.draw(st.integers(0 if exit_spec and not (
+                                     self.nested and name in self.exit_of) else 1, 2)),
                                  enclosing + (name,))
             body += more
             branches.append((key, tuple(body)))
@@ -206,6 +217,7 @@ class _Discrete:
         if exit_spec is not None:
             ename, fam, kk, obs = exit_spec
             exits.append((ename, fam, kk, obs, elements))
+            self.exit_of[ename] = name
         return Gate(kind, name, tuple(branches)), exits
 
 

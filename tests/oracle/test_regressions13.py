@@ -216,6 +216,27 @@ def test_a_deterministic_variable_in_a_switch_body(form, iterations, algorithm):
                      stats.norm.logpdf(1.0, b, np.sqrt(c * c / 0.5 + 1.0)), rtol=1e-12)
 
 
+def test_ep_after_one_sweep_shows_the_prior_of_a_switch_body_variable():
+    """The designed semantics (README, Gates; gatebound15 item 3): every posterior is
+    made in EP's first sweep, but x's per-case message is copied out of the Switch's case
+    before the datum (through y = -3 x) reaches it in the loop's order, and x's exit is
+    merged after the loop from that copy: after exactly one sweep x shows its prior
+    N(0, 2); the second sweep gives the exact posterior."""
+    with ff.Model() as model:
+        z = ff.Discrete("z", [0.4, 0.6])
+        with ff.Switch(z):
+            x = ff.Gaussian("x", 0.0, precision=0.5)
+            ff.Gaussian("o", -3.0 * x, precision=1.0, observed=1.0)
+    compiled = model.compile("ep")
+    with pytest.warns(ff.ConvergenceWarning):
+        one = compiled.run(iterations=1, progress=False)
+    assert_close(one["x"].mean, 0.0, atol=1e-15)
+    assert_close(one["x"].variance, 2.0, rtol=1e-12)
+    two = compiled.run(iterations=2, progress=False, tolerance=None)
+    assert_close(two["x"].mean, -3.0 / 9.5, rtol=1e-12)
+    assert_close(two["x"].variance, 1.0 / 9.5, rtol=1e-12)
+
+
 @pytest.mark.parametrize("algorithm", ["ep", "vmp"])
 @pytest.mark.parametrize("plate", [False, True])
 def test_a_switch_body_goes_on_after_case_gates_on_its_condition(plate, algorithm):
