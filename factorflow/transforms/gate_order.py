@@ -24,6 +24,7 @@ the same statement reads ``e`` in the case, and the expectation is the joint's.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from factorflow.errors import ModelError
 from factorflow.ir import For, If, Node, Program, Ref, Stmt, VarDecl, refs_in
@@ -130,7 +131,8 @@ def selectors_outside(program: Program) -> Program:
     from factorflow.transforms.lower import _nest
 
     stmts: list[tuple[tuple[Frame, ...], Stmt]] = []
-    if not _flatten(program.body, (), stmts):
+    if not _flatten(program.body, (), stmts) or not any(
+            f[0] == "if" for frames, _ in stmts for f in frames):
         return program
     a = analyze_gates(program)
     if not any(a.exits.values()):
@@ -140,8 +142,7 @@ def selectors_outside(program: Program) -> Program:
     moved = [(_reorder(f, a, decls, sizes), s) for f, s in stmts]
     if all(m[0] == f for m, (f, _) in zip(moved, stmts, strict=True)):
         return program
-    out = Program(program.name, program.ranges, program.decls, _nest(moved),
-                  program.algorithm)
+    out = replace(program, body=_nest(moved), _by_name={})
     try:
         b = analyze_gates(out)
     except ModelError:

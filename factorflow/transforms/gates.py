@@ -43,7 +43,10 @@ tag, see ``factorflow.codegen.names``); new case axes are added to ``program.ran
 input is unchanged.  ModelError, naming the variable and the gate, for a condition neither
 boolean nor discrete, a case value out of range, a switch loop whose size is not the
 variable's, a random condition inside a loop it does not depend on, or a variable defined
-inside a gate but not in all its cases and read outside.
+inside a gate but not in all its cases and read outside; under VMP
+(``GateOptions.algorithm``), for a statement reading an exit variable beside its
+selector (or another exit of it) outside the selector's gates, once gates on selectors
+have been moved outside gates on their exits (``gate_order``).
 """
 
 from __future__ import annotations
