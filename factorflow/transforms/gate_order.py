@@ -16,9 +16,14 @@ the same statement reads ``e`` in the case, and the expectation is the joint's.
   ``S``'s factors — statement by statement, where nothing else changes meaning (the
   rewritten program must pass ``analyze_gates`` with the same variables' homes; else the
   original is kept).  Both algorithms: under EP the graph becomes the tree it is.
+  Then an observed statement that still reads such a pair (two exits of one gate, in
+  ``ff.If(e2)`` around ``ff.If(e3)``) is written once per case of ``z``, inside
+  ``ff.Case(z, k)`` (``ff.If`` / ``ff.IfNot`` for a boolean): the same factor, each copy
+  reading the exits in its case.
 * :func:`check_joint_reads` (VMP) refuses, naming both variables and the statement, any
-  read of such a pair that remains (two exits of one gate read together, an exit and its
-  selector in one factor outside the selector's gates), with what to write instead.
+  read of such a pair that remains (a latent variable defined under gates on two exits
+  of one gate, an exit and its selector in one factor where the gates could not move),
+  with what to write instead.
 """
 
 from __future__ import annotations
@@ -140,9 +145,31 @@ def selectors_outside(program: Program) -> Program:
     decls = {d.name: d for d in program.decls}
     sizes = dict(program.ranges)
     moved = [(_reorder(f, a, decls, sizes), s) for f, s in stmts]
-    if all(m[0] == f for m, (f, _) in zip(moved, stmts, strict=True)):
-        return program
-    out = replace(program, body=_nest(moved), _by_name={})
+    out = program
+    if any(m[0] != f for m, (f, _) in zip(moved, stmts, strict=True)):
+        out = _checked(program, a, replace(program, body=_nest(moved), _by_name={}))
+        if out is program:
+            moved = stmts
+    # an observed statement that still reads two variables of one selector's case (two
+    # exits of its gates): once per case of the selector, inside ff.Case(z, k)
+    b = analyze_gates(out)
+    refs = {p[1]: f[1] for frames, _ in moved
+            for f, p in zip(frames, _paths(frames, decls, sizes), strict=True) if p}
+    split: list[tuple[tuple[Frame, ...], Stmt]] = []
+    for frames, stmt, found in _conflicts(out, b, list(moved)):
+        copies = None
+        if found is not None and _observed_only(stmt, decls) and found[3] in refs:
+            copies = _per_case(frames, found[3], refs[found[3]],
+                               b.conditions[found[3]][0], decls, sizes)
+        split += [(f, stmt) for f in copies] if copies else [(frames, stmt)]
+    if len(split) == len(moved):
+        return out
+    return _checked(program, a, replace(program, body=_nest(split), _by_name={}))
+
+
+def _checked(program: Program, a: GateAnalysis, out: Program) -> Program:
+    """``out`` if its gates are valid and its exit variables ``program``'s, else
+    ``program``."""
     try:
         b = analyze_gates(out)
     except ModelError:
@@ -152,17 +179,12 @@ def selectors_outside(program: Program) -> Program:
     return out
 
 
-def check_joint_reads(program: Program) -> None:
-    """VMP: ModelError for a statement that reads, outside the gates on a selector ``z``,
-    two variables whose posteriors both depend on ``z``'s case — ``z`` itself (as a value
-    or a gate's condition) or an exit variable of gates on ``z`` (transitively: exits of
-    gates on those) — see the module docstring."""
-    stmts: list[tuple[tuple[Frame, ...], Stmt]] = []
-    if not _flatten(program.body, (), stmts):
-        return
-    a = analyze_gates(program)
-    if not any(a.exits.values()):
-        return
+def _conflicts(program: Program, a: GateAnalysis,
+               stmts: list[tuple[tuple[Frame, ...], Stmt]]):
+    """For each statement, in program order: (frames, statement, conflict), the conflict
+    None or (exit variable, the other variable, selector z, the exit's key on z): two of
+    the statement's reads (its gates' conditions and its inputs) whose posteriors both
+    depend on z's case outside the gates on z (module docstring)."""
     decls = {d.name: d for d in program.decls}
     sizes = dict(program.ranges)
     selector: dict[tuple, str] = {}  # condition key -> its variable
@@ -209,16 +231,65 @@ def check_joint_reads(program: Program) -> None:
                     deps.update(du)
                     if u in selectors:
                         deps.setdefault(u, ())
+        found = None
         for i, (u, du) in enumerate(reads):
             for v, dv in reads[:i]:
-                if u == v:
-                    continue
                 shared = (set(du) & set(dv)) | ({u} & set(dv)) | ({v} & set(du))
-                if shared:
+                if u != v and shared and found is None:
                     z = sorted(shared)[0]
                     exit_var = v if z in dv else u
-                    other = u if exit_var == v else v
-                    _refuse(stmt, decls[exit_var], decls[other], decls[z], program, decls)
+                    found = (exit_var, u if exit_var == v else v, z,
+                             (dv if z in dv else du)[z])
+        yield frames, stmt, found
+
+
+def check_joint_reads(program: Program) -> None:
+    """VMP: ModelError for a statement that reads, outside the gates on a selector ``z``,
+    two variables whose posteriors both depend on ``z``'s case — ``z`` itself (as a value
+    or a gate's condition) or an exit variable of gates on ``z`` (transitively: exits of
+    gates on those) — see the module docstring."""
+    stmts: list[tuple[tuple[Frame, ...], Stmt]] = []
+    if not _flatten(program.body, (), stmts):
+        return
+    a = analyze_gates(program)
+    if not any(a.exits.values()):
+        return
+    decls = {d.name: d for d in program.decls}
+    for _, stmt, found in _conflicts(program, a, stmts):
+        if found is not None:
+            exit_var, other, z, _ = found
+            _refuse(stmt, decls[exit_var], decls[other], decls[z], program, decls)
+
+
+def _per_case(frames: tuple[Frame, ...], key: tuple, zref: Ref, count: int,
+              decls: Mapping[str, VarDecl], sizes: Mapping[str, int]
+              ) -> list[tuple[Frame, ...]] | None:
+    """``frames`` once per case of ``zref`` (the condition of ``key``, an exit's key on
+    z, with ``count`` cases), ``ff.Case(z, k)`` (``ff.If`` / ``ff.IfNot``) inserted
+    where the gates of ``key`` sit: after the gates of its path and the loops z's
+    indices need; None where there is no such place."""
+    path = key[0]
+    at = 0
+    if path:  # just after the last gate of the key's path
+        at = next((i + 1 for i, p in enumerate(_paths(frames, decls, sizes))
+                   if p is not None and p[0] + ((p[1], p[2]),) == path), None)
+        if at is None:
+            return None
+    loops = [f[1] for f in frames[:at] if f[0] == "for"]
+    while any(isinstance(x, str) and x not in loops for x in zref.index):
+        if at >= len(frames) or frames[at][0] != "for":
+            return None
+        loops.append(frames[at][1])
+        at += 1
+    if decls[zref.var].domain == "bool":
+        gates = [("if", zref, None, False), ("if", zref, None, True)]
+    else:
+        gates = [("if", zref, k, False) for k in range(count)]
+    return [frames[:at] + (g,) + frames[at:] for g in gates]
+
+
+def _observed_only(stmt: Stmt, decls: Mapping[str, VarDecl]) -> bool:
+    return all(decls[o.var].role != "random" for o in stmt.outputs)
 
 
 def _refuse(stmt: Stmt, e: VarDecl, other: VarDecl, z: VarDecl, program: Program,
@@ -232,6 +303,7 @@ def _refuse(stmt: Stmt, e: VarDecl, other: VarDecl, z: VarDecl, program: Program
         f"{show_ref(Ref(z.name, z.plates), decls)}: {name[e.name]} is defined in every "
         f"case of a gate on {name[z.name]}, so its posterior is one per case, and a factor "
         f"that reads it beside {beside} outside that gate would not give a bound on the "
-        f"evidence.  Open the gate on {name[z.name]} around it (ff.Case({name[z.name]}, k) "
-        f"outside the gates on {name[e.name]}, or ff.Switch({name[z.name]}) around the "
-        "statement: there each is its definition in the case), or use EP.")
+        f"evidence.  Open the gates on {name[z.name]} around it (ff.Case({name[z.name]}, "
+        f"k) for each k, or ff.Switch({name[z.name]}), outside the gates on "
+        f"{name[e.name]}: there each is its definition in the case; a variable it defines "
+        "in some branches only needs its own name in each case), or use EP.")
