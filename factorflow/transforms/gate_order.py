@@ -41,7 +41,9 @@ from factorflow.transforms.gate_analysis import (
     show_ref,
 )
 
-#: a frame around a statement: ("for", range) or ("if", condition, value, negated)
+#: a frame around a statement: ("for", range, id) or ("if", condition, value, negated,
+#: id), the id that of the IR node (``lower._nest`` keeps blocks with one id together,
+#: and apart from their neighbours, as they were)
 Frame = tuple
 
 
@@ -53,11 +55,11 @@ def _flatten(nodes: tuple[Node, ...], frames: tuple[Frame, ...],
         if isinstance(node, Stmt):
             out.append((frames, node))
         elif isinstance(node, For):
-            if not _flatten(node.body, frames + (("for", node.range),), out):
+            if not _flatten(node.body, frames + (("for", node.range, id(node)),), out):
                 return False
         elif isinstance(node, If):
             if not _flatten(node.body, frames + (("if", node.condition, node.value,
-                                                  node.negated),), out):
+                                                  node.negated, id(node)),), out):
                 return False
         else:
             return False
@@ -90,7 +92,7 @@ def _paths(frames: tuple[Frame, ...], decls: Mapping[str, VarDecl],
 def _span(frames: tuple[Frame, ...], i: int) -> tuple[int, int]:
     """The frames of the gate at ``i``: itself, and its loop before it for a switch."""
     f = frames[i]
-    if isinstance(f[2], str) and i > 0 and frames[i - 1] == ("for", f[2]):
+    if isinstance(f[2], str) and i > 0 and frames[i - 1][:2] == ("for", f[2]):
         return i - 1, i + 1
     return i, i + 1
 
@@ -128,11 +130,12 @@ def _reorder(frames: tuple[Frame, ...], a: GateAnalysis, decls: Mapping[str, Var
     return frames
 
 
-def selectors_outside(program: Program) -> Program:
-    """``program`` with gates on selectors moved outside the gates on their exit variables
-    (module docstring); the same program where there is none, or where moving them would
-    change where a variable lives (then :func:`check_joint_reads` refuses it, under
-    VMP)."""
+def selectors_outside(program: Program, refuse: bool = False) -> Program:
+    """``program`` with gates on selectors moved outside the gates on their exit variables,
+    and observed statements that read two exits of one gate outside it written once per
+    case (module docstring); the same program where there is none, or where rewriting
+    would change where a variable lives.  ``refuse`` (VMP): then ModelError for a read
+    that remains (:func:`check_joint_reads`)."""
     from factorflow.transforms.lower import _nest
 
     stmts: list[tuple[tuple[Frame, ...], Stmt]] = []
@@ -145,26 +148,38 @@ def selectors_outside(program: Program) -> Program:
     decls = {d.name: d for d in program.decls}
     sizes = dict(program.ranges)
     moved = [(_reorder(f, a, decls, sizes), s) for f, s in stmts]
-    out = program
+    out, b = program, a
     if any(m[0] != f for m, (f, _) in zip(moved, stmts, strict=True)):
         out = _checked(program, a, replace(program, body=_nest(moved), _by_name={}))
         if out is program:
             moved = stmts
+        else:
+            b = analyze_gates(out)
     # an observed statement that still reads two variables of one selector's case (two
     # exits of its gates): once per case of the selector, inside ff.Case(z, k)
-    b = analyze_gates(out)
     refs = {p[1]: f[1] for frames, _ in moved
             for f, p in zip(frames, _paths(frames, decls, sizes), strict=True) if p}
     split: list[tuple[tuple[Frame, ...], Stmt]] = []
+    left = []  # the conflicts no copy per case removes
     for frames, stmt, found in _conflicts(out, b, list(moved)):
         copies = None
         if found is not None and _observed_only(stmt, decls) and found[3] in refs:
             copies = _per_case(frames, found[3], refs[found[3]],
                                b.conditions[found[3]][0], decls, sizes)
+        if found is not None and not copies:
+            left.append((stmt, found))
         split += [(f, stmt) for f in copies] if copies else [(frames, stmt)]
-    if len(split) == len(moved):
+    if len(split) != len(moved):
+        final = _checked(program, a, replace(program, body=_nest(split), _by_name={}))
+        if final is not program:
+            out = final
+        if refuse:
+            check_joint_reads(out)
         return out
-    return _checked(program, a, replace(program, body=_nest(split), _by_name={}))
+    if refuse and left:
+        stmt, (exit_var, other, z, _) = left[0]
+        _refuse(stmt, decls[exit_var], decls[other], decls[z], program, decls)
+    return out
 
 
 def _checked(program: Program, a: GateAnalysis, out: Program) -> Program:
@@ -282,9 +297,9 @@ def _per_case(frames: tuple[Frame, ...], key: tuple, zref: Ref, count: int,
         loops.append(frames[at][1])
         at += 1
     if decls[zref.var].domain == "bool":
-        gates = [("if", zref, None, False), ("if", zref, None, True)]
+        gates = [("if", zref, None, negated, (key, negated)) for negated in (False, True)]
     else:
-        gates = [("if", zref, k, False) for k in range(count)]
+        gates = [("if", zref, k, False, (key, k)) for k in range(count)]
     return [frames[:at] + (g,) + frames[at:] for g in gates]
 
 

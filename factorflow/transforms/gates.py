@@ -75,7 +75,7 @@ from factorflow.transforms.gate_blocks import (
     freeze,
     wrap,
 )
-from factorflow.transforms.gate_order import check_joint_reads, selectors_outside
+from factorflow.transforms.gate_order import selectors_outside
 
 
 @dataclass(frozen=True)
@@ -94,9 +94,7 @@ def gates(program: Program, options: GateOptions = GateOptions()) -> Program:
     """The program with its gates converted (see the module docstring); gates on a
     selector inside gates on its exit variables are moved outside them first
     (``gate_order``)."""
-    program = selectors_outside(program)
-    if options.algorithm == "vmp":
-        check_joint_reads(program)
+    program = selectors_outside(program, refuse=options.algorithm == "vmp")
     return _Gates(program, options).run()
 
 
