@@ -48,8 +48,12 @@ def broadcast_naturals(*arrays: Any) -> list[Any]:
     of one that takes its buffer (``base.broadcast_view``: a plate of one, a leading axis
     of one) raised NumPy's DeprecationWarning "writing to an array with overlapping
     memory from np.broadcast_arrays" (fuzz seeds 19/20), although nothing is written."""
-    shape = np.broadcast_shapes(*(np.shape(a) for a in arrays))
-    return [a if np.shape(a) == shape else np.broadcast_to(a, shape) for a in arrays]
+    shapes = [np.shape(a) for a in arrays]
+    if all(s == shapes[0] for s in shapes):
+        return list(arrays)
+    shape = np.broadcast_shapes(*shapes)
+    return [a if s == shape else np.broadcast_to(a, shape) for a, s in zip(arrays, shapes,
+                                                                          strict=True)]
 
 
 def full(shape: tuple[int, ...], value: Any) -> np.ndarray:
