@@ -263,10 +263,9 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     """Naturals (E[τ] E[x], E[τ]); with ``reduce``, their sums over its plate axes, each
     element's raised to ``weights`` when given (a mixture's Σ_n q_nk E[τ_k] x_n as one
     matrix-vector product: no (N, K) message)."""
-    tau = E(precision)  # under a gate: K distinct values, an outer product with the data
     if reduce is None:
+        tau = E(precision)  # under a gate: K distinct values, an outer product with the data
         return Gaussian.from_natural(*np.broadcast_arrays(distinct(tau) * E(sample), tau))
-    x, tau = E(sample), distinct(tau)
     sums = _data_sums(sample, weights, reduce)
     if sums is not None:  # a mixture: τ_k Σ_n q_nk x_n and τ_k Σ_n q_nk, when τ is a row
         # (its rows, as a restored checkpoint's materialised copy shows them too)
@@ -275,6 +274,7 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
         if _constant_along(rows, *reduce):
             kept = _kept(rows, *reduce)
             return Gaussian.from_natural(kept * sums[1], kept * sums[0])
+    x, tau = E(sample), distinct(E(precision))  # (the general path's moments alone)
     w = [] if weights is None else [(weights, "")]
     tau_all = np.broadcast_to(tau, np.broadcast_shapes(np.shape(tau), np.shape(x)))
     return Gaussian.from_natural(plate_einsum("", w + [(tau, ""), (x, "")], reduce),
