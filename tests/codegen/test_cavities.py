@@ -95,8 +95,8 @@ def test_trueskill_posteriors_agree_with_the_quotients(games, exact):
 
 def _ep_runs():
     """Every example model the examples run under EP (NumPy backend), with its options."""
-    from tests.codegen.test_liveness import _vmp_runs  # (records VMP runs alone)
     from factorflow.runtime.compiled import CompiledModel
+    from tests.codegen.test_liveness import _vmp_runs  # (records VMP runs alone)
     runs = []
     original = CompiledModel.run
 
