@@ -21,7 +21,12 @@ every sweep) is timed where it stands (``time.perf_counter``, the median over th
 sweeps), by its text; the statements a sweep right after ``evidence()`` skips are
 timed where they run.
 
-Run: ``python benchmarks/profile_sweep.py [--model M] [--trace] [--lines]
+With ``--cprofile N`` the table is the N functions (the factors' operators and the
+``Distribution`` operations under them, NumPy's Python wrappers) that take the most
+time of their own under ``cProfile`` over the sweeps, µs a sweep (cProfile's own cost
+included: the ranking, not the figures, is what it tells).
+
+Run: ``python benchmarks/profile_sweep.py [--model M] [--trace] [--lines | --cprofile N]
 [--baseline PATH]``.
 """
 
@@ -171,13 +176,29 @@ def lines_worker(model: str, trace: bool, sweeps: int) -> dict[str, Any]:
     return out
 
 
-def measure(path: Path, model: str, trace: bool, sweeps: int, lines: bool = False
+def cprofile_worker(model: str, trace: bool, sweeps: int) -> dict[str, Any]:
+    """{function: [calls a sweep, µs a sweep of its own time]} under ``cProfile``."""
+    import cProfile
+    import pstats
+    run, _ = program(model, trace)
+    run(3)
+    profiler = cProfile.Profile(time.process_time)
+    profiler.runcall(run, sweeps)
+    stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+    out = {}
+    for (path, line, name), (_, calls, own, _, _) in stats.items():
+        where = f"{Path(path).parent.name}/{Path(path).name}:{line}" if line else path
+        out[f"{name} ({where})"] = [calls / sweeps, own / sweeps * 1e6]
+    return out
+
+
+def measure(path: Path, model: str, trace: bool, sweeps: int, lines: bool | str = False
             ) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(path), OMP_NUM_THREADS="1",
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     out = subprocess.run([sys.executable, __file__, "--worker", model, str(int(trace)),
-                          str(sweeps), str(int(lines))], env=env, capture_output=True,
-                         text=True, check=True, cwd=str(ROOT))
+                          str(sweeps), str(lines if isinstance(lines, str) else int(lines))],
+                         env=env, capture_output=True, text=True, check=True, cwd=str(ROOT))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -189,16 +210,20 @@ def main() -> None:
     parser.add_argument("--sweeps", type=int, default=300)
     parser.add_argument("--lines", action="store_true",
                         help="µs per statement of the generated program instead")
+    parser.add_argument("--cprofile", type=int, metavar="N",
+                        help="the N functions of most time of their own under cProfile")
     parser.add_argument("--baseline", type=Path, help="another factorflow checkout")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         model, trace, sweeps, lines = args.worker
-        work = lines_worker if lines == "1" else worker
+        work = {"1": lines_worker, "cprofile": cprofile_worker}.get(lines, worker)
         print(json.dumps(work(model, trace == "1", int(sweeps))))
         return
     if args.lines:
         return print_lines(args)
+    if args.cprofile:
+        return print_cprofile(args)
     now = measure(ROOT, args.model, args.trace, args.sweeps)
     before = measure(args.baseline, args.model, args.trace, args.sweeps) \
         if args.baseline else {}
@@ -213,6 +238,22 @@ def main() -> None:
     old_total = sum(c * us for c, us in before.values())
     print(f"{'total of the above, µs a sweep':<58} {'':6} {total:8.1f}"
           + (f" {old_total:8.1f} {total / old_total:9.2f}" if before else ""))
+
+
+def print_cprofile(args: argparse.Namespace) -> None:
+    """The ``--cprofile`` table: the functions of most own time, calls and µs a sweep, with
+    ``--baseline`` the other checkout's beside them (by the same name and place)."""
+    now = measure(ROOT, args.model, args.trace, args.sweeps, "cprofile")
+    before = measure(args.baseline, args.model, args.trace, args.sweeps, "cprofile") \
+        if args.baseline else {}
+    print(f"{args.model}, trace={args.trace}: own time under cProfile, µs a sweep")
+    print(f"{'function':<78} {'calls':>6} {'µs':>8} {'before':>8}")
+    for name in sorted(now, key=lambda n: -now[n][1])[: args.cprofile]:
+        calls, us = now[name]
+        old = before.get(name)
+        print(f"{name[:78]:<78} {calls:6.1f} {us:8.1f}" + (f" {old[1]:8.1f}" if old else ""))
+    print(f"{'total':<78} {'':6} {sum(us for _, us in now.values()):8.1f}"
+          + (f" {sum(us for _, us in before.values()):8.1f}" if before else ""))
 
 
 def print_lines(args: argparse.Namespace) -> None:

@@ -114,7 +114,15 @@ def use(e: _Emitter, s: Stmt, depth: int) -> None:
     elif how[0] == "broadcast" and var.plates and up[-len(var.plates):] != var.plates:
         marg = f"align_plates({marg}, {tuple(up.index(p) for p in var.plates)}, {len(up)})"
     rhs = f"{marg} / {ins['use'].var}" if "use" in ins else marg
+    if id(s) in e.cavities:  # (EP, the one use: the posterior over its message is F)
+        rhs = _over(e, e.cavities[id(s)], var)
     e.emit(f"{s.outputs[0].var} = {rhs}", depth)
+
+
+def _over(e: _Emitter, name: str, var: VarDecl) -> str:
+    """The message ``name`` over exactly the plates of ``var`` (a message shared by the
+    plate as a broadcast view, as a product with a uniform one over them gives)."""
+    return f"fit_plates({name}, {e.shape(var.plates)})" if var.plates else name
 
 
 def backward(e: _Emitter, s: Stmt, depth: int) -> None:
@@ -126,8 +134,7 @@ def backward(e: _Emitter, s: Stmt, depth: int) -> None:
         var = e.decls[s.param("target")]
         fam = e.symbol(var_family(e.decls, out), "family", var_family(e.decls,
                                                                            out))
-        terms = [e.hoist(f"{fam}.uniform({e.shape(var.plates)}{e.event(e.decls[out])})",
-                         f"uniform_{fam}")]  # (made once per run: see ``hoist``)
+        terms = []
         done = s.param("reduced_uses", ())
         for k, (how, up) in enumerate(zip(s.param("uses"), s.param("use_plates"),
                                           strict=True)):
@@ -139,7 +146,18 @@ def backward(e: _Emitter, s: Stmt, depth: int) -> None:
                 # uniform factor in front returns the other factor itself (left out)
                 continue
             terms.append(name if bare else reduced(e, name, how, up, var))
-        e.emit(f"{out} = {' * '.join(terms)}", depth)
+        one = terms[0] if len(terms) == 1 else None
+        if e.hoisting and one in e.decls and e.decls[one].plates == var.plates \
+                and e.deferred.get(one) is not None:
+            # the uniform factor times one message over the variable's plates is that
+            # message (a deferred one stays deferred, ``common.Deferred``): no product
+            e.emit(f"{out} = {one if e.deferred[one] else _over(e, one, var)}", depth)
+            return
+        uniform = e.hoist(f"{fam}.uniform({e.shape(var.plates)}{e.event(e.decls[out])})",
+                          f"uniform_{fam}")  # (made once per run: see ``hoist``)
+        e.emit(f"{out} = {' * '.join([uniform] + terms)}", depth)
+    elif id(s) in e.cavities:  # (EP, the one use: the posterior over F is its message)
+        e.emit(f"{out} = {_over(e, e.cavities[id(s)], e.decls[s.param('target')])}", depth)
     elif "def" in ins:
         e.emit(f"{out} = {ins['marginal'].var} / {ins['def'].var}", depth)
     else:

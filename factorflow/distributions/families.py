@@ -36,6 +36,22 @@ from factorflow.lazy import special, stats
 LOG_2PI = float(np.log(2 * np.pi))
 
 
+def _entropy_of(a_norm: Any, eta: tuple[np.ndarray, np.ndarray],
+                stats_: tuple[Any, Any]) -> Any:
+    """A(η) − ⟨η, E[T]⟩ for two scalar natural parameters given A and E[T]: the
+    arithmetic of ``Distribution.entropy`` (``_inner``: 0.0 + η₀E₀, then + η₁E₁), in the
+    same order, so the same numbers, without its generic loop; None where a product is
+    NaN (0 · inf: ``_inner`` mends those, the caller takes the general path)."""
+    with np.errstate(invalid="ignore"):
+        t0 = np.multiply(eta[0], stats_[0])
+        t1 = np.multiply(eta[1], stats_[1])
+    if np.isnan(t0).any() or np.isnan(t1).any():
+        return None
+    total = 0.0 + t0
+    total = total + t1
+    return a_norm - np.asarray(total)
+
+
 class Gaussian(Distribution):
     """N(x; mean, variance).  T(x) = (x, -x²/2); eta = (mean·precision, precision)."""
 
@@ -173,6 +189,21 @@ class Gaussian(Distribution):
         m = self.mean
         return m, -0.5 * (self.variance + m * m)
 
+    def entropy(self) -> np.ndarray:
+        """``Distribution.entropy``, the same numbers, in fewer calls (each posterior's
+        entropy is a term of the VMP bound, computed after every sweep with the bound).
+        N(m, v) has ½ log(2πe v):
+
+        >>> h = ff.distributions.Gaussian(1.0, variance=2.0).entropy()
+        >>> bool(np.isclose(h, 0.5 * np.log(2 * np.pi * np.e * 2.0)))
+        True
+        """
+        h, p = self.eta
+        if traced() or type(h) is not np.ndarray or type(p) is not np.ndarray:
+            return super().entropy()
+        out = _entropy_of(self.log_normalizer(), self.eta, self.expected_stats())
+        return super().entropy() if out is None else out
+
     def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
         x = np.asarray(x, float)
         return x, -0.5 * x * x
@@ -263,6 +294,23 @@ class Gamma(Distribution):
 
     def expected_stats(self) -> tuple[np.ndarray, ...]:
         return self.mean_log(), self.mean
+
+    def entropy(self) -> np.ndarray:
+        """``Distribution.entropy``, the same numbers, in fewer calls: the shape a and the
+        rate b made once for A(η) = log Γ(a) − a log |b| and E[T] = (ψ(a) − log b, a / b)
+        (each posterior's entropy is a term of the VMP bound).  Gamma(1, 1), the
+        exponential of rate 1, has entropy 1:
+
+        >>> float(ff.distributions.Gamma(1.0, rate=1.0).entropy())
+        1.0
+        """
+        a1, r1 = self.eta
+        if traced() or type(a1) is not np.ndarray or type(r1) is not np.ndarray:
+            return super().entropy()
+        a, b = a1 + 1.0, -r1  # (``shape_param``, ``rate``)
+        a_norm = special.gammaln(a) - a * np.log(np.abs(b))
+        out = _entropy_of(a_norm, self.eta, (special.digamma(a) - np.log(b), a / b))
+        return super().entropy() if out is None else out
 
     def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
         x = np.asarray(x, float)

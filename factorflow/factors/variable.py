@@ -152,4 +152,9 @@ def total(value: Any, plates: tuple[int, ...] = ()) -> float:
     standing for the empty plate, which would otherwise count once)."""
     if 0 in plates:
         return 0.0
-    return np.sum(value) if traced() else float(np.sum(value))
+    if traced():
+        return np.sum(value)
+    # (an array's or a NumPy scalar's own sum: the reduction ``np.sum`` calls, without
+    # its dispatch)
+    return float(value.sum() if isinstance(value, np.ndarray | np.generic)
+                 else np.sum(value))

@@ -58,11 +58,18 @@ def test_the_invariants_are_made_once_before_the_statements():
             if line.startswith("    ") and not line.startswith("     ")
             and line.split(" = ")[0].strip() in ("arange_v_k", "laid_x", "uniform_Gamma",
                                                   "uniform_Bernoulli", "uniform_Gaussian")}
-    assert len(made) == 5 and all(i < loop for i in made.values())
+    assert len(made) == 2 and all(i < loop for i in made.values())
     assert not any("np.arange(" in line or "align_plates(v_x" in line or ".uniform(" in line
                    for line in lines[loop:])
-    # the cases' messages that stay uniform all run long are left out of their product
+    # the cases' messages that stay uniform all run long are left out of their product,
+    # and the derived variables' products of the uniform factor with one message are
+    # that message (no uniform factor made at all)
     assert not any("use5__B" in line for line in lines[loop:])
+    assert not any(f"uniform_{fam}" in line for line in lines
+                   for fam in ("Gamma", "Bernoulli", "Gaussian"))
+    sweep = [line.strip() for line in lines[loop:]]
+    assert "v_z__n_cases__B = fit_plates(v_z__n_cases__use4__B, (v_n, v_k,))" in sweep
+    assert "v_means__k_cond_z_n__B = v_means__k_cond_z_n__use0__B" in sweep
 
 
 @settings(max_examples=8, deadline=None)

@@ -192,7 +192,9 @@ def test_the_mixture_sweep_leaves_out_the_uniform_messages_the_second_clone_and_
     source = model.compile("vmp", init=["means"]).source
     assert "Gate_EnterOne_cases_average_logarithm" not in source
     assert "Gate_EnterOne_average_log_factor" not in source
-    assert "v_z__n_cases__B = uniform_Bernoulli * v_z__n_cases__use4__B" in source
+    # (a derived variable's one message over its plates is its product with the uniform
+    # factor: no product)
+    assert "v_z__n_cases__B = fit_plates(v_z__n_cases__use4__B, (v_n, v_k,))" in source
     assert _sweep_of(source) == [
         "v_weights__use0__B", "v_weights__marginal", "check: v_weights__marginal",
         "v_weights__use0__F",

@@ -106,7 +106,7 @@ cases=v_z__n_cases__use0__F, value=v_means__use0__F, index=arange_v_k)
     v_z__n_cases__use4__B = gate_message(Gaussian_average_log_factor(\
 sample=laid_x, mean=v_means__k_cond_z_n__use0__F, \
 precision=v_precs__k_cond_z_n__use0__F))
-    v_z__n_cases__B = uniform_Bernoulli * v_z__n_cases__use4__B
+    v_z__n_cases__B = fit_plates(v_z__n_cases__use4__B, (v_n, v_k,))
     v_z__use0__F = v_z__marginal
     v_z__B = v_z__marginal
     v_weights__B = v_weights__marginal

@@ -209,7 +209,12 @@ def test_size_zero_plate_matches_the_model_without_it(algorithm):
                     ff.Bernoulli("b", 0.5, observed=np.zeros(0, bool))
             return model
     with_empty, without = build(True).infer(algorithm), build(False).infer(algorithm)
-    assert with_empty.log_evidence == without.log_evidence
+    if algorithm == "ep":  # without the plate, mean's one use is sent its prior's message
+        # itself (codegen.python._cavities), beside the plate's use a quotient: to rounding
+        assert abs(with_empty.log_evidence - without.log_evidence) <= 1e-13 * abs(
+            without.log_evidence)
+    else:
+        assert with_empty.log_evidence == without.log_evidence
     assert_close(with_empty["mean"].eta, without["mean"].eta, rtol=0, atol=0)
     assert_close(with_empty["mean"].mean, 6.0 / 2.01)
     assert with_empty["z"].batch_shape == (0,) and with_empty["c"].batch_shape == (0,)

@@ -91,12 +91,14 @@ def test_the_generated_code_calls_the_buffer_and_passes_it():
 
 
 def test_each_posterior_is_checked_proper_once_per_sweep():
-    """pw's and pl's posteriors are updated twice a sweep (before the buffer and after the
-    messages out of Greater): checked after the last update only."""
+    """pw's and pl's posteriors are updated once a sweep, after the messages out of
+    Greater (the update before the buffer is left out: its one use's message is the
+    definition's, ``codegen.python._cavities``, and nothing else reads it): checked once."""
     winner, loser = trueskill_games(5, 12)
     source = trueskill_model(5, winner, loser).compile("ep").source
     loop = source.split("# ---- iterations")[1].split("if on_iteration")[0]
-    assert loop.count("v_pw__marginal = ") == 2
+    assert loop.count("v_pw__marginal = ") == 1
+    assert loop.count("v_pw__use0__F = fit_plates(v_pw__F, (v_game,))") == 1
     checks = [line.split("(")[1].split(",")[0] for line in loop.splitlines()
               if "check_proper(" in line]
     assert sorted(checks) == ["v_pl__marginal", "v_pw__marginal", "v_skill__marginal"]
