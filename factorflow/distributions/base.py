@@ -160,12 +160,33 @@ def _add_naturals(a: Any, b: Any) -> Any:
             stats, coef, ones = hit
             coef = np.array(coef, dtype=float)  # (a fresh copy: the memo's stays as it is)
             coef[ones] += np.reshape(r, -1)
-            out = rows_product(stats, coef, ones)
-            # the row itself: a blocked normalisation of ``out`` sums q · row per datum
-            # (a Discrete posterior's Σ_k q_nk E[log w_k], a term of the bound)
-            remember("rows_added", out, np.reshape(r, -1))
-            return out
+            if prod.size < 2 * _BLOCK_ELEMENTS:  # (the whole-array path: one threshold)
+                out = rows_product(stats, coef, ones)
+                remember("rows_added", out, np.reshape(r, -1))
+                return out
+            return _product_normalized(stats, coef, ones, np.reshape(r, -1))
     return a + b
+
+
+def _product_normalized(stats: np.ndarray, coef: np.ndarray, ones: int, row: np.ndarray
+                        ) -> np.ndarray:
+    """``rows_product(stats, coef, ones)`` of a large (N, K) result, made block by block
+    together with its normalisation (``log_normalize``'s, remembered as such): each
+    block's product is normalised while it is in cache, where a product made whole is
+    read back from memory by its normalisation.  ``row`` is what was added into the
+    coefficients (E[log w] of a Discrete posterior beside its data's evidence: the sum
+    is that posterior's naturals, normalised next in every sweep by its properness
+    check and its cases), remembered as ``"rows_added"``.  The same numbers as the
+    product and normalisation made apart (each block's BLAS product is the whole
+    one's rows)."""
+    out = np.empty((stats.shape[0], coef.shape[1]))
+    remember("rows_product", out, (stats, coef, ones))
+    remember("rows_added", out, row)
+
+    def fill(rows: slice) -> None:
+        np.matmul(stats[rows], coef, out=out[rows])
+    memo_of("log_normalize", out, lambda x: _normalize_blocked(x, fill))
+    return out
 
 
 def weighted_rows(stats: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -899,7 +920,7 @@ def _remembered(out: np.ndarray, probs: np.ndarray, nan_free: bool = False) -> n
 _BLOCK_ELEMENTS = 32768
 
 
-def _normalize_blocked(x: np.ndarray) -> np.ndarray:
+def _normalize_blocked(x: np.ndarray, fill: Any = None) -> np.ndarray:
     """``_normalize_with_probs`` of a large C-ordered ``x``, a block of rows at a time:
     the same steps on each element, so the same numbers bit for bit, but each block
     passes through max, subtraction, exponential, sum and division while it is in
@@ -914,7 +935,8 @@ def _normalize_blocked(x: np.ndarray) -> np.ndarray:
     been asked for them over S) and, where E[log w] was added into the product
     (``"rows_added"``), Σ_k q_nk E[log w_k] per datum (``"rows_dot"``, the Discrete's
     term of the bound).  Each is a small BLAS product of the block, equal to the
-    product over the whole array to rounding."""
+    product over the whole array to rounding.  ``fill(rows)``, where given, writes
+    those rows of ``x`` first (``_product_normalized``: x made block by block)."""
     k = x.shape[-1]
     flat = x.reshape(-1, k)
     n = flat.shape[0]
@@ -933,6 +955,8 @@ def _normalize_blocked(x: np.ndarray) -> np.ndarray:
         dots = None if added is None else np.empty(n)
     for i in range(0, n, step):
         rows = slice(i, i + step)
+        if fill is not None:
+            fill(rows)
         if known is None:
             tops[rows] = last_axis_max(flat[rows])
         _, p = _normalize_rows(flat[rows], tops[rows], out=out[rows], probs=probs[rows])
