@@ -916,7 +916,11 @@ def _remembered(out: np.ndarray, probs: np.ndarray, nan_free: bool = False) -> n
 
 
 #: elements per block of ``_normalize_blocked``: the block of x, of the logs and of the
-#: probabilities (3 × 256 KB) stay in cache between the steps
+#: probabilities (3 × 256 KB) stay in cache between the steps.  The one threshold of the
+#: blocked path: an array of at least two blocks' elements (N·K ≥ 65,536) is normalised
+#: block by block (``_normalize_with_probs``), and a Discrete posterior's product of
+#: that size made with its normalisation (``_product_normalized``); below, the
+#: whole-array steps, one call each, cost less than a loop over blocks
 _BLOCK_ELEMENTS = 32768
 
 
