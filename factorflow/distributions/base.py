@@ -977,6 +977,9 @@ def _normalize_blocked(x: np.ndarray, fill: Any = None) -> np.ndarray:
         tops.flags.writeable = False
         remember("row_max", x, tops)
     out, probs = out.reshape(x.shape), probs.reshape(x.shape)  # (the objects remembered)
+    for made in (sums, columns, dots):  # (read-only: each reader gets the same arrays)
+        if made is not None:
+            made.flags.writeable = False
     if stats is not None:
         if sums is not None:
             columns = sums[product[2]]
