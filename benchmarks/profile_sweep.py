@@ -26,8 +26,11 @@ With ``--cprofile N`` the table is the N functions (the factors' operators and t
 time of their own under ``cProfile`` over the sweeps, µs a sweep (cProfile's own cost
 included: the ranking, not the figures, is what it tells).
 
+``--size K,N`` sets K and N of the two mixtures (``--size 10,1000000 --sweeps 5``:
+the per-statement table at N = 10⁶).
+
 Run: ``python benchmarks/profile_sweep.py [--model M] [--trace] [--lines | --cprofile N]
-[--baseline PATH]``.
+[--size K,N] [--baseline PATH]``.
 """
 
 from __future__ import annotations
@@ -45,10 +48,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+SIZE = ["10,200"]  # (``--size``: the workers read it as FF_PROFILE_SIZE)
 
 
 def program(model: str, trace: bool) -> Any:
-    """``run(sweeps)`` of ``model``'s compiled program, and the compiled program."""
+    """``run(sweeps)`` of ``model``'s compiled program, and the compiled program (K, N
+    from ``FF_PROFILE_SIZE``, "K,N", where set: ``--size``)."""
     import numpy as np
 
     sys.path.append(str(ROOT))  # (for ``benchmarks``: PYTHONPATH's factorflow comes first)
@@ -57,13 +62,14 @@ def program(model: str, trace: bool) -> Any:
     from benchmarks import vmixture_reference as vref
     warnings.simplefilter("ignore", ff.ConvergenceWarning)
     options = dict(tolerance=None, progress=False, trace=trace)
+    k, n = map(int, os.environ.get("FF_PROFILE_SIZE", "10,200").split(","))
     if model == "mixture":
-        x = mix.data(10, 200)
-        compiled = mix.model(x, 10).compile("vmp", init=["means"])
-        init = mix.factorflow_init(x, 10)
+        x = mix.data(k, n)
+        compiled = mix.model(x, k).compile("vmp", init=["means"])
+        init = mix.factorflow_init(x, k)
     elif model == "vectors":
-        x, start = vref.data(10, 200, 2)
-        compiled = vref.model(x, 10).compile("vmp", init=["means"])
+        x, start = vref.data(k, n, 2)
+        compiled = vref.model(x, k).compile("vmp", init=["means"])
         init = vref.factorflow_init(start)
     else:
         sys.path.append(str(ROOT / "examples"))
@@ -194,7 +200,7 @@ def cprofile_worker(model: str, trace: bool, sweeps: int) -> dict[str, Any]:
 
 def measure(path: Path, model: str, trace: bool, sweeps: int, lines: bool | str = False
             ) -> dict[str, Any]:
-    env = dict(os.environ, PYTHONPATH=str(path), OMP_NUM_THREADS="1",
+    env = dict(os.environ, PYTHONPATH=str(path), OMP_NUM_THREADS="1", FF_PROFILE_SIZE=SIZE[0],
                OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
     out = subprocess.run([sys.executable, __file__, "--worker", model, str(int(trace)),
                           str(sweeps), str(lines if isinstance(lines, str) else int(lines))],
@@ -213,8 +219,11 @@ def main() -> None:
     parser.add_argument("--cprofile", type=int, metavar="N",
                         help="the N functions of most time of their own under cProfile")
     parser.add_argument("--baseline", type=Path, help="another factorflow checkout")
+    parser.add_argument("--size", default="10,200", metavar="K,N",
+                        help="K, N of the mixtures (default 10,200)")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    SIZE[0] = args.size
     if args.worker:
         model, trace, sweeps, lines = args.worker
         work = {"1": lines_worker, "cprofile": cprofile_worker}.get(lines, worker)

@@ -160,8 +160,50 @@ def _add_naturals(a: Any, b: Any) -> Any:
             stats, coef, ones = hit
             coef = np.array(coef, dtype=float)  # (a fresh copy: the memo's stays as it is)
             coef[ones] += np.reshape(r, -1)
-            return rows_product(stats, coef, ones)
+            if prod.size < 2 * _BLOCK_ELEMENTS:  # (the whole-array path: one threshold)
+                out = rows_product(stats, coef, ones)
+                remember("rows_added", out, np.reshape(r, -1))
+                return out
+            return _product_normalized(stats, coef, ones, np.reshape(r, -1))
     return a + b
+
+
+def _product_normalized(stats: np.ndarray, coef: np.ndarray, ones: int, row: np.ndarray
+                        ) -> np.ndarray:
+    """``rows_product(stats, coef, ones)`` of a large (N, K) result, made block by block
+    together with its normalisation (``log_normalize``'s, remembered as such): each
+    block's product is normalised while it is in cache, where a product made whole is
+    read back from memory by its normalisation.  ``row`` is what was added into the
+    coefficients (E[log w] of a Discrete posterior beside its data's evidence: the sum
+    is that posterior's naturals, normalised next in every sweep by its properness
+    check and its cases), remembered as ``"rows_added"``.  The same numbers as the
+    product and normalisation made apart (each block's BLAS product is the whole
+    one's rows)."""
+    out = np.empty((stats.shape[0], coef.shape[1]))
+    remember("rows_product", out, (stats, coef, ones))
+    remember("rows_added", out, row)
+
+    def fill(rows: slice) -> None:
+        np.matmul(stats[rows], coef, out=out[rows])
+    memo_of("log_normalize", out, lambda x: _normalize_blocked(x, fill))
+    return out
+
+
+def weighted_rows(stats: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``stats.T @ weights``: Σ_n stats_nj w_nk, (J, K), for the (N, J) statistics of
+    a ``rows_product`` and (N, K) weights (a mixture's data sums Σ_n q_nk [1, x, …]).
+    Where the weights are the probabilities of a blocked normalisation of a
+    ``rows_product`` over these same ``stats`` (a mixture's responsibilities, from its
+    data's evidence), they are the sums that normalisation accumulated block by block
+    while each block was in cache (``_normalize_blocked``; equal to the product to
+    rounding, 1e-15 relative).  Asking marks ``stats``: from then on their blocked
+    normalisations accumulate the sums (none is made where nothing reads them)."""
+    if not TRACED and isinstance(weights, np.ndarray):
+        hit = recall("rows_sums", weights)
+        if hit is not None and hit[0] is stats:
+            return hit[1]
+        remember("weighted_rows", stats, stats)
+    return stats.T @ weights
 
 
 #: batches of fewer elements are not compacted (``Distribution.compact``): below this
@@ -874,32 +916,78 @@ def _remembered(out: np.ndarray, probs: np.ndarray, nan_free: bool = False) -> n
 
 
 #: elements per block of ``_normalize_blocked``: the block of x, of the logs and of the
-#: probabilities (3 × 256 KB) stay in cache between the steps
+#: probabilities (3 × 256 KB) stay in cache between the steps.  The one threshold of the
+#: blocked path: an array of at least two blocks' elements (N·K ≥ 65,536) is normalised
+#: block by block (``_normalize_with_probs``), and a Discrete posterior's product of
+#: that size made with its normalisation (``_product_normalized``); below, the
+#: whole-array steps, one call each, cost less than a loop over blocks
 _BLOCK_ELEMENTS = 32768
 
 
-def _normalize_blocked(x: np.ndarray) -> np.ndarray:
+def _normalize_blocked(x: np.ndarray, fill: Any = None) -> np.ndarray:
     """``_normalize_with_probs`` of a large C-ordered ``x``, a block of rows at a time:
     the same steps on each element, so the same numbers bit for bit, but each block
     passes through max, subtraction, exponential, sum and division while it is in
     cache (one pass over memory for the seven: on LDA's 10⁵ tokens × 10 topics about
-    twice as fast).  The row maxima are remembered as x's ``row_max``, as there."""
+    twice as fast).  The row maxima are remembered as x's ``row_max``, as there.
+
+    Where ``x`` is an (N, K) ``rows_product`` of statistics S (N, J) — a mixture's
+    responsibilities from its data's evidence — what the next messages and the bound
+    read of the probabilities q is accumulated from each block while it is in cache,
+    and remembered with q: Σ_n q_nk (``"column_sums"``, the Dirichlet's counts), Sᵀ q
+    (``"rows_sums"``, the components' data sums, read by ``weighted_rows`` once it has
+    been asked for them over S) and, where E[log w] was added into the product
+    (``"rows_added"``), Σ_k q_nk E[log w_k] per datum (``"rows_dot"``, the Discrete's
+    term of the bound).  Each is a small BLAS product of the block, equal to the
+    product over the whole array to rounding.  ``fill(rows)``, where given, writes
+    those rows of ``x`` first (``_product_normalized``: x made block by block)."""
     k = x.shape[-1]
     flat = x.reshape(-1, k)
+    n = flat.shape[0]
     known = recall("row_max", x)
-    tops = np.empty((flat.shape[0], 1)) if known is None else known.reshape(-1, 1)
+    tops = np.empty((n, 1)) if known is None else known.reshape(-1, 1)
     out, probs = np.empty_like(flat, dtype=float), np.empty_like(flat, dtype=float)
     step = max(1, _BLOCK_ELEMENTS // k)
-    for i in range(0, flat.shape[0], step):
+    product = recall("rows_product", x) if x.ndim == 2 else None
+    stats = sums = columns = dots = added = ones = None
+    if product is not None:
+        stats, ones = product[0], np.ones(min(step, n))
+        columns = np.zeros(k)
+        if recall("weighted_rows", stats) is not None:
+            sums = np.zeros((stats.shape[1], k))
+        added = recall("rows_added", x)
+        dots = None if added is None else np.empty(n)
+    for i in range(0, n, step):
         rows = slice(i, i + step)
+        if fill is not None:
+            fill(rows)
         if known is None:
             tops[rows] = last_axis_max(flat[rows])
-        _normalize_rows(flat[rows], tops[rows], out=out[rows], probs=probs[rows])
+        _, p = _normalize_rows(flat[rows], tops[rows], out=out[rows], probs=probs[rows])
+        if stats is None:
+            continue
+        if sums is not None:  # (its first column, of ones: Σ_n q_nk)
+            sums += stats[rows].T @ p
+        else:
+            columns += ones[:len(p)] @ p
+        if dots is not None:
+            np.matmul(p, added, out=dots[rows])
     if known is None:
         tops = tops.reshape(x.shape[:-1] + (1,))
         tops.flags.writeable = False
         remember("row_max", x, tops)
-    return _remembered(out.reshape(x.shape), probs.reshape(x.shape), _finite(tops))
+    out, probs = out.reshape(x.shape), probs.reshape(x.shape)  # (the objects remembered)
+    for made in (sums, columns, dots):  # (read-only: each reader gets the same arrays)
+        if made is not None:
+            made.flags.writeable = False
+    if stats is not None:
+        if sums is not None:
+            columns = sums[product[2]]
+            remember("rows_sums", probs, (stats, sums))
+        remember("column_sums", probs, columns)
+        if dots is not None:
+            remember("rows_dot", probs, (added, dots))
+    return _remembered(out, probs, _finite(tops))
 
 
 def _scatter_matrix(indices: np.ndarray, size: int) -> Any:

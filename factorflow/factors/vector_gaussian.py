@@ -31,6 +31,7 @@ from factorflow.distributions.base import (
     remember,
     rows_product,
     traced,
+    weighted_rows,
 )
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.distributions.multivariate import (
@@ -285,7 +286,8 @@ def _switch_sums(sample: Any, weights: Any, reduce: Reduce | None
     if hit is not None and hit[0] == ident:
         return hit[1]
     dim = x.shape[1]
-    sums = _data_stats(x).T @ weights                                  # (1+D+T, K)
+    # (1+D+T, K); accumulated by the blocked normalisation that made q (base)
+    sums = weighted_rows(_data_stats(x), weights)
     # Σ q x xᵀ from its upper triangle: one gather, each entry (a, b) from (min, max)
     s2 = sums[1 + dim:].T[:, _symmetric_index(dim)]
     out = (sums[0], sums[1:1 + dim].T, s2)
