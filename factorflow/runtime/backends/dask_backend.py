@@ -176,19 +176,18 @@ def check_dask_chunks(name: str, arr: Any, plate: str | None) -> Any:
 def _to_numpy(value: Any, client: Any = None) -> Any:
     """A Dask-copy distribution (Dask or NumPy parameters) as factorflow's own class with
     NumPy arrays; a chunked parameter gathered chunk by chunk (``gather_chunks``)."""
-    import dask
     import dask.array as da
     cls = getattr(dist, type(value).__name__)
     obj = cls.__new__(cls)
     state = value.__getstate__()
     names = list(state)
-    computed = dask.compute(*(state[n] for n in names if n != "eta"))
+    computed = dask_fusion.compute(*(state[n] for n in names if n != "eta"))
     for name, v in zip([n for n in names if n != "eta"], computed, strict=True):
         object.__setattr__(obj, name, v)
     if "eta" in state:
         object.__setattr__(obj, "eta", tuple(
             gather_chunks(e, client) if isinstance(e, da.Array) and e.npartitions > 1
-            else np.asarray(dask.compute(e)[0], float) for e in state["eta"]))
+            else np.asarray(dask_fusion.compute(e)[0], float) for e in state["eta"]))
     return obj
 
 
@@ -534,7 +533,6 @@ def _cut_chains(messages: list[Any], lazy: dict[str, int]) -> dict[str, int]:
     persisted on the workers (a model whose per-datum messages depend on each other
     across sweeps); depth 1 (reading, say, last sweep's broadcast of K values) is
     bounded.  Returns the names and depths of the per-datum messages left lazy now."""
-    import dask
     import dask.array as da
     chunked = [(m, i, e) for m in messages for i, e in enumerate(getattr(m, "eta", ()) or ())
                if isinstance(e, da.Array) and e.npartitions > 1]
@@ -551,7 +549,7 @@ def _cut_chains(messages: list[Any], lazy: dict[str, int]) -> dict[str, int]:
             store.append((m, i))
         else:
             keep[e.name] = depth
-    stored = dask.persist(*(m.eta[i] for m, i in store))
+    stored = dask_fusion.persist(*(m.eta[i] for m, i in store))
     for (m, i), value in zip(store, stored, strict=True):
         _set(m, i, value)
     return keep

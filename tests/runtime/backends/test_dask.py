@@ -647,3 +647,61 @@ def test_chunks_share_one_program(chunks, rows, rest, seed):
     q = np.exp(x[:, None] * w - (2.0 * x[:, None]) ** 2 / 8.0)
     want = (q / q.sum(axis=1, keepdims=True)).sum(axis=0) + (q * x[:, None]).max()
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+# ----- a scheduler in another process ----------------------------------------------------
+@pytest.fixture(scope="module")
+def remote_address():
+    """The address of a ``LocalCluster`` (2 worker processes) whose scheduler runs in a
+    process of its own, as a production scheduler does: it sees none of this process's
+    Dask config or state; closed at the end of the module."""
+    import os
+    import subprocess
+
+    from factorflow.runtime.backends import dask_backend
+    code = ("import sys, distributed\n"
+            "cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1,"
+            " processes=True, dashboard_address=':0')\n"
+            "print(cluster.scheduler_address, flush=True)\n"
+            "sys.stdin.read()\n"
+            "cluster.close()\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+    address = proc.stdout.readline().strip()
+    assert address.startswith("tcp://"), address
+    yield address
+    held = dask_backend._CLIENTS.pop(address, None)
+    if held is not None:
+        held.close()
+    proc.stdin.close()
+    proc.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_a_remote_scheduler_runs_the_fused_passes(client, remote_address):
+    """``client`` given as the address of a scheduler in another process: the run's
+    graphs are fused here before they are sent (that scheduler has neither the run's
+    Dask config nor its plate keys), so its task stream is the in-process scheduler's,
+    task for task: each pass over the data one task per chunk; the posteriors equal
+    NumPy's to 1e-10."""
+    import mixture_reference as mr
+    from distributed import get_task_stream
+
+    from factorflow.runtime.backends.dask_backend import resolve_client
+    x = mr.data(3, 600)
+    model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
+    run = {"init": init, "iterations": 3, "tolerance": None}
+    a = model.compile("vmp", init=["means"]).run(**run)
+    streams = []
+    for where in (client, remote_address):
+        with get_task_stream(resolve_client(where)) as stream:
+            b = model.compile("vmp", init=["means"], backend="dask").run(
+                **run, client=where, chunks=150)
+        _check_same(model, a, b)
+        streams.append(sorted(str(t["key"][0] if isinstance(t["key"], tuple) else t["key"])
+                              .split("-")[0] for t in stream.data))
+    local, remote = streams
+    assert remote == local
+    assert remote.count("chunkpass") == 4 * (2 * 3 + 2), remote  # 4 chunks a pass
