@@ -88,6 +88,31 @@ def persist(*values: Any) -> tuple[Any, ...]:
     return tuple(dask.persist(*todo, **how))
 
 
+def optimised(*values: Any) -> tuple[Any, ...]:
+    """``values`` (Dask arrays) with their graph fused here (``_optimised_here``): Dask
+    arrays that keep the run's one task per chunk wherever and whenever they are
+    computed.  The stored blocks they read (data persisted on the cluster) stay in
+    their graph as the futures that hold them (``optimize`` leaves them out, for the
+    run's own computations, whose arrays hold them), so that the arrays can be
+    computed after the run."""
+    from dask.highlevelgraph import HighLevelGraph
+    from distributed import Future
+    done, how = _optimised_here(values)
+    if not how:  # (outside a run: nothing fused, the arrays as they are)
+        return done
+    merged = HighLevelGraph.merge(*(v.__dask_graph__() for v in values))
+    graph = dict(done[0].__dask_graph__())  # (the same graph for each of them)
+    for key in {d for node in list(graph.values()) for d in node.dependencies} - graph.keys():
+        held = merged.get(key)
+        if isinstance(held, Future):
+            graph[key] = held
+    out = []
+    for v in done:
+        rebuild, args = v.__dask_postpersist__()
+        out.append(rebuild(graph, *args))
+    return tuple(out)
+
+
 def _optimised_here(values: tuple[Any, ...]) -> tuple[tuple[Any, ...], dict[str, bool]]:
     """``values`` with their graphs already optimised in this process (``optimize``:
     fused chunk by chunk while the run has plate keys) and the keyword arguments that
@@ -372,6 +397,6 @@ def _topological(dsk: Mapping[Hashable, Any]) -> list[Hashable]:
     return order
 
 
-__all__ = ["PLATE_KEYS", "register", "optimize", "compute", "persist", "fuse_chunks",
+__all__ = ["PLATE_KEYS", "register", "optimize", "compute", "persist", "optimised", "fuse_chunks",
            "ChunkProgram"]
 

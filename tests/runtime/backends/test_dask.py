@@ -705,3 +705,45 @@ def test_a_remote_scheduler_runs_the_fused_passes(client, remote_address):
     local, remote = streams
     assert remote == local
     assert remote.count("chunkpass") == 4 * (2 * 3 + 2), remote  # 4 chunks a pass
+
+
+# ----- gather=: per-datum posteriors left on the cluster --------------------------------
+@pytest.mark.slow
+def test_posteriors_not_gathered_stay_lazy_and_fused(client, monkeypatch):
+    """``gather=False``: no per-datum posterior is brought to this process (the run
+    never calls ``gather_chunks``); q(z)'s natural parameters are a lazy Dask array of
+    the run's 4 chunks whose graph is the fused one (one task per chunk), and computed on
+    the cluster after the run (the data it reads still held there) they equal NumPy's to
+    1e-10, as does its ``probs`` read under the client; the K-sized posteriors are NumPy.
+    ``gather=["z"]`` gathers q(z); a name that is no variable is refused by name."""
+    import mixture_reference as mr
+
+    from factorflow.runtime.backends import dask_backend
+    x = mr.data(3, 600)
+    model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
+    run = {"init": init, "iterations": 4, "tolerance": None}
+    a = model.compile("vmp", init=["means"]).run(**run)
+    gathered = []
+    real = dask_backend.gather_chunks
+    monkeypatch.setattr(dask_backend, "gather_chunks",
+                        lambda arr, *rest: gathered.append(arr.shape) or real(arr, *rest))
+    compiled = model.compile("vmp", init=["means"], backend="dask")
+    b = compiled.run(**run, client=client, chunks=150, gather=False)
+    assert gathered == []
+    z = b["z"].eta[0]
+    assert isinstance(z, da.Array) and z.npartitions == 4
+    assert sum(str(k[0]).startswith("chunkpass") for k in z.dask if isinstance(k, tuple)) == 4
+    for name in ("weights", "means", "precs"):
+        assert all(type(e) is np.ndarray for e in b[name].eta)
+        for e, f in zip(a[name].eta, b[name].eta, strict=True):
+            np.testing.assert_allclose(f, e, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(client.compute(z).result(), a["z"].eta[0], rtol=1e-10,
+                               atol=1e-12)
+    with dask.config.set(scheduler=client):
+        np.testing.assert_allclose(b["z"].probs, a["z"].probs, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b.log_evidence, a.log_evidence, rtol=1e-10)
+    c = model.infer("vmp", **run, backend="dask", client=client, chunks=150, gather=["z"])
+    assert gathered == [(600, 3)]
+    _check_same(model, a, c)
+    with pytest.raises(ff.ModelError, match="gather names 'q', which is no variable"):
+        compiled.run(**run, client=client, chunks=150, gather=["q"])
