@@ -28,10 +28,13 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
   next computation (``dask_namespace.materialise``);
 - the run goes to ``client``: a ``distributed.Client``, a scheduler address
   (``"tcp://host:8786"``), or None for a ``LocalCluster`` of 2 worker processes started
-  at the first call and kept for the process.
+  at the first call and kept for the process.  Every computation's graph is fused in
+  this process before it is sent (``dask_fusion.compute``), so a scheduler in another
+  process runs the same one task per chunk as the ``LocalCluster``'s in-process one.
 
 The posteriors come back as NumPy distributions (the per-datum ones gathered once, at
-the end).  The bound, convergence test, warnings and ``Result`` are the NumPy backend's.
+the end, chunk by chunk), or with ``gather=False`` (or the names to gather) the
+per-datum ones left as lazy Dask arrays with the run's fused graph (``run``).  The bound, convergence test, warnings and ``Result`` are the NumPy backend's.
 Refused with ``ff.BackendError``: checkpoints (the state lives on the workers),
 ``save_module``, factors defined in the process, data that float64 would round, and a
 model whose operators use an array operation Dask arrays lack (in-place writes, as the
