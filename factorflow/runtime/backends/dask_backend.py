@@ -34,7 +34,8 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
 
 The posteriors come back as NumPy distributions (the per-datum ones gathered once, at
 the end, chunk by chunk), or with ``gather=False`` (or the names to gather) the
-per-datum ones left as lazy Dask arrays with the run's fused graph (``run``).  The bound, convergence test, warnings and ``Result`` are the NumPy backend's.
+per-datum ones left as lazy Dask arrays with the run's fused graph (``run``).  The
+bound, convergence test, warnings and ``Result`` are the NumPy backend's.
 Refused with ``ff.BackendError``: checkpoints (the state lives on the workers),
 ``save_module``, factors defined in the process, data that float64 would round, and a
 model whose operators use an array operation Dask arrays lack (in-place writes, as the
