@@ -35,7 +35,8 @@ S sweeps; a number runs the monitor, whose changes of q(z) are reduced on the wo
 
 Run: ``python benchmarks/bench_dask.py [--sizes N ...] [--k K] [--sweeps S]
 [--chunk C] [--source file|numpy] [--reference factorflow|hand] [--tolerance T]
-[--idle SECONDS]`` (``--chunk``: the
+[--idle SECONDS] [--gather all|none]`` (``--gather none``: q(z) left on the cluster,
+computed there after the timing for the comparison; ``--chunk``: the
 backend's default, ``default_chunk_rows``, when not given).  Timings on a shared machine
 are noisy.
 """
@@ -193,6 +194,9 @@ def main() -> None:
     parser.add_argument("--reference", choices=("factorflow", "hand"), default="factorflow")
     parser.add_argument("--tolerance", type=float, default=None,
                         help="the run's tolerance (default None: all the sweeps)")
+    parser.add_argument("--gather", choices=("all", "none"), default="all",
+                        help="the run's gather= (all: q(z) gathered at the end, the "
+                             "default; none: left lazy on the cluster)")
     parser.add_argument("--idle", type=float, default=10.0,
                         help="seconds the cluster's idle CPU is measured before each run")
     args = parser.parse_args()
@@ -246,13 +250,17 @@ def main() -> None:
             begin, cpu = time.perf_counter(), time.process_time()
             with get_task_stream(client) as stream, TaskBytes() as task_bytes:
                 got = compiled.run(**run, data={"xs": data}, client=client,
-                                   chunks=args.chunk)
+                                   chunks=args.chunk, gather=args.gather == "all")
             wall = time.perf_counter() - begin
             dask_sweep = wall / args.sweeps
             own_cpu = time.process_time() - cpu  # (the client's, and the scheduler's)
             worker_cpu = sum(t - worker_cpu[w] for w, t in client.run(_cpu).items())
             sent = sum(t - sent[w] for w, t in client.run(_sent).items())
-        peaks = client.run(_stop_sampling)
+            peaks = client.run(_stop_sampling)
+            if args.gather == "none":  # (for the comparison, after the measures: q(z)
+                # computed on the cluster, while the file it reads is there)
+                object.__setattr__(got["z"], "eta",
+                                   (client.compute(got["z"].eta[0]).result(),))
         chunks = -(-n // chunk)
         tasks = len(stream.data)
         passes = sum(str(t["key"][0] if isinstance(t["key"], tuple) else t["key"])

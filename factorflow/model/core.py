@@ -746,7 +746,7 @@ class Model:
             run["damping"] = damping
         if checkpoint is not None or every is not None or resume is not None:
             run.update(checkpoint=checkpoint, every=every, resume=resume)
-        for name in ("client", "chunks"):  # the Dask backend's run options
+        for name in ("client", "chunks", "gather"):  # the Dask backend's run options
             if name in options:
                 run[name] = options.pop(name)
         compiled = cast("CompiledModel", self.compile(algorithm, **options))  # not Gibbs

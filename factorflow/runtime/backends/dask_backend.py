@@ -28,10 +28,14 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
   next computation (``dask_namespace.materialise``);
 - the run goes to ``client``: a ``distributed.Client``, a scheduler address
   (``"tcp://host:8786"``), or None for a ``LocalCluster`` of 2 worker processes started
-  at the first call and kept for the process.
+  at the first call and kept for the process.  Every computation's graph is fused in
+  this process before it is sent (``dask_fusion.compute``), so a scheduler in another
+  process runs the same one task per chunk as the ``LocalCluster``'s in-process one.
 
 The posteriors come back as NumPy distributions (the per-datum ones gathered once, at
-the end).  The bound, convergence test, warnings and ``Result`` are the NumPy backend's.
+the end, chunk by chunk), or with ``gather=False`` (or the names to gather) the
+per-datum ones left as lazy Dask arrays with the run's fused graph (``run``).  The
+bound, convergence test, warnings and ``Result`` are the NumPy backend's.
 Refused with ``ff.BackendError``: checkpoints (the state lives on the workers),
 ``save_module``, factors defined in the process, data that float64 would round, and a
 model whose operators use an array operation Dask arrays lack (in-place writes, as the
@@ -173,22 +177,31 @@ def check_dask_chunks(name: str, arr: Any, plate: str | None) -> Any:
     return arr
 
 
-def _to_numpy(value: Any, client: Any = None) -> Any:
+def _to_numpy(value: Any, client: Any = None, gather: bool = True) -> Any:
     """A Dask-copy distribution (Dask or NumPy parameters) as factorflow's own class with
-    NumPy arrays; a chunked parameter gathered chunk by chunk (``gather_chunks``)."""
-    import dask
+    NumPy arrays; a chunked parameter gathered chunk by chunk (``gather_chunks``), or
+    with ``gather=False`` left a lazy Dask array whose graph is the run's, fused chunk
+    by chunk (``dask_fusion.optimised``: computed later on any scheduler, it is one pass
+    over the data, one task per chunk)."""
     import dask.array as da
     cls = getattr(dist, type(value).__name__)
     obj = cls.__new__(cls)
     state = value.__getstate__()
     names = list(state)
-    computed = dask.compute(*(state[n] for n in names if n != "eta"))
+    computed = dask_fusion.compute(*(state[n] for n in names if n != "eta"))
     for name, v in zip([n for n in names if n != "eta"], computed, strict=True):
         object.__setattr__(obj, name, v)
     if "eta" in state:
-        object.__setattr__(obj, "eta", tuple(
-            gather_chunks(e, client) if isinstance(e, da.Array) and e.npartitions > 1
-            else np.asarray(dask.compute(e)[0], float) for e in state["eta"]))
+        eta = list(state["eta"])
+        chunked = [i for i, e in enumerate(eta) if isinstance(e, da.Array) and e.npartitions > 1]
+        rest = [i for i in range(len(eta)) if i not in chunked]
+        fetched = (gather_chunks(eta[i], client) for i in chunked) if gather else \
+            dask_fusion.optimised(*(eta[i] for i in chunked))
+        for i, e in zip(chunked, fetched, strict=True):
+            eta[i] = e
+        for i, e in zip(rest, dask_fusion.compute(*(eta[i] for i in rest)), strict=True):
+            eta[i] = np.asarray(e, float)
+        object.__setattr__(obj, "eta", tuple(eta))
     return obj
 
 
@@ -276,6 +289,7 @@ class DaskCompiledModel(CompiledModel):
         self._client: Any = None
         self._chunks: Any = None
         self._given: dict[str, Any] = {}
+        self._gather: Any = True
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return _recompile_dask, (self.model, self.algorithm,
@@ -297,18 +311,48 @@ class DaskCompiledModel(CompiledModel):
 
     def run(self, iterations: int | None = None, data: dict[str, Any] | None = None,
             init: dict[str, Any] | None = None, on_iteration: Any = None, *,
-            client: Any = None, chunks: Any = None, **options: Any) -> Any:
+            client: Any = None, chunks: Any = None, gather: Any = True,
+            **options: Any) -> Any:
         """As ``CompiledModel.run``, on the Dask cluster ``client`` (None: a local one of
         2 workers) with the data chunked along its plate, ``chunks`` rows per chunk (or
         the chunk lengths); see the module docstring.  ``data`` may hold Dask arrays
-        chunked along the plate only.  Checkpoints raise ``ff.BackendError``."""
+        chunked along the plate only.  Checkpoints raise ``ff.BackendError``.
+
+        ``gather``: which per-datum posteriors (those whose parameters are chunked along
+        the plate) come back as NumPy arrays, gathered chunk by chunk at the end: True
+        (the default: every posterior is NumPy, as on the other backends), False (none),
+        or a collection of variable names.  A posterior not gathered is factorflow's own
+        distribution whose natural parameters (``.eta``) are lazy Dask arrays: nothing
+        of it is computed or held anywhere until asked for (``client.compute(...)``,
+        ``dask.compute(..., scheduler=client)``, ``da.to_zarr``), and then it is one
+        pass over the data, one task per chunk (the run's fused graph); NumPy data sent
+        to the cluster stays there while such an array refers to it."""
         for name in ("checkpoint", "every", "resume"):
             if options.get(name) is not None:
                 raise BackendError(f"{name}= (checkpoints) writes every message to one "
                                    "file; the Dask backend keeps the per-datum messages on "
                                    "the workers: use backend='numpy'.")
+        self._gather = self._gathered(gather)
         self._prepare(data, client, chunks)
         return super().run(iterations, data, init, on_iteration, **options)
+
+    def _gathered(self, gather: Any) -> Any:
+        """``gather`` checked: a bool, or the set of names it holds, each a variable of
+        the model (``ff.ModelError`` naming one that is not)."""
+        if isinstance(gather, bool | np.bool_):
+            return bool(gather)
+        names = {gather} if isinstance(gather, str) else gather
+        try:
+            names = set(names)
+        except TypeError:
+            raise ModelError(f"gather must be True, False or variable names, got "
+                             f"{gather!r}.") from None
+        known = {d.label for d in self.compilation.final.decls}
+        unknown = sorted(n for n in names if n not in known)
+        if unknown:
+            raise ModelError(f"gather names {unknown[0]!r}, which is no variable of "
+                             f"{self.model.name}.")
+        return names
 
     def _prepare(self, data: dict[str, Any] | None, client: Any, chunks: Any) -> None:
         """Note the run's cluster, chunks and the Dask arrays among ``data`` (checked:
@@ -419,7 +463,9 @@ class DaskCompiledModel(CompiledModel):
                     log_evidence = float(compute_now(lazy_bound)[0])
                 flush_checks()
                 # gathered while the run's plate keys hold: chunk by chunk, fused
-                result = ({k: _to_numpy(v, self._client) for k, v in posteriors.items()},
+                gather = self._gather
+                result = ({k: _to_numpy(v, self._client, gather is True or (
+                    gather is not False and k in gather)) for k, v in posteriors.items()},
                           log_evidence)
             except ModelError:
                 raise
@@ -534,7 +580,6 @@ def _cut_chains(messages: list[Any], lazy: dict[str, int]) -> dict[str, int]:
     persisted on the workers (a model whose per-datum messages depend on each other
     across sweeps); depth 1 (reading, say, last sweep's broadcast of K values) is
     bounded.  Returns the names and depths of the per-datum messages left lazy now."""
-    import dask
     import dask.array as da
     chunked = [(m, i, e) for m in messages for i, e in enumerate(getattr(m, "eta", ()) or ())
                if isinstance(e, da.Array) and e.npartitions > 1]
@@ -551,7 +596,7 @@ def _cut_chains(messages: list[Any], lazy: dict[str, int]) -> dict[str, int]:
             store.append((m, i))
         else:
             keep[e.name] = depth
-    stored = dask.persist(*(m.eta[i] for m, i in store))
+    stored = dask_fusion.persist(*(m.eta[i] for m, i in store))
     for (m, i), value in zip(store, stored, strict=True):
         _set(m, i, value)
     return keep

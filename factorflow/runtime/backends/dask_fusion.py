@@ -72,6 +72,77 @@ def optimize(dsk: Any, keys: Any, **kwargs: Any) -> Any:
     return fuse_chunks(convert_legacy_graph(ensure_dict(dsk)), outputs, PLATE_KEYS)
 
 
+def compute(*values: Any) -> tuple[Any, ...]:
+    """``dask.compute(*values)`` with their graph optimised in this process
+    (``_optimised_here``), on the scheduler of Dask's config (the run's client)."""
+    import dask
+    todo, how = _optimised_here(values)
+    return tuple(dask.compute(*todo, **how))
+
+
+def persist(*values: Any) -> tuple[Any, ...]:
+    """``dask.persist(*values)`` with their graph optimised in this process
+    (``_optimised_here``)."""
+    import dask
+    todo, how = _optimised_here(values)
+    return tuple(dask.persist(*todo, **how))
+
+
+def optimised(*values: Any) -> tuple[Any, ...]:
+    """``values`` (Dask arrays) with their graph fused here (``_optimised_here``): Dask
+    arrays that keep the run's one task per chunk wherever and whenever they are
+    computed.  The stored blocks they read (data persisted on the cluster) stay in
+    their graph as the futures that hold them (``optimize`` leaves them out, for the
+    run's own computations, whose arrays hold them), so that the arrays can be
+    computed after the run."""
+    from dask.highlevelgraph import HighLevelGraph
+    from distributed import Future
+    done, how = _optimised_here(values)
+    if not how:  # (outside a run: nothing fused, the arrays as they are)
+        return done
+    merged = HighLevelGraph.merge(*(v.__dask_graph__() for v in values))
+    graph = dict(done[0].__dask_graph__())  # (the same graph for each of them)
+    for key in {d for node in list(graph.values()) for d in node.dependencies} - graph.keys():
+        held = merged.get(key)
+        if isinstance(held, Future):
+            graph[key] = held
+    out = []
+    for v in done:
+        rebuild, args = v.__dask_postpersist__()
+        out.append(rebuild(graph, *args))
+    return tuple(out)
+
+
+def _optimised_here(values: tuple[Any, ...]) -> tuple[tuple[Any, ...], dict[str, bool]]:
+    """``values`` with their graphs already optimised in this process (``optimize``:
+    fused chunk by chunk while the run has plate keys) and the keyword arguments that
+    make ``dask.compute``/``dask.persist`` send that graph as it is.
+
+    ``distributed`` optimises a collection's graph where the scheduler runs (Dask sends
+    it the graph and the collection's optimiser, which reads ``array_optimize`` from the
+    scheduler process's config): a scheduler in another process (``Client(address)``)
+    has neither this run's ``array_optimize`` nor its ``PLATE_KEYS``, and would run
+    Dask's own optimisation, one task per operation per chunk.  Optimised here, the
+    graph is the same on any scheduler.  The collections' graphs are merged and
+    optimised together, as Dask does for one computation (a chunk's work shared by
+    several of them stays one task per chunk).
+    Outside a run (no plate keys), or where a value is a collection other than a Dask
+    array: ``values`` as they are, optimised by Dask's own rules wherever they run."""
+    import dask
+    import dask.array as da
+    from dask.highlevelgraph import HighLevelGraph
+    at = [i for i, v in enumerate(values) if dask.is_dask_collection(v)]
+    if not PLATE_KEYS or not at or not all(isinstance(values[i], da.Array) for i in at):
+        return values, {}
+    graph = optimize(HighLevelGraph.merge(*(values[i].__dask_graph__() for i in at)),
+                     [values[i].__dask_keys__() for i in at])
+    out = list(values)
+    for i in at:
+        rebuild, args = values[i].__dask_postpersist__()
+        out[i] = rebuild(graph, *args)
+    return tuple(out), {"optimize_graph": False}
+
+
 def fuse_chunks(dsk: Mapping[Hashable, Any], outputs: set[Hashable],
                 plate_keys: Mapping[Hashable, int]) -> dict[Hashable, Any]:
     """``dsk`` (task-spec nodes) with the tasks of each data chunk fused into one task.
@@ -326,5 +397,6 @@ def _topological(dsk: Mapping[Hashable, Any]) -> list[Hashable]:
     return order
 
 
-__all__ = ["PLATE_KEYS", "register", "optimize", "fuse_chunks", "ChunkProgram"]
+__all__ = ["PLATE_KEYS", "register", "optimize", "compute", "persist", "optimised", "fuse_chunks",
+           "ChunkProgram"]
 

@@ -135,11 +135,11 @@ def compute_now(*values: Any) -> tuple[Any, ...]:
     as NumPy, in one round trip with every pending per-datum check (``_PENDING``), which
     raises its error first where it fails: a computation that passes over the data takes
     the checks along instead of a pass of their own."""
-    import dask
+    from factorflow.runtime.backends import dask_fusion
     pending = _PENDING[:]
     del _PENDING[:]
     checks = [v for _, verdicts in pending for v in verdicts]
-    got = dask.compute(*checks, *values)
+    got = dask_fusion.compute(*checks, *values)  # (fused here, for any scheduler)
     at = 0
     for args, verdicts in pending:
         if not all(got[at:at + len(verdicts)]):

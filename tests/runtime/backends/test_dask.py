@@ -647,3 +647,103 @@ def test_chunks_share_one_program(chunks, rows, rest, seed):
     q = np.exp(x[:, None] * w - (2.0 * x[:, None]) ** 2 / 8.0)
     want = (q / q.sum(axis=1, keepdims=True)).sum(axis=0) + (q * x[:, None]).max()
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+# ----- a scheduler in another process ----------------------------------------------------
+@pytest.fixture(scope="module")
+def remote_address():
+    """The address of a ``LocalCluster`` (2 worker processes) whose scheduler runs in a
+    process of its own, as a production scheduler does: it sees none of this process's
+    Dask config or state; closed at the end of the module."""
+    import os
+    import subprocess
+
+    from factorflow.runtime.backends import dask_backend
+    code = ("import sys, distributed\n"
+            "cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1,"
+            " processes=True, dashboard_address=':0')\n"
+            "print(cluster.scheduler_address, flush=True)\n"
+            "sys.stdin.read()\n"
+            "cluster.close()\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=env)
+    address = proc.stdout.readline().strip()
+    assert address.startswith("tcp://"), address
+    yield address
+    held = dask_backend._CLIENTS.pop(address, None)
+    if held is not None:
+        held.close()
+    proc.stdin.close()
+    proc.wait(timeout=60)
+
+
+@pytest.mark.slow
+def test_a_remote_scheduler_runs_the_fused_passes(client, remote_address):
+    """``client`` given as the address of a scheduler in another process: the run's
+    graphs are fused here before they are sent (that scheduler has neither the run's
+    Dask config nor its plate keys), so its task stream is the in-process scheduler's,
+    task for task: each pass over the data one task per chunk; the posteriors equal
+    NumPy's to 1e-10."""
+    import mixture_reference as mr
+    from distributed import get_task_stream
+
+    from factorflow.runtime.backends.dask_backend import resolve_client
+    x = mr.data(3, 600)
+    model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
+    run = {"init": init, "iterations": 3, "tolerance": None}
+    a = model.compile("vmp", init=["means"]).run(**run)
+    streams = []
+    for where in (client, remote_address):
+        with get_task_stream(resolve_client(where)) as stream:
+            b = model.compile("vmp", init=["means"], backend="dask").run(
+                **run, client=where, chunks=150)
+        _check_same(model, a, b)
+        streams.append(sorted(str(t["key"][0] if isinstance(t["key"], tuple) else t["key"])
+                              .split("-")[0] for t in stream.data))
+    local, remote = streams
+    assert remote == local
+    assert remote.count("chunkpass") == 4 * (2 * 3 + 2), remote  # 4 chunks a pass
+
+
+# ----- gather=: per-datum posteriors left on the cluster --------------------------------
+@pytest.mark.slow
+def test_posteriors_not_gathered_stay_lazy_and_fused(client, monkeypatch):
+    """``gather=False``: no per-datum posterior is brought to this process (the run
+    never calls ``gather_chunks``); q(z)'s natural parameters are a lazy Dask array of
+    the run's 4 chunks whose graph is the fused one (one task per chunk), and computed on
+    the cluster after the run (the data it reads still held there) they equal NumPy's to
+    1e-10, as does its ``probs`` read under the client; the K-sized posteriors are NumPy.
+    ``gather=["z"]`` gathers q(z); a name that is no variable is refused by name."""
+    import mixture_reference as mr
+
+    from factorflow.runtime.backends import dask_backend
+    x = mr.data(3, 600)
+    model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
+    run = {"init": init, "iterations": 4, "tolerance": None}
+    a = model.compile("vmp", init=["means"]).run(**run)
+    gathered = []
+    real = dask_backend.gather_chunks
+    monkeypatch.setattr(dask_backend, "gather_chunks",
+                        lambda arr, *rest: gathered.append(arr.shape) or real(arr, *rest))
+    compiled = model.compile("vmp", init=["means"], backend="dask")
+    b = compiled.run(**run, client=client, chunks=150, gather=False)
+    assert gathered == []
+    z = b["z"].eta[0]
+    assert isinstance(z, da.Array) and z.npartitions == 4
+    assert sum(str(k[0]).startswith("chunkpass") for k in z.dask if isinstance(k, tuple)) == 4
+    for name in ("weights", "means", "precs"):
+        assert all(type(e) is np.ndarray for e in b[name].eta)
+        for e, f in zip(a[name].eta, b[name].eta, strict=True):
+            np.testing.assert_allclose(f, e, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(client.compute(z).result(), a["z"].eta[0], rtol=1e-10,
+                               atol=1e-12)
+    with dask.config.set(scheduler=client):
+        np.testing.assert_allclose(b["z"].probs, a["z"].probs, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b.log_evidence, a.log_evidence, rtol=1e-10)
+    c = model.infer("vmp", **run, backend="dask", client=client, chunks=150, gather=["z"])
+    assert gathered == [(600, 3)]
+    _check_same(model, a, c)
+    with pytest.raises(ff.ModelError, match="gather names 'q', which is no variable"):
+        compiled.run(**run, client=client, chunks=150, gather=["q"])
