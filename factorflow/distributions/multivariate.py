@@ -86,6 +86,8 @@ def spd_inverse(m: Any) -> tuple[np.ndarray, np.ndarray]:
     d = m.shape[-1]
     if d > ELEMENTWISE_INVERSE_LIMIT:
         return np.linalg.inv(m), logdet(m)
+    if d <= 2 and m.size and not traced():  # (closed forms: a few elementwise operations)
+        return _small_spd_inverse(m)
     if 0 < m.size <= LAPACK_MATRICES_PER_D2 * d**4 and not traced():  # (few matrices)
         try:
             chol = np.linalg.cholesky(m)
@@ -98,6 +100,33 @@ def spd_inverse(m: Any) -> tuple[np.ndarray, np.ndarray]:
     inv, log_det = gauss_jordan([[m[..., i, j] for j in range(d)] for i in range(d)])
     out = np.stack([np.stack(row, axis=-1) for row in inv], axis=-2)
     return 0.5 * (out + np.swapaxes(out, -1, -2)), log_det
+
+
+def _small_spd_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``spd_inverse`` of a stack of 1 × 1 or 2 × 2 matrices in closed form (a 2 × 2
+    matrix [[a, b], [b, d]] has the inverse [[d, −b], [−b, a]] / (ad − b²); the
+    off-diagonal entry read as (m₀₁ + m₁₀)/2, so the inverse is symmetric): a handful
+    of elementwise operations over the batch, where LAPACK's calls (a Cholesky factor
+    and an inverse) cost several times more on the few matrices of a sweep.  A matrix
+    that is not positive definite gives a NaN or infinite log-determinant (a ≤ 0 or
+    ad − b² ≤ 0), as ``gauss_jordan``'s pivots do."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if m.shape[-1] == 1:
+            a = m[..., 0, 0]
+            return 1.0 / m, np.log(a)
+        a, d = m[..., 0, 0], m[..., 1, 1]
+        b = 0.5 * (m[..., 0, 1] + m[..., 1, 0])
+        det = a * d - b * b
+        log_det = np.log(det)
+        if not (a > 0).all():  # (ad − b² > 0 with a < 0: negative definite)
+            log_det = np.where(a > 0, log_det, np.nan)
+        scale = 1.0 / det
+        inv = np.empty(m.shape)
+        inv[..., 0, 0] = d * scale
+        inv[..., 1, 1] = a * scale
+        np.multiply(-b, scale, out=inv[..., 0, 1])
+        inv[..., 1, 0] = inv[..., 0, 1]
+    return inv, log_det
 
 
 def smallest_eigenvalue(matrix: Any) -> np.ndarray:
@@ -252,10 +281,20 @@ def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out if out.shape == shape[:-2] else np.broadcast_to(out, shape[:-2])
 
 
+#: up to this D, Σ_{i<D} f(a − i/2) is summed by D elementwise calls (the (..., D) array,
+#: its call and its reduction cost more on the K numbers of a sweep)
+SMALL_SUM = 4
+
+
 def log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:
     """log Γ_D(a) = D(D−1)/4 log π + Σ_{i<D} log Γ(a − i/2), elementwise (no domain error:
     NaN or inf where a ≤ (D−1)/2, which only an improper message has)."""
     a = np.asarray(a, float)
+    if dim <= SMALL_SUM and not traced():  # (D elementwise calls: no (..., D) array)
+        out = special.gammaln(a)
+        for i in range(1, dim):
+            out = out + special.gammaln(a - 0.5 * i)
+        return dim * (dim - 1) / 4.0 * LOG_PI + out
     half = np.arange(dim) / 2.0
     return dim * (dim - 1) / 4.0 * LOG_PI + np.sum(special.gammaln(a[..., None] - half),
                                                    axis=-1)
@@ -264,6 +303,11 @@ def log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:
 def multi_digamma(a: np.ndarray, dim: int) -> np.ndarray:
     """ψ_D(a) = Σ_{i<D} ψ(a − i/2), the derivative of log Γ_D."""
     a = np.asarray(a, float)
+    if dim <= SMALL_SUM and not traced():  # (D elementwise calls: no (..., D) array)
+        out = special.digamma(a)
+        for i in range(1, dim):
+            out = out + special.digamma(a - 0.5 * i)
+        return out
     return np.sum(special.digamma(a[..., None] - np.arange(dim) / 2.0), axis=-1)
 
 
@@ -488,7 +532,8 @@ def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     inv, log_det = spd_inverse(p)
     size = np.trace(p, axis1=-2, axis2=-1) * np.trace(inv, axis1=-2, axis2=-1)
     with np.errstate(invalid="ignore"):
-        if not (np.all(np.isfinite(log_det)) and np.all(size > 0) and np.all(size < 1e8)):
+        # (one pass: a NaN log-determinant or size fails every comparison)
+        if not ((np.abs(log_det) < np.inf) & (size > 0) & (size < 1e8)).all():
             return None
     return inv, log_det
 
@@ -505,10 +550,10 @@ def _shared_precision(p: np.ndarray) -> np.ndarray:
         return p
     for axis in range(p.ndim - 2):
         if p.shape[axis] > 1:
-            first = np.take(p, [0], axis=axis)
-            if strides(p)[axis] == 0 or (  # (the first two first: distinct ones differ)
-                    np.array_equal(first, np.take(p, [1], axis=axis))
-                    and bool(np.all(p == first))):
+            lead = (slice(None),) * axis
+            first = p[lead + (slice(0, 1),)]  # (views: no gather)
+            if p.strides[axis] == 0 or (  # (the first two first: distinct ones differ)
+                    (first == p[lead + (slice(1, 2),)]).all() and (p == first).all()):
                 p = first
     return p
 
@@ -588,8 +633,6 @@ class VectorGaussian(Distribution):
         return solve(self.eta[1], self.eta[0][..., 0])
 
     @property
-    @_distinct
-    @by_memory
     def covariance(self) -> np.ndarray:
         """The covariance matrix, precision⁻¹ (the pseudo-inverse for a singular one).
 
@@ -598,19 +641,39 @@ class VectorGaussian(Distribution):
         array([[ 2., -1.],
                [-1.,  2.]])
         """
-        p = self.eta[1]
-        fast = self._precision_inverse()
-        cov = inverse(_shared_precision(p)) if fast is None else fast[0]
-        return cov if cov.shape == p.shape else np.broadcast_to(cov, p.shape)
+        return self._moments()[1]
 
+    @_distinct
     @by_memory
+    def _moments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(E[x], Cov[x], log |P|) from one inversion of the distinct precisions
+        (``_shared_precision``: length 1 along the axes where all are equal): P⁻¹ and
+        log |P| by ``_well_conditioned_inverse`` where every precision is well
+        conditioned, else the (pseudo-)inverse and a log-determinant of NaN (the
+        general formulas run where they are read: ``_precision_inverse``).  Remembered
+        while the memory of the parameters lives, so that a posterior's propriety, its
+        moments (read by its gate's clones too), its entropy and its bound all read one
+        inversion a sweep, in one lookup each."""
+        p = self.eta[1]
+        shared = _shared_precision(p)
+        fast = _well_conditioned_inverse(shared)
+        if fast is None:
+            cov, log_det = inverse(shared), np.full(shared.shape[:-2], np.nan)
+        else:
+            cov, log_det = fast[0], np.asarray(fast[1])  # (an array, as remembered)
+        cov = cov if cov.shape == p.shape else np.broadcast_to(cov, p.shape)
+        # (a batched matrix product: the same numbers as ``einsum(optimize=True)``, which
+        # makes it, without the path search that cost more than the product at small K)
+        return np.matmul(cov, self.eta[0])[..., 0], cov, log_det
+
     def _precision_inverse(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """(P⁻¹, log |P|) of the distinct precisions (``_shared_precision``: length 1
-        along the axes where all are equal) when every one is well conditioned
-        (``_well_conditioned_inverse``), else None; remembered while the memory of the
-        parameters lives, so that the covariance and the log-normaliser (a posterior's
-        entropy, its bound) read one inversion."""
-        return _well_conditioned_inverse(_shared_precision(self.eta[1]))
+        """(P⁻¹, log |P|) when every precision is well conditioned
+        (``_well_conditioned_inverse``), else None (and when traced, or for no matrices):
+        the covariance and log-determinant of ``_moments``."""
+        if traced() or not self.eta[1].size:
+            return None
+        _, cov, log_det = self._moments()
+        return None if np.isnan(log_det).any() else (cov, log_det)
 
     @property
     def variance(self) -> np.ndarray:
@@ -621,8 +684,6 @@ class VectorGaussian(Distribution):
         """
         return np.diagonal(self.covariance, axis1=-2, axis2=-1).copy()
 
-    @_distinct
-    @by_memory
     def mean_and_covariance(self) -> tuple[np.ndarray, np.ndarray]:
         """(E[x], Cov[x]) from one inversion of the precision.
 
@@ -631,10 +692,8 @@ class VectorGaussian(Distribution):
         (array([1., 2.]), array([[1., 0.],
                [0., 1.]]))
         """
-        cov = self.covariance
-        # (a batched matrix product: the same numbers as ``einsum(optimize=True)``, which
-        # makes it, without the path search that cost more than the product at small K)
-        return np.matmul(cov, self.eta[0])[..., 0], cov
+        m, cov, _ = self._moments()
+        return m, cov
 
     @_distinct
     def log_normalizer(self) -> np.ndarray:
@@ -656,10 +715,9 @@ class VectorGaussian(Distribution):
         if p.size == 0:
             return np.zeros(self.batch_shape)
         fast = self._precision_inverse()
-        if fast is not None:
-            inv, log_det = fast
-            quad = np.sum(h * np.sum(inv * h[..., None, :], axis=-1), axis=-1)
-            return 0.5 * quad - 0.5 * log_det + 0.5 * self.dim * LOG_2PI
+        if fast is not None:  # hᵀ P⁻¹ h = h · E[x]
+            quad = np.sum(h * self._moments()[0], axis=-1)
+            return 0.5 * quad - 0.5 * fast[1] + 0.5 * self.dim * LOG_2PI
         w, v = np.linalg.eigh(_shared_precision(p))  # (broadcast against h where shared)
         scale = np.max(np.abs(w), axis=-1, keepdims=True)
         live = np.abs(w) > self.dim * np.finfo(float).eps * scale
@@ -824,7 +882,6 @@ class Wishart(Distribution):
         return -2.0 * self.eta[1]
 
     @property
-    @_distinct
     def scale(self) -> np.ndarray:
         """The scale matrix S = R⁻¹ (SciPy's ``scale``).
 
@@ -832,11 +889,33 @@ class Wishart(Distribution):
         array([[0.5 , 0.  ],
                [0.  , 0.25]])
         """
-        return inverse(self.rate)
+        return self._moments()[2]
 
-    @property
     @_distinct
     @by_memory
+    def _moments(self) -> tuple[np.ndarray, ...]:
+        """(E[X], E[log |X|], R⁻¹, log |R|, whether R⁻¹ and log |R| came by
+        ``_well_conditioned_inverse``) from one inversion of the rate: the closed form or
+        LAPACK's Cholesky factor where every rate is well conditioned (then each is
+        positive definite: ``all_proper`` reads it), the (pseudo-)inverse and the
+        log-determinant otherwise.  Remembered while the memory of the parameters lives,
+        so that a posterior's propriety, its moments (read by its gate's clones), its
+        entropy and its bound read one inversion a sweep, in one lookup each."""
+        first, second = self.eta
+        dim = second.shape[-1]
+        rate = -2.0 * second
+        nu = 2.0 * first[..., 0, 0] + dim + 1
+        fast = _well_conditioned_inverse(rate)
+        if fast is None:
+            scale, log_r = inverse(rate), logdet(rate)
+        else:
+            scale, log_r = fast
+        well = np.full(nu.shape, fast is not None)
+        mean_log_det = multi_digamma(0.5 * nu, dim) + dim * np.log(2.0) - log_r
+        return (nu[..., None, None] * scale, np.asarray(mean_log_det), scale,
+                np.asarray(log_r), well)
+
+    @property
     def mean(self) -> np.ndarray:
         """E[X] = ν R⁻¹.
 
@@ -844,7 +923,7 @@ class Wishart(Distribution):
         array([[2., 0.],
                [0., 1.]])
         """
-        return self.dof[..., None, None] * self.scale
+        return self._moments()[0]
 
     @property
     @_distinct
@@ -859,8 +938,6 @@ class Wishart(Distribution):
         diag = np.diagonal(s, axis1=-2, axis2=-1)
         return self.dof[..., None, None] * (s * s + outer(diag, diag))
 
-    @_distinct
-    @by_memory
     def mean_log_det(self) -> np.ndarray:
         """E[log |X|] = ψ_D(ν/2) + D log 2 − log |R|.  For D = 1 it is Gamma(ν/2, R/2)'s
         E[log x] = ψ(ν/2) − log(R/2):
@@ -870,15 +947,12 @@ class Wishart(Distribution):
         >>> bool(np.isclose(w.mean_log_det(), digamma(1.5) - np.log(1.0)))
         True
         """
-        return (multi_digamma(0.5 * self.dof, self.dim) + self.dim * np.log(2.0)
-                - self._rate_log_det())
+        return self._moments()[1]
 
-    @_distinct
-    @by_memory
     def _rate_log_det(self) -> np.ndarray:
-        """log |R|, once per memory of the parameters (E[log |X|], the log-normaliser
+        """log |R|, from the inversion of ``_moments`` (E[log |X|], the log-normaliser
         and the entropy read it)."""
-        return logdet(self.rate)
+        return self._moments()[3]
 
     @_distinct
     def log_normalizer(self) -> np.ndarray:
@@ -890,7 +964,7 @@ class Wishart(Distribution):
         ...                 gammaln(1.5)))
         True
         """
-        nu = self.dof
+        nu = 2.0 * self.eta[0][..., 0, 0] + self.dim + 1  # (``dof``, without its lookup)
         with np.errstate(invalid="ignore"):
             return (0.5 * nu * (self.dim * np.log(2.0) - self._rate_log_det())
                     + log_multigamma(0.5 * nu, self.dim))
@@ -905,10 +979,13 @@ class Wishart(Distribution):
         >>> bool(np.isclose(h, stats.gamma(1.5, scale=1.0).entropy()))
         True
         """
-        nu, dim = self.dof, self.dim
+        dim = self.dim
+        nu = 2.0 * self.eta[0][..., 0, 0] + dim + 1  # (``dof``, without its lookup)
+        _, mean_log_det, _, log_r, _ = self._moments()
         with np.errstate(invalid="ignore"):
-            return (self.log_normalizer() - 0.5 * (nu - dim - 1) * self.mean_log_det()
-                    + 0.5 * nu * dim)
+            log_normalizer = (0.5 * nu * (dim * np.log(2.0) - log_r)
+                              + log_multigamma(0.5 * nu, dim))
+            return log_normalizer - 0.5 * (nu - dim - 1) * mean_log_det + 0.5 * nu * dim
 
     def expected_stats(self) -> tuple[np.ndarray, ...]:
         return _as_matrix(self.mean_log_det()), self.mean
@@ -945,8 +1022,15 @@ class Wishart(Distribution):
         if not second.size:
             return True
         dim = second.shape[-1]
-        return (bool(np.all(2.0 * first[..., 0, 0] + dim + 1 > dim - 1))
-                and bool(np.all(positive_definite(-2.0 * second))))
+        if not bool(np.all(2.0 * first[..., 0, 0] + dim + 1 > dim - 1)):
+            return False
+        # (a rate inverted by ``_well_conditioned_inverse`` is positive definite: the
+        # inversion the moments need anyway, not a Cholesky factor of its own)
+        if not traced():
+            with np.errstate(invalid="ignore", divide="ignore"):  # (a NaN rate: False)
+                if bool(self._moments()[4].all()):
+                    return True
+        return bool(np.all(positive_definite(-2.0 * second)))
 
     @_distinct
     def is_uniform(self) -> np.ndarray:
