@@ -470,6 +470,38 @@ def by_memory(method: Any) -> Any:
     return wrapper
 
 
+def by_identity(method: Any) -> Any:
+    """``method(self)`` remembered while the very arrays of ``self``'s natural parameters
+    live (keyed by their identities: natural parameters are never written in place), in
+    front of ``_distinct`` and ``by_memory``: a sweep reads one posterior's moments, and
+    its gate's clone's, in several statements, and each read after the first is then one
+    dictionary lookup, not the stride scan of ``_distinct`` and the identity lookup of
+    ``by_memory`` behind it.  The entry lives while the last parameter does and holds the
+    others (their identities are not reused meanwhile); a value that is a view of the
+    last parameter is not remembered (it would keep it alive).  Not when traced."""
+    name = "identity:" + method.__qualname__
+
+    def wrapper(self: Any) -> Any:
+        eta = self.eta
+        if traced():
+            return method(self)
+        last = eta[-1]
+        key = (name,) + tuple(map(id, eta[:-1]))
+        hit = recall(key, last)
+        if hit is not None:
+            return hit[1]
+        value = method(self)
+        parts = value if isinstance(value, tuple) else (value,)
+        if type(last) is np.ndarray and not any(
+                v is last or _based_on(v, last) for v in parts + eta[:-1]):
+            remember(key, last, (eta[:-1], value))
+        return value
+
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    wrapper.__qualname__ = method.__qualname__
+    return wrapper
+
+
 def _distinct_elements(d: Distribution) -> Distribution:
     """``d`` without the batch axes along which every natural parameter is a broadcast
     view (stride 0) or of length 1 (element 0 taken: a view, no copy): a gate's clone of
@@ -529,6 +561,8 @@ def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     from factorflow.distributions.base import traced
     if traced() or p.shape[-1] > ELEMENTWISE_INVERSE_LIMIT or p.size == 0:
         return None
+    if p.shape[-1] == 2:
+        return _well_conditioned_2x2(p)
     inv, log_det = spd_inverse(p)
     size = np.trace(p, axis1=-2, axis2=-1) * np.trace(inv, axis1=-2, axis2=-1)
     with np.errstate(invalid="ignore"):
@@ -536,6 +570,28 @@ def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
         if not ((np.abs(log_det) < np.inf) & (size > 0) & (size < 1e8)).all():
             return None
     return inv, log_det
+
+
+def _well_conditioned_2x2(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """``_well_conditioned_inverse`` of a stack of 2 × 2 matrices [[a, b], [b, d]]
+    (b read as (p₀₁ + p₁₀)/2), in closed form: every one positive definite (a > 0,
+    ad − b² > 0) with tr(P) tr(P⁻¹) = (a + d)² / (ad − b²) < 10⁸ (a NaN or infinite
+    entry fails a comparison), then ([[d, −b], [−b, a]] / (ad − b²), log(ad − b²)); the
+    test before the inverse, so a failing stack costs only the test."""
+    a, d = p[..., 0, 0], p[..., 1, 1]
+    b = 0.5 * (p[..., 0, 1] + p[..., 1, 0])
+    det = a * d - b * b
+    tr = a + d
+    with np.errstate(invalid="ignore", over="ignore"):
+        if not ((a > 0) & (det > 0) & (tr * tr < 1e8 * det)).all():
+            return None
+    scale = 1.0 / det
+    inv = np.empty(p.shape)
+    inv[..., 0, 0] = d * scale
+    inv[..., 1, 1] = a * scale
+    np.multiply(-b, scale, out=inv[..., 0, 1])
+    inv[..., 1, 0] = inv[..., 0, 1]
+    return inv, np.log(det)
 
 
 def _shared_precision(p: np.ndarray) -> np.ndarray:
@@ -643,6 +699,7 @@ class VectorGaussian(Distribution):
         """
         return self._moments()[1]
 
+    @by_identity
     @_distinct
     @by_memory
     def _moments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -891,6 +948,7 @@ class Wishart(Distribution):
         """
         return self._moments()[2]
 
+    @by_identity
     @_distinct
     @by_memory
     def _moments(self) -> tuple[np.ndarray, ...]:
