@@ -14,6 +14,7 @@ Linear algebra is batched over the leading (plate) axes with NumPy's stacked
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -199,6 +200,16 @@ def inverse(matrix: np.ndarray) -> np.ndarray:
         return np.linalg.pinv(matrix, hermitian=True)
 
 
+def _inverse_or_nan(matrix: np.ndarray) -> np.ndarray:
+    """``inverse(matrix)``, or NaN where a matrix with NaN entries makes LAPACK give up
+    (the moments of an improper message, read by its propriety check, are NaN, not an
+    error)."""
+    try:
+        return inverse(matrix)
+    except np.linalg.LinAlgError:
+        return np.full(np.shape(matrix), np.nan)
+
+
 def solve(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """matrix⁻¹ vector for stacks of matrices and vectors (last axis), with ``inverse``'s
     fallback for singular matrices."""
@@ -261,6 +272,8 @@ def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """tr(A B) for stacks of symmetric matrices: Σ_ij A_ij B_ij (once per distinct pair
     where both are broadcast views along the same axes)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.ndim == 2 and b.ndim > 2 and not traced():  # one matrix against a stack: one
+        return b.reshape(b.shape[:-2] + (-1,)) @ a.reshape(-1)  # matrix-vector product
     shape = broadcast_shapes(a.shape, b.shape)
     # (views made directly, and the shared axes looked for only where both have one:
     # the set-up cost more than the product on K small matrices)
@@ -288,7 +301,10 @@ SMALL_SUM = 4
 
 def log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:
     """log Γ_D(a) = D(D−1)/4 log π + Σ_{i<D} log Γ(a − i/2), elementwise (no domain error:
-    NaN or inf where a ≤ (D−1)/2, which only an improper message has)."""
+    NaN or inf where a ≤ (D−1)/2, which only an improper message has); of a Python
+    number remembered (a prior's known degrees of freedom, read every sweep)."""
+    if type(a) is float:
+        return _log_multigamma_of(a, dim)
     a = np.asarray(a, float)
     if dim <= SMALL_SUM and not traced():  # (D elementwise calls: no (..., D) array)
         out = special.gammaln(a)
@@ -298,6 +314,11 @@ def log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:
     half = np.arange(dim) / 2.0
     return dim * (dim - 1) / 4.0 * LOG_PI + np.sum(special.gammaln(a[..., None] - half),
                                                    axis=-1)
+
+
+@lru_cache(maxsize=256)
+def _log_multigamma_of(a: float, dim: int) -> Any:
+    return log_multigamma(np.asarray(a), dim)  # (a NumPy scalar: immutable)
 
 
 def multi_digamma(a: np.ndarray, dim: int) -> np.ndarray:
@@ -470,36 +491,86 @@ def by_memory(method: Any) -> Any:
     return wrapper
 
 
-def by_identity(method: Any) -> Any:
-    """``method(self)`` remembered while the very arrays of ``self``'s natural parameters
-    live (keyed by their identities: natural parameters are never written in place), in
-    front of ``_distinct`` and ``by_memory``: a sweep reads one posterior's moments, and
-    its gate's clone's, in several statements, and each read after the first is then one
-    dictionary lookup, not the stride scan of ``_distinct`` and the identity lookup of
-    ``by_memory`` behind it.  The entry lives while the last parameter does and holds the
-    others (their identities are not reused meanwhile); a value that is a view of the
-    last parameter is not remembered (it would keep it alive).  Not when traced."""
-    name = "identity:" + method.__qualname__
+def remembered_moments(method: Any) -> Any:
+    """``method`` (the moments of a family's natural parameters alone, a tuple of arrays
+    whose leading axes are the batch) computed once per distinct element and remembered:
+    ``_distinct`` and ``by_memory`` in one pass, with one lookup of each kind, for the
+    moments a sweep reads most (a posterior's, and its gate's clone's):
+
+    * by the identities of ``self``'s parameters first (a second read of the same
+      message: one dictionary lookup);
+    * else the batch axes along which every parameter is of length 1 or a broadcast
+      view (stride 0) are dropped (element 0: views at the same address), and the
+      result is looked up by the memory of those distinct elements (``_memory_key``; a
+      gate's clone of K components over (N, K) finds the (K,) posterior's moments) or
+      computed on them, made read-only and remembered while that memory lives;
+    * the result is broadcast back to ``self``'s batch shape (read-only views: no
+      (N, K, D, D) array).
+
+    The entries hold the other parameters (their memory, their identities), so that
+    neither is reused while an entry lives.  When traced, or for parameters that are
+    not NumPy arrays, the moments of the distinct elements are computed afresh."""
+    name = "moments:" + method.__qualname__
+    ident_name = "identity:" + method.__qualname__
+    fresh = _distinct(method)
 
     def wrapper(self: Any) -> Any:
         eta = self.eta
-        if traced():
-            return method(self)
         last = eta[-1]
-        key = (name,) + tuple(map(id, eta[:-1]))
+        if traced() or any(type(e) is not np.ndarray or e.ndim != last.ndim for e in eta):
+            return fresh(self)
+        key = (ident_name,) + tuple(map(id, eta[:-1]))
         hit = recall(key, last)
         if hit is not None:
             return hit[1]
-        value = method(self)
-        parts = value if isinstance(value, tuple) else (value,)
-        if type(last) is np.ndarray and not any(
-                v is last or _based_on(v, last) for v in parts + eta[:-1]):
+        nb = last.ndim - self.event_ndim
+        drop = [k for k in range(nb) if all(e.shape[k] == 1 or e.strides[k] == 0
+                                            for e in eta)]
+        if drop:
+            index = tuple(0 if k in drop else slice(None) for k in range(nb))
+            small = tuple(e[index] for e in eta)
+        else:
+            small = eta
+        what = (name,) + tuple(_memory_key(e) for e in small)
+        owner = memory_owner(small[-1])
+        found = recall(what, owner)
+        if found is not None:
+            value = found[1]
+        else:
+            value = method(type(self).from_natural(*small))
+            # (a view of the parameters would keep them alive for ever; fresh arrays,
+            # the common case, have no base to follow)
+            if all(type(v) is np.ndarray and (v.base is None or not _based_on(v, owner))
+                   for v in value):
+                for v in value:
+                    v.flags.writeable = False
+                held = tuple(o for o in map(memory_owner, small[:-1]) if o is not owner)
+                remember(what, owner, (held, value))
+        if drop:  # the dropped axes back, as length 1, then broadcast (views)
+            batch = last.shape[:nb]
+            if drop == list(range(len(drop))) and all(batch[k] == 1 for k in drop):
+                lead = (None,) * len(drop)  # (leading unit axes, a gate's (1, K) clone)
+                value = tuple(v[lead] for v in value)
+            else:
+                value = tuple(_undrop(v, drop, batch) for v in value)
+        if not any(v is last or (v.base is not None and _based_on(v, last))
+                   for v in value + eta[:-1]):
             remember(key, last, (eta[:-1], value))
         return value
 
     wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
     wrapper.__qualname__ = method.__qualname__
     return wrapper
+
+
+def _undrop(v: np.ndarray, drop: list[int], batch: tuple[int, ...]) -> np.ndarray:
+    """``v`` (the batch without the axes ``drop``, then its own trailing axes) with those
+    axes put back as length 1 and broadcast to ``batch`` (a read-only view)."""
+    nb = len(batch)
+    kept = iter(v.shape[:nb - len(drop)])
+    tail = v.shape[nb - len(drop):]
+    return broadcast_view(v.reshape(tuple(1 if k in drop else next(kept) for k in range(nb))
+                                    + tail), batch + tail)
 
 
 def _distinct_elements(d: Distribution) -> Distribution:
@@ -699,9 +770,7 @@ class VectorGaussian(Distribution):
         """
         return self._moments()[1]
 
-    @by_identity
-    @_distinct
-    @by_memory
+    @remembered_moments
     def _moments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(E[x], Cov[x], log |P|) from one inversion of the distinct precisions
         (``_shared_precision``: length 1 along the axes where all are equal): P⁻¹ and
@@ -715,7 +784,7 @@ class VectorGaussian(Distribution):
         shared = _shared_precision(p)
         fast = _well_conditioned_inverse(shared)
         if fast is None:
-            cov, log_det = inverse(shared), np.full(shared.shape[:-2], np.nan)
+            cov, log_det = _inverse_or_nan(shared), np.full(shared.shape[:-2], np.nan)
         else:
             cov, log_det = fast[0], np.asarray(fast[1])  # (an array, as remembered)
         cov = cov if cov.shape == p.shape else np.broadcast_to(cov, p.shape)
@@ -843,7 +912,22 @@ class VectorGaussian(Distribution):
         >>> VG([0.0, 0.0], np.eye(2)).all_proper(), VG.uniform((3,), 2).all_proper()
         (True, False)
         """
-        return remembered_verdict(self, VectorGaussian._verdict)
+        fast = self._fast_verdict()
+        return remembered_verdict(self, VectorGaussian._verdict) if fast is None else fast
+
+    def _fast_verdict(self) -> bool | None:
+        """True where the precisions of the distinct elements (``_distinct_elements``)
+        were inverted by ``_well_conditioned_inverse`` (then positive definite: a
+        Cholesky factor, positive pivots or the closed form's a > 0, ad − b² > 0) and h
+        has no NaN: read from the remembered ``_moments``, which the posterior's moments
+        need anyway, in one lookup; None (the general verdict) otherwise, and when
+        traced."""
+        if traced() or type(self.eta[1]) is not np.ndarray or not self.eta[1].size:
+            return None
+        small = _distinct_elements(self)
+        if np.isnan(small._moments()[2]).any():
+            return None
+        return not np.isnan(small.eta[0]).any()
 
     def _verdict(self) -> bool:
         if self.eta[1].size and self._precision_inverse() is not None:
@@ -948,9 +1032,7 @@ class Wishart(Distribution):
         """
         return self._moments()[2]
 
-    @by_identity
-    @_distinct
-    @by_memory
+    @remembered_moments
     def _moments(self) -> tuple[np.ndarray, ...]:
         """(E[X], E[log |X|], R⁻¹, log |R|, whether R⁻¹ and log |R| came by
         ``_well_conditioned_inverse``) from one inversion of the rate: the closed form or
@@ -965,7 +1047,7 @@ class Wishart(Distribution):
         nu = 2.0 * first[..., 0, 0] + dim + 1
         fast = _well_conditioned_inverse(rate)
         if fast is None:
-            scale, log_r = inverse(rate), logdet(rate)
+            scale, log_r = _inverse_or_nan(rate), logdet(rate)
         else:
             scale, log_r = fast
         well = np.full(nu.shape, fast is not None)
@@ -1073,22 +1155,32 @@ class Wishart(Distribution):
         >>> W(3.0, np.eye(2)).all_proper(), improper.all_proper()
         (True, False)
         """
-        return remembered_verdict(self, Wishart._verdict)
+        fast = self._fast_verdict()
+        return remembered_verdict(self, Wishart._verdict) if fast is None else fast
+
+    def _fast_verdict(self) -> bool | None:
+        """True where the distinct elements (``_distinct_elements``) have ν > D − 1 and
+        rates inverted by ``_well_conditioned_inverse`` (then positive definite): read
+        from the remembered ``_moments``, which the posterior's moments need anyway, in
+        one lookup; None (the general verdict) otherwise, and when traced."""
+        second = self.eta[1]
+        if traced() or type(second) is not np.ndarray or not second.size:
+            return None
+        small = _distinct_elements(self)
+        dim = second.shape[-1]
+        with np.errstate(invalid="ignore"):
+            if not (2.0 * small.eta[0][..., 0, 0] + dim + 1 > dim - 1).all():
+                return None
+            with np.errstate(divide="ignore"):  # (a NaN or singular rate: not well)
+                return True if small._moments()[4].all() else None
 
     def _verdict(self) -> bool:
         first, second = self.eta
         if not second.size:
             return True
         dim = second.shape[-1]
-        if not bool(np.all(2.0 * first[..., 0, 0] + dim + 1 > dim - 1)):
-            return False
-        # (a rate inverted by ``_well_conditioned_inverse`` is positive definite: the
-        # inversion the moments need anyway, not a Cholesky factor of its own)
-        if not traced():
-            with np.errstate(invalid="ignore", divide="ignore"):  # (a NaN rate: False)
-                if bool(self._moments()[4].all()):
-                    return True
-        return bool(np.all(positive_definite(-2.0 * second)))
+        return (bool(np.all(2.0 * first[..., 0, 0] + dim + 1 > dim - 1))
+                and bool(np.all(positive_definite(-2.0 * second))))
 
     @_distinct
     def is_uniform(self) -> np.ndarray:

@@ -27,6 +27,7 @@ from factorflow.distributions import Gamma, VectorGaussian, Wishart
 from factorflow.distributions.base import (
     broadcast_view,
     log_normalizer_or_zero,
+    memo_of,
     recall,
     remember,
     rows_product,
@@ -72,8 +73,13 @@ def matrix_mean(v: Any) -> np.ndarray:
 
 
 def mean_log_det(v: Any) -> np.ndarray:
-    """E[log |Λ|] of a matrix argument."""
-    return logdet(np.asarray(v, float)) if is_known(v) else v.mean_log_det()
+    """E[log |Λ|] of a matrix argument; a known matrix's log-determinant is remembered
+    while the array lives (``memo_of``: a prior's constant, read every sweep)."""
+    if not is_known(v):
+        return v.mean_log_det()
+    if type(v) is np.ndarray and v.dtype == float:
+        return memo_of("logdet", v, logdet)
+    return logdet(np.asarray(v, float))
 
 
 def vector_gaussian(h: np.ndarray, precision: np.ndarray) -> VectorGaussian:
