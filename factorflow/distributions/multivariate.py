@@ -272,8 +272,9 @@ def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """tr(A B) for stacks of symmetric matrices: Σ_ij A_ij B_ij (once per distinct pair
     where both are broadcast views along the same axes)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
-    if a.ndim == 2 and b.ndim > 2 and not traced():  # one matrix against a stack: one
-        return b.reshape(b.shape[:-2] + (-1,)) @ a.reshape(-1)  # matrix-vector product
+    if a.ndim == 2 and b.ndim > 2 and a.shape == b.shape[-2:] and not traced():
+        # one matrix against a stack: one matrix-vector product
+        return b.reshape(b.shape[:-2] + (a.size,)) @ a.reshape(a.size)
     shape = broadcast_shapes(a.shape, b.shape)
     # (views made directly, and the shared axes looked for only where both have one:
     # the set-up cost more than the product on K small matrices)
@@ -524,8 +525,8 @@ def remembered_moments(method: Any) -> Any:
         if hit is not None:
             return hit[1]
         nb = last.ndim - self.event_ndim
-        drop = [k for k in range(nb) if all(e.shape[k] == 1 or e.strides[k] == 0
-                                            for e in eta)]
+        drop = [k for k in range(nb) if last.shape[k] and all(
+            e.shape[k] == 1 or e.strides[k] == 0 for e in eta)]  # (not an empty axis)
         if drop:
             index = tuple(0 if k in drop else slice(None) for k in range(nb))
             small = tuple(e[index] for e in eta)
