@@ -218,9 +218,10 @@ def paired_small(baseline: Path | None, rounds: int = 2, sweeps: int = 200,
     here = Path(__file__).resolve().parents[1]
     checkouts = [("this", here)] + ([("baseline", baseline.resolve())] if baseline else [])
     x, start_means = vref.data(10, 200, 2)
-    print(f"K = 10, N = 200, D = 2: ms per sweep ({'CPU' if CLOCK is not time.perf_counter "
-          f"else 'wall'} time, best of {repeats} runs of {sweeps} sweeps), the bound every "
-          "sweep and trace=False; ratio: BayesPy / factorflow of the same round")
+    clock = "wall" if CLOCK is time.perf_counter else "CPU"
+    print(f"K = 10, N = 200, D = 2: ms per sweep ({clock} time, best of {repeats} runs of "
+          f"{sweeps} sweeps), the bound every sweep and trace=False; ratio: BayesPy / "
+          "factorflow of the same round")
     print(f"{'round':>5} {'checkout':>9} | {'ff':>7} {'quiet':>7} | {'BayesPy':>8} "
           f"{'ratio':>6} {'quiet':>6} | {'ff bound':>15} {'BayesPy bound':>15}")
     for r in range(rounds):
