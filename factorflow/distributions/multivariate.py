@@ -524,6 +524,10 @@ def remembered_moments(method: Any) -> Any:
         hit = recall(key, last)
         if hit is not None:
             return hit[1]
+        value = _of_bases(eta, ident_name)
+        if value is not None:  # (a gate's clone of a posterior read already)
+            remember(key, last, (eta[:-1], value))
+            return value
         nb = last.ndim - self.event_ndim
         drop = [k for k in range(nb) if last.shape[k] and all(
             e.shape[k] == 1 or e.strides[k] == 0 for e in eta)]  # (not an empty axis)
@@ -562,6 +566,33 @@ def remembered_moments(method: Any) -> Any:
     wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
     wrapper.__qualname__ = method.__qualname__
     return wrapper
+
+
+def _of_bases(eta: tuple[np.ndarray, ...], ident_name: str) -> tuple | None:
+    """The moments remembered (``remembered_moments``, by identity) for the arrays that
+    ``eta`` merely broadcast, else None: a gate's clone of a posterior (``broadcast_to``
+    over (N, K), or that compacted to (1, K)) is a view of the posterior's own parameters
+    (``base``) with leading axes of stride 0 or length 1 and the rest of the base's shape
+    and strides (so, being inside it, at its address).  One lookup, no address read; the
+    values are the posterior's with those leading axes put in front (views)."""
+    bases = [e.base for e in eta]
+    if not all(type(b) is np.ndarray and b.flags.c_contiguous and b.size for b in bases):
+        return None
+    hit = recall((ident_name,) + tuple(map(id, bases[:-1])), bases[-1])
+    if hit is None:
+        return None
+    lead = eta[0].ndim - bases[0].ndim
+    for e, b in zip(eta, bases, strict=True):
+        if (e.ndim - b.ndim != lead or e.shape[lead:] != b.shape
+                or any(n > 1 and se != sb for n, se, sb in zip(b.shape, e.strides[lead:],
+                                                                b.strides, strict=True))
+                or any(n > 1 and st for n, st in zip(e.shape[:lead], e.strides[:lead],
+                                                     strict=True))):
+            return None
+    shape = eta[0].shape[:lead]
+    if all(n == 1 for n in shape):
+        return tuple(v[(None,) * lead] for v in hit[1])
+    return tuple(broadcast_view(v, shape + v.shape) for v in hit[1])
 
 
 def _undrop(v: np.ndarray, drop: list[int], batch: tuple[int, ...]) -> np.ndarray:

@@ -86,6 +86,8 @@ def vector_gaussian(h: np.ndarray, precision: np.ndarray) -> VectorGaussian:
     """The VectorGaussian with precision-times-mean ``h`` (batch + (D,)) and ``precision``
     (batch + (D, D)), both broadcast to their common batch shape."""
     h, precision = np.asarray(h, float), np.asarray(precision, float)
+    if h.shape[:-1] == precision.shape[:-2] and h.shape[-1:] == precision.shape[-1:]:
+        return VectorGaussian.from_natural(h[..., None], precision)  # (nothing to broadcast)
     d = precision.shape[-1]
     batch = np.broadcast_shapes(h.shape[:-1], precision.shape[:-2])
     return VectorGaussian.from_natural(np.broadcast_to(h[..., None], batch + (d, 1)),
@@ -95,7 +97,9 @@ def vector_gaussian(h: np.ndarray, precision: np.ndarray) -> VectorGaussian:
 def wishart_from_naturals(dof_term: Any, minus_half_rate: np.ndarray) -> Wishart:
     """The Wishart with naturals ((ν − D − 1)/2, −R/2), the first broadcast to the batch."""
     m = np.asarray(minus_half_rate, float)
-    first = np.broadcast_to(np.asarray(dof_term, float)[..., None, None], m.shape[:-2] + (1, 1))
+    first = np.asarray(dof_term, float)[..., None, None]
+    if first.shape[:-2] != m.shape[:-2]:
+        first = np.broadcast_to(first, m.shape[:-2] + (1, 1))
     return Wishart.from_natural(first, m)
 
 
@@ -185,6 +189,20 @@ def _data_stats(x: np.ndarray) -> np.ndarray:
     return by_data(x, "vector_data_stats", stats_of)
 
 
+@lru_cache(maxsize=32)
+def _pair_weights(dim: int) -> np.ndarray:
+    """(D², T): column t of the upper triangle's entry (i, j) (``np.triu_indices``
+    order) picks Λ_ii on the diagonal and Λ_ij + Λ_ji off it from a flattened Λ, so that
+    the quadratic form's coefficients of all K components are one product; made once
+    per D (read-only)."""
+    i, j = np.triu_indices(dim)
+    w = np.zeros((dim * dim, len(i)))
+    w[i * dim + j, np.arange(len(i))] = 1.0
+    w[j * dim + i, np.arange(len(i))] = 1.0  # (the same entry again where i = j)
+    w.flags.writeable = False
+    return w
+
+
 def _symmetric_index(dim: int) -> np.ndarray:
     """(D, D) positions, among the upper triangle's entries in ``np.triu_indices``
     order, of each entry of a symmetric D × D matrix (entry (a, b) is entry (min, max));
@@ -258,13 +276,21 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     lam, elogdet, m = comps[:3]
     cov = comps[3] if len(comps) > 3 else None
     dim = x.shape[1]
-    i, j = _triangle(dim)
-    lam_m = np.einsum("kij,kj->ki", lam, m)
-    spread = np.einsum("ki,ki->k", m, lam_m)
-    if cov is not None:
-        spread = spread + np.einsum("kij,kij->k", lam, cov)
-    # −½ xᵀ Λ x over the upper triangle: Λ_ii, and Λ_ij + Λ_ji off the diagonal
-    pairs = np.where(i == j, lam[:, i, j], lam[:, i, j] + lam[:, j, i])
+    if traced():
+        i, j = _triangle(dim)
+        lam_m = np.einsum("kij,kj->ki", lam, m)
+        spread = np.einsum("ki,ki->k", m, lam_m)
+        if cov is not None:
+            spread = spread + np.einsum("kij,kij->k", lam, cov)
+        # −½ xᵀ Λ x over the upper triangle: Λ_ii, and Λ_ij + Λ_ji off the diagonal
+        pairs = np.where(i == j, lam[:, i, j], lam[:, i, j] + lam[:, j, i])
+    else:  # the same sums as batched products (no einsum set-up, no gathers)
+        flat = lam.reshape(len(lam), dim * dim)
+        lam_m = np.matmul(lam, m[:, :, None])[:, :, 0]
+        spread = np.sum(m * lam_m, axis=1)
+        if cov is not None:
+            spread = spread + np.sum(flat * cov.reshape(flat.shape), axis=1)
+        pairs = flat @ _pair_weights(dim)                                  # (K, T)
     coef = np.concatenate([(0.5 * elogdet - 0.5 * dim * LOG_2PI - 0.5 * spread)[None],
                            lam_m.T, -0.5 * pairs.T], axis=0)              # (1+D+T, K)
     # remembered as a product with a column of ones (the statistics' column 0): the
