@@ -304,7 +304,7 @@ def log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:
     """log Γ_D(a) = D(D−1)/4 log π + Σ_{i<D} log Γ(a − i/2), elementwise (no domain error:
     NaN or inf where a ≤ (D−1)/2, which only an improper message has); of a Python
     number remembered (a prior's known degrees of freedom, read every sweep)."""
-    if type(a) is float:
+    if type(a) is float and not traced():  # (a traced value must not outlive its trace)
         return _log_multigamma_of(a, dim)
     a = np.asarray(a, float)
     if dim <= SMALL_SUM and not traced():  # (D elementwise calls: no (..., D) array)
