@@ -568,18 +568,15 @@ def remembered_moments(method: Any) -> Any:
     return wrapper
 
 
-def _of_bases(eta: tuple[np.ndarray, ...], ident_name: str) -> tuple | None:
-    """The moments remembered (``remembered_moments``, by identity) for the arrays that
-    ``eta`` merely broadcast, else None: a gate's clone of a posterior (``broadcast_to``
-    over (N, K), or that compacted to (1, K)) is a view of the posterior's own parameters
-    (``base``) with leading axes of stride 0 or length 1 and the rest of the base's shape
-    and strides (so, being inside it, at its address).  One lookup, no address read; the
-    values are the posterior's with those leading axes put in front (views)."""
-    bases = [e.base for e in eta]
+def broadcast_base(eta: tuple[np.ndarray, ...]) -> tuple[tuple[np.ndarray, ...], int] | None:
+    """(the arrays that ``eta`` merely broadcast, the number of leading axes added), or
+    None: a gate's clone of a posterior (``broadcast_to`` over (N, K), or that compacted
+    to (1, K)) is a view of the posterior's own parameters (``base``) with leading axes
+    of stride 0 or length 1 and the rest of the base's shape and strides (so, being
+    inside it, at its address).  Read from the views' attributes alone (no address, no
+    values): a C-contiguous, non-empty base each."""
+    bases = tuple(e.base for e in eta)
     if not all(type(b) is np.ndarray and b.flags.c_contiguous and b.size for b in bases):
-        return None
-    hit = recall((ident_name,) + tuple(map(id, bases[:-1])), bases[-1])
-    if hit is None:
         return None
     lead = eta[0].ndim - bases[0].ndim
     for e, b in zip(eta, bases, strict=True):
@@ -589,6 +586,20 @@ def _of_bases(eta: tuple[np.ndarray, ...], ident_name: str) -> tuple | None:
                 or any(n > 1 and st for n, st in zip(e.shape[:lead], e.strides[:lead],
                                                      strict=True))):
             return None
+    return bases, lead
+
+
+def _of_bases(eta: tuple[np.ndarray, ...], ident_name: str) -> tuple | None:
+    """The moments remembered (``remembered_moments``, by identity) for the arrays that
+    ``eta`` merely broadcast (``broadcast_base``), else None: one lookup, no address read;
+    the values are the posterior's with the leading axes put in front (views)."""
+    found = broadcast_base(eta)
+    if found is None:
+        return None
+    bases, lead = found
+    hit = recall((ident_name,) + tuple(map(id, bases[:-1])), bases[-1])
+    if hit is None:
+        return None
     shape = eta[0].shape[:lead]
     if all(n == 1 for n in shape):
         return tuple(v[(None,) * lead] for v in hit[1])
@@ -1245,4 +1256,4 @@ class Wishart(Distribution):
 __all__ = ["VectorGaussian", "Wishart", "check_positive_definite", "inverse", "solve",
            "logdet", "outer", "quad_form", "trace_product", "log_multigamma",
            "multi_digamma", "positive_definite", "smallest_eigenvalue", "spd_inverse",
-           "gauss_jordan", "memory_owner", "by_memory"]
+           "gauss_jordan", "memory_owner", "by_memory", "broadcast_base"]

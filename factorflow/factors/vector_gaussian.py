@@ -36,6 +36,7 @@ from factorflow.distributions.base import (
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.distributions.multivariate import (
     LOG_2PI,
+    broadcast_base,
     by_data,
     logdet,
     outer,
@@ -255,9 +256,27 @@ def _per_component(parts: list[tuple[Any, int]], k: int | None = None
     return out
 
 
+def _components(v: Any) -> Any:
+    """``gaussian._rows(v)`` (the components' messages, constant along the data axis of
+    length 1), or for a gate's clone of a (K,) posterior (``broadcast_base``: views of
+    its own parameters) that posterior itself: its remembered moments are then found by
+    identity, with no compaction or comparison of the clone's parameters."""
+    if isinstance(v, (VectorGaussian, Wishart)) and not traced() and all(
+            type(e) is np.ndarray for e in v.eta):
+        hit = recall("vector_components", v)  # (a sweep reads a clone more than once)
+        if hit is not None:
+            return hit
+        found = broadcast_base(v.eta)
+        if found is not None:
+            posterior = type(v).from_natural(*found[0])
+            remember("vector_components", v, posterior)
+            return posterior
+    return _rows(v)
+
+
 def _mean_rows(mean: Any) -> list[tuple[Any, int]]:
     """(E μ, 1) and, for a random mean, (Cov μ, 2), once per distinct component."""
-    m, cov = mean_cov(_rows(mean))
+    m, cov = mean_cov(_components(mean))
     return [(m, 1)] + ([(cov, 2)] if np.ndim(cov) else [])
 
 
@@ -268,7 +287,7 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     x = _switch_data(sample)
     if x is None:
         return None
-    precision = _rows(precision)
+    precision = _components(precision)
     comps = _per_component([(matrix_mean(precision), 2), (mean_log_det(precision), 0)]
                            + _mean_rows(mean))
     if comps is None:
@@ -343,7 +362,7 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     no D × D matrix per element)."""
     sums = _switch_sums(sample, weights, reduce)
     if sums is not None:  # a Switch over known data: E[Λ_k] Σ_n q_nk x_n, Σ_n q_nk E[Λ_k]
-        comps = _per_component([(matrix_mean(_rows(precision)), 2)], len(sums[0]))
+        comps = _per_component([(matrix_mean(_components(precision)), 2)], len(sums[0]))
         if comps is not None:
             lam_k = comps[0]
             return vector_gaussian(_matvec(lam_k, sums[1]), sums[0][:, None, None] * lam_k)
