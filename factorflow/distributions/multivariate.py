@@ -536,9 +536,13 @@ def remembered_moments(method: Any) -> Any:
             small = tuple(e[index] for e in eta)
         else:
             small = eta
-        what = (name,) + tuple(_memory_key(e) for e in small)
+        # parameters that own their memory (a fresh posterior) are found again by
+        # identity, and their views (a gate's clones) through ``broadcast_base``: the
+        # memory's entry is for views (its lookup reads addresses: it is skipped there)
+        owned = all(e.base is None for e in small)
+        what = None if owned else (name,) + tuple(_memory_key(e) for e in small)
         owner = memory_owner(small[-1])
-        found = recall(what, owner)
+        found = None if owned else recall(what, owner)
         if found is not None:
             value = found[1]
         else:
@@ -549,8 +553,10 @@ def remembered_moments(method: Any) -> Any:
                    for v in value):
                 for v in value:
                     v.flags.writeable = False
-                held = tuple(o for o in map(memory_owner, small[:-1]) if o is not owner)
-                remember(what, owner, (held, value))
+                if not owned:
+                    held = tuple(o for o in map(memory_owner, small[:-1])
+                                 if o is not owner)
+                    remember(what, owner, (held, value))
         if drop:  # the dropped axes back, as length 1, then broadcast (views)
             batch = last.shape[:nb]
             if drop == list(range(len(drop))) and all(batch[k] == 1 for k in drop):
