@@ -34,6 +34,7 @@ from factorflow.errors import DataError
 from factorflow.lazy import special, stats
 
 LOG_2PI = float(np.log(2 * np.pi))
+LOG_2 = float(np.log(2.0))
 LOG_PI = float(np.log(np.pi))
 
 
@@ -678,7 +679,6 @@ def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     the cut-offs of ``inverse``'s pseudo-inverse and ``log_normalizer``'s eigen-
     decomposition: the formulas agree to rounding); None otherwise, and when traced or D
     is above ``ELEMENTWISE_INVERSE_LIMIT`` (the general path runs)."""
-    from factorflow.distributions.base import traced
     if traced() or p.shape[-1] > ELEMENTWISE_INVERSE_LIMIT or p.size == 0:
         return None
     if p.shape[-1] == 2:
@@ -1083,10 +1083,10 @@ class Wishart(Distribution):
 
     @remembered_moments
     def _moments(self) -> tuple[np.ndarray, ...]:
-        """(E[X], E[log |X|], R⁻¹, log |R|, whether R⁻¹ and log |R| came by
+        """(E[X], E[log |X|], R⁻¹, log |R|, whether ν > D − 1 and R⁻¹ and log |R| came by
         ``_well_conditioned_inverse``) from one inversion of the rate: the closed form or
         LAPACK's Cholesky factor where every rate is well conditioned (then each is
-        positive definite: ``all_proper`` reads it), the (pseudo-)inverse and the
+        positive definite: ``all_proper`` reads the flag), the (pseudo-)inverse and the
         log-determinant otherwise.  Remembered while the memory of the parameters lives,
         so that a posterior's propriety, its moments (read by its gate's clones), its
         entropy and its bound read one inversion a sweep, in one lookup each."""
@@ -1099,10 +1099,11 @@ class Wishart(Distribution):
             scale, log_r = _inverse_or_nan(rate), logdet(rate)
         else:
             scale, log_r = fast
-        well = np.full(nu.shape, fast is not None)
-        mean_log_det = multi_digamma(0.5 * nu, dim) + dim * np.log(2.0) - log_r
+        with np.errstate(invalid="ignore"):  # (a NaN ν: not proper)
+            proper = (nu > dim - 1) if fast is not None else np.zeros(nu.shape, bool)
+        mean_log_det = multi_digamma(0.5 * nu, dim) + dim * LOG_2 - log_r
         return (nu[..., None, None] * scale, np.asarray(mean_log_det), scale,
-                np.asarray(log_r), well)
+                np.asarray(log_r), proper)
 
     @property
     def mean(self) -> np.ndarray:
@@ -1215,13 +1216,8 @@ class Wishart(Distribution):
         second = self.eta[1]
         if traced() or type(second) is not np.ndarray or not second.size:
             return None
-        small = _distinct_elements(self)
-        dim = second.shape[-1]
-        with np.errstate(invalid="ignore"):
-            if not (2.0 * small.eta[0][..., 0, 0] + dim + 1 > dim - 1).all():
-                return None
-            with np.errstate(divide="ignore"):  # (a NaN or singular rate: not well)
-                return True if small._moments()[4].all() else None
+        with np.errstate(invalid="ignore", divide="ignore"):  # (a NaN or singular rate)
+            return True if _distinct_elements(self)._moments()[4].all() else None
 
     def _verdict(self) -> bool:
         first, second = self.eta
