@@ -519,8 +519,11 @@ def remembered_moments(method: Any) -> Any:
     def wrapper(self: Any) -> Any:
         eta = self.eta
         last = eta[-1]
-        if traced() or any(type(e) is not np.ndarray or e.ndim != last.ndim for e in eta):
+        if traced():
             return fresh(self)
+        for e in eta:
+            if type(e) is not np.ndarray or e.ndim != last.ndim:
+                return fresh(self)
         key = (ident_name,) + tuple(map(id, eta[:-1]))
         hit = recall(key, last)
         if hit is not None:
@@ -583,16 +586,19 @@ def broadcast_base(eta: tuple[np.ndarray, ...]) -> tuple[tuple[np.ndarray, ...],
     inside it, at its address).  Read from the views' attributes alone (no address, no
     values): a C-contiguous, non-empty base each."""
     bases = tuple(e.base for e in eta)
-    if not all(type(b) is np.ndarray and b.flags.c_contiguous and b.size for b in bases):
-        return None
-    lead = eta[0].ndim - bases[0].ndim
+    lead = eta[0].ndim - (bases[0].ndim if type(bases[0]) is np.ndarray else 0)
+    # (plain loops with early exits: this runs on every clone a sweep reads)
     for e, b in zip(eta, bases, strict=True):
-        if (e.ndim - b.ndim != lead or e.shape[lead:] != b.shape
-                or any(n > 1 and se != sb for n, se, sb in zip(b.shape, e.strides[lead:],
-                                                                b.strides, strict=True))
-                or any(n > 1 and st for n, st in zip(e.shape[:lead], e.strides[:lead],
-                                                     strict=True))):
+        if (type(b) is not np.ndarray or not b.size or not b.flags.c_contiguous
+                or e.ndim - b.ndim != lead or e.shape[lead:] != b.shape):
             return None
+        st = e.strides
+        for n, se, sb in zip(b.shape, st[lead:], b.strides, strict=True):
+            if se != sb and n > 1:
+                return None
+        for n, se in zip(e.shape[:lead], st[:lead], strict=True):
+            if se and n > 1:
+                return None
     return bases, lead
 
 
