@@ -126,7 +126,7 @@ def _small_spd_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         inv = np.empty(m.shape)
         inv[..., 0, 0] = d * scale
         inv[..., 1, 1] = a * scale
-        np.multiply(-b, scale, out=inv[..., 0, 1])
+        np.subtract(0.0, b * scale, out=inv[..., 0, 1])  # (+0, not −0, where b = 0)
         inv[..., 1, 0] = inv[..., 0, 1]
     return inv, log_det
 
@@ -715,7 +715,7 @@ def _well_conditioned_2x2(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None
     inv = np.empty(p.shape)
     inv[..., 0, 0] = d * scale
     inv[..., 1, 1] = a * scale
-    np.multiply(-b, scale, out=inv[..., 0, 1])
+    np.subtract(0.0, b * scale, out=inv[..., 0, 1])  # (+0, not −0, where b = 0)
     inv[..., 1, 0] = inv[..., 0, 1]
     return inv, np.log(det)
 
