@@ -524,13 +524,14 @@ def remembered_moments(method: Any) -> Any:
         for e in eta:
             if type(e) is not np.ndarray or e.ndim != last.ndim:
                 return fresh(self)
-        key = (ident_name,) + tuple(map(id, eta[:-1]))
-        hit = recall(key, last)
-        if hit is not None:
+        # (entries named by text, one per array: the other parameters are checked by
+        # identity against those the entry holds)
+        hit = recall(ident_name, last)
+        if hit is not None and _same(hit[0], eta):
             return hit[1]
         value = _of_bases(eta, ident_name)
         if value is not None:  # (a gate's clone of a posterior read already)
-            remember(key, last, (eta[:-1], value))
+            remember(ident_name, last, (eta[:-1], value))
             return value
         nb = last.ndim - self.event_ndim
         drop = [k for k in range(nb) if last.shape[k] and all(
@@ -544,11 +545,11 @@ def remembered_moments(method: Any) -> Any:
         # identity, and their views (a gate's clones) through ``broadcast_base``: the
         # memory's entry is for views (its lookup reads addresses: it is skipped there)
         owned = all(e.base is None for e in small)
-        what = None if owned else (name,) + tuple(_memory_key(e) for e in small)
+        what = None if owned else tuple(_memory_key(e) for e in small)
         owner = memory_owner(small[-1])
-        found = None if owned else recall(what, owner)
-        if found is not None:
-            value = found[1]
+        found = None if owned else recall(name, owner)
+        if found is not None and found[0] == what:
+            value = found[2]
         else:
             value = method(type(self).from_natural(*small))
             # (a view of the parameters would keep them alive for ever; fresh arrays,
@@ -560,7 +561,7 @@ def remembered_moments(method: Any) -> Any:
                 if not owned:
                     held = tuple(o for o in map(memory_owner, small[:-1])
                                  if o is not owner)
-                    remember(what, owner, (held, value))
+                    remember(name, owner, (what, held, value))
         if drop:  # the dropped axes back, as length 1, then broadcast (views)
             batch = last.shape[:nb]
             if drop == list(range(len(drop))) and all(batch[k] == 1 for k in drop):
@@ -570,7 +571,7 @@ def remembered_moments(method: Any) -> Any:
                 value = tuple(_undrop(v, drop, batch) for v in value)
         if not any(v is last or (v.base is not None and _based_on(v, last))
                    for v in value + eta[:-1]):
-            remember(key, last, (eta[:-1], value))
+            remember(ident_name, last, (eta[:-1], value))
         return value
 
     wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
@@ -610,13 +611,21 @@ def _of_bases(eta: tuple[np.ndarray, ...], ident_name: str) -> tuple | None:
     if found is None:
         return None
     bases, lead = found
-    hit = recall((ident_name,) + tuple(map(id, bases[:-1])), bases[-1])
-    if hit is None:
+    hit = recall(ident_name, bases[-1])
+    if hit is None or not _same(hit[0], bases):
         return None
     shape = eta[0].shape[:lead]
     if all(n == 1 for n in shape):
         return tuple(v[(None,) * lead] for v in hit[1])
     return tuple(broadcast_view(v, shape + v.shape) for v in hit[1])
+
+
+def _same(held: tuple[np.ndarray, ...], eta: tuple[np.ndarray, ...]) -> bool:
+    """Whether ``held`` are the very arrays ``eta[:-1]`` (an entry's other parameters)."""
+    for a, b in zip(held, eta, strict=False):
+        if a is not b:
+            return False
+    return True
 
 
 def _undrop(v: np.ndarray, drop: list[int], batch: tuple[int, ...]) -> np.ndarray:
