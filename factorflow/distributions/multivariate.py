@@ -88,8 +88,6 @@ def spd_inverse(m: Any) -> tuple[np.ndarray, np.ndarray]:
     d = m.shape[-1]
     if d > ELEMENTWISE_INVERSE_LIMIT:
         return np.linalg.inv(m), logdet(m)
-    if d <= 2 and m.size and not traced():  # (closed forms: a few elementwise operations)
-        return _small_spd_inverse(m)
     if 0 < m.size <= LAPACK_MATRICES_PER_D2 * d**4 and not traced():  # (few matrices)
         try:
             chol = np.linalg.cholesky(m)
@@ -102,33 +100,6 @@ def spd_inverse(m: Any) -> tuple[np.ndarray, np.ndarray]:
     inv, log_det = gauss_jordan([[m[..., i, j] for j in range(d)] for i in range(d)])
     out = np.stack([np.stack(row, axis=-1) for row in inv], axis=-2)
     return 0.5 * (out + np.swapaxes(out, -1, -2)), log_det
-
-
-def _small_spd_inverse(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``spd_inverse`` of a stack of 1 × 1 or 2 × 2 matrices in closed form (a 2 × 2
-    matrix [[a, b], [b, d]] has the inverse [[d, −b], [−b, a]] / (ad − b²); the
-    off-diagonal entry read as (m₀₁ + m₁₀)/2, so the inverse is symmetric): a handful
-    of elementwise operations over the batch, where LAPACK's calls (a Cholesky factor
-    and an inverse) cost several times more on the few matrices of a sweep.  A matrix
-    that is not positive definite gives a NaN or infinite log-determinant (a ≤ 0 or
-    ad − b² ≤ 0), as ``gauss_jordan``'s pivots do."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if m.shape[-1] == 1:
-            a = m[..., 0, 0]
-            return 1.0 / m, np.log(a)
-        a, d = m[..., 0, 0], m[..., 1, 1]
-        b = 0.5 * (m[..., 0, 1] + m[..., 1, 0])
-        det = a * d - b * b
-        log_det = np.log(det)
-        if not (a > 0).all():  # (ad − b² > 0 with a < 0: negative definite)
-            log_det = np.where(a > 0, log_det, np.nan)
-        scale = 1.0 / det
-        inv = np.empty(m.shape)
-        inv[..., 0, 0] = d * scale
-        inv[..., 1, 1] = a * scale
-        np.subtract(0.0, b * scale, out=inv[..., 0, 1])  # (+0, not −0, where b = 0)
-        inv[..., 1, 0] = inv[..., 0, 1]
-    return inv, log_det
 
 
 def smallest_eigenvalue(matrix: Any) -> np.ndarray:
@@ -696,8 +667,6 @@ def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     is above ``ELEMENTWISE_INVERSE_LIMIT`` (the general path runs)."""
     if traced() or p.shape[-1] > ELEMENTWISE_INVERSE_LIMIT or p.size == 0:
         return None
-    if p.shape[-1] == 2:
-        return _well_conditioned_2x2(p)
     inv, log_det = spd_inverse(p)
     size = np.trace(p, axis1=-2, axis2=-1) * np.trace(inv, axis1=-2, axis2=-1)
     with np.errstate(invalid="ignore"):
@@ -705,28 +674,6 @@ def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
         if not ((np.abs(log_det) < np.inf) & (size > 0) & (size < 1e8)).all():
             return None
     return inv, log_det
-
-
-def _well_conditioned_2x2(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """``_well_conditioned_inverse`` of a stack of 2 × 2 matrices [[a, b], [b, d]]
-    (b read as (p₀₁ + p₁₀)/2), in closed form: every one positive definite (a > 0,
-    ad − b² > 0) with tr(P) tr(P⁻¹) = (a + d)² / (ad − b²) < 10⁸ (a NaN or infinite
-    entry fails a comparison), then ([[d, −b], [−b, a]] / (ad − b²), log(ad − b²)); the
-    test before the inverse, so a failing stack costs only the test."""
-    a, d = p[..., 0, 0], p[..., 1, 1]
-    b = 0.5 * (p[..., 0, 1] + p[..., 1, 0])
-    det = a * d - b * b
-    tr = a + d
-    with np.errstate(invalid="ignore", over="ignore"):
-        if not ((a > 0) & (det > 0) & (tr * tr < 1e8 * det)).all():
-            return None
-    scale = 1.0 / det
-    inv = np.empty(p.shape)
-    inv[..., 0, 0] = d * scale
-    inv[..., 1, 1] = a * scale
-    np.subtract(0.0, b * scale, out=inv[..., 0, 1])  # (+0, not −0, where b = 0)
-    inv[..., 1, 0] = inv[..., 0, 1]
-    return inv, np.log(det)
 
 
 def _shared_precision(p: np.ndarray) -> np.ndarray:
