@@ -31,7 +31,9 @@ installed) on the same model, priors, start and update order, with both final bo
 benchmarks/bench_vectors.py [--dim D] [--pca | --mixture] [--cpu]`` (``--pca``,
 ``--mixture``: that table alone;
 ``--cpu``: CPU time instead of wall time, steadier on a loaded machine, with
-``OPENBLAS_NUM_THREADS=1``).
+``OPENBLAS_NUM_THREADS=1``).  ``--paired [--baseline PATH] [--rounds R]``: BayesPy's
+small configuration alone (K = 10, N = 200, D = 2), this checkout and another one timed in
+turn beside BayesPy, round by round (``paired_small``).
 """
 
 from __future__ import annotations
@@ -185,6 +187,61 @@ def _mixture_row(k: int, n: int, dim: int, sweeps: int) -> str:
                f"{'—':>9} {'—':>6} {'—':>6} | {result.log_evidence:>15.6f}")
     return (f"{k:>3} {n:>9,} {dim:>3} | {ff_ms:>9.2f} {quiet_ms:>9.2f} {hand_ms:>9.2f} "
             f"{ff_ms / hand_ms:>6.1f} {blocked_ms:>9.2f} | {bp_text}")
+
+
+def _small_worker(sweeps: int, repeats: int) -> dict[str, float]:
+    """factorflow at K = 10, N = 200, D = 2 (``--paired``'s worker, run with the
+    checkout to time first on PYTHONPATH): best ms per sweep with the bound and with
+    ``trace=False``, and the final bound."""
+    x, start_means = vref.data(10, 200, 2)
+    compiled = vref.model(x, 10).compile("vmp", init=["means"])
+    init = vref.factorflow_init(start_means)
+    bound = compiled.run(init=init, iterations=sweeps, tolerance=None).log_evidence
+    ff_ms = _best(lambda: compiled.run(init=init, iterations=sweeps, tolerance=None),
+                  repeats) / sweeps * 1e3
+    quiet_ms = _best(lambda: compiled.run(init=init, iterations=sweeps, tolerance=None,
+                                          trace=False), repeats) / sweeps * 1e3
+    return {"ff": ff_ms, "quiet": quiet_ms, "bound": float(bound)}
+
+
+def paired_small(baseline: Path | None, rounds: int = 2, sweeps: int = 200,
+                 repeats: int = 7) -> None:
+    """BayesPy's small configuration (K = 10, N = 200, D = 2) paired: in each round this
+    checkout's factorflow, ``baseline``'s (another checkout, when given) and BayesPy, one
+    after the other (each factorflow in a fresh interpreter with its checkout first on
+    PYTHONPATH, one BLAS thread; BayesPy in this process), ms per sweep by ``CLOCK``
+    (best of ``repeats`` runs of ``sweeps`` sweeps; BayesPy the same), each ratio to the
+    BayesPy of its own round, and the final bounds."""
+    import json
+    import os
+    import subprocess
+    here = Path(__file__).resolve().parents[1]
+    checkouts = [("this", here)] + ([("baseline", baseline.resolve())] if baseline else [])
+    x, start_means = vref.data(10, 200, 2)
+    clock = "wall" if CLOCK is time.perf_counter else "CPU"
+    print(f"K = 10, N = 200, D = 2: ms per sweep ({clock} time, best of {repeats} runs of "
+          f"{sweeps} sweeps), the bound every sweep and trace=False; ratio: BayesPy / "
+          "factorflow of the same round")
+    print(f"{'round':>5} {'checkout':>9} | {'ff':>7} {'quiet':>7} | {'BayesPy':>8} "
+          f"{'ratio':>6} {'quiet':>6} | {'ff bound':>15} {'BayesPy bound':>15}")
+    for r in range(rounds):
+        rows = []
+        for label, path in checkouts:
+            env = dict(os.environ, PYTHONPATH=str(path), OPENBLAS_NUM_THREADS="1",
+                       OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+            args = [sys.executable, __file__, "--small-worker", str(sweeps), str(repeats)]
+            if CLOCK is not time.perf_counter:
+                args.append("--cpu")
+            out = subprocess.run(args, env=env, capture_output=True, text=True, check=True,
+                                 cwd=str(here))
+            rows.append((label, json.loads(out.stdout.strip().splitlines()[-1])))
+        bp = _bayespy_mixture(x, start_means, sweeps, repeats)
+        for label, got in rows:
+            bp_text = (f"{bp[0]:>8.3f} {bp[0] / got['ff']:>6.2f} {bp[0] / got['quiet']:>6.2f} | "
+                       f"{got['bound']:>15.6f} {bp[1]:>15.6f}" if bp is not None else
+                       f"{'—':>8} {'—':>6} {'—':>6} | {got['bound']:>15.6f}")
+            print(f"{r + 1:>5} {label:>9} | {got['ff']:>7.3f} {got['quiet']:>7.3f} | "
+                  f"{bp_text}")
 
 
 def _message_row(n: int, k: int, dim: int) -> str:
@@ -381,10 +438,22 @@ if __name__ == "__main__":
                         help="only the Bayesian PCA rows with missing values")
     parser.add_argument("--cpu", action="store_true",
                         help="time by this process's CPU time, not wall time")
+    parser.add_argument("--paired", action="store_true",
+                        help="only K = 10, N = 200, D = 2: this checkout (and --baseline's) "
+                             "beside BayesPy, round by round")
+    parser.add_argument("--baseline", type=Path,
+                        help="with --paired: another factorflow checkout, timed in turn")
+    parser.add_argument("--rounds", type=int, default=2, help="with --paired: rounds")
+    parser.add_argument("--small-worker", nargs=2, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cpu:
         CLOCK = time.process_time
-    if args.mixture:
+    if args.small_worker:
+        import json
+        print(json.dumps(_small_worker(*args.small_worker)))
+    elif args.paired:
+        paired_small(args.baseline, args.rounds)
+    elif args.mixture:
         mixture_table()
     elif args.masked:
         masked_table()

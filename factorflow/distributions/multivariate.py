@@ -14,6 +14,7 @@ Linear algebra is batched over the leading (plate) axes with NumPy's stacked
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from factorflow.errors import DataError
 from factorflow.lazy import special, stats
 
 LOG_2PI = float(np.log(2 * np.pi))
+LOG_2 = float(np.log(2.0))
 LOG_PI = float(np.log(np.pi))
 
 
@@ -170,6 +172,16 @@ def inverse(matrix: np.ndarray) -> np.ndarray:
         return np.linalg.pinv(matrix, hermitian=True)
 
 
+def _inverse_or_nan(matrix: np.ndarray) -> np.ndarray:
+    """``inverse(matrix)``, or NaN where a matrix with NaN entries makes LAPACK give up
+    (the moments of an improper message, read by its propriety check, are NaN, not an
+    error)."""
+    try:
+        return inverse(matrix)
+    except np.linalg.LinAlgError:
+        return np.full(np.shape(matrix), np.nan)
+
+
 def solve(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
     """matrix⁻¹ vector for stacks of matrices and vectors (last axis), with ``inverse``'s
     fallback for singular matrices."""
@@ -232,6 +244,9 @@ def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """tr(A B) for stacks of symmetric matrices: Σ_ij A_ij B_ij (once per distinct pair
     where both are broadcast views along the same axes)."""
     a, b = np.asarray(a, float), np.asarray(b, float)
+    if a.ndim == 2 and b.ndim > 2 and a.shape == b.shape[-2:] and not traced():
+        # one matrix against a stack: one matrix-vector product
+        return b.reshape(b.shape[:-2] + (a.size,)) @ a.reshape(a.size)
     shape = broadcast_shapes(a.shape, b.shape)
     # (views made directly, and the shared axes looked for only where both have one:
     # the set-up cost more than the product on K small matrices)
@@ -252,18 +267,41 @@ def trace_product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out if out.shape == shape[:-2] else np.broadcast_to(out, shape[:-2])
 
 
+#: up to this D, Σ_{i<D} f(a − i/2) is summed by D elementwise calls (the (..., D) array,
+#: its call and its reduction cost more on the K numbers of a sweep)
+SMALL_SUM = 4
+
+
 def log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:
     """log Γ_D(a) = D(D−1)/4 log π + Σ_{i<D} log Γ(a − i/2), elementwise (no domain error:
-    NaN or inf where a ≤ (D−1)/2, which only an improper message has)."""
+    NaN or inf where a ≤ (D−1)/2, which only an improper message has); of a Python
+    number remembered (a prior's known degrees of freedom, read every sweep)."""
+    if type(a) is float and not traced():  # (a traced value must not outlive its trace)
+        return _log_multigamma_of(a, dim)
     a = np.asarray(a, float)
+    if dim <= SMALL_SUM and not traced():  # (D elementwise calls: no (..., D) array)
+        out = special.gammaln(a)
+        for i in range(1, dim):
+            out = out + special.gammaln(a - 0.5 * i)
+        return dim * (dim - 1) / 4.0 * LOG_PI + out
     half = np.arange(dim) / 2.0
     return dim * (dim - 1) / 4.0 * LOG_PI + np.sum(special.gammaln(a[..., None] - half),
                                                    axis=-1)
 
 
+@lru_cache(maxsize=256)
+def _log_multigamma_of(a: float, dim: int) -> Any:
+    return log_multigamma(np.asarray(a), dim)  # (a NumPy scalar: immutable)
+
+
 def multi_digamma(a: np.ndarray, dim: int) -> np.ndarray:
     """ψ_D(a) = Σ_{i<D} ψ(a − i/2), the derivative of log Γ_D."""
     a = np.asarray(a, float)
+    if dim <= SMALL_SUM and not traced():  # (D elementwise calls: no (..., D) array)
+        out = special.digamma(a)
+        for i in range(1, dim):
+            out = out + special.digamma(a - 0.5 * i)
+        return out
     return np.sum(special.digamma(a[..., None] - np.arange(dim) / 2.0), axis=-1)
 
 
@@ -426,6 +464,151 @@ def by_memory(method: Any) -> Any:
     return wrapper
 
 
+def remembered_moments(method: Any) -> Any:
+    """``method`` (the moments of a family's natural parameters alone, a tuple of arrays
+    whose leading axes are the batch) computed once per distinct element and remembered:
+    ``_distinct`` and ``by_memory`` in one pass, with one lookup of each kind, for the
+    moments a sweep reads most (a posterior's, and its gate's clone's):
+
+    * by the identities of ``self``'s parameters first (a second read of the same
+      message: one dictionary lookup);
+    * else the batch axes along which every parameter is of length 1 or a broadcast
+      view (stride 0) are dropped (element 0: views at the same address), and the
+      result is looked up by the memory of those distinct elements (``_memory_key``; a
+      gate's clone of K components over (N, K) finds the (K,) posterior's moments) or
+      computed on them, made read-only and remembered while that memory lives;
+    * the result is broadcast back to ``self``'s batch shape (read-only views: no
+      (N, K, D, D) array).
+
+    The entries hold the other parameters (their memory, their identities), so that
+    neither is reused while an entry lives.  When traced, or for parameters that are
+    not NumPy arrays, the moments of the distinct elements are computed afresh."""
+    name = "moments:" + method.__qualname__
+    ident_name = "identity:" + method.__qualname__
+    fresh = _distinct(method)
+
+    def wrapper(self: Any) -> Any:
+        eta = self.eta
+        last = eta[-1]
+        if traced():
+            return fresh(self)
+        for e in eta:
+            if type(e) is not np.ndarray or e.ndim != last.ndim:
+                return fresh(self)
+        # (entries named by text, one per array: the other parameters are checked by
+        # identity against those the entry holds)
+        hit = recall(ident_name, last)
+        if hit is not None and _same(hit[0], eta):
+            return hit[1]
+        value = _of_bases(eta, ident_name)
+        if value is not None:  # (a gate's clone of a posterior read already)
+            remember(ident_name, last, (eta[:-1], value))
+            return value
+        nb = last.ndim - self.event_ndim
+        drop = [k for k in range(nb) if last.shape[k] and all(
+            e.shape[k] == 1 or e.strides[k] == 0 for e in eta)]  # (not an empty axis)
+        if drop:
+            index = tuple(0 if k in drop else slice(None) for k in range(nb))
+            small = tuple(e[index] for e in eta)
+        else:
+            small = eta
+        # parameters that own their memory (a fresh posterior) are found again by
+        # identity, and their views (a gate's clones) through ``broadcast_base``: the
+        # memory's entry is for views (its lookup reads addresses: it is skipped there)
+        owned = all(e.base is None for e in small)
+        what = None if owned else tuple(_memory_key(e) for e in small)
+        owner = memory_owner(small[-1])
+        found = None if owned else recall(name, owner)
+        if found is not None and found[0] == what:
+            value = found[2]
+        else:
+            value = method(type(self).from_natural(*small))
+            # (a view of the parameters would keep them alive for ever; fresh arrays,
+            # the common case, have no base to follow)
+            if all(type(v) is np.ndarray and (v.base is None or not _based_on(v, owner))
+                   for v in value):
+                for v in value:
+                    v.flags.writeable = False
+                if not owned:
+                    held = tuple(o for o in map(memory_owner, small[:-1])
+                                 if o is not owner)
+                    remember(name, owner, (what, held, value))
+        if drop:  # the dropped axes back, as length 1, then broadcast (views)
+            batch = last.shape[:nb]
+            if drop == list(range(len(drop))) and all(batch[k] == 1 for k in drop):
+                lead = (None,) * len(drop)  # (leading unit axes, a gate's (1, K) clone)
+                value = tuple(v[lead] for v in value)
+            else:
+                value = tuple(_undrop(v, drop, batch) for v in value)
+        if not any(v is last or (v.base is not None and _based_on(v, last))
+                   for v in value + eta[:-1]):
+            remember(ident_name, last, (eta[:-1], value))
+        return value
+
+    wrapper.__name__, wrapper.__doc__ = method.__name__, method.__doc__
+    wrapper.__qualname__ = method.__qualname__
+    return wrapper
+
+
+def broadcast_base(eta: tuple[np.ndarray, ...]) -> tuple[tuple[np.ndarray, ...], int] | None:
+    """(the arrays that ``eta`` merely broadcast, the number of leading axes added), or
+    None: a gate's clone of a posterior (``broadcast_to`` over (N, K), or that compacted
+    to (1, K)) is a view of the posterior's own parameters (``base``) with leading axes
+    of stride 0 or length 1 and the rest of the base's shape and strides (so, being
+    inside it, at its address).  Read from the views' attributes alone (no address, no
+    values): a C-contiguous, non-empty base each."""
+    bases = tuple(e.base for e in eta)
+    lead = eta[0].ndim - (bases[0].ndim if type(bases[0]) is np.ndarray else 0)
+    # (plain loops with early exits: this runs on every clone a sweep reads)
+    for e, b in zip(eta, bases, strict=True):
+        if (type(b) is not np.ndarray or not b.size or not b.flags.c_contiguous
+                or e.ndim - b.ndim != lead or e.shape[lead:] != b.shape):
+            return None
+        st = e.strides
+        for n, se, sb in zip(b.shape, st[lead:], b.strides, strict=True):
+            if se != sb and n > 1:
+                return None
+        for n, se in zip(e.shape[:lead], st[:lead], strict=True):
+            if se and n > 1:
+                return None
+    return bases, lead
+
+
+def _of_bases(eta: tuple[np.ndarray, ...], ident_name: str) -> tuple | None:
+    """The moments remembered (``remembered_moments``, by identity) for the arrays that
+    ``eta`` merely broadcast (``broadcast_base``), else None: one lookup, no address read;
+    the values are the posterior's with the leading axes put in front (views)."""
+    found = broadcast_base(eta)
+    if found is None:
+        return None
+    bases, lead = found
+    hit = recall(ident_name, bases[-1])
+    if hit is None or not _same(hit[0], bases):
+        return None
+    shape = eta[0].shape[:lead]
+    if all(n == 1 for n in shape):
+        return tuple(v[(None,) * lead] for v in hit[1])
+    return tuple(broadcast_view(v, shape + v.shape) for v in hit[1])
+
+
+def _same(held: tuple[np.ndarray, ...], eta: tuple[np.ndarray, ...]) -> bool:
+    """Whether ``held`` are the very arrays ``eta[:-1]`` (an entry's other parameters)."""
+    for a, b in zip(held, eta, strict=False):
+        if a is not b:
+            return False
+    return True
+
+
+def _undrop(v: np.ndarray, drop: list[int], batch: tuple[int, ...]) -> np.ndarray:
+    """``v`` (the batch without the axes ``drop``, then its own trailing axes) with those
+    axes put back as length 1 and broadcast to ``batch`` (a read-only view)."""
+    nb = len(batch)
+    kept = iter(v.shape[:nb - len(drop)])
+    tail = v.shape[nb - len(drop):]
+    return broadcast_view(v.reshape(tuple(1 if k in drop else next(kept) for k in range(nb))
+                                    + tail), batch + tail)
+
+
 def _distinct_elements(d: Distribution) -> Distribution:
     """``d`` without the batch axes along which every natural parameter is a broadcast
     view (stride 0) or of length 1 (element 0 taken: a view, no copy): a gate's clone of
@@ -482,13 +665,13 @@ def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     the cut-offs of ``inverse``'s pseudo-inverse and ``log_normalizer``'s eigen-
     decomposition: the formulas agree to rounding); None otherwise, and when traced or D
     is above ``ELEMENTWISE_INVERSE_LIMIT`` (the general path runs)."""
-    from factorflow.distributions.base import traced
     if traced() or p.shape[-1] > ELEMENTWISE_INVERSE_LIMIT or p.size == 0:
         return None
     inv, log_det = spd_inverse(p)
     size = np.trace(p, axis1=-2, axis2=-1) * np.trace(inv, axis1=-2, axis2=-1)
     with np.errstate(invalid="ignore"):
-        if not (np.all(np.isfinite(log_det)) and np.all(size > 0) and np.all(size < 1e8)):
+        # (one pass: a NaN log-determinant or size fails every comparison)
+        if not ((np.abs(log_det) < np.inf) & (size > 0) & (size < 1e8)).all():
             return None
     return inv, log_det
 
@@ -505,10 +688,10 @@ def _shared_precision(p: np.ndarray) -> np.ndarray:
         return p
     for axis in range(p.ndim - 2):
         if p.shape[axis] > 1:
-            first = np.take(p, [0], axis=axis)
-            if strides(p)[axis] == 0 or (  # (the first two first: distinct ones differ)
-                    np.array_equal(first, np.take(p, [1], axis=axis))
-                    and bool(np.all(p == first))):
+            lead = (slice(None),) * axis
+            first = p[lead + (slice(0, 1),)]  # (views: no gather)
+            if p.strides[axis] == 0 or (  # (the first two first: distinct ones differ)
+                    (first == p[lead + (slice(1, 2),)]).all() and (p == first).all()):
                 p = first
     return p
 
@@ -588,8 +771,6 @@ class VectorGaussian(Distribution):
         return solve(self.eta[1], self.eta[0][..., 0])
 
     @property
-    @_distinct
-    @by_memory
     def covariance(self) -> np.ndarray:
         """The covariance matrix, precision⁻¹ (the pseudo-inverse for a singular one).
 
@@ -598,19 +779,38 @@ class VectorGaussian(Distribution):
         array([[ 2., -1.],
                [-1.,  2.]])
         """
-        p = self.eta[1]
-        fast = self._precision_inverse()
-        cov = inverse(_shared_precision(p)) if fast is None else fast[0]
-        return cov if cov.shape == p.shape else np.broadcast_to(cov, p.shape)
+        return self._moments()[1]
 
-    @by_memory
+    @remembered_moments
+    def _moments(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(E[x], Cov[x], log |P|) from one inversion of the distinct precisions
+        (``_shared_precision``: length 1 along the axes where all are equal): P⁻¹ and
+        log |P| by ``_well_conditioned_inverse`` where every precision is well
+        conditioned, else the (pseudo-)inverse and a log-determinant of NaN (the
+        general formulas run where they are read: ``_precision_inverse``).  Remembered
+        while the memory of the parameters lives, so that a posterior's propriety, its
+        moments (read by its gate's clones too), its entropy and its bound all read one
+        inversion a sweep, in one lookup each."""
+        p = self.eta[1]
+        shared = _shared_precision(p)
+        fast = _well_conditioned_inverse(shared)
+        if fast is None:
+            cov, log_det = _inverse_or_nan(shared), np.full(shared.shape[:-2], np.nan)
+        else:
+            cov, log_det = fast[0], np.asarray(fast[1])  # (an array, as remembered)
+        cov = cov if cov.shape == p.shape else np.broadcast_to(cov, p.shape)
+        # (a batched matrix product: the same numbers as ``einsum(optimize=True)``, which
+        # makes it, without the path search that cost more than the product at small K)
+        return np.matmul(cov, self.eta[0])[..., 0], cov, log_det
+
     def _precision_inverse(self) -> tuple[np.ndarray, np.ndarray] | None:
-        """(P⁻¹, log |P|) of the distinct precisions (``_shared_precision``: length 1
-        along the axes where all are equal) when every one is well conditioned
-        (``_well_conditioned_inverse``), else None; remembered while the memory of the
-        parameters lives, so that the covariance and the log-normaliser (a posterior's
-        entropy, its bound) read one inversion."""
-        return _well_conditioned_inverse(_shared_precision(self.eta[1]))
+        """(P⁻¹, log |P|) when every precision is well conditioned
+        (``_well_conditioned_inverse``), else None (and when traced, or for no matrices):
+        the covariance and log-determinant of ``_moments``."""
+        if traced() or not self.eta[1].size:
+            return None
+        _, cov, log_det = self._moments()
+        return None if np.isnan(log_det).any() else (cov, log_det)
 
     @property
     def variance(self) -> np.ndarray:
@@ -621,8 +821,6 @@ class VectorGaussian(Distribution):
         """
         return np.diagonal(self.covariance, axis1=-2, axis2=-1).copy()
 
-    @_distinct
-    @by_memory
     def mean_and_covariance(self) -> tuple[np.ndarray, np.ndarray]:
         """(E[x], Cov[x]) from one inversion of the precision.
 
@@ -631,10 +829,8 @@ class VectorGaussian(Distribution):
         (array([1., 2.]), array([[1., 0.],
                [0., 1.]]))
         """
-        cov = self.covariance
-        # (a batched matrix product: the same numbers as ``einsum(optimize=True)``, which
-        # makes it, without the path search that cost more than the product at small K)
-        return np.matmul(cov, self.eta[0])[..., 0], cov
+        m, cov, _ = self._moments()
+        return m, cov
 
     @_distinct
     def log_normalizer(self) -> np.ndarray:
@@ -656,10 +852,9 @@ class VectorGaussian(Distribution):
         if p.size == 0:
             return np.zeros(self.batch_shape)
         fast = self._precision_inverse()
-        if fast is not None:
-            inv, log_det = fast
-            quad = np.sum(h * np.sum(inv * h[..., None, :], axis=-1), axis=-1)
-            return 0.5 * quad - 0.5 * log_det + 0.5 * self.dim * LOG_2PI
+        if fast is not None:  # hᵀ P⁻¹ h = h · E[x]
+            quad = np.sum(h * self._moments()[0], axis=-1)
+            return 0.5 * quad - 0.5 * fast[1] + 0.5 * self.dim * LOG_2PI
         w, v = np.linalg.eigh(_shared_precision(p))  # (broadcast against h where shared)
         scale = np.max(np.abs(w), axis=-1, keepdims=True)
         live = np.abs(w) > self.dim * np.finfo(float).eps * scale
@@ -728,7 +923,22 @@ class VectorGaussian(Distribution):
         >>> VG([0.0, 0.0], np.eye(2)).all_proper(), VG.uniform((3,), 2).all_proper()
         (True, False)
         """
-        return remembered_verdict(self, VectorGaussian._verdict)
+        fast = self._fast_verdict()
+        return remembered_verdict(self, VectorGaussian._verdict) if fast is None else fast
+
+    def _fast_verdict(self) -> bool | None:
+        """True where the precisions of the distinct elements (``_distinct_elements``)
+        were inverted by ``_well_conditioned_inverse`` (then positive definite: a
+        Cholesky factor, positive pivots or the closed form's a > 0, ad − b² > 0) and h
+        has no NaN: read from the remembered ``_moments``, which the posterior's moments
+        need anyway, in one lookup; None (the general verdict) otherwise, and when
+        traced."""
+        if traced() or type(self.eta[1]) is not np.ndarray or not self.eta[1].size:
+            return None
+        small = _distinct_elements(self)
+        if np.isnan(small._moments()[2]).any():
+            return None
+        return not np.isnan(small.eta[0]).any()
 
     def _verdict(self) -> bool:
         if self.eta[1].size and self._precision_inverse() is not None:
@@ -824,7 +1034,6 @@ class Wishart(Distribution):
         return -2.0 * self.eta[1]
 
     @property
-    @_distinct
     def scale(self) -> np.ndarray:
         """The scale matrix S = R⁻¹ (SciPy's ``scale``).
 
@@ -832,11 +1041,33 @@ class Wishart(Distribution):
         array([[0.5 , 0.  ],
                [0.  , 0.25]])
         """
-        return inverse(self.rate)
+        return self._moments()[2]
+
+    @remembered_moments
+    def _moments(self) -> tuple[np.ndarray, ...]:
+        """(E[X], E[log |X|], R⁻¹, log |R|, whether ν > D − 1 and R⁻¹ and log |R| came by
+        ``_well_conditioned_inverse``) from one inversion of the rate: the closed form or
+        LAPACK's Cholesky factor where every rate is well conditioned (then each is
+        positive definite: ``all_proper`` reads the flag), the (pseudo-)inverse and the
+        log-determinant otherwise.  Remembered while the memory of the parameters lives,
+        so that a posterior's propriety, its moments (read by its gate's clones), its
+        entropy and its bound read one inversion a sweep, in one lookup each."""
+        first, second = self.eta
+        dim = second.shape[-1]
+        rate = -2.0 * second
+        nu = 2.0 * first[..., 0, 0] + dim + 1
+        fast = _well_conditioned_inverse(rate)
+        if fast is None:
+            scale, log_r = _inverse_or_nan(rate), logdet(rate)
+        else:
+            scale, log_r = fast
+        with np.errstate(invalid="ignore"):  # (a NaN ν: not proper)
+            proper = (nu > dim - 1) if fast is not None else np.zeros(nu.shape, bool)
+        mean_log_det = multi_digamma(0.5 * nu, dim) + dim * LOG_2 - log_r
+        return (nu[..., None, None] * scale, np.asarray(mean_log_det), scale,
+                np.asarray(log_r), proper)
 
     @property
-    @_distinct
-    @by_memory
     def mean(self) -> np.ndarray:
         """E[X] = ν R⁻¹.
 
@@ -844,7 +1075,7 @@ class Wishart(Distribution):
         array([[2., 0.],
                [0., 1.]])
         """
-        return self.dof[..., None, None] * self.scale
+        return self._moments()[0]
 
     @property
     @_distinct
@@ -859,8 +1090,6 @@ class Wishart(Distribution):
         diag = np.diagonal(s, axis1=-2, axis2=-1)
         return self.dof[..., None, None] * (s * s + outer(diag, diag))
 
-    @_distinct
-    @by_memory
     def mean_log_det(self) -> np.ndarray:
         """E[log |X|] = ψ_D(ν/2) + D log 2 − log |R|.  For D = 1 it is Gamma(ν/2, R/2)'s
         E[log x] = ψ(ν/2) − log(R/2):
@@ -870,15 +1099,12 @@ class Wishart(Distribution):
         >>> bool(np.isclose(w.mean_log_det(), digamma(1.5) - np.log(1.0)))
         True
         """
-        return (multi_digamma(0.5 * self.dof, self.dim) + self.dim * np.log(2.0)
-                - self._rate_log_det())
+        return self._moments()[1]
 
-    @_distinct
-    @by_memory
     def _rate_log_det(self) -> np.ndarray:
-        """log |R|, once per memory of the parameters (E[log |X|], the log-normaliser
+        """log |R|, from the inversion of ``_moments`` (E[log |X|], the log-normaliser
         and the entropy read it)."""
-        return logdet(self.rate)
+        return self._moments()[3]
 
     @_distinct
     def log_normalizer(self) -> np.ndarray:
@@ -890,7 +1116,7 @@ class Wishart(Distribution):
         ...                 gammaln(1.5)))
         True
         """
-        nu = self.dof
+        nu = 2.0 * self.eta[0][..., 0, 0] + self.dim + 1  # (``dof``, without its lookup)
         with np.errstate(invalid="ignore"):
             return (0.5 * nu * (self.dim * np.log(2.0) - self._rate_log_det())
                     + log_multigamma(0.5 * nu, self.dim))
@@ -905,10 +1131,13 @@ class Wishart(Distribution):
         >>> bool(np.isclose(h, stats.gamma(1.5, scale=1.0).entropy()))
         True
         """
-        nu, dim = self.dof, self.dim
+        dim = self.dim
+        nu = 2.0 * self.eta[0][..., 0, 0] + dim + 1  # (``dof``, without its lookup)
+        _, mean_log_det, _, log_r, _ = self._moments()
         with np.errstate(invalid="ignore"):
-            return (self.log_normalizer() - 0.5 * (nu - dim - 1) * self.mean_log_det()
-                    + 0.5 * nu * dim)
+            log_normalizer = (0.5 * nu * (dim * np.log(2.0) - log_r)
+                              + log_multigamma(0.5 * nu, dim))
+            return log_normalizer - 0.5 * (nu - dim - 1) * mean_log_det + 0.5 * nu * dim
 
     def expected_stats(self) -> tuple[np.ndarray, ...]:
         return _as_matrix(self.mean_log_det()), self.mean
@@ -938,7 +1167,19 @@ class Wishart(Distribution):
         >>> W(3.0, np.eye(2)).all_proper(), improper.all_proper()
         (True, False)
         """
-        return remembered_verdict(self, Wishart._verdict)
+        fast = self._fast_verdict()
+        return remembered_verdict(self, Wishart._verdict) if fast is None else fast
+
+    def _fast_verdict(self) -> bool | None:
+        """True where the distinct elements (``_distinct_elements``) have ν > D − 1 and
+        rates inverted by ``_well_conditioned_inverse`` (then positive definite): read
+        from the remembered ``_moments``, which the posterior's moments need anyway, in
+        one lookup; None (the general verdict) otherwise, and when traced."""
+        second = self.eta[1]
+        if traced() or type(second) is not np.ndarray or not second.size:
+            return None
+        with np.errstate(invalid="ignore", divide="ignore"):  # (a NaN or singular rate)
+            return True if _distinct_elements(self)._moments()[4].all() else None
 
     def _verdict(self) -> bool:
         first, second = self.eta
@@ -979,4 +1220,4 @@ class Wishart(Distribution):
 __all__ = ["VectorGaussian", "Wishart", "check_positive_definite", "inverse", "solve",
            "logdet", "outer", "quad_form", "trace_product", "log_multigamma",
            "multi_digamma", "positive_definite", "smallest_eigenvalue", "spd_inverse",
-           "gauss_jordan", "memory_owner", "by_memory"]
+           "gauss_jordan", "memory_owner", "by_memory", "broadcast_base"]

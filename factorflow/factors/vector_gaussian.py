@@ -27,6 +27,7 @@ from factorflow.distributions import Gamma, VectorGaussian, Wishart
 from factorflow.distributions.base import (
     broadcast_view,
     log_normalizer_or_zero,
+    memo_of,
     recall,
     remember,
     rows_product,
@@ -36,6 +37,7 @@ from factorflow.distributions.base import (
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.distributions.multivariate import (
     LOG_2PI,
+    broadcast_base,
     by_data,
     logdet,
     outer,
@@ -73,14 +75,21 @@ def matrix_mean(v: Any) -> np.ndarray:
 
 
 def mean_log_det(v: Any) -> np.ndarray:
-    """E[log |Λ|] of a matrix argument."""
-    return logdet(np.asarray(v, float)) if is_known(v) else v.mean_log_det()
+    """E[log |Λ|] of a matrix argument; a known matrix's log-determinant is remembered
+    while the array lives (``memo_of``: a prior's constant, read every sweep)."""
+    if not is_known(v):
+        return v.mean_log_det()
+    if type(v) is np.ndarray and v.dtype == float:
+        return memo_of("logdet", v, logdet)
+    return logdet(np.asarray(v, float))
 
 
 def vector_gaussian(h: np.ndarray, precision: np.ndarray) -> VectorGaussian:
     """The VectorGaussian with precision-times-mean ``h`` (batch + (D,)) and ``precision``
     (batch + (D, D)), both broadcast to their common batch shape."""
     h, precision = np.asarray(h, float), np.asarray(precision, float)
+    if h.shape[:-1] == precision.shape[:-2] and h.shape[-1:] == precision.shape[-1:]:
+        return VectorGaussian.from_natural(h[..., None], precision)  # (nothing to broadcast)
     d = precision.shape[-1]
     batch = np.broadcast_shapes(h.shape[:-1], precision.shape[:-2])
     return VectorGaussian.from_natural(np.broadcast_to(h[..., None], batch + (d, 1)),
@@ -90,7 +99,9 @@ def vector_gaussian(h: np.ndarray, precision: np.ndarray) -> VectorGaussian:
 def wishart_from_naturals(dof_term: Any, minus_half_rate: np.ndarray) -> Wishart:
     """The Wishart with naturals ((ν − D − 1)/2, −R/2), the first broadcast to the batch."""
     m = np.asarray(minus_half_rate, float)
-    first = np.broadcast_to(np.asarray(dof_term, float)[..., None, None], m.shape[:-2] + (1, 1))
+    first = np.asarray(dof_term, float)[..., None, None]
+    if first.shape[:-2] != m.shape[:-2]:
+        first = np.broadcast_to(first, m.shape[:-2] + (1, 1))
     return Wishart.from_natural(first, m)
 
 
@@ -180,6 +191,20 @@ def _data_stats(x: np.ndarray) -> np.ndarray:
     return by_data(x, "vector_data_stats", stats_of)
 
 
+@lru_cache(maxsize=32)
+def _pair_weights(dim: int) -> np.ndarray:
+    """(D², T): column t of the upper triangle's entry (i, j) (``np.triu_indices``
+    order) picks Λ_ii on the diagonal and Λ_ij + Λ_ji off it from a flattened Λ, so that
+    the quadratic form's coefficients of all K components are one product; made once
+    per D (read-only)."""
+    i, j = np.triu_indices(dim)
+    w = np.zeros((dim * dim, len(i)))
+    w[i * dim + j, np.arange(len(i))] = 1.0
+    w[j * dim + i, np.arange(len(i))] = 1.0  # (the same entry again where i = j)
+    w.flags.writeable = False
+    return w
+
+
 def _symmetric_index(dim: int) -> np.ndarray:
     """(D, D) positions, among the upper triangle's entries in ``np.triu_indices``
     order, of each entry of a symmetric D × D matrix (entry (a, b) is entry (min, max));
@@ -232,9 +257,27 @@ def _per_component(parts: list[tuple[Any, int]], k: int | None = None
     return out
 
 
+def _components(v: Any) -> Any:
+    """``gaussian._rows(v)`` (the components' messages, constant along the data axis of
+    length 1), or for a gate's clone of a (K,) posterior (``broadcast_base``: views of
+    its own parameters) that posterior itself: its remembered moments are then found by
+    identity, with no compaction or comparison of the clone's parameters."""
+    if isinstance(v, (VectorGaussian, Wishart)) and not traced() and all(
+            type(e) is np.ndarray for e in v.eta):
+        hit = recall("vector_components", v)  # (a sweep reads a clone more than once)
+        if hit is not None:
+            return hit
+        found = broadcast_base(v.eta)
+        if found is not None:
+            posterior = type(v).from_natural(*found[0])
+            remember("vector_components", v, posterior)
+            return posterior
+    return _rows(v)
+
+
 def _mean_rows(mean: Any) -> list[tuple[Any, int]]:
     """(E μ, 1) and, for a random mean, (Cov μ, 2), once per distinct component."""
-    m, cov = mean_cov(_rows(mean))
+    m, cov = mean_cov(_components(mean))
     return [(m, 1)] + ([(cov, 2)] if np.ndim(cov) else [])
 
 
@@ -245,7 +288,7 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     x = _switch_data(sample)
     if x is None:
         return None
-    precision = _rows(precision)
+    precision = _components(precision)
     comps = _per_component([(matrix_mean(precision), 2), (mean_log_det(precision), 0)]
                            + _mean_rows(mean))
     if comps is None:
@@ -253,13 +296,21 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     lam, elogdet, m = comps[:3]
     cov = comps[3] if len(comps) > 3 else None
     dim = x.shape[1]
-    i, j = _triangle(dim)
-    lam_m = np.einsum("kij,kj->ki", lam, m)
-    spread = np.einsum("ki,ki->k", m, lam_m)
-    if cov is not None:
-        spread = spread + np.einsum("kij,kij->k", lam, cov)
-    # −½ xᵀ Λ x over the upper triangle: Λ_ii, and Λ_ij + Λ_ji off the diagonal
-    pairs = np.where(i == j, lam[:, i, j], lam[:, i, j] + lam[:, j, i])
+    if traced():
+        i, j = _triangle(dim)
+        lam_m = np.einsum("kij,kj->ki", lam, m)
+        spread = np.einsum("ki,ki->k", m, lam_m)
+        if cov is not None:
+            spread = spread + np.einsum("kij,kij->k", lam, cov)
+        # −½ xᵀ Λ x over the upper triangle: Λ_ii, and Λ_ij + Λ_ji off the diagonal
+        pairs = np.where(i == j, lam[:, i, j], lam[:, i, j] + lam[:, j, i])
+    else:  # the same sums as batched products (no einsum set-up, no gathers)
+        flat = lam.reshape(len(lam), dim * dim)
+        lam_m = np.matmul(lam, m[:, :, None])[:, :, 0]
+        spread = np.sum(m * lam_m, axis=1)
+        if cov is not None:
+            spread = spread + np.sum(flat * cov.reshape(flat.shape), axis=1)
+        pairs = flat @ _pair_weights(dim)                                  # (K, T)
     coef = np.concatenate([(0.5 * elogdet - 0.5 * dim * LOG_2PI - 0.5 * spread)[None],
                            lam_m.T, -0.5 * pairs.T], axis=0)              # (1+D+T, K)
     # remembered as a product with a column of ones (the statistics' column 0): the
@@ -313,7 +364,7 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     no D × D matrix per element)."""
     sums = _switch_sums(sample, weights, reduce)
     if sums is not None:  # a Switch over known data: E[Λ_k] Σ_n q_nk x_n, Σ_n q_nk E[Λ_k]
-        comps = _per_component([(matrix_mean(_rows(precision)), 2)], len(sums[0]))
+        comps = _per_component([(matrix_mean(_components(precision)), 2)], len(sums[0]))
         if comps is not None:
             lam_k = comps[0]
             return vector_gaussian(_matvec(lam_k, sums[1]), sums[0][:, None, None] * lam_k)

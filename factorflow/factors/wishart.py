@@ -65,7 +65,9 @@ def _average_log_factor(sample, dof, rate) -> np.ndarray:
     """E_q[log f]: log |X| and log |R| by their expectations, tr(R X) by tr(E[R] E[X])."""
     r = matrix_mean(rate)
     dim = r.shape[-1]
-    nu = np.asarray(dof, float)
+    # (a known number of degrees of freedom stays a Python number: log Γ_D(ν/2) of it is
+    # remembered)
+    nu = float(dof) if isinstance(dof, (int, float)) else np.asarray(dof, float)
     return (0.5 * (nu - dim - 1) * mean_log_det(sample)
             - 0.5 * trace_product(r, matrix_mean(sample)) + 0.5 * nu * mean_log_det(rate)
             - 0.5 * nu * dim * np.log(2.0) - log_multigamma(0.5 * nu, dim))

@@ -243,3 +243,109 @@ def test_a_view_of_components_reads_their_remembered_moments_and_verdict(make, m
         assert not improper.all_proper()
         assert not improper.broadcast_to((50, 4)).compact(always=True).all_proper()
         assert not improper.broadcast_to((50, 4)).all_proper()
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(1, 2), k=st.integers(1, 30), seed=SEEDS)
+def test_small_spd_inverse_equals_lapack(d, k, seed):
+    """``spd_inverse`` of small stacks equals LAPACK's inverse and log-determinant; it
+    is symmetric; ``_well_conditioned_inverse`` gives the same numbers."""
+    from factorflow.distributions import multivariate as mv
+    rng = np.random.default_rng(seed)
+    p = random_spd(rng, d, (k,)) * rng.uniform(0.1, 10.0, (k, 1, 1))
+    inv, log_det = mv.spd_inverse(p)
+    assert_close(inv, np.linalg.inv(p), rtol=1e-12, atol=1e-14)
+    assert_close(log_det, np.linalg.slogdet(p)[1], rtol=1e-12, atol=1e-13)
+    assert np.array_equal(inv, np.swapaxes(inv, -1, -2))
+    well = mv._well_conditioned_inverse(p)
+    assert well is not None
+    assert_close(well[0], inv, rtol=1e-14, atol=0)
+    assert_close(well[1], log_det, rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize("bad", ["indefinite", "negative", "nan", "singular", "ill"])
+def test_well_conditioned_inverse_refuses_what_it_should(bad):
+    """A 2 × 2 stack with one matrix that is not positive definite (indefinite, negative
+    definite, NaN, singular) has no well-conditioned inverse; one of condition number
+    above 10⁸ neither."""
+    from factorflow.distributions import multivariate as mv
+    p = np.stack([np.eye(2), [[2.0, 0.5], [0.5, 1.0]], np.eye(2)])
+    p[1] = {"indefinite": [[1.0, 2.0], [2.0, 1.0]], "negative": -np.eye(2),
+            "nan": [[np.nan, 0.0], [0.0, 1.0]], "singular": [[1.0, 1.0], [1.0, 1.0]],
+            "ill": np.diag([1.0, 1e-9])}[bad]
+    with np.errstate(all="ignore"):
+        assert mv._well_conditioned_inverse(p) is None
+    assert mv._well_conditioned_inverse(np.delete(p, 1, axis=0)) is not None
+
+
+@pytest.mark.parametrize("make", [vector_gaussian, wishart])
+def test_moments_are_computed_once_per_posterior_and_found_by_its_clones(make, monkeypatch):
+    """``remembered_moments``: a posterior's moments, its propriety, its entropy and the
+    moments of its gate clones (``broadcast_to`` over (N, K), compacted to (1, K), read
+    through the views' base) all come from one inversion, with the same values as a
+    fresh posterior's; the entries go with the posterior's memory."""
+    import gc
+
+    from factorflow.distributions import multivariate as mv
+    from factorflow.distributions.base import _MEMO
+    rng = np.random.default_rng(11)
+    posterior = make(rng, 2, (4,))
+    posterior = type(posterior).from_natural(*(np.array(e) for e in posterior.eta))
+    calls = []
+    real = mv._well_conditioned_inverse
+    monkeypatch.setattr(mv, "_well_conditioned_inverse",
+                        lambda p: calls.append(1) or real(p))
+    assert posterior.all_proper()
+    moments = posterior._moments()
+    posterior.entropy()
+    clone = posterior.broadcast_to((50, 4))
+    for view in (clone, clone.compact(always=True)):
+        got = view._moments()
+        for a, b in zip(got, moments, strict=True):
+            assert np.array_equal(np.broadcast_to(a, view.batch_shape + b.shape[1:]),
+                                  np.broadcast_to(b, view.batch_shape + b.shape[1:]))
+            assert not a.flags.writeable
+    assert len(calls) == 1
+    again = type(posterior).from_natural(*(np.array(e) for e in posterior.eta))
+    for a, b in zip(again._moments(), moments, strict=True):
+        assert np.array_equal(a, b)
+    assert len(calls) == 2  # (other memory: computed again, to the same values)
+    before = len(_MEMO)
+    del posterior, clone, view, got, moments, again
+    gc.collect()
+    assert len(_MEMO) < before
+
+
+def test_a_view_at_another_place_of_the_memory_is_not_taken_for_the_posterior():
+    """``_of_bases`` takes a view for its base only where it has the base's shape and
+    strides behind its broadcast axes: a reversed or shifted view of the same memory
+    gets its own moments."""
+    rng = np.random.default_rng(12)
+    posterior = vector_gaussian(rng, 2, (4,))
+    posterior = VectorGaussian.from_natural(*(np.array(e) for e in posterior.eta))
+    posterior._moments()
+    for index in (slice(None, None, -1), slice(1, None), slice(None, 2)):
+        view = posterior[index]
+        want = VectorGaussian.from_natural(*(np.array(e) for e in view.eta))
+        for a, b in zip(view.mean_and_covariance(), want.mean_and_covariance(), strict=True):
+            assert_close(a, b, rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 6])
+def test_multigamma_sums_and_trace_products(d):
+    """log Γ_D and ψ_D summed by D elementwise calls (and of a Python number, remembered)
+    equal SciPy's ``multigammaln`` and the sum of digammas; tr(A B) of one matrix
+    against a stack (one product) equals the einsum, and is empty for an empty stack."""
+    from factorflow.distributions import multivariate as mv
+    a = np.array([d / 2.0 + 0.3, d + 1.7, 12.5])
+    want = np.array([special.multigammaln(v, d) for v in a])
+    assert_close(mv.log_multigamma(a, d), want, rtol=1e-13, atol=1e-13)
+    assert_close(mv.log_multigamma(float(a[1]), d), want[1], rtol=1e-13, atol=1e-13)
+    assert_close(mv.multi_digamma(a, d),
+                 np.sum(special.digamma(a[:, None] - np.arange(d) / 2.0), axis=1),
+                 rtol=1e-13, atol=1e-13)
+    rng = np.random.default_rng(d)
+    one, stack = random_spd(rng, d), random_spd(rng, d, (5, 3))
+    assert_close(mv.trace_product(one, stack), np.einsum("ij,abij->ab", one, stack),
+                 rtol=1e-13, atol=1e-13)
+    assert mv.trace_product(one, np.zeros((0, d, d))).shape == (0,)
