@@ -196,12 +196,34 @@ def exact(spec: LinkModel, width: float = 12.0, points: int | None = None) -> Ex
 
 
 # ----- EP's defining property ----------------------------------------------------------------
-def tilted_moments(link: str, y: int, m: float, v: float) -> tuple[float, float, float]:
-    """log Z, mean and variance of N(η; m, v) p(y | η), by the trapezoid rule over
-    m ± 20 sd (the likelihood is log-concave: the tilted distribution is narrower than
-    the cavity and lies within it)."""
+def _tilted_mode(link: str, y: int, m: float, v: float) -> float:
+    """The mode of the (log-concave) tilted density N(η; m, v) p(y | η)."""
+    from scipy import optimize
+
+    def neg(eta):
+        return 0.5 * (eta - m) ** 2 / v - float(log_likelihood(link, y, np.array(eta)))
     s = np.sqrt(v)
-    eta = m + s * np.linspace(-20.0, 20.0, 4001)
+    return float(optimize.minimize_scalar(neg, bracket=(m - s, m + s)).x)
+
+
+def tilted_moments(link: str, y: int, m: float, v: float) -> tuple[float, float, float]:
+    """log Z, mean and variance of N(η; m, v) p(y | η), by the trapezoid rule around the
+    tilted density's mode: ±25 cavity standard deviations (a log-concave likelihood
+    leaves the tilted density narrower than the cavity) at a spacing of a tenth of the
+    smallest of the cavity's and the tilted curvature's standard deviations and of the
+    likelihood's own scale, 1 (at most 200,001 nodes): the integrands are analytic in a
+    strip (σ's nearest poles are ±iπ away), so the rule converges geometrically."""
+    s = np.sqrt(v)
+    mode = _tilted_mode(link, y, m, v)
+    h = 1e-4
+    curv = (2 * (0.5 * (mode - m) ** 2 / v - log_likelihood(link, y, np.array(mode)))
+            - (0.5 * (mode + h - m) ** 2 / v - log_likelihood(link, y, np.array(mode + h)))
+            - (0.5 * (mode - h - m) ** 2 / v - log_likelihood(link, y, np.array(mode - h)))
+            ) / (h * h)
+    local = 1.0 / np.sqrt(max(-curv, 1.0 / v))
+    step = max(min(s, local, 1.0) / 10.0, 25.0 * s / 100_000)
+    half = int(np.ceil(25.0 * s / step))
+    eta = mode + step * np.arange(-half, half + 1)
     log_f = -0.5 * ((eta - m) / s) ** 2 - 0.5 * np.log(2 * np.pi * v) + \
         log_likelihood(link, y, eta)
     top = log_f.max()
@@ -212,19 +234,35 @@ def tilted_moments(link: str, y: int, m: float, v: float) -> tuple[float, float,
     return float(np.log(total * (eta[1] - eta[0])) + top), mean, var
 
 
-def cavity_for(link: str, y: int, m: float, v: float) -> tuple[float, float]:
+def cavity_for(link: str, y: int, m: float, v: float,
+               starts: tuple[tuple[float, float], ...] = ()) -> tuple[float, float]:
     """The cavity N(m_c, v_c) whose tilted distribution with p(y | η) has mean m and
-    variance v (Newton's method in (m_c, log v_c), from the cavity of a Laplace site)."""
+    variance v (Powell's hybrid method in (m_c, log v_c), from q itself with its variance
+    doubled and then from each of ``starts``)."""
     from scipy import optimize
 
     def gap(x):
         _, mt, vt = tilted_moments(link, y, x[0], np.exp(x[1]))
-        return [mt - m, np.log(vt) - np.log(v)]
+        return [(mt - m) / np.sqrt(v), np.log(vt) - np.log(v)]
 
-    sol = optimize.root(gap, [m, np.log(v) + 0.1], method="hybr", tol=1e-14)
-    if not np.all(np.abs(gap(sol.x)) < 1e-10):
-        raise ArithmeticError(f"no cavity found for {link} y={y} at m={m}, v={v}")
-    return float(sol.x[0]), float(np.exp(sol.x[1]))
+    for start in ((m, v * 2.0),) + tuple(starts):
+        with np.errstate(all="ignore"):
+            sol = optimize.root(gap, [start[0], np.log(start[1])], method="hybr", tol=1e-14)
+        if np.all(np.abs(gap(sol.x)) < 1e-11):
+            return float(sol.x[0]), float(np.exp(sol.x[1]))
+    raise ArithmeticError(f"no cavity found for {link} y={y} at m={m}, v={v}")
+
+
+def exact_one_site(spec: LinkModel) -> Exact:
+    """The exact posterior with a single observation, through its 1-D projection: η = a·w + b
+    is N(m0, v0) under the prior, and w given η is Gaussian, so E[w] and Cov[w] follow from
+    the tilted moments of η (:func:`tilted_moments`)."""
+    (link, a, b, y), = spec.sites()
+    mu0, cov0 = np.array(spec.mean), np.linalg.inv(np.array(spec.precision, float))
+    m0, v0 = float(a @ mu0 + b), float(a @ cov0 @ a)
+    log_z, mt, vt = tilted_moments(link, y, m0, v0)
+    gain = cov0 @ a / v0
+    return Exact(log_z, mu0 + gain * (mt - m0), cov0 - np.outer(gain, gain) * (v0 - vt))
 
 
 @dataclass
@@ -240,10 +278,12 @@ class Site:
 def ep_sites(spec: LinkModel, mean: np.ndarray, covariance: np.ndarray) -> list[Site]:
     """The site of each observation implied by EP's moment matching at q = N(mean, cov)."""
     out = []
+    mu0, cov0 = np.array(spec.mean), np.linalg.inv(np.array(spec.precision, float))
     for link, a, b, y in spec.sites():
         m = float(a @ mean + b)
         v = float(a @ covariance @ a)
-        mc, vc = cavity_for(link, y, m, v)
+        prior = (float(a @ mu0 + b), float(a @ cov0 @ a))  # the widest cavity possible
+        mc, vc = cavity_for(link, y, m, v, starts=(prior,))
         log_z, _, _ = tilted_moments(link, y, mc, vc)
         out.append(Site(a, b, 1.0 / v - 1.0 / vc, m / v - mc / vc, (mc, vc), log_z))
     return out
@@ -345,5 +385,5 @@ def elbo(spec: LinkModel, mean: np.ndarray, covariance: np.ndarray) -> float:
 
 
 __all__ = ["Exact", "Group", "LinkModel", "Site", "build", "cavity_for", "elbo",
-           "ep_log_evidence", "ep_sites", "exact", "link_models", "sites_posterior",
+           "ep_log_evidence", "ep_sites", "exact", "exact_one_site", "link_models", "sites_posterior",
            "tilted_moments", "vmp_fixed_point"]
