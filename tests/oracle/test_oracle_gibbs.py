@@ -1,7 +1,10 @@
 """The oracle on Gibbs sampling: ``model.infer("gibbs")`` on the random models of
 :mod:`tests.oracle.models` (discrete models with gates; one Beta, Gamma, Dirichlet or
-Gaussian variable with conjugate and gated observations; linear-Gaussian models) against
-their exact references (enumeration, quadrature, Gaussian conditioning: ``tests.oracle.exact``).
+Gaussian variable with conjugate and gated observations; linear-Gaussian models, gated
+too) against their exact references (enumeration, quadrature, Gaussian conditioning:
+``tests.oracle.exact``), and through ``ff.logistic`` and ``ff.exp`` links
+(:mod:`tests.oracle.links`) against quadrature.  Named refusals (``constrain_true`` has no
+density; a vector w under a non-affine link has no joint sampler) pass.
 
 A sampler's estimate is a Monte Carlo average, so the tolerance is computed from the
 draws: for each compared statistic f (an indicator of a category, or a real value), the
@@ -23,7 +26,7 @@ import numpy as np
 from hypothesis import given
 
 import factorflow as ff
-from tests.oracle import models
+from tests.oracle import links, models
 from tests.oracle.build import build
 from tests.oracle.checks import oracle_settings
 from tests.oracle.exact import reference
@@ -31,7 +34,9 @@ from tests.oracle.exact import reference
 Z = 5.0
 MIN_ESS = 50.0
 DRAWS, BURN, CHAINS = 1000, 300, 4
-SETTINGS = oracle_settings(25)
+SETTINGS = oracle_settings(20)
+#: the gated linear-Gaussian models and the links cost the most draws per model
+FEW = oracle_settings(10)
 
 
 def ess(x: np.ndarray) -> float:
@@ -150,3 +155,41 @@ def test_gibbs_with_one_continuous_variable(spec):
 @given(models.linear_gaussian())
 def test_gibbs_on_linear_gaussian_models(spec):
     _verdict(spec)
+
+
+def gibbs_links_check(spec: links.LinkModel) -> list[str]:
+    """Gibbs through ``ff.logistic`` (Pólya-Gamma) and ``ff.exp`` (slice sampling) against
+    the exact posterior mean of w by quadrature (``tests.oracle.links.exact``)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = links.build(spec).infer("gibbs", draws=DRAWS, burn=BURN,
+                                             chains=CHAINS, seed=0)
+    except ff.UnsupportedFactorError as e:  # named: no joint sampler for a vector w
+        if "no sampler for 'w'" in str(e):
+            return []
+        raise
+    ex = links.exact(spec)
+    draws = np.asarray(result.samples("w"), float).reshape(CHAINS, DRAWS, -1)
+    failures = []
+    for d in range(spec.dim):
+        n_eff = ess(draws[:, :, d])
+        estimate = float(draws[:, :, d].mean())
+        se = float(np.sqrt(ex.covariance[d, d] / n_eff))
+        if n_eff < MIN_ESS or abs(estimate - ex.mean[d]) > Z * se:
+            failures.append(f"mean of w[{d}]: estimate {estimate:.6g}, exact {ex.mean[d]:.6g}"
+                            f" (Monte Carlo s.e. {se:.3g}, ESS {n_eff:.0f})")
+    return failures
+
+
+@FEW
+@given(models.linear_gaussian(gated=True))
+def test_gibbs_on_gated_linear_gaussian_models(spec):
+    _verdict(spec)
+
+
+@FEW
+@given(links.link_models(links=("logistic", "exp")))
+def test_gibbs_through_links(spec):
+    failures = gibbs_links_check(spec)
+    assert not failures, "\n".join([str(spec)] + failures)
