@@ -384,7 +384,7 @@ def test_vmp_deterministic_node(spec):
 
 @SETTINGS
 @given(node_models())
-def test_ep_refuses_a_deterministic_node_or_is_exact(spec):
-    """EP: a named refusal (the node's messages are VMP's)."""
-    with pytest.raises(ff.ModelError):
+def test_ep_refuses_a_deterministic_node(spec):
+    """EP: a named refusal (the node's messages are VMP's), naming the statement."""
+    with pytest.raises(ff.UnsupportedFactorError, match=r"<node model>:\d+: .*use 'vmp'"):
         spec.build().infer("ep")
