@@ -5,8 +5,8 @@ observations of a 1-D Gaussian or a 2-D VectorGaussian (random models from
 EP is not exact here (except with one observation), so its answer is checked by the
 property that defines an EP fixed point: for every site, the cavity whose tilted
 distribution has q's moments (found by 1-D quadrature) yields a site, and the prior times
-all the sites is q again (1e-8 relative; 4e-10 the largest seen in 150 models); EP's log
-evidence is the closed form of those sites (1e-8). With one observation EP is exact (log Z
+all the sites is q again (1e-7 relative, the quadrature's documented accuracy; 1.5e-8
+the largest seen in 400 models); EP's log evidence is the closed form of those sites (1e-8). With one observation EP is exact (log Z
 and moments by 1-D/2-D quadrature, 1e-8; 1e-13 seen). VMP: the bound lies below the exact
 ELBO of its own q, which lies below log Z (quadrature), and q with the bound is the fixed
 point of each link's update written out in closed form (1e-9; 1e-13 seen).
@@ -53,8 +53,8 @@ def ep_check(spec: links.LinkModel) -> None:
     mean, cov = _moments(spec, result)
     sites = links.ep_sites(spec, mean, cov)
     lam, h = links.sites_posterior(spec, sites)
-    _close(np.linalg.inv(cov), lam, 1e-8, "EP: q's precision against prior × sites", spec)
-    _close(np.linalg.solve(cov, mean), h, 1e-8, "EP: q's precision × mean against "
+    _close(np.linalg.inv(cov), lam, 1e-7, "EP: q's precision against prior × sites", spec)
+    _close(np.linalg.solve(cov, mean), h, 1e-7, "EP: q's precision × mean against "
            "prior × sites", spec)
     _close(result.log_evidence, links.ep_log_evidence(spec, sites), 1e-8,
            "EP: log evidence against the sites' closed form", spec)
