@@ -8,8 +8,13 @@ first and the smallest repro of each distinct failure (its kind and, for an exce
 normalised message) to a Markdown file; ``--shrink`` also shrinks each of those statement
 by statement while it fails the same way (``tests.oracle.shrink``).
 
+``--families new`` runs fuzz15's generators instead (non-conjugate links, Wishart
+precisions, ``ff.sum`` over a plate, deterministic nodes: ``tests/oracle/test_oracle_{links,
+wishart,sums}.py``, whose checks assert; a failed assertion counts as a wrong number),
+``all`` both; their repros are the smallest seen (the shrinker knows the classic specs).
+
 Run: ``python benchmarks/oracle.py [--n 5000] [--seed 0] [--jobs 2] [--repros FILE]
-[--shrink BUDGET]``.
+[--shrink BUDGET] [--families classic|new|all]``.
 """
 
 from __future__ import annotations
@@ -21,18 +26,23 @@ import re
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 
-from tests.oracle import models  # noqa: E402
+from tests.oracle import links, models  # noqa: E402
 from tests.oracle import test_oracle_discrete as discrete_plan  # noqa: E402
 from tests.oracle import test_oracle_gaussian as gaussian_plan  # noqa: E402
+from tests.oracle import test_oracle_links as links_plan  # noqa: E402
 from tests.oracle import test_oracle_quadrature as quadrature_plan  # noqa: E402
-from tests.oracle.checks import KINDS, describe  # noqa: E402
+from tests.oracle import test_oracle_sums as sums_plan  # noqa: E402
+from tests.oracle import test_oracle_wishart as wishart_plan  # noqa: E402
+from tests.oracle.checks import KINDS, Failure, describe  # noqa: E402
 from tests.oracle.shrink import shrink  # noqa: E402
+from tests.oracle.spec import Spec  # noqa: E402
 
 FAMILIES = {  # name: (strategy, module holding ep_checks / vmp_checks, share of --n)
     "discrete": (lambda: models.discrete(max_configurations=1024), discrete_plan, 0.3),
@@ -42,6 +52,67 @@ FAMILIES = {  # name: (strategy, module holding ep_checks / vmp_checks, share of
     "one continuous": (lambda: models.one_continuous(), quadrature_plan, 0.25),
 }
 ALGORITHMS = ("ep", "vmp")
+
+
+class _AssertPlan:
+    """A plan from fuzz15's generators, whose checks assert (``tests/oracle/test_oracle_
+    {links,wishart,sums}.py``): each failed assertion or exception becomes a Failure."""
+
+    def __init__(self, **checks):
+        self.checks = checks
+        self.algorithms = tuple(a for a in ALGORITHMS if a in checks)
+
+    def _run(self, algorithm: str, spec) -> SimpleNamespace:
+        out = SimpleNamespace(failures=[])
+        check = self.checks.get(algorithm)
+        if check is None:
+            return out
+        try:
+            check(spec)
+        except AssertionError as e:
+            what = str(e).split("\n")[0]
+            kind = "bound above logZ" if "above" in what else \
+                "wrong logZ" if ("log Z" in what or "log evidence" in what
+                                 or "bound" in what) else "wrong marginal"
+            out.failures.append(Failure(kind, algorithm, what))
+        except Exception as e:  # noqa: BLE001  (every exception is a finding)
+            out.failures.append(Failure("exception", algorithm,
+                                        f"{type(e).__name__}: {str(e)[:300]}"))
+        return out
+
+    def ep_checks(self, spec):
+        return self._run("ep", spec)
+
+    def vmp_checks(self, spec):
+        return self._run("vmp", spec)
+
+
+#: fuzz15's generators (``--families all``): references without factorflow; the share of
+#: --n each gets when chosen
+NEW_FAMILIES = {
+    "links": (lambda: links.link_models(),
+              _AssertPlan(ep=links_plan.ep_check, vmp=links_plan.vmp_check), 0.1),
+    "Wishart": (lambda: wishart_plan.wishart_models(latent_mean=False),
+                _AssertPlan(vmp=wishart_plan.known_mean_check), 0.05),
+    "Wishart, latent mean": (lambda: wishart_plan.wishart_models(latent_mean=True),
+                             _AssertPlan(vmp=wishart_plan.latent_mean_check), 0.05),
+    "sum over a plate": (lambda: sums_plan.sum_models(),
+                         _AssertPlan(ep=lambda s: sums_plan.sum_check(s, "ep"),
+                                     vmp=lambda s: sums_plan.sum_check(s, "vmp")), 0.05),
+    "deterministic node": (lambda: sums_plan.node_models(),
+                           _AssertPlan(vmp=sums_plan.node_check), 0.05),
+}
+
+
+def _size(spec) -> int:
+    """A spec's size for picking the smallest repro (the new families: its code's length)."""
+    return spec.size() if isinstance(spec, Spec) else len(str(spec))
+
+
+def _family(name: str) -> tuple:
+    """(strategy, plan, share) of a family, classic or new (looked up by name, so that a
+    worker process finds it)."""
+    return FAMILIES[name] if name in FAMILIES else NEW_FAMILIES[name]
 
 
 def signature(failure) -> str:
@@ -56,7 +127,7 @@ def signature(failure) -> str:
 
 
 def specs_of(family: str, count: int, seed_value: int) -> list:
-    strategy, _, _ = FAMILIES[family]
+    strategy, _, _ = _family(family)
     out: list = []
 
     @seed(seed_value)
@@ -73,10 +144,10 @@ def specs_of(family: str, count: int, seed_value: int) -> list:
 def run_family(job: tuple[str, int, int]) -> list[tuple]:
     """Every model of one family through both plans: (algorithm, spec, [failures])."""
     family, count, seed_value = job
-    _, plan, _ = FAMILIES[family]
+    _, plan, _ = _family(family)
     records = []
     for spec in specs_of(family, count, seed_value):
-        for algorithm in ALGORITHMS:
+        for algorithm in getattr(plan, "algorithms", ALGORITHMS):
             check = getattr(plan, f"{algorithm}_checks")(spec)
             records.append((algorithm, spec, [(signature(f), f.kind, str(f))
                                               for f in check.failures]))
@@ -94,6 +165,8 @@ def table(results: dict[str, list[tuple]]) -> str:
     for family, records in results.items():
         for algorithm in ALGORITHMS:
             rows = [r for r in records if r[0] == algorithm]
+            if not rows:  # a family checked under the other algorithm only
+                continue
             kinds = collections.Counter(k for _, _, fs in rows for k in {f[1] for f in fs})
             failed = sum(1 for _, _, fs in rows if fs)
             totals.update({"tried": len(rows), "failed": failed} | kinds)
@@ -135,7 +208,7 @@ def findings(results: dict[str, list[tuple]]) -> dict[str, dict]:
                 entry["count"] += 1
                 if entry["first"] is None:
                     entry["first"] = (spec, text)
-                if entry["smallest"] is None or spec.size() < entry["smallest"][0].size():
+                if entry["smallest"] is None or _size(spec) < _size(entry["smallest"][0]):
                     entry["smallest"] = (spec, text, family)
     return out
 
@@ -143,7 +216,7 @@ def findings(results: dict[str, list[tuple]]) -> dict[str, dict]:
 def minimal(sig: str, family: str, spec, budget: int) -> tuple:
     """The smallest seen model of this failure, shrunk statement by statement while it
     still fails the same way (``tests.oracle.shrink``)."""
-    _, plan, _ = FAMILIES[family]
+    _, plan, _ = _family(family)
     checks = getattr(plan, f"{sig.split(':')[0]}_checks")
 
     def fails(candidate) -> bool:
@@ -188,19 +261,25 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2, help="processes (default 2)")
     parser.add_argument("--repros", default="oracle_repros.md",
                         help="where to write the repros (default oracle_repros.md)")
+    parser.add_argument("--families", default="classic", choices=("classic", "new", "all"),
+                        help="'classic' (the four families, default: seeds stay comparable), "
+                        "'new' (fuzz15's: links, Wishart, sums, nodes) or 'all'")
     parser.add_argument("--shrink", type=int, default=0, metavar="BUDGET",
                         help="also shrink the smallest model of each distinct failure, "
                         "trying up to BUDGET simplifications each (default 0: no)")
     args = parser.parse_args()
+    chosen = {"classic": FAMILIES, "new": NEW_FAMILIES,
+              "all": {**FAMILIES, **NEW_FAMILIES}}[args.families]
     start = time.perf_counter()
-    jobs = [(family, max(1, round(args.n * share)), args.seed + i)
-            for i, (family, (_, _, share)) in enumerate(FAMILIES.items())]
+    shares = sum(share for _, _, share in chosen.values())
+    jobs = [(family, max(1, round(args.n * share / shares)), args.seed + i)
+            for i, (family, (_, _, share)) in enumerate(chosen.items())]
     with multiprocessing.Pool(args.jobs) as pool:
-        results = dict(zip(FAMILIES, pool.map(run_family, jobs), strict=True))
+        results = dict(zip(chosen, pool.map(run_family, jobs), strict=True))
     seconds = time.perf_counter() - start
-    models_run = sum(len(r) for r in results.values()) // len(ALGORITHMS)
-    print(f"Oracle: {models_run} random models (seed {args.seed}), each with EP and VMP, "
-          f"in {seconds:.0f} s\n")
+    models_run = sum(count for _, count, _ in jobs)
+    print(f"Oracle: {models_run} random models (seed {args.seed}), each with EP and VMP "
+          f"(where the family has both), in {seconds:.0f} s\n")
     print(table(results))
     print("\nExceptions by family (models):")
     print(exceptions_table(results))
@@ -208,7 +287,7 @@ def main() -> None:
     shrunk = {}
     if args.shrink:
         jobs = [(key, e["signature"], e["smallest"][2], e["smallest"][0], args.shrink)
-                for key, e in found.items()]
+                for key, e in found.items() if isinstance(e["smallest"][0], Spec)]
         with multiprocessing.Pool(args.jobs) as pool:
             shrunk = dict(pool.map(_minimal_job, jobs))
     write_repros(Path(args.repros), found, shrunk)
