@@ -155,6 +155,6 @@ def total(value: Any, plates: tuple[int, ...] = ()) -> float:
     if traced():
         return np.sum(value)
     # (an array's or a NumPy scalar's own sum: the reduction ``np.sum`` calls, without
-    # its dispatch)
-    return float(value.sum() if isinstance(value, np.ndarray | np.generic)
+    # its dispatch; a tuple of classes, not ``|``: a backend's ``np.ndarray`` is a tuple)
+    return float(value.sum() if isinstance(value, (np.ndarray, np.generic))
                  else np.sum(value))
