@@ -110,15 +110,22 @@ def test_the_rewrite_moves_the_gate_and_nothing_else():
     assert selectors_outside(program) is program
 
 
+P2, P3 = [0.25, 0.8], [0.3, 0.9]
+
+
+def _z_and_two_exits() -> tuple[ff.Variable, ff.Variable, ff.Variable]:
+    """z, and e2 and e3 each drawn in both cases of z (p(e2 | z = k) = P2[k], P3 likewise)."""
+    z = ff.Discrete("z", P_Z)
+    for k in range(2):
+        with ff.Case(z, k):
+            e2 = ff.Bernoulli("e2", P2[k])
+            e3 = ff.Bernoulli("e3", P3[k])
+    return z, e2, e3
+
+
 def _two_exits(latent: bool = False) -> ff.Model:
     with ff.Model() as model:
-        z = ff.Discrete("z", P_Z)
-        with ff.Case(z, 0):
-            e2 = ff.Bernoulli("e2", 0.25)
-            e3 = ff.Bernoulli("e3", 0.3)
-        with ff.Case(z, 1):
-            e2 = ff.Bernoulli("e2", 0.8)
-            e3 = ff.Bernoulli("e3", 0.9)
+        z, e2, e3 = _z_and_two_exits()
         with ff.If(e2), ff.If(e3):
             if latent:
                 ff.Bernoulli("x", 0.4)
@@ -126,7 +133,6 @@ def _two_exits(latent: bool = False) -> ff.Model:
     return model
 
 
-P2, P3 = [0.25, 0.8], [0.3, 0.9]
 #: p(o) with o observed where e2 and e3 are both true: Σ_z p(z) (1 − 0.9 p(e2) p(e3))
 Z_TWO = sum(P_Z[k] * (1.0 - 0.9 * P2[k] * P3[k]) for k in range(2))
 
@@ -142,13 +148,7 @@ def test_two_exits_of_one_gate_read_by_an_observed_statement():
     bound = _two_exits().infer("vmp", iterations=200, progress=False).log_evidence
     assert np.log(Z_TWO) - 0.07 < bound < np.log(Z_TWO)
     with ff.Model() as by_hand:
-        z = ff.Discrete("z", P_Z)
-        with ff.Case(z, 0):
-            e2 = ff.Bernoulli("e2", 0.25)
-            e3 = ff.Bernoulli("e3", 0.3)
-        with ff.Case(z, 1):
-            e2 = ff.Bernoulli("e2", 0.8)
-            e3 = ff.Bernoulli("e3", 0.9)
+        z, e2, e3 = _z_and_two_exits()
         for k in range(2):
             with ff.Case(z, k), ff.If(e2), ff.If(e3):
                 ff.Bernoulli("o", 0.1, observed=True)
@@ -171,13 +171,7 @@ def test_the_same_written_inside_a_switch_on_the_selector_is_exact():
     their definitions in the case (Case gates before a Switch on their condition:
     accepted since this session)."""
     with ff.Model() as model:
-        z = ff.Discrete("z", P_Z)
-        with ff.Case(z, 0):
-            e2 = ff.Bernoulli("e2", 0.25)
-            e3 = ff.Bernoulli("e3", 0.3)
-        with ff.Case(z, 1):
-            e2 = ff.Bernoulli("e2", 0.8)
-            e3 = ff.Bernoulli("e3", 0.9)
+        z, e2, e3 = _z_and_two_exits()
         with ff.Switch(z), ff.If(e2), ff.If(e3):
             ff.Bernoulli("o", 0.1, observed=True)
     result = model.infer("ep", progress=False)  # a tree: exact
