@@ -800,7 +800,18 @@ class _Monitor:
         if not converged and (self.count >= iterations or self.stalled):
             turns = self.turns.get(self.moved, [])[-10:]
             oscillates = len(turns) >= 6 and sum(turns) >= 0.7 * len(turns)
-            if oscillates and self.algorithm == "vmp":  # VMP has no damping= to offer
+            # EP running away: the changes grew well past their least, 10 sweeps or more
+            # after it (loopy EP diverging undamped; a geometric approach shrinks them)
+            grows = (self.algorithm == "ep" and not oscillates and np.isfinite(self.change)
+                     and self.count - self.least[1] >= 10
+                     and self.change > 2.0 * self.least[0])
+            owner = repr(self.owners.get(self.moved, self.moved))
+            if grows:
+                hint = (f"its changes grew from {self.least[0]:.3g} (iteration "
+                        f"{self.least[1]}) to {self.change:.3g}, so its messages run away "
+                        f"(EP diverging): use damping=0.5 (or damping={{{owner}: 0.5}}), "
+                        "or VMP")
+            elif oscillates and self.algorithm == "vmp":  # VMP has no damping= to offer
                 hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
                         f"{sum(turns)} times)" + (
                             f", through {', '.join(self.fixed_point)}, a fixed-point "
@@ -809,13 +820,12 @@ class _Monitor:
                             ": raise iterations="))
             else:
                 hint = (f"it oscillates (its last {len(turns)} steps reversed direction "
-                        f"{sum(turns)} times): use damping=0.5 (or damping="
-                        f"{{{self.owners.get(self.moved, self.moved)!r}: "
+                        f"{sum(turns)} times): use damping=0.5 (or damping={{{owner}: "
                         "0.5}), or raise iterations=" if oscillates else "raise iterations=")
             if self.stalled:  # the default run: more sweeps would not help
                 hint = (f"its changes have not shrunk for {STALL_SWEEPS} sweeps, so the "
                         "run stopped" + (f"; {hint.removesuffix(', or raise iterations=')}"
-                                         if oscillates else ""))
+                                         if oscillates or grows else ""))
             warnings.warn(f"{model}: not converged after {self.count} iterations: the "
                           f"posterior of {self.labels.get(self.moved, self.moved)!r} still "
                           f"changed by {self.change:.3g} "
