@@ -272,9 +272,13 @@ class _Emitter:
         values = [self.operand(value, plates) for arg, value in s.inputs if arg in proper]
         if not values:
             return None
-        args = [arg for arg, _ in s.inputs if arg in proper]
-        what = f"{factor}'s message to {target!r}, from argument " + \
-            " or ".join(repr(a) for a in args)
+        # each argument named with what it reads (the variable's label: "message from x to
+        # its use 0"); a constant, proper by construction, only where nothing else is
+        named = [f"{arg!r} ({self.decls[value.var].label})" for arg, value in s.inputs
+                 if arg in proper and isinstance(value, Ref) and value.var in self.decls
+                 and self.decls[value.var].label]
+        args = named or [repr(arg) for arg, _ in s.inputs if arg in proper]
+        what = f"{factor}'s message to {target!r}, from argument " + " or ".join(args)
         if s.provenance:
             what += f" ({comment(s.provenance)})"
         mask = self.mask(s)

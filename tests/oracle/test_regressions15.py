@@ -133,15 +133,14 @@ def _comparison_under_a_constraint() -> ff.Model:
     return model
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "fuzz seed 21 (4 EP runs, 'improper-unnamed'): EP has no proper fixed point here and "
-    "says so by statement ('v2 = v1 < 0.0'), but the improper message is described by the "
-    "factor's parameter names ('from argument 'a' or 'b''), not by the variable ('data'): "
-    "codegen/python.py proper_inputs lists every proper argument, constants too; naming the "
-    "message's own label (VarDecl.label, 'message from data to its use 0') for the "
-    "random ones is a few lines there (small15's file)."))
 def test_ep_improper_comparison_message_names_the_variable():
-    with pytest.raises(ff.ImproperMessageError, match=r"\bdata\b"):
+    """Fuzz seed 21 (4 EP runs, 'improper-unnamed'): EP has no proper fixed point here and
+    says so by statement ('v2 = v1 < 0.0'); the improper message was described by the
+    factor's parameter names alone ("from argument 'a' or 'b'"), constants too.  It now
+    names the argument that reads a variable with that variable's message ('b', the
+    message from data to its use 0)."""
+    with pytest.raises(ff.ImproperMessageError,
+                       match=r"from argument 'b' \(message from data to its use 0\)"):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _comparison_under_a_constraint().compile("ep").run(iterations=10)
