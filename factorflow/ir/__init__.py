@@ -12,10 +12,13 @@ from factorflow.ir.nodes import (
     Stmt,
     VarDecl,
     While,
+    framed,
+    nest,
     refs_in,
     walk,
 )
 from factorflow.ir.printer import format_program, format_stmt
 
 __all__ = ["Const", "For", "If", "Node", "Operand", "Program", "Ref", "Stmt", "VarDecl",
-           "While", "walk", "refs_in", "check", "IRError", "format_program", "format_stmt"]
+           "While", "walk", "framed", "nest", "refs_in", "check", "IRError", "format_program",
+           "format_stmt"]

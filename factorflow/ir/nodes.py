@@ -179,6 +179,53 @@ def walk(nodes: tuple[Node, ...], loops: tuple[str, ...] = ()
             yield from walk(node.body, loops)
 
 
+def framed(nodes: tuple[Node, ...], frames: tuple[tuple, ...],
+           out: list[tuple[tuple[tuple, ...], Stmt]]) -> bool:
+    """Every statement of ``nodes`` appended to ``out`` with its frames, outermost first:
+    ("for", range, id) and ("if", condition, value, negated, id), the id that of the IR
+    node, so that :func:`nest` gives the blocks back as they were.  False (``out`` then
+    partial) where a node is neither a statement, a ``For`` nor an ``If`` (a ``While``)."""
+    for node in nodes:
+        if isinstance(node, Stmt):
+            out.append((frames, node))
+        elif isinstance(node, For):
+            if not framed(node.body, frames + (("for", node.range, id(node)),), out):
+                return False
+        elif isinstance(node, If):
+            if not framed(node.body, frames + (("if", node.condition, node.value,
+                                                 node.negated, id(node)),), out):
+                return False
+        else:
+            return False
+    return True
+
+
+def nest(stmts: list[tuple[tuple, Stmt]]) -> tuple[Node, ...]:
+    """Group consecutive statements with a common frame prefix into shared For / If
+    blocks (a frame is ("for", range[, id]) or ("if", condition, value, negated, id):
+    equal frames share a block; :func:`framed`'s inverse)."""
+    out: list[Node] = []
+    i = 0
+    while i < len(stmts):
+        frames, stmt = stmts[i]
+        if not frames:
+            out.append(stmt)
+            i += 1
+            continue
+        head = frames[0]
+        j = i
+        inner: list[tuple[tuple, Stmt]] = []
+        while j < len(stmts) and stmts[j][0][:1] == (head,):
+            inner.append((stmts[j][0][1:], stmts[j][1]))
+            j += 1
+        if head[0] == "for":
+            out.append(For(head[1], nest(inner)))
+        else:
+            out.append(If(head[1], nest(inner), value=head[2], negated=head[3]))
+        i = j
+    return tuple(out)
+
+
 def refs_in(operand: Operand) -> Iterator[str]:
     """Names of every variable an operand reads (the base and any gather indices)."""
     if isinstance(operand, Ref):

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from factorflow.errors import ModelError
-from factorflow.ir import For, If, Node, Program, Ref, Stmt, VarDecl, refs_in
+from factorflow.ir import If, Program, Ref, Stmt, VarDecl, framed, nest, refs_in
 from factorflow.transforms.gate_analysis import (
     GateAnalysis,
     analyze_gates,
@@ -42,28 +42,9 @@ from factorflow.transforms.gate_analysis import (
 )
 
 #: a frame around a statement: ("for", range, id) or ("if", condition, value, negated,
-#: id), the id that of the IR node (``lower._nest`` keeps blocks with one id together,
+#: id), the id that of the IR node (``ir.nest`` keeps blocks with one id together,
 #: and apart from their neighbours, as they were)
 Frame = tuple
-
-
-def _flatten(nodes: tuple[Node, ...], frames: tuple[Frame, ...],
-             out: list[tuple[tuple[Frame, ...], Stmt]]) -> bool:
-    """Every statement with its frames, outermost first; False if a node is neither a
-    statement, a ``for`` nor an ``if`` (a ``while``: left alone)."""
-    for node in nodes:
-        if isinstance(node, Stmt):
-            out.append((frames, node))
-        elif isinstance(node, For):
-            if not _flatten(node.body, frames + (("for", node.range, id(node)),), out):
-                return False
-        elif isinstance(node, If):
-            if not _flatten(node.body, frames + (("if", node.condition, node.value,
-                                                  node.negated, id(node)),), out):
-                return False
-        else:
-            return False
-    return True
 
 
 def _paths(frames: tuple[Frame, ...], decls: Mapping[str, VarDecl],
@@ -136,10 +117,8 @@ def selectors_outside(program: Program, refuse: bool = False) -> Program:
     case (module docstring); the same program where there is none, or where rewriting
     would change where a variable lives.  ``refuse`` (VMP): then ModelError for a read
     that remains (:func:`check_joint_reads`)."""
-    from factorflow.transforms.lower import _nest
-
     stmts: list[tuple[tuple[Frame, ...], Stmt]] = []
-    if not _flatten(program.body, (), stmts) or not any(
+    if not framed(program.body, (), stmts) or not any(
             f[0] == "if" for frames, _ in stmts for f in frames):
         return program
     a = analyze_gates(program)
@@ -150,7 +129,7 @@ def selectors_outside(program: Program, refuse: bool = False) -> Program:
     moved = [(_reorder(f, a, decls, sizes), s) for f, s in stmts]
     out, b = program, a
     if any(m[0] != f for m, (f, _) in zip(moved, stmts, strict=True)):
-        out = _checked(program, a, replace(program, body=_nest(moved), _by_name={}))
+        out = _checked(program, a, replace(program, body=nest(moved), _by_name={}))
         if out is program:
             moved = stmts
         else:
@@ -170,7 +149,7 @@ def selectors_outside(program: Program, refuse: bool = False) -> Program:
             left.append((stmt, found))
         split += [(f, stmt) for f in copies] if copies else [(frames, stmt)]
     if len(split) != len(moved):
-        final = _checked(program, a, replace(program, body=_nest(split), _by_name={}))
+        final = _checked(program, a, replace(program, body=nest(split), _by_name={}))
         if final is not program:
             out = final
         if refuse:
@@ -264,7 +243,7 @@ def check_joint_reads(program: Program) -> None:
     or a gate's condition) or an exit variable of gates on ``z`` (transitively: exits of
     gates on those) — see the module docstring."""
     stmts: list[tuple[tuple[Frame, ...], Stmt]] = []
-    if not _flatten(program.body, (), stmts):
+    if not framed(program.body, (), stmts):
         return
     a = analyze_gates(program)
     if not any(a.exits.values()):

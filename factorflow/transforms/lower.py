@@ -19,7 +19,7 @@ import numpy as np
 from factorflow.codegen.names import USER_PREFIX, display, fresh, identifier, sanitize
 from factorflow.errors import ModelError
 from factorflow.factors.registry import FACTORS
-from factorflow.ir import Const, For, If, Node, Program, Ref, Stmt, VarDecl
+from factorflow.ir import Const, Program, Ref, Stmt, VarDecl, nest
 from factorflow.model.chains import Table, check_complete
 from factorflow.model.core import Data, FactorCall, GateFrame, Indexed, Model, Range, Variable
 from factorflow.model.factories import event_shape
@@ -198,7 +198,7 @@ def lower(model: Model) -> tuple[Program, Bindings]:
         in_switch[0] = bool(switched)
         stmts.append((_gates_outside_loops(frames, masks),
                       _statement(call, plates, operand, b)))
-    return Program(sanitize(model.name), ranges, tuple(decls), _nest(stmts)), b
+    return Program(sanitize(model.name), ranges, tuple(decls), nest(stmts)), b
 
 
 def _implied(frame: GateFrame, frames: tuple) -> bool:
@@ -317,26 +317,3 @@ def _gates_outside_loops(frames: list[tuple], masks: set[int] = frozenset()) -> 
     return tuple(f for block in blocks for f in block)
 
 
-def _nest(stmts: list[tuple[tuple, Stmt]]) -> tuple[Node, ...]:
-    """Group consecutive statements with a common frame prefix into shared For / If
-    blocks (a frame is ("for", range) or ("if", condition, value, negated, gate id))."""
-    out: list[Node] = []
-    i = 0
-    while i < len(stmts):
-        frames, stmt = stmts[i]
-        if not frames:
-            out.append(stmt)
-            i += 1
-            continue
-        head = frames[0]
-        j = i
-        inner: list[tuple[tuple, Stmt]] = []
-        while j < len(stmts) and stmts[j][0][:1] == (head,):
-            inner.append((stmts[j][0][1:], stmts[j][1]))
-            j += 1
-        if head[0] == "for":
-            out.append(For(head[1], _nest(inner)))
-        else:
-            out.append(If(head[1], _nest(inner), value=head[2], negated=head[3]))
-        i = j
-    return tuple(out)
