@@ -30,11 +30,15 @@ the loop stays sequential.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from factorflow.codegen.names import marginal
 from factorflow.factors.registry import FACTORS, Operator
 from factorflow.factors.variable import NODE_ANNOTATIONS
 from factorflow.ir import Program, Ref, Stmt, refs_in
 from factorflow.transforms.dependencies import (
+    READS,
     USES,
     Dep,
     DependencyGraph,
@@ -160,6 +164,7 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
                     if _generative_read(s, arg):
                         consistent.add(key)
     _prefer_behind_posteriors(stmts, writer, edges)
+    _refresh_before_block_updates(stmts, writer, edges)
     inits = frozenset(marginal(v) for v in user_initialized) & set(nodes)
     descriptions = {node_label(s): describe(s, program) for s in stmts if s.outputs}
     hubs = {node_label(s): (s.param("algorithm"), plates) for s in stmts
@@ -194,6 +199,155 @@ def _prefer_behind_posteriors(stmts: list[Stmt], writer: dict[str, list[str]],
                     for source in writer.get(message, ()):
                         key = (source, node_label(s))
                         edges[key] = edges.get(key, Dep(0)) | Dep.PREFERRED
+
+
+@dataclass(frozen=True)
+class _Block:
+    """A VMP block update (``_refresh_before_block_updates``) and the edges around it."""
+
+    update: str  # its label
+    roots: frozenset[str]  # the posteriors of the non-derived variables its q comes from
+    chain: frozenset[tuple[str, str]]  # the reads from the roots to the update
+    back: frozenset[str]  # the update and the statements from it back to the roots
+
+
+def _refresh_before_block_updates(stmts: list[Stmt], writer: dict[str, list[str]],
+                                  edges: dict[tuple[str, str], Dep]) -> None:
+    """A VMP block update reads its own target's posterior q and divides out the message
+    it sent last (``previous``: ``factors.plate_sum``), so it sees the variable's other
+    messages as they were when q was last computed.  Coordinate ascent needs them as
+    they are now (seed 000: the update needs them Fresh), but a Fresh read of q closes a
+    cycle through the update's own message into q.  q / previous does not depend on
+    that message, so the edges say it as follows (in place):
+
+    * the *chain* of q: the posterior of each non-derived variable the target is
+      computed from (itself, or ``x`` for the target ``c * x``: its *roots*), and the
+      reads from them to the update (through derived variables' posteriors and the
+      deterministic operators between them).  Each read triggers the next, so the
+      update reads q computed after every change to the roots;
+    * the update's own way *back* to the roots (through derived variables' messages and
+      deterministic operators): Trigger all along, and into the roots Trigger in place
+      of Fresh (q is computed again after the update, before anything reads it, and
+      may be computed before it from the update's last message);
+    * the roots' other messages each trigger their root, and are Fresh for the update
+      (brought up to date first: a message from a parent whose posterior has changed),
+      except those on another block update's way back (their triggers already bring
+      q up to date after that update; Fresh both ways would close a cycle).
+
+    Where the new edges would close a cycle of Trigger or Fresh edges, the last block
+    updates (in program order) are left as they were until none does."""
+    by_label = {node_label(s): s for s in stmts if s.outputs}
+    derived = {s.param("target") for s in stmts if s.op == "Variable.marginal"
+               and s.param("derived")}
+
+    def writers(value: object) -> list[str]:
+        return [w for n in (refs_in(value) if isinstance(value, Ref) else ())
+                for w in writer.get(n, ())]
+
+    readers: dict[str, list[str]] = {}  # a statement -> those reading its message
+    for t in stmts:
+        if t.outputs:
+            for _, value in t.inputs:
+                for x in writers(value):
+                    readers.setdefault(x, []).append(node_label(t))
+    blocks = [b for s in stmts if (b := _block(s, by_label, derived, writers, readers))]
+    while blocks:
+        merged = _block_edges(blocks, by_label, writers, edges)
+        if _acyclic(merged, Dep.TRIGGER) and _acyclic(merged, Dep.FRESH):
+            edges.update(merged)
+            return
+        blocks.pop()
+
+
+def _block(s: Stmt, by_label: dict[str, Stmt], derived: set[str],
+           writers: Callable[[object], list[str]], readers: dict[str, list[str]]
+           ) -> _Block | None:
+    """The block update ``s`` with its roots, chain and way back; None where ``s`` is no
+    VMP block update or its message does not reach q through derived variables."""
+    op = s.param("operator")
+    if not op or op[1] != "vmp" or not s.param("previous"):
+        return None
+    me = node_label(s)
+
+    def deterministic(stmt: Stmt) -> bool:
+        op = stmt.param("operator")
+        return bool(op) and op[1] == "vmp" and FACTORS[op[0]].deterministic
+
+    roots: set[str] = set()
+    chain: set[tuple[str, str]] = set()
+    todo = [(w, me) for w in writers(dict(s.inputs).get(op[2]))]
+    seen: set[str] = set()
+    while todo:  # the chain of q, back from the update to its roots
+        label, reader = todo.pop()
+        if reader != me:
+            chain.add((label, reader))
+        if label in seen:
+            continue
+        seen.add(label)
+        w = by_label[label]
+        if w.op in ("Variable.use", "Variable.backward"):
+            todo += [(x, label) for x in writers(dict(w.inputs).get("marginal"))]
+        elif w.op == "Variable.marginal" and w.param("target") in derived:
+            todo += [(x, label) for x in writers(dict(w.inputs).get("def"))]
+        elif w.op == "Variable.marginal":
+            roots.add(label)
+        elif deterministic(w):
+            todo += [(x, label) for _, v in w.inputs for x in writers(v)
+                     if by_label[x].op == "Variable.use"]
+        else:
+            return None
+    targets = derived | {by_label[r].param("target") for r in roots}
+    back = {me}  # the update's way back to the roots
+    frontier = [me]
+    while frontier:
+        for y in readers.get(frontier.pop(), ()):
+            t = by_label[y]
+            if y not in roots and y not in back and (
+                    (t.op == "Variable.backward" and t.param("target") in derived)
+                    or (deterministic(t) and t.param("target") in targets)):
+                back.add(y)
+                frontier.append(y)
+    if not any(x in back for r in roots for _, v in by_label[r].inputs for x in writers(v)):
+        return None  # (its message does not reach q: nothing to refresh)
+    return _Block(me, frozenset(roots), frozenset(chain), frozenset(back))
+
+
+def _block_edges(blocks: list[_Block], by_label: dict[str, Stmt],
+                 writers: Callable[[object], list[str]],
+                 edges: dict[tuple[str, str], Dep]) -> dict[tuple[str, str], Dep]:
+    """``edges`` with the edges of ``blocks`` added (``_refresh_before_block_updates``)."""
+    out = dict(edges)
+
+    def add(key: tuple[str, str], kind: Dep) -> None:
+        out[key] = out.get(key, Dep(0)) | kind
+
+    backs = set().union(*(b.back for b in blocks))
+    for b in blocks:
+        for key in b.chain:
+            add(key, Dep.TRIGGER)
+        for x in b.back:
+            for y in b.back:
+                if (x, y) in edges and edges[x, y] & READS:
+                    add((x, y), Dep.TRIGGER)
+        for root in b.roots:
+            for x in (w for _, v in by_label[root].inputs for w in writers(v)):
+                add((x, root), Dep.TRIGGER)
+                if x in b.back:
+                    out[x, root] &= ~Dep.FRESH
+                elif x not in backs:
+                    add((x, b.update), Dep.FRESH)
+    return out
+
+
+def _acyclic(edges: dict[tuple[str, str], Dep], kind: Dep) -> bool:
+    """Whether the edges of ``edges`` carrying ``kind`` form no directed cycle."""
+    labels = sorted({x for key in edges for x in key})
+    pos = {label: i for i, label in enumerate(labels)}
+    succ: list[list[int]] = [[] for _ in labels]
+    for (a, b), k in edges.items():
+        if k & kind:
+            succ[pos[a]].append(pos[b])
+    return topological_order(succ) is not None
 
 
 def _posterior_inputs(by_output: dict[str, Stmt], name: str) -> list[str]:

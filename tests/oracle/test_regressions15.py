@@ -1,8 +1,7 @@
 """Minimal models of the findings of fuzz15's new oracle generators (links, Wishart, sums and
 nodes, Gibbs), each against a reference written without factorflow.
 
-Open (strict xfail, diagnosis in the docstring): the VMP bound of ``ff.sum`` over elements
-with a latent common mean falls on the way to its (correct) fixed point.
+Open (strict xfail, diagnosis in the reason): EP's Switch exit read in a Case gate.
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ def test_vmp_sum_with_a_common_mean_reaches_the_exact_fixed_point(spec):
         elbos.append(mean_field_elbo(factors, *_mean_field(spec, posteriors)))
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ff.ConvergenceWarning)  # the fall: xfail below
+        warnings.simplefilter("error", ff.ConvergenceWarning)  # (the bound never falls)
         result = spec.build().compile("vmp").run(iterations=400, tolerance=1e-13,
                                                  on_iteration=hook)
     got_mean, got_var = _mean_field(spec, result.posteriors)
@@ -57,17 +56,14 @@ def test_vmp_sum_with_a_common_mean_reaches_the_exact_fixed_point(spec):
     assert np.allclose(result.trace, elbos, rtol=0, atol=1e-12)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "PlateSum's VMP block update (factors/plate_sum.py, _array_vmp) reads the elements' "
-    "other messages as q(x_i) / previous, but q(x_i) there is the posterior of the sweep "
-    "before: the message from g (v_x__F) is recomputed first in the sweep and the posterior "
-    "is refreshed only after the PlateSum message, so the block optimum uses g's old "
-    "message; not coordinate ascent, the bound falls (7.7e-4 at sweep 2 for N = 3). "
-    "The fix is a schedule that refreshes x's posterior between v_x__F and the PlateSum "
-    "message (a Fresh read of the operator's own target closes a Fresh cycle in "
-    "transforms/dependency_info.py, so it needs the scheduler's owner)."))
 @pytest.mark.parametrize("size", [2, 3])
 def test_vmp_bound_of_a_sum_with_a_common_mean_never_falls(size):
+    """PlateSum's VMP block update reads the elements' other messages as q(x_i) /
+    previous; the bound fell (7.7e-4 at sweep 2 for N = 3) because q(x_i) there was the
+    posterior of the sweep before (g's message v_x__F recomputed first, q refreshed only
+    after the PlateSum message).  The schedule now refreshes q between them
+    (``dependency_info._refresh_before_block_updates``): coordinate ascent, and the
+    mean-field fixed point (exact means, variances 1/J_ii, bound = its ELBO)."""
     spec = SumModel(size=size, common=(-1.0, 0.5), means=(-1.0,) * size, precision=0.5,
                     coefficients=None, element_data=None, via_child=None, total=(-2.1, 1.0))
     with warnings.catch_warnings():
@@ -75,6 +71,12 @@ def test_vmp_bound_of_a_sum_with_a_common_mean_never_falls(size):
         result = spec.build().compile("vmp").run(iterations=400, tolerance=1e-13)
     trace = np.asarray(result.trace)
     assert np.all(np.diff(trace) >= -1e-12 * np.maximum(1.0, np.abs(trace[:-1])))
+    factors = spec.factors()
+    _, mean, _, jmat = gaussian_reference(factors, len(spec.latents()))
+    got_mean, got_var = _mean_field(spec, result.posteriors)
+    assert np.allclose(got_mean, mean, rtol=0, atol=1e-10)
+    assert np.allclose(got_var, 1 / np.diag(jmat), rtol=0, atol=1e-10)
+    assert abs(result.log_evidence - mean_field_elbo(factors, mean, 1 / np.diag(jmat))) < 1e-10
 
 
 def _switch_exit_in_case() -> ff.Model:
