@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from factorflow.codegen.names import marginal
+from factorflow.codegen.names import forward, marginal
 from factorflow.factors.registry import FACTORS, Operator
 from factorflow.factors.variable import NODE_ANNOTATIONS
 from factorflow.ir import Program, Ref, Stmt, refs_in
@@ -164,6 +164,7 @@ def dependency_graph(program: Program, user_initialized: frozenset[str] = frozen
                     if _generative_read(s, arg):
                         consistent.add(key)
     _prefer_behind_posteriors(stmts, writer, edges)
+    _prefer_priors_before_proper_reads(stmts, writer, edges)
     _refresh_before_block_updates(stmts, writer, edges)
     inits = frozenset(marginal(v) for v in user_initialized) & set(nodes)
     descriptions = {node_label(s): describe(s, program) for s in stmts if s.outputs}
@@ -348,6 +349,51 @@ def _acyclic(edges: dict[tuple[str, str], Dep], kind: Dep) -> bool:
         if k & kind:
             succ[pos[a]].append(pos[b])
     return topological_order(succ) is not None
+
+
+def _prefer_priors_before_proper_reads(stmts: list[Stmt], writer: dict[str, list[str]],
+                                       edges: dict[tuple[str, str], Dep]) -> None:
+    """An EP operator annotated ``proper`` for an argument cannot run on a uniform
+    message there (seed 000: "we don't want the schedule to start by throwing an
+    exception").  Its Required edge makes the initialization run that message, but not
+    what it is computed from: a message read along the way that has not run yet is
+    read uniform, and the uniform passes on (a copy of a uniform message, a Gaussian
+    with a uniform mean).  So the reads by which the message descends from the priors
+    (a message out of a variable from its posterior, a posterior from its definition's
+    message, a definition's message from its parents' messages) are Preferred in
+    place: the initialization computes those first where it can, and the proper
+    message starts from the priors (a variable drawn in every case of a Switch, read
+    in a Case gate: its exit message from the cases' posteriors)."""
+    by_output = {o.var: s for s in stmts for o in s.outputs}
+    seen: set[str] = set()
+    for s in stmts:
+        op = s.param("operator")
+        if not op or op[1] != "ep" or not _operator(s).proper:
+            continue
+        todo = [(v, node_label(s)) for arg, v in s.inputs
+                if arg in _operator(s).proper and isinstance(v, Ref)]
+        while todo:
+            value, reader = todo.pop()
+            for name in refs_in(value) if isinstance(value, Ref) else ():
+                w = by_output.get(name)
+                if w is None or name not in writer:
+                    continue
+                for source in writer[name]:
+                    key = (source, reader)
+                    if not edges.get(key, Dep(0)) & Dep.REQUIRED:
+                        edges[key] = edges.get(key, Dep(0)) | Dep.PREFERRED
+                if name in seen:
+                    continue
+                seen.add(name)
+                inputs = dict(w.inputs)
+                label = node_label(w)
+                if w.op == "Variable.use":
+                    todo.append((inputs.get("marginal"), label))
+                elif w.op == "Variable.marginal":
+                    todo.append((inputs.get("def"), label))
+                elif (w.param("operator") and w.param("operator")[1] == "ep"
+                      and name == forward(w.param("target"))):
+                    todo += [(v, label) for _, v in w.inputs]
 
 
 def _posterior_inputs(by_output: dict[str, Stmt], name: str) -> list[str]:

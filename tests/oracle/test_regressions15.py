@@ -1,7 +1,8 @@
 """Minimal models of the findings of fuzz15's new oracle generators (links, Wishart, sums and
 nodes, Gibbs), each against a reference written without factorflow.
 
-Open (strict xfail, diagnosis in the reason): EP's Switch exit read in a Case gate.
+The two strict xfails of last session pass (sched16; families of each in
+test_regressions16).
 """
 
 from __future__ import annotations
@@ -91,16 +92,13 @@ def _switch_exit_in_case() -> ff.Model:
     return model
 
 
-@pytest.mark.xfail(strict=True, raises=ff.ImproperMessageError, reason=(
-    "oracle seed 10 (2 gated linear-Gaussian models, EP): e5, drawn alike in every case of "
-    "Switch(z4), is read in Case(z8, 0); the first sweep computes e5's exit message "
-    "(Gate.Exit) before any per-case posterior of e5 exists, so Gate.EnterPartial gets a "
-    "uniform message and raises, advising priors that are there. The initialization "
-    "schedule of a Switch body's variables: gatebound15's item 3 (transforms/gates.py, "
-    "scheduling)."))
 def test_ep_switch_exit_variable_read_in_a_case_gate():
     """Exact: e5 ~ N(-2, 1/2 + 1) whatever z4; y9 ~ N(e5, 1) only where z8 = 0; one
-    non-Gaussian site (the gate), so EP's log Z and moments are exact."""
+    non-Gaussian site (the gate), so EP's log Z and moments are exact.  (Oracle seed 10:
+    the first sweep computed e5's exit message before any per-case posterior of e5
+    existed, and Gate.EnterPartial raised on its uniform message; the initialization
+    now brings the priors down to the proper message first,
+    ``dependency_info._prefer_priors_before_proper_reads``.)"""
     v0, m0 = 1.5, -2.0
     like0 = np.exp(-0.5 * (-0.4 - m0) ** 2 / (v0 + 1)) / np.sqrt(2 * np.pi * (v0 + 1))
     z = 0.429 * like0 + 0.571

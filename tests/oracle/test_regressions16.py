@@ -1,4 +1,4 @@
-"""The fix of a finding of test_regressions15 (sched16) over a family of
+"""The fixes of the two findings of test_regressions15 (sched16), each over a family of
 random models against a reference written without factorflow.
 
 * VMP over ``ff.sum`` with a latent common mean: the block update of the sum's elements
@@ -13,6 +13,15 @@ random models against a reference written without factorflow.
   bound never falls (coordinate ascent, 1e-12 relative) and no ConvergenceWarning is
   given.  With two sums of one plate the fixed point is right but the bound may fall
   (a strict xfail says why).
+* EP: a variable drawn alike in every case of ``Switch(z4)`` and read in
+  ``Case(z8, j)``: the first sweep read its exit message before any per-case posterior
+  existed and Gate.EnterPartial raised on a uniform message; the initialization now
+  brings the priors down to every message an EP operator needs proper
+  (``dependency_info._prefer_priors_before_proper_reads``).  Generator: e5's mean a
+  latent g1 or a constant, 2-4 cases of z4, 2-3 of z8 with e5 observed once or twice
+  in one of them, 0-2 observations of g1 or e5 outside the gates.  Reference: per case
+  of z8 the latents are Gaussian (conditioning), so the posterior is a two-part
+  mixture; EP has one non-Gaussian site, and its log Z and moments are exact (1e-9).
 """
 
 from __future__ import annotations
@@ -233,3 +242,120 @@ def test_vmp_two_sums_of_one_plate_both_refreshed():
     for at, q in reads:  # q(x) or q(c * x), assigned in the pass after x's prior message
         assert max(i for i in range(at) if lines[i].strip().startswith(f"{q} = ")) > first
 
+
+# ----- (b) EP: a Switch body's variable read in a Case gate ----------------------------
+@dataclass(frozen=True)
+class SwitchExitModel:
+    top: tuple[float, float] | None  # g1 ~ N(mean, 1/precision), e5's mean; else a constant
+    mean: float  # e5's mean where g1 is absent
+    precision: float  # e5 ~ N(g1, 1/precision) alike in every case of z4
+    switch: tuple[float, ...]  # z4's probabilities
+    gate: tuple[float, ...]  # z8's probabilities
+    case: int  # the case of z8 that reads e5
+    inside: tuple[tuple[float, float], ...]  # y ~ N(e5, 1/τ) observed in Case(z8, case)
+    outside: tuple[tuple[str, float, float], ...]  # (g1 or e5, value, τ) observed anywhere
+
+    def code(self) -> str:
+        lines = ["import numpy as np", "import factorflow as ff", "",
+                 "with ff.Model('switch exit in a case') as model:"]
+        mean = repr(self.mean)
+        if self.top is not None:
+            lines.append(f"    g1 = ff.Gaussian('g1', {self.top[0]!r}, "
+                         f"precision={self.top[1]!r})")
+            mean = "g1"
+        lines.append(f"    z4 = ff.Discrete('z4', {list(self.switch)!r})")
+        lines.append("    with ff.Switch(z4):")
+        lines.append(f"        e5 = ff.Gaussian('e5', {mean}, precision={self.precision!r})")
+        lines.append(f"    z8 = ff.Discrete('z8', {list(self.gate)!r})")
+        lines.append(f"    with ff.Case(z8, {self.case}):")
+        for i, (value, tau) in enumerate(self.inside):
+            lines.append(f"        ff.Gaussian('y{i}', e5, precision={tau!r}, "
+                         f"observed={value!r})")
+        for i, (of, value, tau) in enumerate(self.outside):
+            lines.append(f"    ff.Gaussian('w{i}', {of}, precision={tau!r}, "
+                         f"observed={value!r})")
+        return "\n".join(lines) + "\n"
+
+    __str__ = code
+
+    def build(self) -> ff.Model:
+        namespace: dict = {}
+        exec(compile(self.code(), "<switch exit model>", "exec"), namespace)
+        return namespace["model"]
+
+    def reference(self) -> tuple[float, dict[str, tuple[float, float]], np.ndarray]:
+        """log Z, the posterior mean and variance of each latent Gaussian, and z8's
+        posterior: per case of z8 the latents are Gaussian (conditioning on the
+        observations that case sees, ``gaussian_reference``), so the posterior is a
+        two-part mixture, whose moments EP matches exactly (one non-Gaussian site)."""
+        names = (["g1"] if self.top else []) + ["e5"]
+        at = {name: i for i, name in enumerate(names)}
+
+        def unit(name: str) -> np.ndarray:
+            d = np.zeros(len(names))
+            d[at[name]] = 1.0
+            return d
+
+        base = []
+        if self.top is not None:
+            base.append((unit("g1"), -self.top[0], self.top[1]))
+            base.append((unit("e5") - unit("g1"), 0.0, self.precision))
+        else:
+            base.append((unit("e5"), -self.mean, self.precision))
+        base += [(unit(of), -value, tau) for of, value, tau in self.outside
+                 if of in at]
+        inside = [(unit("e5"), -value, tau) for value, tau in self.inside]
+        parts = []
+        for k, p in enumerate(self.gate):
+            log_z, mean, cov, _ = gaussian_reference(base + (inside if k == self.case
+                                                            else []), len(names))
+            parts.append((np.log(p) + log_z, mean, cov))
+        logs = np.array([w for w, _, _ in parts])
+        log_z = float(np.logaddexp.reduce(logs))
+        w = np.exp(logs - log_z)
+        moments = {}
+        for name, i in at.items():
+            m = sum(wk * mk[i] for wk, (_, mk, _) in zip(w, parts, strict=True))
+            second = sum(wk * (ck[i, i] + mk[i] ** 2)
+                         for wk, (_, mk, ck) in zip(w, parts, strict=True))
+            moments[name] = (float(m), float(second - m * m))
+        return log_z, moments, w
+
+
+@st.composite
+def switch_exit_models(draw) -> SwitchExitModel:
+    def probs(k: int) -> tuple[float, ...]:
+        raw = [draw(st.integers(1, 9)) for _ in range(k)]
+        return tuple(r / sum(raw) for r in raw)
+
+    top = (draw(st.sampled_from(MEANS)), draw(st.sampled_from(PRECISIONS))) \
+        if draw(st.integers(0, 9)) < 7 else None
+    gate = probs(draw(st.integers(2, 3)))
+    inside = tuple((draw(st.sampled_from(DATA)), draw(st.sampled_from(PRECISIONS)))
+                   for _ in range(draw(st.integers(1, 2))))
+    targets = ["e5"] + (["g1"] if top else [])
+    outside = tuple((draw(st.sampled_from(targets)), draw(st.sampled_from(DATA)),
+                     draw(st.sampled_from(PRECISIONS)))
+                    for _ in range(draw(st.integers(0, 2))))
+    return SwitchExitModel(top, draw(st.sampled_from(MEANS)), draw(st.sampled_from(PRECISIONS)),
+                           probs(draw(st.integers(2, 4))), gate,
+                           draw(st.integers(0, len(gate) - 1)), inside, outside)
+
+
+def ep_switch_exit_check(spec: SwitchExitModel) -> None:
+    log_z, moments, w = spec.reference()
+    result = spec.build().infer("ep")
+    assert abs(result.log_evidence - log_z) <= 1e-9 * max(1.0, abs(log_z)), f"log Z\n{spec}"
+    for name, (mean, var) in moments.items():
+        assert abs(float(result[name].mean) - mean) <= 1e-9 * max(1.0, abs(mean)), \
+            f"E[{name}]\n{spec}"
+        assert abs(float(result[name].variance) - var) <= 1e-9 * max(1.0, var), \
+            f"Var[{name}]\n{spec}"
+    assert np.allclose(result["z8"].probs, w, rtol=0, atol=1e-9), f"z8\n{spec}"
+    assert np.allclose(result["z4"].probs, spec.switch, rtol=0, atol=1e-9), f"z4\n{spec}"
+
+
+@oracle_settings(40)
+@given(switch_exit_models())
+def test_ep_switch_exit_read_in_a_case_gate(spec):
+    ep_switch_exit_check(spec)
