@@ -329,7 +329,11 @@ class Distribution(metaclass=_Family):
         Beta(alpha=[2., 2.], beta=[3., 3.])
         """
         batch = tuple(batch_shape)
-        return self._map(lambda e, nd: broadcast_view(e, batch + e.shape[e.ndim - nd:]))
+        if type(self)._map is not Distribution._map:  # (a family mapping more than eta)
+            return self._map(lambda e, nd: broadcast_view(e, batch + e.shape[e.ndim - nd:]))
+        nd = self.event_ndim  # (a list, not ``_map``'s closure: a gate's clone a call)
+        return self.from_natural(*[broadcast_view(e, batch + e.shape[e.ndim - nd:])
+                                   for e in self.eta])
 
     def compact(self: D, always: bool = False) -> D:
         """The same messages with every batch axis that all natural parameters merely
@@ -346,9 +350,12 @@ class Distribution(metaclass=_Family):
         >>> big.compact().batch_shape, bool((big.compact().mean == [0.0, 1.0, 2.0]).all())
         ((1, 3), True)
         """
-        if self.eta[0].size < COMPACT_ABOVE and not always:
+        first = self.eta[0]
+        if first.size < COMPACT_ABOVE and not always:
             return self
-        nb = self.eta[0].ndim - self.event_ndim
+        nb = first.ndim - self.event_ndim
+        if nb <= 0:  # (no batch axis to shrink: a scalar posterior)
+            return self
         every = [(e.shape, strides(e)) for e in self.eta]  # (read once per parameter)
         shrink = [i for i in range(nb) if all(st[i] == 0 and sh[i] > 1 for sh, st in every)]
         if not shrink:
@@ -789,7 +796,8 @@ def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
     if TRACED:
         return
     key = (what, id(arr))
-    if value is not arr and _based_on(value, arr):  # (the table would keep arr alive)
+    # (the table would keep arr alive; a tuple of values, most memos, has no base)
+    if value is not arr and type(value) is not tuple and _based_on(value, arr):
         return
     try:
         # (the table bound here: the callback may run as the interpreter shuts down)
@@ -1183,6 +1191,13 @@ def broadcast_view(a: Any, shape: tuple[int, ...]) -> Any:
     array of numbers (the natural parameters of a posterior seen by every datum), where
     ``np.broadcast_to``'s own set-up costs twice the view's.  ValueError, as there,
     when the shapes do not broadcast."""
+    if type(a) is np.ndarray and 1 not in a.shape and 0 not in shape:
+        lead = len(shape) - a.ndim  # the common case, no axis of length 1 to look at:
+        if lead >= 0 and shape[lead:] == a.shape and a.flags.c_contiguous and \
+                a.dtype.kind in "fbiu":  # (a's strides behind ``lead`` zeros)
+            view = np.ndarray(shape, a.dtype, a, 0, (0,) * lead + a.strides)
+            view.flags.writeable = False
+            return view
     if (type(a) is not np.ndarray or not a.flags.c_contiguous or not a.size
             or a.dtype.kind not in "fbiu" or 0 in shape):
         return np.broadcast_to(a, shape)
