@@ -422,8 +422,11 @@ class Distribution(metaclass=_Family):
                 if shape == zero.eta[0].shape or shape == broadcast_shapes(
                         shape, zero.eta[0].shape):
                     return keep
-        return self.from_natural(*[_add_naturals(a, b)
-                                   for a, b in zip(self.eta, other.eta, strict=True)])
+        return self.from_natural(*[
+            a + b if type(a) is np.ndarray and type(b) is np.ndarray
+            and a.size < COMPACT_ABOVE and b.size < COMPACT_ABOVE  # (_add_naturals's
+            else _add_naturals(a, b)                                # own sum, inline)
+            for a, b in zip(self.eta, other.eta, strict=True)])
 
     def __truediv__(self: D, other: D) -> D:
         if type(other) is not type(self):
@@ -906,7 +909,7 @@ def _finite(top: np.ndarray) -> bool:
     """Whether every row maximum is finite: then the row had no NaN (the maximum
     propagates NaN) and no +inf, and its normalised logs x − max − log Σ exp(x − max)
     have none either (the sum is at least 1, the maximum's own term)."""
-    return bool(np.all(np.isfinite(top)))
+    return bool(np.isfinite(top).all())  # (the array's own reduction: no dispatch)
 
 
 def _remembered(out: np.ndarray, probs: np.ndarray, nan_free: bool = False) -> np.ndarray:
@@ -1041,16 +1044,18 @@ def log_normalize(log_w: np.ndarray) -> np.ndarray:
         out = memo_of("log_normalize", np.asarray(log_w, dtype=float), _normalize_traced)
         note_traced("normalized", out)
         return out
+    return memo_of("log_normalize", np.asarray(log_w, dtype=float), _log_normalize_new)
 
-    def compute(x: np.ndarray) -> np.ndarray:
-        if x.ndim and x.shape[-1] and x.size:
-            return _normalize_with_probs(x)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = x - logsumexp(x, axis=-1, keepdims=True)
-        out.flags.writeable = False
-        remember("log_normalize", out, out)
-        return out
-    return memo_of("log_normalize", np.asarray(log_w, dtype=float), compute)
+
+def _log_normalize_new(x: np.ndarray) -> np.ndarray:
+    """``log_normalize`` of an array not normalised before (NumPy: the memo missed)."""
+    if x.ndim and x.shape[-1] and x.size:
+        return _normalize_with_probs(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = x - logsumexp(x, axis=-1, keepdims=True)
+    out.flags.writeable = False
+    remember("log_normalize", out, out)
+    return out
 
 
 def _normalize_traced(x: Any) -> Any:

@@ -585,7 +585,7 @@ class Discrete(Distribution):
         if (eta.size >= COMPACT_ABOVE and not traced()
                 and recall("nan_free", log_normalize(eta)) is not None):
             return True
-        if eta.size and np.all(np.isfinite(row_max(eta))):
+        if eta.size and np.isfinite(row_max(eta)).all():  # (the array's own reduction)
             return True
         return super().all_proper()
 
