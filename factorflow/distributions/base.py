@@ -356,8 +356,14 @@ class Distribution(metaclass=_Family):
         nb = first.ndim - self.event_ndim
         if nb <= 0:  # (no batch axis to shrink: a scalar posterior)
             return self
-        every = [(e.shape, strides(e)) for e in self.eta]  # (read once per parameter)
-        shrink = [i for i in range(nb) if all(st[i] == 0 and sh[i] > 1 for sh, st in every)]
+        if not TRACED and all(type(e) is np.ndarray for e in self.eta):
+            # (NumPy's own strides: each axis is shrunk where every parameter repeats)
+            shrink = [i for i in range(nb) if all(e.shape[i] > 1 and not e.strides[i]
+                                                  for e in self.eta)]
+        else:
+            every = [(e.shape, strides(e)) for e in self.eta]  # (read once per parameter)
+            shrink = [i for i in range(nb)
+                      if all(st[i] == 0 and sh[i] > 1 for sh, st in every)]
         if not shrink:
             return self
         index = tuple(slice(0, 1) if i in shrink else slice(None) for i in range(nb))
