@@ -219,6 +219,13 @@ class Gaussian(Distribution):
         True
         """
         h, p = self.eta
+        hf, pf = _scalar_of(h), _scalar_of(p)
+        if pf != 0 and pf == pf and hf == hf:  # a scalar: the same steps on its floats
+            m = hf / pf
+            a_norm = 0.5 * hf * hf / pf - 0.5 * np.log(abs(pf)) + 0.5 * LOG_2PI
+            out = _entropy_of(a_norm, (hf, pf), (m, -0.5 * (1.0 / pf + m * m)))
+            if out is not None:
+                return out
         if traced() or type(h) is not np.ndarray or type(p) is not np.ndarray:
             return super().entropy()
         out = _entropy_of(self.log_normalizer(), self.eta, self.expected_stats())
@@ -334,6 +341,14 @@ class Gamma(Distribution):
         1.0
         """
         a1, r1 = self.eta
+        a1f, r1f = _scalar_of(a1), _scalar_of(r1)
+        af, bf = a1f + 1.0, -r1f
+        if bf != 0 and bf == bf and af == af:  # a scalar: the same steps on its floats
+            a_norm = special.gammaln(af) - af * np.log(abs(bf))
+            out = _entropy_of(a_norm, (a1f, r1f),
+                              (special.digamma(af) - np.log(bf), af / bf))
+            if out is not None:
+                return out
         if traced() or type(a1) is not np.ndarray or type(r1) is not np.ndarray:
             return super().entropy()
         a, b = a1 + 1.0, -r1  # (``shape_param``, ``rate``)
