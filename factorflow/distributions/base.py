@@ -329,7 +329,11 @@ class Distribution(metaclass=_Family):
         Beta(alpha=[2., 2.], beta=[3., 3.])
         """
         batch = tuple(batch_shape)
-        return self._map(lambda e, nd: broadcast_view(e, batch + e.shape[e.ndim - nd:]))
+        if type(self)._map is not Distribution._map:  # (a family mapping more than eta)
+            return self._map(lambda e, nd: broadcast_view(e, batch + e.shape[e.ndim - nd:]))
+        nd = self.event_ndim  # (a list, not ``_map``'s closure: a gate's clone a call)
+        return self.from_natural(*[broadcast_view(e, batch + e.shape[e.ndim - nd:])
+                                   for e in self.eta])
 
     def compact(self: D, always: bool = False) -> D:
         """The same messages with every batch axis that all natural parameters merely
@@ -346,11 +350,20 @@ class Distribution(metaclass=_Family):
         >>> big.compact().batch_shape, bool((big.compact().mean == [0.0, 1.0, 2.0]).all())
         ((1, 3), True)
         """
-        if self.eta[0].size < COMPACT_ABOVE and not always:
+        first = self.eta[0]
+        if first.size < COMPACT_ABOVE and not always:
             return self
-        nb = self.eta[0].ndim - self.event_ndim
-        every = [(e.shape, strides(e)) for e in self.eta]  # (read once per parameter)
-        shrink = [i for i in range(nb) if all(st[i] == 0 and sh[i] > 1 for sh, st in every)]
+        nb = first.ndim - self.event_ndim
+        if nb <= 0:  # (no batch axis to shrink: a scalar posterior)
+            return self
+        if not TRACED and all(type(e) is np.ndarray for e in self.eta):
+            # (NumPy's own strides: each axis is shrunk where every parameter repeats)
+            shrink = [i for i in range(nb) if all(e.shape[i] > 1 and not e.strides[i]
+                                                  for e in self.eta)]
+        else:
+            every = [(e.shape, strides(e)) for e in self.eta]  # (read once per parameter)
+            shrink = [i for i in range(nb)
+                      if all(st[i] == 0 and sh[i] > 1 for sh, st in every)]
         if not shrink:
             return self
         index = tuple(slice(0, 1) if i in shrink else slice(None) for i in range(nb))
@@ -415,8 +428,11 @@ class Distribution(metaclass=_Family):
                 if shape == zero.eta[0].shape or shape == broadcast_shapes(
                         shape, zero.eta[0].shape):
                     return keep
-        return self.from_natural(*[_add_naturals(a, b)
-                                   for a, b in zip(self.eta, other.eta, strict=True)])
+        return self.from_natural(*[
+            a + b if type(a) is np.ndarray and type(b) is np.ndarray
+            and a.size < COMPACT_ABOVE and b.size < COMPACT_ABOVE  # (_add_naturals's
+            else _add_naturals(a, b)                                # own sum, inline)
+            for a, b in zip(self.eta, other.eta, strict=True)])
 
     def __truediv__(self: D, other: D) -> D:
         if type(other) is not type(self):
@@ -789,7 +805,8 @@ def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
     if TRACED:
         return
     key = (what, id(arr))
-    if value is not arr and _based_on(value, arr):  # (the table would keep arr alive)
+    # (the table would keep arr alive; a tuple of values, most memos, has no base)
+    if value is not arr and type(value) is not tuple and _based_on(value, arr):
         return
     try:
         # (the table bound here: the callback may run as the interpreter shuts down)
@@ -898,7 +915,7 @@ def _finite(top: np.ndarray) -> bool:
     """Whether every row maximum is finite: then the row had no NaN (the maximum
     propagates NaN) and no +inf, and its normalised logs x − max − log Σ exp(x − max)
     have none either (the sum is at least 1, the maximum's own term)."""
-    return bool(np.all(np.isfinite(top)))
+    return bool(np.isfinite(top).all())  # (the array's own reduction: no dispatch)
 
 
 def _remembered(out: np.ndarray, probs: np.ndarray, nan_free: bool = False) -> np.ndarray:
@@ -1033,16 +1050,18 @@ def log_normalize(log_w: np.ndarray) -> np.ndarray:
         out = memo_of("log_normalize", np.asarray(log_w, dtype=float), _normalize_traced)
         note_traced("normalized", out)
         return out
+    return memo_of("log_normalize", np.asarray(log_w, dtype=float), _log_normalize_new)
 
-    def compute(x: np.ndarray) -> np.ndarray:
-        if x.ndim and x.shape[-1] and x.size:
-            return _normalize_with_probs(x)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out = x - logsumexp(x, axis=-1, keepdims=True)
-        out.flags.writeable = False
-        remember("log_normalize", out, out)
-        return out
-    return memo_of("log_normalize", np.asarray(log_w, dtype=float), compute)
+
+def _log_normalize_new(x: np.ndarray) -> np.ndarray:
+    """``log_normalize`` of an array not normalised before (NumPy: the memo missed)."""
+    if x.ndim and x.shape[-1] and x.size:
+        return _normalize_with_probs(x)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = x - logsumexp(x, axis=-1, keepdims=True)
+    out.flags.writeable = False
+    remember("log_normalize", out, out)
+    return out
 
 
 def _normalize_traced(x: Any) -> Any:
@@ -1183,6 +1202,13 @@ def broadcast_view(a: Any, shape: tuple[int, ...]) -> Any:
     array of numbers (the natural parameters of a posterior seen by every datum), where
     ``np.broadcast_to``'s own set-up costs twice the view's.  ValueError, as there,
     when the shapes do not broadcast."""
+    if type(a) is np.ndarray and 1 not in a.shape and 0 not in shape:
+        lead = len(shape) - a.ndim  # the common case, no axis of length 1 to look at:
+        if lead >= 0 and shape[lead:] == a.shape and a.flags.c_contiguous and \
+                a.dtype.kind in "fbiu":  # (a's strides behind ``lead`` zeros)
+            view = np.ndarray(shape, a.dtype, a, 0, (0,) * lead + a.strides)
+            view.flags.writeable = False
+            return view
     if (type(a) is not np.ndarray or not a.flags.c_contiguous or not a.size
             or a.dtype.kind not in "fbiu" or 0 in shape):
         return np.broadcast_to(a, shape)

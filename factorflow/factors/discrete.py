@@ -64,6 +64,8 @@ DISCRETE = define_factor("Discrete", ("sample", "int"), ("probs", "simplex"),
 
 def _size(probs: Any) -> int:
     """K, the number of categories: the last axis of ``probs``, known or a Dirichlet."""
+    if type(probs) is Dirichlet:  # (its natural parameters' shape: no moment made)
+        return int(probs.eta[0].shape[-1])
     return int(np.shape(E(probs) if is_known(probs) else probs.eta[0])[-1])
 
 
@@ -85,6 +87,8 @@ def _sample_stats(sample, size: int) -> np.ndarray:
 @DISCRETE.operator("vmp", "sample", skip_if_uniform=("probs",))
 def _sample_vmp(probs) -> Discrete:
     """log-probabilities E[log p_k] (for a Dirichlet: digamma(α_k) − digamma(Σ α))."""
+    if type(probs) is Dirichlet and probs.compact() is probs:  # (Elog's own path)
+        return Discrete.from_natural(probs.mean_log())
     return Discrete.from_natural(np.asarray(Elog(probs), float))
 
 
@@ -96,18 +100,19 @@ def _probs_vmp(sample, probs, *, reduce: Reduce | None = None,
     ``weights`` when given (LDA's topic-word counts Σ_n q(z_n = k) one-hot(w_n)): for an
     observed sample a scatter-add, O(elements), never a one-hot array per element."""
     size = _size(probs)
-    shape = broadcast_shapes(batch_shape(sample), batch_shape(probs, 1))
     if reduce is None:
+        shape = broadcast_shapes(batch_shape(sample), batch_shape(probs, 1))
         stats = _sample_stats(sample, size)
         return Dirichlet.from_natural(broadcast_view(stats, shape + stats.shape[-1:]))
-    w = np.ones(()) if weights is None else np.asarray(weights, float)
     if not is_known(sample):  # (no weights: the probabilities summed, no product made)
         q = sample.probs
         counts = _column_sums(q, reduce) if weights is None else None
         if counts is None:
-            terms = [(q, "i")] if weights is None else [(w, ""), (q, "i")]
+            terms = ([(q, "i")] if weights is None else
+                     [(np.asarray(weights, float), ""), (q, "i")])
             counts = plate_einsum("i", terms, reduce)
         return Dirichlet.from_natural(broadcast_view(counts, reduced_shape(reduce) + (size,)))
+    w = np.ones(()) if weights is None else np.asarray(weights, float)
     return Dirichlet.from_natural(_scatter_counts(np.asarray(E(sample), int), w, size,
                                                   reduce))
 

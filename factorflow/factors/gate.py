@@ -278,10 +278,18 @@ def _one(cases, value, clone, index, ep: bool = True
                     shape_only=("cases",))
 def _enter_one(cases, value, index) -> Distribution:
     """``value`` itself, on the element batch."""
-    lw = _logits(cases)
-    index = np.asarray(index)
-    return _clone(value, broadcast_shapes(value.batch_shape, index.shape,
-                                          lw.shape[:-1] if index.ndim == 0 else lw.shape))
+    shape = _cases_shape(cases)
+    index_shape = np.shape(index)
+    return _clone(value, broadcast_shapes(value.batch_shape, index_shape,
+                                          shape if index_shape else shape[:-1]))
+
+
+def _cases_shape(cases: Any) -> tuple[int, ...]:
+    """The shape of ``_logits(cases)`` (batch, K), read without making the array where
+    ``cases`` is a Bernoulli message (a clone reads the cases for their shape alone)."""
+    if type(cases) is Bernoulli:
+        return cases.eta[0].shape
+    return np.shape(_logits(cases))
 
 
 def _clone(value: Distribution, batch: tuple[int, ...]) -> Distribution:
@@ -347,7 +355,7 @@ def _enter_one_value_vmp(enter_one, cases, value, index, *,
 def _one_probs(cases: Any, index: Any) -> np.ndarray:
     """q(case ``index``) on the element batch: for a Switch's clones (element k on case
     k) the shared (N, K) case probabilities themselves (``_case_probs``, no gather)."""
-    if np.ndim(index) and _is_switch(index, np.shape(_logits(cases))[-1]):
+    if np.ndim(index) and _is_switch(index, _cases_shape(cases)[-1]):
         return _case_probs(cases)
     index = np.asarray(index)
     full = normalized(_logits(cases))

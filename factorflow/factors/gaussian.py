@@ -75,6 +75,8 @@ def _rows(v):
 
 #: the moments of a mean and of a precision that the fused paths read, in that order
 _MOMENTS = {"mean": (E, _spread), "precision": (E, Elog)}
+#: the family whose own moments those are (``_row_moments``' direct path)
+_FAMILY = {"mean": Gaussian, "precision": Gamma}
 
 
 def _row_moments(v, kind: str) -> tuple:
@@ -88,7 +90,13 @@ def _row_moments(v, kind: str) -> tuple:
     if hit is not None:
         return hit
     rows = _rows(v)
-    out = tuple(distinct(moment(rows)) for moment in _MOMENTS[kind])
+    if type(rows) is _FAMILY[kind] and rows.compact() is rows and not traced():
+        # (what E, Var and E log read of a message with no axis left to shrink: its
+        # own moments, without the generic calls around them)
+        second = rows.variance if kind == "mean" else rows.mean_log()
+        out = (distinct(rows.mean), distinct(second))
+    else:
+        out = tuple(distinct(moment(rows)) for moment in _MOMENTS[kind])
     if isinstance(v, Distribution) and not traced():
         for a in out:
             if type(a) is np.ndarray:
