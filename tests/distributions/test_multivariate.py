@@ -349,3 +349,84 @@ def test_multigamma_sums_and_trace_products(d):
     assert_close(mv.trace_product(one, stack), np.einsum("ij,abij->ab", one, stack),
                  rtol=1e-13, atol=1e-13)
     assert mv.trace_product(one, np.zeros((0, d, d))).shape == (0,)
+
+
+# ----- the one memory-keyed cache: never a stale value ------------------------------------
+def _fresh(q):
+    """``q`` over parameters of its own (writable arrays that own their memory)."""
+    return type(q).from_natural(*(np.array(e) for e in q.eta))
+
+
+READS = {  # what each family remembers through ``multivariate.remembered``
+    "vector": lambda q: (q.mean, *q.mean_and_covariance(), q.entropy(), q.all_proper()),
+    "wishart": lambda q: (q.mean, q.mean_log_det(), q.scale, q.entropy(), q.all_proper()),
+}
+
+
+@pytest.mark.parametrize("family", ["vector", "wishart"])
+@pytest.mark.parametrize("through", ["array", "owner", "later view", "clone view"])
+def test_an_in_place_write_after_a_remembered_read_is_refused(family, through):
+    """Once a message's moments are remembered, its parameters' memory is read-only: a
+    write through the parameters, the array owning their memory, a view made of them
+    later, or a gate clone's view, raises (NumPy's read-only error) instead of leaving
+    the remembered moments stale; the moments equal a fresh computation."""
+    rng = np.random.default_rng(21)
+    make = vector_gaussian if family == "vector" else wishart
+    owner = [np.array(e) for e in make(rng, 3, (4,)).eta]
+    params = [e[:] for e in owner] if through == "owner" else owner  # (views of it)
+    q = type(make(rng, 1)).from_natural(*params)
+    if through == "clone view":
+        q = q.broadcast_to((6, 4))
+    READS[family](q)
+    target = {"array": params[1], "owner": owner[1], "later view": params[1][1:],
+              "clone view": q.eta[1]}[through]
+    with pytest.raises(ValueError, match="read-only"):
+        target[0, 0, 0] += 1.0
+    again = type(q).from_natural(*(np.array(e) for e in q.eta))
+    for a, b in zip(READS[family](q), READS[family](again), strict=True):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("family", ["vector", "wishart"])
+def test_remembered_values_equal_fresh_ones_across_layouts_and_verdicts(family):
+    """Views of one memory in other layouts (reversed, shifted, a (1, K) clone, a
+    stride-0 clone over (N, K)) each get the moments of their own elements, equal to a
+    fresh computation on a copy; a verdict remembered by memory (the general path: an
+    improper element) is that of the view's own elements."""
+    rng = np.random.default_rng(22)
+    make = vector_gaussian if family == "vector" else wishart
+    q = _fresh(make(rng, 2, (5,)))
+    READS[family](q)
+    views = [q[::-1], q[1:], q[:2], q.broadcast_to((3, 5)), q.broadcast_to((7, 5)).compact(
+        always=True)]
+    for view in views:
+        copy = _fresh(view)
+        for a, b in zip(READS[family](view), READS[family](copy), strict=True):
+            assert_close(a, b, rtol=1e-14, atol=1e-15)
+    eta = [np.array(e) for e in q.eta]
+    eta[1][3] = -np.eye(2) if family == "vector" else np.eye(2)  # (element 3 improper)
+    bad = type(q).from_natural(*eta)
+    assert not bad.all_proper()
+    assert bad[:3].all_proper() and not bad[2:].all_proper()
+    assert not bad.broadcast_to((4, 5)).all_proper()
+    assert bad.broadcast_to((4, 5))[:, :3].all_proper()
+
+
+def test_shared_moments_share_the_cache_and_refuse_writes():
+    """``inner_product.shared_moments`` (``remembered(distinct=False)``) keeps a shared
+    precision's length 1, finds a (1, K) view of the message, and freezes the memory
+    it read (a later write raises)."""
+    from factorflow.factors.inner_product import shared_moments
+    rng = np.random.default_rng(23)
+    spd = random_spd(rng, 3)
+    h = rng.normal(size=(5, 3, 1))
+    p = np.broadcast_to(spd, (5, 3, 3)).copy()
+    v = VectorGaussian.from_natural(h, p)
+    mean, cov = shared_moments(v)
+    assert cov.shape == (1, 3, 3) and mean.shape == (5, 3)
+    lead = shared_moments(VectorGaussian.from_natural(h[None], p[None]))
+    assert lead[0].shape == (1, 5, 3) and np.array_equal(lead[0][0], mean)
+    with pytest.raises(ValueError, match="read-only"):
+        p[0, 0, 0] = 2.0
+    with pytest.raises(ValueError, match="read-only"):
+        h[0, 0, 0] = 2.0
