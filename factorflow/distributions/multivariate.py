@@ -95,8 +95,9 @@ def spd_inverse(m: Any) -> tuple[np.ndarray, np.ndarray]:
         except np.linalg.LinAlgError:  # not (numerically) positive definite: the
             pass                       # elimination's NaNs or infinities below
         else:
-            log_det = 2.0 * np.sum(np.log(np.diagonal(chol, axis1=-2, axis2=-1)), axis=-1)
-            return 0.5 * (inv + np.swapaxes(inv, -1, -2)), log_det
+            # (the array methods: the same reductions without the functions' wrappers)
+            log_det = 2.0 * np.log(chol.diagonal(0, -2, -1)).sum(-1)
+            return 0.5 * (inv + inv.swapaxes(-1, -2)), log_det
     inv, log_det = gauss_jordan([[m[..., i, j] for j in range(d)] for i in range(d)])
     out = np.stack([np.stack(row, axis=-1) for row in inv], axis=-2)
     return 0.5 * (out + np.swapaxes(out, -1, -2)), log_det
@@ -389,10 +390,13 @@ def _freeze(arrays: tuple[np.ndarray, ...]) -> None:
     the write).  An owner whose flag cannot be cleared (memory NumPy does not own) is
     left as it is."""
     for e in arrays:
-        if e.flags.writeable:
-            e.flags.writeable = False
+        flags = e.flags
+        if flags.writeable:
+            flags.writeable = False
+        if e.base is None:  # (its own memory: a fresh posterior's parameters)
+            continue
         owner = memory_owner(e)
-        if owner is not e and owner.flags.writeable:
+        if owner.flags.writeable:
             try:
                 owner.flags.writeable = False
             except ValueError:  # (not ours to change)
@@ -660,11 +664,10 @@ def _well_conditioned_inverse(p: np.ndarray) -> tuple[np.ndarray, np.ndarray] | 
     if traced() or p.shape[-1] > ELEMENTWISE_INVERSE_LIMIT or p.size == 0:
         return None
     inv, log_det = spd_inverse(p)
-    size = np.trace(p, axis1=-2, axis2=-1) * np.trace(inv, axis1=-2, axis2=-1)
-    with np.errstate(invalid="ignore"):
-        # (one pass: a NaN log-determinant or size fails every comparison)
-        if not ((np.abs(log_det) < np.inf) & (size > 0) & (size < 1e8)).all():
-            return None
+    size = p.trace(0, -2, -1) * inv.trace(0, -2, -1)
+    # (one pass: a NaN log-determinant or size fails every comparison, silently)
+    if not ((np.abs(log_det) < np.inf) & (size > 0) & (size < 1e8)).all():
+        return None
     return inv, log_det
 
 
