@@ -491,7 +491,8 @@ def remembered(method: Any = None, *, distinct: bool = True) -> Any:
         hit = recall(ident_name, last)
         if hit is not None and _same(hit[0], eta):
             return hit[1]
-        value = _of_bases(eta, ident_name, distinct)
+        # (an array that owns its memory is no view of another's)
+        value = None if last.base is None else _of_bases(eta, ident_name, distinct)
         if value is not None:  # (a gate's clone of a posterior read already)
             remember(ident_name, last, (eta[:-1], value))
             return value
@@ -513,7 +514,7 @@ def remembered(method: Any = None, *, distinct: bool = True) -> Any:
         if not owned:
             layout, owner, value = _recall_by_memory(name, small)
         if value is None:
-            value = method(type(self).from_natural(*small))
+            value = method(self if small is eta else type(self).from_natural(*small))
             parts = _parts(value)
             # (a view of the parameters would keep them alive for ever; fresh arrays,
             # the common case, have no base to follow)
