@@ -249,6 +249,14 @@ def _per_component(parts: list[tuple[Any, int]], k: int | None = None
     shared value); None otherwise.  K is ``k``, or the components' own count (1 where
     every part is one shared value)."""
     arrays = [(np.asarray(a, float), event) for a, event in parts]
+    # (the common case, a (K,) posterior's moments as they are: nothing to lay out)
+    first = arrays[0][0]
+    want = first.shape[:1] if k is None and first.ndim == arrays[0][1] + 1 else (k,)
+    for a, event in arrays:
+        if a.ndim != event + 1 or a.shape[0] != want[0]:
+            break
+    else:
+        return [a for a, _ in arrays]
     sizes = set()
     for a, event in arrays:
         batch = a.shape[: a.ndim - event]
