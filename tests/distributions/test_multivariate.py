@@ -280,7 +280,7 @@ def test_well_conditioned_inverse_refuses_what_it_should(bad):
 
 @pytest.mark.parametrize("make", [vector_gaussian, wishart])
 def test_moments_are_computed_once_per_posterior_and_found_by_its_clones(make, monkeypatch):
-    """``remembered_moments``: a posterior's moments, its propriety, its entropy and the
+    """``remembered``: a posterior's moments, its propriety, its entropy and the
     moments of its gate clones (``broadcast_to`` over (N, K), compacted to (1, K), read
     through the views' base) all come from one inversion, with the same values as a
     fresh posterior's; the entries go with the posterior's memory."""
