@@ -731,6 +731,8 @@ class VectorGaussian(Distribution):
     def __init__(self, mean: Any, covariance: Any = None, *, precision: Any = None):
         prec = _matrix_or_inverse("VectorGaussian", "precision", precision, "covariance",
                                   covariance)
+        if precision is not None:  # (the caller's array stays theirs, writable: what is
+            prec = prec.copy()      # remembered makes the memory it read read-only)
         mean = np.asarray(mean, float)
         if mean.ndim == 0 or mean.shape[-1] != prec.shape[-1]:
             raise DataError(f"VectorGaussian: the mean has shape {mean.shape} but the "

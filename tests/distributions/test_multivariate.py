@@ -468,3 +468,16 @@ def test_closed_form_2x2_inverse_refuses_what_lapack_refuses(bad):
     if bad != "ill":
         with np.errstate(all="ignore"):
             assert not Wishart.from_natural(np.zeros((3, 1, 1)), -0.5 * p).all_proper()
+
+
+def test_the_callers_arrays_stay_writable():
+    """Constructing from the caller's arrays and reading the moments leaves those arrays
+    writable (the constructors copy what the parameters would alias)."""
+    rng = np.random.default_rng(24)
+    m, p, dof = rng.normal(size=(3, 2)), random_spd(rng, 2, (3,)), np.full(3, 4.0)
+    READS["vector"](VectorGaussian(m, precision=p))
+    READS["vector"](VectorGaussian(m, p))
+    READS["wishart"](Wishart(dof, p))
+    READS["wishart"](Wishart(dof, scale=p))
+    for a in (m, p, dof):
+        a[0] += 1.0
