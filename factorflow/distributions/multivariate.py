@@ -692,7 +692,7 @@ def _closed_form_inverse_2x2(m: np.ndarray) -> tuple[np.ndarray, np.ndarray] | N
         inv = np.empty(m.shape)
         inv[..., 0, 0] = c / det
         inv[..., 1, 1] = a / det
-        np.negative(b / det, out=inv[..., 0, 1])
+        np.divide(0.0 - b, det, out=inv[..., 0, 1])  # (0 − b: no −0 off a diagonal)
         inv[..., 1, 0] = inv[..., 0, 1]
     return inv, np.log(det)
 
