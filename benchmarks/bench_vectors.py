@@ -33,7 +33,9 @@ benchmarks/bench_vectors.py [--dim D] [--pca | --mixture] [--cpu]`` (``--pca``,
 ``--cpu``: CPU time instead of wall time, steadier on a loaded machine, with
 ``OPENBLAS_NUM_THREADS=1``).  ``--paired [--baseline PATH] [--rounds R]``: BayesPy's
 small configuration alone (K = 10, N = 200, D = 2), this checkout and another one timed in
-turn beside BayesPy, round by round (``paired_small``).
+turn beside BayesPy, round by round (``paired_small``); with ``--size K,N,D [--sweeps S]
+[--repeats R]`` another configuration (``--size 40,2000,10``, ``--size 10,1000000,2
+--sweeps 3 --repeats 3``), BayesPy beside it with ``--bayespy``.
 """
 
 from __future__ import annotations
@@ -189,12 +191,13 @@ def _mixture_row(k: int, n: int, dim: int, sweeps: int) -> str:
             f"{ff_ms / hand_ms:>6.1f} {blocked_ms:>9.2f} | {bp_text}")
 
 
-def _small_worker(sweeps: int, repeats: int) -> dict[str, float]:
-    """factorflow at K = 10, N = 200, D = 2 (``--paired``'s worker, run with the
-    checkout to time first on PYTHONPATH): best ms per sweep with the bound and with
-    ``trace=False``, and the final bound."""
-    x, start_means = vref.data(10, 200, 2)
-    compiled = vref.model(x, 10).compile("vmp", init=["means"])
+def _small_worker(sweeps: int, repeats: int, k: int = 10, n: int = 200, dim: int = 2
+                  ) -> dict[str, float]:
+    """factorflow at K, N, D (K = 10, N = 200, D = 2 unless given; ``--paired``'s worker,
+    run with the checkout to time first on PYTHONPATH): best ms per sweep with the bound
+    and with ``trace=False``, and the final bound."""
+    x, start_means = vref.data(k, n, dim)
+    compiled = vref.model(x, k).compile("vmp", init=["means"])
     init = vref.factorflow_init(start_means)
     bound = compiled.run(init=init, iterations=sweeps, tolerance=None).log_evidence
     ff_ms = _best(lambda: compiled.run(init=init, iterations=sweeps, tolerance=None),
@@ -205,21 +208,24 @@ def _small_worker(sweeps: int, repeats: int) -> dict[str, float]:
 
 
 def paired_small(baseline: Path | None, rounds: int = 2, sweeps: int = 200,
-                 repeats: int = 7) -> None:
-    """BayesPy's small configuration (K = 10, N = 200, D = 2) paired: in each round this
-    checkout's factorflow, ``baseline``'s (another checkout, when given) and BayesPy, one
-    after the other (each factorflow in a fresh interpreter with its checkout first on
-    PYTHONPATH, one BLAS thread; BayesPy in this process), ms per sweep by ``CLOCK``
-    (best of ``repeats`` runs of ``sweeps`` sweeps; BayesPy the same), each ratio to the
-    BayesPy of its own round, and the final bounds."""
+                 repeats: int = 7, size: tuple[int, int, int] = (10, 200, 2),
+                 bayespy: bool = True) -> None:
+    """BayesPy's small configuration (K = 10, N = 200, D = 2, or ``size``) paired: in each
+    round this checkout's factorflow, ``baseline``'s (another checkout, when given) and
+    BayesPy (with ``bayespy``), one after the other (each factorflow in a fresh
+    interpreter with its checkout first on PYTHONPATH, one BLAS thread; BayesPy in this
+    process), ms per sweep by ``CLOCK`` (best of ``repeats`` runs of ``sweeps`` sweeps;
+    BayesPy the same), each ratio to the BayesPy of its own round, and the final
+    bounds."""
     import json
     import os
     import subprocess
     here = Path(__file__).resolve().parents[1]
     checkouts = [("this", here)] + ([("baseline", baseline.resolve())] if baseline else [])
-    x, start_means = vref.data(10, 200, 2)
+    k, n, dim = size
+    x, start_means = vref.data(k, n, dim)
     clock = "wall" if CLOCK is time.perf_counter else "CPU"
-    print(f"K = 10, N = 200, D = 2: ms per sweep ({clock} time, best of {repeats} runs of "
+    print(f"K = {k}, N = {n:,}, D = {dim}: ms per sweep ({clock} time, best of {repeats} runs of "
           f"{sweeps} sweeps), the bound every sweep and trace=False; ratio: BayesPy / "
           "factorflow of the same round")
     print(f"{'round':>5} {'checkout':>9} | {'ff':>7} {'quiet':>7} | {'BayesPy':>8} "
@@ -229,13 +235,14 @@ def paired_small(baseline: Path | None, rounds: int = 2, sweeps: int = 200,
         for label, path in checkouts:
             env = dict(os.environ, PYTHONPATH=str(path), OPENBLAS_NUM_THREADS="1",
                        OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-            args = [sys.executable, __file__, "--small-worker", str(sweeps), str(repeats)]
+            args = [sys.executable, __file__, "--small-worker", str(sweeps), str(repeats),
+                    str(k), str(n), str(dim)]
             if CLOCK is not time.perf_counter:
                 args.append("--cpu")
             out = subprocess.run(args, env=env, capture_output=True, text=True, check=True,
                                  cwd=str(here))
             rows.append((label, json.loads(out.stdout.strip().splitlines()[-1])))
-        bp = _bayespy_mixture(x, start_means, sweeps, repeats)
+        bp = _bayespy_mixture(x, start_means, sweeps, repeats) if bayespy else None
         for label, got in rows:
             bp_text = (f"{bp[0]:>8.3f} {bp[0] / got['ff']:>6.2f} {bp[0] / got['quiet']:>6.2f} | "
                        f"{got['bound']:>15.6f} {bp[1]:>15.6f}" if bp is not None else
@@ -444,7 +451,12 @@ if __name__ == "__main__":
     parser.add_argument("--baseline", type=Path,
                         help="with --paired: another factorflow checkout, timed in turn")
     parser.add_argument("--rounds", type=int, default=2, help="with --paired: rounds")
-    parser.add_argument("--small-worker", nargs=2, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--size", help="with --paired: K,N,D (default 10,200,2)")
+    parser.add_argument("--sweeps", type=int, default=200, help="with --paired: sweeps a run")
+    parser.add_argument("--repeats", type=int, default=7, help="with --paired: runs (best of)")
+    parser.add_argument("--bayespy", action="store_true",
+                        help="with --paired --size: BayesPy beside (always at the default)")
+    parser.add_argument("--small-worker", nargs="+", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cpu:
         CLOCK = time.process_time
@@ -452,7 +464,9 @@ if __name__ == "__main__":
         import json
         print(json.dumps(_small_worker(*args.small_worker)))
     elif args.paired:
-        paired_small(args.baseline, args.rounds)
+        size = tuple(int(v) for v in args.size.split(",")) if args.size else (10, 200, 2)
+        paired_small(args.baseline, args.rounds, args.sweeps, args.repeats, size,
+                     bayespy=args.bayespy or not args.size)
     elif args.mixture:
         mixture_table()
     elif args.masked:

@@ -29,9 +29,9 @@ from factorflow.distributions.families import LOG_2PI
 from factorflow.distributions.moments import E, Elog, V, is_known
 from factorflow.distributions.multivariate import (
     _shared_precision,
-    by_memory,
     outer,
     quad_form,
+    remembered,
 )
 from factorflow.factors.arithmetic import _linear_evidence, _no_observed_output
 from factorflow.factors.common import (
@@ -212,7 +212,7 @@ def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     view, or equal values: the latent coordinates of PCA share one precision), so that
     one D × D matrix per distinct precision is inverted and the covariance broadcasts.
     A message's moments are remembered while the memory of its natural parameters lives
-    (``multivariate.by_memory``, as the posteriors' own moments): reading one message
+    (``multivariate.remembered``, as the posteriors' own moments): reading one message
     again, or a view of it (a posterior laid out anew for each statement), costs
     nothing; the arrays returned are read-only."""
     if is_known(v):
@@ -220,7 +220,7 @@ def shared_moments(v: Any) -> tuple[np.ndarray, Any]:
     return _shared_moments(v)
 
 
-@by_memory
+@remembered(distinct=False)
 def _shared_moments(v: VectorGaussian) -> tuple[np.ndarray, Any]:
     """``shared_moments`` of a VectorGaussian message."""
     p = collapsed(v.eta[1], 2)

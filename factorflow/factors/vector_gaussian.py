@@ -191,6 +191,19 @@ def _data_stats(x: np.ndarray) -> np.ndarray:
     return by_data(x, "vector_data_stats", stats_of)
 
 
+def _sample_stats(sample: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """``_data_stats(x)`` of the data ``x`` that ``_switch_data`` read from ``sample``,
+    found first by the identity of ``sample`` (the run's data laid out once, read by
+    every statement of every sweep: one lookup, no address read), else by the data's
+    memory (``by_data``)."""
+    hit = recall("vector_sample_stats", sample)
+    if hit is not None:
+        return hit
+    stats = _data_stats(x)
+    remember("vector_sample_stats", sample, stats)
+    return stats
+
+
 @lru_cache(maxsize=32)
 def _pair_weights(dim: int) -> np.ndarray:
     """(D², T): column t of the upper triangle's entry (i, j) (``np.triu_indices``
@@ -236,6 +249,14 @@ def _per_component(parts: list[tuple[Any, int]], k: int | None = None
     shared value); None otherwise.  K is ``k``, or the components' own count (1 where
     every part is one shared value)."""
     arrays = [(np.asarray(a, float), event) for a, event in parts]
+    # (the common case, a (K,) posterior's moments as they are: nothing to lay out)
+    first = arrays[0][0]
+    want = first.shape[:1] if k is None and first.ndim == arrays[0][1] + 1 else (k,)
+    for a, event in arrays:
+        if a.ndim != event + 1 or a.shape[0] != want[0]:
+            break
+    else:
+        return [a for a, _ in arrays]
     sizes = set()
     for a, event in arrays:
         batch = a.shape[: a.ndim - event]
@@ -307,9 +328,9 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     else:  # the same sums as batched products (no einsum set-up, no gathers)
         flat = lam.reshape(len(lam), dim * dim)
         lam_m = np.matmul(lam, m[:, :, None])[:, :, 0]
-        spread = np.sum(m * lam_m, axis=1)
+        spread = (m * lam_m).sum(1)  # (array methods: no wrappers)
         if cov is not None:
-            spread = spread + np.sum(flat * cov.reshape(flat.shape), axis=1)
+            spread = spread + (flat * cov.reshape(flat.shape)).sum(1)
         pairs = flat @ _pair_weights(dim)                                  # (K, T)
     coef = np.concatenate([(0.5 * elogdet - 0.5 * dim * LOG_2PI - 0.5 * spread)[None],
                            lam_m.T, -0.5 * pairs.T], axis=0)              # (1+D+T, K)
@@ -317,7 +338,7 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     # Discrete posterior's product of this evidence and E[log w] is the same product
     # with E[log w] added into that row of coefficients (base._add_naturals), no (N, K)
     # sum, as the 1-D mixture's (factors/gaussian.py)
-    return rows_product(_data_stats(x), coef, ones=0)
+    return rows_product(_sample_stats(sample, x), coef, ones=0)
 
 
 def _switch_sums(sample: Any, weights: Any, reduce: Reduce | None
@@ -332,17 +353,18 @@ def _switch_sums(sample: Any, weights: Any, reduce: Reduce | None
             or tuple(reduce[1]) != (0,) or weights.shape != tuple(reduce[0])
             or weights.shape[0] != len(x)):
         return None
-    ident = None if traced() else (x.__array_interface__["data"][0], x.shape, x.strides)
+    # (the entry holds the data it was made from: found again for the same array, by
+    # identity; other data, or a new layout of them, gets its own sums)
     hit = recall("vector_switch_sums", weights)
-    if hit is not None and hit[0] == ident:
+    if hit is not None and hit[0] is sample:
         return hit[1]
     dim = x.shape[1]
     # (1+D+T, K); accumulated by the blocked normalisation that made q (base)
-    sums = weighted_rows(_data_stats(x), weights)
+    sums = weighted_rows(_sample_stats(sample, x), weights)
     # Σ q x xᵀ from its upper triangle: one gather, each entry (a, b) from (min, max)
     s2 = sums[1 + dim:].T[:, _symmetric_index(dim)]
     out = (sums[0], sums[1:1 + dim].T, s2)
-    remember("vector_switch_sums", weights, (ident, out))
+    remember("vector_switch_sums", weights, (sample, out))
     # Σ_n q_nk (the ones' row) is also the Dirichlet's message from the same q
     # (factors/discrete._column_sums reads it instead of a pass over q)
     remember("column_sums", weights, sums[0])

@@ -280,7 +280,7 @@ def test_well_conditioned_inverse_refuses_what_it_should(bad):
 
 @pytest.mark.parametrize("make", [vector_gaussian, wishart])
 def test_moments_are_computed_once_per_posterior_and_found_by_its_clones(make, monkeypatch):
-    """``remembered_moments``: a posterior's moments, its propriety, its entropy and the
+    """``remembered``: a posterior's moments, its propriety, its entropy and the
     moments of its gate clones (``broadcast_to`` over (N, K), compacted to (1, K), read
     through the views' base) all come from one inversion, with the same values as a
     fresh posterior's; the entries go with the posterior's memory."""
@@ -292,9 +292,9 @@ def test_moments_are_computed_once_per_posterior_and_found_by_its_clones(make, m
     posterior = make(rng, 2, (4,))
     posterior = type(posterior).from_natural(*(np.array(e) for e in posterior.eta))
     calls = []
-    real = mv._well_conditioned_inverse
-    monkeypatch.setattr(mv, "_well_conditioned_inverse",
-                        lambda p: calls.append(1) or real(p))
+    for name in ("_well_conditioned_inverse", "_closed_form_inverse_2x2"):
+        real = getattr(mv, name)
+        monkeypatch.setattr(mv, name, lambda p, real=real: calls.append(1) or real(p))
     assert posterior.all_proper()
     moments = posterior._moments()
     posterior.entropy()
@@ -349,3 +349,135 @@ def test_multigamma_sums_and_trace_products(d):
     assert_close(mv.trace_product(one, stack), np.einsum("ij,abij->ab", one, stack),
                  rtol=1e-13, atol=1e-13)
     assert mv.trace_product(one, np.zeros((0, d, d))).shape == (0,)
+
+
+# ----- the one memory-keyed cache: never a stale value ------------------------------------
+def _fresh(q):
+    """``q`` over parameters of its own (writable arrays that own their memory)."""
+    return type(q).from_natural(*(np.array(e) for e in q.eta))
+
+
+READS = {  # what each family remembers through ``multivariate.remembered``
+    "vector": lambda q: (q.mean, *q.mean_and_covariance(), q.entropy(), q.all_proper()),
+    "wishart": lambda q: (q.mean, q.mean_log_det(), q.scale, q.entropy(), q.all_proper()),
+}
+
+
+@pytest.mark.parametrize("family", ["vector", "wishart"])
+@pytest.mark.parametrize("through", ["array", "owner", "later view", "clone view"])
+def test_an_in_place_write_after_a_remembered_read_is_refused(family, through):
+    """Once a message's moments are remembered, its parameters' memory is read-only: a
+    write through the parameters, the array owning their memory, a view made of them
+    later, or a gate clone's view, raises (NumPy's read-only error) instead of leaving
+    the remembered moments stale; the moments equal a fresh computation."""
+    rng = np.random.default_rng(21)
+    make = vector_gaussian if family == "vector" else wishart
+    owner = [np.array(e) for e in make(rng, 3, (4,)).eta]
+    params = [e[:] for e in owner] if through == "owner" else owner  # (views of it)
+    q = type(make(rng, 1)).from_natural(*params)
+    if through == "clone view":
+        q = q.broadcast_to((6, 4))
+    READS[family](q)
+    target = {"array": params[1], "owner": owner[1], "later view": params[1][1:],
+              "clone view": q.eta[1]}[through]
+    with pytest.raises(ValueError, match="read-only"):
+        target[0, 0, 0] += 1.0
+    again = type(q).from_natural(*(np.array(e) for e in q.eta))
+    for a, b in zip(READS[family](q), READS[family](again), strict=True):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("family", ["vector", "wishart"])
+def test_remembered_values_equal_fresh_ones_across_layouts_and_verdicts(family):
+    """Views of one memory in other layouts (reversed, shifted, a (1, K) clone, a
+    stride-0 clone over (N, K)) each get the moments of their own elements, equal to a
+    fresh computation on a copy; a verdict remembered by memory (the general path: an
+    improper element) is that of the view's own elements."""
+    rng = np.random.default_rng(22)
+    make = vector_gaussian if family == "vector" else wishart
+    q = _fresh(make(rng, 2, (5,)))
+    READS[family](q)
+    views = [q[::-1], q[1:], q[:2], q.broadcast_to((3, 5)), q.broadcast_to((7, 5)).compact(
+        always=True)]
+    for view in views:
+        copy = _fresh(view)
+        for a, b in zip(READS[family](view), READS[family](copy), strict=True):
+            assert_close(a, b, rtol=1e-14, atol=1e-15)
+    eta = [np.array(e) for e in q.eta]
+    eta[1][3] = -np.eye(2) if family == "vector" else np.eye(2)  # (element 3 improper)
+    bad = type(q).from_natural(*eta)
+    assert not bad.all_proper()
+    assert bad[:3].all_proper() and not bad[2:].all_proper()
+    assert not bad.broadcast_to((4, 5)).all_proper()
+    assert bad.broadcast_to((4, 5))[:, :3].all_proper()
+
+
+def test_shared_moments_share_the_cache_and_refuse_writes():
+    """``inner_product.shared_moments`` (``remembered(distinct=False)``) keeps a shared
+    precision's length 1, finds a (1, K) view of the message, and freezes the memory
+    it read (a later write raises)."""
+    from factorflow.factors.inner_product import shared_moments
+    rng = np.random.default_rng(23)
+    spd = random_spd(rng, 3)
+    h = rng.normal(size=(5, 3, 1))
+    p = np.broadcast_to(spd, (5, 3, 3)).copy()
+    v = VectorGaussian.from_natural(h, p)
+    mean, cov = shared_moments(v)
+    assert cov.shape == (1, 3, 3) and mean.shape == (5, 3)
+    lead = shared_moments(VectorGaussian.from_natural(h[None], p[None]))
+    assert lead[0].shape == (1, 5, 3) and np.array_equal(lead[0][0], mean)
+    with pytest.raises(ValueError, match="read-only"):
+        p[0, 0, 0] = 2.0
+    with pytest.raises(ValueError, match="read-only"):
+        h[0, 0, 0] = 2.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(k=st.integers(1, 300), seed=SEEDS)
+def test_closed_form_2x2_inverse_equals_lapack(k, seed):
+    """The Wishart's closed-form 2 × 2 inverse (``_closed_form_inverse_2x2``) equals
+    LAPACK's inverse and log-determinant to rounding, symmetric, on well-conditioned
+    stacks of any size."""
+    from factorflow.distributions import multivariate as mv
+    rng = np.random.default_rng(seed)
+    p = random_spd(rng, 2, (k,)) * rng.uniform(0.1, 10.0, (k, 1, 1))
+    got = mv._closed_form_inverse_2x2(p)
+    assert got is not None
+    inv, log_det = got
+    assert_close(inv, np.linalg.inv(p), rtol=1e-12, atol=1e-14)
+    assert_close(log_det, np.linalg.slogdet(p)[1], rtol=1e-12, atol=1e-13)
+    assert np.array_equal(inv, np.swapaxes(inv, -1, -2))
+
+
+@pytest.mark.parametrize("bad", ["indefinite", "negative", "nan", "singular", "ill", "inf"])
+def test_closed_form_2x2_inverse_refuses_what_lapack_refuses(bad):
+    """Not positive definite (indefinite, negative definite, NaN, singular, infinite) or
+    of condition number above 10⁸: None (the general path runs), silently; a Wishart
+    with such a rate is improper, as before."""
+    import warnings
+
+    from factorflow.distributions import multivariate as mv
+    p = np.stack([np.eye(2), [[2.0, 0.5], [0.5, 1.0]], np.eye(2)])
+    p[1] = {"indefinite": [[1.0, 2.0], [2.0, 1.0]], "negative": -np.eye(2),
+            "nan": [[np.nan, 0.0], [0.0, 1.0]], "singular": [[1.0, 1.0], [1.0, 1.0]],
+            "ill": np.diag([1.0, 1e-9]), "inf": [[np.inf, 0.0], [0.0, 1.0]]}[bad]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mv._closed_form_inverse_2x2(p) is None
+        assert mv._closed_form_inverse_2x2(np.delete(p, 1, axis=0)) is not None
+    if bad != "ill":
+        with np.errstate(all="ignore"):
+            assert not Wishart.from_natural(np.zeros((3, 1, 1)), -0.5 * p).all_proper()
+
+
+def test_the_callers_arrays_stay_writable():
+    """Constructing from the caller's arrays and reading the moments leaves those arrays
+    writable (the constructors copy what the parameters would alias)."""
+    rng = np.random.default_rng(24)
+    m, p, dof = rng.normal(size=(3, 2)), random_spd(rng, 2, (3,)), np.full(3, 4.0)
+    READS["vector"](VectorGaussian(m, precision=p))
+    READS["vector"](VectorGaussian(m, p))
+    READS["wishart"](Wishart(dof, p))
+    READS["wishart"](Wishart(dof, scale=p))
+    for a in (m, p, dof):
+        a[0] += 1.0

@@ -358,7 +358,7 @@ def test_inner_product_gaussian_over_three_plates_takes_the_general_path():
 
 
 def test_shared_moments_are_remembered_by_the_memory_of_the_message():
-    """``inner_product.shared_moments`` keeps its results by ``multivariate.by_memory``
+    """``inner_product.shared_moments`` keeps its results by ``multivariate.remembered``
     (the posteriors' own mechanism): read again through a new object over the same
     memory (a posterior laid out anew for a statement) it is not computed again; other
     memory is, to the same values; the remembered arrays are read-only and forgotten
