@@ -203,9 +203,16 @@ def test_the_jax_backends_errors_are_still_named(monkeypatch):
 @pytest.mark.slow
 def test_zero_steps_and_init():
     """No steps: the globals' starting posteriors (init where given, else the sweep
-    with the plate empty), as NumPy gives them."""
+    with the plate empty), as NumPy gives them; a start that is one number for a whole
+    plate (q(precs) over k) is laid out over it by the first step, as NumPy's is."""
     x = np.random.default_rng(5).normal(0.0, 1.0, 12)
     start = {"mean": ff.distributions.Gaussian(1.0, 2.0)}
     for steps in (0, 2):
         a, b = _both(_normal_gamma(x), minibatch=4, steps=steps, init=start, rng=1)
         _same(a, b, GLOBALS["normal_gamma"])
+    x = mr.data(3, 60)
+    start = {"means": ff.distributions.Gaussian(np.array([0.0, 4.0, 8.0]), 1.0),
+             "precs": ff.distributions.Gamma(2.0, 1.0)}
+    a, b = _both(_mixture(x, 3), minibatch=15, steps=3, init=start, rng=2, data={"xs": x})
+    assert np.shape(b["precs"].eta[0]) == (3,)
+    _same(a, b, GLOBALS["mixture_1d"])

@@ -59,7 +59,10 @@ def _plate_axes(compiled: Any, plate: str, data: dict[str, Any]) -> dict[str, in
 
 class JaxSteps:
     """The SVI steps of one compiled JAX program on one data set (see the module
-    docstring): ``run(state, indices, rates)`` from NumPy posteriors to NumPy ones."""
+    docstring): ``run(state, draw, rates, minibatch)`` from NumPy posteriors to NumPy
+    ones; ``compiled``: the model's VMP program compiled for JAX with the globals
+    ``outside`` initialised, ``values`` its data (NumPy arrays, checked), ``sizes`` its
+    plates' sizes, ``plate`` the data plate."""
 
     def __init__(self, compiled: Any, values: dict[str, Any], sizes: dict[str, int],
                  plate: str, outside: list[str]) -> None:
@@ -129,9 +132,10 @@ class JaxSteps:
     def run(self, state: dict[str, Any], batches: Any, rates: np.ndarray,
             minibatch: int) -> dict[str, Any]:
         """The globals after the steps of ``rates`` from ``state`` (NumPy posteriors),
-        step t on the sorted minibatch indices ``batches`` draws (an iterator giving
-        arrays of (steps, B) indices, chunk by chunk); ImproperMessageError naming the
-        check and the step where a sweep's check failed."""
+        step t on the t-th row of minibatch indices that ``batches(count)`` gives (the
+        next ``count`` steps' (count, B) sorted indices, called once per chunk);
+        ImproperMessageError naming the check and the step where a sweep's check
+        failed."""
         steps = len(rates)
         if steps == 0:
             return dict(state)
@@ -143,6 +147,7 @@ class JaxSteps:
             taken = {k: jax.ShapeDtypeStruct(
                 tuple(minibatch if a == self.axes[k] else d for a, d in enumerate(v.shape))
                 if k in self.axes else v.shape, v.dtype) for k, v in self.data.items()}
+            current = _laid_out(current, ((base_fn, self.empty), (batch_fn, taken)))
             bad = _no_failures(base_fn, self.empty, current) + _no_failures(
                 batch_fn, taken, current)
             for begin in range(0, steps, length):
@@ -165,6 +170,25 @@ def _failed(verdict: Any) -> Any:
     """Whether a check's verdict is a failure: a ``True`` (a check before the loop that
     did not pass) or a sweep number (a check in the loop, ≥ 0 where it failed)."""
     return verdict if verdict.dtype == bool else verdict >= 0
+
+
+def _laid_out(state: dict[str, Any], sweeps: tuple) -> dict[str, Any]:
+    """``state`` with each natural parameter broadcast to the shape a step gives it (a
+    start that is one number for a whole plate, as NumPy's steps broadcast it), so that
+    the scan's carry keeps one shape; ``sweeps``: (traced sweep, its data) pairs."""
+    for _ in range(3):  # (each round can only add axes)
+        outs = [jax.eval_shape(fn, data, state)[0] for fn, data in sweeps]
+        shapes = {name: [jnp.broadcast_shapes(jnp.shape(e), *(o[name].eta[i].shape
+                                                              for o in outs))
+                         for i, e in enumerate(value.eta)] for name, value in state.items()}
+        if all(jnp.shape(e) == shape for name, value in state.items()
+               for e, shape in zip(value.eta, shapes[name], strict=True)):
+            return state
+        state = {name: type(value).from_natural(*(
+            jnp.broadcast_to(e, shape) for e, shape in zip(value.eta, shapes[name],
+                                                           strict=True)))
+                 for name, value in state.items()}
+    return state
 
 
 def _no_failures(fn: Any, data: Any, state: Any) -> tuple:
