@@ -119,8 +119,8 @@ def test_full_batch_unit_steps_are_vmp_sweeps():
 
 @pytest.mark.slow
 def test_chunks_and_padding_take_the_same_steps(monkeypatch):
-    """Steps split into jitted chunks (the last one padded with steps that keep λ): the
-    same result as NumPy's; a second run of the model reuses the compiled chunk."""
+    """Steps split into jitted chunks (the last one padded with skipped steps): the same
+    result as NumPy's; a second run of the model reuses the compiled chunk."""
     from factorflow.runtime.backends import jax_svi
     monkeypatch.setattr(jax_svi, "INDEX_LIMIT", 4 * 6)  # 4 steps of B = 6 a chunk
     assert jax_svi.chunk_length(11, 6) == 4
@@ -132,8 +132,9 @@ def test_chunks_and_padding_take_the_same_steps(monkeypatch):
         warnings.simplefilter("ignore", ff.ScheduleWarning)
         compiled = model.compile("vmp", init=["mean", "prec"], backend="jax")
     cached = dict(vars(compiled)["_svi_chunks"])
-    _same(model.infer("svi", minibatch=6, steps=9, rng=4), model.infer(
-        "svi", minibatch=6, steps=9, rng=4, backend="jax"), GLOBALS["normal_gamma"])
+    assert jax_svi.chunk_length(10, 6) == 4  # 3 chunks of 4 steps, 2 of them padding
+    _same(model.infer("svi", minibatch=6, steps=10, rng=4), model.infer(
+        "svi", minibatch=6, steps=10, rng=4, backend="jax"), GLOBALS["normal_gamma"])
     assert vars(compiled)["_svi_chunks"] == cached  # (4, 6, sizes): compiled once
 
 

@@ -15,9 +15,10 @@ Minibatches: the indices are NumPy's, drawn on the host by ``svi.minibatches`` f
 the same generator as the NumPy backend's steps (so the same ``rng`` gives the same
 minibatches, hence the same steps to rounding), one chunk at a time, and passed as a
 (steps, B) index array.  A chunk holds at most ``INDEX_LIMIT`` indices (so the index
-array stays small beside the data), and every chunk has the same length, the last one
-padded with steps that leave λ as it is: the function is compiled once per (B, chunk
-length, plate size) and reused by every chunk and by later runs of the same model.
+array stays small beside the data: the steps are split evenly into as few chunks as
+that allows), and every chunk has the same length, the last one padded with steps that
+are skipped (``lax.cond``): the function is compiled once per (B, chunk length, plate
+size) and reused by every chunk and by later runs of the same model.
 
 Checks: the program's properness checks cannot raise inside ``jit``; each sweep returns
 its verdicts (``jax_loop``), the scan keeps the first step at which each check failed,
@@ -47,8 +48,11 @@ INDEX_LIMIT = 1 << 20
 
 def chunk_length(steps: int, minibatch: int) -> int:
     """The steps one jitted chunk runs: all of them where their indices fit in
-    ``INDEX_LIMIT``, else as many as do (at least one)."""
-    return max(1, min(steps, INDEX_LIMIT // minibatch))
+    ``INDEX_LIMIT``, else the steps split evenly into as few chunks as keep within it
+    (at least one step a chunk; fewer padded steps than chunks)."""
+    most = max(1, INDEX_LIMIT // minibatch)
+    chunks = -(-steps // most)
+    return max(1, -(-steps // max(chunks, 1)))
 
 
 def _plate_axes(compiled: Any, plate: str, data: dict[str, Any]) -> dict[str, int]:
@@ -99,10 +103,9 @@ class JaxSteps:
         def chunk(data: dict[str, Any], empty: dict[str, Any], state: dict[str, Any],
                   bad: tuple, rates: Any, index: Any, live: Any, t: Any) -> tuple:
             """``len(rates)`` steps from ``state``; the failure record after them."""
-            def step(carry: tuple, xs: tuple) -> tuple[tuple, None]:
-                """One natural-gradient step (a padded one, ``live`` False, keeps λ)."""
+            def advance(carry: tuple, rho: Any, index: Any, t: Any) -> tuple:
+                """One natural-gradient step from ``carry`` (λ, the failure record)."""
                 state, bad = carry
-                rho, index, live, t = xs
                 taken = dict(data)
                 for name, axis in axes.items():  # the minibatch, gathered on the device
                     taken[name] = jnp.take(data[name], index, axis=axis)
@@ -110,18 +113,23 @@ class JaxSteps:
                 got, _, batch_out, batch_passed = batch_fn(taken, state)
                 new = {}
                 for name in outside:  # λ ← (1 − ρ) λ + ρ (λ₀ + (N/B)(λ_B − λ₀))
-                    eta = tuple(
-                        jnp.where(live, (1 - rho) * old + rho * (e0 + scale * (eb - e0)),
-                                  old)
+                    new[name] = type(state[name]).from_natural(*(
+                        (1 - rho) * old + rho * (e0 + scale * (eb - e0))
                         for old, e0, eb in zip(state[name].eta, base[name].eta,
-                                               got[name].eta, strict=True))
-                    new[name] = type(state[name]).from_natural(*eta)
+                                               got[name].eta, strict=True)))
                 verdicts = (~base_passed, base_out["failures"], ~batch_passed,
                             batch_out["failures"])
                 bad = jax.tree_util.tree_map(
-                    lambda first, now: jnp.where((first < 0) & live & _failed(now), t, first),
+                    lambda first, now: jnp.where((first < 0) & _failed(now), t, first),
                     bad, verdicts)
-                return (new, bad), None
+                return new, bad
+
+            def step(carry: tuple, xs: tuple) -> tuple[tuple, None]:
+                """A step, or none where ``live`` is False (the padding of the last
+                chunk: λ kept, nothing computed)."""
+                rho, index, live, t = xs
+                return jax.lax.cond(live, advance, lambda c, *_: c, carry, rho, index,
+                                    t), None
 
             return jax.lax.scan(step, (state, bad), (rates, index, live, t))[0]
 
@@ -156,7 +164,7 @@ class JaxSteps:
                 live = np.arange(length) < count
                 rho = np.ones(length)
                 rho[:count] = rates[begin:begin + count]
-                if count < length:  # padded steps: any indices, λ kept
+                if count < length:  # padded steps: not run (``live`` False)
                     index = np.concatenate([index, np.zeros((length - count, minibatch),
                                                             np.int64)])
                 t = np.arange(begin, begin + length)
