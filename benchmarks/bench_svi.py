@@ -17,8 +17,10 @@ seconds of every thread per step, the ratio JAX ÷ NumPy of steps per second (wa
 CPU), JAX's compile time (its first call less a timed one: the two sweeps traced and
 the chunk of steps compiled, once per model, B and chunk length), and the largest
 relative difference of a global's natural parameter between the two backends after the
-same steps on the same minibatches (same ``rng``).  The header gives the machine's cores,
-its 1-minute load average and JAX's device.
+same steps on the same minibatches (same ``rng``).  "draw CPU ms/step" is the part of
+either backend's step spent drawing its minibatch on the host (``svi.minibatches``:
+NumPy's ``Generator.choice`` without replacement, sorted), timed alone.  The header
+gives the machine's cores, its 1-minute load average and JAX's device.
 
 Run: ``python benchmarks/bench_svi.py [--n N] [--batches B ...] [--steps S]
 [--repeats R] [--models mixture1d gaussian]``.  On a machine shared with other jobs the
@@ -39,6 +41,7 @@ import factorflow as ff
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import mixture_reference as mix  # noqa: E402
+from factorflow.runtime.svi import minibatches  # noqa: E402
 
 
 def _gaussian(x: np.ndarray) -> ff.Model:
@@ -83,7 +86,11 @@ def measure(name: str, n: int, batch: int, steps: int, repeats: int) -> dict:
         for backend in ("numpy", "jax"):
             wall, cpu, results[backend] = _call(model, backend, **svi)
             best[backend] = (min(best[backend][0], wall), min(best[backend][1], cpu))
+    draw = minibatches(np.random.default_rng(0), n, batch)
+    begin = time.process_time()
+    draw(steps)
     return {"model": name, "B": batch, "numpy": best["numpy"], "jax": best["jax"],
+            "draw": time.process_time() - begin,
             "compile": first - best["jax"][0],
             "diff": _difference(results["numpy"], results["jax"])}
 
@@ -104,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     print()
     head = ("| model | B | NumPy ms/step | JAX ms/step | NumPy steps/s | JAX steps/s | "
             "JAX ÷ NumPy (wall) | NumPy CPU ms/step | JAX CPU ms/step | "
-            "JAX ÷ NumPy (CPU) | JAX compile s | max rel. diff |")
+            "JAX ÷ NumPy (CPU) | draw CPU ms/step | JAX compile s | max rel. diff |")
     print(head)
     print("|" + "---|" * head.count(" | ") + "---|")
     for name in args.models:
@@ -114,7 +121,8 @@ def main(argv: list[str] | None = None) -> None:
             s = args.steps
             print(f"| {name} | {batch:,} | {1e3 * nw / s:.3f} | {1e3 * jw / s:.3f} | "
                   f"{s / nw:,.0f} | {s / jw:,.0f} | {nw / jw:.2f}× | {1e3 * nc / s:.3f} | "
-                  f"{1e3 * jc / s:.3f} | {nc / jc:.2f}× | {r['compile']:.2f} | "
+                  f"{1e3 * jc / s:.3f} | {nc / jc:.2f}× | {1e3 * r['draw'] / s:.3f} | "
+                  f"{r['compile']:.2f} | "
                   f"{r['diff']:.1e} |", flush=True)
 
 
