@@ -137,6 +137,26 @@ class JaxSteps:
         cache[key] = entry
         return entry
 
+    def _start(self, state: dict[str, Any], minibatch: int, base_fn: Any,
+               batch_fn: Any) -> tuple[dict[str, Any], tuple]:
+        """``state`` laid out as the steps keep it (``_laid_out``) and the failure record
+        before any step (``_no_failures``), both read from the sweeps' traces (their
+        output shapes), cached on the compiled model per minibatch and start's shapes."""
+        cache = vars(self.compiled).setdefault("_svi_starts", {})
+        key = (minibatch, tuple(sorted(self.sizes.items())),
+               tuple((k, tuple(np.shape(e) for e in v.eta)) for k, v in sorted(state.items())))
+        if key not in cache:
+            taken = {k: jax.ShapeDtypeStruct(
+                tuple(minibatch if a == self.axes[k] else d for a, d in enumerate(v.shape))
+                if k in self.axes else v.shape, v.dtype) for k, v in self.data.items()}
+            laid = _laid_out(state, ((base_fn, self.empty), (batch_fn, taken)))
+            cache[key] = ({k: tuple(np.shape(e) for e in v.eta) for k, v in laid.items()},
+                          _no_failures(base_fn, self.empty, laid)
+                          + _no_failures(batch_fn, taken, laid))
+        shapes, bad = cache[key]
+        return {k: type(v).from_natural(*(jnp.broadcast_to(e, shape) for e, shape in zip(
+            v.eta, shapes[k], strict=True))) for k, v in state.items()}, bad
+
     def run(self, state: dict[str, Any], batches: Any, rates: np.ndarray,
             minibatch: int) -> dict[str, Any]:
         """The globals after the steps of ``rates`` from ``state`` (NumPy posteriors),
@@ -152,12 +172,7 @@ class JaxSteps:
         with jax.enable_x64(True):
             fn, (base_fn, base_info), (batch_fn, batch_info) = self._chunk(length, minibatch)
             current = {k: _to_copy(ns, v) for k, v in state.items()}
-            taken = {k: jax.ShapeDtypeStruct(
-                tuple(minibatch if a == self.axes[k] else d for a, d in enumerate(v.shape))
-                if k in self.axes else v.shape, v.dtype) for k, v in self.data.items()}
-            current = _laid_out(current, ((base_fn, self.empty), (batch_fn, taken)))
-            bad = _no_failures(base_fn, self.empty, current) + _no_failures(
-                batch_fn, taken, current)
+            current, bad = self._start(current, minibatch, base_fn, batch_fn)
             for begin in range(0, steps, length):
                 count = min(length, steps - begin)
                 index = np.asarray(batches(count), np.int64)
