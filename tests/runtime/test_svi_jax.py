@@ -117,6 +117,19 @@ def test_full_batch_unit_steps_are_vmp_sweeps():
             np.testing.assert_allclose(a, b, rtol=TOL)
 
 
+@settings(deadline=None)
+@given(steps=st.integers(1, 10**6), batch=st.integers(1, 10**7))
+def test_chunk_lengths(steps, batch):
+    """A chunk's indices stay within INDEX_LIMIT (one step at least), the chunks are as
+    few as that allows, and fewer steps are padded than there are chunks."""
+    from factorflow.runtime.backends.jax_svi import INDEX_LIMIT, chunk_length
+    length = chunk_length(steps, batch)
+    chunks = -(-steps // length)
+    assert 1 <= length <= steps and (length * batch <= INDEX_LIMIT or length == 1)
+    assert chunks == -(-steps // max(1, INDEX_LIMIT // batch))
+    assert 0 <= chunks * length - steps < chunks
+
+
 @pytest.mark.slow
 def test_chunks_and_padding_take_the_same_steps(monkeypatch):
     """Steps split into jitted chunks (the last one padded with skipped steps): the same
