@@ -133,13 +133,17 @@ def test_chunk_lengths(steps, batch):
 @pytest.mark.slow
 def test_chunks_and_padding_take_the_same_steps(monkeypatch):
     """Steps split into jitted chunks (the last one padded with skipped steps): the same
-    result as NumPy's; a second run of the model reuses the compiled chunk."""
+    result as NumPy's, in float64 whatever JAX's global setting (left as it was); a
+    second run of the model reuses the compiled chunk."""
     from factorflow.runtime.backends import jax_svi
     monkeypatch.setattr(jax_svi, "INDEX_LIMIT", 4 * 6)  # 4 steps of B = 6 a chunk
     assert jax_svi.chunk_length(11, 6) == 4
+    import jax
     x = np.random.default_rng(2).normal(-1.0, 0.5, 40)
     model = _normal_gamma(x)
+    before = jax.config.jax_enable_x64
     a, b = _both(model, minibatch=6, steps=11, rng=4)
+    assert jax.config.jax_enable_x64 == before  # (float64 for the call only)
     _same(a, b, GLOBALS["normal_gamma"])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ff.ScheduleWarning)
