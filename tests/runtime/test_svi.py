@@ -120,8 +120,6 @@ def test_bad_svi_options():
         model.infer("svi", minibatch=5, steps=3, learning_rate=0.1)
     with pytest.raises(ff.ModelError, match="steps must be"):
         model.infer("svi", minibatch=5, steps=-1)
-    with pytest.raises(ff.BackendError, match="SVI runs on backend=.numpy. or .dask."):
-        model.infer("svi", minibatch=5, steps=3, backend="jax")
     with ff.Model() as flat:
         ff.Gaussian("y", ff.Gaussian("m", 0.0, variance=1.0), variance=1.0, observed=1.0)
     with pytest.raises(ff.ModelError, match="no variable over a plate"):
