@@ -34,13 +34,14 @@ from the reference's.  Each worker's resident memory after the run, less ready, 
 it kept ("kept MB per worker").  ``--dask-defaults``: the ``LocalCluster``'s workers with
 Dask's own configuration (profiler on, 1,000-entry logs, ``key_split``'s cache
 unbounded), as the backend started them before it bounded their diagnostics
-(``dask_backend.WORKER_CONFIG``, ``KEY_CACHE_LIMIT``).  ``--tolerance``: the run's convergence test (None by default: all
-S sweeps; a number runs the monitor, whose changes of q(z) are reduced on the workers).
+(``dask_backend.WORKER_CONFIG``, ``KEY_CACHE_LIMIT``).  ``--tolerance``: the run's
+convergence test (None by default: all S sweeps; a number runs the monitor, whose
+changes of q(z) are reduced on the workers).
 
 Run: ``python benchmarks/bench_dask.py [--sizes N ...] [--k K] [--sweeps S]
 [--chunk C] [--source file|numpy] [--reference factorflow|hand] [--tolerance T]
-[--idle SECONDS] [--gather all|none] [--dask-defaults]`` (``--gather none``: q(z) left on the cluster,
-computed there after the timing for the comparison; ``--chunk``: the
+[--idle SECONDS] [--gather all|none] [--dask-defaults]`` (``--gather none``: q(z) left
+on the cluster, computed there after the timing for the comparison; ``--chunk``: the
 backend's default, ``default_chunk_rows``, when not given).  Timings on a shared machine
 are noisy.
 """

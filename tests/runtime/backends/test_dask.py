@@ -73,6 +73,7 @@ def test_mixture_past_the_blocked_product_same_as_numpy(client):
     the lazy product instead, the same posteriors, bound and trace to 1e-10 (every Dask
     run of the benchmark's sizes failed with a BackendError before)."""
     import mixture_reference as mr
+
     from factorflow.distributions import base
     x = mr.data(10, 7000)
     assert x.size * 10 >= 2 * base._BLOCK_ELEMENTS
@@ -788,7 +789,8 @@ def _typical_growth(readings: list[tuple[int, int]]) -> float:
     imported, a buffer received once and kept) and to the drop where a cache is
     emptied, where the total over the sweeps is not."""
     import statistics
-    return statistics.median(b[0] - a[0] for a, b in zip(readings, readings[1:])) / 1e6
+    steps = zip(readings, readings[1:], strict=False)
+    return statistics.median(b[0] - a[0] for a, b in steps) / 1e6
 
 
 def _diagnostics(dask_worker) -> dict:
