@@ -30,13 +30,18 @@ them); the cluster's idle CPU (its heartbeats and monitors, and the memory sampl
 measured for ``--idle`` seconds before the run, per wall second) over the run's wall
 time, per sweep, so that the CPU of the work itself can be read on a loaded machine; and
 the largest relative difference of the posteriors (q(weights), q(means), q(precs), q(z))
-from the reference's.  ``--tolerance``: the run's convergence test (None by default: all
-S sweeps; a number runs the monitor, whose changes of q(z) are reduced on the workers).
+from the reference's.  Each worker's resident memory after the run, less ready, is what
+it kept ("kept MB per worker").  ``--dask-defaults``: the ``LocalCluster``'s workers with
+Dask's own configuration (profiler on, 1,000-entry logs, ``key_split``'s cache
+unbounded), as the backend started them before it bounded their diagnostics
+(``dask_backend.WORKER_CONFIG``, ``KEY_CACHE_LIMIT``).  ``--tolerance``: the run's
+convergence test (None by default: all S sweeps; a number runs the monitor, whose
+changes of q(z) are reduced on the workers).
 
 Run: ``python benchmarks/bench_dask.py [--sizes N ...] [--k K] [--sweeps S]
 [--chunk C] [--source file|numpy] [--reference factorflow|hand] [--tolerance T]
-[--idle SECONDS] [--gather all|none]`` (``--gather none``: q(z) left on the cluster,
-computed there after the timing for the comparison; ``--chunk``: the
+[--idle SECONDS] [--gather all|none] [--dask-defaults]`` (``--gather none``: q(z) left
+on the cluster, computed there after the timing for the comparison; ``--chunk``: the
 backend's default, ``default_chunk_rows``, when not given).  Timings on a shared machine
 are noisy.
 """
@@ -102,6 +107,12 @@ def _stop_sampling(dask_worker) -> float:
     state = dask_worker._bench_memory
     state["run"] = False
     return state["peak"] / 2**20
+
+
+def _rss(dask_worker) -> float:
+    """Run in each worker: its resident memory now, MB."""
+    import psutil
+    return psutil.Process().memory_info().rss / 2**20
 
 
 def _sent(dask_worker) -> int:
@@ -199,11 +210,17 @@ def main() -> None:
                              "default; none: left lazy on the cluster)")
     parser.add_argument("--idle", type=float, default=10.0,
                         help="seconds the cluster's idle CPU is measured before each run")
+    parser.add_argument("--dask-defaults", action="store_true",
+                        help="the workers with Dask's own configuration (before the "
+                             "backend bounded their diagnostics)")
     args = parser.parse_args()
 
     from distributed import get_task_stream
 
+    from factorflow.runtime.backends import dask_backend
     from factorflow.runtime.backends.dask_backend import default_chunk_rows, default_client
+    if args.dask_defaults:
+        dask_backend.WORKER_CONFIG, dask_backend.KEY_CACHE_LIMIT = {}, None
     client = default_client()
     workers = len(client.scheduler_info()["workers"])
     chunk = args.chunk or default_chunk_rows(args.k)
@@ -213,14 +230,16 @@ def main() -> None:
           f"{'the NumPy backend' if args.reference == 'factorflow' else 'hand-written NumPy'}"
           "; worker memory (resident, MB): idle (fresh), ready (its libraries imported), "
           "peak over the run (sampled every 5 ms), and the run's own (peak − ready), "
-          "one figure per worker")
+          "one figure per worker; workers configured as "
+          f"{'Dask defaults' if args.dask_defaults else 'the backend sets (WORKER_CONFIG)'}")
     print()
     print("| N | data MB | data MB per worker | NumPy s/sweep | Dask s/sweep | ratio | "
           "CPU s/sweep NumPy / Dask | CPU ratio | idle CPU s/sweep | CPU ratio less idle | "
           "tasks per sweep | task MB to workers per sweep | MB sent by workers per sweep | "
           "passes over the data | "
-          "worker idle | worker ready | worker peak | run's MB per worker | max rel. diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "worker idle | worker ready | worker peak | run's MB per worker | kept MB per worker | "
+          "max rel. diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for n in args.sizes:
         x = mix.data(args.k, n)
         model, init = mix.model(x, args.k), mix.factorflow_init(x, args.k)
@@ -257,6 +276,7 @@ def main() -> None:
             worker_cpu = sum(t - worker_cpu[w] for w, t in client.run(_cpu).items())
             sent = sum(t - sent[w] for w, t in client.run(_sent).items())
             peaks = client.run(_stop_sampling)
+            after = client.run(_rss)
             if args.gather == "none":  # (for the comparison, after the measures: q(z)
                 # computed on the cluster, while the file it reads is there)
                 object.__setattr__(got["z"], "eta",
@@ -279,6 +299,7 @@ def main() -> None:
               f"{sent / 1e6 / args.sweeps:.2f} | {passes:.0f} | "
               f"{each(idle[w] for w in peaks)} | {each(rest[w] for w in peaks)} | "
               f"{each(peaks.values())} | {each(used)} | "
+              f"{each(after[w] - rest[w] for w in peaks)} | "
               f"{_difference(got, ref):.1e} |", flush=True)
 
 

@@ -101,15 +101,40 @@ def _distributed() -> Any:
     return distributed
 
 
+#: the Dask configuration of the workers of the backend's own ``LocalCluster``
+#: (``default_client``; a cluster of the caller's is used as it is).  Dask's defaults
+#: keep a worker's diagnostics growing with the tasks it runs and with the time it
+#: lives: its statistical profiler (a call tree every second for 1,000 s, twice, and
+#: the source lines of every frame it sampled, about 2.5 MB), its developers' logs of
+#: the last 1,000 events, transitions, messages and transfers (about 3 MB at 1,000
+#: tasks), and a system-monitor sample every 0.5 s for an hour: together 9 of the 10 MB
+#: a worker held after 4 sweeps over 10⁶ points in 100 chunks (``tracemalloc``,
+#: cleared one by one).  Here the profiler is off (the dashboard's profile pages stay
+#: empty), the logs keep 100 entries and the monitor 10 minutes.
+#: (Dotted keys: the nanny merges them over this process's configuration, one level
+#: deep, and each worker sets them.)
+WORKER_CONFIG: dict[str, Any] = {"distributed.worker.profile.enabled": False,
+                                 "distributed.admin.low-level-log-length": 100,
+                                 "distributed.admin.system-monitor.log-length": 1200}
+
+#: the entries of ``dask.utils.key_split``'s cache a worker of the backend's own
+#: ``LocalCluster`` keeps (``dask_workers.BoundedKeyCache``; None: Dask's 100,000)
+KEY_CACHE_LIMIT: int | None = 1000
+
+
 def default_client() -> Any:
     """The process's own ``LocalCluster`` client: 2 worker processes of one thread each,
-    started at the first call."""
+    started at the first call, their diagnostics and ``key_split``'s cache bounded
+    (``WORKER_CONFIG``, ``KEY_CACHE_LIMIT``)."""
     with _LOCK:
         if None not in _CLIENTS:
             distributed = _distributed()
             cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0")
+                                   dashboard_address=":0", config=WORKER_CONFIG)
             client = _CLIENTS[None] = distributed.Client(cluster, set_as_default=False)
+            if KEY_CACHE_LIMIT is not None:  # (each worker's, restarted ones too)
+                from factorflow.runtime.backends.dask_workers import BoundedKeyCache
+                client.register_plugin(BoundedKeyCache(KEY_CACHE_LIMIT))
             atexit.register(cluster.close)  # (last in, first out: the client first)
             atexit.register(client.close)
         return _CLIENTS[None]

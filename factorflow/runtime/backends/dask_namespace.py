@@ -17,7 +17,8 @@ wrapped (``_OVERRIDES``), each passing NumPy input to the original: ``all_true``
 ``any_true`` take the general path for a Dask condition (the same result on every
 element, with no computation to choose a fast one); ``is_zeros_view`` (NumPy's reads
 ``.strides``), ``memo_of`` and ``log_normalize`` (NumPy's mark results read-only) accept
-Dask arrays; ``total`` leaves a Dask term's sum lazy, so the evidence is one
+Dask arrays; ``_product_normalized`` makes a large (N, K) product lazily instead of
+block by block in place; ``total`` leaves a Dask term's sum lazy, so the evidence is one
 computation; and ``check_proper`` computes a K-sized posterior's verdict in one round
 trip with its parameters, and defers a per-datum one's to the next round trip
 (``materialise``).  ``Discrete.entropy`` and the VMP evidence of a gate's cases take
@@ -185,6 +186,22 @@ def _memo_of(original: Any, module: Any) -> Any:
         module.remember(what, arr, value)
         return value
     return memo_of
+
+
+def _product_normalized(original: Any, module: Any) -> Any:
+    """``base._product_normalized`` (a large (N, K) ``rows_product`` with a row added
+    into its coefficients, made block by block in place beside its normalisation) of
+    Dask statistics: the product as the smaller arrays' path makes it
+    (``rows_product``, lazy, chunk by chunk; the row remembered as ``"rows_added"``),
+    where NumPy's would write into the blocks of a Dask array (``out=``, which Dask
+    lacks: at N·K ≥ 2·``_BLOCK_ELEMENTS`` every Dask run of a mixture failed)."""
+    def product_normalized(stats: Any, coef: Any, ones: int, row: Any) -> Any:
+        if not _is_dask(stats):
+            return original(stats, coef, ones, row)
+        out = module.rows_product(stats, coef, ones)
+        module.remember("rows_added", out, row)
+        return out
+    return product_normalized
 
 
 def _log_normalize(original: Any, module: Any) -> Any:
@@ -358,6 +375,7 @@ _OVERRIDES: dict[str, dict[str, Any]] = {
                                       "is_zeros_view": _is_zeros_view,
                                       "memo_of": _memo_of,
                                       "log_normalize": _log_normalize,
+                                      "_product_normalized": _product_normalized,
                                       "exp_flushed": _exp_flushed},
     "factorflow.factors.gaussian": {"_data_sums": _data_sums},
     "factorflow.factors.discrete": {"_column_sums": _column_sums},

@@ -65,6 +65,23 @@ def test_mixture_1d_same_as_numpy_and_never_gathered(client):
         assert [s for s in held if s > 3] == [150] * 4, held  # not yet released)
 
 
+@pytest.mark.slow
+def test_mixture_past_the_blocked_product_same_as_numpy(client):
+    """Issue 14's mixture with N·K past twice ``base._BLOCK_ELEMENTS`` (K = 10,
+    N = 7,000 in 4 chunks), where NumPy makes q(z)'s product with E[log w] block by
+    block in place (``_product_normalized``, ``out=``, which Dask arrays lack): on Dask
+    the lazy product instead, the same posteriors, bound and trace to 1e-10 (every Dask
+    run of the benchmark's sizes failed with a BackendError before)."""
+    import mixture_reference as mr
+
+    from factorflow.distributions import base
+    x = mr.data(10, 7000)
+    assert x.size * 10 >= 2 * base._BLOCK_ELEMENTS
+    model, init = mr.model(x, 10), mr.factorflow_init(x, 10)
+    assert_same(model, "vmp", 2000, client, ["means"], init=init, iterations=3,
+                tolerance=None)
+
+
 def _stored_sizes(dask_worker) -> list[int]:
     """The number of elements of each value a worker stores (a tuple: all of its own)."""
     return [sum(map(np.size, v)) if isinstance(v, tuple) else int(np.size(v))
@@ -747,3 +764,119 @@ def test_posteriors_not_gathered_stay_lazy_and_fused(client, monkeypatch):
     _check_same(model, a, c)
     with pytest.raises(ff.ModelError, match="gather names 'q', which is no variable"):
         compiled.run(**run, client=client, chunks=150, gather=["q"])
+
+
+# ----- a worker's memory across sweeps (the backend's own cluster) -----------------------
+def _traced(dask_worker, start: bool = False, stop: bool = False) -> tuple[int, int]:
+    """Run in each worker: the bytes of its live Python allocations after a collection
+    (``tracemalloc``, started with ``start``, stopped after the reading with ``stop``)
+    and the number of modules it has imported."""
+    import gc
+    import sys
+    import tracemalloc
+    if start:
+        tracemalloc.start(1)
+    gc.collect()
+    live = tracemalloc.get_traced_memory()[0]
+    if stop:
+        tracemalloc.stop()
+    return live, len(sys.modules)
+
+
+def _typical_growth(readings: list[tuple[int, int]]) -> float:
+    """The median of what a worker's live memory grew from one sweep to the next over
+    ``readings`` (``_traced``'s, one a sweep), MB: robust to a one-time cost (a module
+    imported, a buffer received once and kept) and to the drop where a cache is
+    emptied, where the total over the sweeps is not."""
+    import statistics
+    steps = zip(readings, readings[1:], strict=False)
+    return statistics.median(b[0] - a[0] for a, b in steps) / 1e6
+
+
+def _diagnostics(dask_worker) -> dict:
+    """Run in each worker: its configuration and the lengths of what Dask keeps per task
+    or per second."""
+    from dask.utils import key_split
+    return {"profiler": dask.config.get("distributed.worker.profile.enabled"),
+            "plugins": sorted(dask_worker.plugins),
+            "stimuli": len(dask_worker.state.stimulus_log),
+            "transitions": len(dask_worker.state.log),
+            "messages": len(dask_worker.batched_stream.recent_message_log),
+            "profiles": len(dask_worker.profile_history) + len(dask_worker.profile_keys_history),
+            "keys": key_split.cache_info().currsize}
+
+
+@pytest.mark.slow
+def test_own_cluster_workers_keep_no_more_after_each_sweep(client):
+    """On the backend's own cluster a worker's live memory stops growing once its logs
+    are full: after 10 sweeps of the mixture in 20 chunks (about 40 chunk tasks a
+    sweep), by a median of less than 0.15 MB a sweep from the third on (60 KB seen,
+    and a drop where ``key_split``'s cache is emptied; with Dask's own configuration
+    0.25 MB, 0.16-0.42, 3 MB by the tenth sweep: the profiler's history, 1,000-entry
+    logs, ``key_split``'s cache); its logs hold at most 100 entries, the profiler keeps
+    nothing, ``key_split``'s cache is emptied past 1,000 keys; and after the run the
+    workers store nothing and the scheduler holds no task (no key left behind)."""
+    import time
+
+    import mixture_reference as mr
+
+    from factorflow.runtime.backends import dask_backend
+    from factorflow.runtime.backends.dask_workers import BoundedKeyCache
+    assert client is dask_backend.default_client()
+    x = mr.data(3, 1000)
+    model, init = mr.model(x, 3), mr.factorflow_init(x, 3)
+    compiled = model.compile("vmp", init=["means"], backend="dask")
+    run = {"init": init, "client": client, "chunks": 50, "tolerance": None}
+    compiled.run(2, **run)  # (the workers import what the run's tasks use)
+    client.run(_traced, start=True)
+    live = []
+    try:
+        compiled.run(10, **run, on_iteration=lambda i, posteriors: live.append(
+            client.run(_traced)))
+        seen = client.run(_diagnostics)
+    finally:
+        client.run(_traced, stop=True)
+    for worker, info in seen.items():
+        readings = [sweep[worker] for sweep in live[2:]]
+        assert _typical_growth(readings) < 0.15, (worker, readings)
+        assert info["profiler"] is False and BoundedKeyCache.name in info["plugins"], info
+        assert max(info["stimuli"], info["transitions"], info["messages"]) <= 100, info
+        assert info["profiles"] == 0, info
+        assert info["keys"] <= 1000 + 500, info  # (trimmed each second)
+    assert _steady_store(client, lambda held: held == []) == []
+    deadline = time.monotonic() + 30
+    while client.cluster.scheduler.tasks and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not client.cluster.scheduler.tasks, list(client.cluster.scheduler.tasks)[:5]
+
+
+def test_key_cache_is_emptied_past_its_limit(client):
+    """``BoundedKeyCache`` on the own cluster's workers: 3,000 keys split on a worker
+    (6,000 entries: a tuple key's name is split too) are gone within seconds; the
+    plugin's check leaves a cache at its limit as it is."""
+    import time
+
+    from factorflow.runtime.backends.dask_workers import BoundedKeyCache
+
+    def fill(dask_worker) -> int:
+        from dask.utils import key_split
+        for i in range(3000):
+            key_split((f"filler-{i}", i))
+        return key_split.cache_info().currsize
+
+    def size(dask_worker) -> int:
+        from dask.utils import key_split
+        return key_split.cache_info().currsize
+    assert all(n > 3000 for n in client.run(fill).values())
+    deadline = time.monotonic() + 30
+    while max(client.run(size).values()) > 1000 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert max(client.run(size).values()) <= 1000
+    from dask.utils import key_split  # (here: the check itself, on this process's cache)
+    key_split.cache_clear()
+    for i in range(10):
+        key_split(f"kept-{i}")
+    BoundedKeyCache(limit=10).trim()
+    assert key_split.cache_info().currsize == 10
+    BoundedKeyCache(limit=9).trim()
+    assert key_split.cache_info().currsize == 0
