@@ -1046,14 +1046,35 @@ def log_normalize(log_w: np.ndarray) -> np.ndarray:
 
 
 def _normalize_traced(x: Any) -> Any:
-    """``_normalize_with_probs`` under tracing: the normalised logs, their
-    probabilities remembered as their ``"exp"`` for the rest of the trace (one
-    exponential of x − max, not a second one of the normalised logs)."""
+    """``_normalize_with_probs`` under tracing, the same steps (``_normalize_rows``'s:
+    one exponential of x − max, flushed to 0 below e^−700, summed and divided): the
+    normalised logs, their probabilities remembered as their ``"exp"`` for the rest of
+    the trace (not a second exponential of the normalised logs).  The flush is a select
+    here (``exp_flushed``'s product with its mask is one in XLA, which made NaN · 0 = 0
+    and a NaN row normalised to finite values), so a NaN stays where NumPy keeps it.
+    Also remembered, for the properness checks and the bound: the logarithms of the row
+    sums as the ``"row_log_sums"`` of ``x`` and of the logs (finite in a row exactly
+    where it has a finite entry, no NaN and no +inf: the maximum is moved to 0 where it
+    is not finite, and then the sum is 0, NaN or inf; XLA's maximum over a row on the
+    CPU may pass a NaN over, the sum does not), the logs' ``"logsumexp"`` and what they
+    were made from (``"normalized_from"``: x, its row maxima and log sums), so that a
+    reader may make them again inside a fused expression instead of reading an (N, K)
+    array written out for it."""
     if not x.ndim or not x.shape[-1] or not x.size:
         with np.errstate(divide="ignore", invalid="ignore"):
             return x - logsumexp(x, axis=-1, keepdims=True)
-    logs, probs = _normalize_rows(x, np.max(x, axis=-1, keepdims=True))
-    _remember_traced("exp", logs, probs)
+    top = np.max(x, axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    shifted = x - top
+    p = np.where(shifted < _LOG_CUT, 0.0, np.exp(np.maximum(shifted, _LOG_CUT)))
+    total = np.einsum("...k->...", p)[..., None]
+    log_total = np.log(total)
+    logs = shifted - log_total
+    _remember_traced("exp", logs, p / total)
+    _remember_traced("row_log_sums", x, log_total)
+    _remember_traced("row_log_sums", logs, log_total)
+    _remember_traced("logsumexp", logs, top + log_total)
+    _remember_traced("normalized_from", logs, (x, top, log_total))
     return logs
 
 
