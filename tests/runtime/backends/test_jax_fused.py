@@ -179,3 +179,46 @@ def test_witnessed_checks_agree_with_numpy(seed):
             got = bool(found.verdicts()[0])
         want = _numpy_verdict(kernels.check_proper, cases, "cases", iteration, where=mask)
         assert want == got
+
+
+@pytest.mark.parametrize("k", [3, 10])
+def test_blocked_normalisation_is_numpys(k):
+    """A large (N, K) array under tracing is normalised block by block
+    (``base._normalize_traced_blocked``, the last block overlapping the one before):
+    the normalised logs and probabilities NumPy's ``log_normalize`` makes (to 1e-15;
+    exactly where they are 0, −inf or NaN: rows with a NaN, no finite entry, a +inf,
+    −inf entries, entries flushed below e^−700), and the row sums' logarithms, the
+    checks' witness, finite only in proper rows and in every row of finite entries."""
+    from factorflow.distributions import base
+    from factorflow.runtime.backends.jax_namespace import namespace
+    jbase = namespace()["factorflow.distributions.base"]
+    rng = np.random.default_rng(k)
+    step = base._BLOCK_ELEMENTS // k
+    n = 2 * step + 123  # (three blocks, the last overlapping)
+    x = rng.normal(scale=30.0, size=(n, k))
+    x[5, 1] = np.nan
+    x[step + 7] = -np.inf
+    x[n - 2, 0] = np.inf
+    x[n - 1, : k - 1] = -np.inf
+    x[step - 1, 0] = x[step - 1, 1] - 800.0  # (flushed to 0)
+    want_logs = base.log_normalize(x)
+    want_p = base.recall("exp", want_logs)
+
+    def run(a):
+        logs = jbase.log_normalize(a)
+        return (logs, jbase._recall_traced("exp", logs),
+                jbase._recall_traced("row_log_sums", logs))
+    with jax.enable_x64(True):
+        logs, p, sums = (np.asarray(v) for v in jax.jit(run)(jnp.asarray(x)))
+    for got, want in ((logs, want_logs), (p, want_p)):
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        with np.errstate(invalid="ignore"):
+            close = np.abs(got - want) <= 1e-15 * (1 + np.abs(want))
+        assert np.all(same | (np.isfinite(want) & close))
+    # the witness: finite only in proper rows (a NaN, no finite entry), and in every
+    # row of finite entries (a +inf says nothing: the exact verdict decides there)
+    finite = np.isfinite(sums[:, 0])
+    proper = np.any(np.isfinite(x), axis=-1) & ~np.any(np.isnan(x), axis=-1)
+    assert np.all(proper[finite])
+    assert np.all(finite[~np.any(~np.isfinite(x), axis=-1)])
+    assert not finite[5] and not finite[step + 7]
