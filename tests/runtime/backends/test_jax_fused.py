@@ -182,7 +182,7 @@ def test_witnessed_checks_agree_with_numpy(seed):
 
 
 @pytest.mark.parametrize("k", [3, 10])
-def test_blocked_normalisation_is_numpys(k):
+def test_blocked_normalisation_is_numpys(k, monkeypatch):
     """A large (N, K) array under tracing is normalised block by block
     (``base._normalize_traced_blocked``, the last block overlapping the one before):
     the normalised logs and probabilities NumPy's ``log_normalize`` makes (to 1e-15;
@@ -192,6 +192,7 @@ def test_blocked_normalisation_is_numpys(k):
     from factorflow.distributions import base
     from factorflow.runtime.backends.jax_namespace import namespace
     jbase = namespace()["factorflow.distributions.base"]
+    monkeypatch.setattr(jbase, "_TRACED_BLOCKS_FROM_K", 1)  # (K = 3 goes by rows)
     rng = np.random.default_rng(k)
     step = base._BLOCK_ELEMENTS // k
     n = 2 * step + 123  # (three blocks, the last overlapping)
