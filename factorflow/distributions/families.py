@@ -612,8 +612,16 @@ class Discrete(Distribution):
             if not np.isnan(fast).any():  # (0 · −inf: the elementwise way below)
                 return fast
             return -np.sum(special.xlogy(p, p), axis=-1)
-        # traced: the same from the normalised logs (no second logarithm; 0 where p is)
-        return -np.sum(np.where(p == 0, 0.0, p * log_normalize(self.eta[0])), axis=-1)
+        # traced: the same from the normalised logs (no second logarithm; 0 where p is),
+        # as a term the bound sums with the others over p in one pass (``row_term``);
+        # the logs read as x − log Σ exp x where the normalisation made that number (the
+        # logits as the sweep wrote them and one number a row: no (N, K) array of them)
+        from factorflow.distributions.base import _recall_traced  # (the copy's)
+        from factorflow.runtime.backends.jax_bound import row_term
+        x = self.eta[0]
+        logs = log_normalize(x)
+        lse = _recall_traced("logsumexp", logs)
+        return row_term(p, logs if lse is None else (lambda: x - lse), -1.0)
 
     def _draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
         cdf = np.cumsum(self.probs, axis=-1)   # a category index: no event axis

@@ -24,6 +24,7 @@ from factorflow.distributions.base import (
     _based_on,
     broadcast_shapes,
     broadcast_view,
+    memo_of,
     recall,
     remember,
     strides,
@@ -361,7 +362,10 @@ def by_data(x: np.ndarray, what: str, compute: Any) -> Any:
     memory of the data lives (a fresh view of the same memory, a run's data laid out
     again, finds it; arrays in it read-only); made afresh when traced or for data
     without memory of its own (Dask's chunks)."""
-    if traced() or type(x) is not np.ndarray:
+    if traced():  # remembered for the rest of the trace while ``x`` lives (XLA moves
+        # each copy out of the loop apart and carries every one: it does not merge them)
+        return memo_of(what, x, compute)
+    if type(x) is not np.ndarray:
         return compute(x)
     ident = (x.__array_interface__["data"][0], x.shape, x.strides)
     root = memory_owner(x)

@@ -160,6 +160,9 @@ def _average_log_factor(sample, probs) -> np.ndarray:
     if is_known(sample):
         return _pick(Elog(probs), E(sample))
     q, elog = _sample_stats(sample, _size(probs)), Elog(probs)
+    if traced():  # the same sum, a term the bound adds up with the others over q in one
+        from factorflow.runtime.backends.jax_bound import row_term  # pass (``row_term``)
+        return row_term(q, elog)
     if not traced():  # one fused pass (a mixture's (N, K) responsibilities against the
         # K log-weights); 0 · (−inf) gives NaN there and takes the elementwise way below
         with np.errstate(invalid="ignore"):

@@ -127,6 +127,9 @@ def _cases_average_log_factor(cases, selector) -> np.ndarray:
     lp = log_probs(selector)
     q = memo_of("exp", lp, exp_flushed)  # (normalising kept it)
     lw = _logits(cases)
+    if traced():  # the same sum, a term the bound adds up with the others over q in one
+        from factorflow.runtime.backends.jax_bound import row_term  # pass (``row_term``)
+        return row_term(q, lw)
     if not traced():  # one fused pass; 0 · (−inf) and the like fall back below
         with np.errstate(invalid="ignore"):
             fast = np.einsum("...k,...k->...", *np.broadcast_arrays(q, lw))

@@ -157,12 +157,14 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
     shape, axes = reduce
     if weights is None and not traced() and is_known(sample):
         return _unweighted_sums(sample, reduce)
-    if (traced() or not is_known(sample) or not isinstance(weights, np.ndarray)
+    if (not is_known(sample) or not isinstance(weights, np.ndarray)
             or len(shape) != 2 or tuple(axes) != (0,) or weights.shape != tuple(shape)):
         return None
     x = distinct(np.asarray(E(sample), float))
     if x.shape != (shape[0], 1) or shape[0] == 1:
         return None
+    if traced():
+        return _traced_data_sums(x, weights)
     hit = recall("data_sums", weights)
     if hit is not None and hit[0] is x:  # (the same view of the data: the same memory)
         return hit[2]
@@ -177,6 +179,22 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
         return hit[2]
     sums = tuple(_data_columns(x, rows=False) @ weights)
     remember("data_sums", weights, (x, ident, sums))
+    return sums
+
+
+def _traced_data_sums(x: Any, weights: Any) -> tuple[Any, ...]:
+    """``_data_sums`` under tracing: the same one (3, N) × (N, K) product (the general
+    path's stacked columns were three passes over the weights in XLA), remembered for
+    the rest of the trace with the data it read, so that the mean's and the precision's
+    messages read one; Σ_n w_nk is remembered as the weights' ``"column_sums"`` (the
+    bound reads it: ``runtime.backends.jax_bound``)."""
+    from factorflow.distributions.base import _recall_traced, _remember_traced  # (copy's)
+    hit = _recall_traced("data_sums", weights)
+    if hit is not None and hit[0] is x:
+        return hit[1]
+    sums = tuple(_data_columns(x, rows=False) @ weights)
+    _remember_traced("data_sums", weights, (x, sums))
+    _remember_traced("column_sums", weights, sums[0])
     return sums
 
 

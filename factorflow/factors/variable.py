@@ -152,8 +152,10 @@ def total(value: Any, plates: tuple[int, ...] = ()) -> float:
     standing for the empty plate, which would otherwise count once)."""
     if 0 in plates:
         return 0.0
-    if traced():
-        return np.sum(value)
+    if traced():  # a VMP term over a discrete posterior is left to the bound, which sums
+        # it with the others over the same probabilities in one pass (``jax_bound``)
+        from factorflow.runtime.backends.jax_bound import total as bound_total
+        return bound_total(value)
     # (an array's or a NumPy scalar's own sum: the reduction ``np.sum`` calls, without
     # its dispatch; a tuple of classes, not ``|``: a backend's ``np.ndarray`` is a tuple)
     return float(value.sum() if isinstance(value, (np.ndarray, np.generic))

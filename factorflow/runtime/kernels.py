@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Bernoulli
-from factorflow.distributions.base import Distribution, add_at, set_at, strides
+from factorflow.distributions.base import Distribution, add_at, memo_of, set_at, strides, traced
 from factorflow.errors import ImproperMessageError, ImproperMessageWarning, ModelError
 from factorflow.factors.common import Deferred
 from factorflow.factors.variable import (
@@ -73,6 +73,10 @@ def align_plates(value: Any, positions: tuple[int, ...], ndim: int, event_ndim: 
         return e.reshape(tuple(new) + e.shape[e.ndim - nd:])
     if isinstance(value, Distribution):
         return value._map(lay)
+    if traced():  # one layout a trace while the array lives: the statements that read
+        # the same data read one array, and what is made of it is made once (by_data)
+        return memo_of(f"align_plates {positions} {ndim} {event_ndim}", value,
+                       lambda v: lay(np.asarray(v), event_ndim))
     return lay(np.asarray(value), event_ndim)
 
 

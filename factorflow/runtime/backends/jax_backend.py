@@ -39,6 +39,7 @@ from factorflow.codegen.jax import generate_jax
 from factorflow.codegen.python import Generated
 from factorflow.errors import BackendError
 from factorflow.ir import Program
+from factorflow.runtime.backends.jax_bound import value as bound_value
 from factorflow.runtime.backends.jax_loop import (
     CHECKS,
     Sweeps,
@@ -222,8 +223,8 @@ class JaxCompiledModel(CompiledModel):
             info["skips"] = [names for names, _ in sweeps.skips]
             info["names"] = list(sweeps.names)
             info["carried"] = list(sweeps.carried)  # per loop: what its carry holds
-            passed = jnp.stack([ok for _, ok in before]) if before else jnp.zeros(0, bool)
-            return posteriors, jnp.asarray(log_evidence, float), sweeps.outputs(), passed
+            passed = before.verdicts()
+            return posteriors, bound_value(log_evidence), sweeps.outputs(), passed
 
         return jax.jit(whole), info
 

@@ -42,6 +42,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from factorflow.errors import ImproperMessageError
+from factorflow.runtime.backends.jax_bound import value as bound_value
 from factorflow.runtime.backends.jax_carry import Carry
 from factorflow.runtime.backends.jax_namespace import namespace
 
@@ -51,13 +52,31 @@ TURNS = 10
 
 class Frame(list):
     """The checks met while one program or sweep is traced: (what, ok) per check, ``ok``
-    a boolean on the device (True: every element passed); ``skips``: (what, count) per
-    EP update that ``skip_improper`` may skip, ``count`` the elements it skipped (an
-    integer on the device, as NumPy's ``kernels.SKIPPED`` counts them)."""
+    a boolean on the device (True: every element passed; with a ``slow`` verdict, see
+    ``verdicts``, only its witness); ``skips``: (what, count) per EP update that
+    ``skip_improper`` may skip, ``count`` the elements it skipped (an integer on the
+    device, as NumPy's ``kernels.SKIPPED`` counts them)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.skips: list[tuple[str, Any]] = []
+        #: per check: None, or the exact verdict to compute where its witness failed
+        self.slow: list[Callable[[], Any] | None] = []
+
+    def verdicts(self) -> Any:
+        """Each check's verdict (a boolean vector, in order): the witnesses where all
+        hold; else, in one ``lax.cond``, each failed witness's exact verdict (the
+        elementwise test with its exemptions: NumPy's path after ``all_proper``)."""
+        if not self:
+            return jnp.zeros(0, bool)
+        fast = jnp.stack([ok for _, ok in self])
+        if not any(s is not None for s in self.slow):
+            return fast
+
+        def exact() -> Any:
+            return jnp.stack([ok if s is None else ok | jnp.asarray(s(), bool)
+                              for (_, ok), s in zip(self, self.slow, strict=True)])
+        return jax.lax.cond(jnp.all(fast), lambda: fast, exact)
 
 
 class Checks:
@@ -72,8 +91,12 @@ class Checks:
             raise RuntimeError("a JAX kernel check ran outside a traced program")
         return self.frames[-1]
 
-    def record(self, what: str, ok: Any) -> None:
-        self._top().append((what, jnp.asarray(ok, bool)))
+    def record(self, what: str, ok: Any, slow: Callable[[], Any] | None = None) -> None:
+        """A check's verdict ``ok``; with ``slow``, ``ok`` is a witness (True: passed;
+        False: ``slow()``, computed only then, gives the verdict)."""
+        frame = self._top()
+        frame.append((what, jnp.asarray(ok, bool)))
+        frame.slow.append(slow)
 
     def skipped(self, what: str, count: Any) -> None:
         self._top().skips.append((what, jnp.asarray(count, int)))
@@ -313,6 +336,8 @@ class Sweeps:
                 value = None
                 if evidence is not None and self.tracing:
                     value, new = evidence(new)
+                    value = bound_value(value)  # (its terms summed: jax_bound)
+                ok = found.verdicts()
             # the convergence test reads each posterior's distinct elements (a gate's
             # clone of K components over N data: the K), as ``_Monitor`` does; without a
             # tolerance nothing reads the changes, which are not computed (``_Monitor``)
@@ -322,7 +347,6 @@ class Sweeps:
             names[:] = [what for what, _ in found]
             skip_names[:] = [what for what, _ in found.skips]
             shapes[:] = [tuple(jnp.shape(e) for e in eta) for eta in etas]
-            ok = jnp.stack([f for _, f in found]) if found else jnp.zeros(0, bool)
             counts = (jnp.stack([c for _, c in found.skips]) if found.skips
                       else jnp.zeros(0, int))
             return _materialised(new), (etas, value, ok, counts)
@@ -349,7 +373,7 @@ class Sweeps:
             s = jax.tree_util.tree_unflatten(tree, full)
             assert after is not None
             with CHECKS.frame():  # traced for what it reads only: its checks run later
-                return after(s)[0], posteriors(s)[0]
+                return bound_value(after(s)[0]), posteriors(s)[0]
 
         def advance(loop: tuple, new: list[Any], kept: tuple) -> tuple:
             """The loop's values after the sweep ``loop[0]`` that gave ``new``, ``kept``

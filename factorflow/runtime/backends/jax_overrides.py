@@ -8,10 +8,13 @@ in the middle of a sweep: inside ``jit`` it cannot raise, so each function here
 (``check_proper``, ``check_proper_input``, ``skip_improper``, ``initial``; ``_proper``
 their common part) replaces the one of the same name in the JAX copy of
 ``runtime.kernels`` and records its verdict in ``jax_loop.CHECKS`` instead (the host
-raises after the loop).  The
-tests run each override and its NumPy kernel on the same random inputs: the verdicts
-agree (``tests/runtime/backends/test_jax.py``), so a change to one that the other
-lacks fails there.
+raises after the loop).  ``check_proper`` records a witness read from what is
+already reduced (a broadcast clone's distinct elements; a normalisation's row sums,
+which ``base._normalize_traced`` keeps) and its exact verdict as a function the loop
+calls, for all the checks of a sweep in one ``lax.cond``, only where a witness fails.
+The tests run each override and its NumPy kernel on the same random inputs: the
+verdicts agree (``tests/runtime/backends/test_jax_kernels.py``, ``test_jax_fused.py``),
+so a change to one that the other lacks fails there.
 
 The kernels' fast paths chosen by values are chosen by the kernels themselves on what
 is known while tracing (``distributions.base``: ``is_arange``, ``log_normalize``;
@@ -70,13 +73,58 @@ KERNELS = "factorflow.runtime.kernels"
 def check_proper(d: Any, what: str, iteration: Any = None, where: Any = None) -> None:
     """``kernels.check_proper`` as a record: every element where ``where`` holds proper,
     with no NaN parameter; in the first sweep (``iteration == 0``, a traced number
-    here) an exactly uniform element passes."""
-    ok = _proper(d)
-    if where is not None:
-        ok = ok | ~np.broadcast_to(leading(where, len(d.batch_shape)), ok.shape)
-    if iteration is not None:
-        ok = ok | ((np.asarray(iteration) == 0) & np.asarray(d.is_uniform(), bool))
-    CHECKS.record(what, np.all(ok))
+    here) an exactly uniform element passes.  As in NumPy, the common verdict is read
+    first on what is already reduced (``_proper_witness``: a broadcast clone's distinct
+    elements, a normalisation's row sums), the elementwise verdict with its exemptions
+    only where that fails (``CHECKS.record``'s ``slow``: one ``lax.cond`` for all the
+    checks of a sweep, ``jax_loop.Frame.verdicts``)."""
+    small = d.compact(always=True)  # (a gate's clone: its K distinct elements)
+    remade = _remade(small)
+
+    def slow() -> Any:
+        small_ = remade()
+        ok = _proper(small_)
+        if iteration is not None:
+            ok = ok | ((np.asarray(iteration) == 0) & np.asarray(small_.is_uniform(), bool))
+        if where is not None:
+            ok, applies = np.broadcast_arrays(ok, leading(where, len(d.batch_shape)))
+            ok = ok | ~applies
+        return np.all(ok)
+    CHECKS.record(what, _proper_witness(small), slow)
+
+
+@override(KERNELS, "_proper_witness")
+def _proper_witness(d: Any) -> Any:
+    """A boolean of no axes, True only where every element of ``d`` is proper with no
+    NaN parameter (False says nothing): for a Discrete, or a Bernoulli of normalised
+    log-odds (a gate's cases), whether the normalisation's log row sums add up to a
+    finite number (``base._normalize_traced``, shared with the normalisation the sweep
+    makes anyway: no pass over the (N, K) array); else the elementwise verdict."""
+    eta = d.eta[0]
+    kind = type(d).__name__
+    if getattr(eta, "ndim", 0) >= 1 and kind in ("Discrete", "Bernoulli"):
+        from factorflow.distributions.base import _recall_traced, log_normalize  # (copies)
+        if kind == "Discrete":
+            log_normalize(eta)  # (remembered: the sweep's own normalisation)
+        sums = _recall_traced("row_log_sums", eta)
+        if sums is not None:
+            return np.isfinite(np.sum(sums))
+    return np.all(_proper(d))
+
+
+@override(KERNELS, "_remade")
+def _remade(d: Any) -> Any:
+    """A function of no arguments giving ``d`` again: where its parameter is a
+    normalisation's logs (a gate's cases), made again from the logits and row numbers
+    the normalisation read and made (``base._normalize_traced``: the same operations,
+    the same numbers), so that a ``lax.cond`` that reads it reads those, not an (N, K)
+    array written out for it; else ``d`` itself."""
+    from factorflow.distributions.base import _recall_traced  # (the copy's)
+    made = _recall_traced("normalized_from", d.eta[0]) if len(d.eta) == 1 else None
+    if made is None:
+        return lambda: d
+    x, top, log_total = made
+    return lambda: type(d).from_natural((x - top) - log_total)
 
 
 @override(KERNELS, "_proper")
