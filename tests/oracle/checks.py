@@ -141,15 +141,17 @@ class Check:
         test, no per-sweep bound: ``tolerance=None, trace=False``), for a run read only
         for its final log evidence."""
         history: list = []
+        changes: list[float] = []  # the move of each sweep but the first (``_change``)
 
         def record(_iteration, posteriors):
             history.append({k: _statistics(v) for k, v in posteriors.items()})
+            if stop_at_fixed_point and len(history) > 1:
+                changes.append(_change(history))
             # several sweeps in a row without a move: a posterior may stand still while
             # messages still travel through a gate's own variables (which the hook does
             # not see; factorflow's own monitor does)
             return (stop_at_fixed_point and len(history) > QUIET
-                    and all(_change(history[:len(history) - i]) <= 1e-13
-                            for i in range(QUIET)))
+                    and all(c <= 1e-13 for c in changes[-QUIET:]))
 
         try:
             with warnings.catch_warnings(record=True) as caught:
