@@ -2,13 +2,16 @@
 closed form; a finding whose cause lies outside the oracle's and the fuzzer's files is a
 strict xfail carrying its diagnosis.
 
-Fuzz seed 22 (10,000 valid models): 8 VMP runs (4 in the ``if`` profile, 4 in ``case``)
-refused at compile time with ``gate_order.check_joint_reads``'s ModelError, which the
-generator did not predict.  Shrunk by hand to the model below: a gate on ``v1`` inside a
-gate on ``v9`` inside a gate on ``v2``, ``v2`` an exit variable of the gates on ``v1``.
-Without the gate on ``v9`` between them, ``transforms.gate_order`` moves the gate on
-``v1`` outside the gate on ``v2`` and VMP is exact (log Z = 0, no data); with it, the
-move is not made and the factor ``v11`` is refused as reading ``v2`` beside its selector.
+Fuzz seed 22 (10,000 valid models): 8 VMP runs refused at compile time with
+``gate_order.check_joint_reads``'s ModelError, which the generator did not predict.  The
+4 in the ``case`` profile read two exit variables of one gate together (``Case(v2)``
+around ``N(v3, .)``, v2 and v3 exits of the gates on v1): refused by design, a gap in the
+generator's prediction (``tests/fuzz/valid.py``), open.  The 4 in the ``if`` profile,
+shrunk by hand to the model below: a gate on ``v1`` inside a gate on ``v9`` inside a gate
+on ``v2``, ``v2`` an exit variable of the gates on ``v1``.  Without the gate on ``v9``
+between them, ``transforms.gate_order`` moves the gate on ``v1`` outside the gate on
+``v2`` and VMP is exact (log Z = 0, no data); with it, the move is not made and the
+factor ``v11`` is refused as reading ``v2`` beside its selector.
 """
 
 from __future__ import annotations
