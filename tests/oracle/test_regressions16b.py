@@ -68,3 +68,26 @@ def test_vmp_with_a_gate_between_selector_and_exit_gates_is_exact():
     result = _nested(True).infer("vmp", iterations=50, progress=False)
     assert abs(result.log_evidence) < 1e-10
     assert abs(float(result["v1"].p) - 0.95) < 1e-10
+
+
+# ----- oracle seed 13: a links model whose EP fixed point misses 1e-7 ---------------------
+#: oracle seed 13's one failure of 3,773 runs (links, EP): Poisson(exp(a0 w)) and
+#: Bernoulli(probit(a1 w)), one datum each, w a 2-D VectorGaussian
+
+
+def _seed13_links():
+    from tests.oracle.links import Group, LinkModel
+    return LinkModel((1.0, 1.0), ((2.0, -0.848528), (-0.848528, 1.0)),
+                     (Group("exp", ((-1.5, -1.0),), 0.0, (0,)),
+                      Group("probit", ((-0.5, -1.5),), 0.0, (0,))))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "oracle seed 13 (1 EP run of 154 links models): q's precision x mean against prior x "
+    "sites off by 2.5e-7 relative (1.8936151 against 1.89361535), past the harness's 1e-7 "
+    "(the quadrature's documented accuracy, 1.5e-8 the largest seen before); not "
+    "diagnosed this session: the tilted moments' quadrature (factors/links.py, "
+    "factors/quadrature.py) or the reference's own (tests/oracle/links.py)"))
+def test_ep_fixed_point_of_a_poisson_and_probit_link():
+    from tests.oracle.test_oracle_links import ep_check
+    ep_check(_seed13_links())
