@@ -163,16 +163,25 @@ def test_plate_form_extrapolation_keeps_eps_fixed_point(monkeypatch):
     assert fast.iterations < slow.iterations
 
 
+@pytest.fixture(scope="module")
+def uninterrupted():
+    """The plate-form EP program of the checkpoint tests, compiled once, and its run
+    never interrupted (read-only: the runs below are of the same compiled program, whose
+    operator state is per run, ``test_plate_form_operator_state_is_per_run``)."""
+    X, y, _ = problem(5, 3, 1, 18)
+    compiled = regression(X, y, 3, np.array([0.3]), 1.5, plate=True).compile("ep")
+    return compiled, compiled.run(progress=False, tolerance=1e-13, trace=True)
+
+
 @pytest.mark.parametrize("crash_at", [8, 11, 17])
-def test_plate_form_resumed_from_a_checkpoint_is_bit_identical(crash_at, tmp_path):
+def test_plate_form_resumed_from_a_checkpoint_is_bit_identical(crash_at, tmp_path,
+                                                               uninterrupted):
     """The extrapolation's cycle is the operator's state, which checkpoints hold: a run
     stopped mid-cycle (after sweep 8; 11, between the cycle's two extrapolations; 17,
     in the second cycle) and resumed ends bit-identical to a run never interrupted
     (every natural parameter, the log evidence, the trace, the sweeps)."""
     from tests.runtime.test_checkpoint import Crash, assert_identical, crash_after
-    X, y, _ = problem(5, 3, 1, 18)
-    compiled = regression(X, y, 3, np.array([0.3]), 1.5, plate=True).compile("ep")
-    whole = compiled.run(progress=False, tolerance=1e-13, trace=True)
+    compiled, whole = uninterrupted
     assert whole.converged and whole.iterations > 2 * softmax.EXTRAPOLATION_CYCLE
     path = tmp_path / "softmax.ckpt"
     with pytest.raises(Crash):

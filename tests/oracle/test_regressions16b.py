@@ -1,0 +1,93 @@
+"""Findings of fuzz seeds 22 and 23 and oracle seeds 12 and 13 (suite16), each against a
+closed form; a finding whose cause lies outside the oracle's and the fuzzer's files is a
+strict xfail carrying its diagnosis.
+
+Fuzz seed 22 (10,000 valid models): 8 VMP runs refused at compile time with
+``gate_order.check_joint_reads``'s ModelError, which the generator did not predict.  The
+4 in the ``case`` profile read two exit variables of one gate together (``Case(v2)``
+around ``N(v3, .)``, v2 and v3 exits of the gates on v1): refused by design, a gap in the
+generator's prediction (``tests/fuzz/valid.py``), open.  The 4 in the ``if`` profile,
+shrunk by hand to the model below: a gate on ``v1`` inside a gate on ``v9`` inside a gate
+on ``v2``, ``v2`` an exit variable of the gates on ``v1``.  Without the gate on ``v9``
+between them, ``transforms.gate_order`` moves the gate on ``v1`` outside the gate on
+``v2`` and VMP is exact (log Z = 0, no data); with it, the move is not made and the
+factor ``v11`` is refused as reading ``v2`` beside its selector.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import factorflow as ff
+
+
+def _nested(intermediate: bool) -> ff.Model:
+    """v1 ~ Bernoulli(0.95); v2 | v1 ~ Bernoulli(0.2 or 0.8) (an exit variable of the
+    gates on v1); under IfNot(v2): v9 ~ Bernoulli(0.5) and, under IfNot(v9) when
+    ``intermediate``, v11 ~ Bernoulli(0.2) in IfNot(v1).  Nothing is observed: log Z = 0
+    and every marginal is its prior's, P(v1) = 0.95."""
+    with ff.Model("fuzz22") as model:
+        v1 = ff.Bernoulli("v1", 0.95)
+        with ff.If(v1):
+            v2 = ff.Bernoulli("v2", 0.2)
+        with ff.IfNot(v1):
+            v2 = ff.Bernoulli("v2", 0.8)
+        with ff.IfNot(v2):
+            v9 = ff.Bernoulli("v9", 0.5)
+            if intermediate:
+                with ff.IfNot(v9), ff.IfNot(v1):
+                    ff.Bernoulli("v11", 0.2)
+            else:
+                with ff.IfNot(v1):
+                    ff.Bernoulli("v11", 0.2)
+    return model
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_selector_gate_directly_inside_its_exit_gate_is_exact(algorithm):
+    """The gate on v1 directly inside the gate on v2: moved outside it under VMP; exact
+    under both algorithms."""
+    result = _nested(False).infer(algorithm, iterations=50, progress=False)
+    assert abs(result.log_evidence) < 1e-10
+    assert abs(float(result["v1"].p) - 0.95) < 1e-10
+
+
+def test_ep_with_a_gate_between_is_exact():
+    result = _nested(True).infer("ep", iterations=50, progress=False)
+    assert abs(result.log_evidence) < 1e-10
+    assert abs(float(result["v1"].p) - 0.95) < 1e-10
+
+
+@pytest.mark.xfail(strict=True, raises=ff.ModelError, reason=(
+    "fuzz seed 22 (8 VMP runs): transforms/gate_order.py moves a gate on a selector (v1) "
+    "outside a gate on its exit variable (v2) only when it lies directly in it; with a "
+    "gate on v9 (defined inside the gate on v2) between them it is left in place and "
+    "check_joint_reads refuses v11 by name ('reads v2 and v1 together outside a gate on "
+    "v1'), a refusal the fuzz generator (tests/fuzz/valid.py) does not predict either"))
+def test_vmp_with_a_gate_between_selector_and_exit_gates_is_exact():
+    result = _nested(True).infer("vmp", iterations=50, progress=False)
+    assert abs(result.log_evidence) < 1e-10
+    assert abs(float(result["v1"].p) - 0.95) < 1e-10
+
+
+# ----- oracle seed 13: a links model whose EP fixed point misses 1e-7 ---------------------
+#: oracle seed 13's one failure of 3,773 runs (links, EP): Poisson(exp(a0 w)) and
+#: Bernoulli(probit(a1 w)), one datum each, w a 2-D VectorGaussian
+
+
+def _seed13_links():
+    from tests.oracle.links import Group, LinkModel
+    return LinkModel((1.0, 1.0), ((2.0, -0.848528), (-0.848528, 1.0)),
+                     (Group("exp", ((-1.5, -1.0),), 0.0, (0,)),
+                      Group("probit", ((-0.5, -1.5),), 0.0, (0,))))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "oracle seed 13 (1 EP run of 154 links models): q's precision x mean against prior x "
+    "sites off by 2.5e-7 relative (1.8936151 against 1.89361535), past the harness's 1e-7 "
+    "(the quadrature's documented accuracy, 1.5e-8 the largest seen before); not "
+    "diagnosed this session: the tilted moments' quadrature (factors/links.py, "
+    "factors/quadrature.py) or the reference's own (tests/oracle/links.py)"))
+def test_ep_fixed_point_of_a_poisson_and_probit_link():
+    from tests.oracle.test_oracle_links import ep_check
+    ep_check(_seed13_links())
