@@ -239,9 +239,10 @@ def test_rules_that_never_terminate_give_an_incomplete_exploration():
 
 
 def test_exploding_rules_stop_at_a_bounded_egraph():
-    ex = explore(x * (x + 1), ALGEBRA_EQUATIONS, Limits(max_nodes=2_000, timeout=5.0))
-    assert not ex.complete and ex.stop_reason in ("nodes", "time")
-    assert ex.nodes <= 2_000 and ex.seconds < 5.0
+    # a node limit, not a clock: the same e-graph on a loaded machine as on a quiet one
+    ex = explore(x * (x + 1), ALGEBRA_EQUATIONS, Limits(max_nodes=300, timeout=600.0))
+    assert not ex.complete and ex.stop_reason == "nodes"
+    assert ex.nodes <= 300
     assert normalize(x * (x + 1), ALGEBRA) in set(ex.stream(max_term_size=5))
 
 
@@ -256,7 +257,8 @@ def test_each_equation_holds_in_the_egraph(r):
 def test_algebra_equations_and_normal_form_agree_on_a_polynomial():
     mu, tau = sym("mu"), sym("tau")
     t = tau * (x - mu) * (x + mu)
-    ex = explore(t, ALGEBRA_EQUATIONS, Limits(timeout=2.0))
+    # reached at the 8th iteration; an iteration count, not a clock, so load cannot stop it early
+    ex = explore(t, ALGEBRA_EQUATIONS, Limits(max_iterations=10, timeout=600.0))
     normal = normalize(t, ALGEBRA)
     assert str(normal) == "tau*x**2 - tau*mu**2"
     assert normal in set(ex.stream(max_term_size=normal.size))
