@@ -6,9 +6,9 @@ more dimensions than allowed by the axis remapping").
 Cause (``transforms/gates.py``): the copy of the variable's per-case local into the
 outer gate's clone array waits until the outer case's body ends (it is defined inside a
 deeper gate), and was placed there outside the plate's loop; the Copy then ran over the
-case axis only, its messages lost the plate's axis (and, with equal sizes, read the
-plate and case axes swapped).  The copy is now placed in loops over the local's axes
-(``_GateLowering._in_loops``).
+case axis only and its messages lost the plate's axis (nor were the clone's axes
+permuted to the loops' order).  The copy is now placed in loops over the local's axes
+(``_Gates._in_loops``).
 
 Reference: the model is discrete and tree-shaped, so EP is exact; its posteriors and
 log evidence are checked against enumeration of every joint state (1e-9).  The
