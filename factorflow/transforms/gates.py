@@ -253,7 +253,8 @@ class _Gates:
         self.levels.append((cond, case, frame))
         self.frames.append(frame)
         self._block(node.body)
-        frame.items.extend(self._under_det(copy) for copy in cond.pending)
+        frame.items.extend(self._in_loops(self._under_det(copy), copy)
+                           for copy in cond.pending)
         cond.pending.clear()
         self.frames.pop()
         self.levels.pop()
@@ -330,6 +331,19 @@ class _Gates:
                 return node
         for b in reversed(common):
             node = IfB(b.condition, [node], value=b.value, negated=b.negated, wraps=False)
+        return node
+
+    def _in_loops(self, node: Any, copy: Stmt) -> Any:
+        """``node`` (a case's pending ``copy`` into its clone array) inside loops over
+        the local's axes that no loop at the case's frame runs over: a local defined under
+        a plate opened in the case, inside a deeper gate (``v19`` in ``ff.Switch(v17[r])``
+        in ``ff.Plate(r)`` in ``ff.Switch(v14)``), is copied once the case's body ends,
+        outside the plate's loop, which must be opened again (fuzz seed 23: without it the
+        copy ran over the case axis only, and its messages lost the plate's axis)."""
+        here = set(self._loops())
+        value = copy.input("value")
+        for r in reversed([i for i in value.index if isinstance(i, str) and i not in here]):
+            node = ForB(r, [node])
         return node
 
     def _under_det(self, copy: Stmt) -> Any:
