@@ -11,15 +11,19 @@ the other.  Two quadratures, each used where it is accurate:
   on a Gaussian placed at the tilted distribution's mode (safeguarded Newton) with its
   Laplace scale (for exp(−eˣ) once more at the moments so found).  Exact for polynomials
   of degree 127 times the proposal; measured against adaptive quadrature
-  (``scipy.integrate.quad``), log Z, mean and variance agree to 1e-10 for σ and 2e-7 for
-  exp(−eˣ) where it is used (cavity variance up to 4, or a tilted distribution narrower
-  than the step); 32 nodes left errors of 1e-8 for σ at cavity variance 4.
+  (``scipy.integrate.quad``), log Z, mean and variance agree to 3e-11 for σ (cavity
+  variance up to 4) and 4e-11 for exp(−eˣ) (up to 1.75; its error grows with the
+  variance, 1e-8 at 3 and 1e-7 at 4, which put oracle seed 13 off by 2.5e-7), or where
+  the tilted distribution is narrower than the step; 32 nodes left errors of 1e-8 for σ
+  at cavity variance 4.
 * **Step + Gauss–Laguerre** where the tilted distribution is wide: h = [x on the step's
   high side] + ε(x), ε decaying like e^(−|x|) on both sides.  The step's part is a
   truncated-normal moment (closed form); ε's is ∫₀^∞ e^(−t) [eᵗ ε(±t)] N(±t; m, v) dt, with
   smooth bounded eᵗ ε(±t), by ``numpy.polynomial.laguerre.laggauss`` (64 nodes; for
-  exp(−eˣ)'s double-exponential side in s = eᵗ − 1): 1e-11 for σ and 1e-9 for exp(−eˣ)
-  for cavity variances from 4 to 10⁴ when the mode lies within 25 of the step.  Hermite
+  exp(−eˣ)'s double-exponential side in s = eᵗ − 1): 1e-11 for σ (cavity variances from
+  4 to 10⁴) and 1e-10 for exp(−eˣ) (from 1.75 to 25; 1e-9 at 100 and 5e-8 at 1000 with
+  the cavity's mean 20-30 standard deviations above the step) when the mode lies within
+  ``_REACH`` = 6 Laplace scales of the step on its low side (σ: 2e-9 at 8 scales).  Hermite
   nodes cannot do this: a step of width 1 inside a Gaussian of standard deviation 10 sits
   between two nodes (errors of 1e-2 at variance 200 with 64 nodes).
 
@@ -43,13 +47,14 @@ from factorflow.lazy import special
 GH_NODES = 64
 #: Gauss–Laguerre nodes for the step's exponential tails
 LAGUERRE_NODES = 64
-#: the Laguerre split is used where the cavity variance is above ``_WIDE_CAVITY``, the
-#: tilted distribution's Laplace scale above ``_WIDE`` and its mode not beyond ``_REACH``
-#: on the step's low side (there h is exponential in x and the tilted distribution a
-#: Gaussian, which Hermite nodes integrate exactly)
-_WIDE_CAVITY = 4.0
+#: the Laguerre split is used where the cavity variance is above ``Step.wide_cavity``,
+#: the tilted distribution's Laplace scale above ``_WIDE`` and its mode not beyond
+#: ``_REACH`` of those scales on the step's low side (there h is exponential in x over
+#: all the tilted mass and the tilted distribution a Gaussian, which Hermite nodes
+#: integrate exactly, while Laguerre's nodes lie in its far tail: σ's errors 2e-9 at 8
+#: scales, 1e-15 by Hermite from 6)
 _WIDE = 0.5
-_REACH = 25.0
+_REACH = 6.0
 _NEWTON_STEPS = 200
 
 _HERMITE = np.polynomial.hermite_e.hermegauss(GH_NODES)
@@ -85,6 +90,9 @@ class Step:
     bracket: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
     #: Hermite passes after the first, each at the moments the last one found
     recentre: int = 0
+    #: the cavity variance above which the Laguerre split is used where the tilted
+    #: distribution is wide (the crossover of the two rules' measured errors)
+    wide_cavity: float = 4.0
 
 
 def _once(compute: Callable[[], Any]) -> Callable[[], Any]:
@@ -146,6 +154,7 @@ EXP_NEG_EXP = Step(
     neg=_laguerre_rule(lambda t: np.exp(t) * np.expm1(-np.exp(-t))),
     bracket=_exp_neg_exp_bracket,
     recentre=1,
+    wide_cavity=1.75,
 )
 
 
@@ -239,10 +248,10 @@ def tilted_moments(m: np.ndarray, v: np.ndarray, h: Step) -> tuple[np.ndarray, n
     m, v = (np.array(a, float) for a in np.broadcast_arrays(m, v))
     x = _mode(m, v, h)
     scale = 1 / np.sqrt(1 / v - h.d2(x))
-    deep = x < -_REACH if h.up else x > _REACH  # far on the step's low side: e^(±x) there
+    deep = (-x if h.up else x) > _REACH * scale  # far on the step's low side: e^(±x) there
     # (and the cavity's mean within 30 standard deviations of the step, or its density
     # at the Laguerre nodes underflows)
-    wide = (v > _WIDE_CAVITY) & (scale > _WIDE) & ~deep & (np.abs(m) < 30 * np.sqrt(v))
+    wide = (v > h.wide_cavity) & (scale > _WIDE) & ~deep & (np.abs(m) < 30 * np.sqrt(v))
     if traced():  # no boolean indexing: every element both ways, its own rule selected
         lz, mu, s2 = _hermite(m, v, h, x, scale)
         for _ in range(h.recentre):
