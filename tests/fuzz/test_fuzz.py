@@ -238,17 +238,19 @@ def test_the_generators_reads_through_sums_agree_with_factorflow(data):
         assert (factors[-1] != "Minus") == collected, (source, factors)
 
 
-@pytest.mark.parametrize("z_plates, observed", [((), False), ((), True), (("r9",), False)])
+@pytest.mark.parametrize("z_plates, observed", [((), False), ((), True), (("r9",), False),
+                                                (("r3",), False)])
 def test_a_switch_inside_a_plate_is_predicted_as_factorflow_refuses_it(z_plates, observed):
     """``Writer.switch_refusal`` against factorflow: ``ff.Switch(z)`` inside Plate(r9)
-    is refused naming z and r9 when z is latent and not over r9 (fuzz seed 13)."""
-    r1, r9 = Rng("r1", 2), Rng("r9", 2)
-    z = Var("v8", "v8", "int", tuple(r for r in (r1, r9) if r.ident in z_plates), 2,
+    is refused naming z and r9 when z is latent and not over r9 (fuzz seed 13); a z over
+    r3, read inside Plate(r3) too, is named as read there, ``v8[r3]`` (fuzz seed 23)."""
+    r1, r3, r9 = Rng("r1", 2), Rng("r3", 2), Rng("r9", 2)
+    z = Var("v8", "v8", "int", tuple(r for r in (r3, r9) if r.ident in z_plates), 2,
             observed, None if observed else frozenset({"v8"}))
     writer = Writer(None, "switch", plates=[r9])
     shape = tuple(r.size for r in z.plates)
     obs = f", observed={lit(np.ones(shape, int))}" if observed else ""
-    lines = ["    r1, r9 = ff.Range('r1', 2), ff.Range('r9', 2)",
+    lines = ["    r1, r3, r9 = ff.Range('r1', 2), ff.Range('r3', 2), ff.Range('r9', 2)",
              "    with ff.Plate(r1):",
              "        v2 = ff.Beta('v2', 0.2, 3.5)"]
     if z.plates:
@@ -257,7 +259,13 @@ def test_a_switch_inside_a_plate_is_predicted_as_factorflow_refuses_it(z_plates,
               "    with ff.Plate(r9):",
               "        with ff.Switch(v8):",
               "            ff.Bernoulli('v10', v2[v8], observed=np.array([True, False]))"]
+    if z_plates == ("r3",):  # inside Plate(r3) too: r9 is the loop z is not over
+        lines[-3:] = ["    with ff.Plate(r3):", *("    " + line for line in lines[-3:])]
+        lines[-1] = lines[-1].replace("[True, False]", "[[True, False], [False, False]]")
+        writer.plates = [r3, r9]
     refusal = writer.switch_refusal(z)
     kinds = {run(_spec(*lines, refusal=refusal), algorithm).kind for algorithm in ALGORITHMS}
     assert kinds == ({"refused"} if refusal else {"finite"}), (refusal, kinds)
-    assert bool(refusal) == (not observed and not z_plates)
+    assert bool(refusal) == (not observed and "r9" not in z_plates)
+    if z_plates == ("r3",):
+        assert refusal == ("gate on v8[r3]:", "the loop over r9;")

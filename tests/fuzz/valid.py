@@ -934,11 +934,13 @@ class Writer:
     def switch_refusal(self, z: Var) -> tuple[str, ...]:
         """What ``ff.Switch(z)`` here is refused naming, by design: a latent z inside a
         plate z is not over (a Switch is not moved out of a plate: transforms/lower.py);
-        () where it is not refused (outside gates)."""
+        () where it is not refused (outside gates).  The gate is named by its condition
+        as read there, ``z[r, ...]`` over z's own plates (``gate_analysis.show_ref``)."""
         outside = [r for r in self.plates if r not in z.plates]
         if z.observed or not outside:
             return ()
-        return (f"gate on {z.name}:", f"the loop over {outside[0].ident};")
+        read = f"{z.name}[{', '.join(r.ident for r in z.plates)}]" if z.plates else z.name
+        return (f"gate on {read}:", f"the loop over {outside[0].ident};")
 
     def write_switch(self, z: Var, domain: str) -> None:
         with self.gate(f"with ff.Switch({z.ident}):"):
