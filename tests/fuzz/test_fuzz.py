@@ -269,3 +269,45 @@ def test_a_switch_inside_a_plate_is_predicted_as_factorflow_refuses_it(z_plates,
     assert bool(refusal) == (not observed and "r9" not in z_plates)
     if z_plates == ("r3",):
         assert refusal == ("gate on v8[r3]:", "the loop over r9;")
+
+
+@settings(FUZZ, max_examples=60)
+@given(data=st.data())
+def test_one_element_in_two_arguments_is_predicted_as_factorflow_refuses_it(data):
+    """``Writer.same_element`` against factorflow's ``check_distinct_arguments``:
+    ``Gamma(v2[i], rate=v2[j])`` in Plate(r5) is refused (at build, both algorithms)
+    naming the statement, the array and both arguments where ``i`` and ``j`` pick one
+    element somewhere (fuzz seed 23: ``v2[[3, 0]]`` and ``v2[[0, 0]]``, 10 runs); else
+    it is one factor that builds.  The index may be written as floats or through an
+    ``ff.Data``; an observed array is never refused."""
+    size = data.draw(st.integers(1, 4), label="len(v2)")
+    n = data.draw(st.integers(0, 3), label="r5")
+    observed = data.draw(st.booleans(), label="v2 observed")
+    r1, r5 = Rng("r1", size), Rng("r5", n)
+    v2 = Var("v2", "v2", "positive", (r1,), observed=observed,
+             roots=None if observed else frozenset({"v2"}))
+    writer = Writer(data.draw, "indexing", plates=[r5])
+    texts = {}
+    for arg in ("shape", "rate"):
+        index = np.array(data.draw(st.lists(st.integers(0, size - 1), min_size=n,
+                                            max_size=n), label=arg), int)
+        through = data.draw(st.sampled_from(("lit", "float", "data")), label=f"{arg} as")
+        text = {"lit": f"v2[{lit(index)}]", "float": f"v2[{lit(index.astype(float))}]",
+                "data": f"v2[ff.Data('d_{arg}', {lit(index)})]"}[through]
+        writer.reads_of[text] = (Read(v2, "v2[...]", index, (r5,),
+                                      f"d_{arg}" if through == "data" else None),)
+        texts[arg] = text
+    refusal = writer.same_element("v6", "Gamma", *texts.items())
+    value = lit(np.full(size, 1.5)) if observed else "1.0"
+    body = (f"    r1, r5 = ff.Range('r1', {size}), ff.Range('r5', {n})",
+            "    with ff.Plate(r1):",
+            f"        v2 = ff.Gamma('v2', 2.0, rate=1.0{f', observed={value}' if observed else ''})",
+            "    with ff.Plate(r5):",
+            f"        v6 = ff.Gamma('v6', {texts['shape']}, rate={texts['rate']})")
+    kinds = {run(_spec(*body, refusal=refusal), algorithm).kind for algorithm in ALGORITHMS}
+    # (a Gamma of random shape has no operators in some algorithms: unsupported)
+    assert kinds == {"refused"} if refusal else kinds <= {"finite", "unsupported"}, (
+        body, refusal, kinds)
+    if refusal:
+        assert refusal == ("v6: the random variable 'v2' is both argument 'shape' and "
+                           "argument 'rate' of Gamma",)

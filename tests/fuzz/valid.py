@@ -371,6 +371,27 @@ class Writer:
                     return a, b
         return None
 
+    def same_element(self, label: str, factor: str, *args: tuple[str, str]
+                     ) -> tuple[str, ...]:
+        """What factorflow's ``checks.check_distinct_arguments`` refuses naming, by design,
+        where two arguments of one factor (``(argument, operand text)`` pairs, written
+        here) read one latent array by known indices that pick the same element at some
+        element of the open plates: ``Gamma(v[[3, 0]], rate=v[[0, 0]])`` (fuzz seed 23).
+        () where they never do (then it is one factor of two inputs)."""
+        plates = tuple(self.plates)
+        for i, (k1, t1) in enumerate(args):
+            for k2, t2 in args[i + 1:]:
+                r1, r2 = self.reads(t1), self.reads(t2)
+                if len(r1) != 1 or len(r2) != 1:
+                    continue
+                a, b = r1[0], r2[0]
+                if (a.base is b.base and a.index is not None and b.index is not None
+                        and not a.base.observed
+                        and bool((a.over(plates) == b.over(plates)).any())):
+                    return (f"{label}: the random variable {a.base.name!r} is both "
+                            f"argument {k1!r} and argument {k2!r} of {factor}",)
+        return ()
+
     def relaid(self, var: Var) -> bool:
         """Whether ``var`` expands into a read through an ``ff.Data`` here under plates its
         own are not the innermost of (factorflow cannot lay the Data's value out again)."""
@@ -481,6 +502,11 @@ class Writer:
                 rate = self.operand("positive")
                 if rate == shape and rate in self.roots_of:  # one variable (or element)
                     rate = self.constant("positive")  # in both arguments is refused
+                elif not self.refusal:  # one element read by both: refused by design
+                    self.refusal = self.same_element(vname, "Gamma", ("shape", shape),
+                                                     ("rate", rate))
+                    if self.refusal:  # the model ends here
+                        self.budget = 0
                 rate = f"rate={rate}"
             call = f"ff.Gamma({vname!r}, {shape}, {rate}"
         elif domain == "unit":
