@@ -252,7 +252,7 @@ def test_a_switch_inside_a_plate_is_predicted_as_factorflow_refuses_it(z_plates,
     """``Writer.switch_refusal`` against factorflow: ``ff.Switch(z)`` inside Plate(r9)
     is refused naming z and r9 when z is latent and not over r9 (fuzz seed 13); a z over
     r3, read inside Plate(r3) too, is named as read there, ``v8[r3]`` (fuzz seed 23)."""
-    r1, r3, r9 = Rng("r1", 2), Rng("r3", 2), Rng("r9", 2)
+    r3, r9 = Rng("r3", 2), Rng("r9", 2)
     z = Var("v8", "v8", "int", tuple(r for r in (r3, r9) if r.ident in z_plates), 2,
             observed, None if observed else frozenset({"v8"}))
     writer = Writer(None, "switch", plates=[r9])

@@ -35,7 +35,6 @@ posteriors depend on one latent condition's case outside its gates is refused
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from typing import Any
 
