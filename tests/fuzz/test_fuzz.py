@@ -366,7 +366,7 @@ SEED23_CASE = ("    v1 = ff.Bernoulli('v1', 0.2)",
                "    # exits v1: v2:unit v3:bool",
                "    with ff.Case(v3, 1):",
                "        v6 = ff.Bernoulli('v6', v2{observed})")
-#: fuzz seed 22 (case, vmp, 4 runs): an exit read as a value inside a gate on another
+#: fuzz seed 22 (case, vmp, 4 runs): an exit read as a value inside gates on another
 SEED22_CASE = ("    v1 = ff.Bernoulli('v1', 0.95)",
                "    with ff.If(v1):",
                "        v2 = ff.Bernoulli('v2', 0.95)",
@@ -376,11 +376,12 @@ SEED22_CASE = ("    v1 = ff.Bernoulli('v1', 0.95)",
                "        v3 = ff.Gaussian('v3', -3.0, precision=0.2)",
                "    # exits v1: v2:bool v3:real",
                "    with ff.Case(v2, 0):",
-               "        v9 = ff.Discrete('v9', np.array([0.9, 0.1]))",
-               "        with ff.Case(v9, 0):",
-               "            v10 = ff.Gaussian('v10', 2.5, precision=1.0)",
-               "        with ff.Case(v9, 1):",
-               "            v11 = ff.Gaussian('v11', v3, variance=3.5{observed})",
+               "        with ff.Case(v2, 0):",
+               "            v9 = ff.Discrete('v9', np.array([0.9, 0.1]))",
+               "            with ff.Case(v9, 0):",
+               "                v10 = ff.Gaussian('v10', 2.5, precision=1.0)",
+               "            with ff.Case(v9, 1):",
+               "                v11 = ff.Gaussian('v11', v3, variance=3.5{observed})",
                "    with ff.Case(v2, 1):",
                "        pass")
 #: a gate on v1 inside a gate on its exit v2: factorflow moves it outside (gate_order)

@@ -1101,8 +1101,8 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
     exits moves outside them (every such gate of the model, or none where one move would
     read a variable outside the gate that defines it), and an observed statement is
     written once per case; where the first such statement is an observed one, one whose
-    gate moves, one it cannot tell, or lies in two gates on one condition, the outcome is
-    not predicted (()), as it is where there is none."""
+    gate moves or one it cannot tell, the outcome is not predicted (()), as it is where
+    there is none."""
     selector: dict[tuple, str] = {}  # a gate's key (the cases around it, z) -> z
     for stmt in w.written:
         for i, (z, _) in enumerate(stmt.cases):
@@ -1175,11 +1175,9 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
                     found = (v, u, z) if z in dv else (u, v, z)
         if found is None:
             continue
-        # an observed statement is written once per case, and lies in two gates on one
-        # condition: not predicted; a gate on a selector inside gates on its exits moves
+        # an observed statement is written once per case: not predicted; a gate on a selector inside gates on its exits moves
         # out, unless some move cannot be made (then none is)
-        again = len({z for z, _ in stmt.cases}) < len(stmt.cases)
-        if again or stmt.output is None or (moves(stmt) and every_move is not False):
+        if stmt.output is None or (moves(stmt) and every_move is not False):
             return ()
         e, other, z = (w.known[x] for x in found)
         show = f"{z.name}[{', '.join(r.ident for r in z.plates)}]" if z.plates else z.name
