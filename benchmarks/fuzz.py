@@ -15,7 +15,8 @@ end); unsupported
 (UnsupportedFactorError naming the statement: expected for factor/algorithm pairs without
 operators); improper (ImproperMessageError naming the variable and the statement);
 refused (a construct refused by design, which the generator wrote knowingly: the
-ModelError it predicted, naming what it predicted); then the failures: nonfinite,
+ModelError it predicted, naming what it predicted, under the algorithms it predicted it
+for: VMP alone refuses two reads of one case outside its gate); then the failures: nonfinite,
 improper-unnamed, unsupported-unnamed, unsupported-unexpected (raised although the
 registry has every operator the model needs), model-error (a ModelError for a valid
 model), unrefused (a predicted refusal that did not come, or named something else),

@@ -76,7 +76,9 @@ class ModelSpec:
     the ``ff`` error class it must be an instance of.  A valid spec with a ``refusal``
     is one factorflow refuses by design (a construct its API documents as refused, which
     the generator wrote knowingly): it must raise ``expected`` naming every text in
-    ``refusal``."""
+    ``refusal``, under the algorithms in ``refused_by`` (every algorithm where empty:
+    a construct VMP alone refuses, as two reads of one case outside its gate, runs under
+    EP)."""
 
     kind: str
     body: tuple[str, ...]
@@ -89,6 +91,11 @@ class ModelSpec:
     expected: str = "ModelError"
     note: str = ""
     refusal: tuple[str, ...] = ()
+    refused_by: tuple[str, ...] = ()
+
+    def refusal_for(self, algorithm: str) -> tuple[str, ...]:
+        """The texts ``algorithm``'s ModelError must name; () where it is not refused."""
+        return self.refusal if not self.refused_by or algorithm in self.refused_by else ()
 
     def source(self) -> str:
         """The lines that build the model (imports included)."""
@@ -112,7 +119,8 @@ class ModelSpec:
             head += (f"\n# expected: ff.{self.expected} naming one of "
                      f"{', '.join(self.culprit)}")
         elif self.refusal:
-            head += (f"\n# expected (refused by design): ff.{self.expected} naming "
+            under = f" under {', '.join(self.refused_by)}" if self.refused_by else ""
+            head += (f"\n# expected (refused by design{under}): ff.{self.expected} naming "
                      f"{' and '.join(self.refusal)}")
         runs = "\n".join(self.run_lines("ep"))
         return (f"{head}\n{self.source()}{runs}\n"
@@ -302,16 +310,17 @@ def run_valid(spec: ModelSpec, algorithm: str, timeout: float | None = None) -> 
         model = build(spec)["model"]
     except Exception:  # noqa: BLE001 (the build failure is reported through exc)
         pass
-    if spec.refusal:
+    refusal = spec.refusal_for(algorithm)
+    if refusal:
         if isinstance(exc, getattr(ff, spec.expected)) and all(
-                names(str(exc), text) for text in spec.refusal):
+                names(str(exc), text) for text in refusal):
             return Outcome("refused", stage, type(exc).__name__, str(exc))
         # (an operator missing, or an improper message, may be met first: as below)
         if exc is None or isinstance(exc, ff.ModelError) and not isinstance(
                 exc, ff.UnsupportedFactorError | ff.ImproperMessageError):
             what = "nothing raised" if exc is None else f"{type(exc).__name__}: {exc}"
             return Outcome("unrefused", stage, "", f"expected ff.{spec.expected} naming "
-                           f"{' and '.join(spec.refusal)}; {what}")
+                           f"{' and '.join(refusal)}; {what}")
     if exc is None:
         bad = [w for w in caught if not issubclass(w.category, _ALLOWED_WARNINGS)]
         named = [w for w in bad if issubclass(w.category, ff.ImproperMessageWarning)
@@ -383,7 +392,7 @@ def failure_report(spec: ModelSpec, algorithm: str, outcome: Outcome) -> str:
     expected = ("compiles and runs with finite posteriors and evidence (or "
                 "UnsupportedFactorError/ImproperMessageError naming the statement)"
                 if spec.valid else f"ff.{spec.expected} naming one of {spec.culprit}")
-    if spec.valid and spec.refusal:
+    if spec.valid and spec.refusal_for(algorithm):
         expected = f"ff.{spec.expected} naming {' and '.join(spec.refusal)} (by design)"
     return (f"{spec.script(algorithm)}\n# expected: {expected}\n"
             f"# actual ({algorithm}, {outcome.stage}): {outcome.kind}: {outcome.error}: "

@@ -25,12 +25,16 @@ Two constructs factorflow refuses by design are written knowingly, the refusal p
 (``ModelSpec.refusal``: the model ends there, and the harness checks that the ModelError
 names what was predicted): a difference whose expanded sides read one element of an array
 through different indices (``Writer.meeting``, which lays every index out over the plates
-itself), and ``ff.Switch(z)`` inside a plate the latent z is not over
-(``Writer.switch_refusal``).
+itself), ``ff.Switch(z)`` inside a plate the latent z is not over
+(``Writer.switch_refusal``), and one element of an array in two arguments of a Gamma
+(``Writer.same_element``).  Under VMP alone, a statement that reads two variables whose
+posteriors depend on one latent condition's case outside its gates is refused
+(``joint_read_refusal``, mirroring ``transforms/gate_order.py``; the model runs on).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -155,6 +159,20 @@ class Read:
         return np.broadcast_to(laid.astype(int), tuple(r.size for r in plates))
 
 
+@dataclass(frozen=True)
+class Written:
+    """A model statement as ``joint_read_refusal`` reads it: its source line, the open
+    gates on latent conditions around it (``Writer.cases``), the latent variables it
+    reads, its output's ident (None: observed, or none), and whether that output is a
+    deterministic (derived) variable."""
+
+    line: str
+    cases: tuple[tuple[str, Any], ...]
+    inputs: tuple[str, ...]
+    output: str | None
+    derived: bool
+
+
 @dataclass
 class Writer:
     """Writes one model; ``draw`` is hypothesis's."""
@@ -197,6 +215,17 @@ class Writer:
     reads_of: dict[str, tuple[Read, ...]] = field(default_factory=dict)
     #: texts a ModelError must name: the model is refused by design (``ModelSpec.refusal``)
     refusal: tuple[str, ...] = ()
+    #: the open gates on latent conditions, outermost first: (condition ident, case)
+    cases: list[tuple[str, Any]] = field(default_factory=list)
+    #: each statement written, in order, as ``joint_read_refusal`` reads it
+    written: list[Written] = field(default_factory=list)
+    #: exit variables: ident -> (the cases open around its gate, its condition's ident)
+    exit_of: dict[str, list[tuple[tuple, str]]] = field(default_factory=dict)
+    #: every variable a statement or gate has read, by ident
+    known: dict[str, Var] = field(default_factory=dict)
+    #: the open gates on latent conditions (``cases``) where each variable is defined
+    #: (an exit variable: around its gates)
+    home: dict[str, tuple] = field(default_factory=dict)
 
     # ----- small helpers --------------------------------------------------------------
     def pick(self, options: Any) -> Any:
@@ -208,6 +237,27 @@ class Writer:
 
     def emit(self, line: str) -> None:
         self.lines.append("    " * self.depth + line)
+        self.record(line)
+
+    def record(self, line: str) -> None:
+        """Note a model statement (``Written``) for ``joint_read_refusal``: its output (a
+        derived or latent one, by its ident), the latent variables it reads, in order of
+        writing, and the latent conditions of the gates around it."""
+        text = re.sub(r"'[^']*'|\"[^\"]*\"", "''", line)
+        if text.startswith(("with ", "pass", "def ", "@", "return ")) or re.match(
+                r"[rd]\d+ = ff\.(Range|Data)\(", text):
+            return
+        lhs = re.match(r"(v\d+) = ", text)
+        rhs = text[lhs.end():] if lhs else text
+        scope = {v.ident: v for v in self.scope}
+        self.known.update(scope)
+        inputs = tuple(u for u in re.findall(r"\bv\d+\b", rhs)
+                       if u in scope and not scope[u].observed)
+        output = lhs.group(1) if lhs and "observed=" not in rhs else None
+        if lhs:
+            self.home[lhs.group(1)] = tuple(self.cases)
+        self.written.append(Written(line.strip(), tuple(self.cases), inputs, output,
+                                    output is not None and not rhs.startswith("ff.")))
 
     def allowed(self, kind: str) -> bool:
         return kind in KINDS[self.profile]
@@ -371,6 +421,27 @@ class Writer:
                     return a, b
         return None
 
+    def same_element(self, label: str, factor: str, *args: tuple[str, str]
+                     ) -> tuple[str, ...]:
+        """What factorflow's ``checks.check_distinct_arguments`` refuses naming, by design,
+        where two arguments of one factor (``(argument, operand text)`` pairs, written
+        here) read one latent array by known indices that pick the same element at some
+        element of the open plates: ``Gamma(v[[3, 0]], rate=v[[0, 0]])`` (fuzz seed 23).
+        () where they never do (then it is one factor of two inputs)."""
+        plates = tuple(self.plates)
+        for i, (k1, t1) in enumerate(args):
+            for k2, t2 in args[i + 1:]:
+                r1, r2 = self.reads(t1), self.reads(t2)
+                if len(r1) != 1 or len(r2) != 1:
+                    continue
+                a, b = r1[0], r2[0]
+                if (a.base is b.base and a.index is not None and b.index is not None
+                        and not a.base.observed
+                        and bool((a.over(plates) == b.over(plates)).any())):
+                    return (f"{label}: the random variable {a.base.name!r} is both "
+                            f"argument {k1!r} and argument {k2!r} of {factor}",)
+        return ()
+
     def relaid(self, var: Var) -> bool:
         """Whether ``var`` expands into a read through an ``ff.Data`` here under plates its
         own are not the innermost of (factorflow cannot lay the Data's value out again)."""
@@ -481,6 +552,11 @@ class Writer:
                 rate = self.operand("positive")
                 if rate == shape and rate in self.roots_of:  # one variable (or element)
                     rate = self.constant("positive")  # in both arguments is refused
+                elif not self.refusal:  # one element read by both: refused by design
+                    self.refusal = self.same_element(vname, "Gamma", ("shape", shape),
+                                                     ("rate", rate))
+                    if self.refusal:  # the model ends here
+                        self.budget = 0
                 rate = f"rate={rate}"
             call = f"ff.Gamma({vname!r}, {shape}, {rate}"
         elif domain == "unit":
@@ -797,6 +873,18 @@ class Writer:
     def gate(self, header: str) -> Any:
         """A gate block: what is written inside goes out of scope when it closes."""
         mark = len(self.scope)
+        frame = re.match(r"with ff\.(If|IfNot|Case|Switch)\((v\d+)(?:, (.*))?\):$", header)
+        assert frame is not None, header
+        z = next(v for v in reversed(self.scope) if v.ident == frame.group(2))
+        self.known[z.ident] = z
+        latent = not z.observed
+        if latent:  # the case, as gate_analysis.case_of tells cases apart
+            value = frame.group(3)
+            case = {"If": True, "IfNot": False, "Switch": "switch"}.get(
+                frame.group(1), value and int(re.findall(r"\d+", value)[-1]))
+            if z.domain == "bool" and frame.group(1) == "Case":
+                case = bool(case)
+            self.cases.append((z.ident, case))
         self.gates += 1
         self.gate_marks.append(mark)
         self.gate_serial += 1
@@ -804,6 +892,8 @@ class Writer:
 
         def close() -> None:
             del self.scope[mark:]
+            if latent:
+                self.cases.pop()
             self.gates -= 1
             self.gate_marks.pop()
             self.gate_ids.pop()
@@ -858,10 +948,13 @@ class Writer:
             children.append((ident, name, lit(self.values("bool", self.shape))))
         self.branch(f"with ff.If({c.ident}):", exits, children)
         self.branch(f"with ff.IfNot({c.ident}):", exits, children)
-        self.add_exits(exits)
+        self.add_exits(exits, c)
 
-    def add_exits(self, exits: list[tuple[str, str, str, int | None]]) -> None:
+    def add_exits(self, exits: list[tuple[str, str, str, int | None]], z: Var) -> None:
+        """Bring the exit variables of gates on ``z`` (defined in every case) into scope."""
         for ident, name, domain, size in exits:
+            self.exit_of.setdefault(ident, []).append((tuple(self.cases), z.ident))
+            self.home[ident] = tuple(self.cases)
             self.scope.append(Var(ident, name, domain, tuple(self.plates), size,
                                   roots=frozenset({ident})))
 
@@ -877,7 +970,7 @@ class Writer:
         for v in values:
             value = f"np.int64({v})" if self.flip(0.15) else str(v)
             self.branch(f"with ff.Case({z.ident}, {value}):", exits, [])
-        self.add_exits(exits)
+        self.add_exits(exits, z)
 
     def block_switch(self) -> None:
         """``with ff.Switch(z):`` reading ``array[z]``.  At the top level it writes what it
@@ -934,11 +1027,13 @@ class Writer:
     def switch_refusal(self, z: Var) -> tuple[str, ...]:
         """What ``ff.Switch(z)`` here is refused naming, by design: a latent z inside a
         plate z is not over (a Switch is not moved out of a plate: transforms/lower.py);
-        () where it is not refused (outside gates)."""
+        () where it is not refused (outside gates).  The gate is named by its condition
+        as read there, ``z[r, ...]`` over z's own plates (``gate_analysis.show_ref``)."""
         outside = [r for r in self.plates if r not in z.plates]
         if z.observed or not outside:
             return ()
-        return (f"gate on {z.name}:", f"the loop over {outside[0].ident};")
+        read = f"{z.name}[{', '.join(r.ident for r in z.plates)}]" if z.plates else z.name
+        return (f"gate on {read}:", f"the loop over {outside[0].ident};")
 
     def write_switch(self, z: Var, domain: str) -> None:
         with self.gate(f"with ff.Switch({z.ident}):"):
@@ -959,6 +1054,10 @@ class Writer:
             defined = self.scope[mark:]
         # what a switch defines is defined for every value of z: readable after it
         self.scope += [v for v in defined if v.plates == tuple(self.plates)]
+        for v in defined:
+            if v.plates == tuple(self.plates):
+                self.exit_of.setdefault(v.ident, []).append((tuple(self.cases), z.ident))
+                self.home[v.ident] = tuple(self.cases)
 
     def switch_bases_for(self, z: Var, domain: str) -> list[Var]:
         """Arrays ``z`` may index in a new Switch: over the range of z's Switches (any of
@@ -992,6 +1091,101 @@ class Writer:
             self.statement(self.pick(KINDS[self.profile]))
 
 
+def joint_read_refusal(w: Writer) -> tuple[str, ...]:
+    """What VMP refuses in the model ``w`` wrote, naming it, by design: the first
+    statement that reads, outside the gates on a latent condition ``z``, two variables
+    whose posteriors both depend on ``z``'s case (``transforms/gate_order.py``,
+    ``_conflicts``: ``z`` itself, as a value or a gate's condition, or a variable defined
+    in every case of gates on ``z``, transitively, and a derived variable through its
+    inputs).  The compiler rewrites two kinds first: a gate on ``z`` inside gates on its
+    exits moves outside them (every such gate of the model, or none where one move would
+    read a variable outside the gate that defines it), and an observed statement is
+    written once per case; where the first such statement is an observed one, one whose
+    gate moves or one it cannot tell, the outcome is not predicted (()), as it is where
+    there is none."""
+    selector: dict[tuple, str] = {}  # a gate's key (the cases around it, z) -> z
+    for stmt in w.written:
+        for i, (z, _) in enumerate(stmt.cases):
+            selector[(stmt.cases[:i], z)] = z
+    selectors = set(selector.values())
+    # (a gate on a condition inside a gate on it has no exits: its other cases are empty)
+    exits = {v: [k for k in keys if k in selector and k[1] not in dict(k[0])]
+             for v, keys in w.exit_of.items()}
+    derived: dict[str, dict[str, tuple]] = {}
+
+    def depends(v: str, open_keys: set) -> dict[str, tuple]:
+        out: dict[str, tuple] = dict(derived.get(v, {}))
+        for key in exits.get(v, ()):
+            if key in open_keys:
+                continue
+            z = selector[key]
+            out.setdefault(z, key)
+            for y in depends(z, open_keys):
+                out.setdefault(y, key)
+        return out
+
+    def moves(stmt: Written) -> list[tuple[int, int]]:
+        """(h, i): the gate i on a selector whose exit is gate h's condition, around it
+        (``gate_order._reorder`` moves gate i before gate h)."""
+        return [(h, i) for i, (z, _) in enumerate(stmt.cases)
+                for h, (e, _) in enumerate(stmt.cases[:i])
+                if (stmt.cases[:h], z) in exits.get(e, ())]
+
+    def movable(stmt: Written, h: int, i: int) -> bool | None:
+        """Whether moving gate i before gate h keeps every variable the statement reads
+        inside the gates that define it (``gate_order._checked``: else no move is made);
+        None where it is not told here (a condition over plates, whose loops may sit
+        between the gates; an output defined in every case of gates)."""
+        z = w.known[stmt.cases[i][0]]
+        if z.plates or stmt.output in w.exit_of:
+            return None
+        inside = stmt.cases[:h + 1]
+        return not any(w.home.get(v, ())[:h + 1] == inside
+                       for v in (*(c for c, _ in stmt.cases[h + 1:]), *stmt.inputs))
+
+    # every move made (True), none (False: one cannot be), or not told (None)
+    every_move: bool | None = True
+    for stmt in w.written:
+        for h, i in moves(stmt):
+            ok = movable(stmt, h, i)
+            every_move = False if ok is False or every_move is False else (
+                every_move and ok)
+
+    for stmt in w.written:
+        reads: list[tuple[str, dict[str, tuple]]] = []
+        open_keys: set = set()
+        for i, (z, _) in enumerate(stmt.cases):
+            reads.append((z, depends(z, open_keys)))
+            open_keys.add((stmt.cases[:i], z))
+        opened = {z for z, _ in stmt.cases}
+        inputs = [(v, depends(v, open_keys)) for v in stmt.inputs if v not in opened]
+        reads += inputs
+        if stmt.derived and stmt.output is not None:
+            deps = derived.setdefault(stmt.output, {})
+            for u, du in inputs:
+                deps.update(du)
+                if u in selectors:
+                    deps.setdefault(u, ())
+        found = None
+        for i, (u, du) in enumerate(reads):
+            for v, dv in reads[:i]:
+                shared = (set(du) & set(dv)) | ({u} & set(dv)) | ({v} & set(du))
+                if u != v and shared and found is None:
+                    z = sorted(shared)[0]  # (names sort as factorflow's do: one prefix)
+                    found = (v, u, z) if z in dv else (u, v, z)
+        if found is None:
+            continue
+        # an observed statement is written once per case: not predicted; a gate on a selector inside gates on its exits moves
+        # out, unless some move cannot be made (then none is)
+        if stmt.output is None or (moves(stmt) and every_move is not False):
+            return ()
+        e, other, z = (w.known[x] for x in found)
+        show = f"{z.name}[{', '.join(r.ident for r in z.plates)}]" if z.plates else z.name
+        return (f"{stmt.line} reads {e.name} and {other.name} together outside a gate on "
+                f"{show}:",)
+    return ()
+
+
 @st.composite
 def valid_models(draw: Any, profile: str | None = None) -> ModelSpec:
     """A random valid model (see the module docstring)."""
@@ -1012,4 +1206,9 @@ def valid_models(draw: Any, profile: str | None = None) -> ModelSpec:
     body = (*defs, 'with ff.Model("fuzz") as model:', *w.lines)
     data = "{" + ", ".join(w.run_data) + "}" if w.run_data else ""
     iterations = draw(st.sampled_from((10, 5, 20)))
-    return ModelSpec(profile, body, iterations=iterations, data=data, refusal=w.refusal)
+    refusal, refused_by = w.refusal, ()
+    if not refusal:
+        refusal = joint_read_refusal(w)
+        refused_by = ("vmp",) if refusal else ()
+    return ModelSpec(profile, body, iterations=iterations, data=data, refusal=refusal,
+                     refused_by=refused_by)
