@@ -12,6 +12,7 @@ i.e. large counts under wide cavities) exp(−eˣ)'s errors reach 1e-9 to 5e-8 a
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -49,7 +50,7 @@ def reference(m: float, v: float, loglik) -> tuple[float, float, float]:
     cuts = [c for c in cuts if lo <= c <= hi]
 
     def integral(fn):
-        return sum(integrate.quad(fn, a, b, **_QUAD)[0] for a, b in zip(cuts, cuts[1:]))
+        return sum(integrate.quad(fn, a, b, **_QUAD)[0] for a, b in itertools.pairwise(cuts))
 
     def dens(x):
         return math.exp(f(x) - top)
