@@ -45,14 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks import mixture_reference as mix  # noqa: E402
 from factorflow.runtime.svi import minibatches  # noqa: E402
 
-
-def _gaussian(x: np.ndarray) -> ff.Model:
-    with ff.Model("normal_gamma") as model:
-        mean = ff.Gaussian("mean", 0.0, variance=100.0)
-        prec = ff.Gamma("prec", 1.0, rate=1.0)
-        with ff.Plate(ff.Range("n", x.size)):
-            ff.Gaussian("x", mean, precision=prec, observed=x)
-    return model
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
+import learning_gaussian as lg  # noqa: E402
 
 
 def build(name: str, n: int) -> tuple[ff.Model, dict]:
@@ -60,7 +54,7 @@ def build(name: str, n: int) -> tuple[ff.Model, dict]:
     if name == "mixture1d":
         x = mix.data(10, n)
         return mix.model(x, 10), mix.factorflow_init(x, 10)
-    return _gaussian(np.random.default_rng(0).normal(2.0, 1.5, n)), {}
+    return lg.build(np.random.default_rng(0).normal(2.0, 1.5, n)), {}
 
 
 def _call(model: ff.Model, backend: str, **svi) -> tuple[float, float, ff.Result]:
