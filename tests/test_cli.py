@@ -128,13 +128,22 @@ def test_demo_lists_and_runs_every_example(capsys):
     assert status == 1 and "no example 'two_coin'; the examples are" in err
 
 
-@pytest.mark.slow
-def test_demo_runs_every_example(capsys):
+def test_demo_runs_every_example(capsys, monkeypatch):
+    """``demo`` runs every script of examples/ as ``__main__``, in order, each under its
+    header (the scripts themselves run in tests/test_examples.py: recorded here, not
+    run again); ``demo NAME`` runs one for real."""
+    ran = []
+    monkeypatch.setattr(cli.runpy, "run_path", lambda path, run_name: ran.append(
+        (Path(path).name, run_name)))
     status, out, _ = run_cli(capsys, "demo")
     assert status == 0
-    for name in ("clinical_trial", "learning_gaussian", "truncated_gaussian", "two_coins"):
-        assert f"=== {name} ({name}.py) ===" in out
-    assert "P(effective) = 0.75490196" in out
+    scripts = sorted(p.name for p in cli.EXAMPLES.glob("*.py"))
+    assert ran == [(name, "__main__") for name in scripts] and len(scripts) > 10
+    for name in scripts:
+        assert f"=== {name[:-3]} ({name}) ===" in out
+    monkeypatch.undo()
+    status, out, _ = run_cli(capsys, "demo", "clinical_trial")
+    assert status == 0 and "P(effective) = 0.75490196" in out
 
 
 def test_run_a_python_model_with_npz_data(files, capsys):
