@@ -37,18 +37,24 @@ def _by_array(d: Distribution, what: str):
     return value if isinstance(value, bool | np.bool_) else np.asarray(value)[0]
 
 
+def _assert_the_array_path(dist, names) -> None:
+    """Each of ``names`` on the scalar ``dist`` equals, bit for bit (NaN as NaN), the same
+    on its (1,)-array twin."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for what in names:
+            value = getattr(dist, what)
+            got = value() if callable(value) else value
+            want = _by_array(dist, what)
+            assert np.array_equal(np.asarray(got), np.asarray(want), equal_nan=True), (
+                what, dist.eta, got, want)
+
+
 @settings(max_examples=300, deadline=None)
 @given(h=VALUES, p=VALUES)
 def test_scalar_gaussian_is_the_array_path(h, p):
     g = Gaussian.from_natural(h, p)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for what in ("mean", "variance", "entropy", "all_proper"):
-            value = getattr(g, what)
-            got = value() if callable(value) else value
-            want = _by_array(g, what)
-            assert np.array_equal(np.asarray(got), np.asarray(want), equal_nan=True), (
-                what, h, p, got, want)
+    _assert_the_array_path(g, ("mean", "variance", "entropy", "all_proper"))
     # the types the 0-d arrays' arithmetic gives
     assert type(g.mean) is np.ndarray and g.mean.shape == ()
     if p != 0 and p == p:
@@ -58,15 +64,8 @@ def test_scalar_gaussian_is_the_array_path(h, p):
 @settings(max_examples=300, deadline=None)
 @given(a=VALUES, r=VALUES)
 def test_scalar_gamma_is_the_array_path(a, r):
-    q = Gamma.from_natural(a, r)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        for what in ("mean", "mean_log", "entropy", "all_proper"):
-            value = getattr(q, what)
-            got = value() if callable(value) else value
-            want = _by_array(q, what)
-            assert np.array_equal(np.asarray(got), np.asarray(want), equal_nan=True), (
-                what, a, r, got, want)
+    _assert_the_array_path(Gamma.from_natural(a, r), ("mean", "mean_log", "entropy",
+                                                      "all_proper"))
 
 
 @settings(max_examples=100, deadline=None)
