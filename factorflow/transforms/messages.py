@@ -21,6 +21,7 @@ from typing import Any
 
 from factorflow.codegen.names import backward, display, forward, fresh, marginal
 from factorflow.errors import ModelError, UnsupportedFactorError
+from factorflow.factors.plate_sum import MAX_SUMS as _MAX_SUMS
 from factorflow.factors.registry import DOMAIN_FAMILY, FACTORS
 from factorflow.ir import Const, For, If, Program, Ref, Stmt, VarDecl
 from factorflow.ir.nodes import Arange, Operand, walk
@@ -38,6 +39,7 @@ def messages(program: Program, algorithm: str) -> Program:
     derived = {n for n, d in random.items() if d.attr("derived")}
     vmp_derived = derived if algorithm == "vmp" else set()
     fused = _fused_reductions(program, decls) if algorithm == "vmp" else {}
+    joint = _joint_sum_updates(program, decls) if algorithm == "vmp" else {}
     deferred = _deferred_clone_messages(program, decls, fused)
     new_decls: list[VarDecl] = []
 
@@ -90,6 +92,10 @@ def messages(program: Program, algorithm: str) -> Program:
             _check_sole(stmt, algorithm, decls, sole)
             made = _factor_statements(stmt, loops, decls, algorithm, fused, buffer_decl,
                                       deferred)
+            if id(stmt) in joint:  # one block update for all the sums of its elements
+                made = [t for s in made for t in (
+                    [joint[id(stmt)]] if s.param("operator") == ("PlateSum", "vmp", "array")
+                    else [s]) if t is not None]
         body.extend(replace(s, params=s.params + (("mask", mask),)) if mask else s
                     for s in made)
     return replace(program, decls=program.decls + tuple(new_decls), body=tuple(body),
@@ -204,6 +210,71 @@ def _deferred_clone_messages(program: Program, decls: dict[str, VarDecl],
         if len(uses) == 1 and uses[0] not in fused and reader.get(uses[0], ("", False))[1]:
             out.add(uses[0])
     return out
+
+
+def _joint_sum_updates(program: Program, decls: dict[str, VarDecl]
+                       ) -> dict[int, Stmt | None]:
+    """Under VMP, the ``ff.sum`` statements (``PlateSum``) that sum one variable's
+    elements, two or more over the same plate, each the elements themselves or
+    ``c * x`` with c known (``ScaleBy``), outside gates: their elements get one block
+    update over all of them (``factors.plate_sum``, ``PlateSums``: coordinate ascent,
+    where each sum's own update would not be).  Returns, by ``id`` of each such
+    statement, the block update that replaces its message to its array: the update
+    for the first sum (an unscaled one where there is one), None for the others (their
+    arrays keep a uniform message from them; the update sends their part)."""
+    scaled: dict[str, tuple[str, Operand]] = {}  # c * x -> (x, c)
+    for stmt, _, mask in _walk_masked(program.body, (), (), decls):
+        if stmt.op != "ScaleBy" or mask or not stmt.outputs:
+            continue
+        a, scale = stmt.input("a"), stmt.input("scale")
+        if isinstance(a, Ref) and decls[a.var].role == "use" and _plain(a, decls) and (
+                isinstance(scale, Const) or (isinstance(scale, Ref) and decls[scale.var].role
+                                             in ("constant", "observed"))):
+            scaled[stmt.outputs[0].var] = (decls[a.var].attr("of"), scale)
+    groups: dict[tuple, list[tuple[Stmt, tuple[str, ...], Ref, Operand | None]]] = {}
+    for stmt, loops, mask in _walk_masked(program.body, (), (), decls):
+        array = dict(stmt.inputs).get("array")
+        if stmt.op != "PlateSum" or mask or not isinstance(array, Ref) \
+                or decls[array.var].role != "use" or not _plain(array, decls):
+            continue
+        of = decls[array.var].attr("of")
+        root, scale = scaled.get(of, (of, None))
+        if decls[root].role != "random" or decls[root].attr("derived"):
+            continue
+        groups.setdefault((root, loops, array.index), []).append((stmt, loops, array, scale))
+    out: dict[int, Stmt | None] = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue  # one sum: its own update (PlateSum), the same thing
+        if len(members) > _MAX_SUMS:
+            raise UnsupportedFactorError(
+                f"{members[_MAX_SUMS][0].provenance}: VMP updates at most {_MAX_SUMS} sums of "
+                f"one variable's elements together, and this is sum {len(members)}.")
+        members.sort(key=lambda m: m[3] is not None)  # (stable) an unscaled sum first
+        (first, loops, array, scale) = members[0]
+        reads: list[tuple[str, Operand]] = [("array", Ref(forward(array.var), array.index)),
+                                            ("sum", Ref(backward(first.outputs[0].var),
+                                                        first.outputs[0].index))]
+        if scale is not None:
+            reads.append(("scale", scale))
+        for k, (stmt, _, _, other) in enumerate(members[1:], 1):
+            reads.append((f"sum{k}", Ref(backward(stmt.outputs[0].var), stmt.outputs[0].index)))
+            if other is not None:
+                reads.append((f"scale{k}", other))
+        out[id(first)] = Stmt(
+            "PlateSums.array_average_logarithm", (Ref(backward(array.var), array.index),),
+            tuple(reads), (("plates", loops), ("operator", ("PlateSums", "vmp", "array")),
+                           ("target", decls[array.var].attr("of")), ("previous", True)),
+            first.provenance)
+        out.update((id(stmt), None) for stmt, _, _, _ in members[1:])
+    return out
+
+
+def _plain(ref: Ref, decls: dict[str, VarDecl]) -> bool:
+    """Whether ``ref`` reads a use of a variable element for element: over the variable's
+    own plates, in order, not gathered or broadcast."""
+    d = decls[ref.var]
+    return d.plates == decls[d.attr("of")].plates and ref.index == d.plates
 
 
 def _edge_out(ref: Ref, decls: dict[str, VarDecl]) -> Ref | None:

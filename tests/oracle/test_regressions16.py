@@ -11,8 +11,9 @@ random models against a reference written without factorflow.
   N(d·z + k; 0, 1/τ) over the latents z (``test_oracle_sums``): VMP's fixed point is
   q_i = N(exact mean_i, 1/J_ii) with the bound the ELBO of that q; on the way the
   bound never falls (coordinate ascent, 1e-12 relative) and no ConvergenceWarning is
-  given.  With two sums of one plate the fixed point is right but the bound may fall
-  (a strict xfail says why).
+  given.  With two sums of one plate each sum's own update took the other's coupling
+  linearised at the old means and the bound could fall (2.2e-3, ``TWO_SUMS``); their
+  elements now get one block update over both (``PlateSums``, test_regressions17_sums).
 * EP: a variable drawn alike in every case of ``Switch(z4)`` and read in
   ``Case(z8, j)``: the first sweep read its exit message before any per-case posterior
   existed and Gate.EnterPartial raised on a uniform message; the initialization now
@@ -204,9 +205,9 @@ def test_vmp_sums_with_latent_common_means_are_coordinate_ascent(spec):
 @oracle_settings(20)
 @given(sums_models(two=True))
 def test_vmp_two_sums_of_one_plate_reach_the_mean_field_fixed_point(spec):
-    """With two sums of one plate the fixed point is right, but the bound may fall on
-    the way (the strict xfail below)."""
-    vmp_sums_check(spec, ascent=False)
+    """With two sums of one plate: the fixed point, and a bound that never falls (one
+    block update over both sums)."""
+    vmp_sums_check(spec)
 
 
 #: two sums of one plate, one through a latent child (a model of the generator above)
@@ -214,32 +215,25 @@ TWO_SUMS = SumsModel(4, None, (0.0, 4.0), 2.0, None,
                      ((None, None, (3.2, 2.0)), (None, 1.0, (-0.4, 1.0))))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Two sums of one plate: each PlateSum block update takes the other's message into "
-    "x as part of x's other messages, but that message is the other sum's coupling "
-    "(Σ x)² linearised at the old means (h − τ Σ_{j≠i} μ_j), not the coupling itself; "
-    "the block optimum of that surrogate is not the optimum of the bound, which falls "
-    "by 2.2e-3 at sweep 4 (the fixed point is still right, 1e-13).  Coordinate ascent "
-    "needs one block update of x over both sums (precision diag(p) + τ0 1 1ᵀ + τ1 c cᵀ, "
-    "rank 2, by Woodbury in O(n)): a factor-level change (plate_sum.py with "
-    "transforms.messages), not a schedule one."))
 def test_vmp_two_sums_of_one_plate_bound_never_falls():
     vmp_sums_check(TWO_SUMS)
 
 
 def test_vmp_two_sums_of_one_plate_both_refreshed():
-    """Two block updates on one variable (``ff.sum(x)`` and ``ff.sum(c * x)``): each
-    reads q(x) computed after the other's message and after g's (the edges of both are
-    kept: neither needs the other Fresh)."""
+    """Two sums of one variable (``ff.sum(x)`` and ``ff.sum(c * x)``): one block update
+    of x over both (the unscaled sum's array carries it, the scaled one's scale read),
+    reading q(x) computed after g's message to x (the block's refresh edges)."""
     spec = SumsModel(3, None, (-1.0, 0.5), 0.5, None,
                      ((None, None, (-2.1, 1.0)), ((1.0, -0.5, 2.0), None, (1.6, 2.0))))
-    vmp_sums_check(spec, ascent=False)
-    lines = spec.build().compile("vmp").source.split("# ---- iterations")[1].splitlines()
+    vmp_sums_check(spec)
+    source = spec.build().compile("vmp").source
+    lines = source.split("# ---- iterations")[1].split("if iterations == 0")[0].splitlines()
     first = next(i for i, line in enumerate(lines) if "v_x__F = " in line)
+    assert not any("PlateSum_array_average_logarithm(" in line for line in lines)
     reads = [(i, line.split("array=")[1].split(",")[0]) for i, line in enumerate(lines)
-             if "PlateSum_array_average_logarithm(" in line]
-    assert len(reads) == 2
-    for at, q in reads:  # q(x) or q(c * x), assigned in the pass after x's prior message
+             if "PlateSums_array_average_logarithm(" in line]
+    assert len(reads) == 1 and "scale1=" in lines[reads[0][0]]
+    for at, q in reads:  # q(x), assigned in the pass after x's prior message
         assert max(i for i in range(at) if lines[i].strip().startswith(f"{q} = ")) > first
 
 
