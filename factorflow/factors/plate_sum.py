@@ -208,7 +208,7 @@ def _sums_vmp(*, array: Gaussian, previous: Gaussian | None = None,
 
 # the signature the registry and the generated call read: array, the sums and scales
 # by name (each optional past the first sum), then ``previous``
-_sums_vmp.__signature__ = inspect.Signature(
+_sums_vmp.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
     [inspect.Parameter("array", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
     + [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                          default=inspect.Parameter.empty if name == "sum" else None)

@@ -31,7 +31,6 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -35,7 +35,6 @@ from tests.oracle.test_oracle_sums import (
     mean_field_elbo,
 )
 
-
 #: the precisions of the sums' observations: strong ones too, where each sum's own update
 #: (the others' couplings linearised) let the bound fall by up to 0.17 and diverge
 SUM_PRECISIONS = (0.5, 2.0, 8.0, 32.0)
