@@ -235,8 +235,16 @@ def _refresh_before_block_updates(stmts: list[Stmt], writer: dict[str, list[str]
       except those on another block update's way back (their triggers already bring
       q up to date after that update; Fresh both ways would close a cycle).
 
-    Where the new edges would close a cycle of Trigger or Fresh edges, the last block
-    updates (in program order) are left as they were until none does."""
+    The block updates are taken in program order, each with its edges where the graph
+    stays schedulable with them (``_schedulable``), else left with its old schedule.
+    The edges close no cycle of Trigger or of Fresh edges (every VMP operator annotated
+    Trigger sends to a derived variable, whose posterior and backward message read
+    their messages Fresh, not Trigger, off a chain; a Fresh path from an update runs
+    along its way back, whose reads into the roots lose Fresh here, and a root's
+    posterior is read by Trigger, not Fresh); but they can close a cycle of reads whose
+    statements a Trigger each makes invalid: with ``ff.sum(x + z, n)`` the messages to
+    x and to z now trigger their posteriors, and each reads the other's posterior
+    (ScheduleError before; ``test_regressions17_sums``)."""
     by_label = {node_label(s): s for s in stmts if s.outputs}
     derived = {s.param("target") for s in stmts if s.op == "Variable.marginal"
                and s.param("derived")}
@@ -251,13 +259,22 @@ def _refresh_before_block_updates(stmts: list[Stmt], writer: dict[str, list[str]
             for _, value in t.inputs:
                 for x in writers(value):
                     readers.setdefault(x, []).append(node_label(t))
-    blocks = [b for s in stmts if (b := _block(s, by_label, derived, writers, readers))]
-    while blocks:
-        merged = _block_edges(blocks, by_label, writers, edges)
-        if _acyclic(merged, Dep.TRIGGER) and _acyclic(merged, Dep.FRESH):
-            edges.update(merged)
-            return
-        blocks.pop()
+    kept: list[_Block] = []
+    for block in (b for s in stmts if (b := _block(s, by_label, derived, writers, readers))):
+        if _schedulable(_block_edges(kept + [block], by_label, writers, edges)):
+            kept.append(block)
+    edges.update(_block_edges(kept, by_label, writers, edges))
+
+
+def _schedulable(edges: dict[tuple[str, str], Dep]) -> bool:
+    """Whether ``edges`` leave a schedule: no cycle of Trigger edges, none of Fresh
+    edges, and no cycle of reads joining statements that a Trigger can each make invalid
+    (each with a Trigger edge into it): were they all invalid at once, each would wait
+    for another to be recomputed first, and the scheduler could run none of them."""
+    triggered = {b for (_, b), k in edges.items() if k & Dep.TRIGGER}
+    return _acyclic(edges, Dep.TRIGGER) and _acyclic(edges, Dep.FRESH) and _acyclic(
+        {key: k for key, k in edges.items() if key[0] in triggered and key[1] in triggered},
+        READS)
 
 
 def _block(s: Stmt, by_label: dict[str, Stmt], derived: set[str],
