@@ -235,7 +235,8 @@ def _joint_sum_updates(program: Program, decls: dict[str, VarDecl]
     for stmt, loops, mask in _walk_masked(program.body, (), (), decls):
         array = dict(stmt.inputs).get("array")
         if stmt.op != "PlateSum" or mask or not isinstance(array, Ref) \
-                or decls[array.var].role != "use" or not _plain(array, decls):
+                or decls[array.var].role != "use" or not _plain(array, decls) \
+                or decls[stmt.outputs[0].var].role != "random":
             continue
         of = decls[array.var].attr("of")
         root, scale = scaled.get(of, (of, None))
@@ -243,13 +244,14 @@ def _joint_sum_updates(program: Program, decls: dict[str, VarDecl]
             continue
         groups.setdefault((root, loops, array.index), []).append((stmt, loops, array, scale))
     out: dict[int, Stmt | None] = {}
-    for members in groups.values():
+    for (root, _, _), members in groups.items():
         if len(members) < 2:
             continue  # one sum: its own update (PlateSum), the same thing
         if len(members) > _MAX_SUMS:
             raise UnsupportedFactorError(
                 f"{members[_MAX_SUMS][0].provenance}: VMP updates at most {_MAX_SUMS} sums of "
-                f"one variable's elements together, and this is sum {len(members)}.")
+                f"one variable's elements together, and {decls[root].label!r} has "
+                f"{len(members)}; use 'ep', or sum fewer.")
         members.sort(key=lambda m: m[3] is not None)  # (stable) an unscaled sum first
         (first, loops, array, scale) = members[0]
         reads: list[tuple[str, Operand]] = [("array", Ref(forward(array.var), array.index)),
