@@ -34,10 +34,10 @@ b = η + C h, so μ = A⁻¹ b.  By Woodbury, with D = diag(p), W = D⁻¹ C and
 
     μ = r − W (I + T Cᵀ W)⁻¹ T Cᵀ r,
 
-an m × m solve per outer element, O(n m²) in all (I + T CᵀW is invertible: it is similar
-to I + T^½ CᵀD⁻¹C T^½, positive definite, also where some τ_k = 0).  The update sends
-the elements, in one statement, the product of the sums' messages at that μ, Winn's
-message of each sum evaluated at the new means:
+an m × m solve per outer element, O(n m²) in all; written as T^½ (I + T^½ CᵀW T^½)⁻¹
+T^½ in place of (I + T CᵀW)⁻¹ T, the system is positive definite (also where some
+τ_k = 0) and solved by Cholesky.  The update sends the elements, in one statement, the
+product of the sums' messages at that μ, Winn's message of each sum at the new means:
 
     precision Σ_k τ_k c_ki²,   linear term Σ_k c_ki (h_k − τ_k (c_k·μ − c_ki μ_i));
 
@@ -189,11 +189,12 @@ def _sums_vmp(*, array: Gaussian, previous: Gaussian | None = None,
     with np.errstate(divide="ignore", invalid="ignore"):
         b = eta + np.einsum("...nk,...k->...n", d, h)
         w, r = d / p[..., None], b / p  # W = D⁻¹ C, r = D⁻¹ b
-        gram = np.einsum("...nk,...nj->...kj", d, w)  # Cᵀ W
-        system = np.eye(len(sums)) + tau[..., :, None] * gram
-        z = tau * np.einsum("...nk,...n->...k", d, r)
-        mu = r - np.einsum("...nk,...k->...n", w,
-                           np.linalg.solve(system, z[..., None])[..., 0])
+        # (I + T CᵀW)⁻¹ T = T^½ (I + T^½ CᵀW T^½)⁻¹ T^½: a positive definite system
+        root = np.sqrt(tau)
+        system = np.eye(len(sums)) + root[..., :, None] * np.einsum(
+            "...nk,...nj->...kj", d, w) * root[..., None, :]
+        y = _positive_definite_solve(system, root * np.einsum("...nk,...n->...k", d, r))
+        mu = r - np.einsum("...nk,...k->...n", w, root * y)
     finite = np.all(np.isfinite(mu))
     if traced():  # (the same choice, made on the device)
         mu = np.where(finite, mu, gaussian_moments(array)[0])
@@ -204,6 +205,26 @@ def _sums_vmp(*, array: Gaussian, previous: Gaussian | None = None,
     linear = np.einsum("...nk,...nk->...n", d,
                        h[..., None, :] - tau[..., None, :] * (s[..., None, :] - d * mu[..., None]))
     return Gaussian.from_natural(*broadcast_naturals(linear, precision))
+
+
+def _positive_definite_solve(matrix, vector):
+    """matrix⁻¹ vector for a stack (leading axes) of small positive definite m × m
+    matrices, by Cholesky written out over m: elementwise array operations only, so
+    that chunked (Dask) and traced (JAX) arrays take it as NumPy's do."""
+    m = np.shape(matrix)[-1]
+    low: list[list] = [[None] * m for _ in range(m)]
+    for i in range(m):
+        for j in range(i + 1):
+            rest = matrix[..., i, j] - sum(low[i][k] * low[j][k] for k in range(j))
+            low[i][j] = np.sqrt(rest) if i == j else rest / low[j][j]
+    forward: list = []
+    for i in range(m):
+        forward.append((vector[..., i] - sum(low[i][k] * forward[k] for k in range(i)))
+                       / low[i][i])
+    out: list = [None] * m
+    for i in reversed(range(m)):
+        out[i] = (forward[i] - sum(low[k][i] * out[k] for k in range(i + 1, m))) / low[i][i]
+    return np.stack(out, axis=-1)
 
 
 # the signature the registry and the generated call read: array, the sums and scales
