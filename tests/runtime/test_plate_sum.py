@@ -260,11 +260,9 @@ def test_two_sums_converge_where_each_sums_own_update_falls(monkeypatch, c):
         _two_sums_of_x(c).compile("vmp").run(iterations=100, tolerance=1e-13)
 
 
-def test_two_sums_in_an_outer_plate_one_block_per_row():
-    """Two sums of x[m, n] over n in a plate over m: one block update per row, the
-    batched solve; VMP's means are each row's exact means."""
+def _two_sums_per_row(rows: int = 3, size: int = 4):
+    """x[m, n] ~ N(m0, 1/2); Σ_n x observed (τ = 8) and Σ_n c x observed (τ = 4) per row."""
     rng = np.random.default_rng(11)
-    rows, size = 3, 4
     m0, c = rng.normal(size=(rows, size)), rng.choice([-1.5, 0.7, 2.0], size=(rows, size))
     y0, y1 = rng.normal(size=rows) * 2, rng.normal(size=rows) * 2
     with ff.Model() as model:
@@ -275,6 +273,14 @@ def test_two_sums_in_an_outer_plate_one_block_per_row():
                 cx = c * x
             ff.Gaussian("y0", ff.sum(x, n), precision=8.0, observed=y0)
             ff.Gaussian("y1", ff.sum(cx, n), precision=4.0, observed=y1)
+    return model, m0, c, y0, y1
+
+
+def test_two_sums_in_an_outer_plate_one_block_per_row():
+    """Two sums of x[m, n] over n in a plate over m: one block update per row, the
+    batched solve; VMP's means are each row's exact means."""
+    model, m0, c, y0, y1 = _two_sums_per_row()
+    rows, size = m0.shape
     compiled = model.compile("vmp")
     assert compiled.source.count("PlateSums_array_average_logarithm(") >= 1
     result = compiled.run(iterations=2000, tolerance=1e-13)
@@ -282,10 +288,24 @@ def test_two_sums_in_an_outer_plate_one_block_per_row():
     assert np.all(np.diff(result.trace) >= -1e-12 * np.abs(result.trace[:-1]))
     for k in range(rows):
         rows_k = np.stack([np.ones(size), c[k]])
-        gain = rows_k.T @ np.linalg.inv(rows_k @ rows_k.T / 2.0 + np.diag([1 / 8.0, 1 / 4.0])) / 2.0
+        gain = rows_k.T @ np.linalg.inv(rows_k @ rows_k.T / 2.0
+                                        + np.diag([1 / 8.0, 1 / 4.0])) / 2.0
         mean = m0[k] + gain @ (np.array([y0[k], y1[k]]) - rows_k @ m0[k])
         assert_close(result["x"].mean[k], mean, rtol=1e-9, atol=1e-9)
         assert_close(result["x"].variance[k], 1 / (2.0 + 8.0 + 4.0 * c[k] ** 2), rtol=1e-12)
+
+
+@pytest.mark.slow
+def test_two_sums_in_an_outer_plate_under_jax():
+    """The JAX backend runs the block update (its Cholesky written out over m) to NumPy's
+    numbers (1e-12)."""
+    pytest.importorskip("jax")
+    model = _two_sums_per_row()[0]
+    a = model.compile("vmp").run(iterations=300, tolerance=1e-13)
+    b = model.compile("vmp", backend="jax").run(iterations=300, tolerance=1e-13)
+    assert len(a.trace) == len(b.trace)
+    assert_close(np.asarray(b["x"].mean), a["x"].mean, rtol=1e-12, atol=1e-12)
+    assert_close(b.log_evidence, a.log_evidence, rtol=1e-12)
 
 
 def test_more_sums_of_one_variable_than_one_update_takes_are_refused():
