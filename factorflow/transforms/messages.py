@@ -9,7 +9,8 @@ become one operator call per random argument, looked up in the factor registry f
 algorithm (an unsupported pair raises UnsupportedFactorError naming the statement), plus
 one evidence statement.  Every statement carries ``params``: ``target`` (the variable whose
 message it computes), ``plates`` and, for operators, ``operator`` = (factor, algorithm,
-argument) so later passes read annotations from the registry.
+argument) so later passes read annotations from the registry.  Under VMP, two or more
+``ff.sum`` of one variable's elements share one block update (``_joint_sum_updates``).
 """
 
 from __future__ import annotations
