@@ -384,6 +384,16 @@ SEED22_CASE = ("    v1 = ff.Bernoulli('v1', 0.95)",
                "                v11 = ff.Gaussian('v11', v3, variance=3.5{observed})",
                "    with ff.Case(v2, 1):",
                "        pass")
+#: as SEED22_CASE, v9 defined before the gates on v2: an observed v11 is written once per
+#: case of v1 (gate_order), and VMP runs
+SEED22_COPIED = (*SEED22_CASE[:8],
+                 "    v9 = ff.Discrete('v9', np.array([0.9, 0.1]))",
+                 "    with ff.Case(v2, 0):",
+                 "        with ff.Case(v2, 0):",
+                 "            with ff.Case(v9, 1):",
+                 "                v11 = ff.Gaussian('v11', v3, variance=3.5{observed})",
+                 "    with ff.Case(v2, 1):",
+                 "        pass")
 #: a gate on v1 inside a gate on its exit v2: factorflow moves it outside (gate_order)
 MOVED = ("    v1 = ff.Bernoulli('v1', 0.3)",
          "    with ff.If(v1):",
@@ -417,6 +427,11 @@ SEED22_IF = ("    v1 = ff.Bernoulli('v1', 0.95)",
     (SEED23_CASE, True, None),
     (SEED22_CASE, False, "v11 = ff.Gaussian('v11', v3, variance=3.5) reads v2 and v3 "
                          "together outside a gate on v1:"),
+    # observed: its copies per case of v1 would read v9 outside the gate on v2 that
+    # defines it: none is made, and VMP refuses it as a latent one
+    (SEED22_CASE, True, "v11 = ff.Gaussian('v11', v3, variance=3.5, observed=True) reads "
+                        "v2 and v3 together outside a gate on v1:"),
+    (SEED22_COPIED, True, None),
     (MOVED, False, None),
     (SEED22_IF, False, "v11 = ff.Bernoulli('v11', 0.2) reads v2 and v1 together outside a "
                        "gate on v1:")])
@@ -428,9 +443,9 @@ def test_two_reads_of_one_case_outside_its_gate_are_predicted_as_vmp_refuses_the
     runs under EP (fuzz seeds 22 and 23, kind "case", 4 runs each); an observed one is
     written once per case, and a gate on the condition inside a gate on its exit is
     moved outside it: both run (not predicted), unless a variable read inside would then
-    be read outside the gate that defines it (fuzz seed 22, kind "if").  (Where the copies per case would read a
-    variable outside the gate that defines it, as in SEED22_CASE observed, VMP refuses
-    after all: not predicted, left to the fuzzer's report.)"""
+    be read outside the gate that defines it (fuzz seed 22, kind "if"; for the copies
+    per case, SEED22_CASE observed: v9 is defined inside the gates on v2 that the copies
+    open inside ff.Case(v1, k), and VMP refuses, predicted by ``per_case_copy``)."""
     obs = ", observed=True"
     body = tuple(line.format(observed=obs if observed else "") for line in source)
     predicted = joint_read_refusal(_replay(*body))
