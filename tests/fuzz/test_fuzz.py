@@ -349,6 +349,8 @@ def _replay(*source: str) -> Writer:
                 w.scope.append(Var(made.group(1), made.group(1),
                                    domains.get(made.group(2), "real"), (),
                                    observed="observed=" in text))
+            elif derived := re.match(r"(v\d+) = (v\d+ [<>] .+)$", text):  # a comparison
+                w.scope.append(Var(derived.group(1), derived.group(2), "bool", ()))
     while blocks:
         blocks.pop().__exit__(None, None, None)
     return w
@@ -394,6 +396,17 @@ SEED22_COPIED = (*SEED22_CASE[:8],
                  "                v11 = ff.Gaussian('v11', v3, variance=3.5{observed})",
                  "    with ff.Case(v2, 1):",
                  "        pass")
+#: two exits of the gates on a comparison, compared outside them
+DERIVED_SELECTOR = ("    v1 = ff.Gaussian('v1', 0.0, precision=0.5)",
+                    "    v2 = v1 > 1.0",
+                    "    with ff.If(v2):",
+                    "        v7 = ff.Gaussian('v7', v1, precision=0.5)",
+                    "        v8 = ff.Gaussian('v8', v7, precision=0.2)",
+                    "    with ff.IfNot(v2):",
+                    "        v7 = ff.Gaussian('v7', 0.5, precision=0.5)",
+                    "        v8 = ff.Gaussian('v8', v1, precision=1.0)",
+                    "    # exits v2: v7:real v8:real",
+                    "    v9 = v8 > v7")
 #: a gate on v1 inside a gate on its exit v2: factorflow moves it outside (gate_order)
 MOVED = ("    v1 = ff.Bernoulli('v1', 0.3)",
          "    with ff.If(v1):",
@@ -433,6 +446,9 @@ SEED22_IF = ("    v1 = ff.Bernoulli('v1', 0.95)",
                         "v2 and v3 together outside a gate on v1:"),
     (SEED22_COPIED, True, None),
     (MOVED, False, None),
+    # a derived selector: factorflow names it by its label, "(v1 > 1.0)" (fuzz seed 12,
+    # if: predicted as "v1 > 1.0", a refusal said to name something else)
+    (DERIVED_SELECTOR, False, "v9 = v8 > v7 reads v8 and v7 together outside a gate on "),
     (SEED22_IF, False, "v11 = ff.Bernoulli('v11', 0.2) reads v2 and v1 together outside a "
                        "gate on v1:")])
 def test_two_reads_of_one_case_outside_its_gate_are_predicted_as_vmp_refuses_them(

@@ -1208,8 +1208,19 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
     stmt, names, _ = conflicts[0]
     e, other, z = (w.known[x] for x in names)
     show = f"{z.name}[{', '.join(r.ident for r in z.plates)}]" if z.plates else z.name
-    return (f"{stmt.line} reads {e.name} and {other.name} together outside a gate on "
-            f"{show}:",)
+    # a derived variable is named by factorflow's label of its expression ("(v1 > 1.0)",
+    # its operands by their names), not written here: the text stops before it
+    derived_vars = {s.output for s in w.written if s.derived}
+    parts = (f"{stmt.line} reads ", e, " and ", other, " together outside a gate on ", z)
+    text = ""
+    for i, part in enumerate(parts):
+        if isinstance(part, str):
+            text += part
+        elif part.ident in derived_vars:
+            break
+        else:
+            text += f"{show}:" if i == len(parts) - 1 else part.name
+    return (text,)
 
 
 def per_case_copy(w: Writer, stmt: Written, key: tuple) -> bool | None:
