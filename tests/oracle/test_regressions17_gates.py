@@ -41,7 +41,7 @@ from tests.oracle.checks import Check, Run, is_vmp_refusal, oracle_settings
 from tests.oracle.spec import Const, Draw, Gate, Plate, Spec, declared
 from tests.oracle.test_oracle_nested_gates import _per_case, _probs, _top_exits, direct_elbo
 
-SETTINGS = oracle_settings(40)
+SETTINGS = oracle_settings(20)
 UNITS = (0.2, 0.35, 0.5, 0.8, 0.95)
 
 
@@ -181,7 +181,7 @@ def test_a_condition_between_defined_inside_the_exit_gate(spec):
     assert is_vmp_refusal(info.value), info.value
     assert "reads e and z together outside a gate on z" in str(info.value), info.value
     ep = Check(spec, "ep")
-    run = ep.run(iterations=200)
+    run = ep.run(iterations=50)
     if run is not None:
         ep.finite(run)
     ep.verdict()
