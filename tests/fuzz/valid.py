@@ -1111,10 +1111,11 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
       the first statement that reads such a pair is refused, observed or not; where all
       are made, the first that no copy removes (a latent one, or one with no place).
 
-    Where the first such statement is one whose gate moves, an observed one on a
-    condition over plates (where its loops sit is not recorded here) or one that reads
-    pairs of two conditions, the outcome is not predicted (()), as it is where there is
-    none."""
+    A statement whose gate moves, an observed one on a condition over plates (where its
+    loops sit is not recorded here) or one that reads pairs of two conditions is not
+    told: where it comes first, or a statement before it is observed (whether its copy
+    is made may depend on it), the outcome is not predicted (()), as it is where there
+    is no such statement."""
     selector: dict[tuple, str] = {}  # a gate's key (the cases around it, z) -> z
     for stmt in w.written:
         for i, (z, _) in enumerate(stmt.cases):
@@ -1191,17 +1192,25 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
                     found = ((v, u, z), dv[z]) if z in dv else ((u, v, z), du[z])
         if found is None:
             continue
-        if moves(stmt) and every_move is not False:
-            return ()  # a gate on a selector inside gates on its exits moves out
-        if stmt.output is None and (len(pairs) > 1 or w.known[found[0][2]].plates):
-            return ()  # copies per case of one condition leave the other's pairs
+        # not told: a gate on a selector inside gates on its exits moves out; copies per
+        # case of one condition leave another's pairs, or need loops not recorded here
+        if moves(stmt) and every_move is not False or stmt.output is None and (
+                len(pairs) > 1 or w.known[found[0][2]].plates):
+            unknown = True
+            break
         conflicts.append((stmt, *found))
+    else:
+        unknown = False
     if not conflicts:
         return ()
     copies = {id(stmt): per_case_copy(w, stmt, key) for stmt, _, key in conflicts
               if stmt.output is None}
     made = [c for c in copies.values() if c is not None]
-    if made and all(made):  # every copy made: the first statement none removes
+    if unknown:  # later statements may decide whether copies are made: the first
+        # statement is told only if it is refused either way (no copy of its own)
+        if copies.get(id(conflicts[0][0])) is not None:
+            return ()
+    elif made and all(made):  # every copy made: the first statement none removes
         conflicts = [c for c in conflicts if copies.get(id(c[0])) is None]
         if not conflicts:
             return ()
