@@ -9,6 +9,7 @@ reproduces it (``ModelSpec.script``).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 
@@ -472,4 +473,49 @@ def test_two_reads_of_one_case_outside_its_gate_are_predicted_as_vmp_refuses_the
         assert "expected (refused by design under vmp)" in str(spec)
     kinds = {algorithm: run(spec, algorithm).kind for algorithm in ALGORITHMS}
     assert kinds["vmp"] == ("refused" if refusal else "finite"), kinds
+    assert kinds["ep"] in ("finite", "unsupported"), kinds
+
+
+@pytest.mark.parametrize("where, between, observed, second", list(itertools.product(
+    ("top", "inside"), (False, True), (False, True), (False, True))))
+def test_copies_per_case_of_an_observed_statement_are_predicted(where, between, observed,
+                                                                second):
+    """v2 and v3, exits of the gates on v1, read together by v11 inside ff.If(v2) (and
+    ff.IfNot(v9) when ``between``), v9 drawn before the gates on v2 or inside the one
+    around v11; maybe a latent v12 after it reading them too (in ff.IfNot(v2)).  By hand: a latent v11 is
+    refused; an observed one is written once per case of v1 unless a copy would read v9
+    outside the gate on v2 that defines it (inside, between): then no copy is made and
+    v11 is refused; else the latent v12, if any, is (``per_case_copy``)."""
+    v9 = "v9 = ff.Bernoulli('v9', 0.4)"
+    source = ("    v1 = ff.Bernoulli('v1', 0.3)",
+              "    with ff.If(v1):",
+              "        v2 = ff.Bernoulli('v2', 0.2)",
+              "        v3 = ff.Gaussian('v3', 0.0, variance=1.0)",
+              "    with ff.IfNot(v1):",
+              "        v2 = ff.Bernoulli('v2', 0.7)",
+              "        v3 = ff.Gaussian('v3', 1.0, variance=2.0)",
+              "    # exits v1: v2:bool v3:real",
+              *(("    " + v9,) if where == "top" else ()),
+              "    with ff.If(v2):",
+              *(("        " + v9,) if where == "inside" else ()),
+              *(("        with ff.IfNot(v9):",) if between else ()),
+              "        " + "    " * between + "v11 = ff.Gaussian('v11', v3, variance=1.0"
+              + (", observed=True)" if observed else ")"),
+              *(("    with ff.IfNot(v2):",
+                 "        v12 = ff.Gaussian('v12', v3, variance=1.0)") if second else ()))
+    v11 = next(line.strip() for line in source if "v11 =" in line)
+    refused_v11 = not observed or where == "inside" and between
+    if refused_v11:
+        expected = (f"{v11} reads v2 and v3 together outside a gate on v1:",)
+    elif second:
+        expected = ("v12 = ff.Gaussian('v12', v3, variance=1.0) reads v2 and v3 together "
+                    "outside a gate on v1:",)
+    else:
+        expected = ()
+    predicted = joint_read_refusal(_replay(*source))
+    assert predicted == expected
+    spec = _spec(*(line for line in source if "# exits" not in line), refusal=predicted,
+                 refused_by=("vmp",) if predicted else ())
+    kinds = {algorithm: run(spec, algorithm).kind for algorithm in ALGORITHMS}
+    assert kinds["vmp"] == ("refused" if predicted else "finite"), kinds
     assert kinds["ep"] in ("finite", "unsupported"), kinds
