@@ -180,6 +180,9 @@ def test_a_condition_between_defined_inside_the_exit_gate(spec):
         c._compile()
     assert is_vmp_refusal(info.value), info.value
     assert "reads e and z together outside a gate on z" in str(info.value), info.value
+    # and why the gates could not move, with the rewrite that is exact
+    assert "around a gate on w0, which is defined inside that gate on e" in str(
+        info.value) and "w0 one variable per case" in str(info.value), info.value
     ep = Check(spec, "ep")
     run = ep.run(iterations=50)
     if run is not None:
