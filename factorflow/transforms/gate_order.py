@@ -23,7 +23,12 @@ the same statement reads ``e`` in the case, and the expectation is the joint's.
 * :func:`check_joint_reads` (VMP) refuses, naming both variables and the statement, any
   read of such a pair that remains (a latent variable defined under gates on two exits
   of one gate, an exit and its selector in one factor where the gates could not move),
-  with what to write instead.
+  with what to write instead.  A gate on a condition ``w`` defined inside the gate on
+  ``e`` that lies between the gates on ``e`` and ``z`` keeps them in place (moved out,
+  the gate on ``z`` would read ``w`` outside the gate that defines it: fuzz seed 22); the
+  correct rewrite, the block once per case of ``z`` with ``w`` one variable per case,
+  would leave the user's ``w`` a mixture of those given ``e``'s case, which no gate
+  factor computes, so the refusal says so and what to write (:func:`_blocker`).
 """
 
 from __future__ import annotations
