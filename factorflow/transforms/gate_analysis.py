@@ -155,7 +155,8 @@ def analyze_gates(program: Program) -> GateAnalysis:
                 break
         home[v] = len(prefix)
         exits[v] = frozenset(p[k][0] for p in where for k in range(len(prefix), len(p)))
-        _check_exit(decls[v], where, len(prefix), conditions, shown)
+        _check_exit(decls[v], where, len(prefix), conditions, shown,
+                    reads=uses.get(v, []))
     def known(ref: Ref) -> bool:  # an index array given as data: a gather
         return decls[ref.var].role != "random" and all(isinstance(i, str) for i in ref.index)
 
@@ -209,10 +210,12 @@ def _common_prefix(paths: list[Path]) -> Path:
 
 def _check_exit(decl: VarDecl, paths: list[Path], depth: int,
                 conditions: Mapping[tuple, tuple[int, str | None]],
-                shown: Mapping[tuple, str], outer: str | None = None) -> None:
+                shown: Mapping[tuple, str], outer: str | None = None,
+                reads: list[Path] = ()) -> None:
     """A variable exiting the gate at ``depth`` is defined in all of its cases, below
     (``outer``: the condition of an ``ff.Switch`` above, which it leaves because it is
-    defined inside it without the Switch's axis)."""
+    defined inside it without the Switch's axis; ``reads``: the paths of its reads, for
+    the message)."""
     deeper = [p for p in paths if len(p) > depth]
     if not deeper:
         return
@@ -227,7 +230,8 @@ def _check_exit(decl: VarDecl, paths: list[Path], depth: int,
     if any(isinstance(c, str) for c in cases):  # a Switch's body is in every case: the
         # variable, without the Switch's axis, is the same in each, so it leaves the Switch
         # and must leave every gate inside it too
-        _check_exit(decl, deeper, depth + 1, conditions, shown, outer=shown[key])
+        _check_exit(decl, deeper, depth + 1, conditions, shown, outer=shown[key],
+                    reads=reads)
         return
     if switch is None and cases != set(range(count)):
         missing = sorted(set(range(count)) - cases)
@@ -237,9 +241,40 @@ def _check_exit(decl: VarDecl, paths: list[Path], depth: int,
                 f"inside the gate on {gate} but not in all of its cases: one {name} "
                 f"for every case of {outer} must be defined in every case of {gate}. "
                 f"Define {name} in every case of {gate}, or outside the Switch.")
+        _refuse_another_gate(name, key, cases, deeper, depth, reads, shown)
         raise ModelError(f"{name} is defined inside the gate on {gate} but not in its "
                          f"case(s) {missing}, and is read outside it: define {name} in every "
                          "case, or read it only inside.")
     for case in cases:
         _check_exit(decl, [p for p in deeper if p[depth][1] == case], depth + 1, conditions,
-                    shown, outer)
+                    shown, outer, reads)
+
+
+def _refuse_another_gate(name: str, key: tuple, cases: set, defs: list[Path], depth: int,
+                         reads: list[Path], shown: Mapping[tuple, str]) -> None:
+    """ModelError, where every read of the variable ``name`` outside the gate ``key`` that
+    defines it (in ``cases``, at ``depth`` of its definitions' paths ``defs``) sits in
+    another gate on the same condition and case, inside gates that the defining one is
+    not in (``ff.IfNot(v2)`` defining v9, read in ``ff.IfNot(v1)`` around another
+    ``ff.IfNot(v2)``: the model API accepts the read, as that branch holds there too):
+    the gates' clones are per gate, so say so and what to write; nothing otherwise."""
+    inside = {p[:depth + 1] for p in defs}
+    outside = [r for r in reads if r[:depth + 1] not in inside]
+    around: list[str] = []
+    for r in outside:
+        at = next((i for i, (k, c) in enumerate(r) if k != key and k[1] == key[1]
+                   and c in cases), None)
+        if at is None:
+            return
+        around += [shown[k] for k, _ in r[:at] if shown.get(k) and (k, _) not in
+                   defs[0][:depth]]
+    if not outside or not around:
+        return
+    gate, others = shown[key], ", ".join(dict.fromkeys(around))
+    raise ModelError(
+        f"{name} is defined inside a gate on {gate} and read inside another gate on "
+        f"{gate}, in the gate(s) on {others}: a variable of a gate's case is read only "
+        f"inside the gate block that defines it (each gate on {gate} inside the gates on "
+        f"{others} is another block, with its own clones).  Read {name} in the block "
+        f"that defines it (the gates on {others} inside it), or define it in the block "
+        f"that reads it (one variable per case of {others}).")

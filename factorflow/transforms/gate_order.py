@@ -23,7 +23,12 @@ the same statement reads ``e`` in the case, and the expectation is the joint's.
 * :func:`check_joint_reads` (VMP) refuses, naming both variables and the statement, any
   read of such a pair that remains (a latent variable defined under gates on two exits
   of one gate, an exit and its selector in one factor where the gates could not move),
-  with what to write instead.
+  with what to write instead.  A gate on a condition ``w`` defined inside the gate on
+  ``e`` that lies between the gates on ``e`` and ``z`` keeps them in place (moved out,
+  the gate on ``z`` would read ``w`` outside the gate that defines it: fuzz seed 22); the
+  correct rewrite, the block once per case of ``z`` with ``w`` one variable per case,
+  would leave the user's ``w`` a mixture of those given ``e``'s case, which no gate
+  factor computes, so the refusal says so and what to write (:func:`_blocker`).
 """
 
 from __future__ import annotations
@@ -146,7 +151,7 @@ def selectors_outside(program: Program, refuse: bool = False) -> Program:
             copies = _per_case(frames, found[3], refs[found[3]],
                                b.conditions[found[3]][0], decls, sizes)
         if found is not None and not copies:
-            left.append((stmt, found))
+            left.append((frames, stmt, found))
         split += [(f, stmt) for f in copies] if copies else [(frames, stmt)]
     if len(split) != len(moved):
         final = _checked(program, a, replace(program, body=nest(split), _by_name={}))
@@ -156,9 +161,28 @@ def selectors_outside(program: Program, refuse: bool = False) -> Program:
             check_joint_reads(out)
         return out
     if refuse and left:
-        stmt, (exit_var, other, z, _) = left[0]
-        _refuse(stmt, decls[exit_var], decls[other], decls[z], program, decls)
+        frames, stmt, (exit_var, other, z, _) = left[0]
+        _refuse(stmt, decls[exit_var], decls[other], decls[z], program, decls,
+                _blocker(frames, b, decls, sizes))
     return out
+
+
+def _blocker(frames: tuple[Frame, ...], a: GateAnalysis, decls: Mapping[str, VarDecl],
+             sizes: Mapping[str, int]) -> tuple[str, str, str] | None:
+    """(w, e, z) where the gate on a selector z in ``frames`` sits inside a gate on its
+    exit e around a gate on a random w defined inside that gate on e (fuzz seed 22's
+    v9): moved outside, the gate on z would read w outside the gate that defines it, so
+    :func:`_reorder`'s move is undone (``_checked``); None where there is none."""
+    paths = _paths(frames, decls, sizes)
+    gates = [(f[1], p) for f, p in zip(frames, paths, strict=True) if p is not None]
+    for i, (z, _) in enumerate(gates):
+        for h, (e, pe) in enumerate(gates[:i]):
+            if condition_key(pe[0], z) not in a.exits.get(e.var, ()):
+                continue
+            for w, _ in gates[h + 1:i]:
+                if decls[w.var].role == "random" and a.home.get(w.var, 0) > len(pe[0]):
+                    return w.var, e.var, z.var
+    return None
 
 
 def _checked(program: Program, a: GateAnalysis, out: Program) -> Program:
@@ -249,10 +273,11 @@ def check_joint_reads(program: Program) -> None:
     if not any(a.exits.values()):
         return
     decls = {d.name: d for d in program.decls}
-    for _, stmt, found in _conflicts(program, a, stmts):
+    for frames, stmt, found in _conflicts(program, a, stmts):
         if found is not None:
             exit_var, other, z, _ = found
-            _refuse(stmt, decls[exit_var], decls[other], decls[z], program, decls)
+            _refuse(stmt, decls[exit_var], decls[other], decls[z], program, decls,
+                    _blocker(frames, a, decls, dict(program.ranges)))
 
 
 def _per_case(frames: tuple[Frame, ...], key: tuple, zref: Ref, count: int,
@@ -287,8 +312,19 @@ def _observed_only(stmt: Stmt, decls: Mapping[str, VarDecl]) -> bool:
 
 
 def _refuse(stmt: Stmt, e: VarDecl, other: VarDecl, z: VarDecl, program: Program,
-            decls: Mapping[str, VarDecl]) -> None:
+            decls: Mapping[str, VarDecl],
+            blocker: tuple[str, str, str] | None = None) -> None:
+    """The VMP refusal of ``stmt`` (module docstring), naming the variables; ``blocker``
+    (:func:`_blocker`): why the gates around it could not move, and what to write."""
     name = {d.name: d.label or d.name for d in (e, other, z)}
+    why = ""
+    if blocker is not None:
+        w, ge, gz = (decls[v].label or v for v in blocker)
+        why = (f"  (The gate on {gz} sits inside a gate on {ge} around a gate on {w}, "
+               f"which is defined inside that gate on {ge}: moved outside it, the gate on "
+               f"{gz} would read {w} where it is not defined, so nothing moves.  Write "
+               f"that gate on {ge}'s block once per case of {gz}, inside ff.Case({gz}, k) "
+               f"for each k, {w} one variable per case.)")
     both = f"{name[e.name]} and {name[other.name]}"
     beside = ("its selector" if other is z
               else "another variable that depends on the same case")
@@ -300,4 +336,4 @@ def _refuse(stmt: Stmt, e: VarDecl, other: VarDecl, z: VarDecl, program: Program
         f"evidence.  Open the gates on {name[z.name]} around it (ff.Case({name[z.name]}, "
         f"k) for each k, or ff.Switch({name[z.name]}), outside the gates on "
         f"{name[e.name]}: there each is its definition in the case; a variable it defines "
-        "in some branches only needs its own name in each case), or use EP.")
+        "in some branches only needs its own name in each case), or use EP." + why)

@@ -9,6 +9,7 @@ reproduces it (``ModelSpec.script``).
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 
@@ -349,6 +350,8 @@ def _replay(*source: str) -> Writer:
                 w.scope.append(Var(made.group(1), made.group(1),
                                    domains.get(made.group(2), "real"), (),
                                    observed="observed=" in text))
+            elif derived := re.match(r"(v\d+) = (v\d+ [<>] .+)$", text):  # a comparison
+                w.scope.append(Var(derived.group(1), derived.group(2), "bool", ()))
     while blocks:
         blocks.pop().__exit__(None, None, None)
     return w
@@ -384,6 +387,27 @@ SEED22_CASE = ("    v1 = ff.Bernoulli('v1', 0.95)",
                "                v11 = ff.Gaussian('v11', v3, variance=3.5{observed})",
                "    with ff.Case(v2, 1):",
                "        pass")
+#: as SEED22_CASE, v9 defined before the gates on v2: an observed v11 is written once per
+#: case of v1 (gate_order), and VMP runs
+SEED22_COPIED = (*SEED22_CASE[:8],
+                 "    v9 = ff.Discrete('v9', np.array([0.9, 0.1]))",
+                 "    with ff.Case(v2, 0):",
+                 "        with ff.Case(v2, 0):",
+                 "            with ff.Case(v9, 1):",
+                 "                v11 = ff.Gaussian('v11', v3, variance=3.5{observed})",
+                 "    with ff.Case(v2, 1):",
+                 "        pass")
+#: two exits of the gates on a comparison, compared outside them
+DERIVED_SELECTOR = ("    v1 = ff.Gaussian('v1', 0.0, precision=0.5)",
+                    "    v2 = v1 > 1.0",
+                    "    with ff.If(v2):",
+                    "        v7 = ff.Gaussian('v7', v1, precision=0.5)",
+                    "        v8 = ff.Gaussian('v8', v7, precision=0.2)",
+                    "    with ff.IfNot(v2):",
+                    "        v7 = ff.Gaussian('v7', 0.5, precision=0.5)",
+                    "        v8 = ff.Gaussian('v8', v1, precision=1.0)",
+                    "    # exits v2: v7:real v8:real",
+                    "    v9 = v8 > v7")
 #: a gate on v1 inside a gate on its exit v2: factorflow moves it outside (gate_order)
 MOVED = ("    v1 = ff.Bernoulli('v1', 0.3)",
          "    with ff.If(v1):",
@@ -417,7 +441,15 @@ SEED22_IF = ("    v1 = ff.Bernoulli('v1', 0.95)",
     (SEED23_CASE, True, None),
     (SEED22_CASE, False, "v11 = ff.Gaussian('v11', v3, variance=3.5) reads v2 and v3 "
                          "together outside a gate on v1:"),
+    # observed: its copies per case of v1 would read v9 outside the gate on v2 that
+    # defines it: none is made, and VMP refuses it as a latent one
+    (SEED22_CASE, True, "v11 = ff.Gaussian('v11', v3, variance=3.5, observed=True) reads "
+                        "v2 and v3 together outside a gate on v1:"),
+    (SEED22_COPIED, True, None),
     (MOVED, False, None),
+    # a derived selector: factorflow names it by its label, "(v1 > 1.0)" (fuzz seed 12,
+    # if: predicted as "v1 > 1.0", a refusal said to name something else)
+    (DERIVED_SELECTOR, False, "v9 = v8 > v7 reads v8 and v7 together outside a gate on "),
     (SEED22_IF, False, "v11 = ff.Bernoulli('v11', 0.2) reads v2 and v1 together outside a "
                        "gate on v1:")])
 def test_two_reads_of_one_case_outside_its_gate_are_predicted_as_vmp_refuses_them(
@@ -428,9 +460,9 @@ def test_two_reads_of_one_case_outside_its_gate_are_predicted_as_vmp_refuses_the
     runs under EP (fuzz seeds 22 and 23, kind "case", 4 runs each); an observed one is
     written once per case, and a gate on the condition inside a gate on its exit is
     moved outside it: both run (not predicted), unless a variable read inside would then
-    be read outside the gate that defines it (fuzz seed 22, kind "if").  (Where the copies per case would read a
-    variable outside the gate that defines it, as in SEED22_CASE observed, VMP refuses
-    after all: not predicted, left to the fuzzer's report.)"""
+    be read outside the gate that defines it (fuzz seed 22, kind "if"; for the copies
+    per case, SEED22_CASE observed: v9 is defined inside the gates on v2 that the copies
+    open inside ff.Case(v1, k), and VMP refuses, predicted by ``per_case_copy``)."""
     obs = ", observed=True"
     body = tuple(line.format(observed=obs if observed else "") for line in source)
     predicted = joint_read_refusal(_replay(*body))
@@ -441,4 +473,49 @@ def test_two_reads_of_one_case_outside_its_gate_are_predicted_as_vmp_refuses_the
         assert "expected (refused by design under vmp)" in str(spec)
     kinds = {algorithm: run(spec, algorithm).kind for algorithm in ALGORITHMS}
     assert kinds["vmp"] == ("refused" if refusal else "finite"), kinds
+    assert kinds["ep"] in ("finite", "unsupported"), kinds
+
+
+@pytest.mark.parametrize("where, between, observed, second", list(itertools.product(
+    ("top", "inside"), (False, True), (False, True), (False, True))))
+def test_copies_per_case_of_an_observed_statement_are_predicted(where, between, observed,
+                                                                second):
+    """v2 and v3, exits of the gates on v1, read together by v11 inside ff.If(v2) (and
+    ff.IfNot(v9) when ``between``), v9 drawn before the gates on v2 or inside the one
+    around v11; maybe a latent v12 after it reading them too (in ff.IfNot(v2)).  By hand: a latent v11 is
+    refused; an observed one is written once per case of v1 unless a copy would read v9
+    outside the gate on v2 that defines it (inside, between): then no copy is made and
+    v11 is refused; else the latent v12, if any, is (``per_case_copy``)."""
+    v9 = "v9 = ff.Bernoulli('v9', 0.4)"
+    source = ("    v1 = ff.Bernoulli('v1', 0.3)",
+              "    with ff.If(v1):",
+              "        v2 = ff.Bernoulli('v2', 0.2)",
+              "        v3 = ff.Gaussian('v3', 0.0, variance=1.0)",
+              "    with ff.IfNot(v1):",
+              "        v2 = ff.Bernoulli('v2', 0.7)",
+              "        v3 = ff.Gaussian('v3', 1.0, variance=2.0)",
+              "    # exits v1: v2:bool v3:real",
+              *(("    " + v9,) if where == "top" else ()),
+              "    with ff.If(v2):",
+              *(("        " + v9,) if where == "inside" else ()),
+              *(("        with ff.IfNot(v9):",) if between else ()),
+              "        " + "    " * between + "v11 = ff.Gaussian('v11', v3, variance=1.0"
+              + (", observed=True)" if observed else ")"),
+              *(("    with ff.IfNot(v2):",
+                 "        v12 = ff.Gaussian('v12', v3, variance=1.0)") if second else ()))
+    v11 = next(line.strip() for line in source if "v11 =" in line)
+    refused_v11 = not observed or where == "inside" and between
+    if refused_v11:
+        expected = (f"{v11} reads v2 and v3 together outside a gate on v1:",)
+    elif second:
+        expected = ("v12 = ff.Gaussian('v12', v3, variance=1.0) reads v2 and v3 together "
+                    "outside a gate on v1:",)
+    else:
+        expected = ()
+    predicted = joint_read_refusal(_replay(*source))
+    assert predicted == expected
+    spec = _spec(*(line for line in source if "# exits" not in line), refusal=predicted,
+                 refused_by=("vmp",) if predicted else ())
+    kinds = {algorithm: run(spec, algorithm).kind for algorithm in ALGORITHMS}
+    assert kinds["vmp"] == ("refused" if predicted else "finite"), kinds
     assert kinds["ep"] in ("finite", "unsupported"), kinds

@@ -1097,12 +1097,25 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
     whose posteriors both depend on ``z``'s case (``transforms/gate_order.py``,
     ``_conflicts``: ``z`` itself, as a value or a gate's condition, or a variable defined
     in every case of gates on ``z``, transitively, and a derived variable through its
-    inputs).  The compiler rewrites two kinds first: a gate on ``z`` inside gates on its
-    exits moves outside them (every such gate of the model, or none where one move would
-    read a variable outside the gate that defines it), and an observed statement is
-    written once per case; where the first such statement is an observed one, one whose
-    gate moves or one it cannot tell, the outcome is not predicted (()), as it is where
-    there is none."""
+    inputs).  The compiler rewrites two kinds first:
+
+    * a gate on ``z`` inside gates on its exits moves outside them (every such gate of
+      the model, or none where one move would read a variable outside the gate that
+      defines it);
+    * an observed statement is written once per case of ``z``, ``ff.Case(z, k)``
+      inserted where the gates on ``z`` that define the exit sit (:func:`per_case_copy`).
+      All copies are made, or none: where one copy would read a latent variable outside
+      the gate that defines it (one defined inside a gate the copy now opens inside
+      ``ff.Case(z, k)``, as ``v9`` in ``Case(v2, 0) { v9 = ...; Case(v9, 1) { observed
+      reads v3 } }``, v2 and v3 exits of v1: fuzz seed 22, kind "case"), none is, and
+      the first statement that reads such a pair is refused, observed or not; where all
+      are made, the first that no copy removes (a latent one, or one with no place).
+
+    A statement whose gate moves, an observed one on a condition over plates (where its
+    loops sit is not recorded here) or one that reads pairs of two conditions is not
+    told: where it comes first, or a statement before it is observed (whether its copy
+    is made may depend on it), the outcome is not predicted (()), as it is where there
+    is no such statement."""
     selector: dict[tuple, str] = {}  # a gate's key (the cases around it, z) -> z
     for stmt in w.written:
         for i, (z, _) in enumerate(stmt.cases):
@@ -1151,6 +1164,8 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
             every_move = False if ok is False or every_move is False else (
                 every_move and ok)
 
+    # each statement reading a pair: (statement, (exit, other, z), the exit's key on z)
+    conflicts: list[tuple[Written, tuple[str, str, str], tuple]] = []
     for stmt in w.written:
         reads: list[tuple[str, dict[str, tuple]]] = []
         open_keys: set = set()
@@ -1166,24 +1181,74 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
                 deps.update(du)
                 if u in selectors:
                     deps.setdefault(u, ())
-        found = None
+        found, pairs = None, set()
         for i, (u, du) in enumerate(reads):
             for v, dv in reads[:i]:
                 shared = (set(du) & set(dv)) | ({u} & set(dv)) | ({v} & set(du))
+                if u != v and shared:
+                    pairs |= shared
                 if u != v and shared and found is None:
                     z = sorted(shared)[0]  # (names sort as factorflow's do: one prefix)
-                    found = (v, u, z) if z in dv else (u, v, z)
+                    found = ((v, u, z), dv[z]) if z in dv else ((u, v, z), du[z])
         if found is None:
             continue
-        # an observed statement is written once per case: not predicted; a gate on a selector inside gates on its exits moves
-        # out, unless some move cannot be made (then none is)
-        if stmt.output is None or (moves(stmt) and every_move is not False):
+        # not told: a gate on a selector inside gates on its exits moves out; copies per
+        # case of one condition leave another's pairs, or need loops not recorded here
+        if moves(stmt) and every_move is not False or stmt.output is None and (
+                len(pairs) > 1 or w.known[found[0][2]].plates):
+            unknown = True
+            break
+        conflicts.append((stmt, *found))
+    else:
+        unknown = False
+    if not conflicts:
+        return ()
+    copies = {id(stmt): per_case_copy(w, stmt, key) for stmt, _, key in conflicts
+              if stmt.output is None}
+    made = [c for c in copies.values() if c is not None]
+    if unknown:  # later statements may decide whether copies are made: the first
+        # statement is told only if it is refused either way (no copy of its own)
+        if copies.get(id(conflicts[0][0])) is not None:
             return ()
-        e, other, z = (w.known[x] for x in found)
-        show = f"{z.name}[{', '.join(r.ident for r in z.plates)}]" if z.plates else z.name
-        return (f"{stmt.line} reads {e.name} and {other.name} together outside a gate on "
-                f"{show}:",)
-    return ()
+    elif made and all(made):  # every copy made: the first statement none removes
+        conflicts = [c for c in conflicts if copies.get(id(c[0])) is None]
+        if not conflicts:
+            return ()
+    stmt, names, _ = conflicts[0]
+    e, other, z = (w.known[x] for x in names)
+    show = f"{z.name}[{', '.join(r.ident for r in z.plates)}]" if z.plates else z.name
+    # a derived variable is named by factorflow's label of its expression ("(v1 > 1.0)",
+    # its operands by their names), not written here: the text stops before it
+    derived_vars = {s.output for s in w.written if s.derived}
+    parts = (f"{stmt.line} reads ", e, " and ", other, " together outside a gate on ", z)
+    text = ""
+    for i, part in enumerate(parts):
+        if isinstance(part, str):
+            text += part
+        elif part.ident in derived_vars:
+            break
+        else:
+            text += f"{show}:" if i == len(parts) - 1 else part.name
+    return (text,)
+
+
+def per_case_copy(w: Writer, stmt: Written, key: tuple) -> bool | None:
+    """Whether the observed ``stmt``, read as a pair depending on the case of the
+    condition of ``key`` (the gates on z that define the exit: the cases around them,
+    z), can be written once per case of z, ``ff.Case(z, k)`` inserted just inside the
+    gates of ``key``'s cases (``gate_order._per_case``): None where there is no such
+    place (the statement is not inside those gates: the key of a derived variable's
+    own selector input, or other gates); False where a copy would read a latent
+    variable — a condition of the gates after that place, or an input — defined inside
+    one of those gates (its definition is not inside ``ff.Case(z, k)``: the rewritten
+    model is refused by the gate analysis, and the compiler keeps the original)."""
+    if not key or key[0] != stmt.cases[:len(key[0])]:
+        return None
+    at = len(key[0])
+    inside = stmt.cases[:at]
+    reads = (*(c for c, _ in stmt.cases[at:]), *stmt.inputs)
+    return not any(len(home := w.home.get(v, ())) > at and home[:at] == inside
+                   for v in reads)
 
 
 @st.composite

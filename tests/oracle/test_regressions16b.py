@@ -5,8 +5,9 @@ strict xfail carrying its diagnosis.
 Fuzz seed 22 (10,000 valid models): 8 VMP runs refused at compile time with
 ``gate_order.check_joint_reads``'s ModelError, which the generator did not predict.  The
 4 in the ``case`` profile read two exit variables of one gate together (``Case(v2)``
-around ``N(v3, .)``, v2 and v3 exits of the gates on v1): refused by design, a gap in the
-generator's prediction (``tests/fuzz/valid.py``), open.  The 4 in the ``if`` profile,
+around ``N(v3, .)``, v2 and v3 exits of the gates on v1): refused by design, predicted by the
+generator (``tests/fuzz/valid.py``; where such a statement is observed and its copies per
+case would read a variable outside the gate that defines it: ``per_case_copy``, gate17).  The 4 in the ``if`` profile,
 shrunk by hand to the model below: a gate on ``v1`` inside a gate on ``v9`` inside a gate
 on ``v2``, ``v2`` an exit variable of the gates on ``v1``.  Without the gate on ``v9``
 between them, ``transforms.gate_order`` moves the gate on ``v1`` outside the gate on
@@ -59,11 +60,20 @@ def test_ep_with_a_gate_between_is_exact():
 
 
 @pytest.mark.xfail(strict=True, raises=ff.ModelError, reason=(
-    "fuzz seed 22 (8 VMP runs): transforms/gate_order.py moves a gate on a selector (v1) "
-    "outside a gate on its exit variable (v2) only when it lies directly in it; with a "
-    "gate on v9 (defined inside the gate on v2) between them it is left in place and "
-    "check_joint_reads refuses v11 by name ('reads v2 and v1 together outside a gate on "
-    "v1'), a refusal the fuzz generator (tests/fuzz/valid.py) does not predict either"))
+    "fuzz seed 22 (8 VMP runs; gate17): no order of the gates keeps v9 where it is "
+    "defined. transforms/gate_order.py moves the gate on v1 outside the gate on v2 "
+    "with the gates between (it does so for conditions defined outside the gate on v2, "
+    "tests/oracle/test_regressions17_gates.py, exact), but here the gate on v9 would "
+    "then read v9 outside the gate on v2 that defines it (a gate on v2 inside a gate on "
+    "v1 is another block, with its own clones: the gate analysis refuses). The rewrite "
+    "that is correct writes the whole gate on v2 once per case of v1, v9 one variable "
+    "per case, each existing where its case's v2 is false; the user's v9 is then their "
+    "mixture given v2 false, weights q(v1 = k) q(v2 = false | v1 = k), which no gate "
+    "factor computes (Gate.Exit weighs by q(v1 = k) alone: factors/gate.py, not "
+    "gate17's). So VMP refuses v11 by name ('reads v2 and v1 together outside a gate "
+    "on v1'; the per-case rewrite it asks for is exact: test_regressions17_gates), as "
+    "the fuzz generator predicts (tests/fuzz/test_fuzz.py, SEED22_IF); EP runs it as "
+    "written (loopy: exact here with no data, not with data below)"))
 def test_vmp_with_a_gate_between_selector_and_exit_gates_is_exact():
     result = _nested(True).infer("vmp", iterations=50, progress=False)
     assert abs(result.log_evidence) < 1e-10

@@ -178,3 +178,26 @@ def test_the_same_written_inside_a_switch_on_the_selector_is_exact():
     assert_close(result.log_evidence, np.log(Z_TWO), rtol=1e-12)
     bound = model.infer("vmp", iterations=200, progress=False).log_evidence
     assert np.log(Z_TWO) - 0.07 < bound < np.log(Z_TWO)
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_variable_read_in_another_gate_on_its_gates_condition_is_refused_by_name(
+        algorithm):
+    """v9 drawn in ff.IfNot(v2), read in ff.IfNot(v1) around another ff.IfNot(v2) (the
+    model API accepts it: that branch holds there too): each gate block has its own
+    clones, so the gate analysis refuses, saying where it is read and what to write (it
+    said "read outside it", which the model does not do)."""
+    with ff.Model() as model:
+        v1 = ff.Bernoulli("v1", 0.7)
+        with ff.If(v1):
+            v2 = ff.Bernoulli("v2", 0.2)
+        with ff.IfNot(v1):
+            v2 = ff.Bernoulli("v2", 0.6)
+        with ff.IfNot(v2):
+            v9 = ff.Bernoulli("v9", 0.4)
+        with ff.IfNot(v1), ff.IfNot(v2), ff.IfNot(v9):
+            ff.Bernoulli("v11", 0.2, observed=True)
+    with pytest.raises(ff.ModelError, match=r"v9 is defined inside a gate on v2 and read "
+                       r"inside another gate on v2, in the gate\(s\) on v1: .*one variable "
+                       r"per case of v1"):
+        model.compile(algorithm)
