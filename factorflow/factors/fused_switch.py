@@ -33,8 +33,6 @@ fusion applies only then.
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from factorflow.distributions import Discrete, Gamma, Gaussian
@@ -42,7 +40,6 @@ from factorflow.distributions.base import recall, remember, traced
 from factorflow.factors import gaussian
 from factorflow.factors.common import Reduce, unsupported
 from factorflow.factors.registry import define_factor
-from factorflow.factors.mixtures import log_probs
 
 
 def _log_density(sample, selector, mean, precision, index):
@@ -137,5 +134,3 @@ def _average_log_factor(sample, selector, mean, precision, index) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         return np.sum(np.where(q == 0, 0.0, q * ell), axis=-1)
 
-
-__all__ = ["SWITCH_GAUSSIAN", "log_probs"]

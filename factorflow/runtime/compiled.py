@@ -27,9 +27,9 @@ from factorflow.model.missing import shown
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE, SKIPPED
 from factorflow.runtime.result import Result
+from factorflow.transforms.fuse_switch import FuseSwitchOptions
 from factorflow.transforms.gates import GateOptions
 from factorflow.transforms.local_loop import LocalOptions
-from factorflow.transforms.fuse_switch import FuseSwitchOptions
 from factorflow.transforms.pipeline import Compilation, compile_program
 
 if TYPE_CHECKING:
