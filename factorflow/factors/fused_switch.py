@@ -76,9 +76,18 @@ def _responsibilities(selector) -> np.ndarray:
     hit = None if traced() else recall("switch_responsibilities", selector)
     if hit is not None:
         return hit
-    probs = selector.probs
-    if probs.ndim >= 2 and probs.shape[-2] == 1:
-        probs = probs[..., 0, :]
+    probs = None
+    eta = selector.eta[0]
+    if not traced() and eta.ndim >= 2 and eta.shape[-2] == 1:
+        # the posterior itself (the array ``align_plates`` viewed): its probabilities as
+        # its own normalisation made them (remembered), not normalised again for the view
+        own = eta.base
+        if type(own) is np.ndarray and own.shape == eta.shape[:-2] + eta.shape[-1:]:
+            probs = Discrete.from_natural(own).probs
+    if probs is None:
+        probs = selector.probs
+        if probs.ndim >= 2 and probs.shape[-2] == 1:
+            probs = probs[..., 0, :]
     if not traced():
         remember("switch_responsibilities", selector, probs)
     return probs
