@@ -63,8 +63,18 @@ def _known(sample) -> None:
 def _case_log_likelihood(sample, mean, precision) -> np.ndarray:
     """E[log N(x_n; μ_k, 1/τ_k)] on the (N, K) grid (the data (N, 1), the components
     (K,)): one BLAS product where it applies, the Gaussian's elementwise evidence
-    otherwise (the same numbers to rounding of x²)."""
-    return gaussian._average_log_factor(sample, mean, precision)
+    otherwise (the same numbers to rounding of x²).  Remembered while the mean's message
+    lives, for the same precision's message and data: ``evidence()`` and the next
+    sweep's message to z read it from the same posteriors (messages are immutable)."""
+    if traced():
+        return gaussian._average_log_factor(sample, mean, precision)
+    hit = recall("switch_case_log_likelihood", mean)
+    if hit is not None and hit[0] is precision and hit[1] is sample:
+        return hit[2]
+    ell = gaussian._average_log_factor(sample, mean, precision)
+    # (the bound's term and the next sweep's message to z read the same posteriors)
+    remember("switch_case_log_likelihood", mean, (precision, sample, ell))
+    return ell
 
 
 def _responsibilities(selector) -> np.ndarray:
@@ -93,6 +103,19 @@ def _responsibilities(selector) -> np.ndarray:
     return probs
 
 
+def _component_sums(sample, weights, reduce: Reduce | None, component, family: type
+                    ) -> tuple[np.ndarray, ...] | None:
+    """(Σ_n r_nk, Σ_n r_nk x_n, Σ_n r_nk x_n²) where the statement is the plain (N, K)
+    grid — the data a column, the component's posterior a K-vector of ``family`` — so
+    that its message is a few K-vector operations on them (the formulas of the
+    Gaussian's weighted paths, ``gaussian._mean_vmp`` / ``_reduced_square_diff``, the
+    same numbers); None otherwise (the caller takes those paths)."""
+    if (reduce is None or traced() or type(component) is not family
+            or component.batch_shape != (reduce[0][-1],) or tuple(reduce[1]) != (0,)):
+        return None
+    return gaussian._data_sums(sample, weights, reduce)
+
+
 @SWITCH_GAUSSIAN.operator("vmp", "selector", fresh=("mean", "precision"),
                           method="VMP, a fused Switch: E log N(x_n; μ_k, 1/τ_k) as one "
                                  "(N, 3) × (3, K) product, the responsibilities' logits")
@@ -115,8 +138,12 @@ def _mean_vmp(sample, selector, precision, index, *, reduce: Reduce | None = Non
     """(E τ_k Σ_n r_nk x_n, E τ_k Σ_n r_nk): the Gaussian's message weighted by the
     responsibilities and summed over the data."""
     _known(sample)
-    return gaussian._mean_vmp(sample, precision, reduce=reduce,
-                              weights=_responsibilities(selector))
+    weights = _responsibilities(selector)
+    sums = _component_sums(sample, weights, reduce, precision, Gamma)
+    if sums is not None:  # E τ_k (Σ r x, Σ r): the gate path's numbers, without its steps
+        (s0, s1, _), tau = sums, precision.mean
+        return Gaussian.from_natural(tau * s1, tau * s0)
+    return gaussian._mean_vmp(sample, precision, reduce=reduce, weights=weights)
 
 
 @SWITCH_GAUSSIAN.operator("vmp", "precision", fresh=("selector",), no_init=True,
@@ -126,8 +153,12 @@ def _precision_vmp(sample, selector, mean, index, *, reduce: Reduce | None = Non
                    ) -> Gamma:
     """(½ Σ_n r_nk, −½ Σ_n r_nk E[(x_n − μ_k)²]), from the same sums."""
     _known(sample)
-    return gaussian._precision_vmp(sample, mean, reduce=reduce,
-                                   weights=_responsibilities(selector))
+    weights = _responsibilities(selector)
+    sums = _component_sums(sample, weights, reduce, mean, Gaussian)
+    if sums is not None:  # Σ r E[(x − μ)²] = Σ r x² − 2 E μ Σ r x + E μ² Σ r
+        (s0, s1, s2), em, vm = sums, mean.mean, mean.variance
+        return Gamma.from_natural(0.5 * s0, -0.5 * (s2 - 2.0 * em * s1 + (em * em + vm) * s0))
+    return gaussian._precision_vmp(sample, mean, reduce=reduce, weights=weights)
 
 
 @SWITCH_GAUSSIAN.evidence_operator("vmp")
