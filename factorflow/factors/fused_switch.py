@@ -91,7 +91,7 @@ def _responsibilities(selector) -> np.ndarray:
     if not traced() and eta.ndim >= 2 and eta.shape[-2] == 1:
         # the posterior itself (the array ``align_plates`` viewed): its probabilities as
         # its own normalisation made them (remembered), not normalised again for the view
-        own = eta.base
+        own = getattr(eta, "base", None)
         if type(own) is np.ndarray and own.shape == eta.shape[:-2] + eta.shape[-1:]:
             probs = Discrete.from_natural(own).probs
     if probs is None:

@@ -27,7 +27,7 @@ from factorflow.model.missing import shown
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE, SKIPPED
 from factorflow.runtime.result import Result
-from factorflow.transforms.fuse_switch import FuseSwitchOptions
+from factorflow.transforms.fuse_switch import FUSED_BACKENDS, FuseSwitchOptions
 from factorflow.transforms.gates import GateOptions
 from factorflow.transforms.local_loop import LocalOptions
 from factorflow.transforms.pipeline import Compilation, compile_program
@@ -884,7 +884,8 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     ``local_tolerance`` and keeps its posterior, as scikit-learn's E-step stops each
     document; "all" (the default): the loop stops once no element moves.
     ``fuse_switch``: whether a VMP Switch over a plate with a Gaussian child becomes one
-    fused statement (``transforms.fuse_switch``; False: the gate path, the same numbers).
+    fused statement (``transforms.fuse_switch``; False: the gate path, the same numbers;
+    on the NumPy and JAX backends, ``FUSED_BACKENDS``).
     """
     from factorflow.runtime.backends import backend_class
     cls = backend_class(backend)
@@ -898,7 +899,8 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     start = time.perf_counter()
     compilation = compile_program(model, algorithm, names, debug,
                                   GateOptions(enter_whole_arrays=enter_whole_arrays), options,
-                                  FuseSwitchOptions(enabled=fuse_switch))
+                                  FuseSwitchOptions(enabled=fuse_switch
+                                                    and cls.backend in FUSED_BACKENDS))
     generated = cls._generate_source(compilation.final)
     seconds = time.perf_counter() - start
     return cls(model, algorithm, compilation, generated, seconds, names, enter_whole_arrays,

@@ -54,6 +54,12 @@ from factorflow.ir.nodes import For, If, Node, Ref, Stmt, refs_in, walk
 FUSED_OP = "SwitchGaussian"
 
 
+#: the backends whose runs the fused statement is tested on (the same posteriors and
+#: bound as the gate path); on the others (Dask: its chunked reductions, task counts and
+#: stores are tested on the gate path's statements) the Switch keeps the gate path
+FUSED_BACKENDS = frozenset({"numpy", "jax"})
+
+
 @dataclass(frozen=True)
 class FuseSwitchOptions:
     """``enabled``: whether the pass fuses at all (False: today's gate path, for

@@ -110,3 +110,32 @@ def test_a_latent_sample_is_refused_by_name():
     with pytest.raises(ff.ModelError, match="SwitchGaussian"):
         fused_switch._mean_vmp(Gaussian(np.zeros((30, 1)), np.ones((30, 1))), zl, precs,
                                None, reduce=((30, 4), (0,)))
+
+
+def test_the_jax_backend_runs_the_fused_statement():
+    """Under ``jit`` the fused program gives NumPy's gate path's posteriors and bound."""
+    import pytest
+    pytest.importorskip("jax")
+    x, k = mix.data(3, 60, 2), 3
+    init = mix.factorflow_init(x, k)
+    gate = _run(x, k, mix.Priors(), 7, False, False)
+    compiled = mix.model(x, k).compile("vmp", init=["means"], backend="jax")
+    assert "SwitchGaussian" in compiled.source
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ff.ConvergenceWarning)
+        got = compiled.run(iterations=7, init=init, tolerance=None, progress=False)
+    for name in NAMES:
+        for a, b in zip(got[name].eta, gate[name].eta, strict=True):
+            assert_close(np.asarray(a), b, rtol=1e-10, atol=1e-10)
+    assert_close(float(got.log_evidence), gate.log_evidence, rtol=1e-10, atol=1e-9)
+
+
+def test_the_dask_backend_keeps_the_gate_path():
+    """The fusion is off on Dask (``fuse_switch.FUSED_BACKENDS``): its chunked runs are
+    tested on the gate path's statements (``tests/runtime/backends/test_dask.py``)."""
+    import pytest
+    pytest.importorskip("dask.distributed")
+    x, k = mix.data(3, 60, 2), 3
+    compiled = mix.model(x, k).compile("vmp", init=["means"], backend="dask")
+    assert "SwitchGaussian" not in compiled.source
+    assert "Gate_Cases_selector_average_logarithm" in compiled.source
