@@ -118,6 +118,8 @@ def _fused(program: Program, node: Node, loops: tuple[str, ...], reads: Counter[
     if not (_indexed_by(mean, z, k, program) and _indexed_by(precision, z, k, program)):
         return None  # (so z's three reads, above, are the condition and these two)
     assert isinstance(mean, Ref) and isinstance(precision, Ref)
+    if mean.var == precision.var or x.var in (mean.var, precision.var):
+        return None
     stmt = Stmt(FUSED_OP, child.outputs,
                 # (the precision before the mean: their messages are scheduled in this
                 # order, the gate path's, so that the posteriors are the same)
