@@ -885,7 +885,7 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     document; "all" (the default): the loop stops once no element moves.
     ``fuse_switch``: whether a VMP Switch over a plate with a Gaussian child becomes one
     fused statement (``transforms.fuse_switch``; False: the gate path, the same numbers;
-    on the NumPy and JAX backends, ``FUSED_BACKENDS``).
+    on the NumPy backend, ``FUSED_BACKENDS``).
     """
     from factorflow.runtime.backends import backend_class
     cls = backend_class(backend)
