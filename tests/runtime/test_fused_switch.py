@@ -149,3 +149,26 @@ def test_the_dask_backend_keeps_the_gate_path():
     compiled = mix.model(x, k).compile("vmp", init=["means"], backend="dask")
     assert "SwitchGaussian" not in compiled.source
     assert "Gate_Cases_selector_average_logarithm" in compiled.source
+
+
+def test_improper_responsibilities_are_named_on_the_fused_path():
+    """A NaN in a datum's logits from the fused statement: the run stops with an
+    ImproperMessageError naming the first posterior it reaches (the weights', read from
+    q(z) made in the initialisation) and the iteration: never a silent NaN."""
+    import pytest
+    x, k = mix.data(3, 60), 3
+    compiled = mix.model(x, k).compile("vmp", init=["means"])
+    names = compiled._infer.__globals__
+    real = names["SwitchGaussian_selector_average_logarithm"]
+
+    def poisoned(*args, **kwargs):
+        out = real(*args, **kwargs)
+        eta = np.array(out.eta[0])
+        eta[7] = np.nan
+        return Discrete.from_natural(eta)
+    names["SwitchGaussian_selector_average_logarithm"] = poisoned
+    try:
+        with pytest.raises(ff.ImproperMessageError, match="posterior of weights .* at iteration 1 is improper"):
+            compiled.run(init=mix.factorflow_init(x, k), iterations=5)
+    finally:
+        names["SwitchGaussian_selector_average_logarithm"] = real
