@@ -16,7 +16,11 @@ With ``--gaussian N`` the same rows for learning a Gaussian from N points under 
 hand-written updates (``benchmarks.bench_foundation.hand_written``), where the cost of
 a sweep at small N is the Python in the operators.
 
-Run: ``python benchmarks/bench_mixture.py [--baseline PATH] [--rounds R] [--sizes K,N
+With ``--gate`` also this checkout with the Switch left to the gate path
+(``compile(..., fuse_switch=False)``: no ``transforms.fuse_switch``), and without
+``--baseline`` the "× before" column is the fused rows against those.
+
+Run: ``python benchmarks/bench_mixture.py [--baseline PATH] [--gate] [--rounds R] [--sizes K,N
 ...] [--gaussian N]``, PATH a
 checkout of another factorflow (``git worktree add --detach /tmp/base main``).
 """
@@ -35,8 +39,9 @@ SIZES = ((10, 200), (40, 2000), (40, 20_000))
 
 
 def worker(k: int, n: int, system: str, trace: bool) -> dict[str, float]:
-    """Seconds of CPU per sweep of ``system`` ("hand" or "factorflow") on K = k, N = n,
-    best of 3 (2s sweeps minus s), and the largest error of its means."""
+    """Seconds of CPU per sweep of ``system`` ("hand", "factorflow", or "gate": factorflow
+    with the Switch left to the gate path, ``fuse_switch=False``) on K = k, N = n, best
+    of 3 (2s sweeps minus s), and the largest error of its means."""
     import warnings
 
     import numpy as np
@@ -55,7 +60,8 @@ def worker(k: int, n: int, system: str, trace: bool) -> dict[str, float]:
             return mix.hand_written(x, k, s)
         error = 0.0
     else:
-        compiled = mix.model(x, k).compile("vmp", init=["means"])
+        fuse = {"fuse_switch": False} if system == "gate" else {}
+        compiled = mix.model(x, k).compile("vmp", init=["means"], **fuse)
         init = mix.factorflow_init(x, k)
 
         def run(s: int) -> object:
@@ -187,6 +193,8 @@ def main() -> None:
                         help="time the bound's three (N, K) terms three ways instead")
     parser.add_argument("--gaussian", type=int, metavar="N",
                         help="learning a Gaussian from N points instead of the mixture")
+    parser.add_argument("--gate", action="store_true",
+                        help="also this checkout's gate path (fuse_switch=False)")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.bound_terms:
@@ -201,12 +209,17 @@ def main() -> None:
     systems = [("hand-written NumPy", ROOT, "hand", False),
                ("factorflow", ROOT, "factorflow", True),
                ("factorflow, trace=False", ROOT, "factorflow", False)]
+    if args.gate:
+        systems += [("gate path", ROOT, "gate", True),
+                    ("gate path, trace=False", ROOT, "gate", False)]
     if args.baseline is not None:
         systems += [("baseline factorflow", args.baseline, "factorflow", True),
                     ("baseline, trace=False", args.baseline, "factorflow", False)]
     # (after / before: the factorflow rows against the baseline's same row)
     before = {"factorflow": "baseline factorflow",
               "factorflow, trace=False": "baseline, trace=False"}
+    if args.baseline is None and args.gate:  # (the fused rows against the gate path's)
+        before = {"factorflow": "gate path", "factorflow, trace=False": "gate path, trace=False"}
     print(f"{'K, N':<12} {'system':<26} {'ms/iter':>9} {'× hand':>7} {'× before':>9} "
           f"{'max |Δ mean|':>13}")
     sizes = [tuple(int(v) for v in s.split(",")) for s in args.sizes] if args.sizes \

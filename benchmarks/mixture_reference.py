@@ -32,6 +32,17 @@ PREC_SHAPE, PREC_RATE = 1.0, 1.0    # precs[k]
 INIT_VAR = 1.0                      # the variance of the initial q(means)
 
 
+@dataclass(frozen=True)
+class Priors:
+    """The model's constants (the defaults: the benchmark's): weights ~ Dirichlet(alpha,
+    …, alpha), means[k] ~ N(mean, var), precs[k] ~ Gamma(shape, rate)."""
+    alpha: float = 1.0
+    mean: float = PRIOR_MEAN
+    var: float = PRIOR_VAR
+    shape: float = PREC_SHAPE
+    rate: float = PREC_RATE
+
+
 def data(k: int, n: int, seed: int = 0) -> np.ndarray:
     """``n`` points from ``k`` unit-variance clusters centred at 0, 4, 8, …"""
     rng = np.random.default_rng(seed)
@@ -43,13 +54,13 @@ def init_means(x: np.ndarray, k: int) -> np.ndarray:
     return np.quantile(x, (np.arange(k) + 0.5) / k)
 
 
-def model(x: np.ndarray, k: int) -> ff.Model:
+def model(x: np.ndarray, k: int, priors: Priors = Priors()) -> ff.Model:
     """The factorflow model of ``k`` components for the points ``x``."""
     with ff.Model("mixture_1d") as m:
-        weights = ff.Dirichlet("weights", np.ones(k))
+        weights = ff.Dirichlet("weights", np.full(k, priors.alpha))
         with ff.Plate(ff.Range("k", k)):
-            means = ff.Gaussian("means", PRIOR_MEAN, variance=PRIOR_VAR)
-            precs = ff.Gamma("precs", PREC_SHAPE, rate=PREC_RATE)
+            means = ff.Gaussian("means", priors.mean, variance=priors.var)
+            precs = ff.Gamma("precs", priors.shape, rate=priors.rate)
         with ff.Plate(ff.Range("n", x.size)):
             z = ff.Discrete("z", weights)
             with ff.Switch(z):
@@ -74,13 +85,14 @@ class Posteriors:
 
 
 def hand_written(x: np.ndarray, k: int, sweeps: int,
-                 each: Callable[[Posteriors], bool] | None = None) -> Posteriors:
+                 each: Callable[[Posteriors], bool] | None = None,
+                 priors: Priors = Priors()) -> Posteriors:
     """``sweeps`` sweeps of VMP on the mixture, written by hand (see the module doc);
     ``each(posteriors)`` after every sweep (True stops)."""
     stats = np.stack([np.ones_like(x), x, x * x], axis=1)      # (N, 3): 1, x, x²
     mean, var = init_means(x, k), np.full(k, INIT_VAR)
-    shape, rate = np.full(k, PREC_SHAPE), np.full(k, PREC_RATE)
-    alpha = np.ones(k)
+    shape, rate = np.full(k, priors.shape), np.full(k, priors.rate)
+    alpha = np.full(k, priors.alpha)
 
     def responsibilities() -> np.ndarray:
         # log r_nk = E[log w_k] + E[log N(x_n | μ_k, 1/τ_k)] + const, linear in (1, x, x²)
@@ -97,35 +109,37 @@ def hand_written(x: np.ndarray, k: int, sweeps: int,
 
     r = responsibilities()
     for _ in range(sweeps):
-        alpha = 1.0 + r.sum(axis=0)
+        alpha = priors.alpha + r.sum(axis=0)
         r = responsibilities()
         n_k, s1, s2 = stats.T @ r                                     # Σ r, Σ r x, Σ r x²
-        shape = PREC_SHAPE + 0.5 * n_k
-        rate = PREC_RATE + 0.5 * (s2 - 2.0 * mean * s1 + (mean**2 + var) * n_k)
+        shape = priors.shape + 0.5 * n_k
+        rate = priors.rate + 0.5 * (s2 - 2.0 * mean * s1 + (mean**2 + var) * n_k)
         e_tau = shape / rate
-        precision = 1.0 / PRIOR_VAR + e_tau * n_k
-        mean = (PRIOR_MEAN / PRIOR_VAR + e_tau * s1) / precision
+        precision = 1.0 / priors.var + e_tau * n_k
+        mean = (priors.mean / priors.var + e_tau * s1) / precision
         var = 1.0 / precision
         if each is not None and each(Posteriors(alpha, mean, var, shape, rate, r)):
             break
     return Posteriors(alpha, mean, var, shape, rate, r)
 
 
-def bound(x: np.ndarray, q: Posteriors) -> float:
+def bound(x: np.ndarray, q: Posteriors, priors: Priors = Priors()) -> float:
     """The VMP lower bound (ELBO) of the posteriors ``q``: E_q[log p(x, z, θ)] + H[q]."""
     k = q.alpha.size
+    a0 = priors.alpha
     e_log_w = special.digamma(q.alpha) - special.digamma(q.alpha.sum())
     e_tau = q.shape / q.rate
     e_log_tau = special.digamma(q.shape) - np.log(q.rate)
     lik = (0.5 * e_log_tau - 0.5 * np.log(2 * np.pi)
            - 0.5 * e_tau * ((x[:, None] - q.mean) ** 2 + q.var))          # (N, K)
     kl_w = (special.gammaln(q.alpha.sum()) - special.gammaln(q.alpha).sum()
-            - special.gammaln(k) + np.sum((q.alpha - 1.0) * e_log_w))
-    kl_means = 0.5 * np.sum(np.log(PRIOR_VAR / q.var) - 1.0
-                            + (q.var + (q.mean - PRIOR_MEAN) ** 2) / PRIOR_VAR)
-    kl_precs = np.sum((q.shape - PREC_SHAPE) * special.digamma(q.shape)
-                      - special.gammaln(q.shape) + special.gammaln(PREC_SHAPE)
-                      + PREC_SHAPE * (np.log(q.rate) - np.log(PREC_RATE))
-                      + q.shape * (PREC_RATE - q.rate) / q.rate)
+            - special.gammaln(k * a0) + k * special.gammaln(a0)
+            + np.sum((q.alpha - a0) * e_log_w))
+    kl_means = 0.5 * np.sum(np.log(priors.var / q.var) - 1.0
+                            + (q.var + (q.mean - priors.mean) ** 2) / priors.var)
+    kl_precs = np.sum((q.shape - priors.shape) * special.digamma(q.shape)
+                      - special.gammaln(q.shape) + special.gammaln(priors.shape)
+                      + priors.shape * (np.log(q.rate) - np.log(priors.rate))
+                      + q.shape * (priors.rate - q.rate) / q.rate)
     return float(np.sum(q.r * (e_log_w + lik)) - np.sum(special.xlogy(q.r, q.r))
                  - kl_w - kl_means - kl_precs)

@@ -17,6 +17,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     dirichlet,
     discrete,
     extremes,
+    fused_switch,
     gamma,
     gate,
     gaussian,

@@ -27,6 +27,7 @@ from factorflow.model.missing import shown
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE, SKIPPED
 from factorflow.runtime.result import Result
+from factorflow.transforms.fuse_switch import FUSED_BACKENDS, FuseSwitchOptions
 from factorflow.transforms.gates import GateOptions
 from factorflow.transforms.local_loop import LocalOptions
 from factorflow.transforms.pipeline import Compilation, compile_program
@@ -866,7 +867,7 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
                   debug: bool = False, enter_whole_arrays: bool = False,
                   backend: str = "numpy", local: Any = None, local_iterations: int = 1,
                   local_tolerance: float | None = None, local_restart: bool = False,
-                  local_stop: str = "all") -> CompiledModel:
+                  local_stop: str = "all", fuse_switch: bool = True) -> CompiledModel:
     """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises.
 
     ``enter_whole_arrays``: the gate transform's alternative method (seed 001): an array
@@ -881,7 +882,11 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     variational EM (``factorflow.transforms.local_loop``).  ``local_stop="each"``: each
     element (LDA: each document's θ) stops on its own once its change is below
     ``local_tolerance`` and keeps its posterior, as scikit-learn's E-step stops each
-    document; "all" (the default): the loop stops once no element moves."""
+    document; "all" (the default): the loop stops once no element moves.
+    ``fuse_switch``: whether a VMP Switch over a plate with a Gaussian child becomes one
+    fused statement (``transforms.fuse_switch``; False: the gate path, the same numbers;
+    on the NumPy backend, ``FUSED_BACKENDS``).
+    """
     from factorflow.runtime.backends import backend_class
     cls = backend_class(backend)
     options = _local_options(model, local, local_iterations, local_tolerance, local_restart,
@@ -893,7 +898,9 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     names = frozenset(model.variable(n).name for n in (tuple(init) + tuple(model.initial)))
     start = time.perf_counter()
     compilation = compile_program(model, algorithm, names, debug,
-                                  GateOptions(enter_whole_arrays=enter_whole_arrays), options)
+                                  GateOptions(enter_whole_arrays=enter_whole_arrays), options,
+                                  FuseSwitchOptions(enabled=fuse_switch
+                                                    and cls.backend in FUSED_BACKENDS))
     generated = cls._generate_source(compilation.final)
     seconds = time.perf_counter() - start
     return cls(model, algorithm, compilation, generated, seconds, names, enter_whole_arrays,

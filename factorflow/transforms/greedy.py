@@ -178,7 +178,7 @@ class _Greedy:
         waived: set[int] = set()
         for _ in range(len(lp.needs_fresh[y]) + 4):
             need = next((s for s in lp.needs_fresh[y] if not self._get(trial, s) & FRESH
-                         and s not in waived), None)
+                         and s not in waived and not self._unreadable_ok(s)), None)
             why = f"fresh for {label[y]}"
             if need is None and self.waste:
                 need = next((s for s in lp.fresh_src[y] if s not in waived

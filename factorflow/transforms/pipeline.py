@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from factorflow.ir import Program, check, format_program
 from factorflow.model.core import Model
 from factorflow.transforms.channels import channels
+from factorflow.transforms.fuse_switch import FuseSwitchOptions, fuse_switches
 from factorflow.transforms.fusion import fuse
 from factorflow.transforms.gates import GateOptions, gates
 from factorflow.transforms.local_loop import LocalOptions, local_loops
@@ -44,7 +45,8 @@ class Compilation:
 
 def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
              result: Compilation | None = None, gate_options: GateOptions | None = None,
-             local: LocalOptions | None = None) -> list[Stage]:
+             local: LocalOptions | None = None,
+             fuse_switch: FuseSwitchOptions | None = None) -> list[Stage]:
     """The passes after lowering, in order (the schedule is kept on ``result``; with
     ``local``, the local variables' updates become an inner loop of each sweep)."""
 
@@ -55,7 +57,9 @@ def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
         return out.program
 
     return [
-        Stage("fusion", lambda p: fuse(p, algorithm, user_initialized)),
+        Stage("fusion", lambda p: fuse_switches(fuse(p, algorithm, user_initialized),
+                                                algorithm, user_initialized,
+                                                fuse_switch or FuseSwitchOptions())),
         Stage("gates", lambda p: gates(p, replace(gate_options or GateOptions(),
                                                   algorithm=algorithm))),
         Stage("channels", channels),
@@ -67,7 +71,8 @@ def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
 
 def compile_program(model: Model, algorithm: str, user_initialized: frozenset[str] = frozenset(),
                     debug: bool = False, gate_options: GateOptions | None = None,
-                    local: LocalOptions | None = None) -> Compilation:
+                    local: LocalOptions | None = None,
+                    fuse_switch: FuseSwitchOptions | None = None) -> Compilation:
     """Lower ``model`` and run every pass; with ``debug`` the verifier runs after each.
 
     ``user_initialized`` names (model names) the variables whose posteriors the user
@@ -80,7 +85,8 @@ def compile_program(model: Model, algorithm: str, user_initialized: frozenset[st
     result = Compilation({"model": program}, bindings)
     if debug:
         check(program)
-    for stage in pipeline(algorithm, user_initialized, result, gate_options, local):
+    for stage in pipeline(algorithm, user_initialized, result, gate_options, local,
+                          fuse_switch):
         program = stage.run(program)
         if debug:
             check(program)

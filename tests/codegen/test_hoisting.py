@@ -19,7 +19,7 @@ from factorflow.codegen import python
 def _mixture(k: int, n: int, seed: int):
     from benchmarks import mixture_reference as mix
     x = mix.data(k, n, seed)
-    return mix.model(x, k).compile("vmp", init=["means"]), mix.factorflow_init(x, k)
+    return mix.model(x, k).compile("vmp", init=["means"], fuse_switch=False), mix.factorflow_init(x, k)
 
 
 def _unhoisted(compiled):

@@ -98,7 +98,8 @@ def _poisoned(backend: str, rows: slice, value: float):
     message) set to ``value`` on the data ``rows``: an improper row of the
     responsibilities from the start."""
     x = mix.data(3, 60)
-    compiled = mix.model(x, 3).compile("vmp", init=["means"], backend=backend)
+    compiled = mix.model(x, 3).compile("vmp", init=["means"], backend=backend,
+                                       fuse_switch=False)  # (the gate path's evidence)
     names = (compiled._program if backend == "jax" else compiled._infer).__globals__
     real = names["Gaussian_average_log_factor"]
 

@@ -1,0 +1,176 @@
+"""SwitchGaussian(sample | selector, mean, precision, index): a Gaussian child in every
+case of a ``Switch`` over a plate, as one factor (VMP only).
+
+``transforms.fuse_switch`` makes it from ::
+
+    for n:                                   # (the plate of the data)
+        for k:                               # (the switch's cases)
+            if z[n] == k:
+                x[n] = Gaussian(mean=means[z[n]], precision=precs[z[n]])
+
+under VMP, as ``x[n] = SwitchGaussian(selector=z[n], mean=means[k], precision=precs[k],
+index: k)`` over the plates (n, k).  On element (n, k) its log density is the case's,
+[z_n = k] log N(x_n; μ_k, 1/τ_k); the product over k is the mixture's likelihood.  Its
+VMP messages (Winn & Bishop 2005, §4; the gate's messages, Minka & Winn 2008, with the
+clones' messages folded in):
+
+* to z (fused over k): log q̂(z_n = k) = E[log N(x_n; μ_k, 1/τ_k)] =
+  ½ E log τ_k − ½ log 2π − ½ E τ_k (x_n² − 2 x_n E μ_k + E μ_k²): one (N, 3) × (3, K)
+  product of the data's sufficient statistics [1, x, x²] with the components' expected
+  natural parameters (``gaussian._data_evidence_by_blas``), the (N, K) logits of the
+  responsibilities;
+* to μ (fused over n): naturals (E τ_k Σ_n r_nk x_n, E τ_k Σ_n r_nk), r = q(z);
+* to τ (fused over n): (½ Σ_n r_nk, −½ Σ_n r_nk E[(x_n − μ_k)²]) from the same sums
+  Σ_n r_nk [1, x_n, x_n²] (one (3, N) × (N, K) product a sweep: ``gaussian._data_sums``);
+* evidence: Σ_k r_nk E[log N(x_n; μ_k, 1/τ_k)] per datum.
+
+These are the messages the gate machinery sends through its clones in the same schedule
+(``Gate.Cases``, ``Gate.EnterOne``, the Gaussian's evidence to its case), so the
+posteriors and the bound are the same to rounding: no (N, K) Gaussian or Gamma message
+of a clone, no Bernoulli cases, no copies.  The data must be known (observed): the
+fusion applies only then.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from factorflow.distributions import Discrete, Gamma, Gaussian
+from factorflow.distributions.base import recall, remember, traced
+from factorflow.factors import gaussian
+from factorflow.factors.common import Reduce, unsupported
+from factorflow.factors.registry import define_factor
+
+
+def _log_density(sample, selector, mean, precision, index):
+    """[selector = index] log N(sample; mean, 1/precision) (0 in the other cases)."""
+    out = gaussian._log_density(sample, mean, precision)
+    return np.where(np.asarray(selector) == np.asarray(index), out, 0.0)
+
+
+SWITCH_GAUSSIAN = define_factor(
+    "SwitchGaussian", ("sample", "real"), ("selector", "int"), ("mean", "real"),
+    ("precision", "positive"), ("index", "int"), log_density=_log_density)
+
+
+def _known(sample) -> None:
+    """UnsupportedFactorError unless the data is known (the fusion's condition)."""
+    if isinstance(sample, Gaussian):
+        raise unsupported("SwitchGaussian", "vmp", "needs its sample observed; "
+                          "transforms.fuse_switch fuses only observed children.")
+
+
+def _case_log_likelihood(sample, mean, precision) -> np.ndarray:
+    """E[log N(x_n; μ_k, 1/τ_k)] on the (N, K) grid (the data (N, 1), the components
+    (K,)): one BLAS product where it applies, the Gaussian's elementwise evidence
+    otherwise (the same numbers to rounding of x²).  Remembered while the mean's message
+    lives, for the same precision's message and data: ``evidence()`` and the next
+    sweep's message to z read it from the same posteriors (messages are immutable)."""
+    if traced():
+        return gaussian._average_log_factor(sample, mean, precision)
+    hit = recall("switch_case_log_likelihood", mean)
+    if hit is not None and hit[0] is precision and hit[1] is sample:
+        return hit[2]
+    ell = gaussian._average_log_factor(sample, mean, precision)
+    # (the bound's term and the next sweep's message to z read the same posteriors)
+    remember("switch_case_log_likelihood", mean, (precision, sample, ell))
+    return ell
+
+
+def _responsibilities(selector) -> np.ndarray:
+    """q(z_n = k) as an (N, K) array: the selector's posterior, laid out over the
+    statement's plates (N, 1) with its K values on the event axis, normalised, seen
+    without the case axis of length 1.  Remembered while the message lives, so that the
+    mean's and the precision's messages read one array (and ``gaussian._data_sums``
+    finds the sums it made for it)."""
+    hit = None if traced() else recall("switch_responsibilities", selector)
+    if hit is not None:
+        return hit
+    probs = None
+    eta = selector.eta[0]
+    if not traced() and eta.ndim >= 2 and eta.shape[-2] == 1:
+        # the posterior itself (the array ``align_plates`` viewed): its probabilities as
+        # its own normalisation made them (remembered), not normalised again for the view
+        own = getattr(eta, "base", None)
+        if type(own) is np.ndarray and own.shape == eta.shape[:-2] + eta.shape[-1:]:
+            probs = Discrete.from_natural(own).probs
+    if probs is None:
+        probs = selector.probs
+        if probs.ndim >= 2 and probs.shape[-2] == 1:
+            probs = probs[..., 0, :]
+    if not traced():
+        remember("switch_responsibilities", selector, probs)
+    return probs
+
+
+def _component_sums(sample, weights, reduce: Reduce | None, component, family: type
+                    ) -> tuple[np.ndarray, ...] | None:
+    """(Σ_n r_nk, Σ_n r_nk x_n, Σ_n r_nk x_n²) where the statement is the plain (N, K)
+    grid — the data a column, the component's posterior a K-vector of ``family`` — so
+    that its message is a few K-vector operations on them (the formulas of the
+    Gaussian's weighted paths, ``gaussian._mean_vmp`` / ``_reduced_square_diff``, the
+    same numbers); None otherwise (the caller takes those paths)."""
+    if (reduce is None or traced() or type(component) is not family
+            or component.batch_shape != (reduce[0][-1],) or tuple(reduce[1]) != (0,)):
+        return None
+    return gaussian._data_sums(sample, weights, reduce)
+
+
+@SWITCH_GAUSSIAN.operator("vmp", "selector", fresh=("mean", "precision"),
+                          method="VMP, a fused Switch: E log N(x_n; μ_k, 1/τ_k) as one "
+                                 "(N, 3) × (3, K) product, the responsibilities' logits")
+def _selector_vmp(sample, mean, precision, index, *, reduce: Reduce | None = None
+                  ) -> Discrete:
+    """The (N, K) logits of z: each case's expected log-likelihood (with ``reduce`` over
+    the cases' axis, as the fusion always asks)."""
+    _known(sample)
+    if reduce is None or tuple(reduce[1]) != (len(reduce[0]) - 1,):
+        raise unsupported("SwitchGaussian", "vmp", "sends z its message over the cases' "
+                          "axis only (a fused Switch).")
+    return Discrete.from_natural(_case_log_likelihood(sample, mean, precision))
+
+
+@SWITCH_GAUSSIAN.operator("vmp", "mean", fresh=("selector", "precision"), no_init=True,
+                          method="VMP, a fused Switch: τ_k Σ_n r_nk [x_n, 1] from the data "
+                                 "sums Σ_n r_nk [1, x_n, x_n²], one BLAS product a sweep")
+def _mean_vmp(sample, selector, precision, index, *, reduce: Reduce | None = None
+              ) -> Gaussian:
+    """(E τ_k Σ_n r_nk x_n, E τ_k Σ_n r_nk): the Gaussian's message weighted by the
+    responsibilities and summed over the data."""
+    _known(sample)
+    weights = _responsibilities(selector)
+    sums = _component_sums(sample, weights, reduce, precision, Gamma)
+    if sums is not None:  # E τ_k (Σ r x, Σ r): the gate path's numbers, without its steps
+        (s0, s1, _), tau = sums, precision.mean
+        return Gaussian.from_natural(tau * s1, tau * s0)
+    return gaussian._mean_vmp(sample, precision, reduce=reduce, weights=weights)
+
+
+@SWITCH_GAUSSIAN.operator("vmp", "precision", fresh=("selector",), no_init=True,
+                          method="VMP, a fused Switch: Σ_n r_nk E[(x_n − μ_k)²] from the "
+                                 "same data sums")
+def _precision_vmp(sample, selector, mean, index, *, reduce: Reduce | None = None
+                   ) -> Gamma:
+    """(½ Σ_n r_nk, −½ Σ_n r_nk E[(x_n − μ_k)²]), from the same sums."""
+    _known(sample)
+    weights = _responsibilities(selector)
+    sums = _component_sums(sample, weights, reduce, mean, Gaussian)
+    if sums is not None:  # Σ r E[(x − μ)²] = Σ r x² − 2 E μ Σ r x + E μ² Σ r
+        (s0, s1, s2), em, vm = sums, mean.mean, mean.variance
+        return Gamma.from_natural(0.5 * s0, -0.5 * (s2 - 2.0 * em * s1 + (em * em + vm) * s0))
+    return gaussian._precision_vmp(sample, mean, reduce=reduce, weights=weights)
+
+
+@SWITCH_GAUSSIAN.evidence_operator("vmp")
+def _average_log_factor(sample, selector, mean, precision, index) -> np.ndarray:
+    """Σ_k r_nk E[log N(x_n; μ_k, 1/τ_k)] per datum (a term of responsibility 0 adds 0)."""
+    q = _responsibilities(selector)
+    ell = np.asarray(_case_log_likelihood(sample, mean, precision))
+    if traced():
+        return np.sum(q * ell, axis=-1)
+    fast = np.einsum("...k,...k->...", *np.broadcast_arrays(q, ell))
+    if np.isfinite(fast).all():
+        return fast
+    with np.errstate(invalid="ignore"):
+        return np.sum(np.where(q == 0, 0.0, q * ell), axis=-1)
+

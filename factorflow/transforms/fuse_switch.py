@@ -1,0 +1,181 @@
+"""Fused Switch pass (VMP): a Gaussian child in every case of a ``Switch`` over a plate
+becomes one ``SwitchGaussian`` statement (``factors.fused_switch``).
+
+Lowered, ``with ff.Switch(z): ff.Gaussian("x", means[z], precision=precs[z],
+observed=x)`` inside a plate n is ::
+
+    for n:
+        z[n] = Discrete(probs=w)
+        for k:
+            if z[n] == k:
+                x[n] = Gaussian(mean=means[z[n]], precision=precs[z[n]])
+
+and the gate transform makes of it Gate.Cases (an (N, K) Bernoulli), two Gate.EnterOne
+clones (an (N, K) Gaussian and an (N, K) Gamma, with their posteriors) and the
+Gaussian's evidence to each case: four (N, K) messages a sweep and their normalisations.
+Under VMP every message those send is a sum over the data of the responsibilities times
+the data's sufficient statistics, so the block is rewritten as ::
+
+    for n:
+        z[n] = Discrete(probs=w)
+        for k:
+            x[n] = SwitchGaussian(selector=z[n], mean=means[k], precision=precs[k], index: k)
+
+whose messages are one (N, K) array of logits to z and (K,)-sized contractions to the
+parameters (the same numbers to rounding; see ``factors.fused_switch``).
+
+A block is fused only when all of these hold, and is left as it is otherwise (the gate
+transform then converts it, and reports any error in it):
+
+* the algorithm is VMP (EP's messages through a gate are not these sums);
+* the switch is on a random discrete variable ``z[loops]`` indexed by exactly the loops
+  around it, not initialised by the user, read by nothing but this one switch (its
+  condition and the two indices below); its
+  number of values is the size of the switch's range;
+* the switch's only statement is a ``Gaussian`` defining an observed x at the same
+  loops (no other factor in the case, no nested gate: the block is not inside another
+  ``If``);
+* its mean and precision are ``a[z[loops]]`` of random variables over the switch's
+  range alone (``means[k]``, ``precs[k]``), other than z and x.
+
+Guarantees: the program is unchanged where nothing is fused; each fused statement keeps
+the provenance (the model line) of the Gaussian it replaces.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, replace
+
+from factorflow.ir import Program
+from factorflow.ir.nodes import For, If, Node, Ref, Stmt, refs_in, walk
+
+#: the statement a fused switch becomes
+FUSED_OP = "SwitchGaussian"
+
+
+#: the backends the fused statement is on; the others keep the gate path: Dask (its
+#: chunked reductions, task counts and stores are tested on the gate path's statements;
+#: the fused operators' ``.base`` read failed on chunks), JAX (the fused run gives the
+#: same posteriors to 1e-11, but its loop made 16 passes over N-sized arrays against the
+#: gate path's 10, and improper responsibilities were no longer named:
+#: ``tests/runtime/backends/test_jax_fused.py``)
+FUSED_BACKENDS = frozenset({"numpy"})
+
+
+@dataclass(frozen=True)
+class FuseSwitchOptions:
+    """``enabled``: whether the pass fuses at all (False: today's gate path, for
+    comparisons and for the backends that do not run the fused statement)."""
+
+    name: str = "fuse_switch"
+    enabled: bool = True
+
+
+def _reads(program: Program) -> Counter[str]:
+    """How many operands and conditions read each variable."""
+    count: Counter[str] = Counter()
+    for stmt, _ in walk(program.body):
+        for _, operand in stmt.inputs:
+            count.update(refs_in(operand))
+    _conditions(program.body, count)
+    return count
+
+
+def _conditions(body: tuple[Node, ...], count: Counter[str]) -> None:
+    """Add the variables each ``If`` condition reads to ``count``."""
+    for node in body:
+        if isinstance(node, If):
+            count.update(refs_in(node.condition))
+            _conditions(node.body, count)
+        elif isinstance(node, For):
+            _conditions(node.body, count)
+
+
+def _indexed_by(operand: object, z: Ref, k: str, program: Program) -> bool:
+    """Whether ``operand`` is ``a[z]`` of a random ``a`` over the switch's range alone."""
+    return (isinstance(operand, Ref) and operand.index == (z,)
+            and program.decl(operand.var).role == "random"
+            and program.decl(operand.var).plates == (k,) and operand.var != z.var)
+
+
+def _fused(program: Program, node: Node, loops: tuple[str, ...], reads: Counter[str],
+           initialized: frozenset[str]) -> For | None:
+    """``node`` (a ``for k: if z[loops] == k: x = Gaussian(...)``) as its fused
+    statement in the same ``for k``, or None where the pattern does not hold."""
+    if not (isinstance(node, For) and len(node.body) == 1 and isinstance(node.body[0], If)):
+        return None
+    k, gate = node.range, node.body[0]
+    if gate.kind != "switch" or gate.value != k or gate.negated or len(gate.body) != 1:
+        return None
+    child, z = gate.body[0], gate.condition
+    if not (isinstance(child, Stmt) and child.op == "Gaussian" and len(child.outputs) == 1):
+        return None
+    zdecl, (x,) = program.decl(z.var), child.outputs
+    if (zdecl.role != "random" or zdecl.domain != "int" or z.index != loops
+            or zdecl.event != program.range_size(k) or z.var in initialized
+            or reads[z.var] != 3 or program.decl(x.var).role != "observed"
+            or x.index != loops or x.var == z.var):
+        return None
+    mean, precision = (dict(child.inputs).get(key) for key in ("mean", "precision"))
+    if not (_indexed_by(mean, z, k, program) and _indexed_by(precision, z, k, program)):
+        return None  # (so z's three reads, above, are the condition and these two)
+    assert isinstance(mean, Ref) and isinstance(precision, Ref)
+    if mean.var == precision.var or x.var in (mean.var, precision.var):
+        return None
+    stmt = Stmt(FUSED_OP, child.outputs,
+                # (the precision before the mean: their messages are scheduled in this
+                # order, the gate path's, so that the posteriors are the same)
+                (("selector", z), ("precision", Ref(precision.var, (k,))),
+                 ("mean", Ref(mean.var, (k,)))),
+                (("index", k),), child.provenance)
+    return replace(node, body=(stmt,))
+
+
+def _rewrite(program: Program, body: tuple[Node, ...], loops: tuple[str, ...],
+             reads: Counter[str], initialized: frozenset[str]) -> tuple[Node, ...]:
+    """``body`` with every fusable switch block fused, in ``For`` blocks at any depth
+    but never inside an ``If`` (a nested gate keeps today's path)."""
+    out: list[Node] = []
+    for node in body:
+        fused = _fused(program, node, loops, reads, initialized)
+        if fused is not None:
+            out.append(fused)
+        elif isinstance(node, For):
+            out.append(replace(node, body=_rewrite(program, node.body, loops + (node.range,),
+                                                   reads, initialized)))
+        else:
+            out.append(node)
+    return tuple(out)
+
+
+def _precisions_first(body: tuple[Node, ...], pairs: set[tuple[str, str]]
+                      ) -> tuple[Node, ...]:
+    """``body`` with each fused switch's precision defined before its mean where both are
+    defined in one block (the (mean, precision) names in ``pairs``): the scheduler breaks
+    ties by program order, and the gate path updates the precisions first (its clones'
+    Fresh edges), so the fused program updates them in the same order."""
+    out = list(body)
+    for mean, prec in pairs:
+        at = {s.outputs[0].var: i for i, s in enumerate(out)
+              if isinstance(s, Stmt) and len(s.outputs) == 1}
+        if mean in at and prec in at and at[prec] > at[mean]:
+            out.insert(at[mean], out.pop(at[prec]))
+    return tuple(replace(n, body=_precisions_first(n.body, pairs)) if isinstance(n, For)
+                 else n for n in out)
+
+
+def fuse_switches(program: Program, algorithm: str,
+                  initialized: frozenset[str] = frozenset(),
+                  options: FuseSwitchOptions = FuseSwitchOptions()) -> Program:
+    """``program`` with every fusable Switch block one ``SwitchGaussian`` statement (VMP
+    only; see the module's docstring); ``initialized``: program names of the variables
+    the user initialises."""
+    if algorithm != "vmp" or not options.enabled:
+        return program
+    body = _rewrite(program, program.body, (), _reads(program), initialized)
+    if body == program.body:
+        return program
+    pairs = {(s.input("mean").var, s.input("precision").var)  # type: ignore[union-attr]
+             for s, _ in walk(body) if s.op == FUSED_OP}
+    return replace(program, body=_precisions_first(body, pairs))
