@@ -413,9 +413,9 @@ class DaskCompiledModel(CompiledModel):
             if d.name not in values or values[d.name] is None:
                 continue
             value = given.get(d.attr("data"), values[d.name])
-            if isinstance(value, da.Array):
-                value = value.astype(np.float64) if value.dtype.kind == "f" else value
+            if isinstance(value, da.Array):  # (its dtype checked before any cast)
                 check_dtype(d.label, np.empty(0, value.dtype))
+                value = value.astype(np.float64) if value.dtype.kind == "f" else value
                 out[d.name] = value
                 continue
             arr = check_dtype(d.label, np.asarray(value))
