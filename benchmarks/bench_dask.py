@@ -19,12 +19,13 @@ two workers' and this process's, which runs the client and the ``LocalCluster``'
 scheduler; a steadier figure than wall time on a loaded machine) and their ratio; the
 tasks the scheduler ran per sweep (the whole run's, over S) and the passes over the
 data in the whole run (fused chunk tasks over the number of chunks: each pass is one
-task per chunk); each Dask worker's resident memory idle (a
-fresh ``LocalCluster`` for each N, ``dask_backend.local_client``, closed after it: no
-``client.restart()``, which several times did not see its workers come back within 600 s
-on a loaded machine, distributed's issue 8534), ready (the run's libraries, factorflow, dask.array and SciPy, imported), its peak over
-the run (sampled every 5 ms in the worker), and the run's own memory, peak less ready, and
-that over the data's share per worker (issue 14's target: a quarter or less);
+task per chunk); each Dask worker's resident memory idle (a fresh ``LocalCluster`` for
+each N, ``dask_backend.local_client``, closed after it: no ``client.restart()``, which
+several times did not see its workers come back within 600 s on a loaded machine,
+distributed's issue 8534), ready (the run's libraries, factorflow, dask.array and
+SciPy, imported), its peak over the run (sampled every 5 ms in the worker), and the
+run's own memory, peak less ready, and that over the data's share per worker (issue
+14's target: a quarter or less);
 the bytes of the tasks the scheduler sends the workers per sweep (each computation's
 optimised graph, pickled: the fused chunk tasks and, where chunks share their program,
 the program once) and of the results the workers send (Dask's transfer counters: to
