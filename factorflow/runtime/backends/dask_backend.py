@@ -247,16 +247,16 @@ GATHER_PER_WORKER = 1
 
 
 def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
-    """A chunked Dask array (chunked along axis 0) as a NumPy array here, a few chunks at
-    a time: each chunk is submitted when an earlier one has been copied in (at most
-    ``GATHER_PER_WORKER`` per worker in flight) and released on its worker once copied,
-    so that a worker never holds more than those few (``dask.compute`` of the whole
-    array would keep every chunk on the workers until all were done, and computing all
-    at once lets them pile up there faster than this process copies them in).  The array's graph is optimised
-    once (fused chunk by chunk during a run) and each chunk's submission carries only
-    the tasks that chunk needs (``_culled``): a chunk's ``to_delayed`` would carry the
-    whole array's graph, sent and unpacked once per chunk, a cost growing as the square
-    of the number of chunks."""
+    """A chunked Dask array (chunked along axis 0) as a NumPy array here, a few chunks at a
+    time: each chunk is submitted when an earlier one has been copied in (at most
+    ``GATHER_PER_WORKER`` per worker in flight) and released on its worker once copied, so
+    that a worker never holds more than those few (``dask.compute`` of the whole array would
+    keep every chunk on the workers until all were done, and computing all at once lets them
+    pile up there faster than this process copies them in). The array's graph is optimised
+    once (fused chunk by chunk during a run) and each chunk's submission carries only the
+    tasks that chunk needs (``_culled``): a chunk's ``to_delayed`` would carry the whole
+    array's graph, sent and unpacked once per chunk, a cost growing as the square of the
+    number of chunks."""
     import dask
     from dask.core import flatten
     from dask.delayed import Delayed
