@@ -128,8 +128,8 @@ def test_a_task_s_peak_is_bounded_by_the_sub_block(monkeypatch):
     """Two chunks of 40,000 rows and K = 10 (3.2 MB per (rows, K) array), a pass of
     reductions only (as the bound's): run whole, a chunk's task holds several such
     arrays at its peak (``tracemalloc`` inside the task); in sub-blocks of
-    ``SUB_BLOCK_BYTES`` (256 KiB) about half of one (the data chunk, a few sub-blocks),
-    a tenth of the whole chunk's peak."""
+    ``SUB_BLOCK_BYTES`` (256 KiB) less than one (the data chunk, a few sub-blocks: about
+    half of one alone, a tenth of the whole chunk's peak)."""
     rng = np.random.default_rng(1)
     x, w = rng.normal(size=80_000), rng.normal(size=10)
     chunk = x.size // 2 * w.size * 8
@@ -159,7 +159,7 @@ def test_a_task_s_peak_is_bounded_by_the_sub_block(monkeypatch):
         whole = peak()
     split = peak()
     assert whole > 3 * chunk, whole
-    assert split < 0.6 * chunk and split < whole / 8, (split, whole)
+    assert split < chunk and split < whole / 5, (split, whole)
 
 
 @pytest.mark.slow
