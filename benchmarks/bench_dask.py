@@ -19,9 +19,13 @@ two workers' and this process's, which runs the client and the ``LocalCluster``'
 scheduler; a steadier figure than wall time on a loaded machine) and their ratio; the
 tasks the scheduler ran per sweep (the whole run's, over S) and the passes over the
 data in the whole run (fused chunk tasks over the number of chunks: each pass is one
-task per chunk); each Dask worker's resident memory idle (just
-restarted), ready (the run's libraries, factorflow, dask.array and SciPy, imported), its peak over
-the run (sampled every 5 ms in the worker), and the run's own memory, peak less ready;
+task per chunk); each Dask worker's resident memory idle (a fresh ``LocalCluster`` for
+each N, ``dask_backend.local_client``, closed after it: no ``client.restart()``, which
+several times did not see its workers come back within 600 s on a loaded machine,
+distributed's issue 8534), ready (the run's libraries, factorflow, dask.array and
+SciPy, imported), its peak over the run (sampled every 5 ms in the worker), and the
+run's own memory, peak less ready, and that over the data's share per worker (issue
+14's target: a quarter or less);
 the bytes of the tasks the scheduler sends the workers per sweep (each computation's
 optimised graph, pickled: the fused chunk tasks and, where chunks share their program,
 the program once) and of the results the workers send (Dask's transfer counters: to
@@ -31,7 +35,9 @@ measured for ``--idle`` seconds before the run, per wall second) over the run's 
 time, per sweep, so that the CPU of the work itself can be read on a loaded machine; and
 the largest relative difference of the posteriors (q(weights), q(means), q(precs), q(z))
 from the reference's.  Each worker's resident memory after the run, less ready, is what
-it kept ("kept MB per worker").  ``--dask-defaults``: the ``LocalCluster``'s workers with
+it kept ("kept MB per worker"), and after glibc's ``malloc_trim(0)`` in the worker (what
+of it malloc held free); the chunk tasks run in sub-blocks and run whole
+(``dask_subblocks.STATS``).  ``--dask-defaults``: the ``LocalCluster``'s workers with
 Dask's own configuration (profiler on, 1,000-entry logs, ``key_split``'s cache
 unbounded), as the backend started them before it bounded their diagnostics
 (``dask_backend.WORKER_CONFIG``, ``KEY_CACHE_LIMIT``).  ``--tolerance``: the run's
@@ -81,6 +87,7 @@ def _start_sampling(dask_worker, every: float = 0.005) -> float:
     import scipy.special  # noqa: F401
 
     import factorflow.runtime.backends.dask_fusion  # noqa: F401
+    import factorflow.runtime.backends.dask_subblocks  # noqa: F401
 
     process = psutil.Process()
     state = {"peak": process.memory_info().rss, "run": True}
@@ -113,6 +120,27 @@ def _rss(dask_worker) -> float:
     """Run in each worker: its resident memory now, MB."""
     import psutil
     return psutil.Process().memory_info().rss / 2**20
+
+
+def _trimmed(dask_worker) -> float:
+    """Run in each worker: its resident memory, MB, after glibc's ``malloc_trim(0)``
+    (the free memory malloc keeps in its heaps given back to the system; the workers
+    already run with Dask's ``MALLOC_TRIM_THRESHOLD_=65536``)."""
+    import ctypes
+    import ctypes.util
+
+    import psutil
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # (not glibc)
+        pass
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def _split(dask_worker) -> tuple[int, int]:
+    """Run in each worker: the chunk tasks run in sub-blocks, and run whole."""
+    from factorflow.runtime.backends import dask_subblocks
+    return dask_subblocks.STATS["split"], dask_subblocks.STATS["whole"]
 
 
 def _sent(dask_worker) -> int:
@@ -218,11 +246,10 @@ def main() -> None:
     from distributed import get_task_stream
 
     from factorflow.runtime.backends import dask_backend
-    from factorflow.runtime.backends.dask_backend import default_chunk_rows, default_client
+    from factorflow.runtime.backends.dask_backend import default_chunk_rows, local_client
     if args.dask_defaults:
         dask_backend.WORKER_CONFIG, dask_backend.KEY_CACHE_LIMIT = {}, None
-    client = default_client()
-    workers = len(client.scheduler_info()["workers"])
+    workers = 2  # (the backend's own LocalCluster: local_client)
     chunk = args.chunk or default_chunk_rows(args.k)
     print(f"1-D mixture, K = {args.k}, VMP, {args.sweeps} sweeps (bound after each), "
           f"chunks of {chunk:,} points{'' if args.chunk else ' (the default)'} read from "
@@ -237,9 +264,11 @@ def main() -> None:
           "CPU s/sweep NumPy / Dask | CPU ratio | idle CPU s/sweep | CPU ratio less idle | "
           "tasks per sweep | task MB to workers per sweep | MB sent by workers per sweep | "
           "passes over the data | "
-          "worker idle | worker ready | worker peak | run's MB per worker | kept MB per worker | "
-          "max rel. diff |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "worker idle | worker ready | worker peak | run's MB per worker | "
+          "run's MB / data MB per worker | kept MB per worker | kept after malloc_trim | "
+          "chunks split / whole | max rel. diff |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+          "---|---|")
     for n in args.sizes:
         x = mix.data(args.k, n)
         model, init = mix.model(x, args.k), mix.factorflow_init(x, args.k)
@@ -252,9 +281,11 @@ def main() -> None:
             ref = mix.hand_written(x, args.k, args.sweeps)
         numpy_sweep = (time.perf_counter() - begin) / args.sweeps
         numpy_cpu = (time.process_time() - cpu) / args.sweeps
-        client.restart(timeout=600)  # fresh workers: their peak memory is this run's
-        client.wait_for_workers(workers)
-        time.sleep(1.0)  # (a restarted worker's stream may still be closing)
+        # a fresh cluster for each N (its workers' peak memory is this run's), closed
+        # after it: no ``client.restart()``, which did not see its workers come back
+        # within 600 s several times on a loaded machine
+        client = local_client()
+        client.wait_for_workers(workers, timeout=300)
         idle = client.run(_idle)
         rest = client.run(_start_sampling)
         # the cluster's own CPU at rest (heartbeats, monitors, the sampling), per second
@@ -277,10 +308,14 @@ def main() -> None:
             sent = sum(t - sent[w] for w, t in client.run(_sent).items())
             peaks = client.run(_stop_sampling)
             after = client.run(_rss)
+            trimmed = client.run(_trimmed)
+            split = client.run(_split)
             if args.gather == "none":  # (for the comparison, after the measures: q(z)
                 # computed on the cluster, while the file it reads is there)
                 object.__setattr__(got["z"], "eta",
                                    (client.compute(got["z"].eta[0]).result(),))
+        client.close()
+        client.cluster.close(timeout=60)
         chunks = -(-n // chunk)
         tasks = len(stream.data)
         passes = sum(str(t["key"][0] if isinstance(t["key"], tuple) else t["key"])
@@ -299,7 +334,10 @@ def main() -> None:
               f"{sent / 1e6 / args.sweeps:.2f} | {passes:.0f} | "
               f"{each(idle[w] for w in peaks)} | {each(rest[w] for w in peaks)} | "
               f"{each(peaks.values())} | {each(used)} | "
+              f"{' / '.join(f'{u / (x.nbytes / 2**20 / workers):.2f}' for u in used)} | "
               f"{each(after[w] - rest[w] for w in peaks)} | "
+              f"{each(trimmed[w] - rest[w] for w in peaks)} | "
+              f"{sum(s[0] for s in split.values()):,} / {sum(s[1] for s in split.values()):,} | "
               f"{_difference(got, ref):.1e} |", flush=True)
 
 

@@ -123,21 +123,29 @@ KEY_CACHE_LIMIT: int | None = 1000
 
 
 def default_client() -> Any:
-    """The process's own ``LocalCluster`` client: 2 worker processes of one thread each,
-    started at the first call, their diagnostics and ``key_split``'s cache bounded
-    (``WORKER_CONFIG``, ``KEY_CACHE_LIMIT``)."""
+    """The process's own ``LocalCluster`` client (``local_client``), started at the
+    first call and kept for the process."""
     with _LOCK:
         if None not in _CLIENTS:
-            distributed = _distributed()
-            cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                   dashboard_address=":0", config=WORKER_CONFIG)
-            client = _CLIENTS[None] = distributed.Client(cluster, set_as_default=False)
-            if KEY_CACHE_LIMIT is not None:  # (each worker's, restarted ones too)
-                from factorflow.runtime.backends.dask_workers import BoundedKeyCache
-                client.register_plugin(BoundedKeyCache(KEY_CACHE_LIMIT))
-            atexit.register(cluster.close)  # (last in, first out: the client first)
+            client = _CLIENTS[None] = local_client()
+            atexit.register(client.cluster.close)  # (last in, first out: the client first)
             atexit.register(client.close)
         return _CLIENTS[None]
+
+
+def local_client() -> Any:
+    """A new ``LocalCluster`` as the backend starts its own, and its client: 2 worker
+    processes of one thread each, their diagnostics and ``key_split``'s cache bounded
+    (``WORKER_CONFIG``, ``KEY_CACHE_LIMIT``).  The caller closes it
+    (``client.close(); client.cluster.close()``); ``default_client`` keeps one."""
+    distributed = _distributed()
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       dashboard_address=":0", config=WORKER_CONFIG)
+    client = distributed.Client(cluster, set_as_default=False)
+    if KEY_CACHE_LIMIT is not None:  # (each worker's, restarted ones too)
+        from factorflow.runtime.backends.dask_workers import BoundedKeyCache
+        client.register_plugin(BoundedKeyCache(KEY_CACHE_LIMIT))
+    return client
 
 
 def resolve_client(client: Any) -> Any:
@@ -230,17 +238,25 @@ def _to_numpy(value: Any, client: Any = None, gather: bool = True) -> Any:
     return obj
 
 
+#: the chunks of a per-datum posterior ``gather_chunks`` keeps in flight per worker
+#: (each, once computed, held by its worker until this process has copied it in): with
+#: 2, a worker held two chunks' results (2 MB each at the default chunks of a mixture
+#: of K = 10) beside the one it computed, its peak memory over a run (the run's own, at
+#: 10⁶ points: 8 / 8 MB per worker with 2, 4 / 6 with 1, ``benchmarks/bench_dask.py``)
+GATHER_PER_WORKER = 1
+
+
 def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
-    """A chunked Dask array (chunked along axis 0) as a NumPy array here, a few chunks at
-    a time: each chunk is submitted when an earlier one has been copied in (at most two
-    per worker in flight) and released on its worker once copied, so that a worker never
-    holds more than those few (``dask.compute`` of the whole array would keep every chunk
-    on the workers until all were done, and computing all at once lets them pile up
-    there faster than this process copies them in).  The array's graph is optimised
-    once (fused chunk by chunk during a run) and each chunk's submission carries only
-    the tasks that chunk needs (``_culled``): a chunk's ``to_delayed`` would carry the
-    whole array's graph, sent and unpacked once per chunk, a cost growing as the square
-    of the number of chunks."""
+    """A chunked Dask array (chunked along axis 0) as a NumPy array here, a few chunks at a
+    time: each chunk is submitted when an earlier one has been copied in (at most
+    ``GATHER_PER_WORKER`` per worker in flight) and released on its worker once copied, so
+    that a worker never holds more than those few (``dask.compute`` of the whole array would
+    keep every chunk on the workers until all were done, and computing all at once lets them
+    pile up there faster than this process copies them in). The array's graph is optimised
+    once (fused chunk by chunk during a run) and each chunk's submission carries only the
+    tasks that chunk needs (``_culled``): a chunk's ``to_delayed`` would carry the whole
+    array's graph, sent and unpacked once per chunk, a cost growing as the square of the
+    number of chunks."""
     import dask
     from dask.core import flatten
     from dask.delayed import Delayed
@@ -256,7 +272,7 @@ def gather_chunks(arr: Any, client: Any = None) -> np.ndarray:
             out[bounds[i]:bounds[i + 1]] = dask.compute(block, optimize_graph=False)[0]
         return out
     from distributed import as_completed
-    window = 2 * max(1, len(client.scheduler_info().get("workers", ())))
+    window = GATHER_PER_WORKER * max(1, len(client.scheduler_info().get("workers", ())))
     done = as_completed(loop=client.loop)  # (the run's client, not a default one)
     where: dict[Any, int] = {}
 
@@ -413,9 +429,9 @@ class DaskCompiledModel(CompiledModel):
             if d.name not in values or values[d.name] is None:
                 continue
             value = given.get(d.attr("data"), values[d.name])
-            if isinstance(value, da.Array):
-                value = value.astype(np.float64) if value.dtype.kind == "f" else value
+            if isinstance(value, da.Array):  # (its dtype checked before any cast)
                 check_dtype(d.label, np.empty(0, value.dtype))
+                value = value.astype(np.float64) if value.dtype.kind == "f" else value
                 out[d.name] = value
                 continue
             arr = check_dtype(d.label, np.asarray(value))
@@ -717,5 +733,5 @@ def _recompile_dask(model: Any, algorithm: str, init: tuple[str, ...],
                          backend="dask")
 
 
-__all__ = ["DaskCompiledModel", "default_client", "resolve_client", "plate_chunks",
+__all__ = ["DaskCompiledModel", "default_client", "local_client", "resolve_client", "plate_chunks",
            "cluster_data", "default_chunk_rows", "CHUNK_ELEMENTS"]

@@ -201,8 +201,9 @@ def fuse_chunks(dsk: Mapping[Hashable, Any], outputs: set[Hashable],
                               _data_producer=producer)
         else:
             at, reads = shared
+            blocks = tuple(k for k in external if k in plate_keys)  # (stored data)
             out[fused] = Task(fused, _run_program, TaskRef(at),
-                              Heads(tuple(dsk[k] for k in heads)), reads, external,
+                              Heads(tuple(dsk[k] for k in heads), blocks), reads, external,
                               *(TaskRef(k) for k in external), _data_producer=producer)
         for k in group:
             del out[k]
@@ -247,15 +248,17 @@ def _shape_of_key(key: Hashable) -> tuple[str, Any]:
 class Heads:
     """A chunk's own blocks (its plate keys: the data read, a NumPy array's piece) as
     tasks, run at the start of its task: they differ from chunk to chunk (a block's
-    place in the file or the array), so they are kept out of the shared program."""
+    place in the file or the array), so they are kept out of the shared program; and
+    the keys of its blocks stored on the cluster (``blocks``: NumPy data sent once),
+    read from outside.  Either gives the chunk's rows (``_rows``)."""
 
-    __slots__ = ("nodes",)
+    __slots__ = ("nodes", "blocks")
 
-    def __init__(self, nodes: tuple[Any, ...]) -> None:
-        self.nodes = nodes
+    def __init__(self, nodes: tuple[Any, ...], blocks: tuple[Hashable, ...] = ()) -> None:
+        self.nodes, self.blocks = nodes, blocks
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return Heads, (self.nodes,)
+        return Heads, (self.nodes, self.blocks)
 
 
 def _canonical(inner: dict[Hashable, Any], exports: tuple[Hashable, ...],
@@ -317,8 +320,25 @@ def _run_program(program: ChunkProgram, heads: Heads, reads: tuple[Hashable, ...
     cache = dict(zip(external, values, strict=True))
     for node in heads.nodes:
         cache[node.key] = node(cache)
-    return _run_chunk(program.inner, program.exports, program.external,
-                      *(cache[k] for k in reads))
+    rows = _rows(heads, cache)
+    args = tuple(cache[k] for k in reads)
+    del cache
+    if rows:  # the rows in sub-blocks, where every step allows (else the chunk whole)
+        from factorflow.runtime.backends import dask_subblocks
+        out = dask_subblocks.run(program.inner, program.exports, program.external, args,
+                                 rows)
+        if out is not None:
+            return out
+    return _run_chunk(program.inner, program.exports, program.external, *args)
+
+
+def _rows(heads: Heads, cache: Mapping[Hashable, Any]) -> int:
+    """The chunk's length along the plate: its blocks' first axis (0 where they
+    disagree, or there is none)."""
+    blocks = [cache[node.key] for node in heads.nodes] + [cache[k] for k in heads.blocks
+                                                           if k in cache]
+    lengths = {len(v) for v in blocks if getattr(v, "ndim", 0)}
+    return lengths.pop() if len(lengths) == 1 else 0
 
 
 def _run_chunk(inner: dict[Hashable, Any], exports: tuple[Hashable, ...],
