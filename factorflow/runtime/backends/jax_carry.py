@@ -20,18 +20,31 @@ program is traced, which leaves the loop carries and how:
   over N data) is carried along its other axes only and laid out again at the start of
   each sweep as a recorded view, so the kernels keep the fast paths they take on views;
   an all-zero view (a uniform message made by ``zeros_view``) at both ends is constant.
+- **products**: a leaf that is a ``rows_product`` S C of the data's statistics S
+  (``distributions.base``, under tracing: a mixture's data evidence, (N, K), and the
+  responsibilities' logits with E[log w] folded into C) both before the loop and after a
+  sweep, of the same S (the program's: a constant of the loop), is carried as its (J, K)
+  coefficients C and made again as the product at the start of each sweep, recorded as
+  one, so that its normalisation makes its rows block by block
+  (``base._normalize_traced_product``) and nothing writes the (N, K) array out.
 - **probabilities**: where a sweep normalised a carried leaf (a mixture's responsibilities,
   ``distributions.base.log_normalize``) and the next sweep reads that leaf's
   probabilities before making it anew (the weights' message, Σ_n q_nk), the loop
   carries the probabilities too, and the next sweep reads them (``base.traced_probs``,
   ``note_traced_probs``) instead of normalising the leaf again (a max, an exponential,
-  a sum and a division over (N, K)), as the NumPy program remembers them.
+  a sum and a division over (N, K)), as the NumPy program remembers them.  Where the
+  leaf is carried as a product and what its fused normalisation accumulated includes
+  the probabilities' column sums, the loop carries those sums (K,) instead, which is
+  what the next sweep reads of them (the weights' message), and the probabilities are
+  made again from the product where anything reads more of them (the compiler drops
+  that normalisation where nothing does).
 
 Guarantee: each sweep computes the same numbers from the same values as with the whole
-state carried; a leaf that is not carried comes out of the loop as it went in, and
-nothing after the loop reads it.  The decisions are a fixed point: the views a sweep
-makes can depend on the views it is given, so the layout is narrowed until the sweep
-gives back at least what it was given.
+state carried (but for carried column sums: those the normalisation accumulated block
+by block, equal to the probabilities' sums to rounding); a leaf that is not carried
+comes out of the loop as it went in, and nothing after the loop reads it.  The
+decisions are a fixed point: the views a sweep makes can depend on the views it is
+given, so the layout is narrowed until the sweep gives back at least what it was given.
 """
 
 from __future__ import annotations
@@ -272,8 +285,9 @@ class Carry:
         (``Layout.product``: the sweep makes it one, as the probes found)."""
         hit = namespace()["factorflow.distributions.base"]._recall_traced(
             "rows_product", leaf)
-        assert hit is not None, "a leaf laid out as a product is no rows_product"
-        return hit[1]
+        # (none only in a probe whose sweep did not make one: the layout is then
+        # narrowed, and that probe's pack is no loop's carry)
+        return leaf if hit is None else hit[1]
 
     def summary(self) -> dict[str, int]:
         """How many leaves are carried, and in how many elements (against all)."""
