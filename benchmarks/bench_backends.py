@@ -22,8 +22,10 @@ means, Gamma precisions, ``ff.Switch(z)``); ``--model gaussian``
 ``examples/learning_gaussian.py``'s model (an unknown mean and precision of 1-D data).
 
 ``--passes`` prints instead the JAX loop body's passes over arrays of N elements in
-the program XLA compiled (fusions, copies and library calls of one sweep and its
-bound, at N = 1009) and the ``exp``/``log`` inside them.
+the program XLA compiled (fusions, copies, library calls and loops of one sweep and
+its bound, at N = 1009, or at each N of ``--sizes``: from 2 · 32768 / K rows a mixture's
+responsibilities are normalised in one loop over blocks of rows,
+``base._normalize_traced_product``) and the ``exp``/``log`` inside them.
 
 ``--bayespy`` prints instead the D-dimensional mixture with Wishart precisions
 (``benchmarks/vmixture_reference.py``, the model of ``bench_vectors.py``) at issue 11's
@@ -143,24 +145,28 @@ def passes(model_name: str, n: int = 1009) -> str:
              for m in [re.search(r"while\(.*body=%?([\w.\-]+)", line)] if m]
     body = [b for b in loops if b.startswith("wide")][-1]  # (the sweeps' loop)
 
+    # (an instruction's shape is one word, or a tuple in parentheses: a loop's)
+    shape_op = r"(?:\S+|\(.*?\)) ([\w\-]+)\("
+    called = r"(?:calls|body)=%?([\w.\-]+)"
+
     def ops(comp: str) -> list[str]:
         out = []
         for line in comps.get(comp, []):
-            op = re.search(r"= \S+ ([\w\-]+)\(", line)
+            op = re.search(rf"= {shape_op}", line)
             out += [op.group(1)] if op else []
-            for inner in re.findall(r"calls=%?([\w.\-]+)", line):
+            for inner in re.findall(called, line):
                 out += ops(inner)
         return out
     kinds: dict[str, int] = {}
     exp = log = 0
     for line in comps[body]:
-        op = re.match(r"%?[\w.\-]+ = \S+ ([\w\-]+)\(", line)
+        op = re.match(rf"%?[\w.\-]+ = {shape_op}", line)
         if (op is None or op.group(1) in ("get-tuple-element", "tuple", "parameter",
                                           "bitcast", "constant")
                 or not re.search(rf"[\[,]{n}[\],]", line)):
             continue
         kinds[op.group(1)] = kinds.get(op.group(1), 0) + 1
-        inside = [o for c in re.findall(r"calls=%?([\w.\-]+)", line) for o in ops(c)]
+        inside = [o for c in re.findall(called, line) for o in ops(c)]
         exp, log = exp + inside.count("exponential"), log + inside.count("log")
     return (f"loop body, N = {n}: {sum(kinds.values())} passes over N-sized arrays "
             f"({', '.join(f'{v} {k}' for k, v in sorted(kinds.items()))}); "
@@ -233,11 +239,13 @@ def main() -> None:
                              "at issue 11's configurations")
     parser.add_argument("--passes", action="store_true",
                         help="print the JAX loop body's passes over N-sized arrays "
-                             "(XLA's compiled program, N = 1009) instead of timing")
+                             "(XLA's compiled program, N = 1009 or --sizes) instead of "
+                             "timing")
     args = parser.parse_args()
     import jax
     if args.passes:
-        print(f"{args.model}: {passes(args.model)}")
+        for n in args.sizes or [1009]:
+            print(f"{args.model}: {passes(args.model, n)}", flush=True)
         return
     if args.bayespy:
         print(f"D-dimensional Gaussian mixture (Wishart precisions), VMP, the bound every "

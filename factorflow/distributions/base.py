@@ -131,7 +131,9 @@ def rows_product(stats: np.ndarray, coef: np.ndarray, ones: int) -> np.ndarray:
     evidence and E[log w]) is the same product with the row added into the
     coefficients, not a pass over the (N, K) result."""
     out = stats @ coef
-    if not TRACED and isinstance(out, np.ndarray):
+    if TRACED:  # (a normalisation makes its rows block by block: _normalize_traced)
+        _remember_traced("rows_product", out, (stats, coef, ones))
+    elif isinstance(out, np.ndarray):
         remember("rows_product", out, (stats, coef, ones))
     return out
 
@@ -144,7 +146,11 @@ def _add_naturals(a: Any, b: Any) -> Any:
     into the coefficients of the column of ones: (1 · (c + r) + Σ_j s_j c_j, equal to
     a + b to rounding, 1e-16 of the largest term), and is remembered as a
     ``rows_product`` itself.  The general sum otherwise, and below ``COMPACT_ABOVE``
-    elements (where the sum costs less than the product's call)."""
+    elements (where the sum costs less than the product's call).  Under tracing the sum
+    is the general one, with the product that has the row folded in recorded for it
+    (``_add_naturals_traced``)."""
+    if TRACED:
+        return _add_naturals_traced(a, b)
     if not TRACED and (getattr(a, "size", 0) >= COMPACT_ABOVE
                        or getattr(b, "size", 0) >= COMPACT_ABOVE):
         for prod, row in ((a, b), (b, a)):
@@ -166,6 +172,34 @@ def _add_naturals(a: Any, b: Any) -> Any:
                 return out
             return _product_normalized(stats, coef, ones, np.reshape(r, -1))
     return a + b
+
+
+def _add_naturals_traced(a: Any, b: Any) -> Any:
+    """``_add_naturals`` under tracing: ``a + b``, and where one is an (N, K)
+    ``rows_product`` and the other repeats one K-row (or one value) along its rows, the
+    sum is recorded as the ``rows_product`` with the row added into the coefficients of
+    the column of ones (NumPy's product, ``_add_naturals``), and the row as its
+    ``"rows_added"``: a normalisation of the sum then makes each block of rows from the
+    statistics inside its loop (``_normalize_traced``), and where nothing else reads
+    the (N, K) sum the compiler never writes it out.  (The row's finiteness is not
+    tested, its value unknown here: an infinite entry gives the same infinity in the
+    product as in the sum.)"""
+    out = a + b
+    for prod, row in ((a, b), (b, a)):
+        hit = (_recall_traced("rows_product", prod) if getattr(prod, "ndim", 0) == 2
+               else None)
+        if hit is None:
+            continue
+        r = distinct(np.asarray(row, float))
+        if (np.ndim(r) > 2 or any(n != 1 for n in np.shape(r)[:-1])
+                or np.broadcast_shapes(prod.shape, np.shape(row)) != prod.shape):
+            break
+        stats, coef, ones = hit
+        r = np.reshape(r, -1)
+        _remember_traced("rows_product", out, (stats, coef.at[ones].add(r), ones))
+        _remember_traced("rows_added", out, r)
+        break
+    return out
 
 
 def _product_normalized(stats: np.ndarray, coef: np.ndarray, ones: int, row: np.ndarray
@@ -198,7 +232,11 @@ def weighted_rows(stats: np.ndarray, weights: np.ndarray) -> np.ndarray:
     while each block was in cache (``_normalize_blocked``; equal to the product to
     rounding, 1e-15 relative).  Asking marks ``stats``: from then on their blocked
     normalisations accumulate the sums (none is made where nothing reads them)."""
-    if not TRACED and isinstance(weights, np.ndarray):
+    if TRACED:  # the sums a fused normalisation accumulated (_normalize_traced)
+        hit = _recall_traced("rows_sums", weights)
+        if hit is not None and hit[0] is stats:
+            return hit[1]
+    elif isinstance(weights, np.ndarray):
         hit = recall("rows_sums", weights)
         if hit is not None and hit[0] is stats:
             return hit[1]
@@ -772,6 +810,8 @@ def memo_of(what: str, arr: np.ndarray, compute: Any) -> np.ndarray:
     way (an exponential of the normalised logs)."""
     if TRACED:
         hit = _recall_traced(what, arr)
+        if hit is None:  # (made by the program around a loop: valid in its body too)
+            hit = _recall_traced(what, arr, PROGRAM_TRACE)
         if hit is not None:
             return hit
         value = compute(arr)
@@ -816,13 +856,22 @@ def remember(what: str, arr: np.ndarray, value: np.ndarray) -> None:
     _MEMO[key] = (ref, None if value is arr else value)
 
 
-def _recall_traced(what: str, arr: Any) -> Any:
+#: the trace of the whole program (the JAX backend sets it while it traces its jit
+#: function): what ``memo_of`` made there of an array is valid in every trace nested in
+#: it, a loop's body or a branch, which may read the array (a closed-over value) and
+#: then reads the same value of it (the statistics of the data: one array, made once,
+#: a constant of every loop, where each loop's body made its own)
+PROGRAM_TRACE: Any = None
+
+
+def _recall_traced(what: str, arr: Any, state: Any = None) -> Any:
     """``what`` of the traced ``arr`` as ``_remember_traced`` recorded it in the trace in
-    progress, else None."""
+    progress (or in ``state``, where given), else None."""
     got = _TRACED_MEMO.get((what, id(arr)))
     if got is None or got[0]() is not arr:
         return None
-    state = trace_state()
+    if state is None:
+        state = trace_state()
     for made_in, value in got[1]:
         if made_in == state:
             return arr if value is None else value
@@ -1083,12 +1132,28 @@ def _normalize_traced(x: Any) -> Any:
         with np.errstate(divide="ignore", invalid="ignore"):
             return x - logsumexp(x, axis=-1, keepdims=True)
     step = max(1, _BLOCK_ELEMENTS // x.shape[-1])
-    if x.ndim == 2 and x.shape[0] >= 2 * step and x.shape[-1] >= _TRACED_BLOCKS_FROM_K:
+    big = x.ndim == 2 and x.shape[0] >= 2 * step
+    product = _recall_traced("rows_product", x) if big else None
+    if product is not None:
+        top, log_total, probs, sums, log_sum = _normalize_traced_product(
+            product, max(1, _TRACED_PRODUCT_BLOCK // x.shape[-1]))
+    elif big and x.shape[-1] >= _TRACED_BLOCKS_FROM_K:
         top, log_total, probs = _normalize_traced_blocked(x, step)
     else:
         top, log_total, probs = _normalize_traced_rows(x)
     logs = (x - top) - log_total
     _remember_traced("exp", logs, probs)
+    if product is not None:  # what the readers read instead of the (N, K) arrays: the
+        # sums (the data's weighted sums, the Dirichlet's counts, the bound's terms:
+        # runtime.backends.jax_bound), and the product again (``remade``)
+        stats, coef, ones = product
+        _remember_traced("rows_sums", probs, (stats, sums))
+        _remember_traced("column_sums", probs, sums[ones])
+        _remember_traced("normalized_product", logs, (product, log_sum))
+        _remember_traced("probs_product", probs, product)
+        _remember_traced("row_log_sum", logs, log_sum)
+        _remember_traced("row_log_sum", x, log_sum)
+        return logs
     _remember_traced("row_log_sums", x, log_total)
     _remember_traced("row_log_sums", logs, log_total)
     _remember_traced("logsumexp", logs, top + log_total)
@@ -1132,6 +1197,74 @@ def _normalize_traced_blocked(x: Any, step: int) -> tuple[Any, Any, Any]:
                      for m, g in zip(made, got, strict=True))
     return lax.fori_loop(0, -(-n // step), block,
                          (np.zeros((n, 1)), np.zeros((n, 1)), np.zeros_like(x)))
+
+
+#: elements per block of ``_normalize_traced_product`` (its rows: this over K), a
+#: quarter of NumPy's blocks: at 10⁶ rows (load 4–7, CPU ms a sweep) the 1-D mixture's
+#: (K = 10) took 84 at 32768, 60 at 16384 and 8192, 67 at 4096 and 2048; the 2-D
+#: mixture's (K = 3) 55 at 32768, 35 at 8192, 32 at 4096, 36 at 2048
+_TRACED_PRODUCT_BLOCK = 8192
+
+
+def _normalize_traced_product(product: tuple[Any, Any, int], step: int
+                               ) -> tuple[Any, Any, Any, Any, Any]:
+    """``_normalize_traced_blocked`` of an (N, K) ``rows_product`` S C (a mixture's
+    responsibilities from its data's evidence, ``_add_naturals_traced``), each block of
+    rows made from its statistics inside the loop (one (step, J) × (J, K) product), so
+    that no (N, K) array of logits is written out, and with each block's contributions
+    accumulated while it is in cache, as ``_normalize_blocked`` does in NumPy: Sᵀ q
+    (J, K), whose row ``ones`` is Σ_n q_nk, and Σ_n (max_n + log Σ_k exp(x_nk − max_n))
+    (the log normalisers' sum: the entropy's term of the bound, and finite exactly when
+    every row's is).  The last block, which starts at N − ``step``, adds only the rows
+    the blocks before it did not.  Returns the row maxima, the log row sums, the
+    probabilities (as ``_normalize_traced_rows``), Sᵀ q and that sum."""
+    from jax import lax
+    stats, coef, _ = product
+    n, j = stats.shape
+    k = coef.shape[-1]
+
+    def block(i: Any, made: tuple) -> tuple:
+        start = np.minimum(i * step, n - step)
+        rows = lax.dynamic_slice_in_dim(stats, start, step, 0)
+        top, log_total, p = _normalize_traced_rows(rows @ coef)
+        new = (start + np.arange(step))[:, None] >= i * step  # (the last block's overlap)
+        sums = made[3] + np.where(new, rows, 0.0).T @ p
+        log_sum = made[4] + np.sum(np.where(new, top + log_total, 0.0))
+        return tuple(lax.dynamic_update_slice_in_dim(m, g, start, 0)
+                     for m, g in zip(made[:3], (top, log_total, p), strict=True)) + (
+            sums, log_sum)
+    return lax.fori_loop(0, -(-n // step), block,
+                         (np.zeros((n, 1)), np.zeros((n, 1)), np.zeros((n, k)),
+                          np.zeros((j, k)), np.zeros(())))
+
+
+def remade(a: Any) -> Any:
+    """Under tracing: a function of no arguments that makes the traced (N, K) ``a`` again
+    from the statistics and coefficients it was made of, where it is a ``rows_product``,
+    the normalised logs of one or their probabilities (``_normalize_traced_product``);
+    else None.  A ``lax.cond`` branch that calls it reads those (the statistics, a
+    constant of the loop, and (J, K) numbers), not an (N, K) array written out for it
+    (an operand of a branch is).  The same operations on the same numbers as the
+    whole-array path (``_normalize_traced_rows``), equal to the blocked ones to
+    rounding."""
+    product = _recall_traced("rows_product", a)
+    if product is not None:
+        stats, coef, _ = product
+        return lambda: stats @ coef
+    got = _recall_traced("normalized_product", a)
+    if got is not None:
+        stats, coef, _ = got[0]
+
+        def logs() -> Any:
+            x = stats @ coef
+            top, log_total, _ = _normalize_traced_rows(x)
+            return (x - top) - log_total
+        return logs
+    product = _recall_traced("probs_product", a)
+    if product is not None:
+        stats, coef, _ = product
+        return lambda: _normalize_traced_rows(stats @ coef)[2]
+    return None
 
 
 def traced_probs(log_w: Any) -> Any:

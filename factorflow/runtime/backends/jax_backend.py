@@ -27,6 +27,8 @@ supported (``ff.BackendError``): ``on_iteration`` callbacks, checkpoints and
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -213,6 +215,10 @@ class JaxCompiledModel(CompiledModel):
         program = self._program
 
         def whole(data: dict[str, Any], init: dict[str, Any]) -> tuple:
+            with _program_trace():
+                return traced_whole(data, init)
+
+        def traced_whole(data: dict[str, Any], init: dict[str, Any]) -> tuple:
             sweeps = Sweeps(self.algorithm, monitor.tolerance, max(iterations, 1),
                             monitor.tracing, monitor.stall)
             with CHECKS.frame() as before:
@@ -227,6 +233,19 @@ class JaxCompiledModel(CompiledModel):
             return posteriors, bound_value(log_evidence), sweeps.outputs(), passed
 
         return jax.jit(whole), info
+
+
+@contextlib.contextmanager
+def _program_trace() -> Iterator[None]:
+    """While the program is traced: its trace is ``base.PROGRAM_TRACE`` (what the
+    kernels' memo made in it is valid in the loops' bodies, see ``base.memo_of``)."""
+    base = namespace()["factorflow.distributions.base"]
+    before = base.PROGRAM_TRACE
+    base.PROGRAM_TRACE = base.trace_state()
+    try:
+        yield
+    finally:
+        base.PROGRAM_TRACE = before
 
 
 def _recompile_jax(model: Any, algorithm: str, init: tuple[str, ...],

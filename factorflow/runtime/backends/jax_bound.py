@@ -31,7 +31,9 @@ _PIECES: dict[int, tuple[Any, tuple[Any, Any, float]]] = {}
 
 
 def _exact(q: Any, v: Any, sign: float) -> Any:
-    """sign · Σ q v over every element with 0 · v = 0 (``times_finite``'s rule)."""
+    """sign · Σ q v over every element with 0 · v = 0 (``times_finite``'s rule); ``q``
+    and ``v`` may be functions making them (see ``row_term``, ``_remade``)."""
+    q = _made(q)
     return sign * jnp.sum(jnp.where(q == 0, 0.0, q * _made(v)))
 
 
@@ -75,6 +77,10 @@ def _fused(terms: list[Term]) -> Any:
     inner: Any = None
     out: Any = 0.0
     for t in terms:
+        closed = _closed(q, t.v)
+        if closed is not None:
+            out = out + t.sign * closed
+            continue
         v = _made(t.v)
         small = distinct(v)
         lead = [i for i in range(jnp.ndim(q) - 1)
@@ -94,6 +100,41 @@ def _fused(terms: list[Term]) -> Any:
     if inner is not None:
         out = out + jnp.sum(q * inner)
     return out
+
+
+def _closed(q: Any, v: Any) -> Any:
+    """Σ q v over every element without an (N, K) pass, where q are the probabilities of
+    a fused normalisation (``base._normalize_traced_product``: it accumulated Sᵀ q over
+    the statistics S of the product it normalised) and v is a ``rows_product`` S C of
+    the same statistics (a gate's cases' evidence: Σ_jk C_jk (Sᵀ q)_jk) or the
+    normalised logs of one, x − lse (the entropy's: Σ C·Sᵀq − Σ_n lse_n, each row of q
+    summing to 1); else None.  Equal to the elementwise sum to rounding."""
+    if callable(v) or jnp.ndim(q) != 2:
+        return None
+    from factorflow.runtime.backends.jax_namespace import namespace
+    base = namespace()["factorflow.distributions.base"]
+    fused = base._recall_traced("rows_sums", q)
+    if fused is None:
+        return None
+    stats, sums = fused
+    product = base._recall_traced("rows_product", v)
+    if product is not None and product[0] is stats:
+        return jnp.sum(product[1] * sums)
+    logs = base._recall_traced("normalized_product", v)
+    if logs is not None and logs[0][0] is stats:
+        return jnp.sum(logs[0][1] * sums) - logs[1]
+    return None
+
+
+def _remade(a: Any) -> Any:
+    """``a``, or a function of no arguments making it again from the statistics it was
+    made of (``base.remade``): the exact path's ``lax.cond`` then reads those, not an
+    (N, K) array written out for it."""
+    if callable(a):
+        return a
+    from factorflow.runtime.backends.jax_namespace import namespace
+    again = namespace()["factorflow.distributions.base"].remade(a)
+    return a if again is None else again
 
 
 class Term:
@@ -139,10 +180,14 @@ class Bound:
         for terms in groups.values():
             fast = _fused(terms)
 
-            def exact(terms: list[Term] = terms) -> Any:
-                total = _exact(terms[0].q, terms[0].v, terms[0].sign)
-                for t in terms[1:]:
-                    total = total + _exact(t.q, t.v, t.sign)
+            # (the pieces made again inside the branch where they can be: its
+            # operands are written out, the statistics and coefficients already are)
+            made = [(_remade(t.q), _remade(t.v), t.sign) for t in terms]
+
+            def exact(made: list[tuple] = made) -> Any:
+                total = _exact(*made[0])
+                for q, v, sign in made[1:]:
+                    total = total + _exact(q, v, sign)
                 return total
             out = out + jax.lax.cond(jnp.isfinite(fast), lambda fast=fast: fast, exact)
         return out

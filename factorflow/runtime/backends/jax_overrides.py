@@ -19,7 +19,14 @@ so a change to one that the other lacks fails there.
 The kernels' fast paths chosen by values are chosen by the kernels themselves on what
 is known while tracing (``distributions.base``: ``is_arange``, ``log_normalize``;
 ``factors.vector_gaussian``'s sufficient statistics); ``tests/runtime/backends/
-test_jax_fast_paths.py`` compares each with its NumPy kernel.
+test_jax_fast_paths.py`` compares each with its NumPy kernel.  Three kernels of the
+factors are overridden for the fused normalisation of a mixture's responsibilities
+(``base._normalize_traced_product``) only, each reading what it accumulated where it
+did and computing as written otherwise: ``discrete._column_sums`` and
+``gaussian._traced_data_sums`` (the Dirichlet's counts, the data's weighted sums), and
+``vector_gaussian._sample_stats`` (the data's statistics made once per trace, so that
+the evidence, its normalisation and the sums read one array);
+``tests/runtime/backends/test_jax_blocks.py`` compares the runs with NumPy's.
 
 An override is written as if it stood in its module: it is installed with the copied
 module's globals, so ``np`` is ``jax.numpy`` there and every other name (``E``,
@@ -35,6 +42,8 @@ from typing import Any
 
 import jax.numpy as np
 
+from factorflow.factors.gaussian import _data_columns
+from factorflow.factors.vector_gaussian import _data_stats
 from factorflow.runtime.backends.jax_loop import CHECKS
 from factorflow.runtime.kernels import leading, where_mask
 
@@ -106,6 +115,9 @@ def _proper_witness(d: Any) -> Any:
         from factorflow.distributions.base import _recall_traced, log_normalize  # (copies)
         if kind == "Discrete":
             log_normalize(eta)  # (remembered: the sweep's own normalisation)
+        total = _recall_traced("row_log_sum", eta)  # (a fused normalisation's: a number)
+        if total is not None:
+            return np.isfinite(total)
         sums = _recall_traced("row_log_sums", eta)
         if sums is not None:
             return np.isfinite(np.sum(sums))
@@ -115,11 +127,17 @@ def _proper_witness(d: Any) -> Any:
 @override(KERNELS, "_remade")
 def _remade(d: Any) -> Any:
     """A function of no arguments giving ``d`` again: where its parameter is a
-    normalisation's logs (a gate's cases), made again from the logits and row numbers
+    ``rows_product`` or a fused normalisation's logs, made again from the statistics
+    and coefficients (``base.remade``); where it is another normalisation's logs (a
+    gate's cases), made again from the logits and row numbers
     the normalisation read and made (``base._normalize_traced``: the same operations,
     the same numbers), so that a ``lax.cond`` that reads it reads those, not an (N, K)
     array written out for it; else ``d`` itself."""
-    from factorflow.distributions.base import _recall_traced  # (the copy's)
+    from factorflow.distributions.base import _recall_traced, remade  # (the copy's)
+    if len(d.eta) == 1:  # made again from the statistics (a fused normalisation's)
+        again = remade(d.eta[0])
+        if again is not None:
+            return lambda: type(d).from_natural(again())
     made = _recall_traced("normalized_from", d.eta[0]) if len(d.eta) == 1 else None
     if made is None:
         return lambda: d
@@ -136,6 +154,53 @@ def _proper(d: Any) -> Any:
         ok = ok & ~(nan.any(axis=tuple(range(ok.ndim, nan.ndim))) if nan.ndim > ok.ndim
                     else nan)
     return ok
+
+
+@override("factorflow.factors.discrete", "_column_sums")
+def _column_sums(probs: Any, reduce: Any) -> Any:
+    """``discrete._column_sums`` under tracing: Σ_n q_nk of (N, K) probabilities where a
+    fused normalisation accumulated them (``base._normalize_traced_product``, or the data
+    sums, ``_traced_data_sums``), so that the Dirichlet's message reads no (N, K)
+    array; else None (the caller's general path)."""
+    from factorflow.distributions.base import _recall_traced  # (the copy's)
+    shape, axes = reduce
+    if (getattr(probs, "ndim", 0) != 2 or len(shape) != 1 or tuple(axes) != (0,)
+            or probs.shape[0] != shape[0]):
+        return None
+    return _recall_traced("column_sums", probs)
+
+
+@override("factorflow.factors.gaussian", "_traced_data_sums")
+def _traced_data_sums(x: Any, weights: Any) -> tuple[Any, ...]:
+    """``gaussian._traced_data_sums``, reading the sums Sᵀ q that the normalisation which
+    made the weights accumulated block by block over the same statistics S = [1, x, x²]
+    (``base._normalize_traced_product``: a mixture's responsibilities from its data's
+    evidence), where it did; else the same (3, N) × (N, K) product.  Remembered as
+    there."""
+    from factorflow.distributions.base import _recall_traced, _remember_traced  # (copy's)
+    hit = _recall_traced("data_sums", weights)
+    if hit is not None and hit[0] is x:
+        return hit[1]
+    fused = _recall_traced("rows_sums", weights)
+    if fused is not None and fused[0] is _data_columns(x, rows=True):
+        sums = tuple(fused[1])
+    else:
+        sums = tuple(_data_columns(x, rows=False) @ weights)
+    _remember_traced("data_sums", weights, (x, sums))
+    _remember_traced("column_sums", weights, sums[0])
+    return sums
+
+
+@override("factorflow.factors.vector_gaussian", "_sample_stats")
+def _sample_stats(sample: Any, x: Any) -> Any:
+    """``vector_gaussian._sample_stats`` under tracing: the data's statistics made once
+    per ``sample`` (the run's data laid out once) for the rest of the trace, and in the
+    loops' bodies the program's (``base.memo_of``), where each call made them anew from
+    its own slice of the data: the evidence's product, its normalisation and the
+    weighted sums then read one array, and a loop carries the evidence as the product's
+    coefficients (``jax_carry``)."""
+    from factorflow.distributions.base import memo_of  # (the copy's)
+    return memo_of("vector_sample_stats", sample, lambda _: _data_stats(x))
 
 
 @override(KERNELS, "check_proper_input")
