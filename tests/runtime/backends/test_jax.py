@@ -80,6 +80,12 @@ EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py")
 RUNS = 2
 
 
+class Compared(Exception):
+    """Raised by ``test_dask``'s every-example test once an example's first run is
+    compared: the rest of its ``main()`` (checked end to end by ``tests/test_examples.py``)
+    is not run again there."""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_examples_agree(example, monkeypatch, capsys):

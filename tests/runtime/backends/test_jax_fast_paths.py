@@ -39,25 +39,34 @@ def _same(a, b, tol: float = 1e-10) -> None:
     np.testing.assert_allclose(b.trace, a.trace, rtol=tol, atol=tol)
 
 
+class _Traced(Exception):
+    """Raised by ``_loop_body``'s stand-in for the jitted run once it has its arguments."""
+
+
 def _loop_body(compiled, init: dict, **options):
     """The jaxpr of the last ``lax.while_loop`` body of the run ``compiled.run(init=init,
-    **options)`` (traced again from the arguments the run passed)."""
-    compiled._traced.clear()
-    compiled.run(init=init, **options)
-    (key,) = compiled._traced
-    fn, info = compiled._traced[key]
+    **options)``: the run's own function (``compiled._trace``'s), traced with the
+    arguments the run passes it (the run stops there: nothing is compiled by XLA)."""
     seen = {}
+    real_trace = compiled._trace
 
-    def spy(data, start):
-        seen["args"] = (data, start)
-        return fn(data, start)
-    compiled._traced[key] = (spy, info)
+    def capture(*args):
+        fn, info = real_trace(*args)
+
+        def spy(data, start):
+            seen["fn"], seen["args"] = fn, (data, start)
+            raise _Traced
+        return spy, info
+    compiled._traced.clear()
+    compiled._trace = capture
     try:
-        compiled.run(init=init, **options)
+        with pytest.raises(_Traced):
+            compiled.run(init=init, **options)
     finally:
-        compiled._traced[key] = (fn, info)
+        del compiled._trace
+        compiled._traced.clear()
     with jax.enable_x64(True):
-        closed = jax.make_jaxpr(fn)(*seen["args"])
+        closed = jax.make_jaxpr(seen["fn"])(*seen["args"])
     bodies = [e.params["body_jaxpr"].jaxpr for e in _equations(closed.jaxpr, loops=False)
               if e.primitive.name == "while"]
     # what the loop keeps (a message the carry drops is not computed: the compiler
