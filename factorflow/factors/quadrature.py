@@ -19,13 +19,18 @@ the other.  Two quadratures, each used where it is accurate:
 * **Step + Gauss–Laguerre** where the tilted distribution is wide: h = [x on the step's
   high side] + ε(x), ε decaying like e^(−|x|) on both sides.  The step's part is a
   truncated-normal moment (closed form); ε's is ∫₀^∞ e^(−t) [eᵗ ε(±t)] N(±t; m, v) dt, with
-  smooth bounded eᵗ ε(±t), by ``numpy.polynomial.laguerre.laggauss`` (64 nodes; for
+  smooth bounded eᵗ ε(±t), by Gauss–Laguerre (SciPy's ``roots_laguerre``, 64 nodes; for
   exp(−eˣ)'s double-exponential side in s = eᵗ − 1): 1e-11 for σ (cavity variances from
-  4 to 10⁴) and 1e-10 for exp(−eˣ) (from 1.75 to 25; 1e-9 at 100 and 5e-8 at 1000 with
-  the cavity's mean 20-30 standard deviations above the step) when the mode lies within
-  ``_REACH`` = 6 Laplace scales of the step on its low side (σ: 2e-9 at 8 scales).  Hermite
-  nodes cannot do this: a step of width 1 inside a Gaussian of standard deviation 10 sits
-  between two nodes (errors of 1e-2 at variance 200 with 64 nodes).
+  4 to 10⁴) and 1e-13 for exp(−eˣ) (from 1.75 to 10⁴, cavity means within ±1000, against
+  mpmath) when the mode lies within ``_REACH`` = 6 Laplace scales of the step on its low
+  side (σ: 2e-9 at 8 scales).  Where the cavity's mean is on the step's low side the
+  tilted mass is pressed against the step, many of the cavity's standard deviations from
+  its mean: the moments are then taken about the step, its part from the overshoot
+  integrals (``_overshoot``), and relative to the cavity's density there, which
+  underflows (taken about the cavity's mean they were 1e-9 off at variance 100 and 5e-8 at
+  1000 with the mean 20-30 standard deviations above the step).  Hermite nodes cannot do
+  this: a step of width 1 inside a Gaussian of standard deviation 10 sits between two
+  nodes (errors of 1e-2 at variance 200 with 64 nodes).
 
 Everything is vectorised over the batch (plates) axes: one (batch, nodes) array per
 quadrature, no Python loop per element.
