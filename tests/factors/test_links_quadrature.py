@@ -115,33 +115,18 @@ def test_seed13_poisson_site_and_the_crossover():
         assert_relative(actual, reference(m, v, lambda x, h=h: float(h.log_h(np.array(x)))))
 
 
-def stable_reference(m: float, v: float, count: int = 0) -> tuple[float, float, float]:
-    """(log ∫ N(x; m, v) Poisson(count | eˣ) dx, mean, variance) by ``scipy.integrate.quad``
-    over f(x) − f(x₀), f = log N + log Poisson, written as differences: f(x₀) itself may be
-    −1e8 (a cavity of mean 900 and variance 0.003), whose rounding ``reference`` carries
-    into every value of the integrand.  x₀, the tilted mode, by Brent's root finding on
-    f' in [min(m, 0) − v − 1, m + count·v]; the integral over [x₀ − 40√v, x₀ + 40 s] (s the
-    tilted scale 1/√(1/v + e^x₀): f'' ≤ −1/v everywhere and ≤ −1/s² beyond x₀), split at
-    the step and at x₀ ± 1, 3, 10, ..., 1000 local scales and ± 1, 3, 10 cavity ones."""
-    k = float(count)
-
-    def slope(x):
-        return -(x - m) / v + k - math.exp(min(x, 700.0))
-
-    lo, hi = min(m, 0.0) - v - 1.0, m + k * v + 1.0
-    mode = optimize.brentq(slope, lo, hi, xtol=1e-15, rtol=1e-15, maxiter=500)
-    e0 = math.exp(mode)
-
-    def rel(x):  # f(x) − f(x₀)
-        d = x - mode
-        if d > 1:
-            grow = -math.inf if mode + d > 700 else e0 - math.exp(mode + d)
-        else:
-            grow = -e0 * math.expm1(d)
-        return -d * (2 * (mode - m) + d) / (2 * v) + k * d + grow
-
-    sd, scale = math.sqrt(v), 1 / math.sqrt(1 / v + e0)
-    lo, hi = mode - 40 * sd, mode + 40 * scale
+def _stable_moments(m: float, v: float, mode: float, ratio, right: float
+                    ) -> tuple[float, float, float]:
+    """(log ∫ N(x; m, v) h(x) dx − log h(x₀), mean, variance) by ``scipy.integrate.quad``
+    over f(x) − f(x₀), f = log N + log h, written as differences: f(x₀) itself may be −1e8
+    (a cavity of mean 900 and variance 0.003), whose rounding ``reference`` carries into
+    every value of the integrand.  ``ratio(x₀, d)`` = log h(x₀ + d) − log h(x₀); x₀ the
+    tilted mode; the integral over [x₀ − 40√v, x₀ + 40 ``right``] (f'' ≤ −1/v everywhere,
+    ``right`` a scale that f falls at least as fast as beyond x₀), split at the step and
+    at x₀ ± 1, 3, 10, ..., 1000 local scales and ± 1, 3, 10 cavity ones."""
+    sd = math.sqrt(v)
+    scale = min(right, sd)
+    lo, hi = mode - 40 * sd, mode + 40 * right
     cuts = {lo, hi, 0.0, mode}
     cuts |= {mode + s * j * scale for s in (-1, 1) for j in (1, 3, 10, 30, 100, 300, 1000)}
     cuts |= {mode + s * j * sd for s in (-1, 1) for j in (1, 3, 10)}
@@ -153,13 +138,54 @@ def stable_reference(m: float, v: float, count: int = 0) -> tuple[float, float, 
                    if b - a > 1e-12 * scale)  # two cuts may meet (x₀ + 40 s, x₀ + 30√v)
 
     def dens(x):
-        return math.exp(rel(x))
+        d = x - mode
+        return math.exp(-d * (2 * (mode - m) + d) / (2 * v) + ratio(mode, d))
 
     z = integral(dens, 0)
     m1 = integral(lambda x: (x - mode) * dens(x), 1) / z
     m2 = integral(lambda x: (x - mode - m1) ** 2 * dens(x), 2) / z
-    top = -(mode - m) ** 2 / (2 * v) + k * mode - e0 - math.lgamma(k + 1)
-    return math.log(z) + top - 0.5 * math.log(2 * math.pi * v), mode + m1, m2
+    log_z = math.log(z) - (mode - m) ** 2 / (2 * v) - 0.5 * math.log(2 * math.pi * v)
+    return log_z, mode + m1, m2
+
+
+def stable_reference(m: float, v: float, count: int = 0) -> tuple[float, float, float]:
+    """(log ∫ N(x; m, v) Poisson(count | eˣ) dx, mean, variance) by ``_stable_moments``:
+    x₀ by Brent's root finding on f' in [min(m, 0) − v − 1, m + count·v + 1]; f falls
+    beyond x₀ at least as fast as at scale s = 1/√(1/v + e^x₀) (f'' ≤ −1/s² there)."""
+    k = float(count)
+
+    def slope(x):
+        return -(x - m) / v + k - math.exp(min(x, 700.0))
+
+    mode = optimize.brentq(slope, min(m, 0.0) - v - 1.0, m + k * v + 1.0, xtol=1e-15,
+                           rtol=1e-15, maxiter=500)
+    e0 = math.exp(mode)
+
+    def ratio(x0, d):  # k d − e^x₀ (eᵈ − 1)
+        if d > 1:
+            return k * d + (-math.inf if x0 + d > 700 else e0 - math.exp(x0 + d))
+        return k * d - e0 * math.expm1(d)
+
+    log_z, mean, var = _stable_moments(m, v, mode, ratio, 1 / math.sqrt(1 / v + e0))
+    return log_z + k * mode - e0 - math.lgamma(k + 1), mean, var
+
+
+def stable_logistic_reference(m: float, v: float, sign: float
+                              ) -> tuple[float, float, float]:
+    """(log ∫ N(x; m, v) σ(sign·x) dx, mean, variance) by ``_stable_moments``: x₀ by
+    Brent's root finding on f' in [m, m + sign·(v + 1)]."""
+    def slope(x):
+        return -(x - m) / v + sign * float(special.expit(-sign * x))
+
+    a, b = sorted((m, m + sign * (v + 1)))  # f' = ±(1 + 1/v) − σ > 0 at the far end
+    mode = optimize.brentq(slope, a, b, xtol=1e-15, rtol=1e-15, maxiter=500)
+    top = float(special.log_expit(sign * mode))
+
+    def ratio(x0, d):
+        return float(special.log_expit(sign * (x0 + d))) - top
+
+    log_z, mean, var = _stable_moments(m, v, mode, ratio, math.sqrt(v))
+    return log_z + top, mean, var
 
 
 def mpmath_reference(m: float, v: float, digits: int = 30) -> tuple[float, float, float]:
@@ -265,3 +291,14 @@ def test_the_traced_rule_selects_the_same_moments():
         a, b = np.asarray(a), np.asarray(b, float)
         assert np.all(np.isfinite(b)), b
         np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+
+
+@given(st.floats(-1000.0, 1000.0), st.floats(-3.0, 4.0), st.sampled_from([1.0, -1.0]))
+@QUICK
+def test_logistic_from_narrow_to_wide_cavities(m, log10_v, sign):
+    """σ(±x)'s tilted moments to 1e-9 relative over cavity means in [−1000, 1000] and
+    variances from 10⁻³ to 10⁴ (the Laguerre split's moments about the step where the
+    cavity's mean is on its low side, as for exp(−eˣ))."""
+    v = 10.0**log10_v
+    actual = links._logistic_tilted(np.array(m), np.array(v), sign)
+    assert_relative(actual, stable_logistic_reference(m, v, sign))
