@@ -19,13 +19,18 @@ the other.  Two quadratures, each used where it is accurate:
 * **Step + Gauss–Laguerre** where the tilted distribution is wide: h = [x on the step's
   high side] + ε(x), ε decaying like e^(−|x|) on both sides.  The step's part is a
   truncated-normal moment (closed form); ε's is ∫₀^∞ e^(−t) [eᵗ ε(±t)] N(±t; m, v) dt, with
-  smooth bounded eᵗ ε(±t), by ``numpy.polynomial.laguerre.laggauss`` (64 nodes; for
+  smooth bounded eᵗ ε(±t), by Gauss–Laguerre (SciPy's ``roots_laguerre``, 64 nodes; for
   exp(−eˣ)'s double-exponential side in s = eᵗ − 1): 1e-11 for σ (cavity variances from
-  4 to 10⁴) and 1e-10 for exp(−eˣ) (from 1.75 to 25; 1e-9 at 100 and 5e-8 at 1000 with
-  the cavity's mean 20-30 standard deviations above the step) when the mode lies within
-  ``_REACH`` = 6 Laplace scales of the step on its low side (σ: 2e-9 at 8 scales).  Hermite
-  nodes cannot do this: a step of width 1 inside a Gaussian of standard deviation 10 sits
-  between two nodes (errors of 1e-2 at variance 200 with 64 nodes).
+  4 to 10⁴) and 1e-13 for exp(−eˣ) (from 1.75 to 10⁴, cavity means within ±1000, against
+  mpmath) when the mode lies within ``_REACH`` = 6 Laplace scales of the step on its low
+  side (σ: 2e-9 at 8 scales).  Where the cavity's mean is on the step's low side the
+  tilted mass is pressed against the step, many of the cavity's standard deviations from
+  its mean: the moments are then taken about the step, its part from the overshoot
+  integrals (``_overshoot``), and relative to the cavity's density there, which
+  underflows (taken about the cavity's mean they were 1e-9 off at variance 100 and 5e-8 at
+  1000 with the mean 20-30 standard deviations above the step).  Hermite nodes cannot do
+  this: a step of width 1 inside a Gaussian of standard deviation 10 sits between two
+  nodes (errors of 1e-2 at variance 200 with 64 nodes).
 
 Everything is vectorised over the batch (plates) axes: one (batch, nodes) array per
 quadrature, no Python loop per element.
@@ -40,7 +45,7 @@ from typing import Any
 
 import numpy as np
 
-from factorflow.distributions.base import traced
+from factorflow.distributions.base import any_true, traced
 from factorflow.lazy import special
 
 #: Gauss–Hermite nodes (see the module docstring for why 64)
@@ -59,7 +64,24 @@ _NEWTON_STEPS = 200
 
 _HERMITE = np.polynomial.hermite_e.hermegauss(GH_NODES)
 _HERMITE_LOGW = np.log(_HERMITE[1] / np.sqrt(2 * np.pi))  # weights of N(0, 1), summing to 1
-_LAGUERRE = np.polynomial.laguerre.laggauss(LAGUERRE_NODES)
+#: the overshoot integrals are taken by Laguerre rather than from the Mills ratio beyond
+#: this many standard deviations (``_overshoot``)
+_MILLS_CUT = 3.0
+
+
+#: Gauss–Laguerre nodes for the overshoot integrals beyond ``_MILLS_CUT`` (measured
+#: against mpmath: 7e-16 from z = 3 with 32 nodes, 1e-14 with 24)
+OVERSHOOT_NODES = 32
+
+
+@functools.cache
+def _laguerre_nodes(n: int = LAGUERRE_NODES) -> tuple[np.ndarray, np.ndarray]:
+    """The ``n``-node Gauss–Laguerre rule (nodes t > 0, weights of e⁻ᵗ), from SciPy on
+    first use (NumPy constants, the same in every trace).  SciPy's rather than NumPy's
+    ``laggauss``, whose Σ w t and Σ w t²/2 are 5e-14 and 8e-14 off 1 at 64 nodes (SciPy's
+    2e-15)."""
+    from scipy.special import roots_laguerre
+    return roots_laguerre(n)
 
 
 def standard_normal_rule() -> tuple[np.ndarray, np.ndarray]:
@@ -93,6 +115,9 @@ class Step:
     #: the cavity variance above which the Laguerre split is used where the tilted
     #: distribution is wide (the crossover of the two rules' measured errors)
     wide_cavity: float = 4.0
+    #: log h(x + d) − log h(x) without cancellation where log h is large (None: the
+    #: difference of ``log_h``)
+    log_ratio: Callable[[np.ndarray, np.ndarray], np.ndarray] | None = None
 
 
 def _once(compute: Callable[[], Any]) -> Callable[[], Any]:
@@ -108,7 +133,7 @@ def _laguerre_rule(tail: Callable[[np.ndarray], np.ndarray]
     use (SciPy loads when first needed)."""
 
     def compute() -> tuple[np.ndarray, np.ndarray]:
-        t, w = _LAGUERRE
+        t, w = _laguerre_nodes()
         return t, w * tail(t)
     return _once(compute)
 
@@ -139,8 +164,20 @@ def _exp_neg_exp_bracket(m, v):
 def _double_exponential_rule() -> tuple[np.ndarray, np.ndarray]:
     """∫₀^∞ exp(−eᵗ) g(t) dt = e⁻¹ ∫₀^∞ e⁻ˢ g(log(1 + s)) / (1 + s) ds (s = eᵗ − 1), by
     Gauss–Laguerre in s: smooth where Laguerre in t would meet a double exponential."""
-    s, w = _LAGUERRE
+    s, w = _laguerre_nodes()
     return np.log1p(s), w * np.exp(-1.0) / (1 + s)
+
+
+def _exp_neg_exp_ratio(x, d):
+    # −eˣ (eᵈ − 1) by expm1 (at a mode of 13 under a cavity of mean 900 and variance 0.003,
+    # eˣ is 4e5 and the tilted distribution 2e-3 wide: the difference of −eˣ⁺ᵈ and −eˣ was
+    # 1e-8 off its variance); −eˣ⁺ᵈ where that is 0·∞ (eˣ underflows, eᵈ overflows)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ex = np.exp(x)
+        ratio = -ex * np.expm1(d)
+        if any_true(ex == 0):
+            ratio = np.where(np.isnan(ratio), -np.exp(x + d), ratio)
+    return ratio
 
 
 #: h(x) = exp(−eˣ): a Poisson likelihood with a log link and count 0 (any count reduces
@@ -155,6 +192,7 @@ EXP_NEG_EXP = Step(
     bracket=_exp_neg_exp_bracket,
     recentre=1,
     wide_cavity=1.75,
+    log_ratio=_exp_neg_exp_ratio,
 )
 
 
@@ -200,10 +238,14 @@ def _hermite(m, v, h: Step, center, scale):
     z, lw = _HERMITE[0], _HERMITE_LOGW
     c, s = center[..., None], scale[..., None]
     mm, vv = m[..., None], v[..., None]
-    xk = c + s * z
+    d = s * z
     with np.errstate(over="ignore", under="ignore"):
         f_c = -(center - m) ** 2 / (2 * v) + h.log_h(center)
-        ell = -(xk - mm) ** 2 / (2 * vv) + h.log_h(xk) - f_c[..., None] + z * z / 2 + lw
+        # f(c + d) − f(c), as differences: f(c) alone may be 1e8 (a cavity of mean 900 and
+        # variance 0.003), which f(c + d) − f(c) lost to rounding (1e-8 of the variance)
+        ratio = (h.log_ratio(c, d) if h.log_ratio is not None
+                 else h.log_h(c + d) - h.log_h(c))
+        ell = d * ((mm - c) / vv - d * (0.5 / vv)) + ratio + (z * z / 2 + lw)
     top = np.max(ell, axis=-1, keepdims=True)
     total = np.log(np.sum(np.exp(ell - top), axis=-1)) + top[..., 0]
     p = np.exp(ell - total[..., None])
@@ -214,31 +256,71 @@ def _hermite(m, v, h: Step, center, scale):
     return log_z, center + scale * delta, var
 
 
+def _overshoot(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """J_k(z) = ∫₀^∞ yᵏ e^(−z y − y²/2) dy for k = 0, 1, 2 and z ≥ 0: the moments of the
+    overshoot U − z of U ~ N(0, 1) beyond z, divided by φ(z) (E[(U − z)ᵏ; U > z] = φ(z) J_k),
+    which underflows from z ≈ 38.  Below ``_MILLS_CUT`` from the Mills ratio
+    R = J_0 = √(π/2) erfcx(z/√2), with J_1 = 1 − z R and J_2 = (1 + z²) R − z (4e-15 relative
+    at most); beyond, where those cancel (J_2 is 5e-12 off at z = 20 and 6e-9 at 100), by
+    Gauss–Laguerre in s = z y: J_k = z^−(k+1) ∫₀^∞ sᵏ e⁻ˢ e^(−s²/2z²) ds, smooth and bounded
+    (``OVERSHOOT_NODES``)."""
+    near = np.minimum(z, _MILLS_CUT)
+    r = np.sqrt(np.pi / 2) * special.erfcx(near / np.sqrt(2))
+    closed = (r, 1 - near * r, (1 + near * near) * r - near)
+    s, w = _laguerre_nodes(OVERSHOOT_NODES)
+
+    def tail(far):
+        g = w * np.exp(-s * s / (2 * far[..., None] ** 2))
+        return tuple(np.sum(g * s**k, axis=-1) / far ** (k + 1) for k in range(3))
+    if traced():  # every element both ways
+        return tuple(np.where(z < _MILLS_CUT, a, b) for a, b in
+                     zip(closed, tail(np.maximum(z, _MILLS_CUT)), strict=True))
+    far = z >= _MILLS_CUT
+    if np.any(far):
+        closed = tuple(np.array(a, float) for a in closed)
+        for a, b in zip(closed, tail(z[far]), strict=True):
+            a[far] = b
+    return closed
+
+
 def _laguerre(m, v, h: Step):
     """(log Z, mean, variance) by the step's truncated-normal moments plus Gauss–Laguerre
-    over its exponential tails; moments about m, so that none cancels."""
+    over its exponential tails.  Every term is taken relative to the cavity's density at
+    a centre c, and the moments about c, so that none cancels or underflows: c = m where
+    the cavity's mean is on the step's high side (the tilted distribution is near the
+    cavity), c = 0, the step, where it is on the low side (the tilted mass is pressed
+    against the step, far from m: moments about m lost 1e-9 to 5e-8 of the variance to
+    cancellation with the mean 20-30 standard deviations from the step); there the
+    step's moments are the overshoot integrals ``_overshoot``."""
     sd = np.sqrt(v)
-    alpha = -m / sd  # the step at x = 0, in standard units of the cavity
-    phi = np.exp(-0.5 * alpha**2) / np.sqrt(2 * np.pi)
-    if h.up:  # E[uᵏ; u > α], u = (x − m)/sd
-        q = special.ndtr(-alpha)
-        step = (q, sd * phi, v * (q + alpha * phi))
-    else:  # E[uᵏ; u < α]
-        q = special.ndtr(alpha)
-        step = (q, -sd * phi, v * (q - alpha * phi))
-    mm, vv = m[..., None], v[..., None]
-    norm = 1 / np.sqrt(2 * np.pi * vv)
+    sign = 1.0 if h.up else -1.0  # the step's high side is sign·x > 0
+    z = -sign * m / sd  # the cavity's mean, in standard deviations on the step's low side
+    low = z > 0
+    c = np.where(low, 0.0, m)
+    # the step's moments E[(x − c)ᵏ; sign·x > 0] / N(c; m, v), k = 0, 1, 2: with
+    # w = sign·(x − m)/sd > z, E[wᵏ; w > z] is (Q, φ(z), Q + z φ(z)), Q = Φ(−z), on the high
+    # side; on the low side sign·x = sd (w − z), the overshoot
+    high_z = np.minimum(z, 0.0)
+    root = np.sqrt(2 * np.pi)  # 1 / N(m; m, v), in units of sd
+    q, phi = special.ndtr(-high_z), np.exp(-0.5 * high_z**2) / root
+    high = (q * root, phi * root, (q + high_z * phi) * root)
+    over = _overshoot(np.maximum(z, 0.0))
+    step = [sign**k * sd ** (k + 1) * np.where(low, b, a)
+            for k, (a, b) in enumerate(zip(high, over, strict=True))]
+    mm, vv, cc = m[..., None], v[..., None], c[..., None]
     (tp, wp), (tn, wn) = h.pos(), h.neg()
-    pos, neg = tp - mm, -tn - mm
-    with np.errstate(under="ignore"):
-        dens_pos = wp * norm * np.exp(-pos**2 / (2 * vv))
-        dens_neg = wn * norm * np.exp(-neg**2 / (2 * vv))
+    pos, neg = tp - cc, -tn - cc
+    with np.errstate(under="ignore", over="ignore"):
+        # N(x; m, v) / N(c; m, v) = exp(−((x − m)² − (c − m)²)/2v)
+        dens_pos = wp * np.exp(-pos * (tp + cc - 2 * mm) / (2 * vv))
+        dens_neg = wn * np.exp(-neg * (-tn + cc - 2 * mm) / (2 * vv))
     moments = [s + np.sum(pos**k * dens_pos + neg**k * dens_neg, axis=-1)
                for k, s in enumerate(step)]
     z0, z1, z2 = moments
     with np.errstate(divide="ignore", invalid="ignore"):
         shift = z1 / z0
-        return np.log(z0), m + shift, z2 / z0 - shift**2
+        log_z = np.log(z0) - (c - m) ** 2 / (2 * v) - 0.5 * np.log(2 * np.pi * v)
+        return log_z, c + shift, z2 / z0 - shift**2
 
 
 def tilted_moments(m: np.ndarray, v: np.ndarray, h: Step) -> tuple[np.ndarray, np.ndarray,
@@ -249,9 +331,11 @@ def tilted_moments(m: np.ndarray, v: np.ndarray, h: Step) -> tuple[np.ndarray, n
     x = _mode(m, v, h)
     scale = 1 / np.sqrt(1 / v - h.d2(x))
     deep = (-x if h.up else x) > _REACH * scale  # far on the step's low side: e^(±x) there
-    # (and the cavity's mean within 30 standard deviations of the step, or its density
-    # at the Laguerre nodes underflows)
-    wide = (v > h.wide_cavity) & (scale > _WIDE) & ~deep & (np.abs(m) < 30 * np.sqrt(v))
+    # (and the cavity's mean less than 30 standard deviations on the step's high side:
+    # beyond, the cavity's density at the Laguerre nodes underflows, and the tilted
+    # distribution is the cavity's, which Hermite integrates)
+    high = m if h.up else -m
+    wide = (v > h.wide_cavity) & (scale > _WIDE) & ~deep & (high < 30 * np.sqrt(v))
     if traced():  # no boolean indexing: every element both ways, its own rule selected
         lz, mu, s2 = _hermite(m, v, h, x, scale)
         for _ in range(h.recentre):

@@ -7,7 +7,12 @@ Found by oracle seed 13: exp(−eˣ) under the cavity N(−3.11, 3.90) was 3e-7 
 variance by Gauss–Hermite, which was then used up to cavity variance 4.  The limits of
 the range tested are those where both rules were measured below 1e-9; beyond them (cavity
 variance 100 and more with the cavity's mean 10-30 standard deviations above the step,
-i.e. large counts under wide cavities) exp(−eˣ)'s errors reach 1e-9 to 5e-8 and remain open.
+i.e. large counts under wide cavities) exp(−eˣ)'s errors reached 1e-9 to 5e-8 (and 1.5e-7
+beyond 30 standard deviations, where Hermite took over): the moments were taken about the
+cavity's mean, 20-30 of its standard deviations from the tilted mass, and cancelled.  The
+wide-cavity tests below cover cavity variances up to 10⁴ and means up to ±1000 against
+``stable_reference`` (``scipy.integrate.quad`` on f(x) − f(x₀) written without
+cancellation), itself checked against mpmath at 30 digits.
 """
 
 from __future__ import annotations
@@ -16,9 +21,10 @@ import itertools
 import math
 
 import numpy as np
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from scipy import integrate, special
+from scipy import integrate, optimize, special
 
 from factorflow.factors import links
 from factorflow.factors.quadrature import EXP_NEG_EXP, LOGISTIC, tilted_moments
@@ -107,3 +113,192 @@ def test_seed13_poisson_site_and_the_crossover():
     for h, m, v in cases:
         actual = tilted_moments(np.array(m), np.array(v), h)
         assert_relative(actual, reference(m, v, lambda x, h=h: float(h.log_h(np.array(x)))))
+
+
+def _stable_moments(m: float, v: float, mode: float, ratio, right: float
+                    ) -> tuple[float, float, float]:
+    """(log ∫ N(x; m, v) h(x) dx − log h(x₀), mean, variance) by ``scipy.integrate.quad``
+    over f(x) − f(x₀), f = log N + log h, written as differences: f(x₀) itself may be −1e8
+    (a cavity of mean 900 and variance 0.003), whose rounding ``reference`` carries into
+    every value of the integrand.  ``ratio(x₀, d)`` = log h(x₀ + d) − log h(x₀); x₀ the
+    tilted mode; the integral over [x₀ − 40√v, x₀ + 40 ``right``] (f'' ≤ −1/v everywhere,
+    ``right`` a scale that f falls at least as fast as beyond x₀), split at the step and
+    at x₀ ± 1, 3, 10, ..., 1000 local scales and ± 1, 3, 10 cavity ones."""
+    sd = math.sqrt(v)
+    scale = min(right, sd)
+    lo, hi = mode - 40 * sd, mode + 40 * right
+    cuts = {lo, hi, 0.0, mode}
+    cuts |= {mode + s * j * scale for s in (-1, 1) for j in (1, 3, 10, 30, 100, 300, 1000)}
+    cuts |= {mode + s * j * sd for s in (-1, 1) for j in (1, 3, 10)}
+    cuts = sorted(c for c in cuts if lo <= c <= hi)
+
+    def integral(fn, power):  # ∫ (x − x₀)^power e^(f − f(x₀)) is about s^(power + 1)
+        tol = {**_QUAD, "epsabs": 1e-16 * scale ** (power + 1)}
+        return sum(integrate.quad(fn, a, b, **tol)[0] for a, b in itertools.pairwise(cuts)
+                   if b - a > 1e-12 * scale)  # two cuts may meet (x₀ + 40 s, x₀ + 30√v)
+
+    def dens(x):
+        d = x - mode
+        return math.exp(-d * (2 * (mode - m) + d) / (2 * v) + ratio(mode, d))
+
+    z = integral(dens, 0)
+    m1 = integral(lambda x: (x - mode) * dens(x), 1) / z
+    m2 = integral(lambda x: (x - mode - m1) ** 2 * dens(x), 2) / z
+    log_z = math.log(z) - (mode - m) ** 2 / (2 * v) - 0.5 * math.log(2 * math.pi * v)
+    return log_z, mode + m1, m2
+
+
+def stable_reference(m: float, v: float, count: int = 0) -> tuple[float, float, float]:
+    """(log ∫ N(x; m, v) Poisson(count | eˣ) dx, mean, variance) by ``_stable_moments``:
+    x₀ by Brent's root finding on f' in [min(m, 0) − v − 1, m + count·v + 1]; f falls
+    beyond x₀ at least as fast as at scale s = 1/√(1/v + e^x₀) (f'' ≤ −1/s² there)."""
+    k = float(count)
+
+    def slope(x):
+        return -(x - m) / v + k - math.exp(min(x, 700.0))
+
+    mode = optimize.brentq(slope, min(m, 0.0) - v - 1.0, m + k * v + 1.0, xtol=1e-15,
+                           rtol=1e-15, maxiter=500)
+    e0 = math.exp(mode)
+
+    def ratio(x0, d):  # k d − e^x₀ (eᵈ − 1)
+        if d > 1:
+            return k * d + (-math.inf if x0 + d > 700 else e0 - math.exp(x0 + d))
+        return k * d - e0 * math.expm1(d)
+
+    log_z, mean, var = _stable_moments(m, v, mode, ratio, 1 / math.sqrt(1 / v + e0))
+    return log_z + k * mode - e0 - math.lgamma(k + 1), mean, var
+
+
+def stable_logistic_reference(m: float, v: float, sign: float
+                              ) -> tuple[float, float, float]:
+    """(log ∫ N(x; m, v) σ(sign·x) dx, mean, variance) by ``_stable_moments``: x₀ by
+    Brent's root finding on f' in [m, m + sign·(v + 1)]."""
+    def slope(x):
+        return -(x - m) / v + sign * float(special.expit(-sign * x))
+
+    a, b = sorted((m, m + sign * (v + 1)))  # f' = ±(1 + 1/v) − σ > 0 at the far end
+    mode = optimize.brentq(slope, a, b, xtol=1e-15, rtol=1e-15, maxiter=500)
+    top = float(special.log_expit(sign * mode))
+
+    def ratio(x0, d):
+        return float(special.log_expit(sign * (x0 + d))) - top
+
+    log_z, mean, var = _stable_moments(m, v, mode, ratio, math.sqrt(v))
+    return log_z + top, mean, var
+
+
+def mpmath_reference(m: float, v: float, digits: int = 30) -> tuple[float, float, float]:
+    """(log Z, mean, variance) of N(x; m, v) exp(−eˣ) by mpmath's tanh-sinh quadrature at
+    ``digits`` digits (no rounding to speak of in f), split as ``stable_reference``."""
+    mp = pytest.importorskip("mpmath")
+    with mp.workdps(digits):
+        mm, vv = mp.mpf(m), mp.mpf(v)
+        lo, hi = mp.mpf(min(m, 0.0) - v - 1.0), mm
+        for _ in range(4 * digits + 200):  # bisection of f' on a bracket of the mode
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if -(mid - mm) / vv - mp.exp(mid) > 0 else (lo, mid)
+        mode = (lo + hi) / 2
+
+        def f(x):
+            return -(x - mm) ** 2 / (2 * vv) - mp.exp(x)
+
+        top, sd = f(mode), mp.sqrt(vv)
+        scale = 1 / mp.sqrt(1 / vv + mp.exp(mode))
+        lo, hi = mode - 40 * sd, mode + 40 * scale
+        cuts = {lo, hi, mp.mpf(0), mode}
+        cuts |= {mode + s * j * scale for s in (-1, 1) for j in (1, 3, 10, 30, 100, 300, 1000)}
+        cuts = sorted(c for c in cuts if lo <= c <= hi)
+
+        def dens(x):
+            return mp.exp(f(x) - top)
+
+        z = mp.quad(dens, cuts)
+        m1 = mp.quad(lambda x: (x - mode) * dens(x), cuts) / z
+        m2 = mp.quad(lambda x: (x - mode - m1) ** 2 * dens(x), cuts) / z
+        return (float(mp.log(z) + top - mp.log(2 * mp.pi * vv) / 2), float(mode + m1),
+                float(m2))
+
+
+#: exp(−eˣ) where the rules were 1e-8 to 2e-7 off (cavity mean, cavity variance): the
+#: mean 29 and 31 standard deviations above the step at variance 1000 (5e-8 and 1.5e-7 in
+#: the variance), 20 at 100 (9e-10), and a mean of 926 under variance 0.0027 (Hermite's
+#: f(c + d) − f(c) rounded: 1.4e-8)
+HARD = [(917.061, 1000.0), (980.306, 1000.0), (200.0, 100.0), (926.3634334794699,
+                                                                0.0027097457737584032)]
+
+
+@pytest.mark.parametrize(("m", "v"), [*HARD, (1500.0, 1e4), (-1000.0, 1e4), (3.0, 5.0)])
+def test_the_stable_reference_against_mpmath(m, v):
+    """The two references agree to 1e-12 (``scipy.integrate.quad`` in doubles, mpmath's
+    tanh-sinh at 30 digits), where the rules' errors were."""
+    assert_relative(stable_reference(m, v), mpmath_reference(m, v), tol=1e-12)
+
+
+@given(st.floats(-1000.0, 1000.0), st.floats(-3.0, 4.0))
+@example(*HARD[0][:1], math.log10(HARD[0][1]))
+@example(HARD[1][0], 3.0)
+@example(HARD[3][0], math.log10(HARD[3][1]))
+@QUICK
+def test_exp_neg_exp_from_narrow_to_wide_cavities(m, log10_v):
+    """exp(−eˣ)'s tilted moments to 1e-9 relative over cavity means in [−1000, 1000] and
+    variances from 10⁻³ to 10⁴."""
+    v = 10.0**log10_v
+    actual = tilted_moments(np.array(m), np.array(v), EXP_NEG_EXP)
+    assert_relative(actual, stable_reference(m, v))
+
+
+@given(st.floats(0.0, 60.0), st.floats(2.0, 4.0))
+@example(29.0, 3.0)
+@example(31.0, 3.0)
+@example(20.0, 2.0)
+@QUICK
+def test_exp_neg_exp_pressed_against_the_step(z, log10_v):
+    """The case that was open: cavity variance 100 to 10⁴ with its mean z = 0 to 60
+    standard deviations above the step (the tilted mass is a log-gamma-like bump at the
+    step, 20-60 standard deviations from the cavity's mean): 1e-9 relative."""
+    v = 10.0**log10_v
+    m = z * math.sqrt(v)
+    actual = tilted_moments(np.array(m), np.array(v), EXP_NEG_EXP)
+    assert_relative(actual, stable_reference(m, v))
+
+
+@given(st.floats(-1000.0, 1000.0), st.floats(-3.0, 4.0), st.integers(0, 1000))
+@QUICK
+def test_poisson_tilted_moments_under_wide_cavities(m, log10_v, count):
+    """PoissonFromLogRate's tilted moments with counts up to 1000 (the cavity shifted by
+    count·v, up to 10⁷) under cavities of variance up to 10⁴: 1e-9 relative."""
+    v = 10.0**log10_v
+    actual = links._poisson_tilted(np.array(float(count)), np.array(m), np.array(v))
+    assert_relative(actual, stable_reference(m, v, count))
+
+
+def test_the_traced_rule_selects_the_same_moments():
+    """Under JAX (every element through both rules, ``np.where`` choosing): the same
+    moments as NumPy's to 1e-12 for cavities narrow and wide, their means from 1000 below
+    to 60 standard deviations above the step (the overshoot integrals both from the Mills
+    ratio and by Laguerre), with nothing undefined leaking from the rule not chosen."""
+    jax = pytest.importorskip("jax")
+    from factorflow.runtime.backends.jax_namespace import namespace
+    v = np.repeat([1e-3, 0.5, 3.0, 100.0, 1e3, 1e4], 8)
+    z = np.tile([-1000.0, -30.0, -2.0, 0.0, 1.0, 2.9, 20.0, 60.0], 6)
+    m = np.maximum(z * np.sqrt(v), -1000.0)
+    want = tilted_moments(m, v, EXP_NEG_EXP)
+    q = namespace()["factorflow.factors.quadrature"]
+    with jax.enable_x64(True):
+        got = q.tilted_moments(m, v, q.EXP_NEG_EXP)
+    for a, b in zip(want, got, strict=True):
+        a, b = np.asarray(a), np.asarray(b, float)
+        assert np.all(np.isfinite(b)), b
+        np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+
+
+@given(st.floats(-1000.0, 1000.0), st.floats(-3.0, 4.0), st.sampled_from([1.0, -1.0]))
+@QUICK
+def test_logistic_from_narrow_to_wide_cavities(m, log10_v, sign):
+    """σ(±x)'s tilted moments to 1e-9 relative over cavity means in [−1000, 1000] and
+    variances from 10⁻³ to 10⁴ (the Laguerre split's moments about the step where the
+    cavity's mean is on its low side, as for exp(−eˣ))."""
+    v = 10.0**log10_v
+    actual = links._logistic_tilted(np.array(m), np.array(v), sign)
+    assert_relative(actual, stable_logistic_reference(m, v, sign))
