@@ -28,6 +28,7 @@ checkout of another factorflow (``git worktree add --detach /tmp/base main``).
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import subprocess
@@ -60,7 +61,10 @@ def worker(k: int, n: int, system: str, trace: bool) -> dict[str, float]:
             return mix.hand_written(x, k, s)
         error = 0.0
     else:
-        fuse = {"fuse_switch": False} if system == "gate" else {}
+        # (this checkout fuses on request; a baseline checkout may predate the option)
+        from factorflow.runtime.compiled import compile_model
+        fuse = ({"fuse_switch": system != "gate"}
+                if "fuse_switch" in inspect.signature(compile_model).parameters else {})
         compiled = mix.model(x, k).compile("vmp", init=["means"], **fuse)
         init = mix.factorflow_init(x, k)
 

@@ -154,7 +154,7 @@ def _sweep(source: str) -> str:
 
 
 def test_the_fused_sweep_is_the_golden_text():
-    source = _mixture().compile("vmp").source
+    source = _mixture().compile("vmp", fuse_switch=True).source
     assert _sweep(source) == GOLDEN_SWEEP
     for gone in ("Gate_", "cases", "cond_z"):
         assert gone not in source
