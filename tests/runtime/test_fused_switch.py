@@ -127,13 +127,14 @@ def test_the_jax_backend_keeps_the_gate_path_and_the_fused_operators_trace():
     x, k = mix.data(3, 60, 2), 3
     init = mix.factorflow_init(x, k)
     assert "SwitchGaussian" not in mix.model(x, k).compile(
-        "vmp", init=["means"], backend="jax").source
+        "vmp", init=["means"], backend="jax", fuse_switch=True).source
     gate = _run(x, k, mix.Priors(), 7, False, False)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(fuse_switch, "FUSED_BACKENDS", frozenset({"numpy", "jax"}))
         import factorflow.runtime.compiled as compiled_module
         patch.setattr(compiled_module, "FUSED_BACKENDS", frozenset({"numpy", "jax"}))
-        compiled = compile_model(mix.model(x, k), "vmp", ["means"], backend="jax")
+        compiled = compile_model(mix.model(x, k), "vmp", ["means"], backend="jax",
+                                 fuse_switch=True)
     assert "SwitchGaussian" in compiled.source
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ff.ConvergenceWarning)
@@ -150,7 +151,8 @@ def test_the_dask_backend_keeps_the_gate_path():
     import pytest
     pytest.importorskip("dask.distributed")
     x, k = mix.data(3, 60, 2), 3
-    compiled = mix.model(x, k).compile("vmp", init=["means"], backend="dask")
+    compiled = mix.model(x, k).compile("vmp", init=["means"], backend="dask",
+                                       fuse_switch=True)
     assert "SwitchGaussian" not in compiled.source
     assert "Gate_Cases_selector_average_logarithm" in compiled.source
 
@@ -161,7 +163,7 @@ def test_improper_responsibilities_are_named_on_the_fused_path():
     q(z) made in the initialisation) and the iteration: never a silent NaN."""
     import pytest
     x, k = mix.data(3, 60), 3
-    compiled = mix.model(x, k).compile("vmp", init=["means"])
+    compiled = mix.model(x, k).compile("vmp", init=["means"], fuse_switch=True)
     names = compiled._infer.__globals__
     real = names["SwitchGaussian_selector_average_logarithm"]
 
