@@ -47,6 +47,8 @@ def messages(program: Program, algorithm: str) -> Program:
     defined_at = {o.var: stmt.provenance for stmt, _ in walk(program.body)
                   for o in stmt.outputs}
     _refuse_constant_arithmetic(program, decls)
+    if algorithm == "vmp":
+        _refuse_shared_inner_sums(program, decls)
 
     def message_decl(name: str, of: VarDecl, plates: tuple[str, ...], label: str,
                      role: str = "message") -> None:
@@ -467,3 +469,40 @@ def _refuse_constant_arithmetic(program: Program, decls: dict[str, VarDecl]) -> 
                 f"{stmt.op} is known, so its result is a constant that message passing "
                 "cannot send a message to; compute it with NumPy and pass the number.")
 
+
+
+def _refuse_shared_inner_sums(program: Program, decls: dict[str, VarDecl]) -> None:
+    """Under VMP, refuse a sum of sums whose inner sum has a second use.
+
+    ``s[k] = ff.sum(x[k, n], n)`` read by ``ff.sum(s, k)`` and also by another factor
+    (``y[k] ~ N(s[k], ...)``): the inner sum's update (``PlateSum``) takes its elements'
+    posterior to be the product of their messages, which a derived sum's is not when the
+    outer sum and the other use both send to it; the sweep is not coordinate ascent and
+    diverges (NaN posteriors after a few hundred sweeps, test_regressions17_sumref).
+    Raises UnsupportedFactorError naming the outer sum, the inner one and its other uses.
+    A sum of sums with no other use of the inner sum is left alone (it reaches the
+    mean-field optimum)."""
+    sums = {s.outputs[0].var: s for s, _ in walk(program.body)
+            if s.op == "PlateSum" and s.outputs}
+    readers: dict[str, list[Stmt]] = {}  # a variable -> the statements reading its uses
+    for stmt, _ in walk(program.body):
+        for _, value in stmt.inputs:
+            if isinstance(value, Ref) and decls.get(value.var) is not None \
+                    and decls[value.var].role == "use":
+                readers.setdefault(decls[value.var].attr("of"), []).append(stmt)
+    for outer in sums.values():
+        array = dict(outer.inputs).get("array")
+        if not isinstance(array, Ref) or decls[array.var].role != "use":
+            continue
+        inner = decls[array.var].attr("of")
+        others = [r for r in readers.get(inner, ()) if r is not outer]
+        if inner not in sums or not others:
+            continue
+        label = decls[inner].label
+        raise UnsupportedFactorError(
+            f"{outer.provenance or 'ff.sum'}: VMP cannot sum {label!r} (itself an ff.sum, "
+            f"{sums[inner].provenance or 'PlateSum'}) while {label!r} has another use "
+            f"({', '.join(r.provenance or r.op for r in others)}): its update would "
+            "diverge.  Use 'ep' (exact here), or make the inner sum a latent with its own "
+            "precision, e.g. s = ff.Gaussian('s', ff.sum(x, n), precision=10.0), and sum "
+            "and use that.")
