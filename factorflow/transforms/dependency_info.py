@@ -30,9 +30,9 @@ the loop stays sequential.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-import warnings
 
 from factorflow.codegen.names import forward, marginal
 from factorflow.errors import ScheduleWarning

@@ -64,7 +64,7 @@ def _nested(seed: int, second_use: bool = True, latent: float | None = None,
         factors += [(rows[i], -y[i], 2.0) for i in range(K)]
     scale = c if via == "c * s" else np.ones(K)
     offset = c.sum() if via == "s + c" else 0.0
-    factors.append((sum(a * r for a, r in zip(scale, rows)), offset - z, 1.0))
+    factors.append((sum(a * r for a, r in zip(scale, rows, strict=True)), offset - z, 1.0))
     return model, factors, dim
 
 
