@@ -47,6 +47,8 @@ def messages(program: Program, algorithm: str) -> Program:
     defined_at = {o.var: stmt.provenance for stmt, _ in walk(program.body)
                   for o in stmt.outputs}
     _refuse_constant_arithmetic(program, decls)
+    if algorithm == "vmp":
+        _refuse_shared_inner_sums(program, decls)
 
     def message_decl(name: str, of: VarDecl, plates: tuple[str, ...], label: str,
                      role: str = "message") -> None:
@@ -467,3 +469,64 @@ def _refuse_constant_arithmetic(program: Program, decls: dict[str, VarDecl]) -> 
                 f"{stmt.op} is known, so its result is a constant that message passing "
                 "cannot send a message to; compute it with NumPy and pass the number.")
 
+
+
+def _refuse_shared_inner_sums(program: Program, decls: dict[str, VarDecl]) -> None:
+    """Under VMP, refuse a sum of sums whose inner sum has a second use.
+
+    ``s[k] = ff.sum(x[k, n], n)`` read by ``ff.sum(s, k)`` (or by ``ff.sum(c * s, k)``,
+    ``ff.sum(s + b, k)``: any chain of deterministic statements) and also by another
+    factor (``y[k] ~ N(s[k], ...)``): the inner sum's update (``PlateSum``) takes its
+    elements' posterior to be the product of their messages, which a derived sum's is not
+    when the outer sum and the other use both send to it; the sweep is not coordinate
+    ascent and diverges (NaN posteriors after a few hundred sweeps,
+    test_regressions17_sumref).  Raises UnsupportedFactorError naming the outer sum, the
+    inner one and the other use.  A sum of sums with no other use of the inner sum or of
+    the chain between them is left alone (it reaches the mean-field optimum)."""
+    defined: dict[str, Stmt] = {}  # a derived variable -> its defining statement
+    readers: dict[str, list[Stmt]] = {}  # a variable -> the statements reading it
+    for stmt, _ in walk(program.body):
+        for o in stmt.outputs:
+            if decls[o.var].role == "random" and decls[o.var].attr("derived"):
+                defined[o.var] = stmt
+        for _, value in stmt.inputs if stmt.op != "Variable" else ():  # (its uses)
+            if isinstance(value, Ref) and value.var in decls:
+                d = decls[value.var]
+                readers.setdefault(d.attr("of") if d.role == "use" else value.var,
+                                   []).append(stmt)
+
+    def chain(var: str, seen: tuple[str, ...]) -> list[tuple[str, ...]]:
+        """The derived variables from an inner sum up to ``var`` (each such path)."""
+        stmt = defined.get(var)
+        if stmt is None or var in seen:
+            return []
+        if stmt.op == "PlateSum":
+            return [(var,) + seen]
+        out = []
+        for _, value in stmt.inputs:
+            if isinstance(value, Ref) and value.var in decls:
+                d = decls[value.var]
+                out += chain(d.attr("of") if d.role == "use" else value.var, (var,) + seen)
+        return out
+
+    for outer, _ in walk(program.body):
+        array = dict(outer.inputs).get("array")
+        if outer.op != "PlateSum" or not isinstance(array, Ref) or array.var not in decls:
+            continue
+        d = decls[array.var]
+        for path in chain(d.attr("of") if d.role == "use" else array.var, ()):
+            inside = {id(outer)} | {id(defined[v]) for v in path}
+            for var in path:
+                others = [r for r in readers.get(var, ()) if id(r) not in inside]
+                if not others:
+                    continue
+                inner = defined[path[0]]
+                raise UnsupportedFactorError(
+                    f"{outer.provenance or 'ff.sum'}: VMP cannot sum "
+                    f"{decls[path[0]].label!r} (itself an ff.sum, "
+                    f"{inner.provenance or 'PlateSum'}) while "
+                    f"{decls[var].label!r} has another use "
+                    f"({', '.join(r.provenance or r.op for r in others)}): its update "
+                    "would diverge.  Use 'ep' (exact here), or make the inner sum a latent "
+                    "with its own precision, e.g. s = ff.Gaussian('s', ff.sum(x, n), "
+                    "precision=10.0), and sum and use that.")
