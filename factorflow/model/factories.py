@@ -176,11 +176,34 @@ def _selector_definition(model: Model, var: Any) -> FactorCall | None:
     return None
 
 
-def _in_case(model: Model, var: Variable) -> Variable:
+def _fold_logic(factor: str, args: dict[str, Any]) -> Any:
+    """``Not``/``And``/``Or`` of known values folded: the value (a boolean array), or the
+    other operand where one known operand decides nothing (``True & b`` is ``b``); None
+    when the statement must stay (another factor, or no operand known)."""
+    known = {k: np.asarray(v, bool) for k, v in args.items()
+             if isinstance(v, np.ndarray | np.generic)}
+    if factor == "Not" and "a" in known:
+        return np.array(~known["a"])
+    if factor not in ("And", "Or") or not known:
+        return None
+    if len(known) == 2:
+        a, b = known["a"], known["b"]
+        return np.array((a & b) if factor == "And" else (a | b))
+    key, value = next(iter(known.items()))
+    other = args["b" if key == "a" else "a"]
+    if value.size and np.all(value == (factor == "Or")):  # False & b, True | b
+        return np.full(value.shape, factor == "Or")
+    if value.size and np.all(value == (factor == "And")):  # True & b, False | b
+        return other
+    return None
+
+
+def _in_case(model: Model, var: Variable) -> Any:
     """``var`` as read where the gates open now hold: a deterministic function of a gate's
     condition, defined outside the gate (``b = ~c`` before ``ff.If(c)``), is recomputed
     inside it with the condition replaced by its value there (``~True``), as if written
-    inside; any other variable is returned as it is.
+    inside (folded to its value where the condition decides it: ``~True`` is False,
+    ``True & b`` is ``b``); any other variable is returned as it is.
 
     The gate's branch then sees the function's value for the branch's case exactly.  Read
     through the gate from outside, the value would be weighed by the condition's
@@ -200,6 +223,9 @@ def _in_case(model: Model, var: Variable) -> Variable:
                                 bool(k) if v.domain == "bool" else k)
         else:
             args[key] = _in_case(model, v) if isinstance(v, Variable) else v
+    folded = _fold_logic(call.factor, args)
+    if folded is not None:
+        return folded
     copy = Variable(model.fresh_name(var.name), var.domain, model.plates, model, None,
                     var.size, True, call.provenance)
     model.add_variable(copy)
