@@ -159,21 +159,19 @@ def _case_value(model: Model, index: Any) -> int | None:
     return None
 
 
-def _selector_definition(model: Model, var: Any) -> FactorCall | None:
-    """The statement defining ``var`` when ``var`` is a latent deterministic function,
-    defined once in the current plates, that reads (directly or through such functions)
-    the condition of an open ``ff.If``/``ff.Case`` gate; None otherwise."""
+#: the deterministic factors ``_in_case`` recomputes where a gate's condition is known
+LOGIC = ("Not", "And", "Or")
+
+
+def _logic_definition(model: Model, var: Any) -> FactorCall | None:
+    """The ``Not``/``And``/``Or`` statement defining ``var``, a latent variable defined
+    once in the current plates; None otherwise."""
     if (not isinstance(var, Variable) or not var.derived or var.is_observed
-            or var.plates != model.plates or len(model.definitions.get(var.name, [])) != 1):
+            or var.domain != "bool" or var.plates != model.plates
+            or len(model.definitions.get(var.name, [])) != 1):
         return None
     call = next((c for c in reversed(model.statements) if c.output is var), None)
-    if call is None:
-        return None
-    for v in call.args.values():
-        if isinstance(v, Variable) and not v.is_observed and (
-                _case_value(model, v) is not None or _selector_definition(model, v)):
-            return call
-    return None
+    return call if call is not None and call.factor in LOGIC else None
 
 
 def _fold_logic(factor: str, args: dict[str, Any]) -> Any:
@@ -212,7 +210,17 @@ def _in_case(model: Model, var: Variable) -> Any:
     vanished when q(c) = 0 and returned when q(c) > 0, so the iterations alternated
     between the posterior and the prior and the bound between log Z and -inf (fuzz seed
     24); EP's answer was wrong (log Z -0.10 for log 0.65)."""
-    call = _selector_definition(model, var)
+    if not any(f.kind in ("if", "case") for f in model.gates):
+        return var
+    return _known_in_case(model, var, {})
+
+
+def _known_in_case(model: Model, var: Variable, memo: dict[int, Any]) -> Any:
+    """``_in_case`` below the gates open now; ``memo``: the variables already done."""
+    if id(var) in memo:
+        return memo[id(var)]
+    memo[id(var)] = var
+    call = _logic_definition(model, var)
     if call is None:
         return var
     args: dict[str, Any] = {}
@@ -222,16 +230,20 @@ def _in_case(model: Model, var: Variable) -> Any:
             args[key] = np.full(tuple(p.size for p in model.plates),
                                 bool(k) if v.domain == "bool" else k)
         else:
-            args[key] = _in_case(model, v) if isinstance(v, Variable) else v
+            args[key] = _known_in_case(model, v, memo) if isinstance(v, Variable) else v
     folded = _fold_logic(call.factor, args)
     if folded is not None:
+        memo[id(var)] = folded
         return folded
+    if all(args[k] is v for k, v in call.args.items()):
+        return var  # nothing known here that its statement does not already read
     copy = Variable(model.fresh_name(var.name), var.domain, model.plates, model, None,
                     var.size, True, call.provenance)
     model.add_variable(copy)
     new = FactorCall(call.factor, copy, args, model.plates, call.provenance)
     check_statement(new, {})
     model.add_statement(new)
+    memo[id(var)] = copy
     return copy
 
 

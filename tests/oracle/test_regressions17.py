@@ -24,7 +24,11 @@ the condition replaced by its value there (``~True``), exactly as if written ins
 (where the condition itself already reads as its branch's value).  With that, a
 branch whose evidence is exactly 0 reached EP's variable evidence term as
 -inf - (-inf) = nan (a point mass meeting a constraint against it); that term is now
--inf there (``factors/variable.ep_variable_evidence``).
+-inf there (``factors/variable.ep_variable_evidence``).  And ``Not``/``And``/``Or`` of
+values the gate decides are folded (``~True`` is False, ``True & b`` is ``b``), written
+outside the gate or inside it: a chain written inside such a branch (``~~c`` in
+``ff.IfNot(c)``) left a variable local to the branch whose messages in contradict each
+other, and EP stopped with an improper posterior (before this change too).
 
 References: enumeration of every joint state of the latent variables (1e-9) for EP's
 log evidence and marginals (every model here is a tree once f is inside); for VMP, the
@@ -71,24 +75,27 @@ class Family:
     """One model of the family: c ~ Bernoulli(pc), b ~ Bernoulli(PB), f = function(c, b)
     before the gate; inside ``gate`` on c (inside ``ff.Case(z, zcase)`` when zcase is not
     None, z ~ Discrete(PZ)) ``constrain_true(f)``, or ``constrain_true(~f)`` when
-    ``negate``."""
+    ``negate``; f written inside the gate when ``inside``."""
 
     function: str
     gate: str
     negate: bool
     pc: float
     zcase: int | None = None
+    inside: bool = False  # f written inside the gate instead
 
     def build(self) -> ff.Model:
         with ff.Model("fz24") as model:
             c = ff.Bernoulli("c", self.pc)
             b = ff.Bernoulli("b", PB)
-            f = FUNCTIONS[self.function][0](c, b)
+            f = None if self.inside else FUNCTIONS[self.function][0](c, b)
             z = ff.Discrete("z", PZ) if self.zcase is not None else None
             outer = ff.Case(z, self.zcase) if z is not None else None
             if outer is not None:
                 outer.__enter__()
             with GATES[self.gate][0](c):
+                if self.inside:
+                    f = FUNCTIONS[self.function][0](c, b)
                 ff.constrain_true(~f if self.negate else f)
             if outer is not None:
                 outer.__exit__(None, None, None)
@@ -146,11 +153,14 @@ FAMILY += [Family(fn, g, neg, 0.8) for fn, g, neg in itertools.product(
     ("not", "and", "ornot"), ("if", "case0"), (False, True))]
 FAMILY += [Family(fn, "if", neg, 0.35, k) for fn, neg, k in itertools.product(
     ("not", "or"), (False, True), (0, 2))]
+FAMILY += [Family(fn, g, neg, 0.35, inside=True) for fn, g, neg in itertools.product(
+    ("notnot", "and", "ornot"), ("ifnot", "case1"), (False, True))]
 MINIMAL = Family("not", "case1", False, 0.35)
 
 
 def _ids(f: Family) -> str:
-    return f"{f.function}-{f.gate}-{'false' if f.negate else 'true'}-{f.pc}-z{f.zcase}"
+    where = "inside" if f.inside else "outside"
+    return f"{f.function}-{f.gate}-{'false' if f.negate else 'true'}-{f.pc}-z{f.zcase}-{where}"
 
 
 def test_minimal_model_is_exact_under_both():
