@@ -122,10 +122,10 @@ def exact(fam: Family) -> tuple[float, dict[str, np.ndarray]]:
     lw = np.array([fam.log_weight(*s) for s in states])
     log_z = float(np.logaddexp.reduce(lw))
     w = np.exp(lw - log_z)
-    marg = {"c": sum(wi for wi, s in zip(w, states) if s[0]),
-            "b": sum(wi for wi, s in zip(w, states) if s[1])}
+    marg = {"c": sum(wi for wi, s in zip(w, states, strict=True) if s[0]),
+            "b": sum(wi for wi, s in zip(w, states, strict=True) if s[1])}
     if fam.zcase is not None:
-        marg["z"] = np.array([sum(wi for wi, s in zip(w, states) if s[2] == k)
+        marg["z"] = np.array([sum(wi for wi, s in zip(w, states, strict=True) if s[2] == k)
                               for k in range(len(PZ))])
     return log_z, marg
 
