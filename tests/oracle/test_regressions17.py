@@ -196,3 +196,32 @@ def test_vmp_bound_is_the_elbo_of_its_posteriors(fam: Family):
     assert np.isfinite(r.log_evidence)
     assert abs(r.log_evidence - direct) < 1e-9, (r.log_evidence, direct)
     assert r.log_evidence <= log_z + 1e-9
+
+
+def test_unshrunk_fuzz_model_closed_form():
+    """Fuzz seed 24's model as found: the impossible branch beside a Gaussian branch and
+    unrelated statements.  log Z in closed form: Gamma(2; 3.5, 1) · P(v3 = False) ·
+    N(2.5; 0, 4 · 3.5 + 2) (v7 = 2 v5 + noise in the branch that holds) · 0.1."""
+    from scipy import stats
+
+    with ff.Model("fuzz") as model:
+        d2 = ff.Data("d2", 2.0)
+        v1 = ff.Gamma("v1", 3.5, rate=1.0, observed=d2)
+        v3 = ff.Bernoulli("v3", 0.35)
+        v4 = ~v3
+        with ff.Case(v3, 0):
+            v5 = ff.Gaussian("v5", 0.0, variance=3.5)
+            v6 = v5 + v5
+            ff.Gaussian("v7", v6, precision=0.5, observed=2.5)
+        with ff.Case(v3, 1):
+            ff.constrain_true(v4)
+        v8 = ff.Gaussian("v8", 0.5, precision=v1)
+        _ = 0.0 - v8
+        ff.Discrete("v12", ff.Data("d10", np.array([0.1, 0.1, 0.8])), observed=ff.Data("d11", 1))
+    log_z = (stats.gamma.logpdf(2.0, 3.5) + np.log(0.65) + stats.norm.logpdf(2.5, 0.0, 4.0)
+             + np.log(0.1))
+    for algorithm in ("vmp", "ep"):
+        for iterations in (19, 20):
+            r = model.infer(algorithm, iterations=iterations)
+            assert abs(r.log_evidence - log_z) < 1e-9, (algorithm, iterations, r.log_evidence)
+            assert _p(r["v3"]) == 0.0
