@@ -137,7 +137,11 @@ def ep_variable_evidence(marginal: Distribution, edges: list[tuple], var_shape: 
         w = log_weights(inc)
         assert w is not None
         acc = acc + _reduce_array(w, how, use_shape, var_shape, 1)
-    return total + logsumexp(acc, axis=-1)
+    mass = logsumexp(acc, axis=-1)
+    # messages in that rule out every value (a point mass meeting a constraint against
+    # it, in a gate's branch that cannot hold): the evidence is 0, not -inf - (-inf)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isneginf(mass), -np.inf, total + mass)
 
 
 def vmp_variable_evidence(marginal: Distribution) -> np.ndarray:
