@@ -294,15 +294,15 @@ def _overshoot(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _laguerre(m, v, h: Step, m0, k):
-    """(log Z, mean, variance) by the step's truncated-normal moments plus Gauss–Laguerre
-    over its exponential tails (the cavity N(x; m, v), m = m₀ + k v, log Z that of
-    N(x; m₀, v) e^(k x) h(x), as ``_hermite``).  Every term is taken relative to the cavity's density at
-    a centre c, and the moments about c, so that none cancels or underflows: c = m where
-    the cavity's mean is on the step's high side (the tilted distribution is near the
-    cavity), c = 0, the step, where it is on the low side (the tilted mass is pressed
-    against the step, far from m: moments about m lost 1e-9 to 5e-8 of the variance to
-    cancellation with the mean 20-30 standard deviations from the step); there the
-    step's moments are the overshoot integrals ``_overshoot``."""
+    """(log Z, mean, variance) by the step's truncated-normal moments plus Gauss–Laguerre over its
+    exponential tails (the cavity N(x; m, v), m = m₀ + k v, log Z that of N(x; m₀, v) e^(k x)
+    h(x), as ``_hermite``). Every term is taken relative to the cavity's density at a centre c,
+    and the moments about c, so that none cancels or underflows: c = m where the cavity's mean
+    is on the step's high side (the tilted distribution is near the cavity), c = 0, the step,
+    where it is on the low side (the tilted mass is pressed against the step, far from m:
+    moments about m lost 1e-9 to 5e-8 of the variance to cancellation with the mean 20-30
+    standard deviations from the step); there the step's moments are the overshoot integrals
+    ``_overshoot``."""
     sd = np.sqrt(v)
     sign = 1.0 if h.up else -1.0  # the step's high side is sign·x > 0
     z = -sign * m / sd  # the cavity's mean, in standard deviations on the step's low side
