@@ -267,10 +267,10 @@ def _observed_count(sample) -> np.ndarray:
 
 
 def _poisson_tilted(k, m, v) -> tuple[np.ndarray, ...]:
-    """(log ∫ N(x; m, v) f(k | x) dx, mean, variance): N(x; m, v) e^(k x) is
-    e^(k m + k² v/2) N(x; m + k v, v), which leaves the quadrature of exp(−eˣ)."""
-    log_z, mean, var = tilted_moments(m + k * v, v, EXP_NEG_EXP)
-    return log_z + k * m + 0.5 * k * k * v - special.gammaln(k + 1), mean, var
+    """(log ∫ N(x; m, v) f(k | x) dx, mean, variance): f(k | x) = e^(k x) exp(−eˣ) / k!, the
+    quadrature of exp(−eˣ) tilted by e^(k x) (under the cavity shifted by k v)."""
+    log_z, mean, var = tilted_moments(m, v, EXP_NEG_EXP, tilt=k)
+    return log_z - special.gammaln(k + 1), mean, var
 
 
 @POISSON_LOG.operator("ep", "lograte", skip_if_uniform=("lograte",), proper=("lograte",),

@@ -233,14 +233,24 @@ def _mode(m: np.ndarray, v: np.ndarray, h: Step) -> np.ndarray:
     return x
 
 
-def _hermite(m, v, h: Step, center, scale):
-    """(log Z, mean, variance) by Gauss–Hermite on N(center, scale²)."""
+def _level(c, m0, v, k):
+    """g(c) = −(c − m₀)²/2v + k c, the log of N(c; m₀, v) e^(k c) √(2πv): the level that log Z
+    is taken from.  The quadratures integrate under the shifted cavity N(x; m₀ + k v, v),
+    whose log density at c, −(c − m₀ − k v)²/2v, is g(c) less k m₀ + k² v/2; adding that
+    back cancelled (both 5.5e7 for k = 105 under a cavity of variance 10⁴, whose rounding,
+    and that of m₀ + k v, left log Z 1.2e-8 off), g(c) directly does not."""
+    return -(c - m0) ** 2 / (2 * v) + k * c
+
+
+def _hermite(m, v, h: Step, center, scale, m0, k):
+    """(log Z, mean, variance) by Gauss–Hermite on N(center, scale²), of the cavity
+    N(x; m, v), m = m₀ + k v, with log Z that of N(x; m₀, v) e^(k x) h(x) (``_level``)."""
     z, lw = _HERMITE[0], _HERMITE_LOGW
     c, s = center[..., None], scale[..., None]
     mm, vv = m[..., None], v[..., None]
     d = s * z
     with np.errstate(over="ignore", under="ignore"):
-        f_c = -(center - m) ** 2 / (2 * v) + h.log_h(center)
+        f_c = _level(center, m0, v, k) + h.log_h(center)
         # f(c + d) − f(c), as differences: f(c) alone may be 1e8 (a cavity of mean 900 and
         # variance 0.003), which f(c + d) − f(c) lost to rounding (1e-8 of the variance)
         ratio = (h.log_ratio(c, d) if h.log_ratio is not None
@@ -283,15 +293,16 @@ def _overshoot(z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return closed
 
 
-def _laguerre(m, v, h: Step):
-    """(log Z, mean, variance) by the step's truncated-normal moments plus Gauss–Laguerre
-    over its exponential tails.  Every term is taken relative to the cavity's density at
-    a centre c, and the moments about c, so that none cancels or underflows: c = m where
-    the cavity's mean is on the step's high side (the tilted distribution is near the
-    cavity), c = 0, the step, where it is on the low side (the tilted mass is pressed
-    against the step, far from m: moments about m lost 1e-9 to 5e-8 of the variance to
-    cancellation with the mean 20-30 standard deviations from the step); there the
-    step's moments are the overshoot integrals ``_overshoot``."""
+def _laguerre(m, v, h: Step, m0, k):
+    """(log Z, mean, variance) by the step's truncated-normal moments plus Gauss–Laguerre over its
+    exponential tails (the cavity N(x; m, v), m = m₀ + k v, log Z that of N(x; m₀, v) e^(k x)
+    h(x), as ``_hermite``). Every term is taken relative to the cavity's density at a centre c,
+    and the moments about c, so that none cancels or underflows: c = m where the cavity's mean
+    is on the step's high side (the tilted distribution is near the cavity), c = 0, the step,
+    where it is on the low side (the tilted mass is pressed against the step, far from m:
+    moments about m lost 1e-9 to 5e-8 of the variance to cancellation with the mean 20-30
+    standard deviations from the step); there the step's moments are the overshoot integrals
+    ``_overshoot``."""
     sd = np.sqrt(v)
     sign = 1.0 if h.up else -1.0  # the step's high side is sign·x > 0
     z = -sign * m / sd  # the cavity's mean, in standard deviations on the step's low side
@@ -319,15 +330,19 @@ def _laguerre(m, v, h: Step):
     z0, z1, z2 = moments
     with np.errstate(divide="ignore", invalid="ignore"):
         shift = z1 / z0
-        log_z = np.log(z0) - (c - m) ** 2 / (2 * v) - 0.5 * np.log(2 * np.pi * v)
+        log_z = np.log(z0) + _level(c, m0, v, k) - 0.5 * np.log(2 * np.pi * v)
         return log_z, c + shift, z2 / z0 - shift**2
 
 
-def tilted_moments(m: np.ndarray, v: np.ndarray, h: Step) -> tuple[np.ndarray, np.ndarray,
-                                                                    np.ndarray]:
-    """(log ∫ N(x; m, v) h(x) dx, mean, variance) of the tilted distribution, elementwise
-    over the broadcast of ``m`` and ``v`` (finite, v > 0)."""
-    m, v = (np.array(a, float) for a in np.broadcast_arrays(m, v))
+def tilted_moments(m: np.ndarray, v: np.ndarray, h: Step, tilt: np.ndarray | float = 0.0
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log ∫ N(x; m, v) e^(tilt·x) h(x) dx, mean, variance) of the tilted distribution,
+    elementwise over the broadcast of ``m``, ``v`` (finite, v > 0) and ``tilt``.  The
+    exponential tilt shifts the cavity to N(x; m + tilt·v, v), the Gaussian that the
+    quadratures see; log Z is taken from −(c − m)²/2v + tilt·c at the rule's centre c, not
+    as the shifted cavity's log Z plus tilt·m + tilt²v/2, which cancels (``_level``)."""
+    m0, v, k = (np.array(a, float) for a in np.broadcast_arrays(m, v, tilt))
+    m = m0 + k * v
     x = _mode(m, v, h)
     scale = 1 / np.sqrt(1 / v - h.d2(x))
     deep = (-x if h.up else x) > _REACH * scale  # far on the step's low side: e^(±x) there
@@ -337,19 +352,19 @@ def tilted_moments(m: np.ndarray, v: np.ndarray, h: Step) -> tuple[np.ndarray, n
     high = m if h.up else -m
     wide = (v > h.wide_cavity) & (scale > _WIDE) & ~deep & (high < 30 * np.sqrt(v))
     if traced():  # no boolean indexing: every element both ways, its own rule selected
-        lz, mu, s2 = _hermite(m, v, h, x, scale)
+        lz, mu, s2 = _hermite(m, v, h, x, scale, m0, k)
         for _ in range(h.recentre):
-            lz, mu, s2 = _hermite(m, v, h, mu, np.sqrt(s2))
-        return tuple(np.where(wide, b, a) for a, b in zip((lz, mu, s2),
-                                                          _laguerre(m, v, h), strict=True))
+            lz, mu, s2 = _hermite(m, v, h, mu, np.sqrt(s2), m0, k)
+        return tuple(np.where(wide, b, a) for a, b in zip(
+            (lz, mu, s2), _laguerre(m, v, h, m0, k), strict=True))
     log_z, mean, var = np.empty_like(m), np.empty_like(m), np.empty_like(m)
     narrow = ~wide
     if np.any(narrow):
-        mn, vn = m[narrow], v[narrow]
-        lz, mu, s2 = _hermite(mn, vn, h, x[narrow], scale[narrow])
+        mn, vn, rest = m[narrow], v[narrow], (m0[narrow], k[narrow])
+        lz, mu, s2 = _hermite(mn, vn, h, x[narrow], scale[narrow], *rest)
         for _ in range(h.recentre):  # again, at the moments so found
-            lz, mu, s2 = _hermite(mn, vn, h, mu, np.sqrt(s2))
+            lz, mu, s2 = _hermite(mn, vn, h, mu, np.sqrt(s2), *rest)
         log_z[narrow], mean[narrow], var[narrow] = lz, mu, s2
     if np.any(wide):
-        log_z[wide], mean[wide], var[wide] = _laguerre(m[wide], v[wide], h)
+        log_z[wide], mean[wide], var[wide] = _laguerre(m[wide], v[wide], h, m0[wide], k[wide])
     return log_z, mean, var

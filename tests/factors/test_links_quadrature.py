@@ -188,20 +188,22 @@ def stable_logistic_reference(m: float, v: float, sign: float
     return log_z + top, mean, var
 
 
-def mpmath_reference(m: float, v: float, digits: int = 30) -> tuple[float, float, float]:
-    """(log Z, mean, variance) of N(x; m, v) exp(−eˣ) by mpmath's tanh-sinh quadrature at
-    ``digits`` digits (no rounding to speak of in f), split as ``stable_reference``."""
+def mpmath_reference(m: float, v: float, count: int = 0, digits: int = 30
+                     ) -> tuple[float, float, float]:
+    """(log Z, mean, variance) of N(x; m, v) Poisson(count | eˣ) (exp(−eˣ) for count 0) by
+    mpmath's tanh-sinh quadrature at ``digits`` digits (no rounding to speak of in f),
+    split as ``stable_reference``."""
     mp = pytest.importorskip("mpmath")
     with mp.workdps(digits):
-        mm, vv = mp.mpf(m), mp.mpf(v)
-        lo, hi = mp.mpf(min(m, 0.0) - v - 1.0), mm
+        mm, vv, k = mp.mpf(m), mp.mpf(v), mp.mpf(count)
+        lo, hi = mp.mpf(min(m, 0.0) - v - 1.0), mm + k * vv
         for _ in range(4 * digits + 200):  # bisection of f' on a bracket of the mode
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if -(mid - mm) / vv - mp.exp(mid) > 0 else (lo, mid)
+            lo, hi = (mid, hi) if -(mid - mm) / vv + k - mp.exp(mid) > 0 else (lo, mid)
         mode = (lo + hi) / 2
 
         def f(x):
-            return -(x - mm) ** 2 / (2 * vv) - mp.exp(x)
+            return -(x - mm) ** 2 / (2 * vv) + k * x - mp.exp(x) - mp.loggamma(k + 1)
 
         top, sd = f(mode), mp.sqrt(vv)
         scale = 1 / mp.sqrt(1 / vv + mp.exp(mode))
@@ -263,11 +265,32 @@ def test_exp_neg_exp_pressed_against_the_step(z, log10_v):
     assert_relative(actual, stable_reference(m, v))
 
 
+#: (cavity mean, cavity variance, count) where PoissonFromLogRate's log Z was 1.2e-8 and
+#: 6.8e-8 off (the shifted cavity's log Z plus k m + k² v/2, both ~k² v/2, cancelling)
+POISSON_HARD = [(0.0, 1e4, 105), (-5.0, 1e4, 1000)]
+
+
+@pytest.mark.parametrize(("m", "v", "count"), [*POISSON_HARD, (50.0, 300.0, 1000),
+                                                (-50.0, 100.0, 1)])
+def test_poisson_sites_and_the_stable_reference_against_mpmath(m, v, count):
+    """PoissonFromLogRate's tilted moments and ``stable_reference`` against mpmath (30
+    digits) to 1e-12 where the counts shift the cavity by up to 10⁷ (worst over counts
+    1-1000, variances 10²-10⁴, means ±50: 1.8e-13 and 1.0e-13 in log Z)."""
+    want = mpmath_reference(m, v, count)
+    actual = links._poisson_tilted(np.array(float(count)), np.array(m), np.array(v))
+    assert_relative(actual, want, tol=1e-12)
+    assert_relative(stable_reference(m, v, count), want, tol=1e-12)
+
+
 @given(st.floats(-1000.0, 1000.0), st.floats(-3.0, 4.0), st.integers(0, 1000))
+@example(0.0, 4.0, 105)
+@example(-5.0, 4.0, 1000)
 @QUICK
 def test_poisson_tilted_moments_under_wide_cavities(m, log10_v, count):
     """PoissonFromLogRate's tilted moments with counts up to 1000 (the cavity shifted by
-    count·v, up to 10⁷) under cavities of variance up to 10⁴: 1e-9 relative."""
+    count·v, up to 10⁷) under cavities of variance up to 10⁴: 1e-9 relative.  Found by
+    hypothesis: N(0, 10⁴) with count 105, log Z 1.2e-8 off when it was the shifted
+    cavity's (−5.5e7) plus k m + k² v/2 (5.5e7); now 4e-14."""
     v = 10.0**log10_v
     actual = links._poisson_tilted(np.array(float(count)), np.array(m), np.array(v))
     assert_relative(actual, stable_reference(m, v, count))
