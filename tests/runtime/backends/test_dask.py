@@ -725,7 +725,11 @@ def test_a_remote_scheduler_runs_the_fused_passes(client, remote_address):
         _check_same(model, a, b)
         streams.append(sorted(str(t["key"][0] if isinstance(t["key"], tuple) else t["key"])
                               .split("-")[0] for t in stream.data))
-    local, remote = streams
+    # (the shared cluster may still hold data chunks and their reductions that another
+    # test sent, Dask naming them by content: it then runs fewer 'array' and 'sum' tasks
+    # than the fresh remote one; every other task, the fused passes above all, must match)
+    local, remote = ([name for name in stream if name not in ("array", "sum")]
+                     for stream in streams)
     assert remote == local
     assert remote.count("chunkpass") == 4 * (2 * 3 + 2), remote  # 4 chunks a pass
 
