@@ -79,11 +79,8 @@ def _operand(model: Model, value: Any, domain: str, what: str,
                              "inside `with ff.Plate(...)`.")
         _check_domain(value, domain, what)
         check_defined_for(model, value, what)
-        k = _case_value(model, value)
-        if k is not None and not value.is_observed:  # c inside ff.If(c) is True there
-            return np.full(tuple(p.size for p in plates), bool(k) if value.domain == "bool"
-                           else k)
-        return _in_case(model, value)
+        known = _condition_value(model, value)
+        return known if known is not None else _in_case(model, value)
     if isinstance(value, Affine) or is_offset_read(value):
         raise offset_read_error(value.previous if isinstance(value, Affine) else value, what)
     if isinstance(value, Indexed) and isinstance(value.base, Table):
@@ -159,6 +156,15 @@ def _case_value(model: Model, index: Any) -> int | None:
     return None
 
 
+def _condition_value(model: Model, var: Variable) -> np.ndarray | None:
+    """A latent gate condition read inside its own gate: its value there over the current
+    plates (``c`` inside ``ff.If(c)`` is True); None for any other variable."""
+    k = _case_value(model, var)
+    if k is None or var.is_observed:
+        return None
+    return np.full(tuple(p.size for p in model.plates), bool(k) if var.domain == "bool" else k)
+
+
 #: the deterministic factors ``_in_case`` recomputes where a gate's condition is known
 LOGIC = ("Not", "And", "Or")
 
@@ -225,10 +231,9 @@ def _known_in_case(model: Model, var: Variable, memo: dict[int, Any]) -> Any:
         return var
     args: dict[str, Any] = {}
     for key, v in call.args.items():
-        k = _case_value(model, v) if isinstance(v, Variable) and not v.is_observed else None
-        if k is not None:  # the condition itself: its value in this branch
-            args[key] = np.full(tuple(p.size for p in model.plates),
-                                bool(k) if v.domain == "bool" else k)
+        known = _condition_value(model, v) if isinstance(v, Variable) else None
+        if known is not None:  # the condition itself: its value in this branch
+            args[key] = known
         else:
             args[key] = _known_in_case(model, v, memo) if isinstance(v, Variable) else v
     folded = _fold_logic(call.factor, args)
