@@ -526,6 +526,30 @@ RESTART_DAMPING = 0.5
 ROUNDING = 1e3 * float(np.finfo(float).eps)
 
 
+def watched(algorithm: str, posteriors: dict[str, Any],
+            internal: dict[str, Any] | None) -> dict[str, Any]:
+    """What the convergence test watches after a sweep: the user's ``posteriors`` (and,
+    by the monitors, the VMP bound) -- under EP also the gate transform's own variables
+    (``internal``: clones, per-case values, locals).  The same rule in every monitor
+    (``_Monitor``; JAX's ``jax_loop``, on device; Dask's ``dask_monitor``), so that the
+    sweep a run stops at does not depend on how the program was compiled (a fused
+    Switch has no clones) nor on the backend.
+
+    Why EP keeps the internal ones: an EP message to a gate's per-case value is a
+    quotient of the messages before it, and a schedule may pass a message through a
+    Switch's exit over several sweeps before any user posterior moves (oracle seed 9,
+    ``test_a_posterior_that_stands_still_while_a_switch_passes_its_message_on``: g1
+    stood still in sweeps 1-3).  Why VMP does not: every internal posterior under VMP is
+    recomputed in each sweep from the user's posteriors (a clone's is the forward message
+    of its variable's posterior; a per-case value's, the clone's and the exit's backward
+    message, both of the user's posteriors; a local is a copy), so it cannot move
+    while the user's stand still for the two sweeps the test asks
+    (``tests/runtime/test_convergence_user.py``)."""
+    if algorithm == "vmp" or not internal:
+        return posteriors
+    return posteriors | internal
+
+
 class _Monitor:
     """The generated loop's hook: after each sweep, the change of every posterior's
     natural parameters, the log evidence or bound, and the user's callback (the loop's
@@ -566,17 +590,17 @@ class _Monitor:
     def __call__(self, iteration: int, posteriors: dict[str, Any], evidence: Any,
                  state: Any = None, internal: dict[str, Any] | None = None) -> bool:
         """After sweep ``iteration``: ``posteriors`` the user's, ``internal`` those of the
-        gate transform's own variables (watched too: messages may still move through
-        them while the user's stand still); True stops the run."""
+        gate transform's own variables (watched too under EP only: ``watched``); True
+        stops the run."""
         self.count = iteration + 1
         change, moved = 0.0, ""
         # the changes are read by the convergence test and the progress bar: without
         # either (tolerance=None, no bar) they are not computed (a pass over every
         # posterior, as long as a sweep of a mixture's (N, K) responsibilities)
-        watched = posteriors | (internal or {}) if (self.tolerance is not None
-                                                    or self.bar is not None) else {}
-        if watched:
-            change, moved = self._changes(watched)
+        seen = watched(self.algorithm, posteriors, internal) if (
+            self.tolerance is not None or self.bar is not None) else {}
+        if seen:
+            change, moved = self._changes(seen)
         if evidence is not None and self.tracing:
             value = float(evidence())
             if self.trace and self.algorithm == "vmp":

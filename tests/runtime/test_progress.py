@@ -134,17 +134,21 @@ def mixture_model() -> ff.Model:
 
 
 def test_bar_and_warning_name_a_gate_copy_as_people_read_it(bars, monkeypatch) -> None:
-    """The gate transform's own posteriors (watched for convergence) are shown by their
-    label, never by a generated identifier such as ``v_means__k_cond_z_n``."""
+    """The gate transform's own posteriors (watched for convergence under EP:
+    ``compiled.watched``) are shown by their label, never by a generated identifier such
+    as ``v_means__k_cond_z_n``; under VMP only the user's posteriors are watched."""
     made = bars
     on_terminal(monkeypatch)
     model = mixture_model()
-    compiled = model.compile("vmp")
+    compiled = model.compile("ep")
     labels, owners = compiled._watched_names()
     assert labels["v_means__k_cond_z_n"] == "means in the gate on z[n]"
     assert owners["v_means__k_cond_z_n"] == "means"
     with pytest.warns(ff.ConvergenceWarning) as caught:
         model.infer("vmp", iterations=2)
+    assert "the posterior of 'z' still changed" in str(caught[0].message)
+    with pytest.warns(ff.ConvergenceWarning) as caught:  # (the copy is new after sweep 1)
+        model.infer("ep", iterations=1)
     message = str(caught[0].message)
     assert "the posterior of 'means in the gate on z[n]' still changed" in message
     assert "v_" not in message

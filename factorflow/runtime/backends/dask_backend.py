@@ -66,7 +66,7 @@ from factorflow.runtime.backends.dask_namespace import (
     namespace,
 )
 from factorflow.runtime.backends.jax_namespace import load_program
-from factorflow.runtime.compiled import CompiledModel, _Monitor, compile_model
+from factorflow.runtime.compiled import CompiledModel, _Monitor, compile_model, watched
 from factorflow.runtime.svi import data_plate
 
 #: the elements of one chunk's widest per-datum array when ``chunks`` is not given
@@ -470,7 +470,7 @@ class DaskCompiledModel(CompiledModel):
             if hook is None:
                 return False
             ahead = dask_namespace.ahead_sums(messages)
-            more = (changes.prepare(posteriors | (extra or {}))
+            more = (changes.prepare(watched(hook.algorithm, posteriors, extra))
                     if changes is not None and changes.watching() else [])
             bound = None if evidence is None else _with_checks(
                 evidence, ahead, more, changes.receive if changes is not None else None)

@@ -2,7 +2,8 @@
 the workers.
 
 The NumPy backend's monitor (``runtime.compiled._Monitor``) compares every watched
-posterior's natural parameters with the last sweep's, element by element, in this
+posterior's natural parameters (``compiled.watched``: the user's posteriors, under EP
+also the gate transform's own) with the last sweep's, element by element, in this
 process: for a per-datum posterior of a Dask run (q(z) of a mixture, an (N, K) chunked
 Dask array) that would gather the whole array here every sweep (800 MB at N = 10⁷,
 K = 10) and keep two copies of it.  ``ChunkedChanges`` replaces the monitor's

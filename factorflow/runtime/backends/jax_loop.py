@@ -4,7 +4,9 @@
 (``factorflow.codegen.jax``).  It runs ``sweep`` until the run has converged or
 ``iterations`` sweeps are done, computing after each sweep exactly what the NumPy
 backend's monitor (``runtime.compiled._Monitor``) computes on the host: the largest
-relative change of any watched posterior's natural parameters (and of the VMP bound),
+relative change of any watched posterior's natural parameters (and of the VMP bound;
+what is watched: ``compiled.watched``, the user's posteriors, under EP also the gate
+transform's own),
 the contraction rate and the distance to the fixed point, the sweeps in a row that met
 the tolerance, whether each step reversed the one before (the oscillation hint), the
 first fall of the VMP bound, and the trace of the log evidence.  ``to_monitor`` copies
@@ -45,6 +47,7 @@ from factorflow.errors import ImproperMessageError
 from factorflow.runtime.backends.jax_bound import value as bound_value
 from factorflow.runtime.backends.jax_carry import Carry
 from factorflow.runtime.backends.jax_namespace import namespace
+from factorflow.runtime.compiled import watched
 
 #: turns (step reversals) kept per posterior: the NumPy monitor reads its last 10
 TURNS = 10
@@ -341,9 +344,10 @@ class Sweeps:
             # the convergence test reads each posterior's distinct elements (a gate's
             # clone of K components over N data: the K), as ``_Monitor`` does; without a
             # tolerance nothing reads the changes, which are not computed (``_Monitor``)
-            watched = (user | internal) if self.tolerance is not None else {}
+            seen = watched(self.algorithm, user, internal) if self.tolerance is not None \
+                else {}
             etas = tuple(tuple(jnp.asarray(base.distinct(e), float) for e in d.eta)
-                         for d in watched.values())
+                         for d in seen.values())
             names[:] = [what for what, _ in found]
             skip_names[:] = [what for what, _ in found.skips]
             shapes[:] = [tuple(jnp.shape(e) for e in eta) for eta in etas]
@@ -393,7 +397,7 @@ class Sweeps:
             leaves = new
         carry = Carry(leaves, step, rest if after is not None else None)
         self.carried.append(carry.summary())
-        self.names = list(posteriors(state)[0] | posteriors(state)[1]
+        self.names = list(watched(self.algorithm, *posteriors(state))
                           ) if self.tolerance is not None else []
         if self.monitor is None:
             self.monitor = self._start(shapes)
