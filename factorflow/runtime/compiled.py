@@ -111,6 +111,8 @@ class CompiledModel:
     enter_whole_arrays: bool = False
     #: the local loop's options (``compile_model``'s ``local=``), None without one
     local: LocalOptions | None = None
+    #: ``compile_model``'s ``fuse_switch=`` (what a pickle compiles again with)
+    fuse_switch: bool = True
 
     #: where the program runs (``factorflow.runtime.backends``)
     backend = "numpy"
@@ -201,7 +203,8 @@ class CompiledModel:
         """Pickle (and deepcopy) as the model, the algorithm and the initialised names;
         loading compiles again, which gives the same program and the same numbers."""
         return _recompile, (self.model, self.algorithm, tuple(sorted(self.user_initialized)),
-                            self.enter_whole_arrays, self.local)
+                            self.enter_whole_arrays, self.local,
+                            self.fuse_switch)
 
     def save_module(self, path: Any, data: dict[str, Any] | None = None,
                     init: dict[str, Any] | None = None) -> Any:
@@ -871,8 +874,8 @@ def _check_initialised(posteriors: dict[str, Any]) -> None:
 
 
 def _recompile(model: Model, algorithm: str, init: tuple[str, ...],
-               enter_whole_arrays: bool = False, local: LocalOptions | None = None
-               ) -> CompiledModel:
+               enter_whole_arrays: bool = False, local: LocalOptions | None = None,
+               fuse_switch: bool = True) -> CompiledModel:
     """The compiled model ``pickle`` loads: ``model`` compiled again for ``algorithm``."""
     missing = sorted({call.factor for call in model.statements} - set(FACTORS))
     if missing:
@@ -884,14 +887,14 @@ def _recompile(model: Model, algorithm: str, init: tuple[str, ...],
         "local_tolerance": local.tolerance, "local_restart": local.restart,
         "local_stop": local.stop}
     return compile_model(model, algorithm, init, enter_whole_arrays=enter_whole_arrays,
-                         **options)
+                         fuse_switch=fuse_switch, **options)
 
 
 def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
                   debug: bool = False, enter_whole_arrays: bool = False,
                   backend: str = "numpy", local: Any = None, local_iterations: int = 1,
                   local_tolerance: float | None = None, local_restart: bool = False,
-                  local_stop: str = "all", fuse_switch: bool = False) -> CompiledModel:
+                  local_stop: str = "all", fuse_switch: bool = True) -> CompiledModel:
     """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises.
 
     ``enter_whole_arrays``: the gate transform's alternative method (seed 001): an array
@@ -908,11 +911,12 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     ``local_tolerance`` and keeps its posterior, as scikit-learn's E-step stops each
     document; "all" (the default): the loop stops once no element moves.
     ``fuse_switch``: whether a VMP Switch over a plate with a Gaussian child becomes one
-    fused statement (``transforms.fuse_switch``, on the NumPy backend: ``FUSED_BACKENDS``).
-    Off by default: each sweep's posteriors are the gate path's (1e-10), but the
-    convergence test watches fewer messages, so a run stopped by ``tolerance`` may stop
-    a few sweeps earlier than the gate path and the other backends (37 points: 118
-    against 123 sweeps at 1e-6).
+    fused statement (``transforms.fuse_switch``, on the NumPy backend: ``FUSED_BACKENDS``;
+    False keeps the gate path).  On by default: each sweep's posteriors and bound are the
+    gate path's, and the convergence test watches the user's posteriors and the bound
+    (``watched``), so a run stopped by ``tolerance`` stops at the gate path's sweep, and
+    at JAX's and Dask's (gate path), with the same posteriors
+    (``tests/runtime/test_convergence_user.py``).
     """
     from factorflow.runtime.backends import backend_class
     cls = backend_class(backend)
@@ -930,8 +934,10 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
                                                     and cls.backend in FUSED_BACKENDS))
     generated = cls._generate_source(compilation.final)
     seconds = time.perf_counter() - start
-    return cls(model, algorithm, compilation, generated, seconds, names, enter_whole_arrays,
-               options)
+    compiled = cls(model, algorithm, compilation, generated, seconds, names,
+                   enter_whole_arrays, options)
+    compiled.fuse_switch = fuse_switch  # (a pickle compiles it again with the same)
+    return compiled
 
 
 def _local_options(model: Model, local: Any, iterations: Any, tolerance: Any, restart: Any,
