@@ -538,16 +538,19 @@ def watched(algorithm: str, posteriors: dict[str, Any],
     sweep a run stops at does not depend on how the program was compiled (a fused
     Switch has no clones) nor on the backend.
 
-    Why EP keeps the internal ones: an EP message to a gate's per-case value is a
-    quotient of the messages before it, and a schedule may pass a message through a
-    Switch's exit over several sweeps before any user posterior moves (oracle seed 9,
-    ``test_a_posterior_that_stands_still_while_a_switch_passes_its_message_on``: g1
-    stood still in sweeps 1-3).  Why VMP does not: every internal posterior under VMP is
-    recomputed in each sweep from the user's posteriors (a clone's is the forward message
-    of its variable's posterior; a per-case value's, the clone's and the exit's backward
-    message, both of the user's posteriors; a local is a copy), so it cannot move
-    while the user's stand still for the two sweeps the test asks
-    (``tests/runtime/test_convergence_user.py``)."""
+    Why EP keeps the internal ones: an EP message is a quotient of the messages before
+    it, and a schedule may pass a message through a gate's per-case values over several
+    sweeps before any user posterior moves: in a Switch nested in a Switch (identical
+    cases, y[n] ~ N(N(N(g1, 1), 1), 1)) the user's posteriors stand still in sweeps 6-7
+    while the per-case values move by 0.3, and watching the user's alone stops there with
+    g1 at its prior N(2, 1), not the exact N(1.35, 0.625)
+    (``tests/runtime/test_convergence_user.py``).  Why VMP does not: every internal
+    posterior under VMP is recomputed in each sweep from the user's posteriors (a clone's
+    is its variable's posterior entered into the gate; a per-case value's, the clone's
+    and the exit's backward message, both of user posteriors; a local is a copy), so it
+    lags them by at most one sweep and cannot move once they stood still for the two
+    sweeps in a row the test asks (checked on random gated models of the oracle, same
+    file)."""
     if algorithm == "vmp" or not internal:
         return posteriors
     return posteriors | internal
