@@ -222,6 +222,30 @@ def test_fused_default_and_gate_path_stop_at_the_same_sweep(case):
     _same(fused, _mixture_run(x, k, tolerance, priors, fuse_switch=False))
 
 
+@pytest.mark.parametrize("names", [(), ("means",), ("precs",), ("weights",),
+                                   ("means", "precs"), ("means", "weights")])
+def test_the_default_is_fused_where_its_sweeps_are_the_gate_path_s(names):
+    """By default the Switch is fused where the user initialises the means (else the
+    fused schedule updates the precisions before the means, the gate path after them:
+    other numbers at each sweep, the same fixed point); the default run, fused or not,
+    stops at the gate path's sweep with its posteriors (1e-10); ``fuse_switch=True``
+    fuses whatever is initialised."""
+    k, n = 3, 37
+    x = mix.data(k, n, 0)
+    values = {"means": mix.factorflow_init(x, k)["means"],
+              "precs": ff.distributions.Gamma(np.full(k, 2.0), rate=np.ones(k)),
+              "weights": ff.distributions.Dirichlet(np.array([1.0, 2.0, 3.0]))}
+    runs = []
+    for options in ({}, {"fuse_switch": False}):
+        compiled = mix.model(x, k).compile("vmp", init=list(names), **options)
+        assert ("SwitchGaussian" in compiled.source) == (not options and "means" in names)
+        runs.append(compiled.run(init={name: values[name] for name in names},
+                                 tolerance=1e-8, progress=False))
+    _same(*runs)
+    assert "SwitchGaussian" in mix.model(x, k).compile("vmp", init=list(names),
+                                                       fuse_switch=True).source
+
+
 #: (K, N, tolerance): the sweeps the fused path used to stop early at included
 #: (37 points at 1e-6: 118 against 123 sweeps; 300 points at 1e-4: 29 against 30)
 GRID = [(3, 37, 1e-6), (3, 300, 1e-4), (4, 120, 1e-8), (5, 60, "default")]
