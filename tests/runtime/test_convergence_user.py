@@ -22,6 +22,7 @@ from factorflow.runtime.compiled import ROUNDING, watched
 from tests.conftest import assert_close
 from tests.oracle import models
 from tests.oracle.build import build
+from tests.oracle.checks import _statistics as oracle_statistics
 
 NAMES = ("weights", "means", "precs", "z")
 
@@ -114,17 +115,8 @@ def test_vmp_stops_on_the_nested_switch_with_either_rule(monkeypatch):
 
 # ----- VMP on random gated models: the user's watch stops as near the fixed point -----------
 def _statistics(result: Any) -> dict[str, np.ndarray]:
-    out = {}
-    for name in result.posteriors:
-        d = result[name]
-        for attr in ("probs", "p"):
-            if hasattr(d, attr):
-                out[name] = np.ravel(np.asarray(getattr(d, attr), float))
-                break
-        else:
-            out[name] = np.concatenate([np.ravel(np.asarray(d.mean, float)),
-                                        np.ravel(np.asarray(d.variance, float))])
-    return out
+    """Each posterior's probabilities, or its means and variances (the oracle's)."""
+    return {name: oracle_statistics(result[name]) for name in result.posteriors}
 
 
 def _error(result: Any, reference: dict[str, np.ndarray]) -> float:
