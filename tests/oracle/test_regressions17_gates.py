@@ -183,6 +183,9 @@ def test_a_condition_between_defined_inside_the_exit_gate(spec):
     # and why the gates could not move, with the rewrite that is exact
     assert "around a gate on w0, which is defined inside that gate on e" in str(
         info.value) and "w0 one variable per case" in str(info.value), info.value
+    # and what the user's w0 would then be (gate18: the exit no gate factor computes)
+    assert "w0 is then the mixture of those variables weighted by P(z = k | e's case)" \
+        in str(info.value), info.value
     ep = Check(spec, "ep")
     run = ep.run(iterations=50)
     if run is not None:
