@@ -221,6 +221,15 @@ def test_the_refusals_rewrite_of_fuzz_seed_22_is_exact(algorithm):
     assert abs(result.log_evidence - np.log(1 - miss)) < 1e-12
     assert abs(float(result["v1"].p) - 0.95 / (1 - miss)) < 1e-12
     assert abs(float(result["v9_not_v1"].p) - 0.5 / (0.5 + 0.5 * 0.2)) < 1e-12
+    # the user's v9 (gate18): P(v9 | ¬v2) = Σ_k P(v1 = k | ¬v2) P(v9 | v1 = k, ¬v2), the
+    # weights ∝ P(v1 = k) P(¬v2, data | v1 = k) (v11 observed true: 0.2 where ¬v1 ¬v9), 0.5026;
+    # Gate.Exit's weights, q(v1 = k) alone, would give 0.5154: a silent wrong answer
+    both = np.array([0.95 * 0.8, 0.05 * 0.2 * (0.5 + 0.5 * 0.2)])
+    copies = np.array([float(result["v9_v1"].p), float(result["v9_not_v1"].p)])
+    exact = (0.95 * 0.8 * 0.5 + 0.05 * 0.2 * 0.5) / both.sum()
+    assert abs(both @ copies / both.sum() - exact) < 1e-12
+    q1 = float(result["v1"].p)
+    assert abs((q1 * copies[0] + (1 - q1) * copies[1]) - exact) > 0.01
 
 
 # ----- gate18: the exit a lifted refusal needs, derived and checked here ---------------
