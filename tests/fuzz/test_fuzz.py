@@ -569,3 +569,23 @@ def test_a_logic_of_a_condition_read_inside_its_gate_is_predicted(logic, gate, r
     kinds = {algorithm: run(spec, algorithm).kind for algorithm in ALGORITHMS}
     assert kinds["vmp"] == ("refused" if refusal else "finite"), kinds
     assert kinds["ep"] in ("finite", "unsupported"), kinds
+
+
+def test_fuzz_seed_24s_unrefused_models_are_predicted_to_run():
+    """Fuzz seed 24 (mixed, 2 runs of 10,000 "unrefused"): ``ff.constrain_true(v4)``,
+    v4 = ~v3, inside ``ff.Case(v3, 1)``; the generator predicted VMP's refusal of v4
+    read beside v3, and factorflow folds ~True to False there (a constraint that cannot
+    hold: the case has probability 0), under both algorithms."""
+    body = ("    v3 = ff.Bernoulli('v3', 0.35)",
+            "    v4 = ~v3",
+            "    with ff.Case(v3, 0):",
+            "        v5 = ff.Gaussian('v5', -3.0, variance=3.5)",
+            "        v7 = ff.Gaussian('v7', v5, precision=0.5, observed=2.5)",
+            "    with ff.Case(v3, 1):",
+            "        ff.constrain_true(v4)")
+    assert joint_read_refusal(_replay(*body)) == ()
+    spec = _spec(*body)
+    for algorithm in ALGORITHMS:
+        assert run(spec, algorithm).kind == "finite", algorithm
+    result = build(spec)["model"].infer("vmp", progress=False)
+    assert abs(float(result["v3"].p)) < 1e-12  # (ff.Case(v3, 1) is v3 true)
