@@ -29,6 +29,19 @@ the same statement reads ``e`` in the case, and the expectation is the joint's.
   correct rewrite, the block once per case of ``z`` with ``w`` one variable per case,
   would leave the user's ``w`` a mixture of those given ``e``'s case, which no gate
   factor computes, so the refusal says so and what to write (:func:`_blocker`).
+
+  The exit that would lift it (gate18, derived and checked, not built): factorflow
+  reports a variable drawn inside a gate by its posterior given the gate's case (EP and
+  VMP alike), so the user's ``w`` is P(w | e = c) = Σ_k P(z = k | e = c) P(w | z = k,
+  e = c), the copy ``w_k``'s posterior weighted by w_k ∝ q(z = k) · q(e = c | z = k),
+  normalised over the cases of ``z`` (those the enclosing gates allow).  Both factors
+  are what the run holds: q(z) the selector's posterior and q(e | z = k) the gate
+  transform's per-case clone of ``e`` (``e__cond_z[k]``), under VMP its factor of
+  q(z) q(e | z), under EP its belief in case k, whose messages from such a leaf factor
+  would be uniform (a mixture read by nothing sends nothing back, and adds nothing to
+  the evidence).  ``Gate.Exit`` weighs by q(z = k) alone.  On the per-case rewrite of
+  ``tests/oracle/test_regressions17_gates``' family these weights, from the run's own
+  posteriors, give enumeration's P(w | e = c) to 1e-9 wherever the run is exact.
 """
 
 from __future__ import annotations
@@ -324,7 +337,9 @@ def _refuse(stmt: Stmt, e: VarDecl, other: VarDecl, z: VarDecl, program: Program
                f"which is defined inside that gate on {ge}: moved outside it, the gate on "
                f"{gz} would read {w} where it is not defined, so nothing moves.  Write "
                f"that gate on {ge}'s block once per case of {gz}, inside ff.Case({gz}, k) "
-               f"for each k, {w} one variable per case.)")
+               f"for each k, {w} one variable per case: where {ge}'s case holds, {w} is "
+               f"then the mixture of those variables weighted by P({gz} = k | {ge}'s "
+               f"case), which no gate factor computes yet.)")
     both = f"{name[e.name]} and {name[other.name]}"
     beside = ("its selector" if other is z
               else "another variable that depends on the same case")

@@ -352,6 +352,11 @@ def _replay(*source: str) -> Writer:
                                    observed="observed=" in text))
             elif derived := re.match(r"(v\d+) = (v\d+ [<>] .+)$", text):  # a comparison
                 w.scope.append(Var(derived.group(1), derived.group(2), "bool", ()))
+            elif logic := re.match(r"(v\d+) = (?:~(v\d+)|(v\d+) ([&|]) (.+))$", text):
+                w.scope.append(Var(logic.group(1), text.split(" = ")[1], "bool", ()))
+                w.logic_of[logic.group(1)] = (
+                    ("~", (logic.group(2),)) if logic.group(2) else
+                    (logic.group(4), (logic.group(3), logic.group(5)))) + (text,)
     while blocks:
         blocks.pop().__exit__(None, None, None)
     return w
@@ -519,3 +524,68 @@ def test_copies_per_case_of_an_observed_statement_are_predicted(where, between, 
     kinds = {algorithm: run(spec, algorithm).kind for algorithm in ALGORITHMS}
     assert kinds["vmp"] == ("refused" if predicted else "finite"), kinds
     assert kinds["ep"] in ("finite", "unsupported"), kinds
+
+
+#: a gate on v1 (and v3, an exit of v1's gates), and a ~/&/| of v1 written before it
+LOGIC_OF_THE_CONDITION = ("    v1 = ff.Bernoulli('v1', 0.3)",
+                          "    v5 = ff.Bernoulli('v5', 0.6)",
+                          "    v7 = ff.Bernoulli('v7', 0.5)",
+                          "    with ff.If(v1):",
+                          "        v3 = ff.Bernoulli('v3', 0.2)",
+                          "    with ff.IfNot(v1):",
+                          "        v3 = ff.Bernoulli('v3', 0.7)",
+                          "    # exits v1: v3:bool",
+                          "    v2 = {logic}")
+
+
+@pytest.mark.parametrize("logic, gate, refusal", [
+    # inside a gate on v1 the gate decides v2: ~True is False, False | v7 is v7, True & v5
+    # is v5, False & v5 is False (fz24, model/factories._in_case): nothing reads v1 there
+    ("~v1", "ff.If(v1)", None),
+    ("~v1", "ff.IfNot(v1)", None),
+    ("v1 & v5", "ff.If(v1)", None),
+    ("v1 & v5", "ff.IfNot(v1)", None),
+    ("v5 | v1", "ff.If(v1)", None),
+    ("v5 | v1", "ff.IfNot(v1)", None),
+    ("v1 & True", "ff.Case(v1, 1)", None),
+    # v2 of v1 beside v3, an exit of v1's gates, outside them: nothing decides v1 there
+    ("~v1", "ff.If(v3)", "v4 = v2 | v7 reads v3 and "),
+    ("v1 & v5", "ff.IfNot(v3)", "v4 = v2 | v7 reads v3 and ")])
+def test_a_logic_of_a_condition_read_inside_its_gate_is_predicted(logic, gate, refusal):
+    """``joint_read_refusal`` against factorflow: a ``~``/``&``/``|`` of a latent
+    condition, read inside a gate on that condition, is its value there (the fuzz
+    generator predicted VMP's refusal, which fz24 lifted: fuzz seed 24, 2 runs
+    "unrefused"); read in a gate on an exit of the condition, it is refused.  The
+    generator's rule (``Writer.in_case``) is written apart from factorflow's."""
+    body = (*(line.format(logic=logic) for line in LOGIC_OF_THE_CONDITION),
+            f"    with {gate}:",
+            "        v4 = v2 | v7",
+            "        ff.constrain_true(v4)" if refusal is None else
+            "        v6 = ff.Bernoulli('v6', 0.5, observed=True)")
+    predicted = joint_read_refusal(_replay(*body))
+    assert predicted == ((refusal,) if refusal else ())
+    spec = _spec(*(line for line in body if "# exits" not in line), refusal=predicted,
+                 refused_by=("vmp",) if predicted else ())
+    kinds = {algorithm: run(spec, algorithm).kind for algorithm in ALGORITHMS}
+    assert kinds["vmp"] == ("refused" if refusal else "finite"), kinds
+    assert kinds["ep"] in ("finite", "unsupported"), kinds
+
+
+def test_fuzz_seed_24s_unrefused_models_are_predicted_to_run():
+    """Fuzz seed 24 (mixed, 2 runs of 10,000 "unrefused"): ``ff.constrain_true(v4)``,
+    v4 = ~v3, inside ``ff.Case(v3, 1)``; the generator predicted VMP's refusal of v4
+    read beside v3, and factorflow folds ~True to False there (a constraint that cannot
+    hold: the case has probability 0), under both algorithms."""
+    body = ("    v3 = ff.Bernoulli('v3', 0.35)",
+            "    v4 = ~v3",
+            "    with ff.Case(v3, 0):",
+            "        v5 = ff.Gaussian('v5', -3.0, variance=3.5)",
+            "        v7 = ff.Gaussian('v7', v5, precision=0.5, observed=2.5)",
+            "    with ff.Case(v3, 1):",
+            "        ff.constrain_true(v4)")
+    assert joint_read_refusal(_replay(*body)) == ()
+    spec = _spec(*body)
+    for algorithm in ALGORITHMS:
+        assert run(spec, algorithm).kind == "finite", algorithm
+    result = build(spec)["model"].infer("vmp", progress=False)
+    assert abs(float(result["v3"].p)) < 1e-12  # (ff.Case(v3, 1) is v3 true)

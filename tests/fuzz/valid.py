@@ -226,6 +226,10 @@ class Writer:
     #: the open gates on latent conditions (``cases``) where each variable is defined
     #: (an exit variable: around its gates)
     home: dict[str, tuple] = field(default_factory=dict)
+    #: each ``~``/``&``/``|`` variable: ident -> (form, its operands' texts, its line)
+    logic_of: dict[str, tuple[str, tuple[str, ...], str]] = field(default_factory=dict)
+    #: the kind of each open gate (If, IfNot, Case, Switch), latent or observed condition
+    gate_kinds: list[str] = field(default_factory=list)
 
     # ----- small helpers --------------------------------------------------------------
     def pick(self, options: Any) -> Any:
@@ -253,11 +257,74 @@ class Writer:
         self.known.update(scope)
         inputs = tuple(u for u in re.findall(r"\bv\d+\b", rhs)
                        if u in scope and not scope[u].observed)
+        if any(k != "Switch" for k in self.gate_kinds):  # a ~/&/| the gates decide
+            memo: dict[str, tuple[str, Any]] = {}
+            inputs = tuple(r for u in inputs for r in (
+                self.latent_reads(self.in_case(u, memo)) if u in self.logic_of else (u,)))
         output = lhs.group(1) if lhs and "observed=" not in rhs else None
         if lhs:
             self.home[lhs.group(1)] = tuple(self.cases)
         self.written.append(Written(line.strip(), tuple(self.cases), inputs, output,
                                     output is not None and not rhs.startswith("ff.")))
+
+    def in_case(self, text: str, memo: dict[str, tuple[str, Any]]) -> tuple[str, Any]:
+        """How factorflow reads the operand ``text`` where the gates open now hold
+        (``model/factories._in_case``, fuzz seed 24; written apart from it): ("value",
+        its value) where they decide it, a latent gate condition inside its own gate (its
+        case's value over the plates) or a ``~``/``&``/``|`` of values (``~True`` is
+        False, ``True & b`` is ``b``, ``False & b`` is False); else ("text", what is
+        read): ``text`` itself, or, where some operand of a ``~``/``&``/``|`` (a latent
+        one, defined over exactly the plates open here) is decided, a copy of it with the
+        values put in, written here (``Written``, named as its definition) before the
+        statement that reads it.  Only under a gate on a condition (not a Switch alone)."""
+        if text in memo:
+            return memo[text]
+        memo[text] = ("text", text)
+        shape = tuple(r.size for r in self.plates)
+        if not re.search(r"\b[vdr]\d+\b", text):  # a constant
+            return "value", np.asarray(eval(text, {"np": np, "float": float}), bool)
+        var = next((v for v in reversed(self.scope) if v.ident == text), None)
+        case = next((c for z, c in reversed(self.cases) if z == text), None)
+        if var is not None and not var.observed and case not in (None, "switch"):
+            memo[text] = ("value", np.full(shape, bool(case)))
+            return memo[text]
+        if (var is None or var.observed or text not in self.logic_of
+                or var.plates != tuple(self.plates)):
+            return memo[text]
+        form, operands, line = self.logic_of[text]
+        args = [self.in_case(a, memo) for a in operands]
+        known = [a[1] for a in args if a[0] == "value"]
+        folded = None
+        if form == "~" and known:
+            folded = ("value", ~known[0])
+        elif len(known) == 2:
+            folded = ("value", known[0] & known[1] if form == "&" else known[0] | known[1])
+        elif known and known[0].size:
+            other = next(a for a in args if a[0] != "value")
+            if np.all(known[0] == (form == "|")):  # True | b, False & b
+                folded = ("value", np.full(known[0].shape, form == "|"))
+            elif np.all(known[0] == (form == "&")):  # True & b, False | b
+                folded = other
+        if folded is not None:
+            memo[text] = folded
+            return folded
+        if all(a == ("text", o) for a, o in zip(args, operands, strict=True)):
+            return memo[text]  # nothing decided here
+        copy = f"{text}@{len(self.written)}"
+        self.known[copy] = Var(copy, var.name, "bool", var.plates)
+        self.home[copy] = tuple(self.cases)
+        self.written.append(Written(line, tuple(self.cases), tuple(
+            r for a in args for r in self.latent_reads(a)), copy, True))
+        memo[text] = ("text", copy)
+        return memo[text]
+
+    def latent_reads(self, read: tuple[str, Any]) -> tuple[str, ...]:
+        """The latent variables (and copies, ``in_case``) an ``in_case`` result reads."""
+        if read[0] == "value":
+            return ()
+        scope = {v.ident: v for v in self.scope}
+        return tuple(u for u in re.findall(r"\bv\d+(?:@\d+)?", read[1])
+                     if u in self.known and "@" in u or u in scope and not scope[u].observed)
 
     def allowed(self, kind: str) -> bool:
         return kind in KINDS[self.profile]
@@ -682,6 +749,7 @@ class Writer:
         form = self.pick(("&", "|", "~"))
         if form == "~":
             var = self.derived(f"~{a.ident}", "bool", a.roots)
+            self.logic_of[var.ident] = (form, (a.ident,), self.written[-1].line)
         else:
             b = self.second_operand("bool", a)
             roots = self.join(a.roots, self.roots(b))
@@ -692,6 +760,7 @@ class Writer:
                     b.startswith(("False", "np.")) and not np.any(eval(b, {"np": np}))):
                 roots = None  # a | True (always true: ~ of it cannot be constrained)
             var = self.derived(f"{a.ident} {form} {b}", "bool", roots)
+            self.logic_of[var.ident] = (form, (a.ident, b), self.written[-1].line)
         if self.flip(0.4):
             self.constrain_true(var)
 
@@ -885,6 +954,7 @@ class Writer:
             if z.domain == "bool" and frame.group(1) == "Case":
                 case = bool(case)
             self.cases.append((z.ident, case))
+        self.gate_kinds.append(frame.group(1))
         self.gates += 1
         self.gate_marks.append(mark)
         self.gate_serial += 1
@@ -895,6 +965,7 @@ class Writer:
             if latent:
                 self.cases.pop()
             self.gates -= 1
+            self.gate_kinds.pop()
             self.gate_marks.pop()
             self.gate_ids.pop()
         return self._Block(self, header, close)

@@ -183,6 +183,9 @@ def test_a_condition_between_defined_inside_the_exit_gate(spec):
     # and why the gates could not move, with the rewrite that is exact
     assert "around a gate on w0, which is defined inside that gate on e" in str(
         info.value) and "w0 one variable per case" in str(info.value), info.value
+    # and what the user's w0 would then be (gate18: the exit no gate factor computes)
+    assert "w0 is then the mixture of those variables weighted by P(z = k | e's case)" \
+        in str(info.value), info.value
     ep = Check(spec, "ep")
     run = ep.run(iterations=50)
     if run is not None:
@@ -218,3 +221,146 @@ def test_the_refusals_rewrite_of_fuzz_seed_22_is_exact(algorithm):
     assert abs(result.log_evidence - np.log(1 - miss)) < 1e-12
     assert abs(float(result["v1"].p) - 0.95 / (1 - miss)) < 1e-12
     assert abs(float(result["v9_not_v1"].p) - 0.5 / (0.5 + 0.5 * 0.2)) < 1e-12
+    # the user's v9 (gate18): P(v9 | ¬v2) = Σ_k P(v1 = k | ¬v2) P(v9 | v1 = k, ¬v2), the
+    # weights ∝ P(v1 = k) P(¬v2, data | v1 = k) (v11 observed true: 0.2 where ¬v1 ¬v9), 0.5026;
+    # Gate.Exit's weights, q(v1 = k) alone, would give 0.5154: a silent wrong answer
+    both = np.array([0.95 * 0.8, 0.05 * 0.2 * (0.5 + 0.5 * 0.2)])
+    copies = np.array([float(result["v9_v1"].p), float(result["v9_not_v1"].p)])
+    exact = (0.95 * 0.8 * 0.5 + 0.05 * 0.2 * 0.5) / both.sum()
+    assert abs(both @ copies / both.sum() - exact) < 1e-12
+    q1 = float(result["v1"].p)
+    assert abs((q1 * copies[0] + (1 - q1) * copies[1]) - exact) > 0.01
+
+
+# ----- gate18: the exit a lifted refusal needs, derived and checked here ---------------
+def test_a_variable_defined_in_a_gate_on_an_exit_is_reported_given_the_case():
+    """What factorflow reports today for ``v9`` drawn inside ``ff.IfNot(v2)``, v2 an exit
+    of the gates on v1: its posterior given the case, P(v9 | v2 = F, data) (Infer.NET's
+    answer for a variable defined in a gate), under EP and VMP alike (by enumeration).
+    The per-case rewrite must report the user's ``v9`` so too."""
+    with ff.Model("in-a-gate-on-an-exit") as model:
+        v1 = ff.Bernoulli("v1", 0.95)
+        with ff.If(v1):
+            v2 = ff.Bernoulli("v2", 0.2)
+        with ff.IfNot(v1):
+            v2 = ff.Bernoulli("v2", 0.8)
+        with ff.IfNot(v2):
+            v9 = ff.Bernoulli("v9", 0.5)
+            with ff.IfNot(v9):
+                ff.Bernoulli("y", 0.3, observed=True)
+    # P(v2 = F) = 0.95·0.8 + 0.05·0.2; given v2 = F, v9 ~ 0.5 [v9] + 0.5·0.3 [¬v9]
+    f = 0.95 * 0.8 + 0.05 * 0.2
+    z = (1 - f) + f * (0.5 + 0.5 * 0.3)
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm, iterations=50, progress=False)
+        assert abs(result.log_evidence - np.log(z)) < 1e-12, algorithm
+        assert abs(float(result["v9"].p) - 0.5 / (0.5 + 0.5 * 0.3)) < 1e-12, algorithm
+
+
+def per_case_rewrite(spec: Spec) -> Spec:
+    """The rewrite the VMP refusal of a ``between_models("inside")`` model asks for: the
+    gate on ``e`` (holding the conditions ``w`` it draws) written once per case k of
+    ``z``, inside the gate on z's case k, each ``w`` renamed ``w_k`` there (one variable
+    per case, existing where z = k and e's case hold), the gate on z inside reduced to
+    its body in its own case and dropped in the others (with the gates left empty)."""
+    plate = spec.body[0] if isinstance(spec.body[0], Plate) else None
+    body = plate.body if plate else spec.body
+    zgate = next(s for s in body if isinstance(s, Gate) and s.cond == "z")
+    egate = next(s for s in body if isinstance(s, Gate) and s.cond == "e"
+                 and len(s.branches) == 1)
+    ws = [d.name for d in egate.branches[0][1] if isinstance(d, Draw)]
+
+    def sub(stmts: tuple, i: int, k) -> tuple:
+        out: list = []
+        for s in stmts:
+            if isinstance(s, Draw):
+                out.append(Draw(f"{s.name}_{i}", s.family, s.args, s.observed)
+                           if s.name in ws else s)
+            elif isinstance(s, Gate) and s.cond == "z":
+                out += [x for case, b in s.branches if case == k for x in sub(b, i, k)]
+            elif isinstance(s, Gate):
+                branches = tuple((case, sub(b, i, k)) for case, b in s.branches)
+                branches = tuple((case, b) for case, b in branches if b)
+                if branches:
+                    out.append(Gate(s.kind, f"{s.cond}_{i}" if s.cond in ws else s.cond,
+                                    branches))
+        return tuple(out)
+
+    copies = Gate(zgate.kind, "z", tuple(
+        (k, (Gate(egate.kind, "e", ((egate.branches[0][0], sub(egate.branches[0][1], i, k)),)),))
+        for i, (k, _) in enumerate(zgate.branches)))
+    new = tuple(copies if s is egate else s for s in body)
+    if plate:
+        new = (Plate(plate.range, plate.size, new),)
+    return Spec(spec.family + "-per-case", new)
+
+
+def _case_index(kind: str, k) -> int:
+    """The position of case ``k`` on a gate's case axis (a boolean's case 0 is True)."""
+    return (0 if k else 1) if kind == "if" else int(k)
+
+
+def _value_index(k) -> int:
+    """The position of value ``k`` in a posterior's probabilities (a Bernoulli's
+    [1 − p, p]: True last)."""
+    return int(k)
+
+
+@SETTINGS
+@given(spec=between_models("inside"))
+def test_the_per_case_rewrite_and_the_exit_given_the_exits_case(tmp_path_factory, spec):
+    """The refusal's per-case rewrite (:func:`per_case_rewrite`) of a model with a
+    condition ``w`` drawn inside the gate on ``e`` is the same model (the exact log Z's
+    agree); EP on it is exact (log Z and every marginal to 1e-9), and so is VMP where
+    one ``w`` and no latent ``u`` lie inside (else its bound is at most log Z).
+
+    The user's ``w`` is then the mixture of the copies ``w_k`` weighted by
+    q(z = k) · q(e = c | z = k) (c the case of the gate on e), normalised over k:
+    P(w | e = c) = Σ_k P(z = k | e = c) P(w | z = k, e = c), the posterior given its
+    gate's case that factorflow reports for a variable drawn inside a gate
+    (:func:`test_a_variable_defined_in_a_gate_on_an_exit_is_reported_given_the_case`),
+    with P(z = k | e = c) ∝ P(z = k) P(e = c | z = k).  Computed from the run's own
+    posteriors (q(e | z = k) the gate transform's per-case clone of e), it matches the
+    enumeration of the original model to 1e-9 wherever the run is exact: the weights a
+    new exit factor must use (``Gate.Exit`` weighs by q(z = k) alone)."""
+    rewritten = per_case_rewrite(spec)
+    assume(np.prod([float(v.categories) ** len(v.slots()) for v in declared(
+        rewritten).values() if v.latent and v.domain in ("bool", "int")]) <= 4096)
+    zgate = next(s for s in (spec.body[0].body if isinstance(spec.body[0], Plate)
+                             else spec.body) if isinstance(s, Gate) and s.cond == "z")
+    egate = next(s for s in (spec.body[0].body if isinstance(spec.body[0], Plate)
+                             else spec.body) if isinstance(s, Gate) and s.cond == "e")
+    ecase = egate.branches[0][0]
+    ws = [d.name for d in egate.branches[0][1] if isinstance(d, Draw)]
+    inner_u = "u" in declared(spec)
+    for algorithm in ("ep", "vmp"):
+        c = Check(rewritten, algorithm)
+        original = Check(spec, algorithm).ref
+        assert abs(c.ref.log_z - original.log_z) <= 1e-9 * max(1.0, abs(original.log_z))
+        path = tmp_path_factory.mktemp(algorithm) / "run.ckpt"
+        try:
+            result = c._compile().run(iterations=300, progress=False, checkpoint=path)
+        except ff.ModelError as e:
+            raise AssertionError(f"{algorithm}: {e}\n{rewritten}") from None
+        exact = algorithm == "ep" or (len(ws) == 1 and not inner_u)
+        if not exact:
+            assert result.log_evidence <= original.log_z + 1e-9 * max(
+                1.0, abs(original.log_z)), rewritten
+            continue
+        _exact(c, Run(result, [], []))
+        c.verdict()
+        qz = _probs(result.posteriors[c.labels["z"]])
+        qe = _per_case(c, {"e": zgate}, path)["e"][1]  # [..., case of z, value of e]
+        cases = [k for k, _ in zgate.branches]
+        weight = np.stack([qz[..., _value_index(k)]
+                           * qe[..., _case_index(zgate.kind, k), _value_index(ecase)]
+                           for k in cases], axis=-1)
+        weight = weight / weight.sum(-1, keepdims=True)
+        for w in ws:
+            copies = np.stack([np.asarray(result[c.labels[f"{w}_{i}"]].p, float)
+                               for i in range(len(cases))], axis=-1)
+            mixture = np.sum(weight * copies, axis=-1)
+            expected = np.asarray(original.marginals[w].values["p"], float)
+            assert np.allclose(mixture, expected, rtol=0, atol=1e-9), (
+                f"{algorithm}: {w} {mixture} against P({w} | e = {ecase}) {expected}"
+                f"\n{spec}")
