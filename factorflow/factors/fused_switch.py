@@ -29,6 +29,15 @@ These are the messages the gate machinery sends through its clones in the same s
 posteriors and the bound are the same to rounding: no (N, K) Gaussian or Gamma message
 of a clone, no Bernoulli cases, no copies.  The data must be known (observed): the
 fusion applies only then.
+
+Under JAX (the same operators, traced) the logits are a ``rows_product`` S C of the
+data's statistics S = [1, x, x²]; the posterior of z folds E[log w] into C, and its
+normalisation is one loop over blocks of rows (``base._normalize_traced_product``)
+that also accumulates Sᵀ r.  The operators read that normalisation's probabilities
+(``_traced_responsibilities``), so the parameters' messages read Sᵀ r
+(``gaussian._traced_data_sums``) and the bound's term is Σ_jk C_jk (Sᵀ r)_jk
+(``runtime.backends.jax_bound``): the sweep makes one pass over the data
+(``tests/runtime/backends/test_jax_fused_switch.py``).
 """
 
 from __future__ import annotations

@@ -42,8 +42,9 @@ def _run(x: np.ndarray, k: int, backend: str, sweeps: int, trace: bool):
 # (K, N): K = 10 normalises block by block from 2 · 32768 / K = 6,554 rows, in blocks of
 # 8192 / K = 819 rows (7,001 = 8 blocks and an overlapping ninth); K = 25 from 2,622 rows,
 # blocks of 327 (3,001); K = 3 and 10 below the threshold (whole-array rows); N = 1
-@pytest.mark.parametrize(("k", "n"), [(3, 1), (10, 1), (3, 60), (10, 500), (10, 7001),
-                                      (25, 3001)])
+@pytest.mark.parametrize(("k", "n"), [(3, 1), (10, 1), (3, 60), (10, 500),
+                                      pytest.param(10, 7001, marks=pytest.mark.slow),
+                                      pytest.param(25, 3001, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("trace", [False, True])
 def test_jax_fused_equals_numpy_fused(k, n, trace):
     """The JAX backend's fused run equals NumPy's: every posterior's natural parameters
