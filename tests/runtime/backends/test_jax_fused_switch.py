@@ -72,11 +72,13 @@ def test_jax_fused_equals_numpy_fused(k, n, trace):
 def test_one_pass_over_the_data():
     """In the program XLA compiled for the 1-D mixture (K = 10) at N = 7,001, the fused
     sweep's loop body (a sweep and its bound) makes one pass over N-sized arrays, the
-    blocks' loop, as the gate path's (16 before the traced path read the normalisation's
-    sums)."""
+    blocks' loop, as the gate path's (6 before the traced path read the normalisation's
+    sums); below the blocks' threshold (N = 1,009) no more than the gate path's 10."""
     from benchmarks.bench_backends import passes
     assert passes("mixture1d", 7001, fuse_switch=True).startswith(
         "loop body, N = 7001: 1 passes over N-sized arrays (1 while)")
+    text = passes("mixture1d", 1009, fuse_switch=True)
+    assert int(text.split(": ")[1].split(" passes")[0]) <= 10, text
 
 
 def _poisoned(backend: str, value: float):
