@@ -49,6 +49,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -110,15 +111,17 @@ def _setup(model_name: str, n: int) -> tuple:
     return model, names, init
 
 
-def passes(model_name: str, n: int = 1009) -> str:
+def passes(model_name: str, n: int = 1009, **options: Any) -> str:
     """The loop body's passes over arrays with N = ``n`` along an axis in the program XLA
     compiled (``jax.jit(...).lower(...).compile().as_text()``: its fusions, copies and
-    library calls, one sweep and its bound), and the ``exp``/``log`` inside them."""
+    library calls, one sweep and its bound), and the ``exp``/``log`` inside them;
+    ``options`` go to ``compile`` (``fuse_switch``)."""
     import re
 
     import jax
     model, _, init = _setup(model_name, n)
-    compiled = model.compile("vmp", backend="jax", **({"init": list(init)} if init else {}))
+    compiled = model.compile("vmp", backend="jax", **({"init": list(init)} if init else {}),
+                             **options)
     compiled.run(init=init, iterations=3, tolerance=None, progress=False)
     (key,) = compiled._traced
     fn, info = compiled._traced[key]

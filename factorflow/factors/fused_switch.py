@@ -29,6 +29,15 @@ These are the messages the gate machinery sends through its clones in the same s
 posteriors and the bound are the same to rounding: no (N, K) Gaussian or Gamma message
 of a clone, no Bernoulli cases, no copies.  The data must be known (observed): the
 fusion applies only then.
+
+Under JAX (the same operators, traced) the logits are a ``rows_product`` S C of the
+data's statistics S = [1, x, x²]; the posterior of z folds E[log w] into C, and its
+normalisation is one loop over blocks of rows (``base._normalize_traced_product``)
+that also accumulates Sᵀ r.  The operators read that normalisation's probabilities
+(``_traced_responsibilities``), so the parameters' messages read Sᵀ r
+(``gaussian._traced_data_sums``) and the bound's term is Σ_jk C_jk (Sᵀ r)_jk
+(``runtime.backends.jax_bound``): the sweep makes one pass over the data
+(``tests/runtime/backends/test_jax_fused_switch.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ from __future__ import annotations
 import numpy as np
 
 from factorflow.distributions import Discrete, Gamma, Gaussian
-from factorflow.distributions.base import recall, remember, traced
+from factorflow.distributions.base import _recall_traced, recall, remember, traced
 from factorflow.factors import gaussian
 from factorflow.factors.common import Reduce, unsupported
 from factorflow.factors.registry import define_factor
@@ -83,12 +92,14 @@ def _responsibilities(selector) -> np.ndarray:
     without the case axis of length 1.  Remembered while the message lives, so that the
     mean's and the precision's messages read one array (and ``gaussian._data_sums``
     finds the sums it made for it)."""
-    hit = None if traced() else recall("switch_responsibilities", selector)
+    if traced():
+        return _traced_responsibilities(selector)
+    hit = recall("switch_responsibilities", selector)
     if hit is not None:
         return hit
     probs = None
     eta = selector.eta[0]
-    if not traced() and eta.ndim >= 2 and eta.shape[-2] == 1:
+    if eta.ndim >= 2 and eta.shape[-2] == 1:
         # the posterior itself (the array ``align_plates`` viewed): its probabilities as
         # its own normalisation made them (remembered), not normalised again for the view
         own = getattr(eta, "base", None)
@@ -98,9 +109,25 @@ def _responsibilities(selector) -> np.ndarray:
         probs = selector.probs
         if probs.ndim >= 2 and probs.shape[-2] == 1:
             probs = probs[..., 0, :]
-    if not traced():
-        remember("switch_responsibilities", selector, probs)
+    remember("switch_responsibilities", selector, probs)
     return probs
+
+
+def _traced_responsibilities(selector) -> np.ndarray:
+    """``_responsibilities`` under tracing: the probabilities of the posterior the
+    selector was laid out from (``kernels.align_plates``' ``"laid_out_from"``, NumPy's
+    ``.base``) as its normalisation made them — a mixture's: the fused one, one blocked
+    pass that also accumulated the data sums Sᵀ q and Σ_n q_nk
+    (``base._normalize_traced_product``), which ``gaussian._traced_data_sums``,
+    ``discrete._column_sums`` and the bound (``runtime.backends.jax_bound``) read, so
+    that no (N, K) array is read again; else the view's own probabilities."""
+    eta = selector.eta[0]
+    own = (_recall_traced("laid_out_from", eta) if eta.ndim >= 2 and eta.shape[-2] == 1
+           else None)
+    if own is not None and own.shape == eta.shape[:-2] + eta.shape[-1:]:
+        return Discrete.from_natural(own).probs
+    probs = selector.probs
+    return probs[..., 0, :] if probs.ndim >= 2 and probs.shape[-2] == 1 else probs
 
 
 def _component_sums(sample, weights, reduce: Reduce | None, component, family: type
@@ -109,8 +136,10 @@ def _component_sums(sample, weights, reduce: Reduce | None, component, family: t
     grid — the data a column, the component's posterior a K-vector of ``family`` — so
     that its message is a few K-vector operations on them (the formulas of the
     Gaussian's weighted paths, ``gaussian._mean_vmp`` / ``_reduced_square_diff``, the
-    same numbers); None otherwise (the caller takes those paths)."""
-    if (reduce is None or traced() or type(component) is not family
+    same numbers; under tracing the sums the responsibilities' fused normalisation
+    accumulated, ``gaussian._traced_data_sums``); None otherwise (the caller takes
+    those paths)."""
+    if (reduce is None or type(component) is not family
             or component.batch_shape != (reduce[0][-1],) or tuple(reduce[1]) != (0,)):
         return None
     return gaussian._data_sums(sample, weights, reduce)
@@ -166,8 +195,10 @@ def _average_log_factor(sample, selector, mean, precision, index) -> np.ndarray:
     """Σ_k r_nk E[log N(x_n; μ_k, 1/τ_k)] per datum (a term of responsibility 0 adds 0)."""
     q = _responsibilities(selector)
     ell = np.asarray(_case_log_likelihood(sample, mean, precision))
-    if traced():
-        return np.sum(q * ell, axis=-1)
+    if traced():  # (summed by the bound from the data sums the responsibilities'
+        # normalisation accumulated, Σ_jk C_jk (Sᵀ q)_jk, no (N, K) pass: jax_bound)
+        from factorflow.runtime.backends.jax_bound import row_term
+        return row_term(q, ell)
     fast = np.einsum("...k,...k->...", *np.broadcast_arrays(q, ell))
     if np.isfinite(fast).all():
         return fast

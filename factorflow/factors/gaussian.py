@@ -11,6 +11,8 @@ import numpy as np
 
 from factorflow.distributions import Distribution, Gamma, Gaussian
 from factorflow.distributions.base import (
+    _recall_traced,
+    _remember_traced,
     distinct,
     log_normalizer_or_zero,
     recall,
@@ -183,16 +185,23 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
 
 
 def _traced_data_sums(x: Any, weights: Any) -> tuple[Any, ...]:
-    """``_data_sums`` under tracing: the same one (3, N) × (N, K) product (the general
-    path's stacked columns were three passes over the weights in XLA), remembered for
-    the rest of the trace with the data it read, so that the mean's and the precision's
-    messages read one; Σ_n w_nk is remembered as the weights' ``"column_sums"`` (the
-    bound reads it: ``runtime.backends.jax_bound``)."""
-    from factorflow.distributions.base import _recall_traced, _remember_traced  # (copy's)
+    """``_data_sums`` under tracing: the sums Sᵀ q that the normalisation which made the
+    weights accumulated block by block over the same statistics S = [1, x, x²]
+    (``base._normalize_traced_product``: a mixture's responsibilities from its data's
+    evidence), where it did; else the same one (3, N) × (N, K) product as NumPy's (the
+    general path's stacked columns were three passes over the weights in XLA).
+    Remembered for the rest of the trace with the data it read, so that the mean's and
+    the precision's messages read one; Σ_n w_nk is remembered as the weights'
+    ``"column_sums"`` (the Dirichlet's counts and the bound read it:
+    ``discrete._column_sums``, ``runtime.backends.jax_bound``)."""
     hit = _recall_traced("data_sums", weights)
     if hit is not None and hit[0] is x:
         return hit[1]
-    sums = tuple(_data_columns(x, rows=False) @ weights)
+    fused = _recall_traced("rows_sums", weights)
+    if fused is not None and fused[0] is _data_columns(x, rows=True):
+        sums = tuple(fused[1])
+    else:
+        sums = tuple(_data_columns(x, rows=False) @ weights)
     _remember_traced("data_sums", weights, (x, sums))
     _remember_traced("column_sums", weights, sums[0])
     return sums

@@ -195,7 +195,14 @@ def _sample_stats(sample: np.ndarray, x: np.ndarray) -> np.ndarray:
     """``_data_stats(x)`` of the data ``x`` that ``_switch_data`` read from ``sample``,
     found first by the identity of ``sample`` (the run's data laid out once, read by
     every statement of every sweep: one lookup, no address read), else by the data's
-    memory (``by_data``)."""
+    memory (``by_data``).  Under tracing made once per ``sample`` (the run's data laid
+    out once) for the rest of the trace, and in the loops' bodies the program's
+    (``base.memo_of``), where each call made them anew from its own slice of the data:
+    the evidence's product, its normalisation and the weighted sums then read one
+    array, and a loop carries the evidence as the product's coefficients
+    (``runtime.backends.jax_carry``)."""
+    if traced():
+        return memo_of("vector_sample_stats", sample, lambda _: _data_stats(x))
     hit = recall("vector_sample_stats", sample)
     if hit is not None:
         return hit

@@ -9,7 +9,15 @@ from typing import Any
 import numpy as np
 
 from factorflow.distributions import Bernoulli
-from factorflow.distributions.base import Distribution, add_at, memo_of, set_at, strides, traced
+from factorflow.distributions.base import (
+    Distribution,
+    _remember_traced,
+    add_at,
+    memo_of,
+    set_at,
+    strides,
+    traced,
+)
 from factorflow.errors import ImproperMessageError, ImproperMessageWarning, ModelError
 from factorflow.factors.common import Deferred
 from factorflow.factors.variable import (
@@ -72,7 +80,12 @@ def align_plates(value: Any, positions: tuple[int, ...], ndim: int, event_ndim: 
             new[pos] = size
         return e.reshape(tuple(new) + e.shape[e.ndim - nd:])
     if isinstance(value, Distribution):
-        return value._map(lay)
+        out = value._map(lay)
+        if traced():  # (what each parameter was laid out from, for the readers that
+            # find a normalisation made of it: NumPy's ``.base``, ``fused_switch``)
+            for new, own in zip(out.eta, value.eta, strict=True):
+                _remember_traced("laid_out_from", new, own)
+        return out
     if traced():  # one layout a trace while the array lives: the statements that read
         # the same data read one array, and what is made of it is made once (by_data)
         return memo_of(f"align_plates {positions} {ndim} {event_ndim}", value,

@@ -54,13 +54,11 @@ from factorflow.ir.nodes import For, If, Node, Ref, Stmt, refs_in, walk
 FUSED_OP = "SwitchGaussian"
 
 
-#: the backends the fused statement is on; the others keep the gate path: Dask (its
-#: chunked reductions, task counts and stores are tested on the gate path's statements;
-#: the fused operators' ``.base`` read failed on chunks), JAX (the fused run gives the
-#: same posteriors to 1e-11, but its loop made 16 passes over N-sized arrays against the
-#: gate path's 10, and improper responsibilities were no longer named:
-#: ``tests/runtime/backends/test_jax_fused.py``)
-FUSED_BACKENDS = frozenset({"numpy"})
+#: the backends the fused statement is on; Dask keeps the gate path (its chunked
+#: reductions, task counts and stores are tested on the gate path's statements; the
+#: fused operators' ``.base`` read failed on chunks).  JAX runs it in one blocked pass
+#: over the data (``tests/runtime/backends/test_jax_fused_switch.py``)
+FUSED_BACKENDS = frozenset({"numpy", "jax"})
 
 
 @dataclass(frozen=True)

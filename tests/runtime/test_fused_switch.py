@@ -116,25 +116,17 @@ def test_a_latent_sample_is_refused_by_name():
                                None, reduce=((30, 4), (0,)))
 
 
-def test_the_jax_backend_keeps_the_gate_path_and_the_fused_operators_trace():
-    """The fusion is off under JAX (``fuse_switch.FUSED_BACKENDS``: its loop passes and
-    improper-responsibility errors are tested on the gate path); the fused program
-    itself traces and gives NumPy's numbers (1e-10), for when it is turned on."""
+def test_the_jax_backend_runs_the_fused_statement():
+    """The fusion is on under JAX too (``fuse_switch.FUSED_BACKENDS``): the fused program
+    traces and gives the gate path's numbers (1e-10); its passes, sizes and errors
+    against NumPy's fused run: ``tests/runtime/backends/test_jax_fused_switch.py``."""
     import pytest
     pytest.importorskip("jax")
-    from factorflow.runtime.compiled import compile_model
-    from factorflow.transforms import fuse_switch
     x, k = mix.data(3, 60, 2), 3
     init = mix.factorflow_init(x, k)
-    assert "SwitchGaussian" not in mix.model(x, k).compile(
-        "vmp", init=["means"], backend="jax", fuse_switch=True).source
     gate = _run(x, k, mix.Priors(), 7, False, False)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fuse_switch, "FUSED_BACKENDS", frozenset({"numpy", "jax"}))
-        import factorflow.runtime.compiled as compiled_module
-        patch.setattr(compiled_module, "FUSED_BACKENDS", frozenset({"numpy", "jax"}))
-        compiled = compile_model(mix.model(x, k), "vmp", ["means"], backend="jax",
-                                 fuse_switch=True)
+    compiled = mix.model(x, k).compile("vmp", init=["means"], backend="jax",
+                                       fuse_switch=True)
     assert "SwitchGaussian" in compiled.source
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ff.ConvergenceWarning)

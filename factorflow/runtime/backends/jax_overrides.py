@@ -19,14 +19,14 @@ so a change to one that the other lacks fails there.
 The kernels' fast paths chosen by values are chosen by the kernels themselves on what
 is known while tracing (``distributions.base``: ``is_arange``, ``log_normalize``;
 ``factors.vector_gaussian``'s sufficient statistics); ``tests/runtime/backends/
-test_jax_fast_paths.py`` compares each with its NumPy kernel.  Three kernels of the
-factors are overridden for the fused normalisation of a mixture's responsibilities
-(``base._normalize_traced_product``) only, each reading what it accumulated where it
-did and computing as written otherwise: ``discrete._column_sums`` and
-``gaussian._traced_data_sums`` (the Dirichlet's counts, the data's weighted sums), and
-``vector_gaussian._sample_stats`` (the data's statistics made once per trace, so that
-the evidence, its normalisation and the sums read one array);
-``tests/runtime/backends/test_jax_blocks.py`` compares the runs with NumPy's.
+test_jax_fast_paths.py`` compares each with its NumPy kernel.  So do the kernels that
+read what the fused normalisation of a mixture's responsibilities accumulated
+(``base._normalize_traced_product``): ``discrete._column_sums``,
+``gaussian._traced_data_sums``, ``vector_gaussian._sample_stats`` and the fused
+Switch's operators (``factors.fused_switch``) take their traced paths in their own
+modules; ``tests/runtime/backends/test_jax_blocks.py`` and ``test_jax_fused_switch.py``
+compare the runs with NumPy's.  Nothing here but the checks (``test_jax_kernels``
+pins the list).
 
 An override is written as if it stood in its module: it is installed with the copied
 module's globals, so ``np`` is ``jax.numpy`` there and every other name (``E``,
@@ -42,8 +42,6 @@ from typing import Any
 
 import jax.numpy as np
 
-from factorflow.factors.gaussian import _data_columns
-from factorflow.factors.vector_gaussian import _data_stats
 from factorflow.runtime.backends.jax_loop import CHECKS
 from factorflow.runtime.kernels import leading, where_mask
 
@@ -154,53 +152,6 @@ def _proper(d: Any) -> Any:
         ok = ok & ~(nan.any(axis=tuple(range(ok.ndim, nan.ndim))) if nan.ndim > ok.ndim
                     else nan)
     return ok
-
-
-@override("factorflow.factors.discrete", "_column_sums")
-def _column_sums(probs: Any, reduce: Any) -> Any:
-    """``discrete._column_sums`` under tracing: Σ_n q_nk of (N, K) probabilities where a
-    fused normalisation accumulated them (``base._normalize_traced_product``, or the data
-    sums, ``_traced_data_sums``), so that the Dirichlet's message reads no (N, K)
-    array; else None (the caller's general path)."""
-    from factorflow.distributions.base import _recall_traced  # (the copy's)
-    shape, axes = reduce
-    if (getattr(probs, "ndim", 0) != 2 or len(shape) != 1 or tuple(axes) != (0,)
-            or probs.shape[0] != shape[0]):
-        return None
-    return _recall_traced("column_sums", probs)
-
-
-@override("factorflow.factors.gaussian", "_traced_data_sums")
-def _traced_data_sums(x: Any, weights: Any) -> tuple[Any, ...]:
-    """``gaussian._traced_data_sums``, reading the sums Sᵀ q that the normalisation which
-    made the weights accumulated block by block over the same statistics S = [1, x, x²]
-    (``base._normalize_traced_product``: a mixture's responsibilities from its data's
-    evidence), where it did; else the same (3, N) × (N, K) product.  Remembered as
-    there."""
-    from factorflow.distributions.base import _recall_traced, _remember_traced  # (copy's)
-    hit = _recall_traced("data_sums", weights)
-    if hit is not None and hit[0] is x:
-        return hit[1]
-    fused = _recall_traced("rows_sums", weights)
-    if fused is not None and fused[0] is _data_columns(x, rows=True):
-        sums = tuple(fused[1])
-    else:
-        sums = tuple(_data_columns(x, rows=False) @ weights)
-    _remember_traced("data_sums", weights, (x, sums))
-    _remember_traced("column_sums", weights, sums[0])
-    return sums
-
-
-@override("factorflow.factors.vector_gaussian", "_sample_stats")
-def _sample_stats(sample: Any, x: Any) -> Any:
-    """``vector_gaussian._sample_stats`` under tracing: the data's statistics made once
-    per ``sample`` (the run's data laid out once) for the rest of the trace, and in the
-    loops' bodies the program's (``base.memo_of``), where each call made them anew from
-    its own slice of the data: the evidence's product, its normalisation and the
-    weighted sums then read one array, and a loop carries the evidence as the product's
-    coefficients (``jax_carry``)."""
-    from factorflow.distributions.base import memo_of  # (the copy's)
-    return memo_of("vector_sample_stats", sample, lambda _: _data_stats(x))
 
 
 @override(KERNELS, "check_proper_input")

@@ -144,15 +144,14 @@ def test_the_overrides_are_the_checks():
     ``arange`` test, the normalisation, the VMP bound's terms, a mixture's data sums and
     the D-dimensional mixture's sufficient statistics choose under tracing themselves;
     each fast path is compared with its NumPy kernel in ``test_jax_fast_paths`` and
-    ``test_jax_fused``.  Besides, three kernels read what the fused normalisation of a
-    mixture's responsibilities accumulated (``test_jax_blocks``)."""
+    ``test_jax_fused``, and the kernels that read what the fused normalisation of a
+    mixture's responsibilities accumulated (``discrete._column_sums``,
+    ``gaussian._traced_data_sums``, ``vector_gaussian._sample_stats``) choose too
+    (``test_jax_blocks``, ``test_jax_fused_switch``)."""
     assert {m: set(f) for m, f in OVERRIDES.items()} == {
         "factorflow.runtime.kernels": {
             "check_proper", "_proper_witness", "_remade", "_proper", "check_proper_input",
-            "skip_improper", "initial"},
-        "factorflow.factors.discrete": {"_column_sums"},
-        "factorflow.factors.gaussian": {"_traced_data_sums"},
-        "factorflow.factors.vector_gaussian": {"_sample_stats"}}
+            "skip_improper", "initial"}}
 
 
 @pytest.mark.parametrize("seed", range(20))
