@@ -252,7 +252,7 @@ def test_three_weighted_sums_of_one_variable_one_update():
     assert "scale=" not in calls[0]  # the plain sum's array carries the update
 
 
-# ----- the fallback of dependency_info._refresh_before_block_updates --------------------
+# ----- sums of arrays of several variables (transforms.linear_sums) ---------------------
 def _plus_sums(second: str):
     """x[i], z[i] ~ N(0, 1); Σ (x + z) observed, and Σ z or Σ (x − z)."""
     with ff.Model() as model:
@@ -282,8 +282,9 @@ def test_sums_of_arrays_of_several_variables_compile_and_reach_the_fixed_point(n
     """VMP sums whose array is computed from two variables (x + z): their block updates'
     refresh edges would leave the scheduler nothing to run (each message
     into x or z, now triggering its posterior, reads the other's posterior: a cycle of
-    reads of messages all made invalid at once; ScheduleError before).  Those updates
-    keep their old schedule (the fallback), and reach the mean-field optimum (1e-9)."""
+    reads of messages all made invalid at once; ScheduleError before, then sum17's
+    fallback).  Each is now the sum of one-variable sums (``transforms.linear_sums``),
+    and reaches the mean-field optimum (1e-9)."""
     model, factors, moments = MODELS[name]()
     mean, var = mean_field_fixed_point(factors, 6)
     result = model.compile("vmp").run(iterations=3000, tolerance=1e-13)
@@ -304,11 +305,13 @@ def _refresh_edges(model: ff.Model) -> set[tuple[str, str]]:
             .Dep.FRESH and stmts[b].param("previous") and a.endswith("__F")}
 
 
-def test_the_refresh_falls_back_only_where_it_would_leave_no_schedule():
-    """With ``ff.sum(x + z)`` the block update keeps its old schedule (no Fresh reads of
-    the priors' messages); ``ff.sum(x)`` beside it, and alone, gets its refresh."""
+def test_every_sum_of_one_variable_gets_its_refresh():
+    """``ff.sum(x + z)`` is ``ff.sum(x) + ff.sum(z)`` under VMP (``transforms.linear_sums``;
+    sum17's fallback kept its update's old schedule, with no Fresh reads of the priors'
+    messages): each sum of one variable gets its refresh, x's own and z's one block over
+    its two sums (of x + z and of z); ``ff.sum(x)`` alone, as before."""
     model, _, _ = _plus_sums("z")
-    assert _refresh_edges(model) == {("v_z__F", "v_z__use1__B")}  # Σ z's, not Σ (x + z)'s
+    assert _refresh_edges(model) == {("v_x__F", "v_x__use1__B"), ("v_z__F", "v_z__use1__B")}
     with ff.Model() as alone:
         n = ff.Range("n", 3)
         with ff.Plate(n):
