@@ -27,7 +27,10 @@ A term is a sub-tree over one latent variable (``x``, ``c * x``, ``x + 1.0``): i
 the one-variable sum as before.  A term the pass cannot sum (an observed array, a
 per-element constant array, a gathered index) leaves the sum as it is; the scheduler
 then refuses it by name (``dependency_info._refuse_not_ascent``).  A sum of one latent
-variable is never touched (its program is unchanged, bit for bit).  Under EP the pass
+variable is never touched (its program is unchanged, bit for bit), nor a sum over an
+outer plate of sums of several variables (``Σ_k s[k]``, ``s[k] = Σ_n (x + z)``): split
+too, its inner sums each had a second use, the dead ``s``, and the run went NaN; it is
+refused by name as before.  Under EP the pass
 does nothing: EP's sum is exact as written, and splitting it would close a loop where
 the array has another use.
 """
@@ -40,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from factorflow.codegen.names import display, fresh, token
+from factorflow.errors import UnsupportedFactorError
 from factorflow.ir import Const, For, If, Program, Ref, Stmt, VarDecl
 from factorflow.ir.nodes import Node, Operand, walk
 
@@ -95,9 +99,21 @@ def _split(stmt: Stmt, decls: dict[str, VarDecl], defined: dict[str, Stmt],
     size = sizes.get(plate)
     if not isinstance(size, int | np.integer) or isinstance(size, bool):
         return None
-    if len(_roots(array, decls, defined)) < 2:
+    roots = _roots(array, decls, defined)
+    broadcast = sorted(r for r in roots if decls[r].plates != index)
+    if len(roots) < 2 and not broadcast:
         return None  # one variable's sum (or one opaque term): as before
+    if any(r in defined and defined[r].op == "PlateSum" for r in roots):
+        return None  # a sum of such sums (Σ_k (Σ_n x + Σ_n z)): split, it diverged
     tree = _tree(array, index, int(size), decls, defined)
+    if tree is None and broadcast:
+        raise UnsupportedFactorError(
+            f"{stmt.provenance or 'ff.sum'}: VMP cannot sum over {display(plate)} an array "
+            f"computed from {decls[broadcast[0]].label!r}, which lacks that plate (its "
+            "update would take the array's elements for independent ones), other than "
+            "as a linear combination with scales constant along the plate; write that "
+            f"term's sum out, e.g. {size} * {decls[broadcast[0]].label} or "
+            f"np.sum(c) * {decls[broadcast[0]].label}.")
     if tree is None:
         return None
     (out,) = stmt.outputs
@@ -132,6 +148,7 @@ def _split(stmt: Stmt, decls: dict[str, VarDecl], defined: dict[str, Stmt],
                 fresh(out.var, "part", taken)
             new.append(VarDecl(name, "random", "real", None, total.plates, None, label,
                                (("derived", True), ("where", stmt.provenance))))
+            decls[name] = new[-1]  # (a sum of these sums reads them)
             target = Ref(name, out.index)
         made.append(Stmt(op, (target,), inputs, (), stmt.provenance))
         defined[target.var] = made[-1]
@@ -175,8 +192,8 @@ def _tree(ref: Operand, index: tuple[str, ...], size: int, decls: dict[str, VarD
     if ref.index != index:
         return None
     roots = _roots(ref, decls, defined)
-    if len(roots) == 1:
-        return ("sum", ref)
+    if len(roots) == 1 and decls[next(iter(roots))].plates == index:
+        return ("sum", ref)  # one variable's elements (x, c * x, x + 1.0): as before
     stmt = defined[ref.var]
     if stmt.outputs[0].index != index:
         return None
