@@ -57,7 +57,10 @@ _Tree = tuple[Any, ...]
 def split_linear_sums(program: Program, algorithm: str) -> Program:
     """``program`` with every VMP ``PlateSum`` of a linear combination of two or more
     latent variables written as that combination of one-variable sums (see the module
-    docstring); ``program`` itself under any other algorithm or where there is none."""
+    docstring); ``program`` itself under any other algorithm or where there is none.
+    Raises UnsupportedFactorError, naming the sum, where a latent without the summed
+    plate enters its array other than with scales constant along the plate (its
+    one-variable update would take the broadcast elements for independent ones)."""
     if algorithm != "vmp":
         return program
     decls = {d.name: d for d in program.decls}
