@@ -79,7 +79,7 @@ def test_bad_pass_in_a_subprocess_exits_1_with_one_line(files):
                       cwd=files)
     assert done.returncode == 1 and done.stdout == "" and "Traceback" not in done.stderr
     assert done.stderr.strip() == ("factorflow compile: error: unknown pass 'gate'; the "
-                                   "passes are model, fusion, gates, sums, channels, messages, "
+                                   "passes are model, fusion, gates, channels, messages, "
                                    "pruning, schedule.")
 
 

@@ -1,6 +1,7 @@
 """Linear sums (VMP): ``ff.sum(x + z, n)`` becomes ``ff.sum(x, n) + ff.sum(z, n)``.
 
-Input and output: the lowered program (before ``channels``).  Under VMP, the update of an
+Input and output: the lowered program, at the start of the ``channels`` stage (the pass
+list stays as it was).  Under VMP, the update of an
 ``ff.sum``'s elements (``factors.plate_sum``) is a block update of the one variable whose
 elements they are: it reads their posterior q and divides out its own last message to
 see their other messages.  Where the summed array is computed from several latent
