@@ -30,12 +30,11 @@ the loop stays sequential.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from factorflow.codegen.names import forward, marginal
-from factorflow.errors import ScheduleWarning
+from factorflow.codegen.names import display, forward, marginal
+from factorflow.errors import UnsupportedFactorError
 from factorflow.factors.registry import FACTORS, Operator
 from factorflow.factors.variable import NODE_ANNOTATIONS
 from factorflow.ir import Program, Ref, Stmt, refs_in
@@ -238,15 +237,19 @@ def _refresh_before_block_updates(stmts: list[Stmt], writer: dict[str, list[str]
       q up to date after that update; Fresh both ways would close a cycle).
 
     The block updates are taken in program order, each with its edges where the graph
-    stays schedulable with them (``_schedulable``), else left with its old schedule.
+    stays schedulable with them (``_schedulable``), else left with its old schedule
+    where its q comes from one variable, and refused by name where it comes from
+    several (``_refuse_not_ascent``: no coordinate ascent; a linear combination of
+    several variables never gets here, ``transforms.linear_sums`` splits its sum).
     The edges close no cycle of Trigger or of Fresh edges (every VMP operator annotated
     Trigger sends to a derived variable, whose posterior and backward message read
     their messages Fresh, not Trigger, off a chain; a Fresh path from an update runs
     along its way back, whose reads into the roots lose Fresh here, and a root's
     posterior is read by Trigger, not Fresh); but they can close a cycle of reads whose
-    statements a Trigger each makes invalid: with ``ff.sum(x + z, n)`` the messages to
-    x and to z now trigger their posteriors, and each reads the other's posterior
-    (ScheduleError before; ``test_regressions17_sums``)."""
+    statements a Trigger each makes invalid: with ``ff.sum(x * w, n)`` the messages to
+    x and to w would trigger their posteriors, and each reads the other's posterior
+    (ScheduleError before sum17, a ScheduleWarning before sum18;
+    ``test_regressions17_sumref``)."""
     by_label = {node_label(s): s for s in stmts if s.outputs}
     derived = {s.param("target") for s in stmts if s.op == "Variable.marginal"
                and s.param("derived")}
@@ -266,22 +269,28 @@ def _refresh_before_block_updates(stmts: list[Stmt], writer: dict[str, list[str]
         if _schedulable(_block_edges(kept + [block], by_label, writers, edges)):
             kept.append(block)
         elif len(block.roots) > 1:  # (a sum of sums of one variable reaches its optimum)
-            _warn_not_ascent(by_label[block.update])
+            _refuse_not_ascent(by_label[block.update], block.roots, by_label)
     edges.update(_block_edges(kept, by_label, writers, edges))
 
 
-def _warn_not_ascent(update: Stmt) -> None:
-    """ScheduleWarning: the VMP block update ``update`` keeps its old schedule (its
-    refresh edges would leave none), so its sweep is not coordinate ascent: with
-    ``ff.sum(x + z, n)`` or ``ff.sum(x * w, n)`` (w latent) the bound can fall and the run
-    diverge (test_regressions17_sumref: falls of 0.27 and NaN posteriors on small
-    derandomised models; on main these models raised ScheduleError)."""
-    warnings.warn(
-        f"{update.provenance or update.op}: the VMP update of this ff.sum's array, computed "
-        "from several latent variables, cannot be scheduled as coordinate ascent; the "
-        "bound may fall and the run may not converge or diverge.  Use 'ep', or sum each "
-        "variable's elements separately (ff.sum(x, n) + ff.sum(z, n)).", ScheduleWarning,
-        stacklevel=2)
+def _refuse_not_ascent(update: Stmt, roots: frozenset[str],
+                       by_label: dict[str, Stmt]) -> None:
+    """UnsupportedFactorError naming the ``ff.sum`` whose VMP block update ``update``
+    cannot be scheduled as coordinate ascent (its refresh edges would leave no
+    schedule): its array is computed from several latent variables (``roots``) in a way
+    ``transforms.linear_sums`` does not split into one-variable sums, e.g.
+    ``ff.sum(x * w, n)`` with w latent per element.  Before, a ScheduleWarning, and the
+    run's bound fell and its posteriors went NaN (test_regressions17_sumref: 138 of 256
+    small x * w models did not converge, the bound falling by up to 5e4)."""
+    names = sorted({display(by_label[r].param("target")) for r in roots})
+    raise UnsupportedFactorError(
+        f"{update.provenance or update.op}: VMP cannot update the elements of this "
+        f"ff.sum's array, computed from several latent variables ({', '.join(names)}) "
+        "other than as a linear combination of them, as coordinate ascent (the bound "
+        "would fall and the run diverge).  Sum a linear combination (ff.sum(x + z, n), "
+        "ff.sum(x, n) + ff.sum(z, n)); for a product by a latent w without the plate, "
+        "write w * ff.sum(x, n); else make the summed array a latent with its own "
+        "precision, e.g. p = ff.Gaussian('p', x * w, precision=100.0), and sum p.")
 
 
 def _schedulable(edges: dict[tuple[str, str], Dep]) -> bool:

@@ -11,6 +11,7 @@ from factorflow.transforms.channels import channels
 from factorflow.transforms.fuse_switch import FuseSwitchOptions, fuse_switches
 from factorflow.transforms.fusion import fuse
 from factorflow.transforms.gates import GateOptions, gates
+from factorflow.transforms.linear_sums import split_linear_sums
 from factorflow.transforms.local_loop import LocalOptions, local_loops
 from factorflow.transforms.lower import Bindings, lower
 from factorflow.transforms.messages import messages
@@ -62,7 +63,8 @@ def pipeline(algorithm: str, user_initialized: frozenset[str] = frozenset(),
                                                 fuse_switch or FuseSwitchOptions())),
         Stage("gates", lambda p: gates(p, replace(gate_options or GateOptions(),
                                                   algorithm=algorithm))),
-        Stage("channels", channels),
+        # (under VMP a sum of several latents first becomes a combination of their sums)
+        Stage("channels", lambda p: channels(split_linear_sums(p, algorithm))),
         Stage("messages", lambda p: messages(p, algorithm)),
         Stage("pruning", prune),
         Stage("schedule", scheduled),
