@@ -1,5 +1,6 @@
-"""Fused Switch pass (VMP): a Gaussian child in every case of a ``Switch`` over a plate
-becomes one ``SwitchGaussian`` statement (``factors.fused_switch``).
+"""Fused Switch pass (VMP): a Gaussian or VectorGaussian child in every case of a
+``Switch`` over a plate becomes one ``SwitchGaussian`` (``factors.fused_switch``) or
+``SwitchVectorGaussian`` (``factors.fused_vector_switch``) statement.
 
 Lowered, ``with ff.Switch(z): ff.Gaussian("x", means[z], precision=precs[z],
 observed=x)`` inside a plate n is ::
@@ -22,7 +23,13 @@ the data's sufficient statistics, so the block is rewritten as ::
             x[n] = SwitchGaussian(selector=z[n], mean=means[k], precision=precs[k], index: k)
 
 whose messages are one (N, K) array of logits to z and (K,)-sized contractions to the
-parameters (the same numbers to rounding; see ``factors.fused_switch``).
+parameters (the same numbers to rounding; see ``factors.fused_switch``).  The
+D-dimensional case, ``ff.VectorGaussian("x", means[z], precision=precs[z], observed=x)``
+with VectorGaussian means and Wishart precisions (``examples/gaussian_mixture.py``), is
+rewritten the same way into ``SwitchVectorGaussian``: its logits are one product of the
+data's statistics [1, x, x xᵀ] with the components' expected natural parameters, its
+messages to the components (K, D) and (K, D, D) contractions of them with the
+responsibilities (``FUSED_OPS``).
 
 A block is fused only when all of these hold, and is left as it is otherwise (the gate
 transform then converts it, and reports any error in it):
@@ -32,14 +39,14 @@ transform then converts it, and reports any error in it):
   around it, not initialised by the user, read by nothing but this one switch (its
   condition and the two indices below); its
   number of values is the size of the switch's range;
-* the switch's only statement is a ``Gaussian`` defining an observed x at the same
-  loops (no other factor in the case, no nested gate: the block is not inside another
-  ``If``);
+* the switch's only statement is a ``Gaussian`` or a ``VectorGaussian`` (``FUSED_OPS``)
+  defining an observed x at the same loops (no other factor in the case, no nested
+  gate: the block is not inside another ``If``);
 * its mean and precision are ``a[z[loops]]`` of random variables over the switch's
   range alone (``means[k]``, ``precs[k]``), other than z and x.
 
 Guarantees: the program is unchanged where nothing is fused; each fused statement keeps
-the provenance (the model line) of the Gaussian it replaces.
+the provenance (the model line) of the statement it replaces.
 """
 
 from __future__ import annotations
@@ -52,6 +59,10 @@ from factorflow.ir.nodes import For, If, Node, Ref, Stmt, refs_in, walk
 
 #: the statement a fused switch becomes
 FUSED_OP = "SwitchGaussian"
+
+#: the case statement each fused statement replaces → the fused statement
+#: (``factors.fused_switch``, ``factors.fused_vector_switch``)
+FUSED_OPS = {"Gaussian": FUSED_OP, "VectorGaussian": "SwitchVectorGaussian"}
 
 
 #: the backends the fused statement is on; the others keep the gate path: Dask (its
@@ -101,15 +112,15 @@ def _indexed_by(operand: object, z: Ref, k: str, program: Program) -> bool:
 
 def _fused(program: Program, node: Node, loops: tuple[str, ...], reads: Counter[str],
            initialized: frozenset[str]) -> For | None:
-    """``node`` (a ``for k: if z[loops] == k: x = Gaussian(...)``) as its fused
-    statement in the same ``for k``, or None where the pattern does not hold."""
+    """``node`` (a ``for k: if z[loops] == k: x = Gaussian(...)``, or a VectorGaussian) as
+    its fused statement in the same ``for k``, or None where the pattern does not hold."""
     if not (isinstance(node, For) and len(node.body) == 1 and isinstance(node.body[0], If)):
         return None
     k, gate = node.range, node.body[0]
     if gate.kind != "switch" or gate.value != k or gate.negated or len(gate.body) != 1:
         return None
     child, z = gate.body[0], gate.condition
-    if not (isinstance(child, Stmt) and child.op == "Gaussian" and len(child.outputs) == 1):
+    if not (isinstance(child, Stmt) and child.op in FUSED_OPS and len(child.outputs) == 1):
         return None
     zdecl, (x,) = program.decl(z.var), child.outputs
     if (zdecl.role != "random" or zdecl.domain != "int" or z.index != loops
@@ -123,7 +134,7 @@ def _fused(program: Program, node: Node, loops: tuple[str, ...], reads: Counter[
     assert isinstance(mean, Ref) and isinstance(precision, Ref)
     if mean.var == precision.var or x.var in (mean.var, precision.var):
         return None
-    stmt = Stmt(FUSED_OP, child.outputs,
+    stmt = Stmt(FUSED_OPS[child.op], child.outputs,
                 # (the precision before the mean: their messages are scheduled in this
                 # order, the gate path's, so that the posteriors are the same)
                 (("selector", z), ("precision", Ref(precision.var, (k,))),
@@ -168,7 +179,8 @@ def _precisions_first(body: tuple[Node, ...], pairs: set[tuple[str, str]]
 def fuse_switches(program: Program, algorithm: str,
                   initialized: frozenset[str] = frozenset(),
                   options: FuseSwitchOptions = FuseSwitchOptions()) -> Program:
-    """``program`` with every fusable Switch block one ``SwitchGaussian`` statement (VMP
+    """``program`` with every fusable Switch block one ``SwitchGaussian`` or
+    ``SwitchVectorGaussian`` statement (VMP
     only; see the module's docstring); ``initialized``: program names of the variables
     the user initialises."""
     if algorithm != "vmp" or not options.enabled:
@@ -177,5 +189,5 @@ def fuse_switches(program: Program, algorithm: str,
     if body == program.body:
         return program
     pairs = {(s.input("mean").var, s.input("precision").var)  # type: ignore[union-attr]
-             for s, _ in walk(body) if s.op == FUSED_OP}
+             for s, _ in walk(body) if s.op in FUSED_OPS.values()}
     return replace(program, body=_precisions_first(body, pairs))
