@@ -160,20 +160,40 @@ def _rewrite(program: Program, body: tuple[Node, ...], loops: tuple[str, ...],
     return tuple(out)
 
 
-def _precisions_first(body: tuple[Node, ...], pairs: set[tuple[str, str]]
-                      ) -> tuple[Node, ...]:
-    """``body`` with each fused switch's precision defined before its mean where both are
-    defined in one block (the (mean, precision) names in ``pairs``): the scheduler breaks
-    ties by program order, and the gate path updates the precisions first (its clones'
-    Fresh edges), so the fused program updates them in the same order."""
+def _gate_order(body: tuple[Node, ...], pairs: set[tuple[str, str]],
+                initialized: frozenset[str]) -> tuple[Node, ...]:
+    """``body`` with the definitions of each fused switch's two components (the (mean,
+    precision) names in ``pairs``, where both are defined in one block) in the order in
+    which the gate path updates their posteriors, so that the fused program's are the
+    same numbers: the scheduler breaks the fused program's tie between the two by
+    program order (``greedy._Greedy._score``'s last key), and the gate path updates the
+    second-defined component first exactly when the first-defined one is initialised by
+    the user (``initialized``), else in program order.
+
+    Why the gate path differs there: the greedy scheduler puts off overwriting a user's
+    initial value that nothing has read yet in the pass (the penalty of
+    ``greedy._Greedy._apply`` on a PRISTINE message).  In the gate path's pass, z's
+    message reads the cases' evidence as the last pass left it (not Fresh), and the
+    first-defined component's message to its clone, computed first, reads the other
+    component's initial value (through that one's clone): when the two posteriors
+    compete, only the first-defined one's initial value is still unread, so it is updated
+    last when initialised.  In the fused program z's message reads both posteriors Fresh
+    at the start of the pass, so neither initial value is unread then, the penalty never
+    applies and program order alone decides.  No tie-break rule in the scheduler can tell
+    the two apart (the fused graph has no clones), so the order is set here, where the
+    gate path's structure is known (``tests/transforms/test_fuse_vector_switch.py``:
+    fused and gate path agree for each initialisation and order of definition)."""
     out = list(body)
     for mean, prec in pairs:
         at = {s.outputs[0].var: i for i, s in enumerate(out)
               if isinstance(s, Stmt) and len(s.outputs) == 1}
-        if mean in at and prec in at and at[prec] > at[mean]:
-            out.insert(at[mean], out.pop(at[prec]))
-    return tuple(replace(n, body=_precisions_first(n.body, pairs)) if isinstance(n, For)
-                 else n for n in out)
+        if mean not in at or prec not in at:
+            continue
+        first, second = sorted((mean, prec), key=at.__getitem__)
+        if first in initialized:
+            out.insert(at[first], out.pop(at[second]))
+    return tuple(replace(n, body=_gate_order(n.body, pairs, initialized))
+                 if isinstance(n, For) else n for n in out)
 
 
 def fuse_switches(program: Program, algorithm: str,
@@ -190,4 +210,4 @@ def fuse_switches(program: Program, algorithm: str,
         return program
     pairs = {(s.input("mean").var, s.input("precision").var)  # type: ignore[union-attr]
              for s, _ in walk(body) if s.op in FUSED_OPS.values()}
-    return replace(program, body=_precisions_first(body, pairs))
+    return replace(program, body=_gate_order(body, pairs, initialized))

@@ -87,8 +87,8 @@ constant ? v_means__precision  # precision of means
 constant ? v_precs__rate  # rate of precs
 v_weights = Dirichlet(alpha=v_weights__alpha)
 for v_k:
-    v_precs[v_k] = Wishart(dof=3.0, rate=v_precs__rate)
     v_means[v_k] = VectorGaussian(mean=v_means__mean, precision=v_means__precision)
+    v_precs[v_k] = Wishart(dof=3.0, rate=v_precs__rate)
 for v_n:
     v_z[v_n] = Discrete(probs=v_weights)
     for v_k:
@@ -154,21 +154,21 @@ for iteration in range(first_sweep(resume, 1, iterations), iterations):
     check_proper(v_z__marginal, 'posterior of z (test_fuse_vector_switch.py:47: z = ff.Discrete("z", weights, observed=np.arange(n) % k if observed_z else None))', iteration)
     v_z__use0__F = align_plates(v_z__marginal, (0,), 2)
     # test_fuse_vector_switch.py:52: x = ff.VectorGaussian("x", shared if shared_mean else means[z],
-    # VMP, a fused Switch: Σ_n r_nk E[(x_n − μ_k)(x_n − μ_k)ᵀ] from the same data sums
-    v_precs__use0__B = SwitchVectorGaussian_precision_average_logarithm(sample=laid_x, selector=v_z__use0__F, mean=v_means__use0__F, index=arange_v_k, reduce=((v_n, v_k,), (0,)))
-    # test_fuse_vector_switch.py:47: z = ff.Discrete("z", weights, observed=np.arange(n) % k if observed_z else None)
-    v_z__B = v_z__marginal
-    # test_fuse_vector_switch.py:45: precs = ff.Wishart("precs", dim + 1.0, rate=np.eye(dim))
-    v_precs__marginal = fit_plates(v_precs__F * v_precs__use0__B, (v_k,))
-    check_proper(v_precs__marginal, 'posterior of precs (test_fuse_vector_switch.py:45: precs = ff.Wishart("precs", dim + 1.0, rate=np.eye(dim)))', iteration)
-    v_precs__use0__F = v_precs__marginal
-    # test_fuse_vector_switch.py:52: x = ff.VectorGaussian("x", shared if shared_mean else means[z],
     # VMP, a fused Switch: E[Λ_k] Σ_n r_nk [x_n, 1] from the data sums Σ_n r_nk [1, x_n, x_n x_nᵀ], one BLAS product a sweep
     v_means__use0__B = SwitchVectorGaussian_mean_average_logarithm(sample=laid_x, selector=v_z__use0__F, precision=v_precs__use0__F, index=arange_v_k, reduce=((v_n, v_k,), (0,)))
+    # test_fuse_vector_switch.py:47: z = ff.Discrete("z", weights, observed=np.arange(n) % k if observed_z else None)
+    v_z__B = v_z__marginal
     # test_fuse_vector_switch.py:44: means = ff.VectorGaussian("means", np.zeros(dim), precision=0.01 * np.eye(dim))
     v_means__marginal = fit_plates(v_means__F * v_means__use0__B, (v_k,))
     check_proper(v_means__marginal, 'posterior of means (test_fuse_vector_switch.py:44: means = ff.VectorGaussian("means", np.zeros(dim), precision=0.01 * np.eye(dim)))', iteration)
     v_means__use0__F = v_means__marginal
+    # test_fuse_vector_switch.py:52: x = ff.VectorGaussian("x", shared if shared_mean else means[z],
+    # VMP, a fused Switch: Σ_n r_nk E[(x_n − μ_k)(x_n − μ_k)ᵀ] from the same data sums
+    v_precs__use0__B = SwitchVectorGaussian_precision_average_logarithm(sample=laid_x, selector=v_z__use0__F, mean=v_means__use0__F, index=arange_v_k, reduce=((v_n, v_k,), (0,)))
+    # test_fuse_vector_switch.py:45: precs = ff.Wishart("precs", dim + 1.0, rate=np.eye(dim))
+    v_precs__marginal = fit_plates(v_precs__F * v_precs__use0__B, (v_k,))
+    check_proper(v_precs__marginal, 'posterior of precs (test_fuse_vector_switch.py:45: precs = ff.Wishart("precs", dim + 1.0, rate=np.eye(dim)))', iteration)
+    v_precs__use0__F = v_precs__marginal
 """
 
 
@@ -209,3 +209,64 @@ def test_the_fused_program_gives_the_gate_paths_numbers(sweeps, trace):
     assert_close(runs[0].log_evidence, runs[1].log_evidence, rtol=1e-10, atol=1e-10)
     if trace:
         assert_close(runs[0].trace, runs[1].trace, rtol=1e-10, atol=1e-10)
+
+
+def _ordered(vector: bool, precs_first: bool) -> ff.Model:
+    """The 1-D or D = 2 mixture with the components defined in either order."""
+    n, dim = X.shape
+    with ff.Model("ordered") as model:
+        weights = ff.Dirichlet("weights", np.ones(3))
+        with ff.Plate(ff.Range("k", 3)):
+            made = {}
+            for name in ("precs", "means") if precs_first else ("means", "precs"):
+                made[name] = (
+                    ff.VectorGaussian(name, np.zeros(dim), precision=0.01 * np.eye(dim))
+                    if vector and name == "means" else
+                    ff.Wishart(name, dim + 1.0, rate=np.eye(dim)) if vector else
+                    ff.Gaussian(name, 0.0, variance=100.0) if name == "means" else
+                    ff.Gamma(name, 1.0, rate=1.0))
+        with ff.Plate(ff.Range("n", n)):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                means, precs = made["means"], made["precs"]
+                if vector:
+                    ff.VectorGaussian("x", means[z], precision=precs[z], observed=X)
+                else:
+                    ff.Gaussian("x", means[z], precision=precs[z], observed=X[:, 0])
+    return model
+
+
+def _start(vector: bool) -> dict[str, object]:
+    dist = ff.distributions
+    if vector:
+        return {"means": dist.VectorGaussian(START, np.broadcast_to(np.eye(2), (3, 2, 2))),
+                "precs": dist.Wishart(np.array([4.0, 5.0, 6.0]),
+                                      np.broadcast_to(2.0 * np.eye(2), (3, 2, 2)))}
+    return {"means": dist.Gaussian(START[:, 0], np.ones(3)),
+            "precs": dist.Gamma(np.array([2.0, 3.0, 4.0]), np.array([1.0, 2.0, 3.0]))}
+
+
+@pytest.mark.parametrize("init", [(), ("means",), ("precs",), ("means", "precs")],
+                         ids=["none", "means", "precs", "both"])
+@pytest.mark.parametrize("precs_first", [False, True], ids=["means-defined-first",
+                                                            "precs-defined-first"])
+@pytest.mark.parametrize("vector", [False, True], ids=["scalar", "vector"])
+def test_the_components_are_updated_in_the_gate_paths_order(vector, precs_first, init):
+    """``fuse_switch._gate_order``: the gate path updates the second-defined component
+    first exactly when the first-defined one is initialised by the user; the fused
+    program's definitions are put in that order, and its posteriors and bound equal the
+    gate path's (1e-10) for every initialisation and order of definition."""
+    model = _ordered(vector, precs_first)
+    program, fused = _fusion_stage(model, init=frozenset(init))
+    defined = [s.outputs[0].var for s in _stmts(fused) if s.op in (
+        "VectorGaussian", "Wishart", "Gaussian", "Gamma")]
+    first = "v_precs" if precs_first else "v_means"
+    second = "v_means" if precs_first else "v_precs"
+    assert defined == ([second, first] if first[2:] in init else [first, second])
+    start = {name: value for name, value in _start(vector).items() if name in init}
+    runs = [model.compile("vmp", init=list(init), fuse_switch=f).run(
+        iterations=12, init=start, tolerance=None, progress=False) for f in (True, False)]
+    for name in ("weights", "means", "precs", "z"):
+        for a, b in zip(runs[0][name].eta, runs[1][name].eta, strict=True):
+            assert_close(a, b, rtol=1e-10, atol=1e-10)
+    assert_close(runs[0].trace, runs[1].trace, rtol=1e-10, atol=1e-10)
