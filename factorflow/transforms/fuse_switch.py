@@ -43,7 +43,11 @@ transform then converts it, and reports any error in it):
   defining an observed x at the same loops (no other factor in the case, no nested
   gate: the block is not inside another ``If``);
 * its mean and precision are ``a[z[loops]]`` of random variables over the switch's
-  range alone (``means[k]``, ``precs[k]``), other than z and x.
+  range alone (``means[k]``, ``precs[k]``), other than z and x;
+* the fused program can update the posteriors in the gate path's order
+  (``_in_gate_order``): the variables z's definition reads are defined before both
+  components, and these are defined in one block (``_gate_order``), or the first
+  defined is not initialised by the user.
 
 Guarantees: the program is unchanged where nothing is fused; each fused statement keeps
 the provenance (the model line) of the statement it replaces.
@@ -103,6 +107,40 @@ def _conditions(body: tuple[Node, ...], count: Counter[str]) -> None:
             _conditions(node.body, count)
 
 
+#: a variable's definition: the identity of the block holding it, its place in program
+#: order, the statement
+Where = dict[str, tuple[int, int, Stmt]]
+
+
+def _definitions(body: tuple[Node, ...], out: Where | None = None) -> Where:
+    """Each variable defined by a single-output statement → its ``Where``."""
+    out = {} if out is None else out
+    for node in body:
+        if isinstance(node, Stmt) and len(node.outputs) == 1:
+            out.setdefault(node.outputs[0].var, (id(body), len(out), node))
+        elif isinstance(node, (For, If)):
+            _definitions(node.body, out)
+    return out
+
+
+def _in_gate_order(z: str, mean: str, precision: str, where: Where,
+                   initialized: frozenset[str]) -> bool:
+    """Whether the fused program can update z and the two components in the gate
+    path's order: the variables z's definition reads (the weights) are defined before
+    both components (the scheduler starts the fused sweep at whichever comes first in
+    program order, the gate path's at the weights wherever they are defined: 1e-5 apart
+    after 12 sweeps with the components first, ``tests/transforms/
+    test_fuse_vector_switch.py``), and ``_gate_order`` can order the components as the
+    gate path does (they are defined in one block, or the first-defined is not
+    initialised by the user)."""
+    if not {z, mean, precision} <= where.keys():
+        return False
+    first = min((mean, precision), key=lambda v: where[v][1])
+    parents = {v for _, operand in where[z][2].inputs for v in refs_in(operand)}
+    return (all(where[v][1] < where[first][1] for v in parents if v in where)
+            and (where[mean][0] == where[precision][0] or first not in initialized))
+
+
 def _indexed_by(operand: object, z: Ref, k: str, program: Program) -> bool:
     """Whether ``operand`` is ``a[z]`` of a random ``a`` over the switch's range alone."""
     return (isinstance(operand, Ref) and operand.index == (z,)
@@ -111,7 +149,7 @@ def _indexed_by(operand: object, z: Ref, k: str, program: Program) -> bool:
 
 
 def _fused(program: Program, node: Node, loops: tuple[str, ...], reads: Counter[str],
-           initialized: frozenset[str]) -> For | None:
+           initialized: frozenset[str], where: Where) -> For | None:
     """``node`` (a ``for k: if z[loops] == k: x = Gaussian(...)``, or a VectorGaussian) as
     its fused statement in the same ``for k``, or None where the pattern does not hold."""
     if not (isinstance(node, For) and len(node.body) == 1 and isinstance(node.body[0], If)):
@@ -132,11 +170,12 @@ def _fused(program: Program, node: Node, loops: tuple[str, ...], reads: Counter[
     if not (_indexed_by(mean, z, k, program) and _indexed_by(precision, z, k, program)):
         return None  # (so z's three reads, above, are the condition and these two)
     assert isinstance(mean, Ref) and isinstance(precision, Ref)
-    if mean.var == precision.var or x.var in (mean.var, precision.var):
+    if (mean.var == precision.var or x.var in (mean.var, precision.var)
+            or not _in_gate_order(z.var, mean.var, precision.var, where, initialized)):
         return None
     stmt = Stmt(FUSED_OPS[child.op], child.outputs,
-                # (the precision before the mean: their messages are scheduled in this
-                # order, the gate path's, so that the posteriors are the same)
+                # (the inputs in one order: the order of the components' updates in the
+                # sweep follows that of their definitions, ``_gate_order``)
                 (("selector", z), ("precision", Ref(precision.var, (k,))),
                  ("mean", Ref(mean.var, (k,)))),
                 (("index", k),), child.provenance)
@@ -144,17 +183,18 @@ def _fused(program: Program, node: Node, loops: tuple[str, ...], reads: Counter[
 
 
 def _rewrite(program: Program, body: tuple[Node, ...], loops: tuple[str, ...],
-             reads: Counter[str], initialized: frozenset[str]) -> tuple[Node, ...]:
+             reads: Counter[str], initialized: frozenset[str],
+             where: Where) -> tuple[Node, ...]:
     """``body`` with every fusable switch block fused, in ``For`` blocks at any depth
     but never inside an ``If`` (a nested gate keeps today's path)."""
     out: list[Node] = []
     for node in body:
-        fused = _fused(program, node, loops, reads, initialized)
+        fused = _fused(program, node, loops, reads, initialized, where)
         if fused is not None:
             out.append(fused)
         elif isinstance(node, For):
             out.append(replace(node, body=_rewrite(program, node.body, loops + (node.range,),
-                                                   reads, initialized)))
+                                                   reads, initialized, where)))
         else:
             out.append(node)
     return tuple(out)
@@ -205,7 +245,8 @@ def fuse_switches(program: Program, algorithm: str,
     the user initialises."""
     if algorithm != "vmp" or not options.enabled:
         return program
-    body = _rewrite(program, program.body, (), _reads(program), initialized)
+    body = _rewrite(program, program.body, (), _reads(program), initialized,
+                    _definitions(program.body))
     if body == program.body:
         return program
     pairs = {(s.input("mean").var, s.input("precision").var)  # type: ignore[union-attr]

@@ -270,3 +270,49 @@ def test_the_components_are_updated_in_the_gate_paths_order(vector, precs_first,
         for a, b in zip(runs[0][name].eta, runs[1][name].eta, strict=True):
             assert_close(a, b, rtol=1e-10, atol=1e-10)
     assert_close(runs[0].trace, runs[1].trace, rtol=1e-10, atol=1e-10)
+
+
+def _split(components_first: bool = False) -> ff.Model:
+    """The mixture with the means and the precisions defined in two blocks (another
+    variable between them: ``_gate_order`` cannot move one definition before the other),
+    after the weights, or (``components_first``) before them."""
+    n, dim = X.shape
+    with ff.Model("split") as model:
+        k = ff.Range("k", 3)
+        weights = None if components_first else ff.Dirichlet("weights", np.ones(3))
+        with ff.Plate(k):
+            means = ff.VectorGaussian("means", np.zeros(dim), precision=0.01 * np.eye(dim))
+        ff.Gamma("other", 1.0, rate=1.0, observed=2.0)
+        with ff.Plate(k):
+            precs = ff.Wishart("precs", dim + 1.0, rate=np.eye(dim))
+        if components_first:
+            weights = ff.Dirichlet("weights", np.ones(3))
+        with ff.Plate(ff.Range("n", n)):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.VectorGaussian("x", means[z], precision=precs[z], observed=X)
+    return model
+
+
+@pytest.mark.parametrize("init", [(), ("means",), ("precs",), ("means", "precs")],
+                         ids=["none", "means", "precs", "both"])
+@pytest.mark.parametrize("components_first", [False, True],
+                         ids=["weights-first", "components-first"])
+def test_a_layout_the_fused_sweep_cannot_follow_keeps_the_gate_path(components_first, init):
+    """``fuse_switch._in_gate_order``: defined in two blocks, the components keep program
+    order, so they are fused unless the first-defined (the means) is initialised by the
+    user (the gate path would update it last); defined before the weights, never (the
+    fused sweep would start at the components, the gate path's at the weights).  Either
+    way the gate path's numbers (1e-10)."""
+    model = _split(components_first)
+    program, fused = _fusion_stage(model, init=frozenset(init))
+    kept = components_first or "means" in init
+    assert (fused is program) == kept
+    assert (FUSED in model.compile("vmp", init=list(init), fuse_switch=True).source) != kept
+    start = {name: value for name, value in _start(True).items() if name in init}
+    runs = [model.compile("vmp", init=list(init), fuse_switch=f).run(
+        iterations=12, init=start, tolerance=None, progress=False) for f in (True, False)]
+    for name in ("weights", "means", "precs", "z"):
+        for a, b in zip(runs[0][name].eta, runs[1][name].eta, strict=True):
+            assert_close(a, b, rtol=1e-10, atol=1e-10)
+    assert_close(runs[0].trace, runs[1].trace, rtol=1e-10, atol=1e-10)
