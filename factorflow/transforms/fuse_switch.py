@@ -46,8 +46,8 @@ transform then converts it, and reports any error in it):
   range alone (``means[k]``, ``precs[k]``), other than z and x;
 * the fused program can update the posteriors in the gate path's order
   (``_in_gate_order``): the variables z's definition reads are defined before both
-  components, and these are defined in one block (``_gate_order``), or the first
-  defined is not initialised by the user.
+  components, and the first-defined component is not initialised by the user, or the
+  second can be moved before it (``_gate_order``: one block, nothing between read).
 
 Guarantees: the program is unchanged where nothing is fused; each fused statement keeps
 the provenance (the model line) of the statement it replaces.
@@ -131,14 +131,19 @@ def _in_gate_order(z: str, mean: str, precision: str, where: Where,
     program order, the gate path's at the weights wherever they are defined: 1e-5 apart
     after 12 sweeps with the components first, ``tests/transforms/
     test_fuse_vector_switch.py``), and ``_gate_order`` can order the components as the
-    gate path does (they are defined in one block, or the first-defined is not
-    initialised by the user)."""
+    gate path does (the first-defined is not initialised by the user, or they are defined
+    in one block and the second's definition reads nothing defined after the first's:
+    it can move before it)."""
     if not {z, mean, precision} <= where.keys():
         return False
-    first = min((mean, precision), key=lambda v: where[v][1])
-    parents = {v for _, operand in where[z][2].inputs for v in refs_in(operand)}
-    return (all(where[v][1] < where[first][1] for v in parents if v in where)
-            and (where[mean][0] == where[precision][0] or first not in initialized))
+    first, second = sorted((mean, precision), key=lambda v: where[v][1])
+
+    def before_first(var: str) -> bool:
+        """Whether everything ``var``'s definition reads is defined before ``first``."""
+        return all(where[v][1] < where[first][1] for _, operand in where[var][2].inputs
+                   for v in refs_in(operand) if v in where)
+    return before_first(z) and (first not in initialized or (
+        where[first][0] == where[second][0] and before_first(second)))
 
 
 def _indexed_by(operand: object, z: Ref, k: str, program: Program) -> bool:
@@ -240,9 +245,8 @@ def fuse_switches(program: Program, algorithm: str,
                   initialized: frozenset[str] = frozenset(),
                   options: FuseSwitchOptions = FuseSwitchOptions()) -> Program:
     """``program`` with every fusable Switch block one ``SwitchGaussian`` or
-    ``SwitchVectorGaussian`` statement (VMP
-    only; see the module's docstring); ``initialized``: program names of the variables
-    the user initialises."""
+    ``SwitchVectorGaussian`` statement (VMP only; see the module's docstring);
+    ``initialized``: program names of the variables the user initialises."""
     if algorithm != "vmp" or not options.enabled:
         return program
     body = _rewrite(program, program.body, (), _reads(program), initialized,
