@@ -35,7 +35,10 @@ benchmarks/bench_vectors.py [--dim D] [--pca | --mixture] [--cpu]`` (``--pca``,
 small configuration alone (K = 10, N = 200, D = 2), this checkout and another one timed in
 turn beside BayesPy, round by round (``paired_small``); with ``--size K,N,D [--sweeps S]
 [--repeats R]`` another configuration (``--size 40,2000,10``, ``--size 10,1000000,2
---sweeps 3 --repeats 3``), BayesPy beside it with ``--bayespy``.
+--sweeps 3 --repeats 3``), BayesPy beside it with ``--bayespy``.  ``--fused [--rounds R]
+[--repeats R]``: the fused Switch (``fuse_switch=True``) against the gate path, paired in
+this process, beside BayesPy, at the mixture's three sizes (``paired_fused``; ``--size
+K,N,D --sweeps S`` for one other).
 """
 
 from __future__ import annotations
@@ -251,6 +254,64 @@ def paired_small(baseline: Path | None, rounds: int = 2, sweeps: int = 200,
                   f"{bp_text}")
 
 
+def _ms_per_sweep(compiled: object, init: dict, sweeps: int, trace: bool, repeats: int
+                  ) -> float:
+    """Best ms per sweep of ``repeats`` runs of ``sweeps`` sweeps from ``init``."""
+    return _best(lambda: compiled.run(init=init, iterations=sweeps, tolerance=None,
+                                      trace=trace), repeats) / sweeps * 1e3
+
+
+#: (K, N, D, sweeps a run) of ``paired_fused``: the mixture's sizes, more sweeps where
+#: one takes a millisecond
+FUSED_SIZES = ((10, 200, 2, 200), (40, 2000, 10, 50), (10, 10**6, 2, 3))
+
+
+def paired_fused(sizes: tuple[tuple[int, int, int, int], ...] = FUSED_SIZES,
+                 rounds: int = 3, repeats: int = 3, bayespy: bool = True) -> None:
+    """The fused Switch (``compile("vmp", fuse_switch=True)``: one SwitchVectorGaussian
+    statement) against the gate path (``fuse_switch=False``) on the mixture at each (K,
+    N, D, sweeps) of ``sizes``, paired in this process: in each round the two are timed
+    one after the other, alternating which goes first, with the bound every sweep and
+    with ``trace=False`` (ms per sweep by ``CLOCK``, best of ``repeats`` runs of
+    ``sweeps`` sweeps, the initialisation counted), then BayesPy once (best of
+    ``repeats``; one run at N ≥ 10⁵) beside them; each ratio is to the gate path or to
+    BayesPy of its own round.  The final bounds of the three agree to rounding (the
+    fused and the gate path to 1e-10, tested)."""
+    clock = "wall" if CLOCK is time.perf_counter else "CPU"
+    print(f"Fused Switch vs gate path, paired in one process ({clock} time, ms per sweep, "
+          f"best of {repeats}); ratios: gate / fused, BayesPy / fused (with the bound; "
+          "trace=False)")
+    print(f"{'K':>3} {'N':>9} {'D':>3} {'rnd':>3} | {'fused':>8} {'gate':>8} {'×':>5} | "
+          f"{'f quiet':>8} {'g quiet':>8} {'×':>5} | {'BayesPy':>8} {'×':>6} {'×quiet':>6} | "
+          f"{'fused bound':>15} {'|f − g|':>8} {'|f − BP|':>8}")
+    for k, n, dim, sweeps in sizes:
+        x, start = vref.data(k, n, dim)
+        init = vref.factorflow_init(start)
+        runs = {f: vref.model(x, k).compile("vmp", init=["means"], fuse_switch=f)
+                for f in (True, False)}
+        assert "SwitchVectorGaussian" in runs[True].source
+
+        bounds = {f: runs[f].run(init=init, iterations=sweeps, tolerance=None).log_evidence
+                  for f in (True, False)}
+        for r in range(rounds):
+            got: dict[tuple[bool, bool], float] = {}
+            for fused in ((True, False) if r % 2 == 0 else (False, True)):
+                for trace in (True, False):
+                    got[fused, trace] = _ms_per_sweep(runs[fused], init, sweeps, trace,
+                                                      repeats)
+            bp = (_bayespy_mixture(x, start, sweeps, repeats if n < 10**5 else 1)
+                  if bayespy else None)
+            f, g = got[True, True], got[False, True]
+            fq, gq = got[True, False], got[False, False]
+            bp_text = (f"{bp[0]:>8.2f} {bp[0] / f:>6.1f} {bp[0] / fq:>6.1f} | "
+                       f"{bounds[True]:>15.6f} {abs(bounds[True] - bounds[False]):>8.1e} "
+                       f"{abs(bounds[True] - bp[1]):>8.1e}" if bp is not None else
+                       f"{'—':>8} {'—':>6} {'—':>6} | {bounds[True]:>15.6f} "
+                       f"{abs(bounds[True] - bounds[False]):>8.1e} {'—':>8}")
+            print(f"{k:>3} {n:>9,} {dim:>3} {r + 1:>3} | {f:>8.3f} {g:>8.3f} {g / f:>5.2f} | "
+                  f"{fq:>8.3f} {gq:>8.3f} {gq / fq:>5.2f} | {bp_text}", flush=True)
+
+
 def _message_row(n: int, k: int, dim: int) -> str:
     """The components' precision message inside the Switch, fused (``reduce=`` and the
     responsibilities as ``weights=``) against the per-(n, k) messages then multiplied: ms
@@ -456,6 +517,10 @@ if __name__ == "__main__":
     parser.add_argument("--repeats", type=int, default=7, help="with --paired: runs (best of)")
     parser.add_argument("--bayespy", action="store_true",
                         help="with --paired --size: BayesPy beside (always at the default)")
+    parser.add_argument("--fused", action="store_true",
+                        help="only the fused Switch against the gate path (fuse_switch=True "
+                             "/ False), paired in this process, beside BayesPy, at the "
+                             "mixture's sizes (or --size K,N,D with --sweeps)")
     parser.add_argument("--small-worker", nargs="+", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.cpu:
@@ -463,6 +528,10 @@ if __name__ == "__main__":
     if args.small_worker:
         import json
         print(json.dumps(_small_worker(*args.small_worker)))
+    elif args.fused:
+        sizes = ((*(int(v) for v in args.size.split(",")), args.sweeps),) if args.size \
+            else FUSED_SIZES
+        paired_fused(sizes, args.rounds, args.repeats, bayespy=not args.size or args.bayespy)
     elif args.paired:
         size = tuple(int(v) for v in args.size.split(",")) if args.size else (10, 200, 2)
         paired_small(args.baseline, args.rounds, args.sweeps, args.repeats, size,

@@ -8,6 +8,8 @@ Model (K components, N points of dimension D)::
 
     weights ~ Dirichlet(1, …, 1)
     means[k] ~ N(0, (0.01 I)⁻¹),  precs[k] ~ Wishart(D + 1, rate I)
+
+(other constants: ``Priors``; the defaults are these, the example's).
     z[n] ~ Discrete(weights),  x[n] ~ N(means[z[n]], precs[z[n]]⁻¹)   (ff.Switch(z))
 
 The hand-written coordinate ascent (Bishop §10.2 with μ_k ⊥ Λ_k) keeps one (N, K)
@@ -41,6 +43,24 @@ PRIOR_PRECISION = 0.01   # means[k] ~ N(0, (0.01 I)⁻¹)
 ALPHA0 = 1.0             # weights ~ Dirichlet(1, …, 1)
 
 
+@dataclass(frozen=True)
+class Priors:
+    """The model's constants (the defaults: the example's): weights ~ Dirichlet(alpha,
+    …, alpha), means[k] ~ N(mean · 1, (precision · I)⁻¹), precs[k] ~ Wishart(D + 1 +
+    extra_dof, rate · I)."""
+    alpha: float = ALPHA0
+    mean: float = 0.0
+    precision: float = PRIOR_PRECISION
+    extra_dof: float = 0.0
+    rate: float = 1.0
+
+    def constants(self, dim: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+        """(m0 (D,), P0 (D, D), R0 (D, D), ν0) at dimension ``dim``."""
+        eye = np.eye(dim)
+        return (np.full(dim, self.mean), self.precision * eye, self.rate * eye,
+                dim + 1.0 + self.extra_dof)
+
+
 def data(k: int, n: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """``n`` points around ``k`` random centres (N(0, 25 I)) with unit noise, and the
     means' initial posterior means (the centres + 0.5)."""
@@ -49,11 +69,24 @@ def data(k: int, n: int, dim: int, seed: int = 0) -> tuple[np.ndarray, np.ndarra
     return centers[rng.integers(0, k, n)] + rng.normal(size=(n, dim)), centers + 0.5
 
 
-def model(x: np.ndarray, k: int) -> ff.Model:
+def model(x: np.ndarray, k: int, priors: Priors | None = None) -> ff.Model:
     """The factorflow model of ``k`` components for the points ``x`` (N × D): the
-    example's own (``examples/gaussian_mixture.mixture``, whose priors are ``ALPHA0`` and
-    ``PRIOR_PRECISION`` above; the test against ``hand_written`` holds them equal)."""
-    return gaussian_mixture.mixture(x, k)
+    example's own (``examples/gaussian_mixture.mixture``, whose priors are ``Priors()``;
+    the test against ``hand_written`` holds them equal), or with ``priors`` the same
+    model with those constants."""
+    if priors is None:
+        return gaussian_mixture.mixture(x, k)
+    m0, p0, r0, nu0 = priors.constants(x.shape[1])
+    with ff.Model("gaussian_mixture") as m:
+        weights = ff.Dirichlet("weights", np.full(k, priors.alpha))
+        with ff.Plate(ff.Range("k", k)):
+            means = ff.VectorGaussian("means", m0, precision=p0)
+            precs = ff.Wishart("precs", nu0, rate=r0)
+        with ff.Plate(ff.Range("n", len(x))):
+            z = ff.Discrete("z", weights)
+            with ff.Switch(z):
+                ff.VectorGaussian("x", means[z], precision=precs[z], observed=x)
+    return m
 
 
 def factorflow_init(start: np.ndarray) -> dict[str, ff.distributions.VectorGaussian]:
@@ -94,35 +127,36 @@ def _moments(dof: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, np.ndarray]
 
 
 def _components(s0: np.ndarray, s1: np.ndarray, s2: np.ndarray, mean: np.ndarray,
-                cov: np.ndarray) -> tuple[np.ndarray, ...]:
+                cov: np.ndarray, priors: Priors = Priors()) -> tuple[np.ndarray, ...]:
     """The components' VMP updates from the data sums Σ r (K,), Σ r x (K, D) and Σ r x xᵀ
     (K, D, D), reading the means' last posterior: (dof, rate, mean, cov)."""
     dim = s1.shape[1]
-    p0, r0, nu0 = PRIOR_PRECISION * np.eye(dim), np.eye(dim), dim + 1.0
+    m0, p0, r0, nu0 = priors.constants(dim)
     # precisions: ν0 + Σ r, R0 + Σ_n r_nk E[(x_n − μ_k)(x_n − μ_k)ᵀ]
     ms1 = mean[:, :, None] * s1[:, None, :]
     dof = nu0 + s0
     rate = (r0 + s2 - ms1 - np.swapaxes(ms1, 1, 2)
             + s0[:, None, None] * (mean[:, :, None] * mean[:, None, :] + cov))
-    # means: P0 + Σ r E[Λ_k], P0 m0 + E[Λ_k] Σ r x (m0 = 0)
+    # means: P0 + Σ r E[Λ_k], P0 m0 + E[Λ_k] Σ r x
     e_lam = dof[:, None, None] * np.linalg.inv(rate)
     cov = np.linalg.inv(p0 + s0[:, None, None] * e_lam)
-    mean = np.einsum("kij,kj->ki", cov, np.einsum("kij,kj->ki", e_lam, s1))
+    mean = np.einsum("kij,kj->ki", cov, p0 @ m0 + np.einsum("kij,kj->ki", e_lam, s1))
     return dof, rate, mean, cov
 
 
 def hand_written(x: np.ndarray, start: np.ndarray, sweeps: int,
-                 each: Callable[[Posteriors], bool] | None = None) -> Posteriors:
+                 each: Callable[[Posteriors], bool] | None = None,
+                 priors: Priors = Priors()) -> Posteriors:
     """``sweeps`` sweeps of VMP on the mixture, written by hand (see the module doc), from
     q(means[k]) = N(start[k], I); ``each(posteriors)`` after every sweep (True stops)."""
     n, dim = x.shape
     k = len(start)
     i, j, twice = _triangle(dim)
     xx = x[:, i] * x[:, j]                                   # (N, D(D+1)/2), made once
-    r0, nu0 = np.eye(dim), dim + 1.0
+    _, _, r0, nu0 = priors.constants(dim)
     mean, cov = np.array(start, float), np.broadcast_to(np.eye(dim), (k, dim, dim))
     dof, rate = np.full(k, nu0), np.broadcast_to(r0, (k, dim, dim))
-    alpha = np.full(k, ALPHA0)
+    alpha = np.full(k, priors.alpha)
 
     def responsibilities() -> np.ndarray:
         # log r_nk = E log w_k + ½E log|Λ_k| − ½ xᵀE[Λ_k]x + xᵀE[Λ_k]m_k
@@ -141,11 +175,11 @@ def hand_written(x: np.ndarray, start: np.ndarray, sweeps: int,
 
     r = responsibilities()
     for _ in range(sweeps):
-        alpha = ALPHA0 + r.sum(axis=0)
+        alpha = priors.alpha + r.sum(axis=0)
         r = responsibilities()
         s2 = np.empty((k, dim, dim))
         s2[:, i, j] = s2[:, j, i] = r.T @ xx                 # Σ r x xᵀ
-        dof, rate, mean, cov = _components(r.sum(axis=0), r.T @ x, s2, mean, cov)
+        dof, rate, mean, cov = _components(r.sum(axis=0), r.T @ x, s2, mean, cov, priors)
         if each is not None and each(Posteriors(alpha, mean, cov, dof, rate, r)):
             break
     return Posteriors(alpha, mean, cov, dof, rate, r)
@@ -216,12 +250,13 @@ def _log_multigamma(a: np.ndarray, dim: int) -> np.ndarray:
         [special.multigammaln(v, dim) for v in a])
 
 
-def bound(x: np.ndarray, q: Posteriors) -> float:
+def bound(x: np.ndarray, q: Posteriors, priors: Priors = Priors()) -> float:
     """The VMP lower bound (ELBO) of the posteriors ``q``: E_q[log p(x, z, θ)] + H[q],
     each term written from its definition."""
     n, dim = x.shape
     k = q.alpha.size
-    p0, r0, nu0 = PRIOR_PRECISION * np.eye(dim), np.eye(dim), dim + 1.0
+    m0, p0, r0, nu0 = priors.constants(dim)
+    alpha0 = priors.alpha
     e_lam, e_logdet = _moments(q.dof, q.rate)
     e_log_w = special.digamma(q.alpha) - special.digamma(q.alpha.sum())
     d = x[:, None, :] - q.mean[None]                                       # (N, K, D)
@@ -230,13 +265,14 @@ def bound(x: np.ndarray, q: Posteriors) -> float:
                     + np.einsum("kij,kij->k", e_lam, q.cov)))
     data_terms = np.sum(q.r * (e_log_w + lik)) - np.sum(special.xlogy(q.r, q.r))
     # weights: E log Dir(w | α0) + H[Dir(α)]
-    weights = (special.gammaln(k * ALPHA0) - k * special.gammaln(ALPHA0)
-               + (ALPHA0 - 1) * e_log_w.sum()
+    weights = (special.gammaln(k * alpha0) - k * special.gammaln(alpha0)
+               + (alpha0 - 1) * e_log_w.sum()
                - (special.gammaln(q.alpha.sum()) - special.gammaln(q.alpha).sum()
                   + np.sum((q.alpha - 1) * e_log_w)))
-    # means: E log N(μ | 0, P0⁻¹) + H[N(m, S)]
+    # means: E log N(μ | m0, P0⁻¹) + H[N(m, S)]
+    dm = q.mean - m0
     means = np.sum(0.5 * np.linalg.slogdet(p0)[1] - 0.5 * dim * LOG_2PI
-                   - 0.5 * (np.einsum("ki,ij,kj->k", q.mean, p0, q.mean)
+                   - 0.5 * (np.einsum("ki,ij,kj->k", dm, p0, dm)
                             + np.einsum("ij,kji->k", p0, q.cov))
                    + 0.5 * dim * (1 + LOG_2PI) + 0.5 * np.linalg.slogdet(q.cov)[1])
     # precisions: E log W(Λ | ν0, R0) + H[W(ν, R)]

@@ -18,6 +18,7 @@ from factorflow.factors import (  # noqa: F401 - imported to register their fact
     discrete,
     extremes,
     fused_switch,
+    fused_vector_switch,
     gamma,
     gate,
     gaussian,

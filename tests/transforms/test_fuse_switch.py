@@ -68,8 +68,8 @@ observed real v_x[v_n]  # x
 constant ? v_weights__alpha  # alpha of weights
 v_weights = Dirichlet(alpha=v_weights__alpha)
 for v_k:
-    v_precs[v_k] = Gamma(shape=1.0, rate=1.0)
     v_means[v_k] = Gaussian(mean=0.0, precision=0.01)
+    v_precs[v_k] = Gamma(shape=1.0, rate=1.0)
 for v_n:
     v_z[v_n] = Discrete(probs=v_weights)
     for v_k:
@@ -126,21 +126,21 @@ for iteration in range(first_sweep(resume, 1, iterations), iterations):
     check_proper(v_z__marginal, 'posterior of z (test_fuse_switch.py:29: z = ff.Discrete("z", weights, observed=np.arange(X.size) % k if observed_z)', iteration)
     v_z__use0__F = align_plates(v_z__marginal, (0,), 2)
     # test_fuse_switch.py:33: x = ff.Gaussian("x", means[z], precision=1.0 if shared_precision
-    # VMP, a fused Switch: Σ_n r_nk E[(x_n − μ_k)²] from the same data sums
-    v_precs__use0__B = SwitchGaussian_precision_average_logarithm(sample=laid_x, selector=v_z__use0__F, mean=v_means__use0__F, index=arange_v_k, reduce=((v_n, v_k,), (0,)))
-    # test_fuse_switch.py:29: z = ff.Discrete("z", weights, observed=np.arange(X.size) % k if observed_z
-    v_z__B = v_z__marginal
-    # test_fuse_switch.py:27: precs = ff.Gamma("precs", 1.0, rate=1.0)
-    v_precs__marginal = fit_plates(v_precs__F * v_precs__use0__B, (v_k,))
-    check_proper(v_precs__marginal, 'posterior of precs (test_fuse_switch.py:27: precs = ff.Gamma("precs", 1.0, rate=1.0))', iteration)
-    v_precs__use0__F = v_precs__marginal
-    # test_fuse_switch.py:33: x = ff.Gaussian("x", means[z], precision=1.0 if shared_precision
     # VMP, a fused Switch: τ_k Σ_n r_nk [x_n, 1] from the data sums Σ_n r_nk [1, x_n, x_n²], one BLAS product a sweep
     v_means__use0__B = SwitchGaussian_mean_average_logarithm(sample=laid_x, selector=v_z__use0__F, precision=v_precs__use0__F, index=arange_v_k, reduce=((v_n, v_k,), (0,)))
+    # test_fuse_switch.py:29: z = ff.Discrete("z", weights, observed=np.arange(X.size) % k if observed_z
+    v_z__B = v_z__marginal
     # test_fuse_switch.py:26: means = ff.Gaussian("means", 0.0, variance=100.0)
     v_means__marginal = fit_plates(v_means__F * v_means__use0__B, (v_k,))
     check_proper(v_means__marginal, 'posterior of means (test_fuse_switch.py:26: means = ff.Gaussian("means", 0.0, variance=100.0))', iteration)
     v_means__use0__F = v_means__marginal
+    # test_fuse_switch.py:33: x = ff.Gaussian("x", means[z], precision=1.0 if shared_precision
+    # VMP, a fused Switch: Σ_n r_nk E[(x_n − μ_k)²] from the same data sums
+    v_precs__use0__B = SwitchGaussian_precision_average_logarithm(sample=laid_x, selector=v_z__use0__F, mean=v_means__use0__F, index=arange_v_k, reduce=((v_n, v_k,), (0,)))
+    # test_fuse_switch.py:27: precs = ff.Gamma("precs", 1.0, rate=1.0)
+    v_precs__marginal = fit_plates(v_precs__F * v_precs__use0__B, (v_k,))
+    check_proper(v_precs__marginal, 'posterior of precs (test_fuse_switch.py:27: precs = ff.Gamma("precs", 1.0, rate=1.0))', iteration)
+    v_precs__use0__F = v_precs__marginal
 """
 
 
