@@ -59,6 +59,8 @@ def _rows(v):
         return v
     if traced():
         return v.compact(always=True)
+    if _distinct_vector(v):  # (a K-vector posterior: nothing to shrink, nothing kept)
+        return v
     hit = recall("gaussian_rows", v)
     if hit is not None:
         return hit
@@ -71,6 +73,24 @@ def _rows(v):
             rows = rows._map(lambda e, nd, first=first: e[first])
     remember("gaussian_rows", v, rows)
     return rows
+
+
+def _distinct_vector(v: Distribution) -> bool:
+    """Whether ``_rows(v)`` is ``v`` itself, told in O(1): one batch axis, no event axis,
+    every natural parameter a NumPy array of its own along it (no stride 0: nothing for
+    ``compact`` to shrink) whose first two elements differ in at least one of them (so
+    not every parameter is constant along the axis: the materialised-view test of
+    ``_rows`` fails at once).  False sends the caller to the general test (the verdict
+    it then reaches is the same where this one is True)."""
+    if v.event_ndim:
+        return False
+    differ = False
+    for e in v.eta:  # (a loop: a K-vector's components, a few µs a sweep saved each)
+        if type(e) is not np.ndarray or e.ndim != 1 or e.shape[0] < 2 or not e.strides[0]:
+            return False
+        # (NaN != NaN: a NaN differs, as the general test's == finds no equality there)
+        differ = differ or e.item(0) != e.item(1)
+    return differ
 
 
 #: the moments of a mean and of a precision that the fused paths read, in that order
@@ -251,6 +271,21 @@ def _weighted_sums(weights, columns, reduce: Reduce) -> list[np.ndarray]:
     return [plate_einsum("", w + [(c, "")], reduce) for c in cols]
 
 
+def _vector_size(*moments: Any) -> int | None:
+    """K where every moment is a float NumPy array of shape (K,), K > 1 (the components'
+    posteriors of a mixture: ``_data_evidence_by_blas`` reads them as they are); None
+    otherwise (its general path, which lays out rows, scalars and broadcasts)."""
+    shape = None
+    for a in moments:
+        if type(a) is not np.ndarray or a.dtype != np.float64 or a.ndim != 1:
+            return None
+        if shape is None:
+            shape = a.shape
+        elif a.shape != shape:
+            return None
+    return shape[0] if shape is not None and shape[0] > 1 else None
+
+
 def _data_evidence_by_blas(sample, mean, precision):
     """E[log N(x | μ, 1/τ)] on the (N, K) grid of N known points (N, 1) against K
     components (1, K) as one (N, 3) × (3, K) product: −½E[τ] x² + E[τ]E[μ] x +
@@ -267,14 +302,17 @@ def _data_evidence_by_blas(sample, mean, precision):
         x = distinct(np.asarray(E(sample), float))
         if x.ndim != 2 or x.shape[1] != 1 or x.shape[0] == 1:
             return None
-    rows = [np.asarray(a, float) for a in _row_moments(mean, "mean")
-            + _row_moments(precision, "precision")]
-    k = max(r.shape[-1] if r.ndim else 1 for r in rows)
-    if k == 1 or any(r.ndim > 2 or (r.ndim == 2 and r.shape[0] != 1)
-                     or (r.ndim and r.shape[-1] not in (1, k)) for r in rows):
-        return None
-    rows = [r[0] if r.ndim == 2 else r for r in rows]
-    m, v, tau, elog = (r if r.shape == (k,) else np.broadcast_to(r, (k,)) for r in rows)
+    m, v = _row_moments(mean, "mean")
+    tau, elog = _row_moments(precision, "precision")
+    k = _vector_size(m, v, tau, elog)
+    if k is None:  # (moments of other shapes: rows, scalars, broadcast K-vectors)
+        rows = [np.asarray(a, float) for a in (m, v, tau, elog)]
+        k = max(r.shape[-1] if r.ndim else 1 for r in rows)
+        if k == 1 or any(r.ndim > 2 or (r.ndim == 2 and r.shape[0] != 1)
+                         or (r.ndim and r.shape[-1] not in (1, k)) for r in rows):
+            return None
+        rows = [r[0] if r.ndim == 2 else r for r in rows]
+        m, v, tau, elog = (r if r.shape == (k,) else np.broadcast_to(r, (k,)) for r in rows)
     const = 0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * (m * m + v)
     if traced():
         coef = np.stack([const, tau * m, -0.5 * tau])                    # (3, K)
