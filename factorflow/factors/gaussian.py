@@ -23,6 +23,7 @@ from factorflow.distributions.moments import E, Elog, V, is_known
 from factorflow.distributions.multivariate import by_data
 from factorflow.factors.common import Reduce, broadcast_naturals, collapsed, plate_einsum
 from factorflow.factors.registry import define_factor
+from factorflow.lazy import special
 
 
 def _log_density(sample, mean, precision):
@@ -82,7 +83,7 @@ def _distinct_vector(v: Distribution) -> bool:
     not every parameter is constant along the axis: the materialised-view test of
     ``_rows`` fails at once).  False sends the caller to the general test (the verdict
     it then reaches is the same where this one is True)."""
-    if v.event_ndim:
+    if v.event_ndim or traced():
         return False
     differ = False
     for e in v.eta:  # (a loop: a K-vector's components, a few µs a sweep saved each)
@@ -110,7 +111,12 @@ def _row_moments(v, kind: str) -> tuple:
     if hit is not None:
         return hit
     rows = _rows(v)
-    if type(rows) is _FAMILY[kind] and rows.compact() is rows and not traced():
+    if rows is v and type(v) is _FAMILY[kind] and _distinct_vector(v):
+        # a K-vector posterior's own moments, the arithmetic of the family's properties
+        # (``Gaussian.mean``/``variance``, ``Gamma.mean``/``mean_log``) in one place:
+        # the same ufuncs in the same order, so the same numbers bit for bit
+        out = _vector_moments(v, kind)
+    elif type(rows) is _FAMILY[kind] and rows.compact() is rows and not traced():
         # (what E, Var and E log read of a message with no axis left to shrink: its
         # own moments, without the generic calls around them)
         second = rows.variance if kind == "mean" else rows.mean_log()
@@ -123,6 +129,18 @@ def _row_moments(v, kind: str) -> tuple:
                 a.flags.writeable = False
         remember("gaussian_" + kind, v, out)
     return out
+
+
+def _vector_moments(v: Distribution, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """(E, Var) of a Gaussian or (E, E log) of a Gamma whose natural parameters are
+    (K,) arrays of their own (``_distinct_vector``): fresh (K,) arrays, each computed as
+    the family's property computes it (one ``errstate`` for the Gaussian's two)."""
+    a, b = v.eta
+    if kind == "mean":  # (Gaussian.mean, Gaussian.variance: h / p, 0 where p is 0; 1 / p)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(b == 0, 0.0, a / b), 1.0 / b
+    shape, rate = a + 1.0, -b  # (Gamma.shape_param, Gamma.rate)
+    return shape / rate, special.digamma(shape) - np.log(rate)
 
 
 def _constant_along(a, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
@@ -276,6 +294,8 @@ def _vector_size(*moments: Any) -> int | None:
     posteriors of a mixture: ``_data_evidence_by_blas`` reads them as they are); None
     otherwise (its general path, which lays out rows, scalars and broadcasts)."""
     shape = None
+    if traced():
+        return None
     for a in moments:
         if type(a) is not np.ndarray or a.dtype != np.float64 or a.ndim != 1:
             return None
