@@ -683,8 +683,10 @@ class Dirichlet(Distribution):
         array([-1., -1.])
         """
         def compute(eta: np.ndarray) -> np.ndarray:
-            a = eta + 1.0
-            return special.digamma(a) - special.digamma(np.sum(a, axis=-1, keepdims=True))
+            a = eta + 1.0  # (the array's own sum: the reduction np.sum calls)
+            total = (a.sum(axis=-1, keepdims=True) if type(a) is np.ndarray
+                     else np.sum(a, axis=-1, keepdims=True))
+            return special.digamma(a) - special.digamma(total)
         return memo_of("dirichlet_mean_log", self.eta[0], compute)
 
     def take(self, indices: np.ndarray, axis: int = 0) -> Dirichlet:
@@ -709,6 +711,27 @@ class Dirichlet(Distribution):
 
     def expected_stats(self) -> tuple[np.ndarray, ...]:
         return (self.mean_log(),)
+
+    def entropy(self) -> np.ndarray:
+        """``Distribution.entropy``, the same numbers, in fewer calls (the posterior's
+        entropy is a term of the VMP bound, after every sweep with the bound): A(η) =
+        Σ log Γ(α) − log Γ(Σ α) and ⟨η, E[log x]⟩ with the arrays' own sums (the
+        reductions ``np.sum`` calls), in the same order.  Dirichlet(1, 1) is uniform on
+        the segment, of entropy log B(1, 1) = 0:
+
+        >>> float(ff.distributions.Dirichlet([1.0, 1.0]).entropy())
+        0.0
+        """
+        eta = self.eta[0]
+        if traced() or type(eta) is not np.ndarray:
+            return super().entropy()
+        a = eta + 1.0  # (``alpha``)
+        a_norm = special.gammaln(a).sum(axis=-1) - special.gammaln(a.sum(axis=-1))
+        with np.errstate(invalid="ignore"):
+            term = np.multiply(eta, self.mean_log())
+        if np.isnan(term).any():  # (0 · inf: ``_inner`` mends those)
+            return super().entropy()
+        return a_norm - np.asarray(0.0 + term.sum(axis=-1))
 
     def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:
         return (np.log(np.asarray(x, float)),)

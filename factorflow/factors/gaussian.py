@@ -19,11 +19,10 @@ from factorflow.distributions.base import (
     traced,
 )
 from factorflow.distributions.families import LOG_2PI
-from factorflow.distributions.moments import E, Elog, V, is_known
+from factorflow.distributions.moments import E, Elog, V, distinct_vector, is_known, own_moments
 from factorflow.distributions.multivariate import by_data
 from factorflow.factors.common import Reduce, broadcast_naturals, collapsed, plate_einsum
 from factorflow.factors.registry import define_factor
-from factorflow.lazy import special
 
 
 def _log_density(sample, mean, precision):
@@ -42,12 +41,15 @@ def _spread(v):
 def _expected_square_diff(a, b):
     """E[(a − b)²] = (E a − E b)² + Var a + Var b for independent a, b (three array
     passes over a plate, the cost of the same update written by hand)."""
-    d = np.subtract(E(a), E(b))  # a fresh array: the squares below reuse it in place
-    if np.ndim(d) == 0:
+    # (a K-vector posterior's mean and variance made together, as the properties make them)
+    ma, va = (own_moments(a) if type(a) is Gaussian and distinct_vector(a)
+              else (None, None))
+    d = np.subtract(E(a) if ma is None else ma, E(b))  # a fresh array: the squares below
+    if np.ndim(d) == 0:                                # reuse it in place
         return np.asarray(d * d + (_spread(a) + _spread(b)))
     d = np.multiply(d, d, out=d)
-    d += distinct(_spread(a)) + distinct(_spread(b))  # broadcast variances: no copy
-    return d
+    d += distinct(_spread(a) if va is None else va) + distinct(_spread(b))  # (no copy of
+    return d                                                 # a broadcast variance)
 
 
 def _rows(v):
@@ -60,7 +62,7 @@ def _rows(v):
         return v
     if traced():
         return v.compact(always=True)
-    if _distinct_vector(v):  # (a K-vector posterior: nothing to shrink, nothing kept)
+    if distinct_vector(v):  # (a K-vector posterior: nothing to shrink, nothing kept)
         return v
     hit = recall("gaussian_rows", v)
     if hit is not None:
@@ -74,24 +76,6 @@ def _rows(v):
             rows = rows._map(lambda e, nd, first=first: e[first])
     remember("gaussian_rows", v, rows)
     return rows
-
-
-def _distinct_vector(v: Distribution) -> bool:
-    """Whether ``_rows(v)`` is ``v`` itself, told in O(1): one batch axis, no event axis,
-    every natural parameter a NumPy array of its own along it (no stride 0: nothing for
-    ``compact`` to shrink) whose first two elements differ in at least one of them (so
-    not every parameter is constant along the axis: the materialised-view test of
-    ``_rows`` fails at once).  False sends the caller to the general test (the verdict
-    it then reaches is the same where this one is True)."""
-    if v.event_ndim or traced():
-        return False
-    differ = False
-    for e in v.eta:  # (a loop: a K-vector's components, a few µs a sweep saved each)
-        if type(e) is not np.ndarray or e.ndim != 1 or e.shape[0] < 2 or not e.strides[0]:
-            return False
-        # (NaN != NaN: a NaN differs, as the general test's == finds no equality there)
-        differ = differ or e.item(0) != e.item(1)
-    return differ
 
 
 #: the moments of a mean and of a precision that the fused paths read, in that order
@@ -111,11 +95,11 @@ def _row_moments(v, kind: str) -> tuple:
     if hit is not None:
         return hit
     rows = _rows(v)
-    if rows is v and type(v) is _FAMILY[kind] and _distinct_vector(v):
+    if rows is v and type(v) is _FAMILY[kind] and distinct_vector(v):
         # a K-vector posterior's own moments, the arithmetic of the family's properties
         # (``Gaussian.mean``/``variance``, ``Gamma.mean``/``mean_log``) in one place:
         # the same ufuncs in the same order, so the same numbers bit for bit
-        out = _vector_moments(v, kind)
+        out = own_moments(v)
     elif type(rows) is _FAMILY[kind] and rows.compact() is rows and not traced():
         # (what E, Var and E log read of a message with no axis left to shrink: its
         # own moments, without the generic calls around them)
@@ -129,18 +113,6 @@ def _row_moments(v, kind: str) -> tuple:
                 a.flags.writeable = False
         remember("gaussian_" + kind, v, out)
     return out
-
-
-def _vector_moments(v: Distribution, kind: str) -> tuple[np.ndarray, np.ndarray]:
-    """(E, Var) of a Gaussian or (E, E log) of a Gamma whose natural parameters are
-    (K,) arrays of their own (``_distinct_vector``): fresh (K,) arrays, each computed as
-    the family's property computes it (one ``errstate`` for the Gaussian's two)."""
-    a, b = v.eta
-    if kind == "mean":  # (Gaussian.mean, Gaussian.variance: h / p, 0 where p is 0; 1 / p)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(b == 0, 0.0, a / b), 1.0 / b
-    shape, rate = a + 1.0, -b  # (Gamma.shape_param, Gamma.rate)
-    return shape / rate, special.digamma(shape) - np.log(rate)
 
 
 def _constant_along(a, shape: tuple[int, ...], axes: tuple[int, ...]) -> bool:
@@ -411,7 +383,9 @@ def _average_log_factor(sample, mean, precision) -> np.ndarray:
         return fused
     out = _expected_square_diff(sample, mean)
     tau, elog = distinct(E(precision)), distinct(Elog(precision))  # K values under a gate
-    shape = np.broadcast_shapes(np.shape(out), np.shape(tau), np.shape(elog))
+    # (known scalars broadcast to any array: the common prior term, told without a call)
+    shape = (out.shape if type(out) is np.ndarray and not np.ndim(tau) and not np.ndim(elog)
+             else np.broadcast_shapes(np.shape(out), np.shape(tau), np.shape(elog)))
     if np.shape(out) != shape or not np.ndim(out):
         return 0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * out
     out *= -0.5 * tau                      # in place on the fresh (N, K) array
