@@ -228,7 +228,11 @@ class Gaussian(Distribution):
                 return out
         if traced() or type(h) is not np.ndarray or type(p) is not np.ndarray:
             return super().entropy()
-        out = _entropy_of(self.log_normalizer(), self.eta, self.expected_stats())
+        # (``expected_stats``: ``mean`` and ``variance`` as those properties compute them
+        # on arrays, under one errstate)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            m, v = np.where(p == 0, 0.0, h / p), 1.0 / p
+        out = _entropy_of(self.log_normalizer(), self.eta, (m, -0.5 * (v + m * m)))
         return super().entropy() if out is None else out
 
     def sufficient_stats(self, x: Any) -> tuple[np.ndarray, ...]:

@@ -5,6 +5,7 @@ log f = ½ log τ − ½ log 2π − ½ τ (x − μ)²
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -94,13 +95,12 @@ def _row_moments(v, kind: str) -> tuple:
         "gaussian_" + kind, v)
     if hit is not None:
         return hit
-    rows = _rows(v)
-    if rows is v and type(v) is _FAMILY[kind] and distinct_vector(v):
-        # a K-vector posterior's own moments, the arithmetic of the family's properties
-        # (``Gaussian.mean``/``variance``, ``Gamma.mean``/``mean_log``) in one place:
-        # the same ufuncs in the same order, so the same numbers bit for bit
+    if type(v) is _FAMILY[kind] and distinct_vector(v):
+        # a K-vector posterior (its own rows): its moments as the family's properties
+        # make them (``Gaussian.mean``/``variance``, ``Gamma.mean``/``mean_log``), the
+        # same ufuncs in the same order, so the same numbers bit for bit
         out = own_moments(v)
-    elif type(rows) is _FAMILY[kind] and rows.compact() is rows and not traced():
+    elif type(rows := _rows(v)) is _FAMILY[kind] and rows.compact() is rows and not traced():
         # (what E, Var and E log read of a message with no axis left to shrink: its
         # own moments, without the generic calls around them)
         second = rows.variance if kind == "mean" else rows.mean_log()
@@ -165,6 +165,14 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
     weights, (N, Σ x, Σ x²) of known data over its one plate (``_unweighted_sums``).
     None for other shapes (the callers' general paths)."""
     shape, axes = reduce
+    if type(weights) is np.ndarray and not traced():
+        # the second message of a sweep (the mean's, after the precision's): the sums made
+        # for this very data array and weights, over the same axis (the checks below
+        # passed when they were made)
+        hit = recall("data_sums", weights)
+        if (hit is not None and hit[0] is sample and len(shape) == 2
+                and tuple(axes) == (0,) and weights.shape == tuple(shape)):
+            return hit[2]
     if weights is None and not traced() and is_known(sample):
         return _unweighted_sums(sample, reduce)
     if (not is_known(sample) or not isinstance(weights, np.ndarray)
@@ -376,8 +384,34 @@ def _precision_vmp(sample, mean, *, reduce: Reduce | None = None,
                               -0.5 * plate_einsum("", w + [(d2, "")], reduce))
 
 
+def _known(value: float) -> np.ndarray:
+    """A known number as ``E`` reads it (a 0-d float array)."""
+    return np.asarray(value, float)
+
+
+@functools.lru_cache(maxsize=64)
+def _known_precision_terms(precision: float) -> tuple[Any, Any]:
+    """(−½ τ, ½ log τ − ½ log 2π) of a known precision τ, as ``_average_log_factor``'s
+    general path computes them (NumPy scalars: the same numbers)."""
+    tau, elog = distinct(E(precision)), distinct(Elog(precision))
+    return -0.5 * tau, 0.5 * elog - 0.5 * LOG_2PI
+
+
 @GAUSSIAN.evidence_operator("vmp")
 def _average_log_factor(sample, mean, precision) -> np.ndarray:
+    if (type(mean) in (float, int) and type(precision) in (float, int)
+            and type(sample) is Gaussian and distinct_vector(sample)):
+        # a K-vector posterior under a prior of known numbers (the components' prior
+        # term of the bound): the general path's arithmetic below, in its order, with
+        # the prior's terms made once a run and the posterior's moments together
+        m, v = own_moments(sample)
+        out = np.subtract(m, _known(mean))
+        out = np.multiply(out, out, out=out)
+        out += v + 0.0  # (``distinct(V(sample)) + distinct(0.0)``)
+        scale, shift = _known_precision_terms(float(precision))
+        out *= scale
+        out += shift
+        return out
     fused = _data_evidence_by_blas(sample, mean, precision)
     if fused is not None:
         return fused
