@@ -72,6 +72,10 @@ def align_plates(value: Any, positions: tuple[int, ...], ndim: int, event_ndim: 
             new[pos] = size
         return e.reshape(tuple(new) + e.shape[e.ndim - nd:])
     if isinstance(value, Distribution):
+        eta = value.eta
+        if len(eta) == 1 and type(eta[0]) is np.ndarray:  # (a Discrete posterior, each
+            # sweep: one reshape, without ``_map``'s closure and checks)
+            return value.from_natural(lay(eta[0], value.event_ndim))
         return value._map(lay)
     if traced():  # one layout a trace while the array lives: the statements that read
         # the same data read one array, and what is made of it is made once (by_data)
