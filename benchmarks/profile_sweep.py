@@ -11,8 +11,9 @@ machine shared with other work puts a few calls far out), for this checkout and,
 ``--baseline``, the other one (each in its own interpreter), and their ratio.
 
 Programs (``--model``): ``mixture`` — the 1-D mixture of ``benchmarks/bench_mixture.py``
-at K = 10, N = 200 (``--fused``: compiled with ``fuse_switch=True``); ``gaussian`` — learning a Gaussian from N = 1,000 points (mean ~
-N(0, 100), precision ~ Gamma(1, 1)); ``vectors`` — the D = 2 mixture of
+at K = 10, N = 200 (``--fused``: compiled with ``fuse_switch=True``); ``gaussian`` —
+learning a Gaussian from N = 1,000 points (mean ~ N(0, 100), precision ~ Gamma(1, 1));
+``vectors`` — the D = 2 mixture of
 ``benchmarks/vmixture_reference.py`` at K = 10, N = 200.
 
 With ``--lines`` the table is per statement of the generated program instead: each
