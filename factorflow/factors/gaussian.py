@@ -68,15 +68,53 @@ def _rows(v):
     hit = recall("gaussian_rows", v)
     if hit is not None:
         return hit
-    rows = v.compact(always=True)
+    rows = _compact(v)
     # an axis materialised with equal values (a state restored from a checkpoint): shrunk
     # too, so that the same path, and the same rounding, is taken as for the view
     for axis, n in enumerate(rows.batch_shape):
         first = (slice(None),) * axis + (slice(0, 1),)  # (a view: no gather)
-        if n > 1 and all((e[first] == e).all() for e in rows.eta):
+        if n > 1 and not _differ_at_start(rows.eta, axis) and all(
+                (e[first] == e).all() for e in rows.eta):
             rows = rows._map(lambda e, nd, first=first: e[first])
     remember("gaussian_rows", v, rows)
     return rows
+
+
+def _compact(v: Distribution) -> Distribution:
+    """``v.compact(always=True)``, the same views, for a scalar family whose natural
+    parameters are NumPy arrays of one shape (a gate's clone of K components over
+    (N, K), each sweep), without the generic calls; ``compact`` itself otherwise."""
+    eta = v.eta
+    shape = eta[0].shape
+    if (v.event_ndim or not shape or type(v)._map is not Distribution._map
+            or any(type(e) is not np.ndarray or e.shape != shape for e in eta)):
+        return v.compact(always=True)
+    index, shrunk = [], False
+    for i, n in enumerate(shape):  # (an axis every parameter repeats: stride 0)
+        repeat = n > 1
+        for e in eta:
+            repeat = repeat and not e.strides[i]
+        index.append(slice(0, 1) if repeat else slice(None))
+        shrunk = shrunk or repeat
+    if not shrunk:
+        return v
+    at = tuple(index)
+    return v.from_natural(*[e[at] for e in eta])
+
+
+def _differ_at_start(eta: tuple, axis: int) -> bool:
+    """Whether some NumPy array of ``eta`` has different first two elements along batch
+    ``axis`` (the other axes at 0): then not every parameter is constant along it, told
+    in O(1) (NaN ≠ NaN: a NaN differs, as an elementwise == finds no equality there).
+    False where it cannot tell (the caller's elementwise test decides)."""
+    for e in eta:
+        if type(e) is np.ndarray and e.ndim > axis and e.shape[axis] > 1:
+            at = [0] * e.ndim
+            start = e.item(tuple(at))
+            at[axis] = 1
+            if start != e.item(tuple(at)):
+                return True
+    return False
 
 
 #: the moments of a mean and of a precision that the fused paths read, in that order
