@@ -138,3 +138,20 @@ def test_small_mixture_fused_equals_the_gate_path(trace):
         for a, b in zip(runs[0][name].eta, runs[1][name].eta, strict=True):
             assert same(a, b), name
     assert runs[0].trace == runs[1].trace and runs[0].log_evidence == runs[1].log_evidence
+
+
+def test_a_clones_rows_are_its_compact_rows():
+    """``gaussian._rows`` of a gate's clone (a K-vector broadcast over (N, K)) is what
+    ``compact(always=True)`` and the equal-values test made: the same shape and values,
+    a materialised copy shrunk as the view (a restored checkpoint)."""
+    g = Gaussian(np.arange(10.0), variance=np.arange(1.0, 11.0))
+    clone = g.broadcast_to((7, 10))
+    rows, ref = gaussian._rows(clone), clone.compact(always=True)
+    assert rows.batch_shape == ref.batch_shape == (1, 10)
+    assert all(same(a, b) for a, b in zip(rows.eta, ref.eta, strict=True))
+    copied = Gaussian.from_natural(*[np.array(e) for e in clone.eta])
+    assert gaussian._rows(copied).batch_shape == (1, 10)
+    flat = Gaussian.from_natural(np.full((7, 10), 2.0), np.full((7, 10), 0.5))
+    assert gaussian._rows(flat).batch_shape == (1, 1)
+    nan = Gaussian.from_natural(np.full((7, 10), np.nan), np.ones((7, 10)))
+    assert gaussian._rows(nan).batch_shape == (7, 10)  # (NaN == NaN is False)
