@@ -924,8 +924,8 @@ def last_axis_max(x: np.ndarray) -> np.ndarray:
     if k > 3 and x.size <= _TRANSPOSED_UP_TO:
         # a small array (a mixture's (N, K) at N = 200): its columns as rows of one
         # contiguous copy, compared in one call, in the same order (2.5x at K = 10)
-        return np.maximum.reduce(np.ascontiguousarray(np.moveaxis(x, -1, 0)),
-                                 axis=0)[..., None]
+        columns = x.T if x.ndim == 2 else x.transpose((x.ndim - 1, *range(x.ndim - 1)))
+        return np.maximum.reduce(np.ascontiguousarray(columns), axis=0)[..., None]
     out = x[..., 0].copy()
     for j in range(1, k):
         np.maximum(out, x[..., j], out=out)
