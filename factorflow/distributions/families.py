@@ -247,7 +247,8 @@ class Gaussian(Distribution):
         # NaN mean × precision (min propagates NaN); else the elementwise verdict.  A
         # scalar posterior: the same test on its two floats
         h, p = self.eta
-        if _scalar_of(p) > 0 and _scalar_of(h) == _scalar_of(h):
+        if (not (type(p) is np.ndarray and p.ndim)  # (an array: the reductions below)
+                and _scalar_of(p) > 0 and _scalar_of(h) == _scalar_of(h)):
             return True
         if type(h) is np.ndarray and type(p) is np.ndarray and h.size and p.size and (
                 p.min() > 0 and not np.isnan(h.min())):
@@ -371,7 +372,8 @@ class Gamma(Distribution):
         # one fused test: shape − 1 > −1 everywhere (exactly shape > 0: x + 1 > 0 iff
         # x > −1 in floating point) and −rate < 0, NaN failing both; else elementwise
         a, r = self.eta
-        if _scalar_of(a) > -1.0 and _scalar_of(r) < 0:  # (a scalar posterior's floats)
+        if (not (type(a) is np.ndarray and a.ndim)  # (an array: the reductions below)
+                and _scalar_of(a) > -1.0 and _scalar_of(r) < 0):  # (a scalar's floats)
             return True
         if type(a) is np.ndarray and type(r) is np.ndarray and a.size and r.size and (
                 a.min() > -1.0 and r.max() < 0):
