@@ -108,8 +108,8 @@ def _differ_at_start(eta: tuple, axis: int) -> bool:
     in O(1) (NaN ≠ NaN: a NaN differs, as an elementwise == finds no equality there).
     False where it cannot tell (the caller's elementwise test decides)."""
     for e in eta:
-        if type(e) is np.ndarray and e.ndim > axis and e.shape[axis] > 1:
-            at = [0] * e.ndim
+        if type(e) is np.ndarray and e.size and e.ndim > axis and e.shape[axis] > 1:
+            at = [0] * e.ndim  # (a non-empty array: its element 0 along every axis)
             start = e.item(tuple(at))
             at[axis] = 1
             if start != e.item(tuple(at)):

@@ -155,3 +155,5 @@ def test_a_clones_rows_are_its_compact_rows():
     assert gaussian._rows(flat).batch_shape == (1, 1)
     nan = Gaussian.from_natural(np.full((7, 10), np.nan), np.ones((7, 10)))
     assert gaussian._rows(nan).batch_shape == (7, 10)  # (NaN == NaN is False)
+    empty = Gaussian.from_natural(np.zeros((0, 3)), np.ones((0, 3)))  # (an empty plate: a
+    assert gaussian._rows(empty).batch_shape == (0, 1)                # minibatch of none)
