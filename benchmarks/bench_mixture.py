@@ -17,7 +17,8 @@ hand-written updates (``benchmarks.bench_foundation.hand_written``), where the c
 a sweep at small N is the Python in the operators.
 
 With ``--gate`` also this checkout with the Switch left to the gate path
-(``compile(..., fuse_switch=False)``: no ``transforms.fuse_switch``), and without
+(``compile(..., fuse_switch=False)``: no ``transforms.fuse_switch``; with ``--baseline``
+the baseline's too, each gate row's ratio to the baseline's), and without
 ``--baseline`` the "× before" column is the fused rows against those.
 
 Run: ``python benchmarks/bench_mixture.py [--baseline PATH] [--gate] [--rounds R] [--sizes K,N
@@ -219,9 +220,14 @@ def main() -> None:
     if args.baseline is not None:
         systems += [("baseline factorflow", args.baseline, "factorflow", True),
                     ("baseline, trace=False", args.baseline, "factorflow", False)]
+        if args.gate:
+            systems += [("baseline gate path", args.baseline, "gate", True),
+                        ("baseline gate, trace=False", args.baseline, "gate", False)]
     # (after / before: the factorflow rows against the baseline's same row)
     before = {"factorflow": "baseline factorflow",
-              "factorflow, trace=False": "baseline, trace=False"}
+              "factorflow, trace=False": "baseline, trace=False",
+              "gate path": "baseline gate path",
+              "gate path, trace=False": "baseline gate, trace=False"}
     if args.baseline is None and args.gate:  # (the fused rows against the gate path's)
         before = {"factorflow": "gate path", "factorflow, trace=False": "gate path, trace=False"}
     print(f"{'K, N':<12} {'system':<26} {'ms/iter':>9} {'× hand':>7} {'× before':>9} "

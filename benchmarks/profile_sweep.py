@@ -11,8 +11,9 @@ machine shared with other work puts a few calls far out), for this checkout and,
 ``--baseline``, the other one (each in its own interpreter), and their ratio.
 
 Programs (``--model``): ``mixture`` — the 1-D mixture of ``benchmarks/bench_mixture.py``
-at K = 10, N = 200; ``gaussian`` — learning a Gaussian from N = 1,000 points (mean ~
-N(0, 100), precision ~ Gamma(1, 1)); ``vectors`` — the D = 2 mixture of
+at K = 10, N = 200 (``--fused``: compiled with ``fuse_switch=True``); ``gaussian`` —
+learning a Gaussian from N = 1,000 points (mean ~ N(0, 100), precision ~ Gamma(1, 1));
+``vectors`` — the D = 2 mixture of
 ``benchmarks/vmixture_reference.py`` at K = 10, N = 200.
 
 With ``--lines`` the table is per statement of the generated program instead: each
@@ -49,6 +50,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = ["10,200"]  # (``--size``: the workers read it as FF_PROFILE_SIZE)
+FUSED = [False]  # (``--fused``: FF_PROFILE_FUSED)
 
 
 def program(model: str, trace: bool) -> Any:
@@ -62,10 +64,11 @@ def program(model: str, trace: bool) -> Any:
     from benchmarks import vmixture_reference as vref
     warnings.simplefilter("ignore", ff.ConvergenceWarning)
     options = dict(tolerance=None, progress=False, trace=trace)
+    fuse = {"fuse_switch": True} if os.environ.get("FF_PROFILE_FUSED") == "1" else {}
     k, n = map(int, os.environ.get("FF_PROFILE_SIZE", "10,200").split(","))
     if model == "mixture":
         x = mix.data(k, n)
-        compiled = mix.model(x, k).compile("vmp", init=["means"])
+        compiled = mix.model(x, k).compile("vmp", init=["means"], **fuse)
         init = mix.factorflow_init(x, k)
     elif model == "vectors":
         x, start = vref.data(k, n, 2)
@@ -201,7 +204,8 @@ def cprofile_worker(model: str, trace: bool, sweeps: int) -> dict[str, Any]:
 def measure(path: Path, model: str, trace: bool, sweeps: int, lines: bool | str = False
             ) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(path), OMP_NUM_THREADS="1", FF_PROFILE_SIZE=SIZE[0],
-               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               FF_PROFILE_FUSED=str(int(FUSED[0])))
     out = subprocess.run([sys.executable, __file__, "--worker", model, str(int(trace)),
                           str(sweeps), str(lines if isinstance(lines, str) else int(lines))],
                          env=env, capture_output=True, text=True, check=True, cwd=str(ROOT))
@@ -221,9 +225,12 @@ def main() -> None:
     parser.add_argument("--baseline", type=Path, help="another factorflow checkout")
     parser.add_argument("--size", default="10,200", metavar="K,N",
                         help="K, N of the mixtures (default 10,200)")
+    parser.add_argument("--fused", action="store_true",
+                        help="the 1-D mixture with compile(fuse_switch=True)")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     SIZE[0] = args.size
+    FUSED[0] = args.fused
     if args.worker:
         model, trace, sweeps, lines = args.worker
         work = {"1": lines_worker, "cprofile": cprofile_worker}.get(lines, worker)

@@ -907,6 +907,8 @@ def row_max(x: np.ndarray) -> np.ndarray:
 
 #: along a last axis at most this long, ``last_axis_max`` compares whole columns
 _COLUMNS_UP_TO = 16
+#: up to this many elements it compares them as the rows of one transposed copy
+_TRANSPOSED_UP_TO = 4096
 
 
 def last_axis_max(x: np.ndarray) -> np.ndarray:
@@ -919,6 +921,12 @@ def last_axis_max(x: np.ndarray) -> np.ndarray:
     # along a short axis, at K = 10 from about 80 rows)
     if TRACED or not 1 < k <= _COLUMNS_UP_TO or x.size < 8 * k * k:
         return np.max(x, axis=-1, keepdims=True)
+    if k > 3 and x.size <= _TRANSPOSED_UP_TO and type(x).__module__ == "numpy":
+        # a small NumPy array (a mixture's (N, K) at N = 200): its columns as rows of one
+        # contiguous copy, compared in one call, in the same order (2.5x at K = 10; a
+        # backend's lazy array keeps the pairwise passes)
+        columns = x.T if x.ndim == 2 else x.transpose((x.ndim - 1, *range(x.ndim - 1)))
+        return np.maximum.reduce(np.ascontiguousarray(columns), axis=0)[..., None]
     out = x[..., 0].copy()
     for j in range(1, k):
         np.maximum(out, x[..., j], out=out)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from factorflow.distributions.base import Distribution
+from factorflow.distributions.base import Distribution, traced
 from factorflow.distributions.families import (
     Bernoulli,
     Beta,
@@ -49,6 +49,40 @@ def _on_distinct(moment: Callable[[Distribution], np.ndarray], v: Distribution
         return moment(v)
     out = np.asarray(moment(small))
     return np.broadcast_to(out, v.batch_shape + out.shape[len(small.batch_shape):])
+
+
+def distinct_vector(v: Distribution) -> bool:
+    """Whether ``v`` is a K-vector of messages told apart in O(1): one batch axis, no
+    event axis, every natural parameter a NumPy array of its own along it (no stride 0:
+    nothing for ``compact`` to shrink), whose first two elements differ in at least one
+    of them (so no parameter-wise test finds every element equal).  The components'
+    posteriors of a mixture; their moments are then their own (``own_moments``).  False
+    under tracing and for anything else (the callers' general paths)."""
+    if v.event_ndim or traced():
+        return False
+    differ = False
+    for e in v.eta:  # (a loop: a few such posteriors a sweep, each µs counts)
+        if type(e) is not np.ndarray or e.ndim != 1 or e.shape[0] < 2 or not e.strides[0]:
+            return False
+        # (NaN != NaN: a NaN differs, as an elementwise == finds no equality there)
+        differ = differ or e.item(0) != e.item(1)
+    return differ
+
+
+def own_moments(v: Distribution) -> tuple[np.ndarray, np.ndarray]:
+    """(E, Var) of a Gaussian, (E, E log) of a Gamma, each computed as the family's
+    properties compute it (``Gaussian.mean``/``variance``: h / p, 0 where p is 0, and
+    1 / p; ``Gamma.mean``/``mean_log``: a / b, ψ(a) − log b), the same ufuncs in the
+    same order, so the same numbers bit for bit, with the shared steps made once (one
+    ``errstate``, one a and b).  For NumPy arrays of natural parameters (not traced)."""
+    first, second = v.eta
+    if type(v) is Gaussian:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(second == 0, 0.0, first / second), 1.0 / second
+    if type(v) is Gamma:
+        shape, rate = first + 1.0, -second  # (Gamma.shape_param, Gamma.rate)
+        return shape / rate, special.digamma(shape) - np.log(rate)
+    raise TypeError(f"own_moments: not a Gaussian or a Gamma: {type(v).__name__}")
 
 
 def E(v: Any) -> np.ndarray:

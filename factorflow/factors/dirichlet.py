@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from factorflow.distributions import Dirichlet
-from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.base import log_normalizer_or_zero, memo_of, traced
 from factorflow.distributions.moments import E, Elog, is_known
 from factorflow.factors.registry import define_factor
 from factorflow.lazy import special
@@ -49,7 +49,12 @@ def _sample_ep(alpha) -> Dirichlet:
 def _average_log_factor(sample, alpha) -> np.ndarray:
     """E_q[log f] = Σ_k (α_k − 1) E[log x_k] − log B(α)."""
     a = np.asarray(E(alpha), float)
-    return np.sum((a - 1) * Elog(sample), axis=-1) - _log_normalizer(a)
+    terms = (a - 1) * Elog(sample)
+    if traced() or type(alpha) is not np.ndarray or type(terms) is not np.ndarray:
+        return np.sum(terms, axis=-1) - _log_normalizer(a)
+    # a known α's log B(α), a constant of the run: computed once while its array lives;
+    # the array's own sum (the reduction ``np.sum`` calls: the same numbers)
+    return terms.sum(axis=-1) - memo_of("dirichlet_log_normalizer", a, _log_normalizer)
 
 
 @DIRICHLET.evidence_operator("ep")

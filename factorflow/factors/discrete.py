@@ -12,12 +12,14 @@ the mean and Σ_k E[p_k²] (Infer.NET's DiscreteFromDirichletOp with
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
 
 from factorflow.distributions import Dirichlet, Discrete
 from factorflow.distributions.base import (
+    COMPACT_ABOVE,
     _recall_traced,
     add_at,
     broadcast_shapes,
@@ -88,8 +90,9 @@ def _sample_stats(sample, size: int) -> np.ndarray:
 @DISCRETE.operator("vmp", "sample", skip_if_uniform=("probs",))
 def _sample_vmp(probs) -> Discrete:
     """log-probabilities E[log p_k] (for a Dirichlet: digamma(α_k) − digamma(Σ α))."""
-    if type(probs) is Dirichlet and probs.compact() is probs:  # (Elog's own path)
-        return Discrete.from_natural(probs.mean_log())
+    if type(probs) is Dirichlet and (probs.eta[0].size < COMPACT_ABOVE
+                                     or probs.compact() is probs):  # (Elog's own path;
+        return Discrete.from_natural(probs.mean_log())               # K weights: no look)
     return Discrete.from_natural(np.asarray(Elog(probs), float))
 
 
@@ -134,7 +137,15 @@ def _column_sums(probs: Any, reduce: Reduce) -> np.ndarray | None:
     if traced():  # (the copy's ``np.ndarray`` is JAX's arrays too)
         return _recall_traced("column_sums", probs)
     known = recall("column_sums", probs)  # (a mixture's data sums read them already)
-    return np.ones(shape[0]) @ probs if known is None else known
+    return _ones(shape[0]) @ probs if known is None else known
+
+
+@functools.lru_cache(maxsize=16)
+def _ones(n: int) -> np.ndarray:
+    """A read-only vector of n ones (``_column_sums``' 1ᵀ, made once per N)."""
+    out = np.ones(n)
+    out.flags.writeable = False
+    return out
 
 
 def _scatter_counts(x: np.ndarray, w: np.ndarray, size: int, reduce: Reduce) -> np.ndarray:
@@ -186,7 +197,9 @@ def _rows_dot(q: np.ndarray, elog: np.ndarray) -> np.ndarray:
     N = 20,000); the same sum to rounding (1e-15 relative)."""
     q, elog = np.asarray(q, float), np.asarray(elog, float)
     row = distinct(elog)
-    shape = np.broadcast_shapes(q.shape[:-1], elog.shape[:-1])
+    # (one row: the batch is q's, told without a call)
+    shape = (q.shape[:-1] if elog.ndim == 1 and q.ndim
+             else np.broadcast_shapes(q.shape[:-1], elog.shape[:-1]))
     if q.ndim >= 2 and q.shape[:-1] == shape and all(n == 1 for n in row.shape[:-1]):
         row = row.reshape(-1)
         # q normalised block by block from a product with this row added into it (a

@@ -8,10 +8,14 @@ which makes the Gamma conjugate to its own rate (Infer.NET's GammaFromShapeAndRa
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import numpy as np
 
 from factorflow.distributions import Gamma
-from factorflow.distributions.moments import E, Elog, is_known
+from factorflow.distributions.base import traced
+from factorflow.distributions.moments import E, Elog, distinct_vector, is_known, own_moments
 from factorflow.factors.common import broadcast_batch, full, message_log_normalizer, unsupported
 from factorflow.factors.registry import define_factor
 from factorflow.lazy import special
@@ -49,9 +53,25 @@ def _rate_vmp(sample, shape) -> Gamma:
 @GAMMA.evidence_operator("vmp")
 def _average_log_factor(sample, shape, rate) -> np.ndarray:
     """E_q[log f] = a E[log r] − log Γ(a) + (a − 1) E[log x] − E[r] E[x]."""
+    if (type(sample) is Gamma and type(shape) in (float, int) and type(rate) in (float, int)
+            and not traced() and distinct_vector(sample)):
+        # a K-vector posterior under a prior of known numbers: the prior's terms made
+        # once a run, the posterior's E[x] and E[log x] together (the same arithmetic,
+        # in the same order: the same numbers)
+        const, a1, r = _known_terms(float(shape), float(rate))
+        mean, mean_log = own_moments(sample)
+        return const + a1 * mean_log - r * mean
     a = E(shape)
     return (a * Elog(rate) - special.gammaln(a) + (a - 1) * Elog(sample)
             - E(rate) * E(sample))
+
+
+@functools.lru_cache(maxsize=64)
+def _known_terms(shape: float, rate: float) -> tuple[Any, Any, Any]:
+    """(a log r − log Γ(a), a − 1, r) of known numbers a, r, as ``_average_log_factor``'s
+    general path computes them (NumPy scalars: the same numbers)."""
+    a = E(shape)
+    return a * Elog(rate) - special.gammaln(a), a - 1, E(rate)
 
 
 # ----- EP (exact: the rate must be known, or the sample when sending to the rate) ----

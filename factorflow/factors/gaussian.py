@@ -5,6 +5,7 @@ log f = ½ log τ − ½ log 2π − ½ τ (x − μ)²
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from factorflow.distributions.base import (
     traced,
 )
 from factorflow.distributions.families import LOG_2PI
-from factorflow.distributions.moments import E, Elog, V, is_known
+from factorflow.distributions.moments import E, Elog, V, distinct_vector, is_known, own_moments
 from factorflow.distributions.multivariate import by_data
 from factorflow.factors.common import Reduce, broadcast_naturals, collapsed, plate_einsum
 from factorflow.factors.registry import define_factor
@@ -43,12 +44,15 @@ def _spread(v):
 def _expected_square_diff(a, b):
     """E[(a − b)²] = (E a − E b)² + Var a + Var b for independent a, b (three array
     passes over a plate, the cost of the same update written by hand)."""
-    d = np.subtract(E(a), E(b))  # a fresh array: the squares below reuse it in place
-    if np.ndim(d) == 0:
+    # (a K-vector posterior's mean and variance made together, as the properties make them)
+    ma, va = (own_moments(a) if type(a) is Gaussian and distinct_vector(a)
+              else (None, None))
+    d = np.subtract(E(a) if ma is None else ma, E(b))  # a fresh array: the squares below
+    if np.ndim(d) == 0:                                # reuse it in place
         return np.asarray(d * d + (_spread(a) + _spread(b)))
     d = np.multiply(d, d, out=d)
-    d += distinct(_spread(a)) + distinct(_spread(b))  # broadcast variances: no copy
-    return d
+    d += distinct(_spread(a) if va is None else va) + distinct(_spread(b))  # (no copy of
+    return d                                                 # a broadcast variance)
 
 
 def _rows(v):
@@ -61,18 +65,58 @@ def _rows(v):
         return v
     if traced():
         return v.compact(always=True)
+    if distinct_vector(v):  # (a K-vector posterior: nothing to shrink, nothing kept)
+        return v
     hit = recall("gaussian_rows", v)
     if hit is not None:
         return hit
-    rows = v.compact(always=True)
+    rows = _compact(v)
     # an axis materialised with equal values (a state restored from a checkpoint): shrunk
     # too, so that the same path, and the same rounding, is taken as for the view
     for axis, n in enumerate(rows.batch_shape):
         first = (slice(None),) * axis + (slice(0, 1),)  # (a view: no gather)
-        if n > 1 and all((e[first] == e).all() for e in rows.eta):
+        if n > 1 and not _differ_at_start(rows.eta, axis) and all(
+                (e[first] == e).all() for e in rows.eta):
             rows = rows._map(lambda e, nd, first=first: e[first])
     remember("gaussian_rows", v, rows)
     return rows
+
+
+def _compact(v: Distribution) -> Distribution:
+    """``v.compact(always=True)``, the same views, for a scalar family whose natural
+    parameters are NumPy arrays of one shape (a gate's clone of K components over
+    (N, K), each sweep), without the generic calls; ``compact`` itself otherwise."""
+    eta = v.eta
+    shape = eta[0].shape
+    if (v.event_ndim or not shape or type(v)._map is not Distribution._map
+            or any(type(e) is not np.ndarray or e.shape != shape for e in eta)):
+        return v.compact(always=True)
+    index, shrunk = [], False
+    for i, n in enumerate(shape):  # (an axis every parameter repeats: stride 0)
+        repeat = n > 1
+        for e in eta:
+            repeat = repeat and not e.strides[i]
+        index.append(slice(0, 1) if repeat else slice(None))
+        shrunk = shrunk or repeat
+    if not shrunk:
+        return v
+    at = tuple(index)
+    return v.from_natural(*[e[at] for e in eta])
+
+
+def _differ_at_start(eta: tuple, axis: int) -> bool:
+    """Whether some NumPy array of ``eta`` has different first two elements along batch
+    ``axis`` (the other axes at 0): then not every parameter is constant along it, told
+    in O(1) (NaN ≠ NaN: a NaN differs, as an elementwise == finds no equality there).
+    False where it cannot tell (the caller's elementwise test decides)."""
+    for e in eta:
+        if type(e) is np.ndarray and e.size and e.ndim > axis and e.shape[axis] > 1:
+            at = [0] * e.ndim  # (a non-empty array: its element 0 along every axis)
+            start = e.item(tuple(at))
+            at[axis] = 1
+            if start != e.item(tuple(at)):
+                return True
+    return False
 
 
 #: the moments of a mean and of a precision that the fused paths read, in that order
@@ -91,8 +135,12 @@ def _row_moments(v, kind: str) -> tuple:
         "gaussian_" + kind, v)
     if hit is not None:
         return hit
-    rows = _rows(v)
-    if type(rows) is _FAMILY[kind] and rows.compact() is rows and not traced():
+    if type(v) is _FAMILY[kind] and distinct_vector(v):
+        # a K-vector posterior (its own rows): its moments as the family's properties
+        # make them (``Gaussian.mean``/``variance``, ``Gamma.mean``/``mean_log``), the
+        # same ufuncs in the same order, so the same numbers bit for bit
+        out = own_moments(v)
+    elif type(rows := _rows(v)) is _FAMILY[kind] and rows.compact() is rows and not traced():
         # (what E, Var and E log read of a message with no axis left to shrink: its
         # own moments, without the generic calls around them)
         second = rows.variance if kind == "mean" else rows.mean_log()
@@ -157,6 +205,14 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
     weights, (N, Σ x, Σ x²) of known data over its one plate (``_unweighted_sums``).
     None for other shapes (the callers' general paths)."""
     shape, axes = reduce
+    if type(weights) is np.ndarray and not traced():
+        # the second message of a sweep (the mean's, after the precision's): the sums made
+        # for this very data array and weights, over the same axis (the checks below
+        # passed when they were made)
+        hit = recall("data_sums", weights)
+        if (hit is not None and hit[0] is sample and len(shape) == 2
+                and tuple(axes) == (0,) and weights.shape == tuple(shape)):
+            return hit[2]
     if weights is None and not traced() and is_known(sample):
         return _unweighted_sums(sample, reduce)
     if (not is_known(sample) or not isinstance(weights, np.ndarray)
@@ -179,7 +235,13 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
     ident = (memory["data"][0], x.strides)
     if hit is not None and hit[1] == ident:
         return hit[2]
-    sums = tuple(_data_columns(x, rows=False) @ weights)
+    # (the same laid-out data in every sweep: its [1, x, x²] columns found by its identity)
+    columns = recall("gaussian_columns_of", x) if type(x) is np.ndarray else None
+    if columns is None:
+        columns = _data_columns(x, rows=False)
+        if type(x) is np.ndarray:
+            remember("gaussian_columns_of", x, columns)
+    sums = tuple(columns @ weights)
     remember("data_sums", weights, (x, ident, sums))
     return sums
 
@@ -260,6 +322,23 @@ def _weighted_sums(weights, columns, reduce: Reduce) -> list[np.ndarray]:
     return [plate_einsum("", w + [(c, "")], reduce) for c in cols]
 
 
+def _vector_size(*moments: Any) -> int | None:
+    """K where every moment is a float NumPy array of shape (K,), K > 1 (the components'
+    posteriors of a mixture: ``_data_evidence_by_blas`` reads them as they are); None
+    otherwise (its general path, which lays out rows, scalars and broadcasts)."""
+    shape = None
+    if traced():
+        return None
+    for a in moments:
+        if type(a) is not np.ndarray or a.dtype != np.float64 or a.ndim != 1:
+            return None
+        if shape is None:
+            shape = a.shape
+        elif a.shape != shape:
+            return None
+    return shape[0] if shape is not None and shape[0] > 1 else None
+
+
 def _data_evidence_by_blas(sample, mean, precision):
     """E[log N(x | μ, 1/τ)] on the (N, K) grid of N known points (N, 1) against K
     components (1, K) as one (N, 3) × (3, K) product: −½E[τ] x² + E[τ]E[μ] x +
@@ -276,14 +355,17 @@ def _data_evidence_by_blas(sample, mean, precision):
         x = distinct(np.asarray(E(sample), float))
         if x.ndim != 2 or x.shape[1] != 1 or x.shape[0] == 1:
             return None
-    rows = [np.asarray(a, float) for a in _row_moments(mean, "mean")
-            + _row_moments(precision, "precision")]
-    k = max(r.shape[-1] if r.ndim else 1 for r in rows)
-    if k == 1 or any(r.ndim > 2 or (r.ndim == 2 and r.shape[0] != 1)
-                     or (r.ndim and r.shape[-1] not in (1, k)) for r in rows):
-        return None
-    rows = [r[0] if r.ndim == 2 else r for r in rows]
-    m, v, tau, elog = (r if r.shape == (k,) else np.broadcast_to(r, (k,)) for r in rows)
+    m, v = _row_moments(mean, "mean")
+    tau, elog = _row_moments(precision, "precision")
+    k = _vector_size(m, v, tau, elog)
+    if k is None:  # (moments of other shapes: rows, scalars, broadcast K-vectors)
+        rows = [np.asarray(a, float) for a in (m, v, tau, elog)]
+        k = max(r.shape[-1] if r.ndim else 1 for r in rows)
+        if k == 1 or any(r.ndim > 2 or (r.ndim == 2 and r.shape[0] != 1)
+                         or (r.ndim and r.shape[-1] not in (1, k)) for r in rows):
+            return None
+        rows = [r[0] if r.ndim == 2 else r for r in rows]
+        m, v, tau, elog = (r if r.shape == (k,) else np.broadcast_to(r, (k,)) for r in rows)
     const = 0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * (m * m + v)
     if traced():
         coef = np.stack([const, tau * m, -0.5 * tau])                    # (3, K)
@@ -355,14 +437,42 @@ def _precision_vmp(sample, mean, *, reduce: Reduce | None = None,
                               -0.5 * plate_einsum("", w + [(d2, "")], reduce))
 
 
+def _known(value: float) -> np.ndarray:
+    """A known number as ``E`` reads it (a 0-d float array)."""
+    return np.asarray(value, float)
+
+
+@functools.lru_cache(maxsize=64)
+def _known_precision_terms(precision: float) -> tuple[Any, Any]:
+    """(−½ τ, ½ log τ − ½ log 2π) of a known precision τ, as ``_average_log_factor``'s
+    general path computes them (NumPy scalars: the same numbers)."""
+    tau, elog = distinct(E(precision)), distinct(Elog(precision))
+    return -0.5 * tau, 0.5 * elog - 0.5 * LOG_2PI
+
+
 @GAUSSIAN.evidence_operator("vmp")
 def _average_log_factor(sample, mean, precision) -> np.ndarray:
+    if (type(mean) in (float, int) and type(precision) in (float, int)
+            and type(sample) is Gaussian and distinct_vector(sample)):
+        # a K-vector posterior under a prior of known numbers (the components' prior
+        # term of the bound): the general path's arithmetic below, in its order, with
+        # the prior's terms made once a run and the posterior's moments together
+        m, v = own_moments(sample)
+        out = np.subtract(m, _known(mean))
+        out = np.multiply(out, out, out=out)
+        out += v + 0.0  # (``distinct(V(sample)) + distinct(0.0)``)
+        scale, shift = _known_precision_terms(float(precision))
+        out *= scale
+        out += shift
+        return out
     fused = _data_evidence_by_blas(sample, mean, precision)
     if fused is not None:
         return fused
     out = _expected_square_diff(sample, mean)
     tau, elog = distinct(E(precision)), distinct(Elog(precision))  # K values under a gate
-    shape = np.broadcast_shapes(np.shape(out), np.shape(tau), np.shape(elog))
+    # (known scalars broadcast to any array: the common prior term, told without a call)
+    shape = (out.shape if type(out) is np.ndarray and not np.ndim(tau) and not np.ndim(elog)
+             else np.broadcast_shapes(np.shape(out), np.shape(tau), np.shape(elog)))
     if np.shape(out) != shape or not np.ndim(out):
         return 0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * out
     out *= -0.5 * tau                      # in place on the fresh (N, K) array

@@ -80,6 +80,10 @@ def align_plates(value: Any, positions: tuple[int, ...], ndim: int, event_ndim: 
             new[pos] = size
         return e.reshape(tuple(new) + e.shape[e.ndim - nd:])
     if isinstance(value, Distribution):
+        eta = value.eta
+        if len(eta) == 1 and type(eta[0]) is np.ndarray:  # (a Discrete posterior, each
+            # sweep: one reshape, without ``_map``'s closure and checks; never traced)
+            return value.from_natural(lay(eta[0], value.event_ndim))
         out = value._map(lay)
         if traced():  # (what each parameter was laid out from, for the readers that
             # find a normalisation made of it: NumPy's ``.base``, ``fused_switch``)
