@@ -27,7 +27,7 @@ from factorflow.model.missing import shown
 from factorflow.runtime.checkpoint import fingerprint, open_checkpoint
 from factorflow.runtime.kernels import NAMESPACE, SKIPPED
 from factorflow.runtime.result import Result
-from factorflow.transforms.fuse_switch import FUSED_BACKENDS, FUSED_OP, FuseSwitchOptions
+from factorflow.transforms.fuse_switch import FUSED_BACKENDS, FuseSwitchOptions
 from factorflow.transforms.gates import GateOptions
 from factorflow.transforms.local_loop import LocalOptions
 from factorflow.transforms.pipeline import Compilation, compile_program
@@ -112,7 +112,7 @@ class CompiledModel:
     #: the local loop's options (``compile_model``'s ``local=``), None without one
     local: LocalOptions | None = None
     #: ``compile_model``'s ``fuse_switch=`` (what a pickle compiles again with)
-    fuse_switch: bool | None = None
+    fuse_switch: bool = True
 
     #: where the program runs (``factorflow.runtime.backends``)
     backend = "numpy"
@@ -878,7 +878,7 @@ def _check_initialised(posteriors: dict[str, Any]) -> None:
 
 def _recompile(model: Model, algorithm: str, init: tuple[str, ...],
                enter_whole_arrays: bool = False, local: LocalOptions | None = None,
-               fuse_switch: bool | None = None) -> CompiledModel:
+               fuse_switch: bool = True) -> CompiledModel:
     """The compiled model ``pickle`` loads: ``model`` compiled again for ``algorithm``."""
     missing = sorted({call.factor for call in model.statements} - set(FACTORS))
     if missing:
@@ -897,7 +897,7 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
                   debug: bool = False, enter_whole_arrays: bool = False,
                   backend: str = "numpy", local: Any = None, local_iterations: int = 1,
                   local_tolerance: float | None = None, local_restart: bool = False,
-                  local_stop: str = "all", fuse_switch: bool | None = None
+                  local_stop: str = "all", fuse_switch: bool = True
                   ) -> CompiledModel:
     """Compile ``model`` for ``algorithm``; ``init`` names variables the user initialises.
 
@@ -914,16 +914,14 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
     element (LDA: each document's θ) stops on its own once its change is below
     ``local_tolerance`` and keeps its posterior, as scikit-learn's E-step stops each
     document; "all" (the default): the loop stops once no element moves.
-    ``fuse_switch``: whether a VMP Switch over a plate with a Gaussian child becomes one
-    fused statement (``transforms.fuse_switch``, on the NumPy backend: ``FUSED_BACKENDS``).
-    None (the default): fused where its sweeps are the gate path's, which is where the
-    user initialises the means (as every example and benchmark does; else the fused
-    schedule updates the precisions before the means and the gate path the means first,
-    so each sweep's numbers differ, the fixed point being the same); True: fused
-    wherever the pattern holds; False: the gate path.  The convergence test watches the
-    user's posteriors and the bound (``watched``), so a default run stopped by
-    ``tolerance`` stops at the gate path's sweep, and at JAX's and Dask's (gate path),
-    with the same posteriors (``tests/runtime/test_convergence_user.py``).
+    ``fuse_switch``: whether a VMP Switch over a plate with a Gaussian or VectorGaussian
+    child becomes one fused statement (``transforms.fuse_switch``, on the backends in
+    ``FUSED_BACKENDS``).  True (the default): fused wherever the pattern holds and the
+    fused sweep can update the components in the gate path's order (elsewhere the gate
+    path), so that each sweep's numbers are the gate path's; False: the gate path.  The
+    convergence test watches the user's posteriors and the bound (``watched``), so a
+    default run stopped by ``tolerance`` stops at the gate path's sweep, and at every
+    backend's, with the same posteriors (``tests/runtime/test_convergence_user.py``).
     """
     from factorflow.runtime.backends import backend_class
     cls = backend_class(backend)
@@ -935,31 +933,18 @@ def compile_model(model: Model, algorithm: str = "ep", init: Any = (),
                          f"{enter_whole_arrays!r}.")
     names = frozenset(model.variable(n).name for n in (tuple(init) + tuple(model.initial)))
     start = time.perf_counter()
-    fused = fuse_switch is not False and cls.backend in FUSED_BACKENDS
+    if not isinstance(fuse_switch, bool):
+        raise ModelError(f"fuse_switch must be True or False, got {fuse_switch!r}.")
+    fused = fuse_switch and cls.backend in FUSED_BACKENDS
     compilation = compile_program(model, algorithm, names, debug,
                                   GateOptions(enter_whole_arrays=enter_whole_arrays), options,
                                   FuseSwitchOptions(enabled=fused))
-    if fused and fuse_switch is None and not _fused_as_gated(compilation, names):
-        compilation = compile_program(model, algorithm, names, debug,
-                                      GateOptions(enter_whole_arrays=enter_whole_arrays),
-                                      options, FuseSwitchOptions(enabled=False))
     generated = cls._generate_source(compilation.final)
     seconds = time.perf_counter() - start
     compiled = cls(model, algorithm, compilation, generated, seconds, names,
                    enter_whole_arrays, options)
     compiled.fuse_switch = fuse_switch  # (a pickle compiles it again with the same)
     return compiled
-
-
-def _fused_as_gated(compilation: Compilation, names: frozenset[str]) -> bool:
-    """Whether every fused Switch of ``compilation`` sweeps as the gate path does: its
-    means are initialised by the user (``names``, model names).  (Uninitialised, the
-    gate path updates the means before the precisions, the fused program after them:
-    ``fuse_switch._precisions_first``.)"""
-    assert compilation.bindings is not None
-    known = {compilation.bindings.names[n] for n in names}
-    return all(s.input("mean").var in known  # type: ignore[union-attr]
-               for s, _ in walk(compilation.stages["fusion"].body) if s.op == FUSED_OP)
 
 
 def _local_options(model: Model, local: Any, iterations: Any, tolerance: Any, restart: Any,

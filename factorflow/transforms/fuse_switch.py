@@ -71,8 +71,9 @@ FUSED_OPS = {"Gaussian": FUSED_OP, "VectorGaussian": "SwitchVectorGaussian"}
 
 #: the backends the fused statement is on; Dask keeps the gate path (its chunked
 #: reductions, task counts and stores are tested on the gate path's statements; the
-#: fused operators' ``.base`` read failed on chunks).  JAX runs it in one blocked pass
-#: over the data (``tests/runtime/backends/test_jax_fused_switch.py``)
+#: fused operators' ``.base`` read failed on chunks).  JAX runs both: the scalar one in one
+#: blocked pass over the data (``tests/runtime/backends/test_jax_fused_switch.py``), the
+#: D-dimensional one through the kernels' traced paths (``test_fused_vector_switch.py``)
 FUSED_BACKENDS = frozenset({"numpy", "jax"})
 
 

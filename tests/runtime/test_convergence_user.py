@@ -1,7 +1,7 @@
 """The convergence test watches what the user reads (``runtime.compiled.watched``): under
 VMP the user's posteriors and the bound, so that a run stopped by ``tolerance`` stops at
 the same sweep however the program was compiled (the fused Switch, the default on NumPy,
-or the gate path) and on every backend (JAX and Dask keep the gate path); under EP also
+or the gate path) and on every backend (Dask keeps the gate path); under EP also
 the gate transform's own posteriors, without which a nested Switch stops two sweeps
 early with a posterior at its prior (``test_ep_needs_the_gate_s_own_posteriors``)."""
 
@@ -209,19 +209,16 @@ def test_fused_default_and_gate_path_stop_at_the_same_sweep(case):
     (``fuse_switch=False``): the same sweep, posteriors and bound (1e-10)."""
     x, k, priors, tolerance = case
     fused = _mixture_run(x, k, tolerance, priors)
-    assert "SwitchGaussian" in mix.model(x, k, priors).compile(
-        "vmp", init=["means"]).source
+    assert "SwitchGaussian" in mix.model(x, k, priors).compile("vmp").source
     _same(fused, _mixture_run(x, k, tolerance, priors, fuse_switch=False))
 
 
 @pytest.mark.parametrize("names", [(), ("means",), ("precs",), ("weights",),
                                    ("means", "precs"), ("means", "weights")])
-def test_the_default_is_fused_where_its_sweeps_are_the_gate_path_s(names):
-    """By default the Switch is fused where the user initialises the means (else the
-    fused schedule updates the precisions before the means, the gate path after them:
-    other numbers at each sweep, the same fixed point); the default run, fused or not,
-    stops at the gate path's sweep with its posteriors (1e-10); ``fuse_switch=True``
-    fuses whatever is initialised."""
+def test_the_default_is_fused_and_sweeps_as_the_gate_path(names):
+    """By default the Switch is fused whatever the user initialises (the fused program
+    updates the components in the gate path's order: ``fuse_switch._gate_order``); the
+    default run stops at the gate path's sweep with its posteriors (1e-10)."""
     k, n = 3, 37
     x = mix.data(k, n, 0)
     values = {"means": mix.factorflow_init(x, k)["means"],
@@ -230,12 +227,17 @@ def test_the_default_is_fused_where_its_sweeps_are_the_gate_path_s(names):
     runs = []
     for options in ({}, {"fuse_switch": False}):
         compiled = mix.model(x, k).compile("vmp", init=list(names), **options)
-        assert ("SwitchGaussian" in compiled.source) == (not options and "means" in names)
+        assert ("SwitchGaussian" in compiled.source) == (not options)
         runs.append(compiled.run(init={name: values[name] for name in names},
                                  tolerance=1e-8, progress=False))
     _same(*runs)
-    assert "SwitchGaussian" in mix.model(x, k).compile("vmp", init=list(names),
-                                                       fuse_switch=True).source
+
+
+def test_fuse_switch_must_be_a_bool():
+    """``fuse_switch=`` other than True or False is refused by name."""
+    x = mix.data(2, 5, 0)
+    with pytest.raises(ff.ModelError, match="fuse_switch must be True or False"):
+        mix.model(x, 2).compile("vmp", fuse_switch=None)
 
 
 #: (K, N, tolerance): the sweeps the fused path used to stop early at included
@@ -246,7 +248,7 @@ GRID = [(3, 37, 1e-6), (3, 300, 1e-4), (4, 120, 1e-8), (5, 60, "default")]
 @pytest.mark.slow
 @pytest.mark.parametrize("k, n, tolerance", GRID)
 def test_jax_stops_where_numpy_does(k, n, tolerance):
-    """JAX (the gate path, the convergence test on device) against NumPy's default
+    """JAX (fused too, the convergence test on device) against NumPy's default
     (fused): the same sweep, posteriors and bound (1e-10)."""
     pytest.importorskip("jax")
     x = mix.data(k, n, 1)

@@ -156,38 +156,24 @@ def test_a_latent_sample_and_another_reduction_are_refused_by_name():
         fvs._selector_vmp(laid, means, precs, None, reduce=((30, 4), (0,)))
 
 
-def test_the_jax_and_dask_backends_keep_the_gate_path():
-    """The fusion is on the NumPy backend only (``fuse_switch.FUSED_BACKENDS``)."""
+def test_the_dask_backend_keeps_the_gate_path():
+    """Dask keeps the gate path (``fuse_switch.FUSED_BACKENDS``)."""
+    pytest.importorskip("dask.distributed")
     x, start = vref.data(3, 40, 2)
-    for backend, module in (("jax", "jax"), ("dask", "dask.distributed")):
-        try:
-            __import__(module)
-        except ImportError:
-            continue
-        source = vref.model(x, 3).compile("vmp", init=["means"], backend=backend,
-                                          fuse_switch=True).source
-        assert FUSED not in source
-        assert "Gate_Cases_selector_average_logarithm" in source
+    source = vref.model(x, 3).compile("vmp", init=["means"], backend="dask").source
+    assert FUSED not in source
+    assert "Gate_Cases_selector_average_logarithm" in source
 
 
 def test_the_fused_operators_trace_under_jax_and_give_numpys_numbers():
-    """Under JAX the fusion is off (``FUSED_BACKENDS``); turned on, the fused program
-    traces (the kernels' traced paths) and gives the gate path's numbers (1e-10), for
-    when it is."""
+    """Under JAX the D-dimensional Switch is fused too (``FUSED_BACKENDS``): the fused
+    program traces (the kernels' traced paths) and gives the gate path's numbers
+    (1e-10)."""
     pytest.importorskip("jax")
-    from factorflow.runtime.compiled import compile_model
-    from factorflow.transforms import fuse_switch
     x, start = vref.data(3, 60, 2)
     init = vref.factorflow_init(start)
-    assert FUSED not in vref.model(x, 3).compile("vmp", init=["means"], backend="jax",
-                                                 fuse_switch=True).source
     gate = _run(x, start, 3, None, 7, False, False)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(fuse_switch, "FUSED_BACKENDS", frozenset({"numpy", "jax"}))
-        import factorflow.runtime.compiled as compiled_module
-        patch.setattr(compiled_module, "FUSED_BACKENDS", frozenset({"numpy", "jax"}))
-        compiled = compile_model(vref.model(x, 3), "vmp", ["means"], backend="jax",
-                                 fuse_switch=True)
+    compiled = vref.model(x, 3).compile("vmp", init=["means"], backend="jax")
     assert FUSED in compiled.source
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ff.ConvergenceWarning)
