@@ -109,7 +109,9 @@ def test_mixture_carries_few_arrays():
     logits, are products of the data's statistics, carried as their (3, K)
     coefficients), besides the responsibilities' probabilities, which the sweep's
     normalisation made and the next sweep's message to the weights reads (not
-    normalised again), and the run equals NumPy's to 1e-10."""
+    normalised again), and the run equals NumPy's to 1e-10.  (The gate path,
+    ``fuse_switch=False``, as the Dask backend runs it; the fused statement's loop:
+    ``test_jax_fused_switch.py``.)"""
     import sys
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).parents[3]))
@@ -117,9 +119,9 @@ def test_mixture_carries_few_arrays():
     x = mix.data(10, 40)
     init = mix.factorflow_init(x, 10)
     model = mix.model(x, 10)
-    compiled = model.compile("vmp", backend="jax", init=list(init))
+    compiled = model.compile("vmp", backend="jax", init=list(init), fuse_switch=False)
     b = compiled.run(init=init, iterations=4)
-    a = model.compile("vmp", init=list(init)).run(init=init, iterations=4)
+    a = model.compile("vmp", init=list(init), fuse_switch=False).run(init=init, iterations=4)
     (_, info), = compiled._traced.values()
     (carried,) = info["carried"]
     assert carried["leaves"] >= 110 and carried["carried"] == 12

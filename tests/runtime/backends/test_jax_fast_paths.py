@@ -107,10 +107,11 @@ def test_sweep_after_evidence_skips_what_it_computed(monkeypatch):
     the (N, K) Gaussian evidence), so the loop body makes fewer (N, K) arrays than with
     every statement run (as without the bound, trace=False, where no sweep follows
     evidence()); both equal NumPy's, and so do a run of 1 sweep (no loop left after the
-    first) and one stopped by the convergence test."""
+    first) and one stopped by the convergence test.  (The gate path,
+    ``fuse_switch=False``: the fused statement has no gate messages to skip.)"""
     n = 37
     model, init = _mixture_1d(n)
-    options = {"init": list(init)}
+    options = {"init": list(init), "fuse_switch": False}
     numpy_model = model.compile("vmp", **options)
     runs = ({"iterations": 5, "tolerance": None}, {"iterations": 1, "tolerance": None},
             {"iterations": 200, "tolerance": 1e-6})
