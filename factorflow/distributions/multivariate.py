@@ -84,11 +84,23 @@ def spd_inverse(m: Any) -> tuple[np.ndarray, np.ndarray]:
     (..., D, D): ``gauss_jordan`` up to ``ELEMENTWISE_INVERSE_LIMIT``, LAPACK above, and
     LAPACK (Cholesky for the log-determinant) for a stack of at most
     ``LAPACK_MATRICES_PER_D2`` · D² matrices, where the elimination's D³ array operations
-    cost more than one call per matrix.  The inverse is symmetrised."""
+    cost more than one call per matrix.  The inverse is symmetrised.  Where a matrix is
+    not positive definite its inverse and log-determinant hold NaN or infinite entries on
+    every path (LAPACK's above the limit too: an indefinite matrix's ordinary-looking
+    log |det| would be a silent wrong answer)."""
     m = np.asarray(m, float)
     d = m.shape[-1]
     if d > ELEMENTWISE_INVERSE_LIMIT:
-        return np.linalg.inv(m), logdet(m)
+        if traced():  # (no branch on values: a Cholesky factor's NaNs where not definite)
+            chol = np.linalg.cholesky(m)
+            return np.linalg.inv(m), 2.0 * np.log(chol.diagonal(0, -2, -1)).sum(-1)
+        definite = positive_definite(m)
+        if np.all(definite):
+            return np.linalg.inv(m), logdet(m)
+        # (the identity where a matrix is not: LAPACK's inverse raises on a singular one)
+        safe = np.where(definite[..., None, None], m, np.eye(d))
+        nan = np.where(definite, 0.0, np.nan)
+        return np.linalg.inv(safe) + nan[..., None, None], logdet(safe) + nan
     if 0 < m.size <= LAPACK_MATRICES_PER_D2 * d**4 and not traced():  # (few matrices)
         try:
             chol = np.linalg.cholesky(m)

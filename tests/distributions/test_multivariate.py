@@ -481,3 +481,24 @@ def test_the_callers_arrays_stay_writable():
     READS["wishart"](Wishart(dof, scale=p))
     for a in (m, p, dof):
         a[0] += 1.0
+
+
+@pytest.mark.parametrize("d", [2, 7, 9])
+@pytest.mark.parametrize("bad", ["indefinite", "negative", "singular"])
+def test_spd_inverse_of_a_matrix_not_positive_definite_is_nan(d, bad):
+    """A stack with one matrix that is not positive definite: NaN (or infinite) entries in
+    that matrix's inverse and log-determinant, below and above the elementwise limit
+    (above it LAPACK's log |det| of an indefinite matrix looked ordinary); the other
+    matrices' as LAPACK's."""
+    from factorflow.distributions import multivariate as mv
+    rng = np.random.default_rng(d)
+    p = random_spd(rng, d, (3,))
+    q = {"indefinite": np.diag(np.r_[-1.0, np.ones(d - 1)]) + 0.1,
+         "negative": -np.eye(d), "singular": np.ones((d, d))}[bad]
+    p[1] = 0.5 * (q + q.T)
+    with np.errstate(all="ignore"):
+        inv, log_det = mv.spd_inverse(p)
+    assert not np.isfinite(log_det[1]) or not np.all(np.isfinite(inv[1]))
+    for i in (0, 2):
+        assert_close(inv[i], np.linalg.inv(p[i]), rtol=1e-10, atol=1e-12)
+        assert_close(log_det[i], np.linalg.slogdet(p[i])[1], rtol=1e-12, atol=1e-12)
