@@ -274,10 +274,13 @@ def client():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("k, n, tolerance", [(3, 37, 1e-6), (2, 60, 1e-4)])
+@pytest.mark.parametrize("k, n, tolerance", [(3, 37, 1e-6)])
 def test_dask_stops_where_numpy_does(k, n, tolerance, client):
     """Dask (the gate path, q(z) chunked, the changes reduced on the workers) against
-    NumPy's default (fused): the same sweep, posteriors and bound (1e-10)."""
+    NumPy's default (fused): the same sweep, posteriors and bound (1e-10), on the case
+    the fused path used to stop early at (37 points at 1e-6).  (A tolerance of 1e-4 is
+    ``test_dask.py::test_convergence_test_reduces_on_the_workers``'s: 300 points against
+    NumPy's default run, sweep by sweep.)"""
     x = mix.data(k, n, 1)
     compiled = mix.model(x, k).compile("vmp", init=["means"], backend="dask")
     with warnings.catch_warnings():
