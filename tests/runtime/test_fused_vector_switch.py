@@ -165,25 +165,6 @@ def test_the_dask_backend_keeps_the_gate_path():
     assert "Gate_Cases_selector_average_logarithm" in source
 
 
-def test_the_fused_operators_trace_under_jax_and_give_numpys_numbers():
-    """Under JAX the D-dimensional Switch is fused too (``FUSED_BACKENDS``): the fused
-    program traces (the kernels' traced paths) and gives the gate path's numbers
-    (1e-10)."""
-    pytest.importorskip("jax")
-    x, start = vref.data(3, 60, 2)
-    init = vref.factorflow_init(start)
-    gate = _run(x, start, 3, None, 7, False, False)
-    compiled = vref.model(x, 3).compile("vmp", init=["means"], backend="jax")
-    assert FUSED in compiled.source
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ff.ConvergenceWarning)
-        got = compiled.run(iterations=7, init=init, tolerance=None, progress=False)
-    for name in NAMES:
-        for a, b in zip(got[name].eta, gate[name].eta, strict=True):
-            assert_close(np.asarray(a), b, rtol=1e-10, atol=1e-10)
-    assert_close(float(got.log_evidence), gate.log_evidence, rtol=1e-10, atol=1e-9)
-
-
 def test_improper_responsibilities_are_named_on_the_fused_path():
     """A NaN in a datum's logits from the fused statement: the run stops with an
     ImproperMessageError naming the first posterior it reaches (the weights', read from

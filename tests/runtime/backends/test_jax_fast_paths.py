@@ -153,11 +153,14 @@ def test_vector_mixture_sufficient_statistics_under_tracing(dim):
     evidence and its messages to the components are products of the data's sufficient
     statistics [1, x, x xᵀ] with (K,)-sized coefficients and the responsibilities, as in
     NumPy (``vector_gaussian._switch_evidence``, ``_switch_sums``); the same run as
-    NumPy's to 1e-10."""
+    NumPy's to 1e-10, the fused Switch (JAX's default too: ``FUSED_BACKENDS``) and the
+    gate path's (``fuse_switch=False``) alike.  (``test_fused_vector_switch.py``'s
+    NumPy checks hold the fused statement to the gate path; this is their JAX twin.)"""
     k, n = 3, 41
     x, start = vref.data(k, n, dim)
     model, init = vref.model(x, k), vref.factorflow_init(start)
     compiled = model.compile("vmp", backend="jax", init=["means"])
+    assert "SwitchVectorGaussian" in compiled.source  # (the fused statement)
     body = _loop_body(compiled, init, iterations=3, tolerance=None)
     # (broadcast views of K components, and the checks' NaN tests on them, which the
     # compiler fuses into their reductions, aside)
@@ -165,9 +168,11 @@ def test_vector_mixture_sufficient_statistics_under_tracing(dim):
            if getattr(v.aval, "shape", ())[:2] == (n, k) and len(v.aval.shape) > 2
            and e.primitive.name not in ("broadcast_in_dim", "ne", "reshape")]
     assert not big, sorted({e.primitive.name for e in big})
-    numpy_model = model.compile("vmp", init=["means"])
-    _same(numpy_model.run(init=init, iterations=5, tolerance=None),
-          compiled.run(init=init, iterations=5, tolerance=None))
+    got = compiled.run(init=init, iterations=5, tolerance=None)
+    for fused in (True, False):
+        numpy_model = model.compile("vmp", init=["means"], fuse_switch=fused)
+        assert ("SwitchVectorGaussian" in numpy_model.source) == fused
+        _same(numpy_model.run(init=init, iterations=5, tolerance=None), got)
 
 
 def test_overridden_fast_paths_equal_numpy():
