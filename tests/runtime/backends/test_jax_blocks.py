@@ -3,8 +3,8 @@
 data's statistics, normalised and contracted inside one loop body, nothing (N, K)
 written out.  Tested against the whole-array steps on random statistics (hypothesis),
 against the NumPy backend on both mixtures at sizes that take the blocked path (the
-posteriors and the bound to 1e-10), and by the passes over N-sized arrays in the
-program XLA compiled (one: the blocks' loop)."""
+posteriors and the bound to 1e-10; the passes over N-sized arrays in the program XLA
+compiled, one, the blocks' loop, are ``test_jax_fused_switch.py``'s)."""
 
 from __future__ import annotations
 
@@ -79,10 +79,10 @@ def test_blocks_keep_infinities_and_nan():
     assert np.isnan(fused[3]).any() and np.isnan(fused[4])
 
 
-def _compare(model, init, names, iterations=4):
+def _compare(model, init, names, iterations=4, **compile_options):
     """The JAX run equals the NumPy run: the posteriors' natural parameters to 1e-10
     (|Δη| / (1 + |η|), as ``test_jax``), the bound to 1e-10 relative."""
-    options = {"init": list(init)} if init else {}
+    options = ({"init": list(init)} if init else {}) | compile_options
     a = model.compile("vmp", **options).run(init=init, iterations=iterations,
                                             tolerance=None, progress=False)
     compiled = model.compile("vmp", backend="jax", **options)
@@ -98,13 +98,17 @@ def _compare(model, init, names, iterations=4):
 @pytest.mark.slow
 def test_mixture1d_fused_equals_numpy():
     """Issue 14's 1-D mixture (K = 10) at N = 7,001, two blocks and an overlapping
-    third: the loop carries the evidence and the logits as their (3, K) coefficients
-    and the responsibilities as their column sums (no N-sized array), and the run
-    equals NumPy's."""
+    third, on the gate path (``fuse_switch=False``; the fused Switch, the default, is
+    ``test_jax_fused_switch.py``'s, at this size too, with its one pass over the data):
+    the loop carries the evidence and the logits as their (3, K) coefficients and the
+    responsibilities as their column sums (no N-sized array), and the run equals
+    NumPy's."""
     from benchmarks import mixture_reference as mix
     x = mix.data(10, 7001)
     init = mix.factorflow_init(x, 10)
-    compiled = _compare(mix.model(x, 10), init, ("weights", "means", "precs", "z"))
+    compiled = _compare(mix.model(x, 10), init, ("weights", "means", "precs", "z"),
+                        fuse_switch=False)
+    assert "SwitchGaussian" not in compiled.source
     (_, info), = compiled._traced.values()
     (carried,) = info["carried"]
     assert carried["carried elements"] < 7001
@@ -127,12 +131,3 @@ def test_vector_mixture_fused_equals_numpy():
     (_, info), = compiled._traced.values()
     (carried,) = info["carried"]
     assert carried["carried elements"] < 22001
-
-
-@pytest.mark.slow
-def test_one_pass_over_the_data():
-    """In the program XLA compiled for the 1-D mixture at N = 7,001, the sweeps' loop
-    body (a sweep and its bound) makes one pass over N-sized arrays: the blocks' loop."""
-    from benchmarks.bench_backends import passes
-    assert passes("mixture1d", 7001).startswith(
-        "loop body, N = 7001: 1 passes over N-sized arrays (1 while)")
