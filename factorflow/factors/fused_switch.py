@@ -42,6 +42,8 @@ that also accumulates Sᵀ r.  The operators read that normalisation's probabili
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from factorflow.distributions import Discrete, Gamma, Gaussian
@@ -62,11 +64,25 @@ SWITCH_GAUSSIAN = define_factor(
     ("precision", "positive"), ("index", "int"), log_density=_log_density)
 
 
-def _known(sample) -> None:
-    """UnsupportedFactorError unless the data is known (the fusion's condition)."""
-    if isinstance(sample, Gaussian):
-        raise unsupported("SwitchGaussian", "vmp", "needs its sample observed; "
+def known_data(name: str, family: type, sample: Any) -> None:
+    """UnsupportedFactorError naming the fused statement ``name`` unless the data is known
+    (the fusion's condition: not a ``family`` message); both fused Switches' check."""
+    if isinstance(sample, family):
+        raise unsupported(name, "vmp", "needs its sample observed; "
                           "transforms.fuse_switch fuses only observed children.")
+
+
+def over_cases(name: str, reduce: Reduce | None) -> None:
+    """UnsupportedFactorError naming ``name`` unless ``reduce`` sums over the cases' axis
+    (as the fusion always asks of the message to z); both fused Switches' check."""
+    if reduce is None or tuple(reduce[1]) != (len(reduce[0]) - 1,):
+        raise unsupported(name, "vmp", "sends z its message over the cases' axis only "
+                          "(a fused Switch).")
+
+
+def _known(sample) -> None:
+    """``known_data`` for the scalar Gaussian's fused Switch."""
+    known_data("SwitchGaussian", Gaussian, sample)
 
 
 def _case_log_likelihood(sample, mean, precision) -> np.ndarray:
@@ -153,9 +169,7 @@ def _selector_vmp(sample, mean, precision, index, *, reduce: Reduce | None = Non
     """The (N, K) logits of z: each case's expected log-likelihood (with ``reduce`` over
     the cases' axis, as the fusion always asks)."""
     _known(sample)
-    if reduce is None or tuple(reduce[1]) != (len(reduce[0]) - 1,):
-        raise unsupported("SwitchGaussian", "vmp", "sends z its message over the cases' "
-                          "axis only (a fused Switch).")
+    over_cases("SwitchGaussian", reduce)
     return Discrete.from_natural(_case_log_likelihood(sample, mean, precision))
 
 

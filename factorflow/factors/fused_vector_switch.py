@@ -44,7 +44,7 @@ from factorflow.distributions import Discrete, VectorGaussian, Wishart
 from factorflow.distributions.base import recall, remember, traced
 from factorflow.factors import vector_gaussian
 from factorflow.factors.common import Reduce, unsupported
-from factorflow.factors.fused_switch import _responsibilities
+from factorflow.factors.fused_switch import _responsibilities, known_data, over_cases
 from factorflow.factors.registry import define_factor
 
 #: the factor's name (``transforms.fuse_switch`` emits it)
@@ -63,10 +63,8 @@ SWITCH_VECTOR_GAUSSIAN = define_factor(
 
 
 def _known(sample) -> None:
-    """UnsupportedFactorError unless the data is known (the fusion's condition)."""
-    if isinstance(sample, VectorGaussian):
-        raise unsupported(NAME, "vmp", "needs its sample observed; "
-                          "transforms.fuse_switch fuses only observed children.")
+    """``fused_switch.known_data`` for the D-dimensional fused Switch."""
+    known_data(NAME, VectorGaussian, sample)
 
 
 def _case_log_likelihood(sample, mean, precision, keep: bool) -> np.ndarray:
@@ -112,9 +110,7 @@ def _selector_vmp(sample, mean, precision, index, *, reduce: Reduce | None = Non
     """The (N, K) logits of z: each case's expected log-likelihood (with ``reduce`` over
     the cases' axis, as the fusion always asks)."""
     _known(sample)
-    if reduce is None or tuple(reduce[1]) != (len(reduce[0]) - 1,):
-        raise unsupported(NAME, "vmp", "sends z its message over the cases' axis only "
-                          "(a fused Switch).")
+    over_cases(NAME, reduce)
     return Discrete.from_natural(_case_log_likelihood(sample, mean, precision, keep=False))
 
 

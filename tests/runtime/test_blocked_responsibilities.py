@@ -113,14 +113,14 @@ def test_weighted_rows_reads_the_sums_only_for_its_own_statistics():
 
 def _run_1d(k, n, sweeps, seed):
     x = mix.data(k, n, seed=seed)
-    compiled = mix.model(x, k).compile("vmp", init=["means"])
+    compiled = mix.model(x, k).compile("vmp", init=["means"], fuse_switch=False)
     return compiled.run(iterations=sweeps, init=mix.factorflow_init(x, k), tolerance=None,
                         progress=False)
 
 
 def _run_vector(k, n, dim, sweeps, seed):
     x, start = vref.data(k, n, dim, seed=seed)
-    compiled = vref.model(x, k).compile("vmp", init=["means"])
+    compiled = vref.model(x, k).compile("vmp", init=["means"], fuse_switch=False)
     return compiled.run(iterations=sweeps, init=vref.factorflow_init(start), tolerance=None,
                         progress=False)
 

@@ -79,17 +79,20 @@ def _model(k, x, prior, gamma, known, alpha) -> ff.Model:
 
 
 @settings(max_examples=30, deadline=None, derandomize=True)
-@given(mixtures())
-def test_mixture_runs_equal_the_general_paths(case):
+@given(mixtures(), st.booleans())
+def test_mixture_runs_equal_the_general_paths(case, fuse):
+    """On the fused Switch (the default) and on the gate path (``fuse_switch=False``, as
+    the Dask backend runs it), drawn at random."""
     with pytest.MonkeyPatch.context() as mp:
         # (the fold into the BLAS product runs from COMPACT_ABOVE elements: from 1 here)
         mp.setattr(base, "COMPACT_ABOVE", 1)
-        _check_run(case)
+        _check_run(case, fuse)
 
 
-def _check_run(case) -> None:
+def _check_run(case, fuse: bool = False) -> None:
     k, x, prior, gamma, known, alpha, start = case
-    compiled = _model(k, x, prior, gamma, known, alpha).compile("vmp", init=["means"])
+    compiled = _model(k, x, prior, gamma, known, alpha).compile("vmp", init=["means"],
+                                                               fuse_switch=fuse)
     init = {"means": Gaussian(start, np.ones(k))}
     fast = compiled.run(iterations=15, init=init, tolerance=None, progress=False)
     with pytest.MonkeyPatch.context() as mp:
@@ -107,14 +110,15 @@ def _check_run(case) -> None:
 
 
 @settings(max_examples=25, deadline=None, derandomize=True)
-@given(mixtures())
-def test_mixture_runs_with_the_pruned_refresh_are_bit_identical(case):
+@given(mixtures(), st.booleans())
+def test_mixture_runs_with_the_pruned_refresh_are_bit_identical(case, fuse):
     """The bound's refresh pruned to what is live (``codegen.liveness``) against the whole
     refresh: the posteriors and the bound after every sweep bit for bit; and a run
-    without the bound (``trace=False``) gives the same posteriors."""
+    without the bound (``trace=False``) gives the same posteriors (fused or gate path)."""
     from tests.codegen.test_liveness import _check, _whole_refresh
     k, x, prior, gamma, known, alpha, start = case
-    compiled = _model(k, x, prior, gamma, known, alpha).compile("vmp", init=["means"])
+    compiled = _model(k, x, prior, gamma, known, alpha).compile("vmp", init=["means"],
+                                                               fuse_switch=fuse)
     assert len(compiled.source) < len(_whole_refresh(compiled).source)
     _check(compiled, {"init": {"means": Gaussian(start, np.ones(k))}}, 12)
 

@@ -93,13 +93,15 @@ def _model(k, x, prior, wishart, known, alpha) -> ff.Model:
 
 
 @settings(max_examples=30, deadline=None, derandomize=True)
-@given(vector_mixtures())
-def test_vector_mixture_runs_equal_the_general_paths(case):
+@given(vector_mixtures(), st.booleans())
+def test_vector_mixture_runs_equal_the_general_paths(case, fuse):
     """Whole runs with the sufficient-statistic paths of ``factors/vector_gaussian.py``
     switched off (``_switch_data`` returning None: the (N, K, D) differences and
-    weighted einsums of before) give the same posteriors and bound to 1e-10."""
+    weighted einsums of before) give the same posteriors and bound to 1e-10, on the
+    fused Switch (the default) and the gate path (``fuse_switch=False``), drawn."""
     k, x, prior, wishart, known, alpha, start = case
-    compiled = _model(k, x, prior, wishart, known, alpha).compile("vmp", init=["means"])
+    compiled = _model(k, x, prior, wishart, known, alpha).compile("vmp", init=["means"],
+                                                               fuse_switch=fuse)
     init = factorflow_init(start)
     fast = compiled.run(iterations=12, init=init, tolerance=None, progress=False)
     with pytest.MonkeyPatch.context() as mp:
