@@ -18,18 +18,33 @@ Python allocations of one run; "-" where the allocations are outside Python's vi
 * **Learning a Gaussian** (mean ~ N(0, 100), precision ~ Gamma(1, 1), N = 1,000 points):
   factorflow VMP, the hand-written VMP, and NumPyro's NUTS (iterations: draws, warm-up
   included).
+* **VMP Gaussian mixture in D dimensions** (``benchmarks/vmixture_reference.py``:
+  VectorGaussian means, Wishart precisions, Dirichlet weights), BayesPy's published
+  configurations K = 10, N = 200, D = 2 (and, with ``--full``, K = 40, N = 2,000, D = 10):
+  factorflow, the hand-written NumPy updates, and BayesPy from the same start with the
+  same update order (``bench_vectors._bayespy_mixture``; its CPU time per sweep over a
+  fixed number of sweeps, the bound every sweep, as BayesPy computes it).
+* **LDA** (``benchmarks/bench_lda.py``'s small corpus, 100 documents, K = 4, 50
+  iterations): factorflow's variational EM and plain VMP against scikit-learn's batch
+  ``LatentDirichletAllocation`` with the same E-step passes and start; the value column
+  is the perplexity at the final topics (lower is better), not a bound.
 * **Cold start**: ``import factorflow`` and the first compile of the mixture in a fresh
   interpreter (median of 3).
 
 Time per iteration is CPU time (``time.process_time``, BLAS on one thread) of a run of
-2n iterations minus one of n, best of 3: set-up and the final bound are not counted, and
-the noise of a shared machine is. Systems that are not installed are skipped with a note
-(``pip install "factorflow[bench]"``); factorflow's JAX backend is used when this
-factorflow has one.  scikit-learn's batch LDA is not in the table: factorflow cannot yet
-express LDA (a Dirichlet-Categorical topic model over a ragged word plate).
+2n iterations minus one of n, best of 3, n chosen so that a run of n takes at least
+``--least`` CPU seconds (0.1 by default; a shorter run's difference is mostly noise):
+set-up and the final bound are not counted, and the noise of a shared machine is.
+Iterations are counted by one rule for every NumPy-like system (the bound settled to
+1e-10 relative); factorflow's JAX backend is counted by the same rule on its trace.
+Systems that are not installed are skipped with a note (``pip install "factorflow[bench]"``);
+factorflow's JAX backend is used when this factorflow has one.  Not in this table:
+Bayesian PCA against BayesPy (``bench_vectors.py --pca``) and the Dask backend on a
+cluster (``bench_dask.py``), whose set-ups differ.
 
-Run: ``python benchmarks/run.py`` (about 3 minutes; ``--full`` adds K = 40, N = 20,000's
-peers and TrueSkill at 1,000 players and 10⁵ games).
+Run: ``python benchmarks/run.py`` (about 4 minutes; ``--full`` adds K = 40, N = 20,000's
+peers, the D = 10 mixture and TrueSkill at 1,000 players and 10⁵ games; ``--quick``:
+small sizes, no peers and no JAX, a check that the script runs).
 """
 
 from __future__ import annotations
@@ -64,9 +79,34 @@ warnings.simplefilter("ignore", ff.ConvergenceWarning)
 Row = tuple[str, str, float | None, float, str, float | None, float | None]
 
 
-def per_iteration(run: Callable[[int], object], n: int, repeats: int = 3) -> float:
+#: CPU seconds a timed run of n iterations takes at least (``--least``)
+LEAST = [0.1]
+
+
+def calibrated(run: Callable[[int], object], least: float | None = None,
+               start: int = 2, most: int = 2**14, warm: bool = False) -> int:
+    """The smallest n among start·2^i (at most ``most``) whose run takes at least
+    ``least`` CPU seconds (``LEAST`` unless given); ``warm``: each n's run is timed the
+    second time (JAX compiles once per iteration count)."""
+    least = LEAST[0] if least is None else least
+    n = start
+    while n < most:
+        if warm:
+            run(n)
+        t0 = time.process_time()
+        run(n)
+        if time.process_time() - t0 >= least:
+            break
+        n *= 2
+    return n
+
+
+def per_iteration(run: Callable[[int], object], n: int | None = None,
+                  repeats: int = 3, warm: bool = False) -> float:
     """Seconds of CPU per iteration: (time of 2n iterations − time of n), best of
-    ``repeats`` each."""
+    ``repeats`` each (a first run's compile is then not counted); n by
+    :func:`calibrated` (with ``warm``) unless given."""
+    n = calibrated(run, warm=warm) if n is None else n
     one, two = [], []
     for _ in range(repeats):
         t0 = time.process_time()
@@ -109,10 +149,10 @@ def jax_backend(model: ff.Model, algorithm: str, **kwargs: object) -> object | N
 
 
 # ----- the mixture ---------------------------------------------------------------------
-def mixture_rows(k: int, n: int, max_iter: int, peers: bool, notes: set[str]) -> list[Row]:
+def mixture_rows(k: int, n: int, max_iter: int, peers: bool, notes: set[str],
+                 jax: bool = True) -> list[Row]:
     x = mix.data(k, n)
     label = f"VMP mixture K={k} N={n:,}"
-    reps = max(2, 4000 // n)
     rows: list[Row] = []
     compiled, compile_s = timed_compile(mix.model(x, k), "vmp", init=["means"])
     init = mix.factorflow_init(x, k)
@@ -122,26 +162,27 @@ def mixture_rows(k: int, n: int, max_iter: int, peers: bool, notes: set[str]) ->
         def sweeps(s: int, trace: bool = trace) -> object:
             return compiled.run(iterations=s, init=init, tolerance=None, progress=False,
                                 trace=trace)
-        rows.append((label, name, compile_s, per_iteration(sweeps, reps),
+        rows.append((label, name, compile_s, per_iteration(sweeps),
                      iters, full.log_evidence, peak_mb(lambda s=sweeps: s(10))))
-    jax_compiled = jax_backend(mix.model(x, k), "vmp", init=["means"])
+    jax_compiled = jax_backend(mix.model(x, k), "vmp", init=["means"]) if jax else None
     if jax_compiled is not None:
         def jax_sweeps(s: int) -> object:
             return jax_compiled.run(iterations=s, init=init, tolerance=None, progress=False)
         jax_sweeps(2)
-        result = jax_compiled.run(iterations=max_iter, init=init, progress=False)
-        rows.append((label, "factorflow jax", None, per_iteration(jax_sweeps, reps),
-                     str(result.iterations), result.log_evidence, None))
-    else:
+        result = jax_compiled.run(iterations=max_iter, init=init, progress=False,
+                                  tolerance=None)
+        rows.append((label, "factorflow jax", None, per_iteration(jax_sweeps, warm=True),
+                     bound_settled(result.trace, max_iter), result.log_evidence, None))
+    elif jax:
         notes.add("factorflow jax: skipped (no JAX backend in this factorflow)")
     if peers:
         if has("bayespy"):
-            rows.append(bayespy_row(label, x, k, max_iter, reps))
+            rows.append(bayespy_row(label, x, k, max_iter))
         else:
             notes.add('BayesPy: skipped (pip install "factorflow[bench]")')
     hand_iters = hand_converged(x, k, max_iter)
     rows.append((label, "hand-written NumPy", None,
-                 per_iteration(lambda s: mix.hand_written(x, k, s), reps),
+                 per_iteration(lambda s: mix.hand_written(x, k, s)),
                  hand_iters, mix.bound(x, mix.hand_written(x, k, max_iter)),
                  peak_mb(lambda: mix.hand_written(x, k, 10))))
     return rows
@@ -182,7 +223,7 @@ def bayespy_model(x: np.ndarray, k: int) -> object:
     return VB(y, z, weights, precs, means)
 
 
-def bayespy_row(label: str, x: np.ndarray, k: int, max_iter: int, reps: int) -> Row:
+def bayespy_row(label: str, x: np.ndarray, k: int, max_iter: int) -> Row:
     start = time.perf_counter()
     bayespy_model(x, k)
     build_s = time.perf_counter() - start
@@ -195,7 +236,7 @@ def bayespy_row(label: str, x: np.ndarray, k: int, max_iter: int, reps: int) -> 
     vb = bayespy_model(x, k)
     vb.update(repeat=max_iter, tol=1e-10, verbose=False)
     iters = str(vb.iter) if vb.iter < max_iter else f">{max_iter}"
-    return (label, "BayesPy " + _version("bayespy"), build_s, per_iteration(sweeps, reps),
+    return (label, "BayesPy " + _version("bayespy"), build_s, per_iteration(sweeps),
             iters, float(vb.compute_lowerbound()), peak_mb(lambda: sweeps(10)))
 
 
@@ -211,24 +252,23 @@ def trueskill_rows(players: int, games: int, sweeps: int) -> list[Row]:
     result = compiled.run(iterations=sweeps, tolerance=None, progress=False)
     hand = hw.trueskill_ep(players, winner, loser, sweeps)
     hand_reached = hw.sweeps_within(hand, ref, 1e-3)
-    reps = max(2, 200_000 // (20 * winner.size))
 
     def ff_sweeps(s: int) -> object:
         return compiled.run(iterations=s, tolerance=None, progress=False)
 
     return [
-        (label, "factorflow numpy", compile_s, per_iteration(ff_sweeps, reps),
+        (label, "factorflow numpy", compile_s, per_iteration(ff_sweeps),
          str(reached) if reached else f">{sweeps}", result.log_evidence,
          peak_mb(lambda: ff_sweeps(5))),
         (label, "hand-written NumPy", None,
-         per_iteration(lambda s: hw.trueskill_ep(players, winner, loser, s), reps),
+         per_iteration(lambda s: hw.trueskill_ep(players, winner, loser, s)),
          str(hand_reached) if hand_reached else f">{sweeps}", None,
          peak_mb(lambda: hw.trueskill_ep(players, winner, loser, 5))),
     ]
 
 
 # ----- learning a Gaussian (NumPyro's NUTS where it fits) --------------------------------
-def gaussian_rows(n: int, draws: int, notes: set[str]) -> list[Row]:
+def gaussian_rows(n: int, draws: int, notes: set[str], peers: bool = True) -> list[Row]:
     x = np.random.default_rng(1).normal(3.0, 2.0, n)
     label = f"learning a Gaussian N={n:,}"
     with ff.Model("learning_gaussian") as model:
@@ -239,13 +279,15 @@ def gaussian_rows(n: int, draws: int, notes: set[str]) -> list[Row]:
     compiled, compile_s = timed_compile(model, "vmp")
     result = compiled.run(iterations=1000, progress=False)
     rows: list[Row] = [(label, "factorflow numpy (VMP)", compile_s, per_iteration(
-        lambda s: compiled.run(iterations=s, tolerance=None, progress=False), 50),
+        lambda s: compiled.run(iterations=s, tolerance=None, progress=False)),
         str(result.iterations), result.log_evidence,
         peak_mb(lambda: compiled.run(iterations=10, tolerance=None, progress=False)))]
     rows.append((label, "hand-written NumPy (VMP)", None,
-                 per_iteration(lambda s: hand_gaussian(x, s), 50), "-", None,
+                 per_iteration(lambda s: hand_gaussian(x, s)), "-", None,
                  peak_mb(lambda: hand_gaussian(x, 10))))
-    if has("numpyro"):
+    if not peers:
+        notes.add("NumPyro: left out (--quick)")
+    elif has("numpyro"):
         rows.append(numpyro_row(label, x, draws))
     else:
         notes.add('NumPyro: skipped (pip install "factorflow[bench]")')
@@ -277,6 +319,64 @@ def numpyro_row(label: str, x: np.ndarray, draws: int) -> Row:
     total = draws + draws // 2
     return (label, "NumPyro NUTS " + _version("numpyro"), first - second, second / total,
             f"{total} draws", None, None)
+
+
+# ----- the mixture in D dimensions ------------------------------------------------------
+def vector_mixture_rows(k: int, n: int, dim: int, max_iter: int, peers: bool,
+                        notes: set[str]) -> list[Row]:
+    """factorflow (with the bound every sweep and without), the hand-written updates and
+    BayesPy on ``vmixture_reference``'s model and start."""
+    from benchmarks import vmixture_reference as vref
+    x, start = vref.data(k, n, dim)
+    label = f"VMP mixture K={k} N={n:,} D={dim}"
+    compiled, compile_s = timed_compile(vref.model(x, k), "vmp", init=["means"])
+    init = vref.factorflow_init(start)
+    full = compiled.run(iterations=max_iter, init=init, progress=False, tolerance=None)
+    iters = bound_settled(full.trace, max_iter)
+    rows: list[Row] = []
+    for name, trace in (("factorflow numpy", True), ("factorflow numpy, trace=False", False)):
+        def sweeps(s: int, trace: bool = trace) -> object:
+            return compiled.run(iterations=s, init=init, tolerance=None, progress=False,
+                                trace=trace)
+        rows.append((label, name, compile_s, per_iteration(sweeps), iters,
+                     full.log_evidence, peak_mb(lambda s=sweeps: s(10))))
+    if peers and has("bayespy"):
+        from benchmarks.bench_vectors import _bayespy_mixture
+        fixed = max(3, min(50, max_iter))
+        _, bayespy_bound, cpu_ms = _bayespy_mixture(x, start, fixed, 3)
+        rows.append((label, "BayesPy " + _version("bayespy"), None, cpu_ms / 1e3,
+                     f"{fixed} (fixed)", bayespy_bound, None))
+    elif peers:
+        notes.add('BayesPy: skipped (pip install "factorflow[bench]")')
+    hand_bounds: list[float] = []
+
+    def settled(q: object) -> bool:
+        hand_bounds.append(vref.bound(x, q))
+        return bound_settled(hand_bounds, max_iter)[0] != ">"
+
+    vref.hand_written(x, start, max_iter, settled)
+    rows.append((label, "hand-written NumPy", None,
+                 per_iteration(lambda s: vref.hand_written(x, start, s)),
+                 bound_settled(hand_bounds, max_iter), hand_bounds[-1],
+                 peak_mb(lambda: vref.hand_written(x, start, 10))))
+    return rows
+
+
+# ----- LDA against scikit-learn -----------------------------------------------------------
+def lda_rows(notes: set[str]) -> list[Row]:
+    """``bench_lda``'s small corpus, seed 0, 50 iterations: CPU ms per iteration and the
+    perplexity at the final topics (in the value column)."""
+    if not has("sklearn"):
+        notes.add('scikit-learn: skipped (pip install "factorflow[bench]")')
+        return []
+    from benchmarks.bench_lda import CORPORA, _fit
+    docs, topics, words, length = CORPORA["small"]
+    label = f"LDA {docs} docs K={topics} (perplexity)"
+    fits = _fit("small", 0, 50, 5)
+    names = {"sklearn_passes": "scikit-learn batch " + _version("scikit-learn"),
+             "em": "factorflow numpy (variational EM)", "vmp": "factorflow numpy (VMP)"}
+    return [(label, name, None, fits[key][0], "50 (fixed)", fits[key][1], None)
+            for key, name in names.items()]
 
 
 # ----- cold start ------------------------------------------------------------------------
@@ -328,25 +428,45 @@ def show(rows: list[Row]) -> None:
               f"{'-' if mb is None else f'{mb:.1f}':>8}")
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> list[Row] | None:
+    """Print the table (``argv`` as on the command line); with ``--quick`` return its
+    rows too, without the cold start."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--full", action="store_true",
                         help="the peers at K = 40, N = 20,000 and TrueSkill at 10⁵ games")
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes, no peers, no JAX: a check that the script runs")
     parser.add_argument("--max-iter", type=int, default=300)
-    args = parser.parse_args()
+    parser.add_argument("--least", type=float, default=0.1,
+                        help="CPU seconds a timed run of n iterations takes at least")
+    args = parser.parse_args(argv)
+    LEAST[0] = 0.005 if args.quick else args.least
     notes: set[str] = set()
     rows: list[Row] = []
-    for k, n in ((10, 200), (40, 2000), (40, 20_000)):
-        rows += mixture_rows(k, n, args.max_iter, peers=args.full or n <= 2000, notes=notes)
-    players, games = (1000, 100_000) if args.full else (200, 10_000)
-    rows += trueskill_rows(players, games, 900 if args.full else 400)
-    rows += gaussian_rows(1000, 1000, notes)
+    max_iter = min(args.max_iter, 30) if args.quick else args.max_iter
+    sizes = ((3, 50),) if args.quick else ((10, 200), (40, 2000), (40, 20_000))
+    for k, n in sizes:
+        rows += mixture_rows(k, n, max_iter, peers=not args.quick and (args.full or n <= 2000),
+                             notes=notes, jax=not args.quick)
+    vector_sizes = ((2, 30, 2),) if args.quick else (
+        ((10, 200, 2), (40, 2000, 10)) if args.full else ((10, 200, 2),))
+    for k, n, dim in vector_sizes:
+        rows += vector_mixture_rows(k, n, dim, max_iter, peers=not args.quick, notes=notes)
+    players, games = ((20, 200) if args.quick else
+                      (1000, 100_000) if args.full else (200, 10_000))
+    rows += trueskill_rows(players, games, 60 if args.quick else 900 if args.full else 400)
+    rows += gaussian_rows(100 if args.quick else 1000, 1000, notes, peers=not args.quick)
+    if not args.quick:
+        rows += lda_rows(notes)
     show(rows)
+    if args.quick:
+        return rows
     imp, first = cold_start()
     print(f"\ncold start: import factorflow {imp:.2f} s; first compile of the K=10 "
           f"mixture after it {first:.2f} s")
     for note in sorted(notes):
         print("note:", note)
+    return None
 
 
 if __name__ == "__main__":
