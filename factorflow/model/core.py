@@ -311,7 +311,14 @@ class Variable(Operators):
         raise ModelError(f"variable {self.name!r} is random: it has no truth value in Python. "
                          "Use ff.If(...) for conditions and &, |, ~ for logic.")
 
-    def __getitem__(self, index: Any) -> Indexed:
+    def __getitem__(self, index: Any) -> Indexed | Variable:
+        """``x[index]``: the elements of x chosen by ``index`` along its plate (an
+        ``Indexed``); for a vector variable without plates and an integer index, its
+        component (``vectors.component``: a real variable)."""
+        if (self.domain == "vector" and not self.plates and isinstance(index, int | np.integer)
+                and not isinstance(index, bool)):
+            from factorflow.model import vectors
+            return vectors.component(self, int(index))
         return Indexed(self, index)
 
     def initialize(self, distribution: Any) -> None:

@@ -825,10 +825,20 @@ def _definition(var: Variable) -> FactorCall | None:
 def _linear_form(v: Any, coeff: Any = 1.0) -> tuple[dict[Hashable, list], list[list]]:
     """``coeff · v`` as Σ cᵢ·leafᵢ + Σ dⱼ·constantⱼ: random leaves by ``_leaf_key`` -> [leaf, c],
     and the constant terms [value, d]. Sums, differences and numeric scalings of derived
-    variables are expanded; anything else is a leaf."""
+    variables are expanded; an inner product of a vector variable w with a known vector
+    (``w[0]``, ``ff.inner(w, x)``) is the term ("inner", w) -> [w, coeff · x], c a vector
+    (per plate element), so that two of one w meet as one inner product; anything else is
+    a leaf."""
     if not _is_random(v):
         return {}, [[v, coeff]]
     call = _definition(v) if isinstance(v, Variable) else None
+    if call is not None and call.factor == "InnerProduct":
+        args = _laid_out(call)
+        w = None if args is None else args["a"]
+        if (isinstance(w, Variable) and w.domain == "vector" and not w.is_observed
+                and _is_numeric(args["b"])):
+            vector = np.asarray(coeff, float)[..., None] * np.asarray(args["b"], float)
+            return {("inner", id(w)): [w, vector]}, []
     if call is None or call.factor not in _LINEAR or (
             call.factor == "ScaleBy" and not _is_numeric(call.args["scale"])):
         return {_leaf_key(v): [v, coeff]}, []
@@ -986,7 +996,11 @@ def _collect_shared(a: Any, b: Any, sign: float) -> Variable | None:
     symbolic = [(v, d) for v, d in ca + cb if not _is_numeric(v)]
     result: Any = None
     for leaf, c in terms:
-        scaled = leaf if np.all(np.asarray(c) == 1.0) else times(leaf, c)
+        if isinstance(leaf, Variable) and leaf.domain == "vector":  # an ("inner", w) term
+            from factorflow.model import vectors
+            scaled = vectors.inner(leaf, c)
+        else:
+            scaled = leaf if np.all(np.asarray(c) == 1.0) else times(leaf, c)
         result = scaled if result is None else plus(result, scaled)
     for value, d in symbolic:
         if np.ndim(d) or abs(float(d)) != 1.0:

@@ -336,6 +336,29 @@ def inner(a: Any, b: Any) -> Variable:
                     {"a": "vector", "b": "vector"}, arg_size=dim)
 
 
+def component(v: Variable, index: int) -> Variable:
+    """The real variable ``v[index]``: component ``index`` of the vector variable ``v``
+    (one without plates), the inner product of v with the unit vector e_index, so it
+    has every operator ``inner`` has (EP and VMP).  A negative index counts from the end,
+    as in NumPy; one outside the vector is refused by name.
+
+    >>> with ff.Model() as model:
+    ...     w = ff.VectorGaussian("w", np.array([1.0, 2.0]), precision=np.eye(2))
+    ...     intercept = w[0]
+    >>> intercept.name, model.infer("ep")["w[0]"]
+    ('w[0]', Gaussian(mean=1.0, variance=1.0))
+    """
+    dim = int(v.size)
+    if not -dim <= index < dim:
+        raise ModelError(f"{v.name}[{index}]: {v.name!r} is a vector of {dim} components "
+                         f"(0 to {dim - 1}); index {index} is outside it.")
+    index %= dim
+    unit = np.zeros(dim)
+    unit[index] = 1.0
+    return _derived("InnerProduct", f"{v.name}[{index}]", "real", {"a": v, "b": unit},
+                    {"a": "vector", "b": "vector"}, arg_size=dim)
+
+
 def _known_matrix(v: Any, plates: tuple[int, ...], dim: int | None) -> bool:
     """Whether ``v`` is a known matrix of ``B @ z``: an array whose last axis is D and whose
     other axes are not one row per plate element (that is ``inner``'s design matrix)."""
