@@ -2,13 +2,13 @@
 
 ``@ff.factor(sample="real", mean="real", precision="positive")`` on a function that
 returns a log density written with the arguments as symbols (``+ - * / **``, ``ff.log``,
-``ff.exp``, ``ff.lgamma``, ``ff.digamma``, ``ff.sum``) registers a factor whose VMP messages and
-ELBO term are derived by the rewrite engine: the expected log factor is rewritten into
-⟨natural parameters, E[sufficient statistics of the target]⟩ + constant for each
-argument whose family is conjugate (``factorflow.factors.derive``).  Where no conjugate
-form exists, the factor has no message to that argument and the compiler says which term
-blocks it.  Calling the decorated object inside a model creates the variable it defines
-(the first argument), like the built-in factories.
+``ff.exp``, ``ff.lgamma``, ``ff.digamma``, ``ff.logdet``, ``ff.sum``) registers a factor
+whose VMP messages and ELBO term are derived by the rewrite engine: the expected log
+factor is rewritten into ⟨natural parameters, E[sufficient statistics of the target]⟩ +
+constant for each argument whose family is conjugate (``factorflow.factors.derive``).
+Where no conjugate form exists, the factor has no message to that argument and the
+compiler says which term blocks it.  Calling the decorated object inside a model creates
+the variable it defines (the first argument), like the built-in factories.
 
 Indices (VinDsl's inner and outer indices). An argument with a vector domain — a
 ``"simplex"`` (Dirichlet family) or an ``"int"`` category (Discrete family, seen in the
@@ -616,7 +616,8 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
         except (TypeError, AttributeError) as exc:
             raise ModelError(f"{fn.__name__}: the formula applies an operation factorflow "
                              f"cannot read symbolically ({exc}); write it with + - * / **, "
-                             "ff.log, ff.exp, ff.lgamma, ff.digamma and ff.sum.") from None
+                             "ff.log, ff.exp, ff.lgamma, ff.digamma, ff.logdet and "
+                             "ff.sum.") from None
         if not isinstance(density, Term):
             raise ModelError(f"{fn.__name__}: the formula must involve its arguments.")
         inner, indices = _inner_indices(density, arguments, fn.__name__)
