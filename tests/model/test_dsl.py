@@ -581,3 +581,11 @@ def test_the_formula_evaluates_to_the_multivariate_normal_log_density():
     ours = FACTORS["mvn_formula"].log_density(x=x, mu=mu, lam=lam)
     assert_close(ours - 1.5 * LOG_2PI,
                  stats.multivariate_normal(mu, np.linalg.inv(lam)).logpdf(x), rtol=1e-12)
+
+
+def test_a_written_update_for_a_factor_with_vector_arguments_is_refused_by_name():
+    with pytest.raises(ff.ModelError, match=r"@ff.naturals\(mvn_formula, 'lam'\): mvn_formula "
+                                            r"has the vector or matrix arguments"):
+        @ff.naturals(mvn_formula, "lam", "Wishart")
+        def lam_update(x, mu):
+            return 0.5, -0.5 * ff.E(x)
