@@ -52,13 +52,14 @@ from factorflow.distributions.families import (
 from factorflow.distributions.multivariate import VectorGaussian, Wishart
 from factorflow.errors import ModelError
 from factorflow.factors import gradient
+from factorflow.factors.common import Reduce, plate_einsum
 from factorflow.factors.derive import COL, ROW, Derivation, derive_naturals
 from factorflow.factors.gradient import GaussianFallback
 from factorflow.factors.registry import FACTORS, Factor, define_factor
 from factorflow.model import links
 from factorflow.model.core import Data, Indexed, Variable
 from factorflow.model.factories import new_variable
-from factorflow.rewrite.evaluate import evaluate
+from factorflow.rewrite.evaluate import evaluate, evaluate_named
 from factorflow.rewrite.terms import (
     COVARIANCE,
     ELOG,
@@ -67,8 +68,11 @@ from factorflow.rewrite.terms import (
     ELOGGAMMA,
     EXPECT,
     INDEX,
+    INDEX_SUM,
     LOGDET,
     MOMENTS,
+    PROD,
+    SUM,
     SYM,
     VARIANCE,
     Term,
@@ -716,23 +720,67 @@ def _matrix_operator(d: Derivation, to_message: Callable[..., Any], reads: tuple
     """The message to a vector or matrix target (the last of ``reads``): each natural
     parameter evaluated with its own indices (``_row``, ``_col``) as its last axes, in that
     order (size 1 where it does not carry one: a coefficient the same for every
-    component), broadcast to the plates' shape + its event shape at the target's D."""
+    component), broadcast to the plates' shape + its event shape at the target's D.
+    With ``reduce`` (a target outside plates its use adds), the product over those plate
+    axes, each natural summed by one einsum per monomial (:func:`_fused_natural`)."""
     naturals = list(d.naturals)
     target = reads[-1]
     owns = [tuple(k for k in (ROW, COL) if k in stat.indices) for stat in d.statistics]
     events = _MATRIX[domains[target]][1]
 
-    def message(**args: Any) -> Any:
+    def message(*, reduce: Reduce | None = None, **args: Any) -> Any:
         env = _environment(naturals, args, domains, inner)
-        values = [_own_last(evaluate(n, env), n, own) for n, own in zip(naturals, owns,
-                                                                        strict=True)]
+        if reduce is None:
+            values = [_own_last(evaluate(n, env), n, own)
+                      for n, own in zip(naturals, owns, strict=True)]
+        else:
+            values = [_fused_natural(n, env, own, reduce)
+                      for n, own in zip(naturals, owns, strict=True)]
         batch = np.broadcast_shapes(*(np.shape(v)[:np.ndim(v) - len(own)]
                                       for v, own in zip(values, owns, strict=True)))
         dim = _dim_of(args[target], values, owns)
         return to_message(*(np.broadcast_to(v, batch + e)
                             for v, e in zip(values, events(dim), strict=True)))
 
-    return _signature(message, reads)
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in reads]
+    params.append(inspect.Parameter("reduce", inspect.Parameter.KEYWORD_ONLY, default=None))
+    message.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return message
+
+
+def _fused_natural(term: Term, env: dict[Any, np.ndarray], own: tuple[str, ...] = (),
+                   reduce: Reduce | None = None) -> np.ndarray:
+    """Σ over the plate axes of ``reduce`` (none without it) of ``term``, a closed sum of
+    monomials (a product of factors under index sums), equal to its ``evaluate``: each
+    monomial is one ``plate_einsum`` over its factors' values, their inner indices as
+    event subscripts, so no array of plates × D × D is formed (Σ_n E[x_n] E[x_n]ᵀ is one
+    matrix product, E[x_n]ᵀ E[Λ] E[x_n] one einsum per datum). The result has the kept
+    plate axes, then ``own`` (size 1 where ``term`` lacks one)."""
+    letters: dict[str, str] = {}
+
+    def subscripts(names: tuple[str, ...]) -> str:
+        return "".join(letters.setdefault(n, chr(ord("A") + len(letters))) for n in names)
+
+    total: Any = 0.0
+    for monomial in term.args if term.op == SUM else (term,):
+        body = monomial
+        while body.op == INDEX_SUM:
+            body = body.args[0]
+        operands = []
+        for f in body.args if body.op == PROD else (body,):
+            value, names = evaluate_named(f, env)
+            value = np.asarray(value, float)  # (named axes last: plate_einsum's events)
+            value = np.moveaxis(value, range(len(names)), range(-len(names), 0))
+            operands.append((value, subscripts(names)))
+        present = tuple(k for k in own if k in monomial.indices)
+        plates = np.broadcast_shapes(*(v.shape[:v.ndim - len(e)] for v, e in operands))
+        out = plate_einsum(subscripts(present), operands,
+                           (plates, ()) if reduce is None else reduce)
+        kept = out.shape[:out.ndim - len(present)]
+        carried = iter(out.shape[len(kept):])
+        total = total + out.reshape(kept + tuple(next(carried) if k in present else 1
+                                                 for k in own))
+    return np.asarray(total, float)
 
 
 def _own_last(value: np.ndarray, term: Term, own: tuple[str, ...]) -> np.ndarray:
@@ -756,8 +804,11 @@ def _dim_of(target: Any, values: list[np.ndarray], owns: list[tuple[str, ...]]) 
 
 
 def _elbo(term: Term, domains: dict[str, str], inner: dict[str, str]) -> Callable[..., Any]:
+    fused = any(d in _MATRIX for d in domains.values())  # (vectors: no plates × D × D)
+
     def average_log_factor(**args: Any) -> np.ndarray:
-        return evaluate(term, _environment([term], args, domains, inner))
+        env = _environment([term], args, domains, inner)
+        return _fused_natural(term, env) if fused else evaluate(term, env)
 
     return _signature(average_log_factor, tuple(domains))
 
