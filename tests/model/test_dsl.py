@@ -589,3 +589,27 @@ def test_a_written_update_for_a_factor_with_vector_arguments_is_refused_by_name(
         @ff.naturals(mvn_formula, "lam", "Wishart")
         def lam_update(x, mu):
             return 0.5, -0.5 * ff.E(x)
+
+
+@pytest.mark.parametrize("dim", [1, 3])
+def test_fused_messages_over_a_plate_are_the_product_of_the_per_element_ones(dim):
+    """With ``reduce`` (a target outside the plate its use adds: μ and Λ over a (2, 3)
+    plate of x, summed over one or both axes) each derived message is the product of the
+    per-element messages (their naturals summed), and the built-in's fused message."""
+    rng = np.random.default_rng(10 + dim)
+    args = {"x": _random_vector_gaussian(rng, (2, 3), dim),
+            "mu": _random_vector_gaussian(rng, (), dim), "lam": _random_wishart(rng, (), dim)}
+    names = {"x": "sample", "mu": "mean", "lam": "precision"}
+    user, builtin = FACTORS["mvn_formula"], FACTORS["VectorGaussian"]
+    for target in ("mu", "lam"):
+        op = user.operators[("vmp", target)]
+        assert op.reduces
+        each = op.fn(**args)
+        for axes in ((0,), (0, 1)):
+            fused = op.fn(**args, reduce=((2, 3), axes))
+            summed = type(each).from_natural(*(e.sum(axis=axes) for e in each.eta))
+            _same_message(fused, summed)
+            theirs = builtin.operators[("vmp", names[target])].fn(
+                **{names[k]: v for k, v in args.items() if k != target},
+                reduce=((2, 3), axes))
+            _same_message(fused, theirs)
