@@ -25,7 +25,18 @@ from factorflow.errors import (
 )
 from factorflow.model.chains import Constant
 from factorflow.model.core import Data, Model, Plate, Range, Variable
-from factorflow.model.dsl import E, Elog, V, digamma, exp, factor, lgamma, log, sum_over
+from factorflow.model.dsl import (
+    E,
+    Elog,
+    V,
+    digamma,
+    exp,
+    factor,
+    lgamma,
+    log,
+    logdet,
+    sum_over,
+)
 from factorflow.model.extremes import maximum, minimum
 from factorflow.model.factories import (
     Bernoulli,
@@ -68,7 +79,8 @@ __all__ = [
     "StudentT", "Laplace", "HalfCauchy", "NegativeBinomial", "VectorGaussian", "Wishart",
     "inner", "matvec", "constrain_true", "is_between", "is_positive", "Constant", "logistic",
     "probit", "softmax", "distributions",
-    "factor", "log", "exp", "lgamma", "digamma", "function", "simplify_rule", "Deterministic",
+    "factor", "log", "exp", "lgamma", "digamma", "logdet", "function", "simplify_rule",
+    "Deterministic",
     "naturals", "E", "V", "Elog",
     "ModelError", "DataError", "UnsupportedFactorError", "ScheduleError", "CheckpointError",
     "ExcludedVariableError",

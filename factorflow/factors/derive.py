@@ -16,10 +16,22 @@ part is not a statistic (``x*exp(x)`` for a Gaussian ``x``) blocks conjugacy, an
 error names it. Vector statistics (Dirichlet, Discrete) carry an index: a monomial
 ``sum[k](z_k * log(theta_k))`` contributes ``E[z_k]`` to the natural parameter of
 ``log(theta_k)``, a term with the free index ``k``.
+
+Vectors and matrices (VinDsl's two inner indices). A VectorGaussian ``x`` has the
+statistics ``x[_row]``, ``x[_row] x[_col]`` and the diagonal ``(x²)[_row]`` (a square
+``x[i]²``, which the algebra keeps apart from a product of two indices); a Wishart ``Λ`` has
+``log|Λ|`` and ``Λ[_row, _col]``. A monomial under the sums ``sum[i](sum[j](...))`` matches a
+statistic when a renaming of its summed indices to the statistic's own ones (``_row``,
+``_col``) makes its target part that statistic; the rest, so renamed and still summed over
+the indices the statistic does not take, is the coefficient: the monomial
+``sum[i](sum[j](-½ Λ[i, j] x[i] x[j]))`` gives ``-½ E[Λ][_row, _col]`` to ``x[_row] x[_col]``,
+and ``sum[i](sum[j](½ Λ[i, j] μ[j] x[i]))`` gives ``sum[j](½ E[Λ][_row, j] E[μ][j])`` to
+``x[_row]``.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,8 +39,24 @@ from factorflow.errors import ModelError
 from factorflow.rewrite.expectations import simplify_expectation
 from factorflow.rewrite.match import normalize
 from factorflow.rewrite.rules import ALGEBRA
-from factorflow.rewrite.terms import INDEX, INDEX_SUM, PROD, SUM, SYM, E, Term, add, at, log
+from factorflow.rewrite.terms import (
+    INDEX,
+    INDEX_SUM,
+    PROD,
+    SUM,
+    SYM,
+    E,
+    Term,
+    add,
+    at,
+    index_sum,
+    log,
+    logdet,
+)
 from factorflow.rewrite.user import user_rules
+
+#: the own indices of a vector's or a matrix's statistics: rows, and columns
+ROW, COL = "_row", "_col"
 
 #: Sufficient statistics of each conjugate family, as terms in the variable (and an index).
 FAMILIES: dict[str, Callable[[Term, str], tuple[Term, ...]]] = {
@@ -38,6 +66,10 @@ FAMILIES: dict[str, Callable[[Term, str], tuple[Term, ...]]] = {
     "Dirichlet": lambda x, k: (log(at(x, k)),),
     "Bernoulli": lambda x, k: (x,),
     "Discrete": lambda x, k: (at(x, k),),
+    # x_r, x_r x_c, and x_r² (the diagonal of x xᵀ, which a formula writes as a square)
+    "VectorGaussian": lambda x, k: (at(x, ROW), at(x, ROW) * at(x, COL), at(x**2, ROW)),
+    # log|Λ|, Λ_rc
+    "Wishart": lambda x, k: (logdet(x), at(at(x, COL), ROW)),
 }
 
 
@@ -107,41 +139,59 @@ def split_statistics(log_density: Term, target: Term, statistics: Sequence[Term]
         if name not in monomial.symbols:
             constant.append(monomial)
             continue
-        bound = monomial.payload if monomial.op == INDEX_SUM else None
-        body = monomial.args[0] if bound is not None else monomial
+        bound: list[str] = []
+        body = monomial
+        while body.op == INDEX_SUM:
+            bound.append(body.payload)
+            body = body.args[0]
         factors = body.args if body.op == PROD else (body,)
         part = Term(PROD, tuple(f for f in factors if name in f.symbols))
         rest = Term(PROD, tuple(f for f in factors if name not in f.symbols))
-        i = _statistic_of(part, stats, bound)
-        if i is None:
+        found = _statistic_of(part, stats, tuple(bound))
+        if found is None:
             raise ModelError(
                 f"{target} is not conjugate here: the term {part} (in {monomial}) is not one "
                 f"of its sufficient statistics {', '.join(map(str, stats))}")
-        own = _own_index(stats[i])
-        coefficients[i].append(rest if bound is None else rename_index(rest, bound, own))
+        i, renaming = found
+        coefficient = rename_indices(rest, renaming)
+        for b in reversed(bound):  # the indices the statistic does not take stay summed
+            if b not in renaming:
+                coefficient = index_sum(coefficient, b)
+        coefficients[i].append(coefficient)
     return form, stats, coefficients, constant
 
 
-def _own_index(statistic: Term) -> str | None:
-    return next(iter(statistic.indices), None) if len(statistic.indices) == 1 else None
+def _own_indices(statistic: Term) -> tuple[str, ...]:
+    """The free indices of a statistic, rows before columns (``_row``, ``_col``)."""
+    return tuple(sorted(statistic.indices, key=lambda n: (n != ROW, n != COL, n)))
 
 
-def _statistic_of(part: Term, stats: tuple[Term, ...], bound: str | None) -> int | None:
+def _statistic_of(part: Term, stats: tuple[Term, ...], bound: tuple[str, ...]
+                  ) -> tuple[int, dict[str, str]] | None:
+    """The statistic ``part`` is under some renaming of its summed indices ``bound`` to the
+    statistic's own ones, and that renaming (summed index -> own index)."""
     for i, stat in enumerate(stats):
-        own = _own_index(stat)
-        if bound is None and not stat.indices and part is stat:
-            return i
-        if bound is not None and own is not None and part is rename_index(stat, own, bound):
-            return i
+        own = _own_indices(stat)
+        for chosen in itertools.permutations(bound, len(own)):
+            if rename_indices(stat, dict(zip(own, chosen, strict=True))) is part:
+                return i, dict(zip(chosen, own, strict=True))
     return None
 
 
 def rename_index(term: Term, old: str, new: str) -> Term:
     """``term`` with the index name ``old`` replaced by ``new`` wherever it occurs."""
-    if old == new or not term.args:
+    return rename_indices(term, {old: new})
+
+
+def rename_indices(term: Term, renaming: Mapping[str, str]) -> Term:
+    """``term`` with every index name ``old`` of ``renaming`` replaced by ``renaming[old]``,
+    all at once (so ``{i: j, j: i}`` swaps them)."""
+    if not renaming or not term.args:
         return term
-    payload = new if term.op in (INDEX, INDEX_SUM) and term.payload == old else term.payload
-    return Term(term.op, tuple(rename_index(a, old, new) for a in term.args), payload)
+    payload = term.payload
+    if term.op in (INDEX, INDEX_SUM) and isinstance(payload, str):
+        payload = renaming.get(payload, payload)
+    return Term(term.op, tuple(rename_indices(a, renaming) for a in term.args), payload)
 
 
 def derive_messages(log_density: Term, families: Mapping[Term, str], *,

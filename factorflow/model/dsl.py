@@ -2,13 +2,13 @@
 
 ``@ff.factor(sample="real", mean="real", precision="positive")`` on a function that
 returns a log density written with the arguments as symbols (``+ - * / **``, ``ff.log``,
-``ff.exp``, ``ff.lgamma``, ``ff.digamma``, ``ff.sum``) registers a factor whose VMP messages and
-ELBO term are derived by the rewrite engine: the expected log factor is rewritten into
-⟨natural parameters, E[sufficient statistics of the target]⟩ + constant for each
-argument whose family is conjugate (``factorflow.factors.derive``).  Where no conjugate
-form exists, the factor has no message to that argument and the compiler says which term
-blocks it.  Calling the decorated object inside a model creates the variable it defines
-(the first argument), like the built-in factories.
+``ff.exp``, ``ff.lgamma``, ``ff.digamma``, ``ff.logdet``, ``ff.sum``) registers a factor
+whose VMP messages and ELBO term are derived by the rewrite engine: the expected log
+factor is rewritten into ⟨natural parameters, E[sufficient statistics of the target]⟩ +
+constant for each argument whose family is conjugate (``factorflow.factors.derive``).
+Where no conjugate form exists, the factor has no message to that argument and the
+compiler says which term blocks it.  Calling the decorated object inside a model creates
+the variable it defines (the first argument), like the built-in factories.
 
 Indices (VinDsl's inner and outer indices). An argument with a vector domain — a
 ``"simplex"`` (Dirichlet family) or an ``"int"`` category (Discrete family, seen in the
@@ -18,6 +18,15 @@ scalar, so every inner index is summed. Plates are the *outer* indices: they are
 written, and the compiler sums the factor over them (one array operation per plate).
 When the factor is called in a model, the arguments sharing an inner index must have the
 same number of components; the output variable takes that number.
+
+Vectors and matrices. A ``"vector"`` argument (VectorGaussian family) is written with one
+inner index per use, ``x["i"]``, and a ``"posdef"`` one (Wishart family, positive-definite
+matrices) with two, ``lam["i", "j"]`` (row ``i``, column ``j``), or whole in
+``ff.logdet(lam)``; unlike a simplex, one vector may be read under several index names
+(``x["i"]`` and ``x["j"]`` in a quadratic form), each summed: ``ff.sum(term, "i", "j")``.
+Every index name takes one size, the dimension D of the arguments it indexes. The
+multivariate normal, written as VinDsl writes it, derives the built-in
+``ff.VectorGaussian``'s conjugate messages (see :func:`logdet`).
 """
 
 from __future__ import annotations
@@ -40,15 +49,17 @@ from factorflow.distributions.families import (
     Gamma,
     Gaussian,
 )
+from factorflow.distributions.multivariate import VectorGaussian, Wishart
 from factorflow.errors import ModelError
 from factorflow.factors import gradient
-from factorflow.factors.derive import Derivation, derive_naturals
+from factorflow.factors.common import Reduce, plate_einsum
+from factorflow.factors.derive import COL, ROW, Derivation, derive_naturals
 from factorflow.factors.gradient import GaussianFallback
 from factorflow.factors.registry import FACTORS, Factor, define_factor
 from factorflow.model import links
 from factorflow.model.core import Data, Indexed, Variable
 from factorflow.model.factories import new_variable
-from factorflow.rewrite.evaluate import evaluate
+from factorflow.rewrite.evaluate import evaluate, evaluate_named
 from factorflow.rewrite.terms import (
     COVARIANCE,
     ELOG,
@@ -57,7 +68,11 @@ from factorflow.rewrite.terms import (
     ELOGGAMMA,
     EXPECT,
     INDEX,
+    INDEX_SUM,
+    LOGDET,
     MOMENTS,
+    PROD,
+    SUM,
     SYM,
     VARIANCE,
     Term,
@@ -72,6 +87,21 @@ from factorflow.rewrite.terms import digamma as _digamma
 from factorflow.rewrite.terms import exp as _exp
 from factorflow.rewrite.terms import lgamma as _lgamma
 from factorflow.rewrite.terms import log as _log
+from factorflow.rewrite.terms import logdet as _logdet
+
+
+def _vector_message(h: np.ndarray, j: np.ndarray, jd: np.ndarray) -> VectorGaussian:
+    """The VectorGaussian with log density h·x + Σ_rc J_rc x_r x_c + Σ_r Jd_r x_r² + const:
+    precision P = −(J + Jᵀ) − 2 diag(Jd), precision times mean h."""
+    jd2 = jd[..., :, None] * np.eye(jd.shape[-1])
+    return VectorGaussian.from_natural(h[..., None], -(j + np.swapaxes(j, -1, -2)) - 2.0 * jd2)
+
+
+def _wishart_message(a: np.ndarray, b: np.ndarray) -> Wishart:
+    """The Wishart with log density a log|Λ| + Σ_rc B_rc Λ_rc + const (Λ symmetric: the
+    natural parameter of Λ is the symmetric part of B)."""
+    return Wishart.from_natural(a[..., None, None], 0.5 * (b + np.swapaxes(b, -1, -2)))
+
 
 #: the conjugate family of each scalar domain, and how its derived naturals (the
 #: coefficients of its sufficient statistics) become a message
@@ -82,9 +112,17 @@ _FAMILY: dict[str, tuple[str, Callable[..., Any]]] = {
     "bool": ("Bernoulli", lambda e1: Bernoulli.from_natural(e1)),
     "simplex": ("Dirichlet", lambda e: Dirichlet.from_natural(e)),
     "int": ("Discrete", lambda e: Discrete.from_natural(e)),
+    "vector": ("VectorGaussian", _vector_message),
+    "posdef": ("Wishart", _wishart_message),
 }
 #: domains whose values are vectors with one inner index (an "int" is its one-hot vector)
 _VECTOR = frozenset({"simplex", "int"})
+#: the vector and matrix domains: the number of inner indices of each use, and the event
+#: shape of each natural parameter of their family (``_FAMILY``) at dimension D
+_MATRIX: dict[str, tuple[int, Callable[[int], tuple[tuple[int, ...], ...]]]] = {
+    "vector": (1, lambda d: ((d,), (d, d), (d,))),
+    "posdef": (2, lambda d: ((), (d, d))),
+}
 #: domains an argument may have only as a known (observed or constant) value
 _KNOWN_ONLY = frozenset({"count"})
 #: the moment each atom of a derived formula asks of an argument
@@ -181,6 +219,27 @@ def digamma(x: Any) -> Term:
     return _formula(_digamma, "digamma", x)
 
 
+def logdet(x: Any) -> Term:
+    """log |x| of a positive-definite matrix argument (domain ``"posdef"``) in a factor
+    formula.  The multivariate normal as VinDsl writes it, with the precision's two inner
+    indices: its derived messages are the built-in ``ff.VectorGaussian``'s, so a Wishart
+    prior on the precision gets the Normal–Wishart conjugate posterior, dof ν + n:
+
+    >>> @ff.factor(x="vector", mu="vector", lam="posdef")
+    ... def doc_mvn(x, mu, lam):
+    ...     d = lambda i: x[i] - mu[i]
+    ...     return 0.5 * ff.logdet(lam) - 0.5 * ff.sum(d("i") * lam["i", "j"] * d("j"), "i", "j")
+    >>> with ff.Model() as model:
+    ...     lam = ff.Wishart("lam", 3.0, rate=np.eye(2))
+    ...     with ff.Plate(ff.Range("n", 2)):
+    ...         y = doc_mvn("y", mu=np.zeros(2), lam=lam, observed=[[1.0, 0.0], [0.0, 2.0]])
+    >>> posterior = model.infer("vmp")["lam"]
+    >>> float(posterior.dof), bool(np.allclose(posterior.rate, [[2.0, 0.0], [0.0, 5.0]]))
+    (5.0, True)
+    """
+    return _formula(_logdet, "logdet", x)
+
+
 def E(x: Any) -> Term:  # noqa: N802 - VinDsl's name
     """E[x] in a natural-parameter update (``@ff.naturals``): the posterior mean of the
     argument ``x``.  The seed's update of a Gaussian's mean, (E[x] E[τ], −E[τ]/2), is
@@ -250,18 +309,22 @@ def Elog(x: Any) -> Term:  # noqa: N802
     return _formula(_Elog, "Elog", x)
 
 
-def sum_over(x: Any, index: Any) -> Any:
-    """``ff.sum``: the sum of ``x`` over the inner index ``index`` in a factor formula;
-    with a model variable and an ``ff.Range``, the sum of a plate of real variables (a
-    variable outside that plate, ``model.reductions.plate_sum``)."""
+def sum_over(x: Any, index: Any, *more: str) -> Any:
+    """``ff.sum``: the sum of ``x`` over the inner index ``index`` (and the indices
+    ``more``, VinDsl's Σ_ij: ``ff.sum(t, "i", "j")``) in a factor formula; with a model
+    variable and an ``ff.Range``, the sum of a plate of real variables (a variable outside
+    that plate, ``model.reductions.plate_sum``)."""
     from factorflow.model.core import Range, Variable
     if isinstance(x, Variable) or isinstance(index, Range):
         from factorflow.model.reductions import plate_sum
         return plate_sum(x, index)
-    if not isinstance(x, Term) or not isinstance(index, str) or index not in x.indices:
-        raise ModelError(f"ff.sum(..., {index!r}): the summand must be a formula that carries "
-                         f"the index {index!r} (write the vector argument as arg[{index!r}]).")
-    return index_sum(x, index)
+    for k in (index, *more):
+        if not isinstance(x, Term) or not isinstance(k, str) or k not in x.indices:
+            raise ModelError(f"ff.sum(..., {k!r}): the summand must be a formula that "
+                             f"carries the index {k!r} (write the vector argument as "
+                             f"arg[{k!r}]).")
+        x = index_sum(x, k)
+    return x
 
 
 def _atoms(term: Term) -> set[Term]:
@@ -319,6 +382,8 @@ def _environment(terms: list[Term], args: dict[str, Any],
             env[t] = one_hot(name, args[name])
         elif t.op == COVARIANCE and domains.get(name) == "int" and moments.is_known(args[name]):
             env[t] = moments.C(one_hot(name, args[name]))   # a known one-hot: zeros (K, K)
+        elif t.op == COVARIANCE and isinstance(args[name], VectorGaussian):
+            env[t] = args[name].covariance
         else:
             env[t] = np.asarray(_MOMENT[t.op](args[name]), dtype=float)
     return env
@@ -329,38 +394,93 @@ def _inner_last(value: np.ndarray, term: Term) -> np.ndarray:
     return np.moveaxis(value, 0, -1) if term.indices else value
 
 
-def _inner_indices(density: Term, arguments: dict[str, str], fname: str) -> dict[str, str]:
-    """The inner index of each vector argument; ModelError for a misuse of indices."""
-    if density.indices:
-        k = sorted(density.indices)[0]
-        raise ModelError(f"{fname}: the formula's value still carries the index {k!r}; sum it "
-                         f"with ff.sum(..., {k!r}) (a factor's log density is a scalar).")
-    found: dict[str, set[str]] = {}
+def _index_uses(density: Term) -> tuple[dict[str, set[tuple[str, ...]]], set[str], set[str]]:
+    """How the formula reads each argument: the inner indices of each indexed use
+    (``lam["i", "j"]`` is ``("i", "j")``), the arguments used bare, and those used whole
+    in ``logdet``."""
+    uses: dict[str, set[tuple[str, ...]]] = {}
     bare: set[str] = set()
+    whole: set[str] = set()
     stack, seen = [density], set()
     while stack:
         t = stack.pop()
         if t in seen:
             continue
         seen.add(t)
-        if t.op == INDEX and t.args[0].op == SYM:
-            found.setdefault(t.args[0].payload[0], set()).add(t.payload)
+        chain: list[str] = []
+        base = t
+        while base.op == INDEX and isinstance(base.payload, str):
+            chain.append(base.payload)  # at(at(lam, j), i) is lam[i, j]
+            base = base.args[0]
+        if chain and base.op == SYM:
+            uses.setdefault(base.payload[0], set()).add(tuple(chain))
+            continue
+        if t.op == LOGDET and t.args[0].op == SYM:
+            whole.add(t.args[0].payload[0])
             continue
         if t.op == SYM:
             bare.add(t.payload[0])
         stack.extend(t.args)
+    return uses, bare, whole
+
+
+def _inner_indices(density: Term, arguments: dict[str, str], fname: str
+                   ) -> tuple[dict[str, str], dict[str, frozenset[str]]]:
+    """The inner index of each simplex or category argument, and the index names of each
+    vector or matrix argument; ModelError naming the formula and the argument for a
+    misuse of indices."""
+    if density.indices:
+        k = sorted(density.indices)[0]
+        raise ModelError(f"{fname}: the formula's value still carries the index {k!r}; sum it "
+                         f"with ff.sum(..., {k!r}) (a factor's log density is a scalar).")
+    found, bare, whole = _index_uses(density)
+    names = {k for ks in found.values() for use in ks for k in use}
+    reserved = sorted(k for k in names if k.startswith("_"))
+    if reserved:
+        raise ModelError(f"{fname}: the index name {reserved[0]!r} starts with '_', which "
+                         "factorflow keeps for its own indices; rename it.")
     for name, domain in arguments.items():
-        if domain not in _VECTOR and name in found:
+        uses = sorted(found.get(name, ()))
+        if domain in _MATRIX:
+            _check_matrix_uses(fname, name, domain, uses, name in bare, name in whole)
+            continue
+        if name in whole:
+            raise ModelError(f"{fname}: ff.logdet({name}) needs a positive-definite matrix, "
+                             f"but {name!r} has the domain {domain!r}; declare it \"posdef\".")
+        if domain not in _VECTOR and uses:
             raise ModelError(f"{fname}: argument {name!r} has the scalar domain {domain!r} but "
-                             f"is indexed as {name}[{sorted(found[name])[0]!r}]; index only "
-                             f"vector arguments ({sorted(_VECTOR)}).")
-        if domain in _VECTOR and (name in bare or name not in found):
+                             f"is indexed as {name}[{', '.join(map(repr, uses[0]))}]; index only "
+                             f"vector arguments ({sorted(_VECTOR | set(_MATRIX))}).")
+        if domain in _VECTOR and (name in bare or not uses):
             raise ModelError(f"{fname}: the vector argument {name!r} ({domain}) must be used "
                              f"with its inner index, as {name}['k'] inside ff.sum(..., 'k').")
-        if domain in _VECTOR and len(found[name]) > 1:
-            raise ModelError(f"{fname}: argument {name!r} is indexed by both "
-                             f"{sorted(found[name])}; a vector argument has one inner index.")
-    return {name: next(iter(ix)) for name, ix in found.items()}
+        if domain in _VECTOR and (len(uses) > 1 or len(uses[0]) != 1):
+            raise ModelError(f"{fname}: argument {name!r} is indexed as "
+                             f"{', '.join(f'{name}{list(u)}' for u in uses)}; a {domain} "
+                             "argument has one inner index.")
+    inner = {n: found[n].copy().pop()[0] for n, d in arguments.items() if d in _VECTOR}
+    indices = {n: frozenset(k for use in found.get(n, ()) for k in use)
+               for n, d in arguments.items() if d in _MATRIX}
+    return inner, indices
+
+
+def _check_matrix_uses(fname: str, name: str, domain: str, uses: list[tuple[str, ...]],
+                       bare: bool, whole: bool) -> None:
+    """ModelError unless every use of the vector or matrix argument ``name`` has its
+    number of inner indices (distinct), and a matrix used whole is under ``logdet``."""
+    count = _MATRIX[domain][0]
+    example = f"{name}['i']" if count == 1 else f"{name}['i', 'j']"
+    for use in uses:
+        if len(use) != count or len(set(use)) != count:
+            raise ModelError(f"{fname}: argument {name!r} ({domain}) is indexed as "
+                             f"{name}[{', '.join(map(repr, use))}]; it takes {count} distinct "
+                             f"inner index{'es' if count > 1 else ''} per use, as {example}.")
+    if bare or (whole and domain != "posdef"):
+        raise ModelError(f"{fname}: argument {name!r} ({domain}) is used whole; write it with "
+                         f"its inner indices, as {example} inside ff.sum"
+                         + (", or as ff.logdet({name})." if domain == "posdef" else "."))
+    if not uses and not whole:
+        raise ModelError(f"{fname}: argument {name!r} ({domain}) is not read by the formula.")
 
 
 @dataclass
@@ -373,8 +493,10 @@ class UserFactor:
     derivations: dict[str, Derivation] = field(default_factory=dict)
     blocked: dict[str, str] = field(default_factory=dict)
     factor: Factor | None = None
-    #: the inner index of each vector argument
+    #: the inner index of each simplex or category argument
     inner: dict[str, str] = field(default_factory=dict)
+    #: the inner index names of each vector or matrix argument (``"vector"``, ``"posdef"``)
+    indices: dict[str, frozenset[str]] = field(default_factory=dict)
     #: the arguments whose update the user wrote (``@ff.naturals``), checked against the
     #: derived one
     custom: set[str] = field(default_factory=set)
@@ -388,12 +510,15 @@ class UserFactor:
             raise ModelError(f"{self.name}({name!r}): give exactly the arguments "
                              f"{sorted(expected)}, got {sorted(args)}.")
         domains = {k: self.arguments[k] for k in args}
+        self._check_shapes(name, args)
         sizes = self._sizes(name, args)
         size = sizes.get(self.inner.get(output, ""))
         if self.arguments[output] in _VECTOR and size is None:
             raise ModelError(f"{self.name}({name!r}): the number of components of {output!r} "
                              f"comes from an argument sharing its index "
                              f"{self.inner[output]!r}, and there is none.")
+        if self.arguments[output] in _MATRIX:
+            size = self._dimension(name, output, sizes, observed)
         derived = frozenset(t for t in self.fallbacks if isinstance(args.get(t), Variable)
                             and args[t].derived)
         factor = _of_expressions(self, derived) if derived else self.name
@@ -405,23 +530,56 @@ class UserFactor:
         to agree."""
         sizes: dict[str, tuple[int, str]] = {}
         for arg, value in args.items():
-            if arg not in self.inner:
+            if arg not in self.inner and arg not in self.indices:
                 continue
             if isinstance(value, Variable):
                 k = value.size
             else:  # a constant, or an ff.Data's value when built (it fixes the size)
                 shape = np.shape(value.value if isinstance(value, Data) else value)
-                k = int(shape[-1]) if self.arguments[arg] == "simplex" and shape else None
+                sized = self.arguments[arg] in ("simplex", *_MATRIX)
+                k = int(shape[-1]) if sized and shape else None
             if k is None:
                 continue
-            index = self.inner[arg]
-            if index in sizes and sizes[index][0] != k:
-                other_k, other = sizes[index]
-                raise ModelError(f"{self.name}({name!r}): index {index!r} has {other_k} "
-                                 f"components in {other!r} but {k} in {arg!r}; arguments "
-                                 "sharing an inner index must have the same size.")
-            sizes[index] = (k, arg)
+            names = self.indices.get(arg) or {self.inner[arg]}
+            for index in sorted(names):
+                if index in sizes and sizes[index][0] != k:
+                    other_k, other = sizes[index]
+                    raise ModelError(f"{self.name}({name!r}): index {index!r} has {other_k} "
+                                     f"components in {other!r} but {k} in {arg!r}; arguments "
+                                     "sharing an inner index must have the same size.")
+                sizes[index] = (k, arg)
         return {index: k for index, (k, _) in sizes.items()}
+
+    def _check_shapes(self, name: str, args: dict[str, Any]) -> None:
+        """ModelError naming the factor and the argument when a vector or matrix argument
+        is given a scalar variable or value (or a scalar argument a vector variable)."""
+        for arg, value in args.items():
+            domain = self.arguments[arg]
+            what = f"{self.name}({name!r}): argument {arg!r}"
+            if isinstance(value, Variable) and (domain in _MATRIX or value.domain in _MATRIX) \
+                    and value.domain != domain and domain not in _KNOWN_ONLY:
+                raise ModelError(f"{what} is declared {domain!r} in the formula, but the "
+                                 f"variable {value.name!r} given for it is {value.domain}-valued.")
+            if domain in _MATRIX and not isinstance(value, Variable):
+                shape = np.shape(value.value if isinstance(value, Data) else value)
+                ndim = _MATRIX[domain][0]
+                if len(shape) < ndim or (ndim == 2 and shape[-1] != shape[-2]):
+                    need = "a D-vector" if ndim == 1 else "a D × D matrix"
+                    raise ModelError(f"{what} is declared {domain!r} in the formula (a "
+                                     f"{need}), but the value given has shape {shape}.")
+
+    def _dimension(self, name: str, output: str, sizes: dict[str, int], observed: Any) -> int:
+        """D of a vector or matrix output: from an argument sharing one of its indices, or
+        from its observed value."""
+        for index in sorted(self.indices.get(output, ())):
+            if index in sizes:
+                return sizes[index]
+        shape = np.shape(observed.value if isinstance(observed, Data) else observed)
+        if observed is not None and shape:
+            return int(shape[-1])
+        raise ModelError(f"{self.name}({name!r}): the dimension of {output!r} comes from an "
+                         f"argument sharing one of its indices {sorted(self.indices[output])} "
+                         "or from its observed value, and there is none.")
 
 
 def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
@@ -462,10 +620,11 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
         except (TypeError, AttributeError) as exc:
             raise ModelError(f"{fn.__name__}: the formula applies an operation factorflow "
                              f"cannot read symbolically ({exc}); write it with + - * / **, "
-                             "ff.log, ff.exp, ff.lgamma, ff.digamma and ff.sum.") from None
+                             "ff.log, ff.exp, ff.lgamma, ff.digamma, ff.logdet and "
+                             "ff.sum.") from None
         if not isinstance(density, Term):
             raise ModelError(f"{fn.__name__}: the formula must involve its arguments.")
-        inner = _inner_indices(density, arguments, fn.__name__)
+        inner, indices = _inner_indices(density, arguments, fn.__name__)
         name = sanitize(fn.__name__)
         known = _USER_FACTORS.get(name)
         if known is not None and known.arguments == arguments and known.log_density is density:
@@ -473,7 +632,7 @@ def factor(**arguments: str) -> Callable[[Callable[..., Term]], UserFactor]:
         if name in FACTORS:
             raise ModelError(f"a factor named {name!r} already exists with another formula or "
                              "arguments; rename the function.")
-        user = UserFactor(name, dict(arguments), density, inner=inner)
+        user = UserFactor(name, dict(arguments), density, inner=inner, indices=indices)
         registered = define_factor(name, *arguments.items(),
                                    log_density=_numeric(density, dict(arguments), inner))
         for target, domain in arguments.items():
@@ -527,9 +686,10 @@ def _conjugate(user: UserFactor, registered: Factor, target: str, d: Derivation)
     user.derivations[target] = d
     others = tuple(a for a in user.arguments if a != target)
     # a vector target's own message is read for its number of components
-    reads = (*others, target) if domain in _VECTOR else others
+    reads = (*others, target) if domain in _VECTOR or domain in _MATRIX else others
+    build = _matrix_operator if domain in _MATRIX else _operator
     registered.operator("vmp", target, proper=others)(
-        _operator(d, _FAMILY[domain][1], reads, dict(user.arguments), user.inner))
+        build(d, _FAMILY[domain][1], reads, dict(user.arguments), user.inner))
 
 
 #: the user factors by registered name, so that declaring one again reuses it
@@ -555,9 +715,100 @@ def _operator(d: Derivation, to_message: Callable[..., Any], others: tuple[str, 
     return _signature(message, others)
 
 
+def _matrix_operator(d: Derivation, to_message: Callable[..., Any], reads: tuple[str, ...],
+                     domains: dict[str, str], inner: dict[str, str]) -> Callable[..., Any]:
+    """The message to a vector or matrix target (the last of ``reads``): each natural
+    parameter evaluated with its own indices (``_row``, ``_col``) as its last axes, in that
+    order (size 1 where it does not carry one: a coefficient the same for every
+    component), broadcast to the plates' shape + its event shape at the target's D.
+    With ``reduce`` (a target outside plates its use adds), the product over those plate
+    axes, each natural summed by one einsum per monomial (:func:`_fused_natural`)."""
+    naturals = list(d.naturals)
+    target = reads[-1]
+    owns = [tuple(k for k in (ROW, COL) if k in stat.indices) for stat in d.statistics]
+    events = _MATRIX[domains[target]][1]
+
+    def message(*, reduce: Reduce | None = None, **args: Any) -> Any:
+        env = _environment(naturals, args, domains, inner)
+        if reduce is None:
+            values = [_own_last(evaluate(n, env), n, own)
+                      for n, own in zip(naturals, owns, strict=True)]
+        else:
+            values = [_fused_natural(n, env, own, reduce)
+                      for n, own in zip(naturals, owns, strict=True)]
+        batch = np.broadcast_shapes(*(np.shape(v)[:np.ndim(v) - len(own)]
+                                      for v, own in zip(values, owns, strict=True)))
+        dim = _dim_of(args[target], values, owns)
+        return to_message(*(np.broadcast_to(v, batch + e)
+                            for v, e in zip(values, events(dim), strict=True)))
+
+    params = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY) for n in reads]
+    params.append(inspect.Parameter("reduce", inspect.Parameter.KEYWORD_ONLY, default=None))
+    message.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    return message
+
+
+def _fused_natural(term: Term, env: dict[Any, np.ndarray], own: tuple[str, ...] = (),
+                   reduce: Reduce | None = None) -> np.ndarray:
+    """Σ over the plate axes of ``reduce`` (none without it) of ``term``, a closed sum of
+    monomials (a product of factors under index sums), equal to its ``evaluate``: each
+    monomial is one ``plate_einsum`` over its factors' values, their inner indices as
+    event subscripts, so no array of plates × D × D is formed (Σ_n E[x_n] E[x_n]ᵀ is one
+    matrix product, E[x_n]ᵀ E[Λ] E[x_n] one einsum per datum). The result has the kept
+    plate axes, then ``own`` (size 1 where ``term`` lacks one)."""
+    letters: dict[str, str] = {}
+
+    def subscripts(names: tuple[str, ...]) -> str:
+        return "".join(letters.setdefault(n, chr(ord("A") + len(letters))) for n in names)
+
+    total: Any = 0.0
+    for monomial in term.args if term.op == SUM else (term,):
+        body = monomial
+        while body.op == INDEX_SUM:
+            body = body.args[0]
+        operands = []
+        for f in body.args if body.op == PROD else (body,):
+            value, names = evaluate_named(f, env)
+            value = np.asarray(value, float)  # (named axes last: plate_einsum's events)
+            value = np.moveaxis(value, range(len(names)), range(-len(names), 0))
+            operands.append((value, subscripts(names)))
+        present = tuple(k for k in own if k in monomial.indices)
+        plates = np.broadcast_shapes(*(v.shape[:v.ndim - len(e)] for v, e in operands))
+        out = plate_einsum(subscripts(present), operands,
+                           (plates, ()) if reduce is None else reduce)
+        kept = out.shape[:out.ndim - len(present)]
+        carried = iter(out.shape[len(kept):])
+        total = total + out.reshape(kept + tuple(next(carried) if k in present else 1
+                                                 for k in own))
+    return np.asarray(total, float)
+
+
+def _own_last(value: np.ndarray, term: Term, own: tuple[str, ...]) -> np.ndarray:
+    """``value`` of ``term`` (its free indices first, sorted: ``evaluate``'s order) with
+    the indices ``own`` last, in that order; a size-1 axis for each it does not carry."""
+    present = sorted(term.indices)
+    source = [present.index(k) for k in own if k in term.indices]
+    value = np.moveaxis(np.asarray(value, float), source, range(-len(source), 0))
+    batch = value.shape[:value.ndim - len(source)]
+    carried = iter(value.shape[len(batch):])
+    return value.reshape(batch + tuple(next(carried) if k in term.indices else 1
+                                       for k in own))
+
+
+def _dim_of(target: Any, values: list[np.ndarray], owns: list[tuple[str, ...]]) -> int:
+    """D of a vector or matrix target: its message's, else the largest own axis."""
+    if isinstance(target, VectorGaussian | Wishart):
+        return target.dim
+    return max([int(np.shape(v)[-1]) for v, own in zip(values, owns, strict=True) if own]
+               + [1])
+
+
 def _elbo(term: Term, domains: dict[str, str], inner: dict[str, str]) -> Callable[..., Any]:
+    fused = any(d in _MATRIX for d in domains.values())  # (vectors: no plates × D × D)
+
     def average_log_factor(**args: Any) -> np.ndarray:
-        return evaluate(term, _environment([term], args, domains, inner))
+        env = _environment([term], args, domains, inner)
+        return _fused_natural(term, env) if fused else evaluate(term, env)
 
     return _signature(average_log_factor, tuple(domains))
 

@@ -97,6 +97,11 @@ def naturals(user: UserFactor, argument: str, family: str
     if not isinstance(user, UserFactor):
         raise ModelError(f"@ff.naturals: {user!r} is not a factor declared with @ff.factor")
     where = f"@ff.naturals({user.name}, {argument!r})"
+    matrices = sorted(a for a, d in user.arguments.items() if d not in _RANDOM)
+    if matrices:  # (no random posteriors of theirs to check an update on)
+        raise ModelError(f"{where}: {user.name} has the vector or matrix arguments "
+                         f"{matrices}; a written update is checked only for scalar, simplex "
+                         "and category arguments, so the derived updates are used.")
     if argument not in user.arguments:
         raise ModelError(f"{where}: {user.name} has no argument {argument!r}; its arguments "
                          f"are {list(user.arguments)}")

@@ -21,6 +21,8 @@ name; ``[c + d]`` is a constant computed when the rule fires. ``S`` and ``P`` bu
     symbol, ``C[c y] = c² C[y]``, ``C[B y] = B C[y] Bᵀ``;
   - variances of linear forms: ``V[B y] = diag(B C[y] Bᵀ)`` (written ``dot(B C[y], B)``),
     ``V[b·y] = b·C[y] b``, and ``E[f²] = V[f] + E[f]²`` for those forms ``f``;
+  - products of two components of one random vector ``x`` (a symbol):
+    ``E[x_k x_l] = C[x]_kl + E[x]_k E[x]_l`` for two index names ``k ≠ l``;
   - second moments: ``E[y·y] = Σ_i V[y]_i + E[y]·E[y]`` and, for ``B`` nonrandom or
     random but independent of ``y``, ``E[y·By] = E[By·y] = tr(E[B] C[y]) + E[y]·E[B]E[y]``
     (VinDsl's Gaussian factor ``tr(Λ̄ (C(x) + C(μ) + δδᵀ))``), the trace written
@@ -69,7 +71,7 @@ a, b = var("a"), var("b")
 x = var("x", "atom")
 c, d = var("c", "const"), var("d", "const")
 r, s = var("r", "rest"), var("s", "rest")
-k = NameVar("k")
+k, l_ = NameVar("k"), NameVar("l")
 
 
 def S(*args: Term) -> Term:  # noqa: N802 - a raw sum, as in the notation above
@@ -138,6 +140,10 @@ def _positive(bs: Bindings) -> bool:
 
 def _carries_k(bs: Bindings) -> bool:
     return bs["k"] in bs["a"].indices and any(bs["k"] in t.indices for t in bs["r"])
+
+
+def _two_indices(bs: Bindings) -> bool:
+    return bs["k"] != bs["l"]
 
 
 def _outside_k(bs: Bindings) -> bool:
@@ -225,6 +231,9 @@ EXPECTATION = Ruleset("expectation", (
     rule("e_lgamma", E(lgamma(x)), Eloggamma(x)),                # E[lgamma x] -> Eloggamma(x)
     rule("e_logdet", E(logdet(x)), Elogdet(x)),                  # E[logdet x] -> Elogdet(x)
     rule("e_index", E(at(a)), at(E(a))),                         # E[a_k] -> E[a]_k
+    # E[x_k x_l] -> C[x]_kl + E[x]_k E[x]_l (k ≠ l)
+    rule("e_outer", E(P(at(x), at(x, l_))), S(at(at(C(x), l_)), P(at(E(x)), at(E(x), l_))),
+         when=_two_indices),
     rule("e_isum", E(isum(a)), isum(E(a))),                      # E[Σ_k a] -> Σ_k E[a]
     rule("e_dot", E(dot(a, b)), dot(E(a), E(b)), when=_independent2),  # E[a·b] -> E[a]·E[b]
     rule("e_matmul", E(matmul(a, b)), matmul(E(a), E(b)),

@@ -195,8 +195,18 @@ class Term(metaclass=_Interning):
     def __matmul__(self, other: Term) -> Term:
         return matmul(self, other)
 
-    def __getitem__(self, index: str) -> Term:  # x["k"] is at(x, "k")
-        return at(self, index)
+    def __getitem__(self, index: str | tuple[str, ...]) -> Term:
+        """``x["k"]`` is ``at(x, "k")``; ``lam["i", "j"]`` (a matrix: VinDsl's two inner
+        indices) is ``at(at(lam, "j"), "i")``, its rows named ``i`` and its columns ``j``.
+        An index that is not a name (a number, a slice) raises TypeError."""
+        names = index if isinstance(index, tuple) else (index,)
+        if not names or not all(isinstance(n, str | NameVar) for n in names):
+            raise TypeError(f"{self}[{index!r}]: inner indices are written as names, "
+                            "x['i'] or lam['i', 'j']")
+        out = self
+        for name in reversed(names):
+            out = at(out, name)
+        return out
 
 
 TermLike = Term | float | int

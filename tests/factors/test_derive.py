@@ -161,7 +161,7 @@ def test_unclosable_coefficients_and_unrelated_targets_are_errors():
     with pytest.raises(ModelError, match="does not depend on lam"):
         derive_naturals(gaussian_log_density(x, mu, tau), lam, "Gamma")
     with pytest.raises(ModelError, match="no conjugate family"):
-        sufficient_statistics("Wishart", x)
+        sufficient_statistics("Cauchy", x)
 
 
 def _moments_env(terms, posteriors) -> dict:

@@ -9,7 +9,8 @@ from factorflow.rewrite.terms import VAR, NameVar, Term, at, const, sym
 
 INDEXED = {"isum_sum": {"a": at(sym("a_"), "k"), "r": (at(sym("r1"), "k"), sym("r2"))},
            "isum_absorb": {"a": at(sym("a_"), "k")},
-           "e_isum": {"a": at(sym("a_"), "k")}}
+           "e_isum": {"a": at(sym("a_"), "k")},
+           "e_outer": {"l": "l"}}  # two distinct index names
 
 
 def _variables(t: Term, found: dict[str, str]) -> dict[str, str]:

@@ -19,7 +19,8 @@ from tests.rewrite.exact import exact_value, random_posterior
 from tests.rewrite.instances import firing_instance
 
 SHAPES = {"e_index": {"a": (3,)}, "v_index": {"a": (3,)}, "e_dot": {"a": (3,), "b": (3,)},
-          "e_matmul": {"a": (3, 3), "b": (3,)}, "e_logdet": {"x": (3, 3)}, "e_isum": {"a": (3,)}}
+          "e_matmul": {"a": (3, 3), "b": (3,)}, "e_logdet": {"x": (3, 3)}, "e_isum": {"a": (3,)},
+          "e_outer": {"x": (3,)}}
 #: rules on vectors: every symbol and datum is a 3-vector, except these 3×3 matrices
 VECTOR_RULES = {"c_const", "c_sum", "c_scale", "c_matmul", "v_matmul", "v_dot", "v_dot_right",
                 "e_square_matmul", "e_square_dot", "e_square_dot_right", "e_dot_self",
