@@ -981,9 +981,10 @@ class VectorGaussian(Distribution):
         if traced() or type(self.eta[1]) is not np.ndarray or not self.eta[1].size:
             return None
         small = _distinct_elements(self)
-        if np.isnan(small._moments()[2]).any():
+        # (the reductions ``.any`` calls, without its wrapper: NumPy arrays here)
+        if np.logical_or.reduce(np.isnan(small._moments()[2]), None):
             return None
-        return not np.isnan(small.eta[0]).any()
+        return not np.logical_or.reduce(np.isnan(small.eta[0]), None)
 
     def _verdict(self) -> bool:
         if self.eta[1].size and self._precision_inverse() is not None:
@@ -1228,7 +1229,8 @@ class Wishart(Distribution):
         if traced() or type(second) is not np.ndarray or not second.size:
             return None
         with np.errstate(invalid="ignore", divide="ignore"):  # (a NaN or singular rate)
-            return True if _distinct_elements(self)._moments()[4].all() else None
+            proper = _distinct_elements(self)._moments()[4]
+            return True if np.logical_and.reduce(proper, None) else None
 
     def _verdict(self) -> bool:
         first, second = self.eta

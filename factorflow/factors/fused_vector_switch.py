@@ -151,7 +151,7 @@ def _average_log_factor(sample, selector, mean, precision, index) -> np.ndarray:
     # ``broadcast_arrays`` would make of them are the same numbers, at a cost)
     fast = np.einsum("...k,...k->...", *((q, ell) if q.shape == ell.shape
                                           else np.broadcast_arrays(q, ell)))
-    if np.isfinite(fast).all():
+    if np.logical_and.reduce(np.isfinite(fast), None):  # (``.all``'s, without its wrapper)
         return fast
     with np.errstate(invalid="ignore"):
         return np.sum(np.where(q == 0, 0.0, q * ell), axis=-1)

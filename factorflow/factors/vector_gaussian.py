@@ -373,9 +373,10 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     else:  # the same sums as batched products (no einsum set-up, no gathers)
         flat = lam.reshape(len(lam), dim * dim)
         lam_m = np.matmul(lam, m[:, :, None])[:, :, 0]
-        spread = (m * lam_m).sum(1)  # (array methods: no wrappers)
+        add = np.add.reduce  # (the reduction ``.sum`` calls, without its wrapper)
+        spread = add(m * lam_m, 1)
         if cov is not None:
-            spread = spread + (flat * cov.reshape(flat.shape)).sum(1)
+            spread = spread + add(flat * cov.reshape(flat.shape), 1)
         pairs = flat @ _pair_weights(dim)                                  # (K, T)
     coef = np.concatenate([(0.5 * elogdet - 0.5 * dim * LOG_2PI - 0.5 * spread)[None],
                            lam_m.T, -0.5 * pairs.T], axis=0)              # (1+D+T, K)
