@@ -222,8 +222,8 @@ def quad_form(matrix: np.ndarray, x: np.ndarray) -> np.ndarray:
     distinct matrix where a stack repeats its matrices along axes of x (K components seen
     by N data: K products of an N × D block, not N·K vector products)."""
     matrix, x = np.asarray(matrix, float), np.asarray(x, float)
-    if matrix.ndim == 2:
-        return np.sum((x @ matrix) * x, axis=-1)
+    if matrix.ndim == 2:  # (the array's own sum: ``np.sum``'s reduction, no dispatch)
+        return ((x @ matrix) * x).sum(axis=-1)
     full = np.broadcast_shapes(matrix.shape[:-2], x.shape[:-1])
     # a stack that only repeats some matrices (stride 0) is read as it is
     m = matrix[tuple(slice(0, 1) if matrix.shape[k] > 1 and strides(matrix)[k] == 0
