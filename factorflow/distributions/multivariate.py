@@ -222,8 +222,8 @@ def quad_form(matrix: np.ndarray, x: np.ndarray) -> np.ndarray:
     distinct matrix where a stack repeats its matrices along axes of x (K components seen
     by N data: K products of an N × D block, not N·K vector products)."""
     matrix, x = np.asarray(matrix, float), np.asarray(x, float)
-    if matrix.ndim == 2:
-        return np.sum((x @ matrix) * x, axis=-1)
+    if matrix.ndim == 2:  # (the array's own sum: ``np.sum``'s reduction, no dispatch)
+        return ((x @ matrix) * x).sum(axis=-1)
     full = np.broadcast_shapes(matrix.shape[:-2], x.shape[:-1])
     # a stack that only repeats some matrices (stride 0) is read as it is
     m = matrix[tuple(slice(0, 1) if matrix.shape[k] > 1 and strides(matrix)[k] == 0
@@ -499,14 +499,15 @@ def remembered(method: Any = None, *, distinct: bool = True) -> Any:
         last = eta[-1]
         if traced():
             return fresh(self)
-        for e in eta:
-            if type(e) is not np.ndarray or e.ndim != last.ndim:
-                return fresh(self)
         # (entries named by text, one per array: the other parameters are checked by
-        # identity against those the entry holds)
+        # identity against those the entry holds; an entry is made for NumPy arrays
+        # alone, so a hit needs no test of their types first)
         hit = recall(ident_name, last)
         if hit is not None and _same(hit[0], eta):
             return hit[1]
+        for e in eta:
+            if type(e) is not np.ndarray or e.ndim != last.ndim:
+                return fresh(self)
         # (an array that owns its memory is no view of another's)
         value = None if last.base is None else _of_bases(eta, ident_name, distinct)
         if value is not None:  # (a gate's clone of a posterior read already)
@@ -630,7 +631,10 @@ def _distinct_elements(d: Distribution) -> Distribution:
     view (stride 0) or of length 1 (element 0 taken: a view, no copy): a gate's clone of
     K components over (N, K) gives the K components' own parameters, at their address,
     shape and strides."""
-    nb = len(d.batch_shape)
+    first = d.eta[0]
+    nb = first.ndim - d.event_ndim
+    if nb == 1 and first.shape[0] > 1 and first.strides[0]:
+        return d  # (K messages, the first parameter not repeated: nothing to drop)
     drop = [k for k in range(nb) if all(e.shape[k] == 1 or e.strides[k] == 0 for e in d.eta)]
     if not drop:
         return d
@@ -723,6 +727,9 @@ def _shared_precision(p: np.ndarray) -> np.ndarray:
     the first two matrices where they differ)."""
     if traced() or type(p) is not np.ndarray or p.ndim <= 2:
         return p
+    if (p.ndim == 3 and p.shape[0] > 1 and p.shape[1] and p.strides[0]
+            and p.item(0) != p.item(p.shape[1] * p.shape[2])):
+        return p  # (K posteriors whose first two differ: told in O(1), the loop's verdict)
     for axis in range(p.ndim - 2):
         if p.shape[axis] > 1:
             lead = (slice(None),) * axis
@@ -974,9 +981,10 @@ class VectorGaussian(Distribution):
         if traced() or type(self.eta[1]) is not np.ndarray or not self.eta[1].size:
             return None
         small = _distinct_elements(self)
-        if np.isnan(small._moments()[2]).any():
+        # (the reductions ``.any`` calls, without its wrapper: NumPy arrays here)
+        if np.logical_or.reduce(np.isnan(small._moments()[2]), None):
             return None
-        return not np.isnan(small.eta[0]).any()
+        return not np.logical_or.reduce(np.isnan(small.eta[0]), None)
 
     def _verdict(self) -> bool:
         if self.eta[1].size and self._precision_inverse() is not None:
@@ -1084,7 +1092,7 @@ class Wishart(Distribution):
     @remembered
     def _moments(self) -> tuple[np.ndarray, ...]:
         """(E[X], E[log |X|], R⁻¹, log |R|, whether ν > D − 1 and R⁻¹ and log |R| came by
-        ``_well_conditioned_inverse``) from one inversion of the rate: the closed form or
+        ``_well_conditioned_inverse``, ν, ν/2) from one inversion of the rate: the closed form or
         LAPACK's Cholesky factor where every rate is well conditioned (then each is
         positive definite: ``all_proper`` reads the flag), the (pseudo-)inverse and the
         log-determinant otherwise.  Remembered while the memory of the parameters lives,
@@ -1105,9 +1113,10 @@ class Wishart(Distribution):
             scale, log_r = fast
         with np.errstate(invalid="ignore"):  # (a NaN ν: not proper)
             proper = (nu > dim - 1) if fast is not None else np.zeros(nu.shape, bool)
-        mean_log_det = multi_digamma(0.5 * nu, dim) + dim * LOG_2 - log_r
+        half = 0.5 * nu
+        mean_log_det = multi_digamma(half, dim) + dim * LOG_2 - log_r
         return (nu[..., None, None] * scale, np.asarray(mean_log_det), scale,
-                np.asarray(log_r), proper)
+                np.asarray(log_r), proper, nu, half)
 
     @property
     def mean(self) -> np.ndarray:
@@ -1174,12 +1183,11 @@ class Wishart(Distribution):
         True
         """
         dim = self.dim
-        nu = 2.0 * self.eta[0][..., 0, 0] + dim + 1  # (``dof``, without its lookup)
-        _, mean_log_det, _, log_r, _ = self._moments()
+        # (ν and ν/2 as ``_moments`` made them: the same numbers, no arithmetic again)
+        _, mean_log_det, _, log_r, _, nu, half = self._moments()
         with np.errstate(invalid="ignore"):
-            log_normalizer = (0.5 * nu * (dim * np.log(2.0) - log_r)
-                              + log_multigamma(0.5 * nu, dim))
-            return log_normalizer - 0.5 * (nu - dim - 1) * mean_log_det + 0.5 * nu * dim
+            log_normalizer = half * (dim * np.log(2.0) - log_r) + log_multigamma(half, dim)
+            return log_normalizer - 0.5 * (nu - dim - 1) * mean_log_det + half * dim
 
     def expected_stats(self) -> tuple[np.ndarray, ...]:
         return _as_matrix(self.mean_log_det()), self.mean
@@ -1221,7 +1229,8 @@ class Wishart(Distribution):
         if traced() or type(second) is not np.ndarray or not second.size:
             return None
         with np.errstate(invalid="ignore", divide="ignore"):  # (a NaN or singular rate)
-            return True if _distinct_elements(self)._moments()[4].all() else None
+            proper = _distinct_elements(self)._moments()[4]
+            return True if np.logical_and.reduce(proper, None) else None
 
     def _verdict(self) -> bool:
         first, second = self.eta

@@ -147,8 +147,11 @@ def _average_log_factor(sample, selector, mean, precision, index) -> np.ndarray:
     ell = np.asarray(_case_log_likelihood(sample, mean, precision, keep=True))
     if traced():
         return np.sum(q * ell, axis=-1)
-    fast = np.einsum("...k,...k->...", *np.broadcast_arrays(q, ell))
-    if np.isfinite(fast).all():
+    # (arrays of one shape, the fused Switch's (N, K), are read as they are: the views
+    # ``broadcast_arrays`` would make of them are the same numbers, at a cost)
+    fast = np.einsum("...k,...k->...", *((q, ell) if q.shape == ell.shape
+                                          else np.broadcast_arrays(q, ell)))
+    if np.logical_and.reduce(np.isfinite(fast), None):  # (``.all``'s, without its wrapper)
         return fast
     with np.errstate(invalid="ignore"):
         return np.sum(np.where(q == 0, 0.0, q * ell), axis=-1)

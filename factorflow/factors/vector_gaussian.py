@@ -285,11 +285,35 @@ def _per_component(parts: list[tuple[Any, int]], k: int | None = None
     return out
 
 
+def distinct_components(v: Any) -> bool:
+    """Whether ``v`` is a K-vector of VectorGaussian or Wishart messages told apart in
+    O(1), as ``moments.distinct_vector`` tells the scalar families': one batch axis,
+    every natural parameter a NumPy array of its own along it (no stride 0: nothing for
+    ``compact`` to shrink), and the first entries of the first two elements differ in
+    at least one parameter (NaN ≠ NaN: a NaN differs, as an elementwise == finds no
+    equality there).  The fused Switch's components (the (K,) posteriors themselves):
+    ``gaussian._rows`` would return them as they are, after comparing every element.
+    False under tracing and for anything else (the callers' general paths)."""
+    if type(v) not in (VectorGaussian, Wishart) or traced():
+        return False
+    differ = False
+    for e in v.eta:  # (a loop: a few such posteriors a sweep, each µs counts)
+        if (type(e) is not np.ndarray or e.ndim != 3 or e.shape[0] < 2 or not e.strides[0]
+                or not e.size):
+            return False
+        differ = differ or e.item(0) != e.item(e.shape[1] * e.shape[2])
+    return differ
+
+
 def _components(v: Any) -> Any:
     """``gaussian._rows(v)`` (the components' messages, constant along the data axis of
     length 1), or for a gate's clone of a (K,) posterior (``broadcast_base``: views of
     its own parameters) that posterior itself: its remembered moments are then found by
-    identity, with no compaction or comparison of the clone's parameters."""
+    identity, with no compaction or comparison of the clone's parameters.  A (K,)
+    posterior told apart in O(1) (``distinct_components``: the fused Switch's
+    components) is its own rows."""
+    if distinct_components(v):
+        return v
     if isinstance(v, (VectorGaussian, Wishart)) and not traced() and all(
             type(e) is np.ndarray for e in v.eta):
         hit = recall("vector_components", v)  # (a sweep reads a clone more than once)
@@ -301,6 +325,16 @@ def _components(v: Any) -> Any:
             remember("vector_components", v, posterior)
             return posterior
     return _rows(v)
+
+
+def _own_components(v: Any, k: int | None = None) -> list[np.ndarray] | None:
+    """What ``_per_component`` makes of ``v``'s moments, for (K,) posteriors told apart
+    in O(1) (``distinct_components``: the fused Switch's components; K = ``k`` where
+    given): a VectorGaussian's [E μ, Cov μ], a Wishart's [E Λ, E log |Λ|], the very
+    arrays of its remembered moments, read in one lookup; None otherwise."""
+    if not distinct_components(v) or (k is not None and v.eta[0].shape[0] != k):
+        return None
+    return list(v._moments()[:2])
 
 
 def _mean_rows(mean: Any) -> list[tuple[Any, int]]:
@@ -316,9 +350,13 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     x = _switch_data(sample)
     if x is None:
         return None
-    precision = _components(precision)
-    comps = _per_component([(matrix_mean(precision), 2), (mean_log_det(precision), 0)]
-                           + _mean_rows(mean))
+    own = _own_components(precision), _own_components(mean)
+    if own[0] is not None and own[1] is not None and len(own[0][0]) == len(own[1][0]):
+        comps = own[0] + own[1]
+    else:
+        precision = _components(precision)
+        comps = _per_component([(matrix_mean(precision), 2), (mean_log_det(precision), 0)]
+                               + _mean_rows(mean))
     if comps is None:
         return None
     lam, elogdet, m = comps[:3]
@@ -335,9 +373,10 @@ def _switch_evidence(sample: Any, mean: Any, precision: Any) -> np.ndarray | Non
     else:  # the same sums as batched products (no einsum set-up, no gathers)
         flat = lam.reshape(len(lam), dim * dim)
         lam_m = np.matmul(lam, m[:, :, None])[:, :, 0]
-        spread = (m * lam_m).sum(1)  # (array methods: no wrappers)
+        add = np.add.reduce  # (the reduction ``.sum`` calls, without its wrapper)
+        spread = add(m * lam_m, 1)
         if cov is not None:
-            spread = spread + (flat * cov.reshape(flat.shape)).sum(1)
+            spread = spread + add(flat * cov.reshape(flat.shape), 1)
         pairs = flat @ _pair_weights(dim)                                  # (K, T)
     coef = np.concatenate([(0.5 * elogdet - 0.5 * dim * LOG_2PI - 0.5 * spread)[None],
                            lam_m.T, -0.5 * pairs.T], axis=0)              # (1+D+T, K)
@@ -393,7 +432,8 @@ def _mean_vmp(sample, precision, *, reduce: Reduce | None = None,
     no D × D matrix per element)."""
     sums = _switch_sums(sample, weights, reduce)
     if sums is not None:  # a Switch over known data: E[Λ_k] Σ_n q_nk x_n, Σ_n q_nk E[Λ_k]
-        comps = _per_component([(matrix_mean(_components(precision)), 2)], len(sums[0]))
+        comps = _own_components(precision, len(sums[0])) or _per_component(
+            [(matrix_mean(_components(precision)), 2)], len(sums[0]))
         if comps is not None:
             lam_k = comps[0]
             return vector_gaussian(_matvec(lam_k, sums[1]), sums[0][:, None, None] * lam_k)
@@ -417,7 +457,8 @@ def _precision_vmp(sample, mean, *, reduce: Reduce | None = None,
     weighted statistics: Σ q x xᵀ − Σ q x μᵀ − μ Σ q xᵀ + Σ q (μ μᵀ + Cov μ))."""
     sums = _switch_sums(sample, weights, reduce)
     if sums is not None:
-        comps = _per_component(_mean_rows(mean), len(sums[0]))
+        comps = _own_components(mean, len(sums[0])) or _per_component(
+            _mean_rows(mean), len(sums[0]))
         if comps is not None:
             s0, s1, s2 = sums
             m, cov = comps[0], comps[1] if len(comps) > 1 else None
@@ -447,11 +488,31 @@ def residual_wishart(d: np.ndarray, cov: Any, reduce: Reduce | None = None,
 @VECTOR_GAUSSIAN.evidence_operator("vmp")
 def _average_log_factor(sample, mean, precision) -> np.ndarray:
     """½ E log|Λ| − (D/2) log 2π − ½ (dᵀ E[Λ] d + tr(E[Λ] (Cov x + Cov μ))); in a Switch
-    over known data one BLAS product (``_switch_evidence``)."""
+    over known data one BLAS product (``_switch_evidence``); for (K,) posteriors under a
+    prior of known arrays (``_prior_average_log``) the same arithmetic with the prior's
+    constant made once a run."""
+    if (type(mean) is np.ndarray and type(precision) is np.ndarray and precision.ndim == 2
+            and mean.dtype == float and precision.dtype == float
+            and type(sample) is VectorGaussian and distinct_components(sample)):
+        return _prior_average_log(sample, mean, precision)
     fused = _switch_evidence(sample, mean, precision)
     if fused is not None:
         return fused
     return residual_average_log(*_expected_outer_diff(sample, mean), precision)
+
+
+def _prior_average_log(sample: VectorGaussian, mean: np.ndarray, precision: np.ndarray
+                       ) -> np.ndarray:
+    """``residual_average_log(*_expected_outer_diff(sample, mean), precision)`` of (K,)
+    posteriors under a prior of a known mean and one known D × D precision (the
+    components' prior term of the bound, every sweep): the same operations in the same
+    order, so the same numbers bit for bit, with ½ log |Λ| − (D/2) log 2π made once
+    while the precision's array lives (``memo_of``) and no known-or-random dispatch."""
+    m, cov = sample.mean_and_covariance()
+    shift = memo_of("vector_gaussian_prior_shift", precision,
+                    lambda p: 0.5 * mean_log_det(p) - 0.5 * p.shape[-1] * LOG_2PI)
+    spread = trace_product(precision, cov)
+    return shift - 0.5 * (quad_form(precision, np.subtract(m, mean)) + spread)
 
 
 def residual_average_log(d: np.ndarray, cov: Any, precision: Any) -> np.ndarray:

@@ -10,15 +10,22 @@ WishartFromShapeAndRateOp).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from factorflow.distributions import Wishart
-from factorflow.distributions.base import log_normalizer_or_zero
+from factorflow.distributions.base import log_normalizer_or_zero, recall, remember
 from factorflow.distributions.moments import is_known
 from factorflow.distributions.multivariate import log_multigamma, logdet, trace_product
 from factorflow.factors.common import unsupported
 from factorflow.factors.registry import define_factor
-from factorflow.factors.vector_gaussian import matrix_mean, mean_log_det, wishart_from_naturals
+from factorflow.factors.vector_gaussian import (
+    distinct_components,
+    matrix_mean,
+    mean_log_det,
+    wishart_from_naturals,
+)
 
 
 def _log_density(sample, dof, rate):
@@ -62,7 +69,17 @@ def _rate_vmp(sample, dof) -> Wishart:
 
 @WISHART.evidence_operator("vmp")
 def _average_log_factor(sample, dof, rate) -> np.ndarray:
-    """E_q[log f]: log |X| and log |R| by their expectations, tr(R X) by tr(E[R] E[X])."""
+    """E_q[log f]: log |X| and log |R| by their expectations, tr(R X) by tr(E[R] E[X]).
+    For (K,) posteriors under a known number of degrees of freedom and a known rate
+    (the components' prior term of the bound, every sweep) the same operations in the
+    same order, so the same numbers, with the prior's terms made once a run
+    (``_known_prior_terms``)."""
+    if (type(dof) in (float, int) and type(rate) is np.ndarray and rate.dtype == float
+            and type(sample) is Wishart and distinct_components(sample)):
+        own, scale, shift = _known_prior_terms(float(dof), rate)
+        mean, mean_log_det_x = sample._moments()[:2]
+        return (own * mean_log_det_x - 0.5 * trace_product(rate, mean) + scale - shift[0]
+                - shift[1])
     r = matrix_mean(rate)
     dim = r.shape[-1]
     # (a known number of degrees of freedom stays a Python number: log Γ_D(ν/2) of it is
@@ -71,6 +88,20 @@ def _average_log_factor(sample, dof, rate) -> np.ndarray:
     return (0.5 * (nu - dim - 1) * mean_log_det(sample)
             - 0.5 * trace_product(r, matrix_mean(sample)) + 0.5 * nu * mean_log_det(rate)
             - 0.5 * nu * dim * np.log(2.0) - log_multigamma(0.5 * nu, dim))
+
+
+def _known_prior_terms(nu: float, rate: np.ndarray) -> tuple[Any, Any, tuple[Any, Any]]:
+    """((ν − D − 1)/2, ν/2 E log |R|, (ν D/2 log 2, log Γ_D(ν/2))) of a known ν and a
+    known rate R, as ``_average_log_factor``'s general path computes them (the same
+    NumPy scalars), made once while R's array lives and ν stays the same."""
+    hit = recall("wishart_known_prior_terms", rate)
+    if hit is not None and hit[0] == nu:
+        return hit[1]
+    dim = rate.shape[-1]
+    terms = (0.5 * (nu - dim - 1), 0.5 * nu * mean_log_det(rate),
+             (0.5 * nu * dim * np.log(2.0), log_multigamma(0.5 * nu, dim)))
+    remember("wishart_known_prior_terms", rate, (nu, terms))
+    return terms
 
 
 # ----- EP (exact with a known rate, or a known sample when sending to the rate) ------------

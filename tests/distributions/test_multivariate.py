@@ -502,3 +502,36 @@ def test_spd_inverse_of_a_matrix_not_positive_definite_is_nan(d, bad):
     for i in (0, 2):
         assert_close(inv[i], np.linalg.inv(p[i]), rtol=1e-10, atol=1e-12)
         assert_close(log_det[i], np.linalg.slogdet(p[i])[1], rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(k=st.integers(2, 5), d=st.integers(1, 3), seed=SEEDS,
+       kind=st.sampled_from(["distinct", "first entry shared", "all equal", "broadcast"]))
+def test_k_posteriors_are_told_apart_as_the_loop_tells_them(k, d, seed, kind):
+    """``_shared_precision`` and ``_distinct_elements`` on K posteriors: the O(1) test
+    (the first entries of the first two differ) gives the comparison loop's verdict —
+    nothing shrunk for K distinct precisions, even where their first entries agree; one
+    matrix for K equal ones or a broadcast view — and the moments of each layout equal
+    those of the K posteriors computed one by one (1e-12)."""
+    from factorflow.distributions import multivariate
+    rng = np.random.default_rng(seed)
+    p = random_spd(rng, d, (k,))
+    if kind == "first entry shared":
+        p[:, 0, 0] = p[0, 0, 0]
+    elif kind == "all equal":
+        p[:] = p[0]
+    q = VectorGaussian.from_natural(rng.normal(size=(k, d, 1)), p)
+    if kind == "broadcast":
+        q = VectorGaussian.from_natural(*(np.broadcast_to(e[:1], e.shape) for e in q.eta))
+    distinct = kind in ("distinct", "first entry shared") and (d > 1 or kind == "distinct")
+    shared = multivariate._shared_precision(q.eta[1])
+    assert shared.shape[0] == (k if distinct else 1)
+    assert (shared is q.eta[1]) == distinct
+    small = multivariate._distinct_elements(q)
+    assert (small is q) == (kind != "broadcast")
+    for i in range(k):
+        one = VectorGaussian.from_natural(*(np.array(e[i]) for e in q.eta))
+        assert_close(q.mean[i], np.linalg.solve(one.eta[1], one.eta[0][:, 0]), rtol=1e-12,
+                     atol=1e-12)
+        assert_close(q.covariance[i], np.linalg.inv(one.eta[1]), rtol=1e-12, atol=1e-12)
+    assert q.all_proper()

@@ -19,6 +19,7 @@ from factorflow.distributions import Discrete, VectorGaussian, Wishart
 from factorflow.factors import fused_vector_switch as fvs
 from factorflow.runtime.kernels import NAMESPACE
 from tests.conftest import assert_close
+from tests.runtime.vmixture_checks import assert_hand_written
 
 NAMES = ("weights", "means", "precs", "z")
 FUSED = "SwitchVectorGaussian"
@@ -65,14 +66,7 @@ def test_fused_equals_the_gate_path_and_the_hand_written_updates(case):
     # (only with the data within 10 prior standard deviations of the prior mean, as the
     # 1-D test: far out, the reference's own rounding grows beyond 1e-9)
     if np.max(np.abs(x - priors.mean)) <= 10 / np.sqrt(priors.precision):
-        ref = vref.hand_written(x, start, sweeps, priors=priors)
-        assert_close(fused["weights"].alpha, ref.alpha, rtol=1e-9, atol=1e-9)
-        assert_close(fused["means"].mean, ref.mean, rtol=1e-9, atol=1e-9)
-        assert_close(fused["means"].covariance, ref.cov, rtol=1e-9, atol=1e-11)
-        assert_close(fused["precs"].dof, ref.dof, rtol=1e-9, atol=1e-9)
-        assert_close(fused["precs"].rate, ref.rate, rtol=1e-9, atol=1e-9)
-        assert_close(fused["z"].probs, ref.r, rtol=0, atol=1e-9)
-        assert_close(fused.log_evidence, vref.bound(x, ref, priors), rtol=1e-9, atol=1e-8)
+        assert_hand_written(fused, x, start, sweeps, priors, tol=1e-9)
 
 
 @pytest.mark.parametrize("k,n,dim", [(2, 9, 1), (3, 40, 2), (4, 60, 5), (5, 80, 10)],
@@ -86,14 +80,7 @@ def test_the_example_fused_equals_the_hand_written_updates(k, n, dim):
     for sweeps in (0, 1, 7, 30):
         got = compiled.run(iterations=sweeps, init=vref.factorflow_init(start),
                            tolerance=None, progress=False)
-        ref = vref.hand_written(x, start, sweeps)
-        assert_close(got["weights"].alpha, ref.alpha, rtol=1e-10, atol=1e-10)
-        assert_close(got["means"].mean, ref.mean, rtol=1e-10, atol=1e-10)
-        assert_close(got["means"].covariance, ref.cov, rtol=1e-10, atol=1e-12)
-        assert_close(got["precs"].dof, ref.dof, rtol=1e-10, atol=1e-10)
-        assert_close(got["precs"].rate, ref.rate, rtol=1e-10, atol=1e-10)
-        assert_close(got["z"].probs, ref.r, rtol=0, atol=1e-10)
-        assert_close(got.log_evidence, vref.bound(x, ref), rtol=1e-10, atol=1e-9)
+        assert_hand_written(got, x, start, sweeps)
 
 
 def _messages(k=4, n=30, dim=3, seed=3):

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import special
 
 import factorflow as ff
 from benchmarks.vmixture_reference import (
-    bound,
     data,
     factorflow_init,
     hand_written,
@@ -22,6 +22,7 @@ from benchmarks.vmixture_reference import (
 from factorflow.distributions import VectorGaussian, Wishart, multivariate
 from factorflow.factors import vector_gaussian
 from tests.conftest import assert_close
+from tests.runtime.vmixture_checks import assert_hand_written
 
 
 @pytest.mark.parametrize("k,n,dim", [(2, 9, 1), (3, 40, 2), (4, 60, 5), (5, 80, 10)],
@@ -32,14 +33,7 @@ def test_generated_vector_mixture_equals_the_hand_written_updates(k, n, dim):
     for sweeps in (1, 2, 7, 20):
         got = compiled.run(iterations=sweeps, init=factorflow_init(start), tolerance=None,
                            progress=False)
-        ref = hand_written(x, start, sweeps)
-        assert_close(got["weights"].alpha, ref.alpha, rtol=1e-10, atol=1e-10)
-        assert_close(got["means"].mean, ref.mean, rtol=1e-10, atol=1e-10)
-        assert_close(got["means"].covariance, ref.cov, rtol=1e-10, atol=1e-12)
-        assert_close(got["precs"].dof, ref.dof, rtol=1e-10, atol=1e-10)
-        assert_close(got["precs"].rate, ref.rate, rtol=1e-10, atol=1e-10)
-        assert_close(got["z"].probs, ref.r, rtol=0, atol=1e-10)
-        assert_close(got.log_evidence, bound(x, ref), rtol=1e-10, atol=1e-9)
+        assert_hand_written(got, x, start, sweeps)
 
 
 @pytest.mark.parametrize("k,n,dim,block", [(3, 40, 2, 7), (4, 300, 3, 64), (5, 90, 10, 90)])
@@ -210,3 +204,134 @@ def test_moments_are_remembered_by_memory_and_read_only():
     m, cov = g.mean_and_covariance()
     assert VectorGaussian.from_natural(*g.eta).mean_and_covariance()[1] is cov
     assert_close(cov, spd, rtol=1e-12, atol=1e-12)  # (the second argument: the covariance)
+
+
+# ----- the fused Switch's (K,) components: short paths against the general ones ---------
+def _components(rng, k, dim):
+    """(K,) VectorGaussian means and Wishart precisions, random and proper."""
+    a = rng.normal(size=(k, dim, dim))
+    spd = a @ np.swapaxes(a, 1, 2) + dim * np.eye(dim)
+    mean = VectorGaussian(rng.normal(0.0, 3.0, (k, dim)), spd / rng.uniform(1.0, 5.0))
+    precision = Wishart(dim + rng.uniform(0.5, 5.0, k), spd[::-1] + np.eye(dim))
+    return mean, precision
+
+
+def _expected_precision(precision):
+    """(E Λ, E log |Λ|) of Wishart(ν, R) from their definitions: ν R⁻¹ and
+    Σ_i ψ((ν − i)/2) + D log 2 − log |R| (SciPy's digamma, LAPACK's inverse)."""
+    nu, rate = precision.dof, precision.rate
+    dim = rate.shape[-1]
+    elog = (sum(special.digamma((nu - i) / 2.0) for i in range(dim)) + dim * np.log(2.0)
+            - np.linalg.slogdet(rate)[1])
+    return nu[:, None, None] * np.linalg.inv(rate), elog
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(1, 4), st.integers(1, 3), st.integers(2, 30), st.integers(0, 2**16))
+def test_component_short_paths_equal_the_general_ones(k, dim, n, seed):
+    """The fused Switch's operators on its (K,) posteriors (``distinct_components``: their
+    own rows, their moments read in one lookup) give the numbers of the general path —
+    the same posteriors as a gate's (N, K) clones and as materialised copies
+    (``gaussian._rows``' comparisons) — bit for bit, and the evidence its definition,
+    ½ E log|Λ_k| − (D/2) log 2π − ½ ((x_n − E μ_k)ᵀ E Λ_k (x_n − E μ_k) + tr(E Λ_k Cov μ_k)),
+    to 1e-10."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0.0, 3.0, (n, 1, dim))
+    q = rng.dirichlet(np.ones(k), n)
+    mean, precision = _components(rng, k, dim)
+    assert vector_gaussian.distinct_components(mean) == (k > 1)
+    ops = vector_gaussian.VECTOR_GAUSSIAN
+    reduce = ((n, k), (0,))
+
+    def run(m, p):
+        return (ops.evidence["vmp"](sample=x, mean=m, precision=p),
+                ops.operators[("vmp", "mean")].fn(sample=x, precision=p, reduce=reduce,
+                                                  weights=q),
+                ops.operators[("vmp", "precision")].fn(sample=x, mean=m, reduce=reduce,
+                                                       weights=q))
+
+    short = run(mean, precision)
+    for layout in ("clone", "copy"):
+        m, p = mean.broadcast_to((n, k)), precision.broadcast_to((n, k))
+        if layout == "copy":
+            m, p = (type(d).from_natural(*(np.array(e) for e in d.eta)) for d in (m, p))
+        general = run(m, p)
+        assert np.array_equal(np.broadcast_to(short[0], (n, k)), general[0])
+        for a, b in zip(short[1:], general[1:], strict=True):
+            for ea, eb in zip(a.eta, b.eta, strict=True):
+                assert np.array_equal(ea, eb)
+    lam, elog = _expected_precision(precision)
+    d = x - mean.mean
+    want = (0.5 * elog - 0.5 * dim * np.log(2 * np.pi)
+            - 0.5 * (np.einsum("nki,kij,nkj->nk", d, lam, d)
+                     + np.einsum("kij,kji->k", lam, mean.covariance)))
+    assert_close(short[0], want, rtol=1e-10, atol=1e-10 * float(np.max(np.abs(want))))
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.integers(1, 4), st.integers(1, 3), st.integers(0, 2**16))
+def test_prior_terms_of_known_numbers_equal_the_general_path(k, dim, seed):
+    """The components' prior terms of the bound with the prior's constants made once a
+    run (a VectorGaussian under a known mean and precision; a Wishart under a known ν
+    and rate) are the general path's numbers bit for bit (``distinct_components``
+    switched off) and their definitions to 1e-10:
+    ½ log|Λ₀| − (D/2) log 2π − ½ ((E μ − μ₀)ᵀ Λ₀ (E μ − μ₀) + tr(Λ₀ Cov μ)) and
+    (ν₀ − D − 1)/2 E log|Λ| − ½ tr(R₀ E Λ) + (ν₀/2) log|R₀| − (ν₀ D/2) log 2 − log Γ_D(ν₀/2)."""
+    from factorflow.factors import wishart
+    rng = np.random.default_rng(seed)
+    mean, precision = _components(rng, k, dim)
+    m0 = rng.normal(size=dim)
+    a = rng.normal(size=(dim, dim))
+    p0 = a @ a.T + 0.1 * np.eye(dim)
+    nu0 = dim - 1.0 + rng.uniform(0.5, 4.0)
+    r0 = p0[::-1, ::-1] + np.eye(dim)
+    vg_term = vector_gaussian.VECTOR_GAUSSIAN.evidence["vmp"]
+    w_term = wishart.WISHART.evidence["vmp"]
+    got = (vg_term(sample=mean, mean=m0, precision=p0),
+           w_term(sample=precision, dof=nu0, rate=r0))
+    with pytest.MonkeyPatch.context() as mp:
+        for module in (vector_gaussian, wishart):
+            mp.setattr(module, "distinct_components", lambda v: False)
+        general = (vg_term(sample=mean, mean=m0, precision=p0),
+                   w_term(sample=precision, dof=nu0, rate=r0))
+    assert np.array_equal(got[0], general[0]) and np.array_equal(got[1], general[1])
+    d = mean.mean - m0
+    want = (0.5 * np.linalg.slogdet(p0)[1] - 0.5 * dim * np.log(2 * np.pi)
+            - 0.5 * (np.einsum("ki,ij,kj->k", d, p0, d)
+                     + np.einsum("ij,kji->k", p0, mean.covariance)))
+    assert_close(got[0], want, rtol=1e-10, atol=1e-10)
+    lam, elog = _expected_precision(precision)
+    want = (0.5 * (nu0 - dim - 1) * elog - 0.5 * np.einsum("ij,kji->k", r0, lam)
+            + 0.5 * nu0 * np.linalg.slogdet(r0)[1] - 0.5 * nu0 * dim * np.log(2.0)
+            - special.multigammaln(0.5 * nu0, dim))
+    assert_close(got[1], want, rtol=1e-10, atol=1e-10)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(st.integers(1, 4), st.integers(1, 3), st.sampled_from([2, 9, 40]),
+       st.integers(0, 1000), st.booleans())
+def test_runs_with_the_short_paths_are_the_general_paths_bit_for_bit(k, dim, n, seed, trace):
+    """Whole fused runs (with the bound after each sweep or not) with the components'
+    short paths and with them switched off (``distinct_components`` False: the general
+    rows, moments and prior terms) are equal bit for bit, and equal the hand-written
+    updates to 1e-10."""
+    from factorflow.factors import wishart
+    x, start = data(k, n, dim, seed=seed)
+    compiled = model(x, k).compile("vmp", init=["means"])
+    assert "SwitchVectorGaussian" in compiled.source
+
+    def run():
+        return compiled.run(iterations=6, init=factorflow_init(start), tolerance=None,
+                            progress=False, trace=trace)
+
+    short = run()
+    with pytest.MonkeyPatch.context() as mp:
+        for module in (vector_gaussian, wishart):
+            mp.setattr(module, "distinct_components", lambda v: False)
+        general = run()
+    for name in ("weights", "means", "precs", "z"):
+        for a, b in zip(short[name].eta, general[name].eta, strict=True):
+            assert np.array_equal(a, b)
+    assert np.array_equal(short.trace, general.trace)
+    assert short.log_evidence == general.log_evidence
+    assert_hand_written(short, x, start, 6)
