@@ -24,6 +24,15 @@ clones' messages folded in):
   Σ_n r_nk [1, x_n, x_n²] (one (3, N) × (N, K) product a sweep: ``gaussian._data_sums``);
 * evidence: Σ_k r_nk E[log N(x_n; μ_k, 1/τ_k)] per datum.
 
+On the plain mixture (the data a known (N, 1) NumPy column, the components K-vector
+posteriors of their families: ``_plain_rows``) the logits are ``gaussian.evidence_product``
+of the components' moments, read through ``gaussian._row_moments`` (computed once per
+posterior and remembered: the logits, the precision's message and the mean's read the same
+arrays), and the data sums of a sweep are found through the data's [1, x, x²] columns
+remembered on the laid-out array itself (``gaussian._data_sums``): the general path's
+numbers bit for bit, with none of its checks of shapes and layouts
+(``tests/runtime/test_small_sweep.py``).
+
 These are the messages the gate machinery sends through its clones in the same schedule
 (``Gate.Cases``, ``Gate.EnterOne``, the Gaussian's evidence to its case), so the
 posteriors and the bound are the same to rounding: no (N, K) Gaussian or Gamma message
