@@ -962,6 +962,10 @@ def _normalize_rows(x: np.ndarray, top: np.ndarray, out: np.ndarray | None = Non
     logs = np.subtract(x, top, out=out)
     p = exp_flushed(logs, out=probs)       # the probabilities (largest 1)
     total = np.einsum("...k->...", p)[..., None]
+    if finite:  # (every row holds its maximum's term 1: each total is at least 1, no
+        logs -= np.log(total)  # row has a NaN, so neither step can warn)
+        p /= total
+        return logs, p
     with np.errstate(divide="ignore", invalid="ignore"):
         logs -= np.log(total)
         p /= total

@@ -24,6 +24,15 @@ clones' messages folded in):
   Σ_n r_nk [1, x_n, x_n²] (one (3, N) × (N, K) product a sweep: ``gaussian._data_sums``);
 * evidence: Σ_k r_nk E[log N(x_n; μ_k, 1/τ_k)] per datum.
 
+On the plain mixture (the data a known (N, 1) NumPy column, the components K-vector
+posteriors of their families: ``_plain_rows``) the logits are ``gaussian.evidence_product``
+of the components' moments, read through ``gaussian._row_moments`` (computed once per
+posterior and remembered: the logits, the precision's message and the mean's read the same
+arrays), and the data sums of a sweep are found through the data's [1, x, x²] columns
+remembered on the laid-out array itself (``gaussian._data_sums``): the general path's
+numbers bit for bit, with none of its checks of shapes and layouts
+(``tests/runtime/test_small_sweep.py``).
+
 These are the messages the gate machinery sends through its clones in the same schedule
 (``Gate.Cases``, ``Gate.EnterOne``, the Gaussian's evidence to its case), so the
 posteriors and the bound are the same to rounding: no (N, K) Gaussian or Gamma message
@@ -48,6 +57,7 @@ import numpy as np
 
 from factorflow.distributions import Discrete, Gamma, Gaussian
 from factorflow.distributions.base import _recall_traced, recall, remember, traced
+from factorflow.distributions.moments import distinct_vector
 from factorflow.factors import gaussian
 from factorflow.factors.common import Reduce, unsupported
 from factorflow.factors.registry import define_factor
@@ -85,6 +95,22 @@ def _known(sample) -> None:
     known_data("SwitchGaussian", Gaussian, sample)
 
 
+def _plain_rows(sample, mean, precision) -> np.ndarray | None:
+    """The data's [1, x, x²] rows (N, 3) where the statement is the plain mixture — the
+    data a known (N, 1) NumPy column whose rows ``gaussian._data_evidence_by_blas`` made
+    (and remembered on this very array: the laid-out data, the same object every sweep),
+    the components K-vector posteriors of their families (``distinct_vector``) — so
+    that the logits are ``gaussian.evidence_product`` of the components' moments with
+    none of the general path's checks; None otherwise (that path)."""
+    if (type(sample) is not np.ndarray or type(mean) is not Gaussian
+            or type(precision) is not Gamma):
+        return None
+    rows = recall("gaussian_rows_of", sample)
+    if rows is None or not (distinct_vector(mean) and distinct_vector(precision)):
+        return None
+    return rows
+
+
 def _case_log_likelihood(sample, mean, precision) -> np.ndarray:
     """E[log N(x_n; μ_k, 1/τ_k)] on the (N, K) grid (the data (N, 1), the components
     (K,)): one BLAS product where it applies, the Gaussian's elementwise evidence
@@ -96,7 +122,13 @@ def _case_log_likelihood(sample, mean, precision) -> np.ndarray:
     hit = recall("switch_case_log_likelihood", mean)
     if hit is not None and hit[0] is precision and hit[1] is sample:
         return hit[2]
-    ell = gaussian._average_log_factor(sample, mean, precision)
+    rows = _plain_rows(sample, mean, precision)
+    if rows is not None:  # (the moments remembered: the components' messages read them)
+        m, v = gaussian._row_moments(mean, "mean")
+        tau, elog = gaussian._row_moments(precision, "precision")
+        ell = gaussian.evidence_product(rows, m, v, tau, elog)
+    else:
+        ell = gaussian._average_log_factor(sample, mean, precision)
     # (the bound's term and the next sweep's message to z read the same posteriors)
     remember("switch_case_log_likelihood", mean, (precision, sample, ell))
     return ell
@@ -184,7 +216,8 @@ def _mean_vmp(sample, selector, precision, index, *, reduce: Reduce | None = Non
     weights = _responsibilities(selector)
     sums = _component_sums(sample, weights, reduce, precision, Gamma)
     if sums is not None:  # E τ_k (Σ r x, Σ r): the gate path's numbers, without its steps
-        (s0, s1, _), tau = sums, precision.mean
+        # (E τ with E log τ, remembered: the next sweep's logits read both)
+        (s0, s1, _), tau = sums, gaussian._row_moments(precision, "precision")[0]
         return Gaussian.from_natural(tau * s1, tau * s0)
     return gaussian._mean_vmp(sample, precision, reduce=reduce, weights=weights)
 
@@ -199,8 +232,10 @@ def _precision_vmp(sample, selector, mean, index, *, reduce: Reduce | None = Non
     weights = _responsibilities(selector)
     sums = _component_sums(sample, weights, reduce, mean, Gaussian)
     if sums is not None:  # Σ r E[(x − μ)²] = Σ r x² − 2 E μ Σ r x + E μ² Σ r
-        (s0, s1, s2), em, vm = sums, mean.mean, mean.variance
-        return Gamma.from_natural(0.5 * s0, -0.5 * (s2 - 2.0 * em * s1 + (em * em + vm) * s0))
+        # (E μ and Var μ as the logits read them, remembered with this message)
+        em, vm = gaussian._row_moments(mean, "mean")
+        s0, square_diff = gaussian.square_diff_from_sums(sums, em, vm)
+        return Gamma.from_natural(0.5 * s0, -0.5 * square_diff)
     return gaussian._precision_vmp(sample, mean, reduce=reduce, weights=weights)
 
 

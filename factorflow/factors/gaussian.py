@@ -192,8 +192,14 @@ def _reduced_square_diff(sample, mean, weights, reduce: Reduce):
         ex = distinct(E(sample))
         ex2 = ex * ex if is_known(sample) else ex * ex + distinct(V(sample))
         sums = _weighted_sums(weights, (np.broadcast_to(1.0, shape), ex, ex2), reduce)
+    return square_diff_from_sums(sums, _kept(em, shape, axes), _kept(vm, shape, axes))
+
+
+def square_diff_from_sums(sums, em, vm):
+    """(Σ w, Σ w E[(x − μ)²]) from the data sums (Σ w, Σ w x, Σ w x²) and the mean's
+    moments E μ, Var μ: Σ w x² − 2 E μ Σ w x + (E μ² + Var μ) Σ w (the gate path's
+    ``_reduced_square_diff`` and the fused Switch's precision message, one formula)."""
     s0, s1, s2 = sums
-    em, vm = _kept(em, shape, axes), _kept(vm, shape, axes)
     return s0, s2 - 2.0 * em * s1 + (em * em + vm) * s0
 
 
@@ -210,9 +216,14 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
         # for this very data array and weights, over the same axis (the checks below
         # passed when they were made)
         hit = recall("data_sums", weights)
-        if (hit is not None and hit[0] is sample and len(shape) == 2
-                and tuple(axes) == (0,) and weights.shape == tuple(shape)):
+        plain = len(shape) == 2 and tuple(axes) == (0,) and weights.shape == tuple(shape)
+        if hit is not None and hit[0] is sample and plain:
             return hit[2]
+        # the first message of a sweep on the data whose [1, x, x²] columns were made for
+        # this very array (the checks below passed then: a known (N, 1) column)
+        columns = recall("gaussian_columns_of", sample) if plain else None
+        if columns is not None and columns.shape[1] == shape[0]:
+            return _remember_sums(sample, columns, weights)
     if weights is None and not traced() and is_known(sample):
         return _unweighted_sums(sample, reduce)
     if (not is_known(sample) or not isinstance(weights, np.ndarray)
@@ -241,6 +252,15 @@ def _data_sums(sample, weights, reduce: Reduce) -> tuple[np.ndarray, ...] | None
         columns = _data_columns(x, rows=False)
         if type(x) is np.ndarray:
             remember("gaussian_columns_of", x, columns)
+    return _remember_sums(x, columns, weights, ident)
+
+
+def _remember_sums(x: np.ndarray, columns: np.ndarray, weights: np.ndarray,
+                   ident: tuple | None = None) -> tuple[np.ndarray, ...]:
+    """``columns @ weights`` ((3, N) × (N, K): Σ w, Σ w x, Σ w x²), remembered as the
+    weights' ``"data_sums"`` of the data ``x`` (by its memory ``ident``, where given)."""
+    if ident is None:
+        ident = (x.__array_interface__["data"][0], x.strides)
     sums = tuple(columns @ weights)
     remember("data_sums", weights, (x, ident, sums))
     return sums
@@ -366,20 +386,29 @@ def _data_evidence_by_blas(sample, mean, precision):
             return None
         rows = [r[0] if r.ndim == 2 else r for r in rows]
         m, v, tau, elog = (r if r.shape == (k,) else np.broadcast_to(r, (k,)) for r in rows)
-    const = 0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * (m * m + v)
-    if traced():
-        coef = np.stack([const, tau * m, -0.5 * tau])                    # (3, K)
-    else:  # (the same numbers written in place: no stacked copy)
-        coef = np.empty((3, k))
-        coef[0] = const
-        np.multiply(tau, m, out=coef[1])
-        np.multiply(-0.5, tau, out=coef[2])
     if columns is None:
         columns = _data_columns(x, rows=True)
         if mine:
             remember("gaussian_rows_of", sample, columns)
-    # remembered as a product with a column of ones: a Discrete posterior's product of
-    # this evidence and E[log w] adds E[log w] into the coefficients (base._add_naturals)
+    return evidence_product(columns, m, v, tau, elog)
+
+
+def evidence_product(columns, m, v, tau, elog):
+    """E[log N(x_n; μ_k, 1/τ_k)] on the (N, K) grid as [1, x, x²] (``columns``, N × 3)
+    times the (3, K) coefficients (½E[log τ] − ½ log 2π − ½E[τ](E[μ]² + Var μ), E[τ]E[μ],
+    −½E[τ]) of the K-vectors of moments ``m``, ``v``, ``tau``, ``elog``: the one formula
+    of ``_data_evidence_by_blas`` and the fused Switch's logits
+    (``fused_switch._selector_vmp``).  The result is remembered as a product with a
+    column of ones (``base.rows_product``): a Discrete posterior's product of this
+    evidence and E[log w] adds E[log w] into the coefficients (``base._add_naturals``)."""
+    const = 0.5 * elog - 0.5 * LOG_2PI - 0.5 * tau * (m * m + v)
+    if traced():
+        coef = np.stack([const, tau * m, -0.5 * tau])                    # (3, K)
+    else:  # (the same numbers written in place: no stacked copy)
+        coef = np.empty((3, const.shape[-1]))
+        coef[0] = const
+        np.multiply(tau, m, out=coef[1])
+        np.multiply(-0.5, tau, out=coef[2])
     return rows_product(columns, coef, ones=0)
 
 

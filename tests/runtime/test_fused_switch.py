@@ -17,6 +17,7 @@ from factorflow.distributions import Discrete, Gamma, Gaussian
 from factorflow.factors import fused_switch
 from factorflow.runtime.kernels import NAMESPACE
 from tests.conftest import assert_close
+from tests.runtime.test_mixture_reference import assert_hand_written
 
 NAMES = ("weights", "means", "precs", "z")
 
@@ -69,15 +70,8 @@ def test_fused_equals_the_gate_path_and_the_hand_written_updates(case):
     # last bits); the comparison with the reference is at 1e-10 times that factor
     cancel = max(1.0, float(np.max(x * x)) / priors.var)
     if sweeps and np.max(np.abs(x - priors.mean)) <= 10 * np.sqrt(priors.var):
-        ref = mix.hand_written(x, k, sweeps, priors=priors)
-        tol = 1e-10 * cancel
-        assert_close(fused["weights"].alpha, ref.alpha, rtol=tol, atol=1e-10)
-        assert_close(fused["means"].mean, ref.mean, rtol=tol, atol=1e-10)
-        assert_close(fused["means"].variance, ref.var, rtol=tol, atol=1e-12)
-        assert_close(fused["precs"].shape_param, ref.shape, rtol=tol, atol=1e-10)
-        assert_close(fused["precs"].rate, ref.rate, rtol=tol, atol=1e-10)
-        assert_close(fused["z"].probs, ref.r, rtol=0, atol=tol)
-        assert_close(fused.log_evidence, mix.bound(x, ref, priors), rtol=tol, atol=1e-9)
+        assert_hand_written(fused, mix.hand_written(x, k, sweeps, priors=priors), x, priors,
+                            tol=1e-10 * cancel)
 
 
 def _messages(k=4, n=30, seed=3):

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+from scipy import special
 
 from factorflow.distributions import Dirichlet, Gamma, Gaussian, base
 from factorflow.distributions.base import Distribution
@@ -164,3 +165,90 @@ def test_a_clones_rows_are_its_compact_rows():
     assert gaussian._rows(nan).batch_shape == (7, 10)  # (NaN == NaN is False)
     empty = Gaussian.from_natural(np.zeros((0, 3)), np.ones((0, 3)))  # (an empty plate: a
     assert gaussian._rows(empty).batch_shape == (0, 1)                # minibatch of none)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 8).flatmap(lambda k: st.tuples(
+    hnp.arrays(float, st.integers(2, 40), elements=st.floats(-50, 50)),
+    hnp.arrays(float, k, elements=st.floats(-20, 20)),
+    hnp.arrays(float, k, elements=st.floats(0.05, 20)),
+    hnp.arrays(float, k, elements=st.floats(0.5, 30)),
+    hnp.arrays(float, k, elements=st.floats(0.5, 30)))))
+def test_fused_logits_of_the_plain_mixture_are_the_general_ones(arrays):
+    """The fused Switch's logits by ``gaussian.evidence_product`` of the components'
+    remembered moments (``fused_switch._plain_rows``) are the Gaussian's general
+    evidence operator's bit for bit, and E log N(x_n; μ_k, 1/τ_k) by its definition."""
+    from factorflow.factors import fused_switch
+    from factorflow.runtime.kernels import NAMESPACE
+    x, mean, var, shape, rate = arrays
+    assume(mean[0] != mean[1] and shape[0] != shape[1])  # (K-vectors told apart in O(1))
+    laid = NAMESPACE["align_plates"](x, (0,), 2)
+    means, precs = Gaussian(mean, variance=var), Gamma(shape, rate=rate)
+    general = gaussian._average_log_factor(laid, means, precs)     # (makes the data's rows)
+    fresh = (Gaussian.from_natural(*(e.copy() for e in means.eta)),
+             Gamma.from_natural(*(e.copy() for e in precs.eta)))
+    assert fused_switch._plain_rows(laid, *fresh) is not None      # (the short path)
+    got = fused_switch._case_log_likelihood(laid, *fresh)
+    assert same(got, general)
+    tau, elog = shape / rate, special.digamma(shape) - np.log(rate)
+    ell = 0.5 * elog - 0.5 * np.log(2 * np.pi) - 0.5 * tau * ((x[:, None] - mean) ** 2 + var)
+    scale = 1.0 + tau * (x[:, None] ** 2 + mean ** 2 + var)  # (the terms that cancel)
+    assert np.all(np.abs(got - ell) <= 1e-13 * scale)
+
+
+def test_fused_logits_take_the_general_path_outside_the_plain_mixture():
+    """Components that are not K-vector posteriors of their families (a broadcast view, a
+    known precision) and data without remembered rows: ``_plain_rows`` is None and the
+    logits are the general operator's."""
+    from factorflow.factors import fused_switch
+    from factorflow.runtime.kernels import NAMESPACE
+    x = np.linspace(-3.0, 5.0, 11)
+    laid = NAMESPACE["align_plates"](x, (0,), 2)
+    means = Gaussian(np.arange(3.0), variance=np.ones(3))
+    precs = Gamma(np.arange(2.0, 5.0), rate=np.ones(3))
+    assert fused_switch._plain_rows(laid, means, precs) is None   # (no rows made yet)
+    gaussian._average_log_factor(laid, means, precs)
+    assert fused_switch._plain_rows(laid, means, precs) is not None
+    flat = Gamma(2.0, rate=1.0).broadcast_to((3,))                 # (a view: not distinct)
+    assert fused_switch._plain_rows(laid, means, flat) is None
+    assert same(fused_switch._case_log_likelihood(laid, means, flat),
+                gaussian._average_log_factor(laid, means, flat))
+
+
+def test_data_sums_first_read_by_the_datas_identity_is_the_general_one():
+    """The first data sums of a sweep, found through the columns remembered on the
+    laid-out data array itself, are the general path's (a fresh view of the same data,
+    which finds its columns by their memory) bit for bit, and [1, x, x²]ᵀ w."""
+    from factorflow.distributions.base import recall
+    from factorflow.runtime.kernels import NAMESPACE
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=60)
+    laid = NAMESPACE["align_plates"](x, (0,), 2)
+    reduce = ((60, 4), (0,))
+    gaussian._data_sums(laid, rng.dirichlet(np.ones(4), 60), reduce)  # (the columns made)
+    assert recall("gaussian_columns_of", laid) is not None
+    w = rng.dirichlet(np.ones(4), 60)
+    fast = gaussian._data_sums(laid, w, reduce)
+    general = gaussian._data_sums(x.reshape(60, 1), w.copy(), reduce)
+    assert all(same(a, b) for a, b in zip(fast, general, strict=True))
+    ref = np.stack([np.ones(60), x, x * x]) @ w
+    assert all(same(a, b) for a, b in zip(fast, ref, strict=True))
+    # another plate size (a different reduce): not these columns
+    assert gaussian._data_sums(laid, w[:30], ((30, 4), (0,))) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(hnp.arrays(float, st.tuples(st.integers(1, 30), st.integers(1, 12)),
+                  elements=st.one_of(st.floats(-800, 800), st.just(-np.inf))))
+def test_normalize_rows_known_finite_is_the_guarded_path(x):
+    """``_normalize_rows`` with every row maximum finite (told by ``_finite``) skips
+    the error-state guard: the same logs and probabilities bit for bit, no warning."""
+    import warnings
+    top = base.last_axis_max(x) if x.shape[-1] > 1 else x.copy()
+    assume(base._finite(top))
+    guarded = base._normalize_rows(x, top)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(all="raise"):
+            fast = base._normalize_rows(x, top, finite=True)
+    assert same(fast[0], guarded[0]) and same(fast[1], guarded[1])
