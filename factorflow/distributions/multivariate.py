@@ -635,6 +635,8 @@ def _distinct_elements(d: Distribution) -> Distribution:
     nb = first.ndim - d.event_ndim
     if nb == 1 and first.shape[0] > 1 and first.strides[0]:
         return d  # (K messages, the first parameter not repeated: nothing to drop)
+    if first.size == 0:  # (an empty plate: nothing to take element 0 of)
+        return d
     drop = [k for k in range(nb) if all(e.shape[k] == 1 or e.strides[k] == 0 for e in d.eta)]
     if not drop:
         return d

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import special, stats
 
+import factorflow as ff
 from factorflow.distributions import VectorGaussian, Wishart
 from factorflow.errors import DataError, ModelError
 from tests.conftest import assert_close
@@ -535,3 +536,19 @@ def test_k_posteriors_are_told_apart_as_the_loop_tells_them(k, d, seed, kind):
                      atol=1e-12)
         assert_close(q.covariance[i], np.linalg.inv(one.eta[1]), rtol=1e-12, atol=1e-12)
     assert q.all_proper()
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_an_empty_plate_of_latent_vectors_leaves_the_prior(algorithm):
+    """A plate of no latent VectorGaussians (a minibatch of none): the run checks its
+    (0, D)-shaped posteriors like any other (an IndexError from the remembered-verdict
+    path before) and leaves mu at its prior, log Z = 0 exactly."""
+    with ff.Model() as model:
+        mu = ff.VectorGaussian("mu", np.array([1.0, -1.0]), precision=2.0 * np.eye(2))
+        with ff.Plate(ff.Range("n", 0)):
+            x = ff.VectorGaussian("x", mu, precision=np.eye(2))
+            ff.VectorGaussian("y", x, precision=np.eye(2), observed=np.zeros((0, 2)))
+    result = model.infer(algorithm, progress=False)
+    assert np.array_equal(result["mu"].mean, [1.0, -1.0])
+    assert np.array_equal(result["mu"].precision, 2.0 * np.eye(2))
+    assert result.log_evidence == 0.0
