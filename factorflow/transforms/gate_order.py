@@ -49,8 +49,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from factorflow.codegen.names import display, fresh, token
 from factorflow.errors import ModelError
-from factorflow.ir import If, Program, Ref, Stmt, VarDecl, framed, nest, refs_in
+from factorflow.ir import For, If, Program, Ref, Stmt, VarDecl, framed, nest, refs_in, walk
+from factorflow.ir.printer import format_ref
 from factorflow.transforms.gate_analysis import (
     GateAnalysis,
     analyze_gates,
@@ -156,9 +158,16 @@ def selectors_outside(program: Program, refuse: bool = False) -> Program:
     # exits of its gates): once per case of the selector, inside ff.Case(z, k)
     refs = {p[1]: f[1] for frames, _ in moved
             for f, p in zip(frames, _paths(frames, decls, sizes), strict=True) if p}
+    conflicts = list(_conflicts(out, b, list(moved)))
+    for frames, _, found in conflicts if refuse else ():  # VMP: a gate on w drawn
+        # inside the gate on e keeps the gate on z inside it: the gate on e's block once
+        # per case of z (EP runs the model as written: see the module docstring)
+        copied = None if found is None else _copies_per_case(out, frames, b, decls, sizes)
+        if copied is not None:
+            return selectors_outside(copied, refuse)
     split: list[tuple[tuple[Frame, ...], Stmt]] = []
     left = []  # the conflicts no copy per case removes
-    for frames, stmt, found in _conflicts(out, b, list(moved)):
+    for frames, stmt, found in conflicts:
         copies = None
         if found is not None and _observed_only(stmt, decls) and found[3] in refs:
             copies = _per_case(frames, found[3], refs[found[3]],
@@ -176,7 +185,7 @@ def selectors_outside(program: Program, refuse: bool = False) -> Program:
     if refuse and left:
         frames, stmt, (exit_var, other, z, _) = left[0]
         _refuse(stmt, decls[exit_var], decls[other], decls[z], program, decls,
-                _blocker(frames, b, decls, sizes))
+                    _blocker(frames, b, decls, sizes))
     return out
 
 
@@ -186,16 +195,135 @@ def _blocker(frames: tuple[Frame, ...], a: GateAnalysis, decls: Mapping[str, Var
     exit e around a gate on a random w defined inside that gate on e (fuzz seed 22's
     v9): moved outside, the gate on z would read w outside the gate that defines it, so
     :func:`_reorder`'s move is undone (``_checked``); None where there is none."""
+    found = _blocking(frames, a, decls, sizes)
+    return None if found is None else found[:3]
+
+
+def _blocking(frames: tuple[Frame, ...], a: GateAnalysis, decls: Mapping[str, VarDecl],
+              sizes: Mapping[str, int]) -> tuple[str, str, str, int, int] | None:
+    """:func:`_blocker`'s (w, e, z) with the positions in ``frames`` of the gate on e
+    and of the gate on z."""
     paths = _paths(frames, decls, sizes)
-    gates = [(f[1], p) for f, p in zip(frames, paths, strict=True) if p is not None]
-    for i, (z, _) in enumerate(gates):
-        for h, (e, pe) in enumerate(gates[:i]):
+    gates = [(j, f[1], p) for j, (f, p) in enumerate(zip(frames, paths, strict=True))
+             if p is not None]
+    for i, (at_z, z, _) in enumerate(gates):
+        for h, (at_e, e, pe) in enumerate(gates[:i]):
             if condition_key(pe[0], z) not in a.exits.get(e.var, ()):
                 continue
-            for w, _ in gates[h + 1:i]:
+            for _, w, _ in gates[h + 1:i]:
                 if decls[w.var].role == "random" and a.home.get(w.var, 0) > len(pe[0]):
-                    return w.var, e.var, z.var
+                    return w.var, e.var, z.var, at_e, at_z
     return None
+
+
+def _copies_per_case(program: Program, frames: tuple[Frame, ...], a: GateAnalysis,
+                     decls: Mapping[str, VarDecl], sizes: Mapping[str, int]
+                     ) -> Program | None:
+    """``program`` with the gate on e that blocks the statement in ``frames``
+    (:func:`_blocking`) written once per case k of its selector z, inside the gate on
+    z's case k: each random variable the block draws outside gates on z one variable
+    per case (``names.fresh``), a gate on z inside reduced to its body in its own case
+    and dropped in the others (with its statements).  The user's variable keeps its
+    declaration, ``derived``, with attr ``exit_given`` (z, e, e's case, the copies in
+    the order of z's cases), which :func:`exits_given` turns into ``Gate.ExitGiven``
+    once the gates are converted.  The same model (an indicator [z = k] on each copy).
+
+    None (nothing rewritten: the refusal stands) unless the gate on e and every gate on
+    z sit in loops alone (no gate around them), z and e are indexed by exactly those
+    loops, the block defines nothing but random variables outside gates on z, each
+    indexed by those loops, and every gate on z in the block reads z as the gate that
+    defines e does, by a literal case; or where the result's gates do not check."""
+    found = _blocking(frames, a, decls, sizes)
+    if found is None:
+        return None
+    _, e, z, at_e, at_z = found
+    gate_e, zref = frames[at_e], frames[at_z][1]
+    outer = frames[:at_e]
+    loops = tuple(f[1] for f in outer)
+    if any(f[0] != "for" for f in outer) or zref.index != loops \
+            or gate_e[1].index != loops:
+        return None
+    stmts: list[tuple[tuple[Frame, ...], Stmt]] = []
+    framed(program.body, (), stmts)
+    block = [i for i, (f, _) in enumerate(stmts) if f[:at_e + 1] == frames[:at_e + 1]]
+    if block != list(range(block[0], block[-1] + 1)):
+        return None
+    if any(f[0] == "if" and f[1].var == z for fs, _ in stmts for f in fs
+           if not (f[1] == zref and all(g[0] == "for" for g in fs[:fs.index(f)])
+                   or fs[:at_e + 1] == frames[:at_e + 1])):
+        return None  # a gate on z inside another gate, or reading z otherwise
+    count, switch = a.conditions.get(condition_key((), zref), (0, "?"))
+    if switch is not None or count < 2:
+        return None
+    drawn: list[str] = []
+    for fs, stmt in (stmts[i] for i in block):
+        inner = fs[at_e + 1:]
+        on_z = [f for f in inner if f[0] == "if" and f[1].var == z]
+        if any(f[1] != zref or not isinstance(f[2], int | None) for f in on_z):
+            return None
+        if on_z:
+            continue
+        for o in stmt.outputs:
+            if decls[o.var].role != "random" or o.index != loops \
+                    or decls[o.var].plates != loops or o.var in drawn:
+                return None
+            drawn.append(o.var)
+    if not drawn:
+        return None
+    zdecl = decls[zref.var]
+    taken = set(decls) | set(sizes)
+    ecase = case_of(If(gate_e[1], (), gate_e[2], gate_e[3]), decls[e], loops, sizes)[0]
+    new_decls = list(program.decls)
+    renames = []
+    for k in range(count):
+        renames.append({w: fresh(w, token(zref.var, k), taken) for w in drawn})
+        new_decls += [replace(decls[w], name=renames[k][w], label=(
+            f"{decls[w].label or display(w)} in case {k} of {decls[z].label or display(z)}"))
+            for w in drawn]
+    new_decls = [replace(d, attrs=d.attrs + (("derived", True), ("exit_given", (
+        zref, gate_e[1], ecase, tuple(r[d.name] for r in renames)))))
+        if d.name in drawn else d for d in new_decls]
+    copies: list[tuple[tuple[Frame, ...], Stmt]] = []
+    for k in range(count):
+        zframe = (("if", zref, k, False) if zdecl.domain != "bool"
+                  else ("if", zref, None, k == 1)) + ((gate_e[4], "z", k),)
+        for fs, stmt in (stmts[i] for i in block):
+            inner = []
+            for f in fs[at_e + 1:]:
+                if f[0] == "if" and f[1].var == z:
+                    if case_of(If(f[1], (), f[2], f[3]), zdecl, loops, sizes)[0] != k:
+                        break
+                    continue
+                inner.append(_renamed_frame(f, renames[k], k))
+            else:
+                copies.append((outer + (zframe, _renamed_frame(gate_e, renames[k], k))
+                               + tuple(inner), _renamed(stmt, renames[k])))
+    body = stmts[:block[0]] + copies + stmts[block[-1] + 1:]
+    out = replace(program, decls=tuple(new_decls), body=nest(body), _by_name={})
+    try:
+        analyze_gates(out)
+    except ModelError:
+        return None
+    return out
+
+
+def _rename_ref(ref: Ref, names: Mapping[str, str]) -> Ref:
+    """``ref`` with each variable it reads (its base, gather indices) renamed."""
+    return Ref(names.get(ref.var, ref.var), tuple(
+        _rename_ref(i, names) if isinstance(i, Ref) else i for i in ref.index))
+
+
+def _renamed(stmt: Stmt, names: Mapping[str, str]) -> Stmt:
+    return replace(stmt, outputs=tuple(_rename_ref(o, names) for o in stmt.outputs),
+                   inputs=tuple((n, _rename_ref(v, names) if isinstance(v, Ref) else v)
+                                for n, v in stmt.inputs))
+
+
+def _renamed_frame(frame: Frame, names: Mapping[str, str], k: int) -> Frame:
+    """``frame`` of copy ``k``: its condition renamed, its id its own."""
+    if frame[0] == "for":
+        return frame[:2] + ((frame[2], k),)
+    return ("if", _rename_ref(frame[1], names), frame[2], frame[3], (frame[4], k))
 
 
 def _checked(program: Program, a: GateAnalysis, out: Program) -> Program:
@@ -352,3 +480,51 @@ def _refuse(stmt: Stmt, e: VarDecl, other: VarDecl, z: VarDecl, program: Program
         f"k) for each k, or ff.Switch({name[z.name]}), outside the gates on "
         f"{name[e.name]}: there each is its definition in the case; a variable it defines "
         "in some branches only needs its own name in each case), or use EP." + why)
+
+
+def exits_given(program: Program) -> Program:
+    """The gate transform's output with each user variable that :func:`_copies_per_case`
+    wrote once per case of a selector z (attr ``exit_given``) defined again, after the
+    program: its copies stacked on z's case axis (``Copy``, the array ``derived``) and
+    ``w = Gate.ExitGiven(cases, given=e's clone per case, values=the stack, case: e's
+    case)``, in the loops of ``e = Gate.Exit(...)`` — the mixture of the copies given
+    e's case (``factors/gate.py``), which is how factorflow reports a variable drawn in
+    a gate.  The same program where there is none."""
+    wanted = [d for d in program.decls if d.attr("exit_given") is not None]
+    if not wanted:
+        return program
+    cases = {format_ref(s.inputs[0][1]): s.outputs[0].var for s, _ in walk(program.body)
+             if s.op == "Gate.Cases"}
+    exits = {(s.outputs[0].var, dict(s.inputs)["cases"].var): (s, loops)
+             for s, loops in walk(program.body) if s.op == "Gate.Exit"}
+    taken = {d.name for d in program.decls} | {r for r, _ in program.ranges}
+    decls, body = list(program.decls), list(program.body)
+    for w in wanted:
+        zref, eref, ecase, copies = w.attr("exit_given")
+        exit_stmt, loops = exits[(eref.var, cases[format_ref(zref)])]
+        inputs = dict(exit_stmt.inputs)
+        axis = inputs["cases"].index[-1]
+        stack = fresh(w.name, token("given", zref.var), taken)
+        cases_ref = inputs["cases"]
+        decls.append(VarDecl(stack, "random", w.domain, plates=w.plates + (axis,),
+                             event=w.event, label=f"{w.label or display(w.name)} per case "
+                             f"of {display(zref.var)}", attrs=(
+                                 ("gate", cases_ref.var), ("exit_of", w.name),
+                                 ("derived", True))))
+        here = tuple(w.plates)
+        if tuple(loops) != here:
+            raise ModelError(f"{w.label or w.name}: its copies per case of "
+                             f"{display(zref.var)} are not in the loops of its exit")
+        # copy k where z = k, as a gate's exit clone is defined (``gates``)
+        stmts: list = [If(Ref(cases_ref.var, here + (k,)), (Stmt(
+            "Copy", (Ref(stack, here + (k,)),), (("value", Ref(c, here)),)),))
+            for k, c in enumerate(copies)]
+        stmts.append(Stmt("Gate.ExitGiven", (Ref(w.name, here),), (
+            ("cases", inputs["cases"]), ("given", inputs["values"]),
+            ("values", Ref(stack, here + (axis,)))), (("case", ecase),),
+            exit_stmt.provenance))
+        nodes: tuple = tuple(stmts)
+        for r in reversed(here):
+            nodes = (For(r, nodes),)
+        body += nodes
+    return replace(program, decls=tuple(decls), body=tuple(body), _by_name={})

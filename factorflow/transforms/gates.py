@@ -75,7 +75,7 @@ from factorflow.transforms.gate_blocks import (
     freeze,
     wrap,
 )
-from factorflow.transforms.gate_order import selectors_outside
+from factorflow.transforms.gate_order import exits_given, selectors_outside
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def gates(program: Program, options: GateOptions = GateOptions()) -> Program:
     selector inside gates on its exit variables are moved outside them first
     (``gate_order``)."""
     program = selectors_outside(program, refuse=options.algorithm == "vmp")
-    return _Gates(program, options).run()
+    return exits_given(_Gates(program, options).run())
 
 
 class _Gates:
