@@ -20,28 +20,31 @@ the same statement reads ``e`` in the case, and the expectation is the joint's.
   ``ff.If(e2)`` around ``ff.If(e3)``) is written once per case of ``z``, inside
   ``ff.Case(z, k)`` (``ff.If`` / ``ff.IfNot`` for a boolean): the same factor, each copy
   reading the exits in its case.
-* :func:`check_joint_reads` (VMP) refuses, naming both variables and the statement, any
-  read of such a pair that remains (a latent variable defined under gates on two exits
-  of one gate, an exit and its selector in one factor where the gates could not move),
-  with what to write instead.  A gate on a condition ``w`` defined inside the gate on
+* VMP (exit19, fuzz seed 22): a gate on a condition ``w`` defined inside the gate on
   ``e`` that lies between the gates on ``e`` and ``z`` keeps them in place (moved out,
-  the gate on ``z`` would read ``w`` outside the gate that defines it: fuzz seed 22); the
-  correct rewrite, the block once per case of ``z`` with ``w`` one variable per case,
-  would leave the user's ``w`` a mixture of those given ``e``'s case, which no gate
-  factor computes, so the refusal says so and what to write (:func:`_blocker`).
-
-  The exit that would lift it (gate18, derived and checked, not built): factorflow
-  reports a variable drawn inside a gate by its posterior given the gate's case (EP and
-  VMP alike), so the user's ``w`` is P(w | e = c) = Σ_k P(z = k | e = c) P(w | z = k,
-  e = c), the copy ``w_k``'s posterior weighted by w_k ∝ q(z = k) · q(e = c | z = k),
-  normalised over the cases of ``z`` (those the enclosing gates allow).  Both factors
-  are what the run holds: q(z) the selector's posterior and q(e | z = k) the gate
-  transform's per-case clone of ``e`` (``e__cond_z[k]``), under VMP its factor of
-  q(z) q(e | z), under EP its belief in case k, whose messages from such a leaf factor
-  would be uniform (a mixture read by nothing sends nothing back, and adds nothing to
-  the evidence).  ``Gate.Exit`` weighs by q(z = k) alone.  On the per-case rewrite of
-  ``tests/oracle/test_regressions17_gates``' family these weights, from the run's own
-  posteriors, give enumeration's P(w | e = c) to 1e-9 wherever the run is exact.
+  the gate on ``z`` would read ``w`` outside the gate that defines it).
+  :func:`_copies_per_case` then writes that gate on ``e``'s block once per case k of
+  ``z``, inside ``ff.Case(z, k)``: each variable it draws outside gates on ``z`` one
+  variable per case (``w`` -> ``w__z_k``, ``names.fresh``), a gate on ``z`` inside
+  reduced to its body in its case and dropped in the others — the same model, an
+  indicator [z = k] on each copy.  factorflow reports a variable drawn inside a gate by
+  its posterior given the gate's case, so the user's ``w`` is P(w | e = c) = Σ_k
+  P(z = k | e = c) P(w | z = k, e = c): :func:`exits_given`, after the gate transform,
+  defines it by ``Gate.ExitGiven`` (``factors/gate.py``), the copies weighted by
+  q(z = k) q(e = c | z = k), normalised (``Gate.Exit`` weighs by q(z = k) alone: 0.5154
+  for fuzz seed 22's v9, where enumeration gives 0.5026).  Both algorithms: as written,
+  EP's graph had a loop (finite, not exact); the copies make it the tree it is, exact.
+* :func:`check_joint_reads` (VMP) refuses, naming both variables and the statement, any
+  read of such a pair that remains, with what to write instead: a latent variable
+  defined under gates on two exits of one gate; an exit and its selector (or two
+  exits) in one factor where the gates could not move and no copy per case was made —
+  among them the gate on ``e`` above where :func:`_copies_per_case` does not apply:
+  the gate on ``e`` or a gate on ``z`` inside another gate (of an observed condition
+  too), ``z`` or ``e`` indexed otherwise than by the loops around the gate on ``e``, a
+  gate on ``z`` in it that is a Switch's or reads ``z`` at other indices, or a block
+  that defines outside the gates on ``z`` anything but latent variables over exactly
+  those loops (data, a variable drawn in an inner loop) (:func:`_blocker` says why the
+  gates could not move).
 """
 
 from __future__ import annotations
@@ -133,7 +136,9 @@ def _reorder(frames: tuple[Frame, ...], a: GateAnalysis, decls: Mapping[str, Var
 
 def selectors_outside(program: Program, refuse: bool = False) -> Program:
     """``program`` with gates on selectors moved outside the gates on their exit variables,
-    and observed statements that read two exits of one gate outside it written once per
+    a gate on an exit that a condition drawn inside it keeps around a gate on the
+    selector written once per case of the selector (:func:`_copies_per_case`), and
+    observed statements that read two exits of one gate outside it written once per
     case (module docstring); the same program where there is none, or where rewriting
     would change where a variable lives.  ``refuse`` (VMP): then ModelError for a read
     that remains (:func:`check_joint_reads`)."""
@@ -159,9 +164,8 @@ def selectors_outside(program: Program, refuse: bool = False) -> Program:
     refs = {p[1]: f[1] for frames, _ in moved
             for f, p in zip(frames, _paths(frames, decls, sizes), strict=True) if p}
     conflicts = list(_conflicts(out, b, list(moved)))
-    for frames, _, found in conflicts if refuse else ():  # VMP: a gate on w drawn
-        # inside the gate on e keeps the gate on z inside it: the gate on e's block once
-        # per case of z (EP runs the model as written: see the module docstring)
+    for frames, _, found in conflicts:  # a gate on w drawn inside the gate on e keeps
+        # the gate on z inside it: the gate on e's block once per case of z
         copied = None if found is None else _copies_per_case(out, frames, b, decls, sizes)
         if copied is not None:
             return selectors_outside(copied, refuse)
@@ -467,7 +471,10 @@ def _refuse(stmt: Stmt, e: VarDecl, other: VarDecl, z: VarDecl, program: Program
                f"that gate on {ge}'s block once per case of {gz}, inside ff.Case({gz}, k) "
                f"for each k, {w} one variable per case: where {ge}'s case holds, {w} is "
                f"then the mixture of those variables weighted by P({gz} = k | {ge}'s "
-               f"case), which no gate factor computes yet.)")
+               f"case).  factorflow writes it so itself only where the gates on {ge} "
+               f"and {gz} sit outside other gates, over the loops that index both, "
+               f"and that gate on {ge} draws nothing else outside the gates on {gz} "
+               f"but latent variables over those loops.)")
     both = f"{name[e.name]} and {name[other.name]}"
     beside = ("its selector" if other is z
               else "another variable that depends on the same case")
@@ -485,11 +492,14 @@ def _refuse(stmt: Stmt, e: VarDecl, other: VarDecl, z: VarDecl, program: Program
 def exits_given(program: Program) -> Program:
     """The gate transform's output with each user variable that :func:`_copies_per_case`
     wrote once per case of a selector z (attr ``exit_given``) defined again, after the
-    program: its copies stacked on z's case axis (``Copy``, the array ``derived``) and
-    ``w = Gate.ExitGiven(cases, given=e's clone per case, values=the stack, case: e's
-    case)``, in the loops of ``e = Gate.Exit(...)`` — the mixture of the copies given
-    e's case (``factors/gate.py``), which is how factorflow reports a variable drawn in
-    a gate.  The same program where there is none."""
+    program: its copies stacked on z's case axis (``Copy``, the array ``derived``; each
+    copy's ``Copy`` just after its definition, in its gates, so that under EP the
+    edge term it sends goes to the case its variable's evidence goes to: they cancel,
+    also where a copy's message is exactly uniform, whose mass EP counts as K, and the
+    stack sends none) and ``w = Gate.ExitGiven(cases, given=e's clone per case,
+    values=the stack, case: e's case)``, in the loops of ``e = Gate.Exit(...)`` — the
+    mixture of the copies given e's case (``factors/gate.py``), which is how factorflow
+    reports a variable drawn in a gate.  The same program where there is none."""
     wanted = [d for d in program.decls if d.attr("exit_given") is not None]
     if not wanted:
         return program
@@ -510,21 +520,34 @@ def exits_given(program: Program) -> Program:
                              event=w.event, label=f"{w.label or display(w.name)} per case "
                              f"of {display(zref.var)}", attrs=(
                                  ("gate", cases_ref.var), ("exit_of", w.name),
-                                 ("derived", True))))
+                                 ("derived", True), ("do_not_send_evidence", True))))
         here = tuple(w.plates)
         if tuple(loops) != here:
             raise ModelError(f"{w.label or w.name}: its copies per case of "
                              f"{display(zref.var)} are not in the loops of its exit")
-        # copy k where z = k, as a gate's exit clone is defined (``gates``)
-        stmts: list = [If(Ref(cases_ref.var, here + (k,)), (Stmt(
-            "Copy", (Ref(stack, here + (k,)),), (("value", Ref(c, here)),)),))
-            for k, c in enumerate(copies)]
-        stmts.append(Stmt("Gate.ExitGiven", (Ref(w.name, here),), (
+        # copy k just after the copy's definition, in its gates
+        for k, c in enumerate(copies):
+            body = list(_after(tuple(body), c, Stmt(
+                "Copy", (Ref(stack, here + (k,)),), (("value", Ref(c, here)),))))
+        nodes: tuple = (Stmt("Gate.ExitGiven", (Ref(w.name, here),), (
             ("cases", inputs["cases"]), ("given", inputs["values"]),
             ("values", Ref(stack, here + (axis,)))), (("case", ecase),),
-            exit_stmt.provenance))
-        nodes: tuple = tuple(stmts)
+            exit_stmt.provenance),)
         for r in reversed(here):
             nodes = (For(r, nodes),)
         body += nodes
     return replace(program, decls=tuple(decls), body=tuple(body), _by_name={})
+
+
+def _after(nodes: tuple, var: str, stmt: Stmt) -> tuple:
+    """``nodes`` with ``stmt`` inserted just after the statement that defines ``var``,
+    in its block."""
+    out: list = []
+    for node in nodes:
+        if isinstance(node, Stmt):
+            out.append(node)
+            if any(o.var == var for o in node.outputs):
+                out.append(stmt)
+        else:
+            out.append(replace(node, body=_after(node.body, var, stmt)))
+    return tuple(out)

@@ -14,7 +14,7 @@ between them, ``transforms.gate_order`` moves the gate on ``v1`` outside the gat
 ``v2`` and VMP is exact (log Z = 0, no data); with it, the move is not made and the
 factor ``v11`` was refused as reading ``v2`` beside its selector.  Since exit19 VMP
 writes the gate on ``v2``'s block once per case of ``v1`` and reports ``v9`` by
-``Gate.ExitGiven`` (``transforms/gate_order.py``): exact, below.  The model is built
+``Gate.ExitGiven`` (``transforms/gate_order.py``), and so does EP: exact, below.  The model is built
 once, by ``test_regressions17_gates.fuzz22``.
 """
 
@@ -45,15 +45,17 @@ def test_ep_with_a_gate_between_is_exact():
     assert abs(float(result["v1"].p) - 0.95) < 1e-10
 
 
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
 @pytest.mark.parametrize("observed", [False, True], ids=["no-data", "v11-observed"])
-def test_vmp_with_a_gate_between_selector_and_exit_gates_is_exact(observed):
+def test_vmp_with_a_gate_between_selector_and_exit_gates_is_exact(observed, algorithm):
     """Fuzz seed 22 (8 VMP runs refused; exit19 lifts it): the gate on v9 between the
     gate on v2 and the gate on v1 keeps them in place, so VMP writes the gate on v2's
     block once per case of v1 (``gate_order._copies_per_case``), v9 one variable per
-    case, and reports the user's v9 by ``Gate.ExitGiven``: P(v9 | ¬v2, data).  Against
-    enumeration, to 1e-12: no data, log Z = 0, P(v1) = 0.95, P(v9 | ¬v2) = 0.5; v11
-    observed true, the closed forms of ``test_regressions17_gates`` (v9: 0.5026)."""
-    result = fuzz22(observed=observed).infer("vmp", iterations=50, progress=False)
+    case, and reports the user's v9 by ``Gate.ExitGiven``: P(v9 | ¬v2, data); EP
+    too (the model as written was loopy: not exact with data).  Against enumeration,
+    to 1e-12: no data, log Z = 0, P(v1) = 0.95, P(v9 | ¬v2) = 0.5; v11 observed true,
+    the closed forms of ``test_regressions17_gates`` (v9: 0.5026)."""
+    result = fuzz22(observed=observed).infer(algorithm, iterations=50, progress=False)
     log_z, v1, v9 = (SEED22_LOG_Z, SEED22_V1, SEED22_V9) if observed else (0.0, 0.95, 0.5)
     assert abs(result.log_evidence - log_z) < 1e-12
     assert abs(float(result["v1"].p) - v1) < 1e-12
