@@ -338,3 +338,29 @@ def test_the_copies_per_case_in_a_plate_and_the_users_variable_given_the_case():
     for algorithm in ("ep", "vmp"):
         result = model.infer(algorithm, iterations=50, progress=False)
         assert_close(result["w"].p, expected, atol=1e-12)
+
+
+def test_where_no_copy_per_case_is_made_vmp_still_refuses_by_name():
+    """Fuzz seed 22 with a datum drawn in the gate on v2 beside v9 (it would be written
+    once per case of v1): no copies are made (``_copies_per_case``: the block defines
+    only latent variables outside the gates on v1), and VMP refuses v11 by name, saying
+    what to write and when factorflow writes it itself; EP runs the model as written."""
+    with ff.Model("fuzz22-datum") as model:
+        v1 = ff.Bernoulli("v1", 0.95)
+        with ff.If(v1):
+            v2 = ff.Bernoulli("v2", 0.2)
+        with ff.IfNot(v1):
+            v2 = ff.Bernoulli("v2", 0.8)
+        with ff.IfNot(v2):
+            v9 = ff.Bernoulli("v9", 0.5)
+            ff.Bernoulli("d", 0.3, observed=True)
+            with ff.IfNot(v9), ff.IfNot(v1):
+                ff.Bernoulli("v11", 0.2, observed=True)
+    with pytest.raises(ff.ModelError) as info:
+        model.compile("vmp")
+    text = str(info.value)
+    assert "reads v2 and v1 together outside a gate on v1" in text, text
+    assert "v9 one variable per case" in text and "factorflow writes it so itself only " \
+        "where the gates on v2 and v1 sit outside other gates" in text, text
+    result = model.infer("ep", iterations=50, progress=False)
+    assert np.isfinite(result.log_evidence)
