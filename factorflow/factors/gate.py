@@ -7,7 +7,13 @@ transform emits them (``factorflow.transforms.gates``):
   ``Gate.EnterOne(cases, value, index)``: clones of ``value`` for all K cases, for the
   listed ``indices``, or for case ``index`` alone; a clone equals ``value`` where its case
   holds and is unconstrained elsewhere;
-* ``exit = Gate.Exit(cases, values)``: ``values[k]`` for the case k that holds.
+* ``exit = Gate.Exit(cases, values)``: ``values[k]`` for the case k that holds;
+* ``exit = Gate.ExitGiven(cases, given, values, case)``: ``values[k]`` for the case k
+  that holds, reported given that ``given[k]`` (a variable defined in every case, one
+  clone per case) is in case ``case`` (a gate's case number: 0 true, 1 false for a
+  boolean, the value for a discrete): the mixture of ``values`` weighted by
+  q(k) q(given[k] = case), normalised over k (``gate_order``'s per-case copies of a
+  variable drawn inside a gate on an exit of the gates on the selector).
 
 The case axis is the last batch axis (a Switch of K components in a plate of N points is
 an (N, K) batch, and every operator is one array operation on it).  A factor's ``cases``
@@ -83,6 +89,9 @@ ENTER_ONE = define_factor("Gate.EnterOne", ("enter_one", "any"), ("cases", "bool
                           ("value", "any"), ("index", "int"), deterministic=True)
 EXIT = define_factor("Gate.Exit", ("exit", "any"), ("cases", "bool"), ("values", "any"),
                      deterministic=True)
+EXIT_GIVEN = define_factor("Gate.ExitGiven", ("exit", "any"), ("cases", "bool"),
+                           ("given", "any"), ("values", "any"), ("case", "int"),
+                           deterministic=True)
 
 
 # ----- helpers ------------------------------------------------------------------------
@@ -474,13 +483,65 @@ def _exit_average_log_factor(exit, cases, values) -> np.ndarray:
     return np.where(exit.is_uniform(), 0.0, term)
 
 
+# ----- Gate.ExitGiven --------------------------------------------------------------------
+# The user's variable w drawn inside a gate ``if e == case`` that the compiler wrote once
+# per case k of a selector z (e an exit of the gates on z: ``gate_order``), each copy
+# ``values[k]`` existing where z = k and e's case hold.  factorflow reports a variable
+# drawn in a gate by its posterior given the gate's case, here P(w | e = case) =
+# Σ_k P(z = k | e = case) P(w | z = k, e = case), with P(z = k | e = case) ∝ q(z = k)
+# q(e = case | z = k): the cases' posterior and the per-case clone of e, ``given``.  The
+# exit is read by nothing (the copies are what the model reads), so its messages back are
+# uniform and it adds nothing to the evidence, under EP and VMP alike.
+def _given_weights(cases, given, case) -> np.ndarray:
+    """log q(k) + log q(given[k] = case) on (batch, K): the unnormalised log weights."""
+    lw = normalized(_logits(cases))
+    lg = log_probs(given)  # a boolean's values (true, false), a discrete's 0..K−1
+    at = np.broadcast_to(np.asarray(case, int)[..., None, None], lg.shape[:-1] + (1,))
+    with np.errstate(invalid="ignore"):
+        return lw + np.take_along_axis(lg, at, axis=-1)[..., 0]
+
+
+@EXIT_GIVEN.operator("ep", "exit", skip_if_uniform=("values", "cases"))
+@EXIT_GIVEN.operator("vmp", "exit", skip_if_uniform=("values", "cases"), proper=("values",),
+                     trigger=("values", "cases", "given"))
+def _exit_given(cases, given, values, case) -> Distribution:
+    """proj[Σ_k w_k m_k], w_k ∝ q(k) q(given[k] = case) (exact for Bernoulli and
+    Discrete values): the posterior of the user's variable given ``given``'s case."""
+    lw = _given_weights(cases, given, case)
+    shape = np.broadcast_shapes(values.batch_shape, lw.shape)
+    return project(values.broadcast_to(shape), np.broadcast_to(lw, shape))
+
+
+@EXIT_GIVEN.operator("ep", "values", skip_if_uniform=("exit",))
+@EXIT_GIVEN.operator("vmp", "values", skip_if_uniform=("exit",))
+def _exit_given_values(exit, cases) -> Distribution:
+    """``exit``'s message (uniform: the exit is read by nothing), to every case."""
+    return _exit_values(exit, cases)
+
+
+@EXIT_GIVEN.operator("ep", "cases")
+@EXIT_GIVEN.operator("vmp", "cases")
+@uniform_message
+def _exit_given_cases(cases, values) -> Bernoulli:
+    """Uniform: the exit, read by nothing, weighs no case."""
+    return _uniform_cases(cases, values)
+
+
+@EXIT_GIVEN.operator("ep", "given")
+@EXIT_GIVEN.operator("vmp", "given")
+@uniform_message
+def _exit_given_given(given) -> Distribution:
+    """Uniform: the exit, read by nothing, says nothing of ``given``."""
+    return type(given).from_natural(*(np.zeros(np.shape(e)) for e in given.eta))
+
+
 @uniform_message
 def _zero(**args: Any) -> np.ndarray:
     """Gate factors that only move values add nothing to the evidence themselves."""
     return np.zeros(())
 
 
-for _factor in (ENTER, ENTER_PARTIAL, ENTER_ONE, EXIT):
+for _factor in (ENTER, ENTER_PARTIAL, ENTER_ONE, EXIT, EXIT_GIVEN):
     for _algorithm in ("ep", "vmp"):
         if _algorithm not in _factor.evidence:
             _factor.evidence_operator(_algorithm)(_zero)

@@ -32,7 +32,11 @@ over the values of ``x``).  For a random condition ``c`` the output has
   defined per case in ``x__cond_c[.., k]`` (attrs ``exit_of``, ``gate``; in a switch through
   a local, attr ``local_of``, and ``Copy``, which makes the array ``derived``: under VMP
   it has no posterior of its own) and merged after the last branch by
-  ``x = Gate.Exit(cases=c__cases[..], values=x__cond_c[..])``.
+  ``x = Gate.Exit(cases=c__cases[..], values=x__cond_c[..])``;
+* a variable that ``gate_order`` wrote once per case of a selector (drawn in a gate on an
+  exit of the selector's gates) defined again after the program, its copies stacked on
+  the selector's case axis: ``x = Gate.ExitGiven(cases, given=e__cond_c[..],
+  values=..)``, its posterior given the gate's case (``gate_order.exits_given``).
 
 A deterministic (observed or constant) condition keeps its ``If`` around the converted
 block: nothing is cloned, no evidence is collected.
@@ -46,7 +50,8 @@ variable's, a random condition inside a loop it does not depend on, or a variabl
 inside a gate but not in all its cases and read outside; under VMP
 (``GateOptions.algorithm``), for a statement reading an exit variable beside its
 selector (or another exit of it) outside the selector's gates, once gates on selectors
-have been moved outside gates on their exits (``gate_order``).
+have been moved outside gates on their exits, or written once per case of the selector
+(``gate_order``).
 """
 
 from __future__ import annotations
@@ -75,7 +80,7 @@ from factorflow.transforms.gate_blocks import (
     freeze,
     wrap,
 )
-from factorflow.transforms.gate_order import selectors_outside
+from factorflow.transforms.gate_order import exits_given, selectors_outside
 
 
 @dataclass(frozen=True)
@@ -95,7 +100,7 @@ def gates(program: Program, options: GateOptions = GateOptions()) -> Program:
     selector inside gates on its exit variables are moved outside them first
     (``gate_order``)."""
     program = selectors_outside(program, refuse=options.algorithm == "vmp")
-    return _Gates(program, options).run()
+    return exits_given(_Gates(program, options).run())
 
 
 class _Gates:

@@ -16,7 +16,7 @@ from scipy import special, stats
 
 from factorflow.distributions import Bernoulli, Beta, Dirichlet, Discrete, Gamma, Gaussian
 from factorflow.factors import FACTORS
-from factorflow.factors.gate import CASES, ENTER, ENTER_ONE, ENTER_PARTIAL, EXIT
+from factorflow.factors.gate import CASES, ENTER, ENTER_ONE, ENTER_PARTIAL, EXIT, EXIT_GIVEN
 from factorflow.factors.mixtures import project
 from factorflow.factors.variable import ep_variable_evidence
 from factorflow.ir import walk
@@ -450,3 +450,51 @@ def test_projection_keeps_the_mixture_mean_and_variance(family: str) -> None:
         assert_close(np.sum(p.variance + p.mean ** 2, -1), np.sum(square, -1))
     else:
         assert_close(p.variance, square - mean ** 2)
+
+
+# ----- Gate.ExitGiven: a variable drawn in a gate on an exit, once per case ---------------
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_exit_given_is_the_posterior_given_the_exits_case(algorithm) -> None:
+    """Fuzz seed 22 with v11 observed true, written once per case of v1 (the copies
+    v9_k of v9, each where v1 = k and v2 is false): Gate.ExitGiven's message to v9 from
+    the exact posteriors q(v1), q(v2 | v1 = k) and q(v9_k | v1 = k, ¬v2) is enumeration's
+    P(v9 | ¬v2, data) = 0.5026 (1e-12); weighing by q(v1 = k) alone gives 0.5154.  Its
+    messages back are uniform and it adds nothing to the evidence (read by nothing)."""
+    # P(data | v1 = k): 1 in case true; 0.8 + 0.2 (0.5 + 0.5 · 0.2) = 0.92 in case false
+    like = np.array([1.0, 0.8 + 0.2 * (0.5 + 0.5 * 0.2)])
+    q1 = np.array([0.95, 0.05]) * like / (np.array([0.95, 0.05]) @ like)
+    f = np.array([0.8, 0.2 * 0.6 / like[1]])  # P(¬v2 | v1 = k, data)
+    copies = np.array([0.5, 0.5 / (0.5 + 0.5 * 0.2)])  # q(v9_k = true)
+    cases = Bernoulli.from_natural(np.log(q1))  # the cases' log weights ℓ_k
+    given = Bernoulli.from_natural(np.log(1 - f) - np.log(f))
+    values = Bernoulli.from_natural(np.log(copies) - np.log1p(-copies))
+    exact = (0.95 * 0.8 * 0.5 + 0.05 * 0.2 * 0.5) / (0.95 * 0.8 + 0.05 * 0.2 * 0.6)
+    out = op(EXIT_GIVEN, algorithm, "exit")(cases=cases, given=given, values=values,
+                                           case=np.asarray(1.0))
+    assert abs(float(out.p) - exact) < 1e-12
+    assert abs(float(q1 @ copies) - 0.5154) < 1e-4  # Gate.Exit's weights: not this
+    assert abs(float(op(EXIT, "vmp", "exit")(cases=cases, values=values).p)
+               - float(q1 @ copies)) < 1e-12
+    uniform = Bernoulli.uniform(())
+    back = op(EXIT_GIVEN, algorithm, "values")(exit=uniform, cases=cases)
+    assert np.all(back.is_uniform()) and back.batch_shape == (2,)
+    assert np.all(op(EXIT_GIVEN, algorithm, "cases")(cases=cases, values=values)
+                  .is_uniform())
+    assert np.all(op(EXIT_GIVEN, algorithm, "given")(given=given).is_uniform())
+    assert evidence(EXIT_GIVEN, algorithm)(exit=uniform, cases=cases, given=given,
+                                           values=values, case=np.asarray(1.0)) == 0.0
+
+
+def test_exit_given_a_discrete_exit_in_a_plate_weighs_each_element() -> None:
+    """Three cases, a discrete e (3 values) given case 2, a plate of 2: each element's
+    mixture Σ_k w_k p_k with w_k ∝ q(k) q(e = 2 | k), against NumPy."""
+    rng = np.random.default_rng(19)
+    q = rng.dirichlet(np.ones(3), size=2)  # (N, K)
+    qe = rng.dirichlet(np.ones(3), size=(2, 3))  # (N, K, values of e)
+    p = rng.uniform(0.1, 0.9, size=(2, 3))
+    w = q * qe[..., 2]
+    expected = np.sum(w * p, -1) / w.sum(-1)
+    out = op(EXIT_GIVEN, "vmp", "exit")(
+        cases=Bernoulli.from_natural(np.log(q)), given=Discrete.from_natural(np.log(qe)),
+        values=Bernoulli.from_natural(np.log(p) - np.log1p(-p)), case=np.asarray(2.0))
+    assert_close(out.p, expected, atol=1e-12)

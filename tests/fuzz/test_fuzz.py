@@ -426,7 +426,8 @@ MOVED = ("    v1 = ff.Bernoulli('v1', 0.3)",
 
 
 #: fuzz seed 22 (if, vmp, 4 runs): as MOVED, but v9 in between is defined inside the gate
-#: on v2: the gate on v1 cannot move outside it, and VMP refuses
+#: on v2: the gate on v1 cannot move outside it; VMP refused, and since exit19 writes the
+#: gate on v2 once per case of v1 (v9 one variable per case, reported by Gate.ExitGiven)
 SEED22_IF = ("    v1 = ff.Bernoulli('v1', 0.95)",
              "    with ff.If(v1):",
              "        v2 = ff.Bernoulli('v2', 0.2)",
@@ -437,7 +438,10 @@ SEED22_IF = ("    v1 = ff.Bernoulli('v1', 0.95)",
              "        v9 = ff.Bernoulli('sizes', 0.5)",
              "        with ff.IfNot(v9):",
              "            with ff.IfNot(v1):",
-             "                v11 = ff.Bernoulli('v11', 0.2)")
+             "                v11 = ff.Bernoulli('v11', 0.2{observed})")
+#: SEED22_IF with a datum drawn in the gate on v2 beside v9: not copied per case
+SEED22_IF_DATUM = (*SEED22_IF[:8], "        v10 = ff.Bernoulli('v10', 0.3, observed=True)",
+                   *SEED22_IF[8:])
 
 
 @pytest.mark.parametrize("source, observed, refusal", [
@@ -455,8 +459,12 @@ SEED22_IF = ("    v1 = ff.Bernoulli('v1', 0.95)",
     # a derived selector: factorflow names it by its label, "(v1 > 1.0)" (fuzz seed 12,
     # if: predicted as "v1 > 1.0", a refusal said to name something else)
     (DERIVED_SELECTOR, False, "v9 = v8 > v7 reads v8 and v7 together outside a gate on "),
-    (SEED22_IF, False, "v11 = ff.Bernoulli('v11', 0.2) reads v2 and v1 together outside a "
-                       "gate on v1:")])
+    (SEED22_IF, False, None),
+    (SEED22_IF, True, None),
+    # a datum in the gate on v2 outside the gates on v1 (it would be written once per
+    # case of v1): the copies per case are not made, and VMP refuses
+    (SEED22_IF_DATUM, False, "v11 = ff.Bernoulli('v11', 0.2) reads v2 and v1 together "
+                             "outside a gate on v1:")])
 def test_two_reads_of_one_case_outside_its_gate_are_predicted_as_vmp_refuses_them(
         source, observed, refusal):
     """``joint_read_refusal`` against factorflow (``transforms/gate_order.py``): a latent
@@ -465,7 +473,9 @@ def test_two_reads_of_one_case_outside_its_gate_are_predicted_as_vmp_refuses_the
     runs under EP (fuzz seeds 22 and 23, kind "case", 4 runs each); an observed one is
     written once per case, and a gate on the condition inside a gate on its exit is
     moved outside it: both run (not predicted), unless a variable read inside would then
-    be read outside the gate that defines it (fuzz seed 22, kind "if"; for the copies
+    be read outside the gate that defines it (fuzz seed 22, kind "if": then the gate on
+    the exit is written once per case of the condition, ``per_case_block``, outside
+    what it draws outside the gates on the condition latent; for the copies
     per case, SEED22_CASE observed: v9 is defined inside the gates on v2 that the copies
     open inside ff.Case(v1, k), and VMP refuses, predicted by ``per_case_copy``)."""
     obs = ", observed=True"

@@ -171,6 +171,9 @@ class Written:
     inputs: tuple[str, ...]
     output: str | None
     derived: bool
+    #: every open gate, outermost first (``Writer.frames``), and the plates open here
+    frames: tuple[tuple[int, str, str | None, int], ...] = ()
+    plates: int = 0
 
 
 @dataclass
@@ -230,6 +233,9 @@ class Writer:
     logic_of: dict[str, tuple[str, tuple[str, ...], str]] = field(default_factory=dict)
     #: the kind of each open gate (If, IfNot, Case, Switch), latent or observed condition
     gate_kinds: list[str] = field(default_factory=list)
+    #: each open gate: (serial, kind, its condition's ident if latent else None, the
+    #: number of plates open around it)
+    frames: list[tuple[int, str, str | None, int]] = field(default_factory=list)
 
     # ----- small helpers --------------------------------------------------------------
     def pick(self, options: Any) -> Any:
@@ -265,7 +271,8 @@ class Writer:
         if lhs:
             self.home[lhs.group(1)] = tuple(self.cases)
         self.written.append(Written(line.strip(), tuple(self.cases), inputs, output,
-                                    output is not None and not rhs.startswith("ff.")))
+                                    output is not None and not rhs.startswith("ff."),
+                                    tuple(self.frames), len(self.plates)))
 
     def in_case(self, text: str, memo: dict[str, tuple[str, Any]]) -> tuple[str, Any]:
         """How factorflow reads the operand ``text`` where the gates open now hold
@@ -314,7 +321,8 @@ class Writer:
         self.known[copy] = Var(copy, var.name, "bool", var.plates)
         self.home[copy] = tuple(self.cases)
         self.written.append(Written(line, tuple(self.cases), tuple(
-            r for a in args for r in self.latent_reads(a)), copy, True))
+            r for a in args for r in self.latent_reads(a)), copy, True,
+            tuple(self.frames), len(self.plates)))
         memo[text] = ("text", copy)
         return memo[text]
 
@@ -959,6 +967,8 @@ class Writer:
         self.gate_marks.append(mark)
         self.gate_serial += 1
         self.gate_ids.append(self.gate_serial)
+        self.frames.append((self.gate_serial, frame.group(1), z.ident if latent else None,
+                            len(self.plates)))
 
         def close() -> None:
             del self.scope[mark:]
@@ -968,6 +978,7 @@ class Writer:
             self.gate_kinds.pop()
             self.gate_marks.pop()
             self.gate_ids.pop()
+            self.frames.pop()
         return self._Block(self, header, close)
 
     def block_plate(self) -> None:
@@ -1227,10 +1238,25 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
         return not any(w.home.get(v, ())[:h + 1] == inside
                        for v in (*(c for c, _ in stmt.cases[h + 1:]), *stmt.inputs))
 
+    # VMP writes a gate on an exit once per case of its selector where a condition
+    # defined inside it keeps a gate on the selector inside it (:func:`per_case_block`):
+    # the serials of those gates (their statements then read no pair), or not told
+    copied: set[int] = set()
+    for stmt in w.written:
+        for h, i in moves(stmt):
+            block = per_case_block(w, stmt, h, i)
+            if block is None:
+                return ()
+            if block:
+                copied.add(block)
+
+    def in_copied(stmt: Written) -> bool:
+        return bool(stmt.frames) and stmt.frames[0][0] in copied
+
     # every move made (True), none (False: one cannot be), or not told (None)
     every_move: bool | None = True
     for stmt in w.written:
-        for h, i in moves(stmt):
+        for h, i in moves(stmt) if not in_copied(stmt) else ():
             ok = movable(stmt, h, i)
             every_move = False if ok is False or every_move is False else (
                 every_move and ok)
@@ -1261,7 +1287,7 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
                 if u != v and shared and found is None:
                     z = sorted(shared)[0]  # (names sort as factorflow's do: one prefix)
                     found = ((v, u, z), dv[z]) if z in dv else ((u, v, z), du[z])
-        if found is None:
+        if found is None or in_copied(stmt):
             continue
         # not told: a gate on a selector inside gates on its exits moves out; copies per
         # case of one condition leave another's pairs, or need loops not recorded here
@@ -1301,6 +1327,49 @@ def joint_read_refusal(w: Writer) -> tuple[str, ...]:
         else:
             text += f"{show}:" if i == len(parts) - 1 else part.name
     return (text,)
+
+
+def per_case_block(w: Writer, stmt: Written, h: int, i: int) -> int | None:
+    """Whether VMP writes the gate h around ``stmt`` (on e, an exit of the gates on z,
+    the condition of the gate i inside it) once per case of z
+    (``gate_order._copies_per_case``, exit19): the gate's serial where it does, 0 where
+    it does not, None where it is not told here.  It does where a condition of a gate
+    between them is defined inside the gate on e (the gate on z cannot move out: fuzz
+    seed 22, kind "if"), that gate is the outermost gate, outside plates, e and z have
+    no plates, every gate on z is outside every gate or inside this one, none a Switch,
+    and what the gate on e defines outside gates on z is latent (each variable once,
+    outside plates); not told where a variable defined inside a gate on z there is read
+    there outside them, or a statement there is a copy of a logic expression (those
+    may make the rewritten gates fail the gate analysis)."""
+    inside = stmt.cases[:h + 1]
+    if not any(w.home.get(c, ())[:h + 1] == inside for c, _ in stmt.cases[h + 1:i]):
+        return 0
+    z, e = stmt.cases[i][0], stmt.cases[h][0]
+    if w.known[z].plates or w.known[e].plates:
+        return None
+    at = next(j for j, f in enumerate(stmt.frames) if f[2] == e)
+    serial = stmt.frames[at][0]
+    if at or stmt.frames[at][3]:
+        return 0
+    block = [s for s in w.written if s.frames[:1] == stmt.frames[:1]]
+    ids = {id(s) for s in block}
+    for s in w.written:
+        for j, f in enumerate(s.frames):
+            if f[2] == z and (f[1] == "Switch" or j and id(s) not in ids):
+                return 0
+    drawn: list[str] = []
+    in_z: set[str] = set()
+    for s in block:
+        if any(f[2] == z for f in s.frames[1:]):
+            if s.output is not None:
+                in_z.add(s.output)
+            continue
+        if s.output is None or s.plates or s.output in drawn:
+            return 0
+        if "@" in s.output or (set(s.inputs) | {c for c, _ in s.cases}) & in_z:
+            return None
+        drawn.append(s.output)
+    return serial
 
 
 def per_case_copy(w: Writer, stmt: Written, key: tuple) -> bool | None:

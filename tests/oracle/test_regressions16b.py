@@ -12,72 +12,54 @@ shrunk by hand to the model below: a gate on ``v1`` inside a gate on ``v9`` insi
 on ``v2``, ``v2`` an exit variable of the gates on ``v1``.  Without the gate on ``v9``
 between them, ``transforms.gate_order`` moves the gate on ``v1`` outside the gate on
 ``v2`` and VMP is exact (log Z = 0, no data); with it, the move is not made and the
-factor ``v11`` is refused as reading ``v2`` beside its selector.
+factor ``v11`` was refused as reading ``v2`` beside its selector.  Since exit19 VMP
+writes the gate on ``v2``'s block once per case of ``v1`` and reports ``v9`` by
+``Gate.ExitGiven`` (``transforms/gate_order.py``), and so does EP: exact, below.  The model is built
+once, by ``test_regressions17_gates.fuzz22``.
 """
 
 from __future__ import annotations
 
 import pytest
 
-import factorflow as ff
-
-
-def _nested(intermediate: bool) -> ff.Model:
-    """v1 ~ Bernoulli(0.95); v2 | v1 ~ Bernoulli(0.2 or 0.8) (an exit variable of the
-    gates on v1); under IfNot(v2): v9 ~ Bernoulli(0.5) and, under IfNot(v9) when
-    ``intermediate``, v11 ~ Bernoulli(0.2) in IfNot(v1).  Nothing is observed: log Z = 0
-    and every marginal is its prior's, P(v1) = 0.95."""
-    with ff.Model("fuzz22") as model:
-        v1 = ff.Bernoulli("v1", 0.95)
-        with ff.If(v1):
-            v2 = ff.Bernoulli("v2", 0.2)
-        with ff.IfNot(v1):
-            v2 = ff.Bernoulli("v2", 0.8)
-        with ff.IfNot(v2):
-            v9 = ff.Bernoulli("v9", 0.5)
-            if intermediate:
-                with ff.IfNot(v9), ff.IfNot(v1):
-                    ff.Bernoulli("v11", 0.2)
-            else:
-                with ff.IfNot(v1):
-                    ff.Bernoulli("v11", 0.2)
-    return model
+from tests.oracle.test_regressions17_gates import (
+    SEED22_LOG_Z,
+    SEED22_V1,
+    SEED22_V9,
+    fuzz22,
+)
 
 
 @pytest.mark.parametrize("algorithm", ["ep", "vmp"])
 def test_a_selector_gate_directly_inside_its_exit_gate_is_exact(algorithm):
     """The gate on v1 directly inside the gate on v2: moved outside it under VMP; exact
-    under both algorithms."""
-    result = _nested(False).infer(algorithm, iterations=50, progress=False)
+    under both algorithms (nothing observed: log Z = 0, every marginal its prior's)."""
+    result = fuzz22(between=False).infer(algorithm, iterations=50, progress=False)
     assert abs(result.log_evidence) < 1e-10
     assert abs(float(result["v1"].p) - 0.95) < 1e-10
 
 
 def test_ep_with_a_gate_between_is_exact():
-    result = _nested(True).infer("ep", iterations=50, progress=False)
+    result = fuzz22().infer("ep", iterations=50, progress=False)
     assert abs(result.log_evidence) < 1e-10
     assert abs(float(result["v1"].p) - 0.95) < 1e-10
 
 
-@pytest.mark.xfail(strict=True, raises=ff.ModelError, reason=(
-    "fuzz seed 22 (8 VMP runs; gate17): no order of the gates keeps v9 where it is "
-    "defined. transforms/gate_order.py moves the gate on v1 outside the gate on v2 "
-    "with the gates between (it does so for conditions defined outside the gate on v2, "
-    "tests/oracle/test_regressions17_gates.py, exact), but here the gate on v9 would "
-    "then read v9 outside the gate on v2 that defines it (a gate on v2 inside a gate on "
-    "v1 is another block, with its own clones: the gate analysis refuses). The rewrite "
-    "that is correct writes the whole gate on v2 once per case of v1, v9 one variable "
-    "per case, each existing where its case's v2 is false; the user's v9 is then their "
-    "mixture given v2 false, weights q(v1 = k) q(v2 = false | v1 = k), which no gate "
-    "factor computes (Gate.Exit weighs by q(v1 = k) alone: factors/gate.py, not "
-    "gate17's). So VMP refuses v11 by name ('reads v2 and v1 together outside a gate "
-    "on v1'; the per-case rewrite it asks for is exact: test_regressions17_gates), as "
-    "the fuzz generator predicts (tests/fuzz/test_fuzz.py, SEED22_IF); EP runs it as "
-    "written (loopy: exact here with no data, not with data below)"))
-def test_vmp_with_a_gate_between_selector_and_exit_gates_is_exact():
-    result = _nested(True).infer("vmp", iterations=50, progress=False)
-    assert abs(result.log_evidence) < 1e-10
-    assert abs(float(result["v1"].p) - 0.95) < 1e-10
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+@pytest.mark.parametrize("observed", [False, True], ids=["no-data", "v11-observed"])
+def test_vmp_with_a_gate_between_selector_and_exit_gates_is_exact(observed, algorithm):
+    """Fuzz seed 22 (8 VMP runs refused; exit19 lifts it): the gate on v9 between the
+    gate on v2 and the gate on v1 keeps them in place, so VMP writes the gate on v2's
+    block once per case of v1 (``gate_order._copies_per_case``), v9 one variable per
+    case, and reports the user's v9 by ``Gate.ExitGiven``: P(v9 | ¬v2, data); EP
+    too (the model as written was loopy: not exact with data).  Against enumeration,
+    to 1e-12: no data, log Z = 0, P(v1) = 0.95, P(v9 | ¬v2) = 0.5; v11 observed true,
+    the closed forms of ``test_regressions17_gates`` (v9: 0.5026)."""
+    result = fuzz22(observed=observed).infer(algorithm, iterations=50, progress=False)
+    log_z, v1, v9 = (SEED22_LOG_Z, SEED22_V1, SEED22_V9) if observed else (0.0, 0.95, 0.5)
+    assert abs(result.log_evidence - log_z) < 1e-12
+    assert abs(float(result["v1"].p) - v1) < 1e-12
+    assert abs(float(result["v9"].p) - v9) < 1e-12
 
 
 # ----- oracle seed 13: a links model whose EP fixed point misses 1e-7 ---------------------

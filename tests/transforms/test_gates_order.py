@@ -201,3 +201,166 @@ def test_a_variable_read_in_another_gate_on_its_gates_condition_is_refused_by_na
                        r"inside another gate on v2, in the gate\(s\) on v1: .*one variable "
                        r"per case of v1"):
         model.compile(algorithm)
+
+
+# ----- a gate on an exit written once per case of its selector (exit19) -----------------
+#: fuzz seed 22 with v11 observed, as VMP's gate transform writes it: the gate on v2 once
+#: per case of v1, v9 one variable per case, the user's v9 their mixture given ¬v2
+SEED22_PER_CASE = """\
+program fuzz22
+random bool v_v1  # v1
+random bool v_v2  # v2
+random bool v_v9  # v9
+observed bool v_v11  # v11
+random bool v_v9__v1_0  # v9 in case 0 of v1
+random bool v_v9__v1_1  # v9 in case 1 of v1
+v_v1 = Bernoulli(p=0.95)
+if v_v1:
+    v_v2 = Bernoulli(p=0.2)
+if not v_v1:
+    v_v2 = Bernoulli(p=0.8)
+if v_v1:
+    if not v_v2:
+        v_v9__v1_0 = Bernoulli(p=0.5)
+if not v_v1:
+    if not v_v2:
+        v_v9__v1_1 = Bernoulli(p=0.5)
+        if not v_v9__v1_1:
+            v_v11 = Bernoulli(p=0.2)
+"""
+SEED22_GATES = """\
+program fuzz22
+ranges v_v1__cases__k=2, v_v2__cases__k=2, v_v2__cases_2__k=2, v_v9__v1_1__cases__k=2
+random bool v_v1  # v1
+random bool v_v2  # v2
+random bool v_v9  # v9
+observed bool v_v11  # v11
+random bool v_v9__v1_0  # v9 in case 0 of v1
+random bool v_v9__v1_1  # v9 in case 1 of v1
+random bool v_v1__cases[v_v1__cases__k]  # cases of v1
+random bool v_v2__cond_v1[v_v1__cases__k]  # v2 in the gate on v1
+random bool v_v2__cases[v_v2__cases__k]  # cases of v2
+random bool v_v2__cases_2[v_v2__cases_2__k]  # cases of v2
+random bool v_v9__v1_1__cases[v_v9__v1_1__cases__k]  # cases of v9 in case 1 of v1
+random bool v_v9__given_v1[v_v1__cases__k]  # v9 per case of v1
+v_v1 = Bernoulli(p=0.95)
+v_v1__cases[v_v1__cases__k] = Gate.Cases(selector=v_v1)
+if v_v1__cases[0]:
+    v_v2__cond_v1[0] = Bernoulli(p=0.2)
+if v_v1__cases[1]:
+    v_v2__cond_v1[1] = Bernoulli(p=0.8)
+v_v2 = Gate.Exit(cases=v_v1__cases[v_v1__cases__k], values=v_v2__cond_v1[v_v1__cases__k])
+if v_v1__cases[0]:
+    v_v2__cases[v_v2__cases__k] = Gate.Cases(selector=v_v2__cond_v1[0])
+    if v_v2__cases[1]:
+        v_v9__v1_0 = Bernoulli(p=0.5)
+        v_v9__given_v1[0] = Copy(value=v_v9__v1_0)
+if v_v1__cases[1]:
+    v_v2__cases_2[v_v2__cases_2__k] = Gate.Cases(selector=v_v2__cond_v1[1])
+    if v_v2__cases_2[1]:
+        v_v9__v1_1 = Bernoulli(p=0.5)
+        v_v9__given_v1[1] = Copy(value=v_v9__v1_1)
+        v_v9__v1_1__cases[v_v9__v1_1__cases__k] = Gate.Cases(selector=v_v9__v1_1)
+        if v_v9__v1_1__cases[1]:
+            v_v11 = Bernoulli(p=0.2)
+v_v9 = Gate.ExitGiven(cases=v_v1__cases[v_v1__cases__k], \
+given=v_v2__cond_v1[v_v1__cases__k], values=v_v9__given_v1[v_v1__cases__k], case: 1)
+"""
+
+
+@pytest.mark.parametrize("algorithm", ["ep", "vmp"])
+def test_a_gate_on_an_exit_around_a_condition_drawn_inside_it_is_written_once_per_case(
+        algorithm):
+    """Golden text: the gate on v2, which draws the condition v9 of the gate between it
+    and the gate on v1, is written once per case of v1 (``_copies_per_case``), under
+    both algorithms; the gate transform then stacks the copies (each ``Copy`` just after
+    its definition) and defines the user's v9 by ``Gate.ExitGiven`` after the program
+    (``exits_given``).  Meaning: ``test_regressions16b`` (the numbers, 1e-12)."""
+    from factorflow.ir.printer import format_program
+    from factorflow.transforms.gates import GateOptions, gates
+    from factorflow.transforms.lower import lower
+    from tests.oracle.test_regressions17_gates import fuzz22
+
+    program, _ = lower(fuzz22(observed=True))
+    assert format_program(selectors_outside(program, algorithm == "vmp")) \
+        == SEED22_PER_CASE
+    assert format_program(gates(program, GateOptions(algorithm=algorithm))) \
+        == SEED22_GATES
+
+
+PLATED_TAIL = """\
+    if v_z__r_cases[v_r, 2]:
+        v_e__r_cases_3[v_r, v_e__r_cases_3__k] = Gate.Cases(selector=v_e__r_cond_z_r[v_r, 2])
+        if v_e__r_cases_3[v_r, 0]:
+            v_w__z_2[v_r] = Bernoulli(p=0.35)
+            v_w__given_z[v_r, 2] = Copy(value=v_w__z_2[v_r])
+            v_w__z_2__r_cases[v_r, v_w__z_2__r_cases__k] = Gate.Cases(selector=v_w__z_2[v_r])
+            if v_w__z_2__r_cases[v_r, 1]:
+                v_y[v_r] = Bernoulli(p=0.8)
+for v_r:
+    v_w[v_r] = Gate.ExitGiven(cases=v_z__r_cases[v_r, v_z__r_cases__k], \
+given=v_e__r_cond_z_r[v_r, v_z__r_cases__k], values=v_w__given_z[v_r, v_z__r_cases__k], \
+case: 0)
+"""
+
+
+def test_the_copies_per_case_in_a_plate_and_the_users_variable_given_the_case():
+    """A discrete z of three cases in a plate of 2, w drawn in ff.If(e) around
+    ff.Case(z, 2): the copies and ``Gate.ExitGiven`` sit in the plate's loop (golden
+    text), and w is P(w | e, y) at each element by enumeration (1e-12), under EP and
+    VMP (exact: the graph is a tree, q(w_k) in its family): weights
+    P(z = k) P(e | z = k) P(y | z = k, e) over the cases, P(w | z = 2, e, y) = 0.35 /
+    (0.35 + 0.65 P(y | ¬w)) in case 2 and the prior 0.35 in the others."""
+    from factorflow.ir.printer import format_program
+    from factorflow.transforms.gates import GateOptions, gates
+    from factorflow.transforms.lower import lower
+
+    pz, pe, y = np.array([0.2, 0.3, 0.5]), np.array([0.3, 0.6, 0.9]), np.array([True, False])
+    with ff.Model("plated") as model:
+        with ff.Plate(ff.Range("r", 2)):
+            z = ff.Discrete("z", pz)
+            for k in range(3):
+                with ff.Case(z, k):
+                    e = ff.Bernoulli("e", pe[k])
+            with ff.If(e):
+                w = ff.Bernoulli("w", 0.35)
+                with ff.IfNot(w), ff.Case(z, 2):
+                    ff.Bernoulli("y", 0.8, observed=y)
+    program, _ = lower(model)
+    converted = format_program(gates(program, GateOptions(algorithm="vmp")))
+    assert converted.endswith(PLATED_TAIL), converted
+    likelihood = np.where(y, 0.8, 0.2)  # P(y | ¬w) in case 2
+    data = 0.35 + 0.65 * likelihood
+    weights = np.stack([np.full(2, pz[0] * pe[0]), np.full(2, pz[1] * pe[1]),
+                        pz[2] * pe[2] * data], axis=-1)
+    copies = np.stack([np.full(2, 0.35), np.full(2, 0.35), 0.35 / data], axis=-1)
+    expected = np.sum(weights * copies, -1) / weights.sum(-1)
+    for algorithm in ("ep", "vmp"):
+        result = model.infer(algorithm, iterations=50, progress=False)
+        assert_close(result["w"].p, expected, atol=1e-12)
+
+
+def test_where_no_copy_per_case_is_made_vmp_still_refuses_by_name():
+    """Fuzz seed 22 with a datum drawn in the gate on v2 beside v9 (it would be written
+    once per case of v1): no copies are made (``_copies_per_case``: the block defines
+    only latent variables outside the gates on v1), and VMP refuses v11 by name, saying
+    what to write and when factorflow writes it itself; EP runs the model as written."""
+    with ff.Model("fuzz22-datum") as model:
+        v1 = ff.Bernoulli("v1", 0.95)
+        with ff.If(v1):
+            v2 = ff.Bernoulli("v2", 0.2)
+        with ff.IfNot(v1):
+            v2 = ff.Bernoulli("v2", 0.8)
+        with ff.IfNot(v2):
+            v9 = ff.Bernoulli("v9", 0.5)
+            ff.Bernoulli("d", 0.3, observed=True)
+            with ff.IfNot(v9), ff.IfNot(v1):
+                ff.Bernoulli("v11", 0.2, observed=True)
+    with pytest.raises(ff.ModelError) as info:
+        model.compile("vmp")
+    text = str(info.value)
+    assert "reads v2 and v1 together outside a gate on v1" in text, text
+    assert "v9 one variable per case" in text and "factorflow writes it so itself only " \
+        "where the gates on v2 and v1 sit outside other gates" in text, text
+    result = model.infer("ep", iterations=50, progress=False)
+    assert np.isfinite(result.log_evidence)
