@@ -382,7 +382,12 @@ class Builder:
             self.used.add(name)
             if not index:
                 return self.data[name]
-            return self.aligned(np.asarray(self.data[name]), self.plate_letters(node, index))
+            letters, value = self.plate_letters(node, index), np.asarray(self.data[name])
+            if value.ndim < len(letters):  # (a number read by an index: j[x] with j = 2)
+                raise self.fail(node, f"{name}[{', '.join(letters)}] has {len(letters)} "
+                                f"indices but data[{name!r}] has shape {value.shape}.",
+                                DataError)
+            return self.aligned(value, letters)
         known = set(self.env) | set(self.data) | set(self.changeable)
         raise self.fail(node, f"{name!r} is not defined (by a statement before this one, "
                         f"or in data){suggest(name, known)}")

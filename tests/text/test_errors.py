@@ -105,6 +105,9 @@ def test_inconsistent_index_sizes_name_both():
     ("y[i, j] ~ Gaussian(0, 1)", {"y": np.zeros(2)}, "y[i, j] has 2 indices but data['y'] "
      "has shape (2,)"),
     ("y[i] ~ Gaussian(0, 1)", {"y": [1.0, float("nan")]}, "observed value of 'y' contains NaN"),
+    # (a number read by an index: NumPy's "axes don't match array" before; hypothesis)
+    ("y[x, y] = j[x] + x", {"y": np.array([[1.0], [2.0]]), "j": 2},
+     "j[x] has 1 indices but data['j'] has shape ()"),
     ("x ~ Gaussian(0, 1)\ny = x == 1", {}, "`==` is a gate condition only"),
     ("data y\ny ~ Gaussian(0, 1)", {"y": 1.0}, "'y' is a variable of the model; an ff.Data "
      "needs a name of its own: `data y_obs`"),
