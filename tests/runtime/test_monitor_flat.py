@@ -55,7 +55,8 @@ class Oracle:
 
 #: one sweep's posterior: its family, batch shape, whether it is a broadcast view of
 #: its first row (a gate's clone), and its values
-_values = st.floats(-4.0, 4.0, allow_nan=False) | st.sampled_from([0.0, np.inf, -np.inf])
+_values = st.floats(-4.0, 4.0, allow_nan=False) | st.sampled_from([0.0, np.inf, -np.inf,
+                                                                    np.nan])
 
 
 @st.composite
@@ -72,8 +73,10 @@ def sweeps(draw: st.DrawFn) -> list[dict]:
             shape = shapes[n]
             size = int(np.prod(shape))
             a = np.array(draw(st.lists(_values, min_size=size, max_size=size))).reshape(shape)
-            b = np.array(draw(st.lists(st.floats(0.5, 3.0), min_size=size,
-                                       max_size=size))).reshape(shape)
+            # (now and then NaN in the second parameter too: ``max`` over the parameters'
+            # largest changes keeps the first parameter's where the second's is NaN)
+            b = np.array(draw(st.lists(st.floats(0.5, 3.0) | st.just(np.nan),
+                                       min_size=size, max_size=size))).reshape(shape)
             family = Gaussian if n in "ace" else Gamma
             post = family.from_natural(a, b)
             if len(shape) == 2 and draw(st.booleans()):  # a broadcast view of one row
