@@ -250,6 +250,15 @@ class CompiledModel:
                 owners[name] = decls[of].label
         return labels, owners
 
+    def _watching(self) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        """What the monitor of every run is told of the program (``fixed_point_updates``
+        and ``_watched_names``), read from it once: the program does not change."""
+        known = self.__dict__.get("_watching_known")
+        if known is None:
+            known = self.__dict__["_watching_known"] = (self.fixed_point_updates(),
+                                                        *self._watched_names())
+        return known
+
     def _damping(self, damping: Any) -> dict[str | None, float] | None:
         """``damping`` as the generated code reads it: label -> d, None -> default."""
         if damping is None:
@@ -438,8 +447,9 @@ class CompiledModel:
         damp = self._damping(damping)
         monitor = _Monitor(self.algorithm, tolerance, on_iteration, bool(trace),
                            stall=until_converged and tolerance is not None)
-        monitor.fixed_point = self.fixed_point_updates()
-        monitor.labels, monitor.owners = self._watched_names()
+        fixed_point, labels, owners = self._watching()
+        monitor.fixed_point, monitor.labels, monitor.owners = (list(fixed_point), dict(labels),
+                                                               dict(owners))
         hook, saved = self._checkpoint(checkpoint, every, resume, monitor, int(iterations),
                                        values, sizes, init, damp, tolerance)
         start = time.perf_counter()
@@ -808,7 +818,8 @@ class _Monitor:
         return out
 
     def _plan_for(self, layout: list[tuple[str, tuple[tuple[int, ...], ...]]]) -> None:
-        """Where each posterior and natural parameter lies in the flat arrays."""
+        """Where each posterior and natural parameter lies in the flat arrays (lists
+        made into arrays once: a run's monitor is planned afresh, before each run)."""
         self._layout: list[tuple[str, tuple[tuple[int, ...], ...]]] = layout
         #: arrays of this layout's size that nothing else reads, written again in the
         #: next sweep: "flat" and "steps" (the ones before the last, where not lent
@@ -816,9 +827,14 @@ class _Monitor:
         self._spare: dict[str, np.ndarray] = {}
         self._names = [name for name, _ in layout]
         self._sizes = [math.prod(shape) for _, shapes in layout for shape in shapes]
-        starts = np.cumsum([0] + self._sizes[:-1]).astype(np.intp)
-        self._full = np.flatnonzero(np.asarray(self._sizes) > 0)
-        self._starts = starts[self._full]  # (np.maximum.reduceat: no empty pieces)
+        full, starts, at = [], [], 0
+        for k, size in enumerate(self._sizes):
+            if size:
+                full.append(k)
+                starts.append(at)
+            at += size
+        self._full = np.asarray(full, dtype=np.intp)
+        self._starts = np.asarray(starts, dtype=np.intp)  # (maximum.reduceat: no empties)
         self._plan: list[tuple[str, tuple, tuple, tuple[int, int]]] = []
         at = 0
         for name, shapes in layout:
@@ -828,27 +844,26 @@ class _Monitor:
                 at = cuts[-1][1]
             self._plan.append((name, shapes, tuple(cuts),
                                (cuts[0][0] if cuts else at, at)))
-        spans = np.asarray([span for *_, span in self._plan], dtype=np.intp).reshape(-1, 2)
-        filled = spans[:, 1] > spans[:, 0]
         #: the posteriors with elements, and where each starts (their spans tile ``flat``)
-        self._filled = np.flatnonzero(filled)
-        self._filled_list = self._filled.tolist()
-        self._starts_by_posterior = spans[filled, 0]
-        every = bool(filled.all())
+        self._filled_list = [i for i, (*_, (a, b)) in enumerate(self._plan) if b > a]
+        self._filled = np.asarray(self._filled_list, dtype=np.intp)
+        self._starts_by_posterior = np.asarray([self._plan[i][3][0] for i in self._filled_list],
+                                               dtype=np.intp)
 
-        def dots(products: np.ndarray) -> np.ndarray:
-            """Each posterior's sum of ``products`` (0 for none; NaN terms count as 0)."""
-            if every and len(spans):
-                out = np.add.reduceat(products, self._starts_by_posterior)
-            else:
-                out = np.zeros(len(spans))
-                if filled.any():
-                    out[filled] = np.add.reduceat(products, self._starts_by_posterior)
-            if np.isnan(out).any():
-                for i in np.flatnonzero(np.isnan(out)):
-                    out[i] = np.nansum(products[spans[i, 0]: spans[i, 1]])
-            return out
-        self._dots = dots
+    def _dots(self, products: np.ndarray) -> np.ndarray:
+        """Each posterior's sum of ``products`` (0 for none; NaN terms count as 0)."""
+        if len(self._filled_list) == len(self._plan):
+            out = np.add.reduceat(products, self._starts_by_posterior) if self._plan \
+                else np.zeros(0)
+        else:
+            out = np.zeros(len(self._plan))
+            if self._filled_list:
+                out[self._filled] = np.add.reduceat(products, self._starts_by_posterior)
+        if np.isnan(out).any():
+            for i in np.flatnonzero(np.isnan(out)).tolist():
+                a, b = self._plan[i][3]
+                out[i] = np.nansum(products[a: b])
+        return out
 
     def _turn(self, name: str, step: np.ndarray) -> None:
         """Record whether ``step`` (a posterior's changes, flat) reverses its last one."""
