@@ -703,7 +703,7 @@ class _Monitor:
                 e = np.asarray(e, dtype=float)
                 if 0 in e.strides:  # (``collapsed`` cuts only stride-0 axes)
                     e = collapsed(e)
-                parts.append(e.reshape(-1))
+                parts.append(e.ravel())
                 shapes.append(e.shape)
             layout.append((name, tuple(shapes)))
         old = self._flat
