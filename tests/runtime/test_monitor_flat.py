@@ -230,3 +230,26 @@ def test_gallery_runs_sweep_for_sweep_as_with_the_per_posterior_monitor(name, mo
     flat = _sweeps(compiled, init, options, monkeypatch, True)
     assert flat == _sweeps(compiled, init, options, monkeypatch, False)
     assert len(flat[0]) >= flat[1] > 2  # (more: an EP run restarted with damping)
+
+
+@pytest.mark.parametrize("name", ("gaussian-vmp", "hmm-vmp", "mixture-vmp",
+                                  "trueskill-ep-traced"))
+def test_the_final_bound_is_the_one_computed_afresh(name):
+    """The run's final bound is the hook's after the last sweep (the generated program
+    does not compute it again): the same number, bit for bit, as a run without the trace,
+    whose end computes it afresh from the state the last sweep left; for runs stopped
+    by ``iterations`` and by the convergence test, and for one of no sweep."""
+    compiled, init, _ = _gallery(name)
+    source = compiled.source
+    assert "known_bound[1] if known_bound is not None and known_bound[0] == iteration" \
+        in source
+    for options in ({"iterations": 7, "tolerance": None}, {}):
+        traced = compiled.run(init=init, progress=False, trace=True, **options)
+        afresh = compiled.run(init=init, progress=False, trace=False,
+                              **{**options, "iterations": traced.iterations,
+                                 "tolerance": None})
+        assert traced.trace[-1] == traced.log_evidence == afresh.log_evidence
+        assert traced.iterations == afresh.iterations
+    if init is None:  # (no sweep: the initialisation's bound, computed at the end)
+        none = compiled.run(iterations=0, progress=False, trace=True)
+        assert none.trace == () and np.isfinite(none.log_evidence)
