@@ -51,17 +51,10 @@ CELLS = ("hand", "sweep", "bound", "monitor", "in run")
 
 
 def per_sweep(run: Callable[[int], Any], n: int, repeats: int) -> float:
-    """µs of CPU a sweep: (time of 2n sweeps − time of n), best of ``repeats`` each."""
-    one, two = [], []
-    for _ in range(repeats):
-        t0 = time.process_time()
-        run(n)
-        t1 = time.process_time()
-        run(2 * n)
-        t2 = time.process_time()
-        one.append(t1 - t0)
-        two.append(t2 - t1)
-    return max(min(two) - min(one), 0.0) / n * 1e6
+    """µs of CPU a sweep: (time of 2n sweeps − time of n), best of ``repeats`` each (the
+    README table's ``benchmarks/run.py`` measure)."""
+    from benchmarks.run import per_iteration
+    return per_iteration(run, n, repeats) * 1e6
 
 
 def programs() -> dict[str, tuple[Any, Any, Callable[[int], Any], int]]:

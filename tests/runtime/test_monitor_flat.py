@@ -123,19 +123,25 @@ def _mixture():
     return mix.model(x, 3).compile("vmp", init=["means"]), mix.factorflow_init(x, 3)
 
 
-def _converge(compiled, init, monkeypatch, flat: bool) -> tuple:
-    """Run to convergence, with the flat monitor or the oracle in its place: the
-    sweeps, the verdict, the monitor's last change, what moved, the turns, the means
-    and the bound."""
+def _oracle_changes():
+    """A ``_Monitor._changes`` that computes with an ``Oracle`` of its own per monitor."""
     oracles: dict[int, Oracle] = {}
-    monitors: list[_Monitor] = []
-    original = _Monitor.finish
 
     def changes(self, watched):
         oracle = oracles.setdefault(id(self), Oracle())
         out = oracle(watched)
         self.turns = oracle.turns
         return out
+    return changes
+
+
+def _converge(compiled, init, monkeypatch, flat: bool) -> tuple:
+    """Run to convergence, with the flat monitor or the oracle in its place: the
+    sweeps, the verdict, the monitor's last change, what moved, the turns, the means
+    and the bound."""
+    monitors: list[_Monitor] = []
+    original = _Monitor.finish
+    changes = _oracle_changes()
 
     def finish(self, *args, **kwargs):
         monitors.append(self)
@@ -188,15 +194,9 @@ def _sweeps(compiled, init, options, monkeypatch, flat: bool) -> tuple:
     """A run with the flat monitor or the oracle in its place: after every sweep the
     user's posteriors' natural parameters, the bound or log evidence traced, the change
     and what moved, and the verdict; then the result and the warnings."""
-    oracles: dict[int, Oracle] = {}
     sweeps: list[tuple] = []
     call = _Monitor.__call__
-
-    def changes(self, watched):
-        oracle = oracles.setdefault(id(self), Oracle())
-        out = oracle(watched)
-        self.turns = oracle.turns
-        return out
+    changes = _oracle_changes()
 
     def record(self, iteration, posteriors, *args, **kwargs):
         stop = call(self, iteration, posteriors, *args, **kwargs)
