@@ -30,7 +30,9 @@ cancel), the best of ``--repeats``:
 
 With ``--baseline PATH`` (another factorflow checkout, say ``/work/main``) each round
 measures this checkout and that one, each in its own interpreter, alternately, and the
-table shows both, with the ratio of this checkout's ``default`` to the baseline's.
+table shows both, with the ratio of this checkout's ``default`` to the baseline's; then
+the two monitors side by side in this one process (the baseline's ``_Monitor`` class
+run in this checkout's loop), the steadier comparison on a loaded machine.
 
 Run: ``python benchmarks/bench_overhead.py [--repeats R] [--baseline PATH]``.
 """
@@ -90,14 +92,16 @@ def programs() -> dict[str, tuple[Any, Any, Callable[[int], Any], int]]:
     return out
 
 
-def replayed_monitor(compiled: Any, init: Any, repeats: int) -> float:
+def replayed_monitor(compiled: Any, init: Any, repeats: int, monitor_class: Any = None
+                     ) -> float:
     """µs a sweep of the monitor's changes, eight recorded sweeps' posteriors replayed
-    through a ``_Monitor`` with a tolerance (best of ``repeats`` rounds of 200 calls)."""
+    through a ``_Monitor`` (or ``monitor_class``) with a tolerance (best of ``repeats``
+    rounds of 200 calls)."""
     from factorflow.runtime.compiled import _Monitor
     recorded: list[dict[str, Any]] = []
     compiled.run(iterations=8, init=init, tolerance=None, trace=False, progress=False,
                  on_iteration=lambda i, posteriors: recorded.append(dict(posteriors)))
-    monitor = _Monitor(compiled.algorithm, 1e-300, None, trace=False)
+    monitor = (monitor_class or _Monitor)(compiled.algorithm, 1e-300, None, trace=False)
     best = float("inf")
     for k in range(4):
         monitor(k, recorded[k], None)
@@ -143,6 +147,45 @@ def worker(repeats: int) -> dict[str, dict[str, float | None]]:
             "in run": extra.get("watched"),
         }
     return out
+
+
+def monitors_side_by_side(baseline: Path, repeats: int) -> None:
+    """The monitor of this checkout and the baseline's (its ``_Monitor`` class loaded
+    from ``baseline``'s ``runtime/compiled.py``), in this one process: replayed, and in
+    the running sweep (runs of 2n sweeps with each in turn, and with none, interleaved;
+    the best of ``repeats`` each)."""
+    import importlib.util
+    sys.path.insert(0, str(ROOT))  # (this checkout's factorflow, whatever is installed)
+
+    import factorflow as ff
+    from factorflow.runtime import compiled as here
+    assert Path(ff.__file__).resolve().is_relative_to(ROOT), ff.__file__
+    warnings.simplefilter("ignore", ff.ConvergenceWarning)
+    spec = importlib.util.spec_from_file_location(
+        "baseline_compiled", baseline / "factorflow" / "runtime" / "compiled.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # (its dataclasses look their module up)
+    spec.loader.exec_module(module)
+    classes = {"this": here._Monitor, "baseline": module._Monitor}
+    print("\nThe monitor side by side in one process: µs of CPU a sweep")
+    print(f"{'model':<18}{'replayed':>11}{'baseline':>11}{'in run':>11}{'baseline':>11}")
+    for label, (compiled, init, _, n) in programs().items():
+        replay = {k: replayed_monitor(compiled, init, repeats, c) for k, c in classes.items()}
+        best = {k: float("inf") for k in ("none", *classes)}
+        full = compiled.run(iterations=2 * n, init=init, tolerance=1e-300,
+                            progress=False).iterations == 2 * n
+        for _ in range(repeats if full else 0):
+            for k in best:
+                here._Monitor = classes.get(k, classes["this"])
+                start = time.process_time()
+                compiled.run(iterations=2 * n, init=init, trace=False, progress=False,
+                             tolerance=None if k == "none" else 1e-300)
+                best[k] = min(best[k], time.process_time() - start)
+        here._Monitor = classes["this"]
+        run = [f"{(best[k] - best['none']) / (2 * n) * 1e6:11.1f}" if full else f"{'-':>11}"
+               for k in classes]
+        print(f"{label:<18}{replay['this']:11.1f}{replay['baseline']:11.1f}" + "".join(run))
 
 
 def measure(path: Path, repeats: int) -> dict[str, dict[str, float | None]]:
@@ -203,6 +246,8 @@ def main() -> None:
     if old is not None:
         show(f"baseline ({args.baseline})", old)
     show(f"this checkout ({ROOT})", best(now), old)
+    if args.baseline:
+        monitors_side_by_side(args.baseline, args.repeats)
 
 
 if __name__ == "__main__":
