@@ -250,6 +250,15 @@ class CompiledModel:
                 owners[name] = decls[of].label
         return labels, owners
 
+    def _watching(self) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        """What the monitor of every run is told of the program (``fixed_point_updates``
+        and ``_watched_names``), read from it once: the program does not change."""
+        known = self.__dict__.get("_watching_known")
+        if known is None:
+            known = self.__dict__["_watching_known"] = (self.fixed_point_updates(),
+                                                        *self._watched_names())
+        return known
+
     def _damping(self, damping: Any) -> dict[str | None, float] | None:
         """``damping`` as the generated code reads it: label -> d, None -> default."""
         if damping is None:
@@ -438,8 +447,9 @@ class CompiledModel:
         damp = self._damping(damping)
         monitor = _Monitor(self.algorithm, tolerance, on_iteration, bool(trace),
                            stall=until_converged and tolerance is not None)
-        monitor.fixed_point = self.fixed_point_updates()
-        monitor.labels, monitor.owners = self._watched_names()
+        fixed_point, labels, owners = self._watching()
+        monitor.fixed_point, monitor.labels, monitor.owners = (list(fixed_point), dict(labels),
+                                                               dict(owners))
         hook, saved = self._checkpoint(checkpoint, every, resume, monitor, int(iterations),
                                        values, sizes, init, damp, tolerance)
         start = time.perf_counter()
@@ -577,6 +587,9 @@ class _Monitor:
         self._flat: np.ndarray | None = None
         self._steps: dict[str, np.ndarray] | None = {}
         self._steps_flat: np.ndarray | None = None
+        #: whether ``previous`` / ``steps`` handed out views of ``_flat`` / ``_steps_flat``
+        #: (such an array is not written again: see ``_spare``)
+        self._flat_lent = self._steps_lent = False
         self._plan_for([])  # (``_layout``, ``_plan``: where each posterior lies in them)
         self.trace: list[float] = []
         self.count = 0
@@ -621,7 +634,7 @@ class _Monitor:
         self.distance = change / (1.0 - rate) if rate < 1.0 else (0.0 if change == 0
                                                                    else np.inf)
         self.change, self.moved = change, moved
-        if change < 0.999 * self.least[0] or not np.isfinite(self.least[0]):
+        if change < 0.999 * self.least[0] or not math.isfinite(self.least[0]):
             self.least = (float(change), self.count)
         # the default run stops when the changes have not shrunk for STALL_SWEEPS sweeps
         # (a geometric approach at any rate below 0.99999 keeps shrinking them)
@@ -651,6 +664,7 @@ class _Monitor:
             self._previous = {name: tuple(self._flat[a: b].reshape(shape)
                                           for (a, b), shape in zip(cuts, shapes, strict=True))
                               for name, shapes, cuts, _ in self._plan}
+            self._flat_lent = True
         return self._previous
 
     @previous.setter
@@ -662,6 +676,7 @@ class _Monitor:
         if self._steps is None:
             self._steps = {name: self._steps_flat[span[0]: span[1]]
                            for name, _, _, span in self._plan}
+            self._steps_lent = True
         return self._steps
 
     @steps.setter
@@ -677,10 +692,10 @@ class _Monitor:
         Every posterior's distinct elements (a broadcast view, such as a gate's clone
         of K components over N data, is cut along its stride-0 axes) are copied into one
         flat array, and the steps, the relative changes and each step's dot product with
-        the last (``turns``) are a few passes over it, once per sweep.  Where the
-        posteriors' shapes are not those of the last sweep, or ``previous`` was set (a
-        resumed checkpoint), each posterior is compared on its own (``_change``): the
-        same numbers, element by element (the dot products' signs up to rounding)."""
+        the last (``turns``) are a few passes over it, once per sweep (``_flat_changes``).
+        Where the posteriors' shapes are not those of the last sweep, or ``previous`` was
+        set (a resumed checkpoint), each posterior is compared on its own (``_change``):
+        the same numbers, element by element (the dot products' signs up to rounding)."""
         parts, layout = [], []
         for name, post in watched.items():
             shapes = []
@@ -688,48 +703,28 @@ class _Monitor:
                 e = np.asarray(e, dtype=float)
                 if 0 in e.strides:  # (``collapsed`` cuts only stride-0 axes)
                     e = collapsed(e)
-                parts.append(e.reshape(-1))
+                parts.append(e.ravel())
                 shapes.append(e.shape)
             layout.append((name, tuple(shapes)))
-        flat = np.concatenate(parts) if len(parts) > 1 else np.array(parts[0]) if parts \
-            else np.zeros(0)
-        same = self._flat is not None and layout == self._layout
-        if not same:  # (the dicts read from the flat arrays as laid out before)
+        old = self._flat
+        if old is not None and layout == self._layout:
+            flat = self._spare.pop("flat", None)
+            if flat is None:
+                flat = np.empty(old.size)
+            if len(parts) > 1:
+                np.concatenate(parts, out=flat)
+            elif parts:
+                np.copyto(flat, parts[0])
+            change, moved = self._flat_changes(flat)
+            if not self._flat_lent:  # (written again two sweeps on)
+                self._spare["flat"] = old
+        else:  # (the dicts read from the flat arrays as laid out before)
+            flat = np.concatenate(parts) if len(parts) > 1 else np.array(parts[0]) \
+                if parts else np.zeros(0)
             self._previous, self._steps = self.previous, self.steps
             self._flat = self._steps_flat = None
             self._plan_for(layout)
-        change, moved = 0.0, ""
-        if same:
-            old = self._flat
-            with np.errstate(invalid="ignore"):
-                steps = np.subtract(flat, old)
-            if np.isnan(steps).any():  # the same infinity twice: a point mass, not moved
-                steps = np.where(flat == old, 0.0, steps)
-            rel = np.abs(steps)
-            with np.errstate(invalid="ignore"):
-                rel /= 1.0 + np.abs(old)
-            peaks = [0.0] * len(self._sizes)  # each natural parameter's largest change
-            if self._full.size:
-                for k, v in zip(self._full.tolist(),
-                                np.maximum.reduceat(rel, self._starts).tolist(), strict=True):
-                    peaks[k] = v
-            dots = None
-            if self._steps_flat is not None:  # each step's dot product with the last
-                with np.errstate(invalid="ignore", over="ignore"):
-                    dots = self._dots(steps * self._steps_flat)
-            k = 0
-            for (name, shapes, _, span), i in zip(self._plan, range(len(self._plan)),
-                                                   strict=True):
-                if dots is not None:
-                    self.turns.setdefault(name, []).append(bool(dots[i] < 0))
-                elif self._steps is not None:  # the steps as a checkpoint gave them
-                    self._turn(name, steps[span[0]: span[1]])
-                d = max(peaks[k: k + len(shapes)], default=0.0)
-                k += len(shapes)
-                if not d <= change:  # NaN counts as the largest change
-                    change, moved = d, name
-            self._steps_flat, self._steps = steps, None
-        else:
+            change, moved = 0.0, ""
             steps_now = {}
             for name, shapes, cuts, _ in self._plan:
                 eta = tuple(flat[a: b].reshape(shape)
@@ -742,16 +737,104 @@ class _Monitor:
             self._steps = {name: step for name, step in self.steps.items()
                            if name not in steps_now} | steps_now
             self._steps_flat = None
-        self._flat, self._previous = flat, None
+        self._flat, self._previous, self._flat_lent = flat, None, False
         return change, moved
 
+    def _scratch(self, role: str, size: int) -> np.ndarray:
+        """The monitor's own array of ``size`` floats for ``role``, kept from sweep to
+        sweep: a new array of a few hundred kB each sweep costs as much in page faults
+        as the passes over it (TrueSkill's 40,000 natural parameters: 3x)."""
+        out = self._spare.get(role)
+        if out is None or out.size != size:
+            out = self._spare[role] = np.empty(size)
+        return out
+
+    def _flat_changes(self, flat: np.ndarray) -> tuple[float, str]:
+        """``_changes`` where ``flat`` is laid out as the last sweep's ``_flat``: the
+        steps, each posterior's largest relative change (one ``np.maximum.reduceat``
+        over the posteriors' spans: the maximum of its natural parameters' maxima) and
+        the turns, in a few passes over the flat arrays and no Python loop over the
+        elements.  Where a posterior's change is NaN (a step of the same infinity twice,
+        or a NaN parameter), ``_nan_peaks`` applies the per-posterior rules to it."""
+        old = self._flat
+        assert old is not None
+        steps = self._spare.pop("steps", None)
+        if steps is None:
+            steps = np.empty(flat.size)
+        rel, scale = self._scratch("rel", flat.size), self._scratch("scale", flat.size)
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.subtract(flat, old, out=steps)
+            np.abs(steps, out=rel)
+            np.abs(old, out=scale)
+            scale += 1.0
+            rel /= scale
+            # (NaN propagates through the maxima: a NaN step shows in its posterior's)
+            peaks = np.maximum.reduceat(rel, self._starts_by_posterior) \
+                if self._filled.size else rel[:0]
+            tops = peaks.tolist()
+            changes = self._nan_peaks(flat, old, steps, rel, peaks) \
+                if any(p != p for p in tops) else None
+            dots = None if self._steps_flat is None else self._dots(np.multiply(
+                steps, self._steps_flat, out=self._scratch("products", flat.size)))
+        if dots is not None:  # each step's dot product with the last
+            for name, turned in zip(self._names, (dots < 0).tolist(), strict=True):
+                self.turns.setdefault(name, []).append(turned)
+        elif self._steps is not None:  # the steps as a checkpoint gave them
+            for name, _, _, (a, b) in self._plan:
+                self._turn(name, steps[a: b])
+        if self._steps_flat is not None and not self._steps_lent:
+            self._spare["steps"] = self._steps_flat  # (written again two sweeps on)
+        self._steps_flat, self._steps, self._steps_lent = steps, None, False
+        if changes is not None:
+            change, moved = 0.0, ""
+            for name, d in zip(self._names, changes, strict=True):
+                if not d <= change:  # NaN counts as the largest change
+                    change, moved = d, name
+            return change, moved
+        change = max(tops, default=0.0)
+        if not change > 0.0:
+            return 0.0, ""
+        return change, self._names[self._filled_list[tops.index(change)]]  # (the first)
+
+    def _nan_peaks(self, flat: np.ndarray, old: np.ndarray, steps: np.ndarray,
+                   rel: np.ndarray, peaks: np.ndarray) -> list[float]:
+        """Each posterior's change (in ``_plan``'s order) where a peak is NaN, as the
+        per-posterior computation (``_change``) gives it: in a posterior whose steps
+        are NaN, 0 where both are the same infinity (a point mass has not moved;
+        ``steps`` and ``rel`` are mended in place), and its change the first of its
+        natural parameters' largest that is not below the others (``max``: NaN, where
+        it comes first, counts as the largest)."""
+        out = [0.0] * len(self._plan)
+        for j, v in zip(self._filled.tolist(), peaks.tolist(), strict=True):
+            out[j] = v
+        for j in np.flatnonzero(np.isnan(peaks)).tolist():
+            i = int(self._filled[j])
+            _, _, cuts, (a, b) = self._plan[i]
+            if np.isnan(steps[a: b]).any():  # the same infinity twice: not moved
+                steps[a: b] = np.where(flat[a: b] == old[a: b], 0.0, steps[a: b])
+                rel[a: b] = np.abs(steps[a: b]) / (1.0 + np.abs(old[a: b]))
+            out[i] = max((float(np.max(rel[c: d])) if d > c else 0.0 for c, d in cuts),
+                         default=0.0)
+        return out
+
     def _plan_for(self, layout: list[tuple[str, tuple[tuple[int, ...], ...]]]) -> None:
-        """Where each posterior and natural parameter lies in the flat arrays."""
+        """Where each posterior and natural parameter lies in the flat arrays (lists
+        made into arrays once: a run's monitor is planned afresh, before each run)."""
         self._layout: list[tuple[str, tuple[tuple[int, ...], ...]]] = layout
+        #: arrays of this layout's size that nothing else reads, written again in the
+        #: next sweep: "flat" and "steps" (the ones before the last, where not lent
+        #: out), the scratch arrays (``_scratch``)
+        self._spare: dict[str, np.ndarray] = {}
+        self._names = [name for name, _ in layout]
         self._sizes = [math.prod(shape) for _, shapes in layout for shape in shapes]
-        starts = np.cumsum([0] + self._sizes[:-1]).astype(np.intp)
-        self._full = np.flatnonzero(np.asarray(self._sizes) > 0)
-        self._starts = starts[self._full]  # (np.maximum.reduceat: no empty pieces)
+        full, starts, at = [], [], 0
+        for k, size in enumerate(self._sizes):
+            if size:
+                full.append(k)
+                starts.append(at)
+            at += size
+        self._full = np.asarray(full, dtype=np.intp)
+        self._starts = np.asarray(starts, dtype=np.intp)  # (maximum.reduceat: no empties)
         self._plan: list[tuple[str, tuple, tuple, tuple[int, int]]] = []
         at = 0
         for name, shapes in layout:
@@ -761,19 +844,26 @@ class _Monitor:
                 at = cuts[-1][1]
             self._plan.append((name, shapes, tuple(cuts),
                                (cuts[0][0] if cuts else at, at)))
-        spans = np.asarray([span for *_, span in self._plan], dtype=np.intp).reshape(-1, 2)
-        filled = spans[:, 1] > spans[:, 0]
+        #: the posteriors with elements, and where each starts (their spans tile ``flat``)
+        self._filled_list = [i for i, (*_, (a, b)) in enumerate(self._plan) if b > a]
+        self._filled = np.asarray(self._filled_list, dtype=np.intp)
+        self._starts_by_posterior = np.asarray([self._plan[i][3][0] for i in self._filled_list],
+                                               dtype=np.intp)
 
-        def dots(products: np.ndarray) -> np.ndarray:
-            """Each posterior's sum of ``products`` (0 for none; NaN terms count as 0)."""
-            out = np.zeros(len(spans))
-            if filled.any():
-                out[filled] = np.add.reduceat(products, spans[filled, 0])
-                if np.isnan(out).any():
-                    for i in np.flatnonzero(np.isnan(out)):
-                        out[i] = np.nansum(products[spans[i, 0]: spans[i, 1]])
-            return out
-        self._dots = dots
+    def _dots(self, products: np.ndarray) -> np.ndarray:
+        """Each posterior's sum of ``products`` (0 for none; NaN terms count as 0)."""
+        if len(self._filled_list) == len(self._plan):
+            out = np.add.reduceat(products, self._starts_by_posterior) if self._plan \
+                else np.zeros(0)
+        else:
+            out = np.zeros(len(self._plan))
+            if self._filled_list:
+                out[self._filled] = np.add.reduceat(products, self._starts_by_posterior)
+        if np.isnan(out).any():
+            for i in np.flatnonzero(np.isnan(out)).tolist():
+                a, b = self._plan[i][3]
+                out[i] = np.nansum(products[a: b])
+        return out
 
     def _turn(self, name: str, step: np.ndarray) -> None:
         """Record whether ``step`` (a posterior's changes, flat) reverses its last one."""

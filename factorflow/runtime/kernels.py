@@ -169,6 +169,8 @@ def check_proper_input(value: Any, what: str, iteration: int | None = None, mask
     applies.  Returns ``value``."""
     if not isinstance(value, Distribution):
         return value
+    if value.compact().all_proper():  # (the common verdict, as ``check_proper`` reads
+        return value  # it: a mask can only make more elements proper)
     proper, _ = _proper_elements(value, mask)
     if np.all(proper):
         return value

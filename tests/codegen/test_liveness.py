@@ -95,7 +95,7 @@ GOLDEN = """\
 def evidence():
     nonlocal v_means__B, v_means__k_cond_z_n__F, v_means__k_cond_z_n__marginal, \
 v_means__k_cond_z_n__use0__F, v_precs__B, v_weights__B, v_weights__use0__F, v_z__B, \
-v_z__n_cases__B, v_z__n_cases__use4__B, v_z__use0__F, refreshed
+v_z__n_cases__B, v_z__n_cases__use4__B, v_z__use0__F, refreshed, known_bound
     refreshed = True
     log_evidence = 0.0
     v_weights__use0__F = v_weights__marginal
@@ -126,6 +126,7 @@ probs=v_weights__use0__F), (v_n,))
     log_evidence += total(vmp_variable_evidence(v_z__marginal), (v_n,))
     log_evidence += total(Gate_Cases_average_log_factor(cases=v_z__n_cases__B, \
 selector=v_z__use0__F), (v_n,))
+    known_bound = (iteration, log_evidence)
     return log_evidence
 """
 
