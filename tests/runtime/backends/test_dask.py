@@ -237,15 +237,26 @@ def test_errors_still_pickle_after_distributed_is_imported(client):
 # ----- every example: the same results, or refused by name ----------------------------
 from test_jax import EXAMPLES, Compared  # noqa: E402  (the examples that run EP or VMP)
 
+#: the examples whose first EP/VMP run Dask cannot run, and the refusal's reason (every
+#: other example must agree with NumPy; one of these that agrees must leave the set)
+REFUSED = {
+    # the vector Gaussian operators write in place (``np.subtract(..., out=)``, ``&=``)
+    # over per-datum vector Gaussians: Dask arrays are immutable
+    "bayesian_pca": "out parameter is not fully supported",
+    "state_space_2d": "out parameter is not fully supported",
+}
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_every_example_agrees_or_is_refused_by_name(example, client, monkeypatch, capsys):
     """Each example's ``main()`` runs as written up to its first EP/VMP run (the rest
     is ``tests/test_examples.py``'s), which is run again on Dask (2 chunks where a
-    plate allows): it agrees with NumPy to 1e-10, or the backend refuses it with
-    ``ff.BackendError`` naming what Dask lacks and the backend that runs it.  Any other
-    exception is a fault of factorflow's own, and fails."""
+    plate allows): it agrees with NumPy to 1e-10, or, for the examples of ``REFUSED``
+    only, the backend refuses it with ``ff.BackendError`` naming that reason and the
+    backend that runs it.  Any other refusal or exception is a fault of factorflow's
+    own, and fails (lda, logistic and Poisson regression were refused by faults of
+    factorflow's, counted as Dask's limits)."""
     import importlib
 
     from factorflow.runtime.compiled import CompiledModel, compile_model
@@ -255,17 +266,17 @@ def test_every_example_agrees_or_is_refused_by_name(example, client, monkeypatch
     def both(self, *args, **kwargs):
         a = real_run(self, *args, **kwargs)
         if type(self) is CompiledModel and self.algorithm in ("ep", "vmp") and not outcome:
-            try:
-                twin = compile_model(self.model, self.algorithm, self.user_initialized,
-                                     enter_whole_arrays=self.enter_whole_arrays,
-                                     backend="dask")
-                b = twin.run(*args, client=client, **kwargs)
-            except ff.BackendError as e:
-                assert "backend='numpy'" in str(e) or "backend=\"numpy\"" in str(e), str(e)
-                outcome.append(("refused", str(e)))
-                raise Compared from None
+            twin = compile_model(self.model, self.algorithm, self.user_initialized,
+                                 enter_whole_arrays=self.enter_whole_arrays, backend="dask")
+            if example in REFUSED:
+                with pytest.raises(ff.BackendError, match="backend='numpy'") as info:
+                    twin.run(*args, client=client, **kwargs)
+                assert REFUSED[example] in str(info.value), str(info.value)
+                outcome.append("refused")
+                raise Compared
+            b = twin.run(*args, client=client, **kwargs)
             _check_same(self.model, a, b)
-            outcome.append(("same", ""))
+            outcome.append("same")
             raise Compared
         return a
 
