@@ -191,7 +191,7 @@ def test_missing_dask_names_the_extra(monkeypatch):
 def test_chunks_that_disagree_with_the_plate(client):
     compiled = _learning().compile("vmp", backend="dask")
     x = np.arange(40.0)
-    with pytest.raises(ff.DataError, match=r"chunks \(10, 10\) do not tile the plate"):
+    with pytest.raises(ff.DataError, match=r"chunks \(10, 10\) do not tile the plate 'n' "):
         compiled.run(data={"xs": x}, client=client, chunks=(10, 10))
     with pytest.raises(ff.DataError, match="positive number of rows"):
         compiled.run(data={"xs": x}, client=client, chunks=0)
@@ -200,7 +200,7 @@ def test_chunks_that_disagree_with_the_plate(client):
         with ff.Plate(ff.Range("n", 6)), ff.Plate(ff.Range("d", 4)):
             ff.Gaussian("y", mu, variance=1.0, observed=ff.Data("ys"))
     y = da.from_array(np.ones((6, 4)), chunks=(3, 2))  # chunked along d, not the plate
-    with pytest.raises(ff.DataError, match=r"chunked as .*along its plate.*rechunk"):
+    with pytest.raises(ff.DataError, match=r"chunked as .*along its plate 'n' .*rechunk"):
         model.compile("vmp", backend="dask").run(data={"ys": y}, client=client)
     with pytest.raises(ff.BackendError, match="client must be"):
         compiled.run(data={"xs": x}, client=3)
@@ -208,12 +208,80 @@ def test_chunks_that_disagree_with_the_plate(client):
 
 def test_dtype_that_would_lose_precision(client):
     compiled = _learning().compile("vmp", backend="dask")
-    with pytest.raises(ff.BackendError, match="float128.*lose precision.*astype"):
+    with pytest.raises(ff.DataError, match=r"ff.Data\('xs'\).*float128.*lose precision.*astype"):
         compiled.run(data={"xs": np.arange(40.0, dtype=np.longdouble)}, client=client)
     x32 = np.float32(np.random.default_rng(2).normal(size=40))
     a = _learning().infer("vmp", 6, data={"xs": x32.astype(float)}, tolerance=None)
     b = compiled.run(6, data={"xs": x32}, client=client, chunks=16, tolerance=None)
     _check_same(_learning(), a, b)
+
+
+def test_dask_data_is_checked_where_it_lives(client, monkeypatch):
+    """A Dask array given as data is checked chunk by chunk on the cluster, never read
+    whole here (issue 14: data larger than this process's memory): within
+    ``checks.lazy_data()`` (as a run checks its data) its value checks run with
+    ``da.Array.__array__`` refusing to be called, and come back the Dask array itself;
+    NaN, inf and values outside the support are refused naming the ff.Data and the
+    variable, by the NumPy check's own message (the failing chunk alone is read).  A run
+    with such data is refused the same way."""
+    from factorflow.model import checks
+    x = np.random.default_rng(3).normal(size=40)
+    model = _learning()
+    with ff.Model("counts") as counts:
+        rate = ff.Gamma("rate", 1.0, rate=1.0)
+        with ff.Plate(ff.Range("n", 40)):
+            ff.Poisson("k", rate, observed=ff.Data("ks"))
+
+    def read_whole(self, *args, **kwargs):
+        raise AssertionError("a Dask array read whole into the client")
+    with monkeypatch.context() as patched, dask.config.set(scheduler=client):
+        patched.setattr(da.Array, "__array__", read_whole)
+        with checks.lazy_data():
+            xs = da.from_array(x, chunks=13)
+            assert checks.run_data(model, {"xs": xs})["xs"] is xs
+            ks = da.from_array(np.arange(40.0) % 5, chunks=13)
+            assert checks.run_data(counts, {"ks": ks})["ks"].name == ks.name
+        for value, match in [(np.nan, "NaN or inf"), (np.inf, "NaN or inf")]:
+            bad = x.copy()
+            bad[30] = value
+            with checks.lazy_data(), pytest.raises(
+                    ff.DataError, match=rf"ff.Data\('xs'\) as the observed value of 'x' "
+                    rf"contains {match}"):
+                checks.run_data(model, {"xs": da.from_array(bad, chunks=13)})
+        for value in (2.5, -1.0):
+            bad = np.arange(40.0) % 5
+            bad[17] = value
+            with checks.lazy_data(), pytest.raises(
+                    ff.DataError, match=rf"ff.Data\('ks'\) as the observed value of 'k': "
+                    rf"{value!r} is outside the support \(non-negative integers\)"):
+                checks.run_data(counts, {"ks": da.from_array(bad, chunks=13)})
+        bad = x.copy()
+        bad[5] = np.nan
+        with pytest.raises(ff.DataError, match=r"ff.Data\('xs'\).*'x' contains NaN"):
+            model.compile("vmp", backend="dask").run(
+                data={"xs": da.from_array(bad, chunks=13)}, client=client)
+
+
+def test_chunks_given_rechunk_a_dask_array(client, monkeypatch):
+    """``chunks=`` with data already a Dask array: the array is rechunked along the plate
+    as asked (it was ignored), and the run equals NumPy's; without ``chunks=`` its own
+    chunks are kept."""
+    from factorflow.runtime.backends import dask_backend
+    seen = []
+    real = dask_backend.dask_fusion.register
+    monkeypatch.setattr(dask_backend.dask_fusion, "register",
+                        lambda v: (seen.append(v.chunks[0]), real(v))[1])
+    x = np.random.default_rng(4).normal(size=40)
+    run = {"iterations": 4, "tolerance": None}
+    a = _learning().infer("vmp", data={"xs": x}, **run)
+    compiled = _learning().compile("vmp", backend="dask")
+    b = compiled.run(data={"xs": da.from_array(x, chunks=13)}, client=client, chunks=10,
+                     **run)
+    assert seen[0] == (10, 10, 10, 10)
+    _check_same(_learning(), a, b)
+    seen.clear()
+    compiled.run(data={"xs": da.from_array(x, chunks=13)}, client=client, **run)
+    assert seen[0] == (13, 13, 13, 1)
 
 
 def test_checkpoints_and_save_module_are_refused():
