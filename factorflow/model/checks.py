@@ -155,7 +155,8 @@ def check_support(value: Any, domain: str, what: str, size: int | None = None) -
     if is_lazy(raw):
         if domain in ("vector", "posdef"):
             _vector_shape(raw.shape, domain, what, size)
-        _lazy_verdict(raw, (raw.name, domain, size), functools.partial(
+        key = (raw.name, domain, size if domain in ("int", "vector", "posdef") else None)
+        _lazy_verdict(raw, key, functools.partial(
             check_support, domain=domain, what=what, size=size))
         return raw.astype(bool if domain == "bool" else float)
     if domain in ("vector", "posdef"):
@@ -242,13 +243,14 @@ def check_data_value(model: Model, name: str, value: Any) -> np.ndarray:
             raise DataError(f"{what} has shape {checked.shape}, which does not broadcast "
                             f"to the plates' shape {use.shape}; give one value per plate "
                             "element or a single value.")
-    if is_lazy(arr):  # (NaN and inf: the "real" check's, the uses' own where one is)
-        if arr.dtype.kind != "b":
+    uses = model.data_uses.get(name, ())
+    if is_lazy(arr):  # (NaN and inf: refused by every use's check but a boolean one's)
+        if arr.dtype.kind != "b" and all(use.domain == "bool" for use in uses):
             check_support(arr, "real", f"ff.Data({name!r})")
     elif arr.dtype.kind != "b" and not np.all(np.isfinite(arr)):
         raise DataError(f"ff.Data({name!r}): the value contains NaN or inf; remove or impute "
                         "those values.")
-    if arr.dtype.kind == "f" and any(u.domain == "int" for u in model.data_uses.get(name, ())):
+    if arr.dtype.kind == "f" and any(u.domain == "int" for u in uses):
         return arr.astype(np.intp)  # integral values (checked above): the same numbers
     return arr
 
