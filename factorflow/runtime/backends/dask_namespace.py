@@ -45,7 +45,8 @@ class _DaskNumPy(types.ModuleType):
     """``numpy`` as the Dask copies see it: NumPy, except ``asarray``/``array``/
     ``asanyarray`` (a Dask array passes through, cast where a dtype is asked for),
     ``ndarray`` (NumPy's or Dask's array class), ``stack`` (of Dask arrays: the new
-    axis one chunk) and ``linalg`` (``_DaskLinalg``)."""
+    axis one chunk), ``take_along_axis`` (chunk by chunk) and ``linalg``
+    (``_DaskLinalg``)."""
 
     def __init__(self) -> None:
         super().__init__("numpy")
@@ -56,6 +57,7 @@ class _DaskNumPy(types.ModuleType):
         self.asanyarray = self._passing(numpy.asanyarray)
         self.array = self._passing(numpy.array)
         self.stack = self._stack
+        self.take_along_axis = self._take_along_axis
         self.linalg = _DaskLinalg()
 
     def _stack(self, arrays: Any, axis: int = 0, out: Any = None, **kwargs: Any) -> Any:
@@ -71,6 +73,29 @@ class _DaskNumPy(types.ModuleType):
             raise NotImplementedError("np.stack(..., out=) into a Dask array")
         out = self._da.stack(arrays, axis=axis, **kwargs)
         return out.rechunk({axis % out.ndim: -1})
+
+    def _take_along_axis(self, arr: Any, indices: Any, axis: Any) -> Any:
+        """``numpy.take_along_axis``; along the last axis of Dask arrays, NumPy's own
+        chunk by chunk (the other axes broadcast and chunked alike, the last whole).
+        Dask has none: it warns and computes its arguments whole into this process."""
+        da = self._da
+        dask_args = isinstance(arr, da.Array) or isinstance(indices, da.Array)
+        last = axis is not None and numpy.ndim(arr) == numpy.ndim(indices) and \
+            axis in (-1, numpy.ndim(arr) - 1)
+        if not (dask_args and last):
+            return numpy.take_along_axis(arr, indices, axis)
+        batch = numpy.broadcast_shapes(numpy.shape(arr)[:-1], numpy.shape(indices)[:-1])
+        lead = arr if isinstance(arr, da.Array) else indices
+        rows = lead.chunks[0] if batch and lead.shape[0] == batch[0] else None
+        pieces = []
+        for a in (arr, indices):
+            a = da.broadcast_to(da.asarray(a), batch + numpy.shape(a)[-1:])
+            pieces.append(a.rechunk(((rows,) if rows else ((batch[0],) if batch else ()))
+                                    + tuple((n,) for n in a.shape[1:]))
+                          if a.ndim else a)
+        a, i = pieces
+        return da.map_blocks(numpy.take_along_axis, a, i, axis=-1, chunks=i.chunks,
+                             dtype=a.dtype)
 
     def _passing(self, fn: Any) -> Any:
         da = self._da

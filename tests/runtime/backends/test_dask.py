@@ -317,6 +317,7 @@ REFUSED = {
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.filterwarnings("error:The .* is not implemented by Dask array:FutureWarning")
 def test_every_example_agrees_or_is_refused_by_name(example, client, monkeypatch, capsys):
     """Each example's ``main()`` runs as written up to its first EP/VMP run (the rest
     is ``tests/test_examples.py``'s), which is run again on Dask (2 chunks where a
@@ -324,7 +325,9 @@ def test_every_example_agrees_or_is_refused_by_name(example, client, monkeypatch
     only, the backend refuses it with ``ff.BackendError`` naming that reason and the
     backend that runs it.  Any other refusal or exception is a fault of factorflow's
     own, and fails (lda, logistic and Poisson regression were refused by faults of
-    factorflow's, counted as Dask's limits)."""
+    factorflow's, counted as Dask's limits).  So does a NumPy function Dask lacks: Dask
+    warns and computes its arguments whole into this process (``np.take_along_axis``
+    read LDA's per-datum arrays so)."""
     import importlib
 
     from factorflow.runtime.compiled import CompiledModel, compile_model
