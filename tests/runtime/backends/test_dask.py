@@ -573,6 +573,47 @@ def test_the_kernels_normalise_and_exponentiate_dask_arrays_block_by_block():
         np.testing.assert_array_equal(normalised.compute(), numpy_base.log_normalize(x))
 
 
+def test_the_kernels_numpy_runs_chunk_by_chunk_equal_numpy():
+    """The kernels Dask arrays could not run as written, in the Dask copies: NumPy's own
+    code chunk by chunk, nothing computed while the graph is built, the values NumPy's.
+    ``tilted_moments`` (boolean indexing, writes in place: EP's logistic and Poisson
+    links) over elements on both of its rules (wide and narrow cavities), to 1e-13 (the
+    elements a NumPy block holds change the vectorised sums' rounding: 3e-15 seen);
+    ``_scatter_counts`` (a weighted ``bincount``) over the chunked axis (summed) and
+    along it (kept), to 1e-12; ``np.take_along_axis`` (Dask has none, and computed its
+    arguments whole), exactly."""
+    from factorflow.factors import discrete as numpy_discrete
+    from factorflow.factors import quadrature as numpy_quadrature
+    from factorflow.runtime.backends.dask_namespace import namespace
+    ns = namespace()
+    quadrature, discrete = ns["factorflow.factors.quadrature"], ns["factorflow.factors.discrete"]
+    rng = np.random.default_rng(5)
+    m, v = rng.normal(0.0, 4.0, 30), np.exp(rng.normal(1.0, 2.0, 30))  # (some v > 4: wide)
+    k = rng.integers(0, 4, 30).astype(float)
+    x, w = rng.integers(0, 4, (30, 3)), rng.random((30, 3))
+    table, picks = rng.normal(size=(30, 5)), rng.integers(0, 5, (30, 1))
+    with dask.config.set(scheduler=_refuse):
+        tilted = [quadrature.tilted_moments(da.from_array(m, chunks=10), v, step, tilt)
+                  for step, tilt in ((quadrature.LOGISTIC, 0.0), (quadrature.EXP_NEG_EXP, k))]
+        summed = discrete._scatter_counts(da.from_array(x, chunks=(10, 3)), w, 4,
+                                          ((30, 3), (0, 1)))
+        kept = discrete._scatter_counts(x, da.from_array(w, chunks=(7, 3)), 4, ((30, 3), (1,)))
+        taken = ns["factorflow.factors.gaussian"].np.take_along_axis(
+            da.from_array(table, chunks=(10, 5)), picks, -1)
+    assert kept.chunks[0] == (7, 7, 7, 7, 2) and taken.chunks[0] == (10, 10, 10)
+    with dask.config.set(scheduler="sync"):
+        for got, (step, tilt) in zip(tilted, (("LOGISTIC", 0.0), ("EXP_NEG_EXP", k)),
+                                     strict=True):
+            want = numpy_quadrature.tilted_moments(m, v, getattr(numpy_quadrature, step), tilt)
+            for a, b in zip(dask.compute(*got), want, strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(summed.compute(), numpy_discrete._scatter_counts(
+            x, w, 4, ((30, 3), (0, 1))), rtol=1e-12)
+        np.testing.assert_allclose(kept.compute(), numpy_discrete._scatter_counts(
+            x, w, 4, ((30, 3), (1,))), rtol=1e-12)
+        np.testing.assert_array_equal(taken.compute(), np.take_along_axis(table, picks, -1))
+
+
 def test_column_sums_of_dask_probabilities_bring_no_array_over_the_plate():
     """Σ_n q_nk of (N, K) Dask probabilities (a Dirichlet's message from a per-datum
     Discrete) in the Dask copy: Dask's sum over the plate axis, whose graph holds nothing
