@@ -14,9 +14,9 @@ for ``ff.Data`` (whose value may change between runs), again at every run:
   the factor's own ``value_check`` (for example a Binomial count within its trials), and
   no random element fills two of its arguments (``check_distinct_arguments``).
 
-A Dask array (any object with ``__dask_graph__``) is read into this process by these
-checks (``np.asarray``), except inside ``lazy_data()``, which the Dask backend enters for
-a run's data: there it is never read whole.  Its dtype and shape are checked from its
+A Dask array (an object with ``__dask_graph__`` and ``chunks``) is read into this process
+by these checks (``np.asarray``), except inside ``lazy_data()``, which the Dask backend
+enters for a run's data: there it is never read whole.  Its dtype and shape are checked from its
 metadata, and the value checks run chunk by chunk where the array lives (each chunk
 checked by the NumPy check itself, ``_lazy_verdict``), one small computation of a
 boolean per chunk for each (array, domain), remembered for the rest of the context.
@@ -44,8 +44,8 @@ _KIND_NAMES = {"c": "complex", "O": "Python object", "U": "string", "S": "byte s
                "M": "date", "m": "time interval", "V": "structured"}
 
 
-#: the verdicts of the Dask arrays checked in the ``lazy_data()`` context in progress,
-#: by (array name, domain, size); None outside one (Dask arrays are read whole there)
+#: the Dask arrays checked in each ``lazy_data()`` context in progress (innermost last),
+#: by (array name, domain, size); empty outside one (Dask arrays are read whole there)
 _LAZY: list[dict[tuple[Any, ...], None]] = []
 
 
@@ -63,10 +63,10 @@ def lazy_data() -> Iterator[None]:
 
 
 def is_lazy(value: Any) -> bool:
-    """Whether ``value`` is a Dask collection with array metadata (dtype, shape), which
-    ``lazy_data()`` keeps lazy."""
-    return bool(_LAZY) and hasattr(value, "__dask_graph__") and hasattr(value, "dtype") \
-        and hasattr(value, "shape")
+    """Whether ``value`` is a Dask array (a Dask collection with ``dtype``, ``shape`` and
+    ``chunks``) inside ``lazy_data()``, which keeps it lazy."""
+    return bool(_LAZY) and all(hasattr(value, a) for a in ("__dask_graph__", "dtype",
+                                                           "shape", "chunks"))
 
 
 def _lazy_verdict(value: Any, key: tuple[Any, ...], check: Callable[[np.ndarray], Any]
