@@ -50,11 +50,17 @@ Run: ``python benchmarks/bench_dask.py [--sizes N ...] [--k K] [--sweeps S]
 on the cluster, computed there after the timing for the comparison; ``--chunk``: the
 backend's default, ``default_chunk_rows``, when not given).  Timings on a shared machine
 are noisy.
+
+``--checks``: instead, the run's data checks alone (``checks.run_data``) of the points given
+as a Dask array the workers read from a file, read whole into this process beside chunk
+by chunk on the cluster (``checks.lazy_data``), at each N of ``--sizes``: wall and CPU
+seconds of this process and its peak traced memory (``check_table``).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import tempfile
 import time
@@ -222,6 +228,51 @@ def _difference(result, ref) -> float:
     return max(_relative(x, y) for x, y in pairs)
 
 
+def check_table(sizes: list[int], chunk: int, repeats: int = 3) -> None:
+    """``--checks``: the run's data checks (``checks.run_data``) of ``ff.Data("xs")``
+    given as a Dask array the workers read from a file, read whole into this process (as
+    before ``checks.lazy_data``) beside chunk by chunk on the cluster (within it), side
+    by side in one process: the best of ``repeats`` wall and CPU seconds of this process
+    (the workers' read is in the wall time) and this process's peak of traced memory
+    (``tracemalloc``) over the checks, MB."""
+    import time
+    import tracemalloc
+    from tempfile import TemporaryDirectory
+
+    import dask
+
+    from factorflow.model import checks
+    from factorflow.runtime.backends.dask_backend import local_client
+    client = local_client()
+    print(f"data checks of ff.Data('xs') (the 1-D mixture's points, a Dask array read by "
+          f"the workers from a .npy file in chunks of {chunk:,}), best of {repeats}")
+    print(f"{'N':>12} | {'data MB':>8} | {'how':>14} | {'wall s':>7} | {'CPU s here':>10} | "
+          f"{'peak MB here':>12}")
+    try:
+        for n in sizes:
+            x = np.random.default_rng(0).normal(size=n)
+            model = data_model(n, 2)
+            with TemporaryDirectory() as folder, dask.config.set(scheduler=client):
+                arr = lazy_data(x, chunk, folder)
+                for how, context in (("read whole", contextlib.nullcontext),
+                                     ("chunk by chunk", checks.lazy_data)):
+                    best = [np.inf, np.inf, np.inf]
+                    for _ in range(repeats):
+                        tracemalloc.start()
+                        wall, cpu = time.perf_counter(), time.process_time()
+                        with context():
+                            checks.run_data(model, {"xs": arr})
+                        got = [time.perf_counter() - wall, time.process_time() - cpu,
+                               tracemalloc.get_traced_memory()[1] / 1e6]
+                        tracemalloc.stop()
+                        best = [min(a, b) for a, b in zip(best, got, strict=True)]
+                    print(f"{n:>12,} | {x.nbytes / 1e6:>8.1f} | {how:>14} | {best[0]:>7.2f} | "
+                          f"{best[1]:>10.2f} | {best[2]:>12.1f}")
+    finally:
+        client.close()
+        client.cluster.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10**5, 10**6])
@@ -241,7 +292,14 @@ def main() -> None:
     parser.add_argument("--dask-defaults", action="store_true",
                         help="the workers with Dask's own configuration (before the "
                              "backend bounded their diagnostics)")
+    parser.add_argument("--checks", action="store_true",
+                        help="time the run's data checks only (read whole against chunk "
+                             "by chunk on the cluster; check_table)")
     args = parser.parse_args()
+    if args.checks:
+        from factorflow.runtime.backends.dask_backend import default_chunk_rows
+        check_table(args.sizes, args.chunk or default_chunk_rows(1))
+        return
 
     from distributed import get_task_stream
 

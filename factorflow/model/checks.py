@@ -13,11 +13,22 @@ for ``ff.Data`` (whose value may change between runs), again at every run:
 * ``check_statement`` — the known arguments of one factor statement fit together, by
   the factor's own ``value_check`` (for example a Binomial count within its trials), and
   no random element fills two of its arguments (``check_distinct_arguments``).
+
+A Dask array (an object with ``__dask_graph__`` and ``chunks``) is read into this process
+by these checks (``np.asarray``), except inside ``lazy_data()``, which the Dask backend
+enters for a run's data: there it is never read whole.  Its dtype and shape are checked from its
+metadata, and the value checks run chunk by chunk where the array lives (each chunk
+checked by the NumPy check itself, ``_lazy_verdict``), one small computation of a
+boolean per chunk for each (array, domain), remembered for the rest of the context.
+Where a chunk fails, that chunk alone is read here and checked again, which raises
+the NumPy check's own error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from itertools import combinations
 from typing import Any
 
@@ -31,6 +42,63 @@ from factorflow.model.core import Data, FactorCall, Indexed, Model, Variable
 _REAL_KINDS = "biuf"
 _KIND_NAMES = {"c": "complex", "O": "Python object", "U": "string", "S": "byte string",
                "M": "date", "m": "time interval", "V": "structured"}
+
+
+#: the Dask arrays checked in each ``lazy_data()`` context in progress (innermost last),
+#: by (array name, domain, size); empty outside one (Dask arrays are read whole there)
+_LAZY: list[dict[tuple[Any, ...], None]] = []
+
+
+@contextlib.contextmanager
+def lazy_data() -> Iterator[None]:
+    """Within it, a Dask array given to these checks stays a Dask array: checked from its
+    metadata and chunk by chunk on whatever scheduler Dask is set to (the module doc),
+    never read whole into this process.  Each (array, domain) is checked once in it (a
+    Dask array's name stands for its values)."""
+    _LAZY.append({})
+    try:
+        yield
+    finally:
+        _LAZY.pop()
+
+
+def is_lazy(value: Any) -> bool:
+    """Whether ``value`` is a Dask array (a Dask collection with ``dtype``, ``shape`` and
+    ``chunks``) inside ``lazy_data()``, which keeps it lazy."""
+    return bool(_LAZY) and all(hasattr(value, a) for a in ("__dask_graph__", "dtype",
+                                                           "shape", "chunks"))
+
+
+def _lazy_verdict(value: Any, key: tuple[Any, ...], check: Callable[[np.ndarray], Any]
+                  ) -> None:
+    """Run ``check`` (a NumPy check raising DataError) on every chunk of the Dask array
+    ``value`` where the chunks are (one boolean per chunk, computed at once; every axis
+    but the first made whole, so a row is checked in one piece), once per ``key`` within
+    the ``lazy_data()`` context; where a chunk fails, that chunk is read here and
+    ``check`` raises its error on it."""
+    import dask
+    done = _LAZY[-1]
+    if key in done:
+        return
+    if value.ndim > 1:
+        value = value.rechunk({axis: -1 for axis in range(1, value.ndim)})
+    passes = value.map_blocks(functools.partial(_passes, check), dtype=bool,
+                              chunks=tuple((1,) * len(c) for c in value.chunks))
+    verdicts = np.asarray(dask.compute(passes)[0], bool)
+    if not verdicts.all():
+        at = tuple(int(i) for i in np.argwhere(~verdicts)[0])
+        check(np.asarray(dask.compute(value.blocks[at])[0]))
+    done[key] = None
+
+
+def _passes(check: Callable[[np.ndarray], Any], block: np.ndarray) -> np.ndarray:
+    """Whether ``check`` accepts ``block``, as one boolean of ``block``'s dimensions (run
+    on the workers)."""
+    try:
+        check(block)
+    except DataError:
+        return np.zeros((1,) * block.ndim, bool)
+    return np.ones((1,) * block.ndim, bool)
 
 
 def numeric_array(value: Any, what: str) -> np.ndarray:
@@ -53,23 +121,44 @@ def numeric_array(value: Any, what: str) -> np.ndarray:
                             "(np.ma.filled) if they are real values.")
         value = np.ma.getdata(value)
     try:
-        arr = np.asarray(value)
+        arr = value if is_lazy(value) else np.asarray(value)
     except (TypeError, ValueError) as exc:  # ragged nested lists
         raise DataError(f"{what}: expected an array of numbers, got {value!r} ({exc}).") \
             from None
-    if arr.dtype.kind not in _REAL_KINDS:
-        kind = _KIND_NAMES.get(arr.dtype.kind, str(arr.dtype))
-        hint = ("keep the real part (np.real) or model the parts separately"
-                if arr.dtype.kind == "c" else "convert it to an array of numbers first "
-                "(for example np.asarray(x, dtype=float))")
-        raise DataError(f"{what}: expected real numbers, got {kind} data (dtype "
-                        f"{arr.dtype}); {hint}.")
+    check_dtype(arr.dtype, what)
     return arr
 
 
+def check_dtype(dtype: np.dtype, what: str) -> None:
+    """DataError naming ``what`` unless ``dtype`` holds real numbers that float64, in
+    which factorflow computes on every backend, holds exactly: complex, object, string,
+    date and structured data are refused, and so is extended precision
+    (``np.longdouble``: ``.astype(float)`` would round it silently)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind not in _REAL_KINDS:
+        kind = _KIND_NAMES.get(dtype.kind, str(dtype))
+        hint = ("keep the real part (np.real) or model the parts separately"
+                if dtype.kind == "c" else "convert it to an array of numbers first "
+                "(for example np.asarray(x, dtype=float))")
+        raise DataError(f"{what}: expected real numbers, got {kind} data (dtype "
+                        f"{dtype}); {hint}.")
+    if dtype.kind == "f" and dtype.itemsize > 8:
+        raise DataError(f"{what}: data of dtype {dtype} would lose precision: factorflow "
+                        "computes in float64; convert it with .astype(float) first.")
+
+
 def check_support(value: Any, domain: str, what: str, size: int | None = None) -> np.ndarray:
-    """``value`` as an array if it lies in ``domain``; DataError naming ``what`` otherwise."""
+    """``value`` as an array if it lies in ``domain``; DataError naming ``what`` otherwise.
+    A Dask array within ``lazy_data()`` stays one (cast lazily), checked chunk by chunk
+    (its shape for vectors and matrices from its metadata)."""
     raw = numeric_array(value, what)
+    if is_lazy(raw):
+        if domain in ("vector", "posdef"):
+            _vector_shape(raw.shape, domain, what, size)
+        key = (raw.name, domain, size if domain in ("int", "vector", "posdef") else None)
+        _lazy_verdict(raw, key, functools.partial(
+            check_support, domain=domain, what=what, size=size))
+        return raw.astype(bool if domain == "bool" else float)
     if domain in ("vector", "posdef"):
         return _check_vectors(raw, domain, what, size)
     arr = raw.astype(bool if domain == "bool" else float)
@@ -110,21 +199,27 @@ def _check_vectors(raw: np.ndarray, domain: str, what: str, size: int | None) ->
     """A vector (last axis D) or a symmetric positive-definite matrix (last two axes
     D × D, refused with its smallest eigenvalue), D = ``size`` when given."""
     arr = raw.astype(float)
-    event = 1 if domain == "vector" else 2
-    if arr.ndim < event:
-        need = "a vector" if domain == "vector" else "a square matrix"
-        raise DataError(f"{what}: expected {need} (one per plate element), got shape "
-                        f"{arr.shape}.")
-    if size is not None and arr.shape[-event:] != (size,) * event:
-        need = f"({size},)" if domain == "vector" else f"({size}, {size})"
-        raise DataError(f"{what} has shape {arr.shape}, but its last axes must be {need} "
-                        f"(D = {size}).")
+    _vector_shape(arr.shape, domain, what, size)
     if domain == "posdef":
         from factorflow.distributions.multivariate import check_positive_definite
         return check_positive_definite(arr, what)
     if not np.all(np.isfinite(arr)):
         raise DataError(f"{what} contains NaN or inf; remove or impute those values.")
     return arr
+
+
+def _vector_shape(shape: tuple[int, ...], domain: str, what: str, size: int | None) -> None:
+    """DataError naming ``what`` unless ``shape`` ends in a vector (``domain`` "vector")
+    or a square matrix ("posdef"), of ``size`` when given."""
+    event = 1 if domain == "vector" else 2
+    if len(shape) < event:
+        need = "a vector" if domain == "vector" else "a square matrix"
+        raise DataError(f"{what}: expected {need} (one per plate element), got shape "
+                        f"{shape}.")
+    if size is not None and shape[-event:] != (size,) * event:
+        need = f"({size},)" if domain == "vector" else f"({size}, {size})"
+        raise DataError(f"{what} has shape {shape}, but its last axes must be {need} "
+                        f"(D = {size}).")
 
 
 def check_data_value(model: Model, name: str, value: Any) -> np.ndarray:
@@ -148,10 +243,14 @@ def check_data_value(model: Model, name: str, value: Any) -> np.ndarray:
             raise DataError(f"{what} has shape {checked.shape}, which does not broadcast "
                             f"to the plates' shape {use.shape}; give one value per plate "
                             "element or a single value.")
-    if arr.dtype.kind != "b" and not np.all(np.isfinite(arr)):
+    uses = model.data_uses.get(name, ())
+    if is_lazy(arr):  # (NaN and inf: refused by every use's check but a boolean one's)
+        if arr.dtype.kind != "b" and all(use.domain == "bool" for use in uses):
+            check_support(arr, "real", f"ff.Data({name!r})")
+    elif arr.dtype.kind != "b" and not np.all(np.isfinite(arr)):
         raise DataError(f"ff.Data({name!r}): the value contains NaN or inf; remove or impute "
                         "those values.")
-    if arr.dtype.kind == "f" and any(u.domain == "int" for u in model.data_uses.get(name, ())):
+    if arr.dtype.kind == "f" and any(u.domain == "int" for u in uses):
         return arr.astype(np.intp)  # integral values (checked above): the same numbers
     return arr
 

@@ -265,6 +265,11 @@ BAD_VALUES = {
     "object": (np.array([1.0, 2.0], dtype=object), r"Python object data"),
     "string": (np.array(["1.0", "2.0"]), r"string data"),
     "ragged": ([[1.0], [1.0, 2.0]], r"expected an array of numbers"),
+    # extended precision: float64, in which factorflow computes, would round it (where
+    # np.longdouble is float64 itself, as on some platforms, it is plain data)
+    **({"longdouble": (np.array([1.0, 1.0 + 2.0**-60], dtype=np.longdouble),
+                       r"float128 would lose precision.*\.astype\(float\) first")}
+       if np.dtype(np.longdouble).itemsize > 8 else {}),
     "masked": (np.ma.masked_array([1.0, 2.0], mask=[False, True]),
                r"a masked array with 1 masked element\(s\) \(the first at \(1,\)\); "
                "factorflow reads masked values as missing observations only in the "
@@ -390,6 +395,28 @@ def test_complex_data_at_run_time():
         ff.Gaussian("x", m, precision=1.0)
     with pytest.raises(ff.DataError, match=r"ff.Data\('m'\).*complex"):
         model.infer("ep", data={"m": 1j})
+
+
+@pytest.mark.parametrize("backend", ["numpy", "jax"])
+def test_data_that_float64_would_round_is_refused_at_run_time(backend):
+    """An ``ff.Data`` value of extended precision is refused by name on every backend,
+    never rounded to float64 (the NumPy backend took it and rounded it: 1 + 2⁻⁶⁰ ran as
+    1); float32 is widened exactly and runs.  (The Dask backend's: test_dask.py.)"""
+    with ff.Model("rounding") as model:
+        with ff.Plate(ff.Range("n", 2)):
+            ff.Gaussian("x", ff.Data("m"), precision=1.0, observed=np.zeros(2))
+    value = np.array([1.0, 1.0 + 2.0**-60], dtype=np.longdouble)
+    if np.dtype(np.longdouble).itemsize > 8:
+        with pytest.raises(ff.DataError, match=r"ff.Data\('m'\).*float128 would lose "
+                           r"precision.*\.astype\(float\) first"):
+            model.infer("vmp", data={"m": value}, backend=backend)
+    else:  # (np.longdouble is float64 on this platform: plain data, nothing rounded)
+        got = model.infer("vmp", 1, data={"m": value}, backend=backend)
+        assert got.log_evidence == model.infer("vmp", 1, data={"m": value.astype(float)}
+                                               ).log_evidence
+    widened = model.infer("vmp", 1, data={"m": np.float32([0.5, 2.0])}, backend=backend)
+    exact = model.infer("vmp", 1, data={"m": np.array([0.5, 2.0])})
+    assert widened.log_evidence == exact.log_evidence
 
 
 # ----- Binomial counts above their trials ----------------------------------------------

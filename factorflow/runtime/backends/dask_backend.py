@@ -11,9 +11,11 @@ both backends compute the same updates.  ``run(..., client=None, chunks=None)``:
   sum to the plate's size; by default ``default_chunk_rows`` of the program's widest
   per-datum row, 26,214 rows for a mixture of K = 10), every other axis whole.  NumPy data
   is sent to the workers once, at the start; a Dask array given in ``data`` is used as
-  it is (one read lazily, by ``da.from_zarr`` or ``map_blocks``, is read chunk by chunk
-  at each pass and never held whole anywhere; ``persist()`` it to keep it in the
-  workers' memory);
+  it is, with its own chunks unless ``chunks`` is given (then rechunked along the plate
+  as asked), checked chunk by chunk on the cluster (``checks.lazy_data``; one read
+  lazily, by ``da.from_zarr`` or ``map_blocks``, is read chunk by chunk at each pass
+  and never held whole anywhere, the checks included; ``persist()`` it to keep it in
+  the workers' memory);
 - each statement over that plate is then a lazy chunked Dask array, and each message
   that sums over it (to a K-sized variable) is computed where its operator makes it
   (``_eager``): one pass over the data, chunk by chunk, then a tree reduction of the
@@ -54,7 +56,9 @@ from typing import Any
 import numpy as np
 
 import factorflow.distributions as dist
+from factorflow.codegen.names import display
 from factorflow.errors import BackendError, DataError, ModelError
+from factorflow.model import checks
 from factorflow.runtime.backends import dask_fusion, dask_namespace
 from factorflow.runtime.backends.dask_monitor import ChunkedChanges
 from factorflow.runtime.backends.dask_namespace import (
@@ -167,7 +171,8 @@ def resolve_client(client: Any) -> Any:
 
 def plate_chunks(chunks: Any, size: int, plate: str) -> tuple[int, ...]:
     """``chunks`` (rows per chunk, or the chunk lengths) as the chunk lengths along a
-    plate of ``size``; DataError where they do not tile it."""
+    plate of ``size`` (``plate``: its identifier); DataError naming the plate as the model
+    does where they do not tile it."""
     if chunks is None:
         chunks = default_chunk_rows(1)
     if isinstance(chunks, int | np.integer) and not isinstance(chunks, bool):
@@ -181,19 +186,16 @@ def plate_chunks(chunks: Any, size: int, plate: str) -> tuple[int, ...]:
         raise DataError(f"chunks must be a number of rows or a tuple of chunk lengths, "
                         f"got {chunks!r}.") from None
     if any(c < 1 for c in lengths) or sum(lengths) != size:
-        raise DataError(f"chunks {lengths} do not tile the plate {plate!r} of size {size}: "
-                        "the chunk lengths must be positive and sum to it.")
+        raise DataError(f"chunks {lengths} do not tile the plate {display(plate)!r} of size "
+                        f"{size}: the chunk lengths must be positive and sum to it.")
     return lengths
 
 
 def check_dtype(name: str, arr: np.ndarray) -> np.ndarray:
     """``arr`` as the Dask backend computes it: float64 for floats (float32 widened
-    exactly); BackendError for a dtype float64 would round (extended precision,
-    complex)."""
-    if arr.dtype.kind == "c" or (arr.dtype.kind == "f" and arr.dtype.itemsize > 8):
-        raise BackendError(f"{name}: data of dtype {arr.dtype} would lose precision in the "
-                           "Dask backend, which computes in float64; convert it with "
-                           ".astype(float) first, or use backend='numpy'.")
+    exactly); DataError naming ``name`` for a dtype float64 would round (extended
+    precision, complex), as every backend refuses it (``checks.check_dtype``)."""
+    checks.check_dtype(arr.dtype, name)
     return arr.astype(np.float64) if arr.dtype.kind == "f" else arr
 
 
@@ -203,7 +205,7 @@ def check_dask_chunks(name: str, arr: Any, plate: str | None) -> Any:
     if plate is None or any(len(c) > 1 for c in arr.chunks[1:]):
         raise DataError(f"{name}: a Dask array chunked as {arr.chunks}, but the Dask "
                         f"backend chunks data along its plate "
-                        f"{'axis 0' if plate is None else repr(plate)} only "
+                        f"{'axis 0' if plate is None else repr(display(plate))} only "
                         f"({'it has no plate' if plate is None else 'as axis 0'}): "
                         "rechunk it so every other axis is one chunk "
                         "(arr.rechunk({0: n, 1: -1, ...})).")
@@ -329,6 +331,7 @@ class DaskCompiledModel(CompiledModel):
         self._infer = self._run_dask
         self._client: Any = None
         self._chunks: Any = None
+        self._chunks_given = False
         self._given: dict[str, Any] = {}
         self._gather: Any = True
 
@@ -357,7 +360,9 @@ class DaskCompiledModel(CompiledModel):
         """As ``CompiledModel.run``, on the Dask cluster ``client`` (None: a local one of
         2 workers) with the data chunked along its plate, ``chunks`` rows per chunk (or
         the chunk lengths); see the module docstring.  ``data`` may hold Dask arrays
-        chunked along the plate only.  Checkpoints raise ``ff.BackendError``.
+        chunked along the plate only: their own chunks are kept, unless ``chunks`` is
+        given, which rechunks them along the plate.  Checkpoints raise
+        ``ff.BackendError``.
 
         ``gather``: which per-datum posteriors (those whose parameters are chunked along
         the plate) come back as NumPy arrays, gathered chunk by chunk at the end: True
@@ -404,6 +409,16 @@ class DaskCompiledModel(CompiledModel):
                        for k, v in (data or {}).items() if isinstance(v, da.Array)}
         self._client = resolve_client(client)
         self._chunks = default_chunk_rows(self.row_width()) if chunks is None else chunks
+        self._chunks_given = chunks is not None
+
+    def _data(self, data: dict[str, Any] | None) -> dict[str, Any]:
+        """``CompiledModel._data`` (the run's values, checked) with the Dask arrays among
+        them checked where they are, on the run's cluster, never read whole into this
+        process (``checks.lazy_data``): their dtype and shape from their metadata, their
+        values one boolean per chunk."""
+        import dask
+        with checks.lazy_data(), dask.config.set(scheduler=self._client):
+            return super()._data(data)
 
     def row_width(self) -> int:
         """The widest row of a per-datum array of the program: the largest product, over
@@ -430,8 +445,10 @@ class DaskCompiledModel(CompiledModel):
                 continue
             value = given.get(d.attr("data"), values[d.name])
             if isinstance(value, da.Array):  # (its dtype checked before any cast)
-                check_dtype(d.label, np.empty(0, value.dtype))
-                value = value.astype(np.float64) if value.dtype.kind == "f" else value
+                value = check_dtype(d.label, value)
+                if (self._chunks_given and lengths is not None and value.ndim
+                        and value.shape[0] == sizes[plate] and value.chunks[0] != lengths):
+                    value = value.rechunk({0: lengths})  # (chunks= asked for: as asked)
                 out[d.name] = value
                 continue
             arr = check_dtype(d.label, np.asarray(value))
@@ -700,21 +717,18 @@ def _eager(operator: Any) -> Any:
 
 
 def _refused_by_dask(error: BaseException) -> bool:
-    """Whether ``error`` is Dask declining an array operation: NotImplementedError, an
-    attribute a Dask array lacks, NumPy finding no Dask implementation of a function, or
-    an error raised inside Dask's own code."""
+    """Whether ``error`` is Dask declining an array operation: NotImplementedError (Dask's
+    own way, as for ``out=`` and in-place writes), an attribute a Dask array lacks, or
+    NumPy finding no Dask implementation of a function.  Nothing else is, wherever it was
+    raised: an error inside Dask's code from what factorflow handed it (a NumPy weight
+    where Dask needs a Dask array, a shape of unknown length) is a fault of factorflow's
+    own and propagates as it is."""
     import dask.array as da
     if isinstance(error, NotImplementedError):
         return True
     if isinstance(error, AttributeError) and isinstance(getattr(error, "obj", None), da.Array):
         return True
-    if "__array_function__" in str(error) or "__array_ufunc__" in str(error):
-        return True
-    tb = error.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and str(tb.tb_frame.f_globals.get("__name__", "")).startswith(
-        "dask")
+    return "__array_function__" in str(error) or "__array_ufunc__" in str(error)
 
 
 def _copy_of(ns: Any, value: Any) -> Any:

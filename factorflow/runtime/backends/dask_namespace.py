@@ -18,7 +18,9 @@ wrapped (``_OVERRIDES``), each passing NumPy input to the original: ``all_true``
 element, with no computation to choose a fast one); ``is_zeros_view`` (NumPy's reads
 ``.strides``), ``memo_of`` and ``log_normalize`` (NumPy's mark results read-only) accept
 Dask arrays; ``_product_normalized`` makes a large (N, K) product lazily instead of
-block by block in place; ``total`` leaves a Dask term's sum lazy, so the evidence is one
+block by block in place; ``tilted_moments`` (EP's logistic and Poisson links: boolean
+indexing and writes in place) and ``_scatter_counts`` (weighted ``bincount``) run NumPy's
+own chunk by chunk; ``total`` leaves a Dask term's sum lazy, so the evidence is one
 computation; and ``check_proper`` computes a K-sized posterior's verdict in one round
 trip with its parameters, and defers a per-datum one's to the next round trip
 (``materialise``).  ``Discrete.entropy`` and the VMP evidence of a gate's cases take
@@ -30,6 +32,7 @@ in place, or calls what Dask lacks, fails in Dask; the backend turns that into
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
@@ -41,8 +44,9 @@ from factorflow.runtime.backends.jax_namespace import Namespace
 class _DaskNumPy(types.ModuleType):
     """``numpy`` as the Dask copies see it: NumPy, except ``asarray``/``array``/
     ``asanyarray`` (a Dask array passes through, cast where a dtype is asked for),
-    ``ndarray`` (NumPy's or Dask's array class) and ``stack`` (of Dask arrays: the new
-    axis one chunk)."""
+    ``ndarray`` (NumPy's or Dask's array class), ``stack`` (of Dask arrays: the new
+    axis one chunk), ``take_along_axis`` (chunk by chunk) and ``linalg``
+    (``_DaskLinalg``)."""
 
     def __init__(self) -> None:
         super().__init__("numpy")
@@ -53,6 +57,8 @@ class _DaskNumPy(types.ModuleType):
         self.asanyarray = self._passing(numpy.asanyarray)
         self.array = self._passing(numpy.array)
         self.stack = self._stack
+        self.take_along_axis = self._take_along_axis
+        self.linalg = _DaskLinalg()
 
     def _stack(self, arrays: Any, axis: int = 0, out: Any = None, **kwargs: Any) -> Any:
         """``numpy.stack``; of Dask arrays, with the new axis one chunk (Dask's makes
@@ -68,6 +74,29 @@ class _DaskNumPy(types.ModuleType):
         out = self._da.stack(arrays, axis=axis, **kwargs)
         return out.rechunk({axis % out.ndim: -1})
 
+    def _take_along_axis(self, arr: Any, indices: Any, axis: Any) -> Any:
+        """``numpy.take_along_axis``; along the last axis of Dask arrays, NumPy's own
+        chunk by chunk (the other axes broadcast and chunked alike, the last whole).
+        Dask has none: it warns and computes its arguments whole into this process."""
+        da = self._da
+        dask_args = isinstance(arr, da.Array) or isinstance(indices, da.Array)
+        last = axis is not None and numpy.ndim(arr) == numpy.ndim(indices) and \
+            axis in (-1, numpy.ndim(arr) - 1)
+        if not (dask_args and last):
+            return numpy.take_along_axis(arr, indices, axis)
+        batch = numpy.broadcast_shapes(numpy.shape(arr)[:-1], numpy.shape(indices)[:-1])
+        lead = arr if isinstance(arr, da.Array) else indices
+        rows = lead.chunks[0] if batch and lead.shape[0] == batch[0] else None
+        pieces = []
+        for a in (arr, indices):
+            a = da.broadcast_to(da.asarray(a), batch + numpy.shape(a)[-1:])
+            pieces.append(a.rechunk(((rows,) if rows else ((batch[0],) if batch else ()))
+                                    + tuple((n,) for n in a.shape[1:]))
+                          if a.ndim else a)
+        a, i = pieces
+        return da.map_blocks(numpy.take_along_axis, a, i, axis=-1, chunks=i.chunks,
+                             dtype=a.dtype)
+
     def _passing(self, fn: Any) -> Any:
         da = self._da
 
@@ -82,6 +111,33 @@ class _DaskNumPy(types.ModuleType):
         value = getattr(numpy, name)
         setattr(self, name, value)
         return value
+
+
+class _DaskLinalg(types.ModuleType):
+    """``numpy.linalg`` as the Dask copies see it: NumPy's, with a stack of matrices in a
+    Dask array refused by name (NotImplementedError, Dask's own way of declining, which
+    the backend turns into ``ff.BackendError``): Dask's linear algebra takes one matrix
+    and raises a bare ValueError (``Dimension must be 2``) for a stack, as per-datum
+    vector Gaussians' operators make."""
+
+    def __init__(self) -> None:
+        super().__init__("numpy.linalg")
+
+    def __getattr__(self, name: str) -> Any:
+        original = getattr(numpy.linalg, name)
+        if not callable(original) or isinstance(original, type):
+            return original
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            stacked = [a for a in args if _is_dask(a) and a.ndim > 2]
+            if stacked:
+                raise NotImplementedError(
+                    f"np.linalg.{name} of a stack of matrices (a Dask array of shape "
+                    f"{stacked[0].shape}): Dask's linear algebra takes one matrix")
+            return original(*args, **kwargs)
+        call.__name__ = name
+        setattr(self, name, call)
+        return call
 
 
 class _Lazy(types.ModuleType):
@@ -369,6 +425,79 @@ def _column_sums(original: Any, module: Any) -> Any:
     return column_sums
 
 
+def _tilted_moments(original: Any, module: Any) -> Any:
+    """``quadrature.tilted_moments`` over Dask arrays: NumPy's own, block by block
+    (``map_blocks``; it is elementwise), the three results one stacked block each.
+    NumPy's splits the elements between its two rules by boolean indexing and writes
+    the parts into its results in place, which Dask arrays cannot do (their masked
+    parts have unknown lengths: every EP run of a logistic or Poisson link over a
+    chunked plate failed).  The same values as NumPy's (it is NumPy's, on each block).
+    ``h`` is one of the module's steps (``LOGISTIC``, ``EXP_NEG_EXP``), passed to the
+    workers by its name."""
+    def tilted_moments(m: Any, v: Any, h: Any, tilt: Any = 0.0) -> Any:
+        if not any(_is_dask(a) for a in (m, v, tilt)):
+            return original(m, v, h, tilt)
+        import dask.array as da
+        step = next(name for name, value in vars(module).items() if value is h)
+        shape = numpy.broadcast_shapes(*(numpy.shape(a) for a in (m, v, tilt)))
+        m, v, k = _aligned([m, v, tilt], shape, float)
+        out = da.map_blocks(functools.partial(_tilted_block, step), m, v, k, new_axis=0,
+                            chunks=((3,),) + m.chunks, dtype=float)
+        return out[0], out[1], out[2]
+    return tilted_moments
+
+
+def _tilted_block(step: str, m: Any, v: Any, k: Any) -> Any:
+    """NumPy's ``tilted_moments`` of one block, stacked (run on the workers)."""
+    from factorflow.factors import quadrature
+    return numpy.stack(quadrature.tilted_moments(m, v, getattr(quadrature, step), k))
+
+
+def _aligned(arrays: list[Any], shape: tuple[int, ...], dtype: Any = None) -> list[Any]:
+    """``arrays`` (Dask or NumPy; at least one Dask) broadcast to ``shape`` as Dask arrays
+    chunked alike: along axis 0 as the first Dask one of them is, every other axis
+    whole (a NumPy array led by the chunked plate enters chunked like the data,
+    ``dask_backend._repeats_stay_small``)."""
+    import dask.array as da
+    out = [da.broadcast_to(da.asarray(a) if dtype is None else da.asarray(a, dtype=dtype),
+                           shape) for a in arrays]
+    lead = next(b for a, b in zip(arrays, out, strict=True) if _is_dask(a))
+    chunks = (lead.chunks[0],) + tuple(shape[1:])
+    return [a.rechunk(chunks) for a in out]
+
+
+def _scatter_counts(original: Any, module: Any) -> Any:
+    """``discrete._scatter_counts`` (weighted counts of categories over plate axes, one
+    ``np.bincount``) of Dask categories or weights: NumPy's own on each chunk of the
+    plate (``blockwise``), the chunks' counts then summed where the chunked axis is
+    reduced (a K-sized tree reduction) or laid side by side where it is kept.  Dask's
+    ``bincount`` takes weights only as a Dask array chunked as the categories are, and
+    no kept axes (an LDA's q(θ) message failed on it).  NumPy's otherwise."""
+    def scatter_counts(x: Any, w: Any, size: int, reduce: Any) -> Any:
+        if not (_is_dask(x) or _is_dask(w)):
+            return original(x, w, size, reduce)
+        import dask.array as da
+        shape, axes = tuple(reduce[0]), tuple(reduce[1])
+        x, w = _aligned([x, w], shape)
+        letters = "abcdefghijklmnopqrstuvwxy"[:len(shape)]
+        summed = 0 in axes  # (the chunked axis: a partial count per chunk, then summed)
+        out = letters[0] + "".join(c for k, c in enumerate(letters) if k and k not in axes)
+        counts = da.blockwise(functools.partial(_counts_block, size, axes, summed),
+                              out + "z", x, letters, w, letters, new_axes={"z": size},
+                              adjust_chunks={"a": 1} if summed else None, dtype=float,
+                              concatenate=True)
+        return counts.sum(axis=0) if summed else counts
+    return scatter_counts
+
+
+def _counts_block(size: int, axes: tuple[int, ...], summed: bool, x: Any, w: Any) -> Any:
+    """NumPy's ``_scatter_counts`` of one chunk (run on the workers); with a leading axis
+    of length 1 where the chunked axis is reduced (the chunk's partial counts)."""
+    from factorflow.factors import discrete
+    counts = discrete._scatter_counts(x, w, size, (x.shape, axes))
+    return counts[None] if summed else counts
+
+
 #: module name -> {name: (the copy's function, the copy) -> its replacement}
 _OVERRIDES: dict[str, dict[str, Any]] = {
     "factorflow.distributions.base": {"all_true": _all_true, "any_true": _any_true,
@@ -378,7 +507,9 @@ _OVERRIDES: dict[str, dict[str, Any]] = {
                                       "_product_normalized": _product_normalized,
                                       "exp_flushed": _exp_flushed},
     "factorflow.factors.gaussian": {"_data_sums": _data_sums},
-    "factorflow.factors.discrete": {"_column_sums": _column_sums},
+    "factorflow.factors.discrete": {"_column_sums": _column_sums,
+                                    "_scatter_counts": _scatter_counts},
+    "factorflow.factors.quadrature": {"tilted_moments": _tilted_moments},
     "factorflow.factors.variable": {"total": _total},
     "factorflow.runtime.kernels": {"check_proper": _check_proper},
 }

@@ -191,7 +191,7 @@ def test_missing_dask_names_the_extra(monkeypatch):
 def test_chunks_that_disagree_with_the_plate(client):
     compiled = _learning().compile("vmp", backend="dask")
     x = np.arange(40.0)
-    with pytest.raises(ff.DataError, match=r"chunks \(10, 10\) do not tile the plate"):
+    with pytest.raises(ff.DataError, match=r"chunks \(10, 10\) do not tile the plate 'n' "):
         compiled.run(data={"xs": x}, client=client, chunks=(10, 10))
     with pytest.raises(ff.DataError, match="positive number of rows"):
         compiled.run(data={"xs": x}, client=client, chunks=0)
@@ -200,7 +200,7 @@ def test_chunks_that_disagree_with_the_plate(client):
         with ff.Plate(ff.Range("n", 6)), ff.Plate(ff.Range("d", 4)):
             ff.Gaussian("y", mu, variance=1.0, observed=ff.Data("ys"))
     y = da.from_array(np.ones((6, 4)), chunks=(3, 2))  # chunked along d, not the plate
-    with pytest.raises(ff.DataError, match=r"chunked as .*along its plate.*rechunk"):
+    with pytest.raises(ff.DataError, match=r"chunked as .*along its plate 'n' .*rechunk"):
         model.compile("vmp", backend="dask").run(data={"ys": y}, client=client)
     with pytest.raises(ff.BackendError, match="client must be"):
         compiled.run(data={"xs": x}, client=3)
@@ -208,12 +208,80 @@ def test_chunks_that_disagree_with_the_plate(client):
 
 def test_dtype_that_would_lose_precision(client):
     compiled = _learning().compile("vmp", backend="dask")
-    with pytest.raises(ff.BackendError, match="float128.*lose precision.*astype"):
+    with pytest.raises(ff.DataError, match=r"ff.Data\('xs'\).*float128.*lose precision.*astype"):
         compiled.run(data={"xs": np.arange(40.0, dtype=np.longdouble)}, client=client)
     x32 = np.float32(np.random.default_rng(2).normal(size=40))
     a = _learning().infer("vmp", 6, data={"xs": x32.astype(float)}, tolerance=None)
     b = compiled.run(6, data={"xs": x32}, client=client, chunks=16, tolerance=None)
     _check_same(_learning(), a, b)
+
+
+def test_dask_data_is_checked_where_it_lives(client, monkeypatch):
+    """A Dask array given as data is checked chunk by chunk on the cluster, never read
+    whole here (issue 14: data larger than this process's memory): within
+    ``checks.lazy_data()`` (as a run checks its data) its value checks run with
+    ``da.Array.__array__`` refusing to be called, and come back the Dask array itself;
+    NaN, inf and values outside the support are refused naming the ff.Data and the
+    variable, by the NumPy check's own message (the failing chunk alone is read).  A run
+    with such data is refused the same way."""
+    from factorflow.model import checks
+    x = np.random.default_rng(3).normal(size=40)
+    model = _learning()
+    with ff.Model("counts") as counts:
+        rate = ff.Gamma("rate", 1.0, rate=1.0)
+        with ff.Plate(ff.Range("n", 40)):
+            ff.Poisson("k", rate, observed=ff.Data("ks"))
+
+    def read_whole(self, *args, **kwargs):
+        raise AssertionError("a Dask array read whole into the client")
+    with monkeypatch.context() as patched, dask.config.set(scheduler=client):
+        patched.setattr(da.Array, "__array__", read_whole)
+        with checks.lazy_data():
+            xs = da.from_array(x, chunks=13)
+            assert checks.run_data(model, {"xs": xs})["xs"] is xs
+            ks = da.from_array(np.arange(40.0) % 5, chunks=13)
+            assert checks.run_data(counts, {"ks": ks})["ks"].name == ks.name
+        for value, match in [(np.nan, "NaN or inf"), (np.inf, "NaN or inf")]:
+            bad = x.copy()
+            bad[30] = value
+            with checks.lazy_data(), pytest.raises(
+                    ff.DataError, match=rf"ff.Data\('xs'\) as the observed value of 'x' "
+                    rf"contains {match}"):
+                checks.run_data(model, {"xs": da.from_array(bad, chunks=13)})
+        for value in (2.5, -1.0):
+            bad = np.arange(40.0) % 5
+            bad[17] = value
+            with checks.lazy_data(), pytest.raises(
+                    ff.DataError, match=rf"ff.Data\('ks'\) as the observed value of 'k': "
+                    rf"{value!r} is outside the support \(non-negative integers\)"):
+                checks.run_data(counts, {"ks": da.from_array(bad, chunks=13)})
+        bad = x.copy()
+        bad[5] = np.nan
+        with pytest.raises(ff.DataError, match=r"ff.Data\('xs'\).*'x' contains NaN"):
+            model.compile("vmp", backend="dask").run(
+                data={"xs": da.from_array(bad, chunks=13)}, client=client)
+
+
+def test_chunks_given_rechunk_a_dask_array(client, monkeypatch):
+    """``chunks=`` with data already a Dask array: the array is rechunked along the plate
+    as asked (it was ignored), and the run equals NumPy's; without ``chunks=`` its own
+    chunks are kept."""
+    from factorflow.runtime.backends import dask_backend
+    seen = []
+    real = dask_backend.dask_fusion.register
+    monkeypatch.setattr(dask_backend.dask_fusion, "register",
+                        lambda v: (seen.append(v.chunks[0]), real(v))[1])
+    x = np.random.default_rng(4).normal(size=40)
+    run = {"iterations": 4, "tolerance": None}
+    a = _learning().infer("vmp", data={"xs": x}, **run)
+    compiled = _learning().compile("vmp", backend="dask")
+    b = compiled.run(data={"xs": da.from_array(x, chunks=13)}, client=client, chunks=10,
+                     **run)
+    assert seen[0] == (10, 10, 10, 10)
+    _check_same(_learning(), a, b)
+    seen.clear()
+    compiled.run(data={"xs": da.from_array(x, chunks=13)}, client=client, **run)
+    assert seen[0] == (13, 13, 13, 1)
 
 
 def test_checkpoints_and_save_module_are_refused():
@@ -237,15 +305,29 @@ def test_errors_still_pickle_after_distributed_is_imported(client):
 # ----- every example: the same results, or refused by name ----------------------------
 from test_jax import EXAMPLES, Compared  # noqa: E402  (the examples that run EP or VMP)
 
+#: the examples whose first EP/VMP run Dask cannot run, and the refusal's reason (every
+#: other example must agree with NumPy; one of these that agrees must leave the set)
+REFUSED = {
+    # the vector Gaussian operators write in place (``np.subtract(..., out=)``, ``&=``)
+    # over per-datum vector Gaussians: Dask arrays are immutable
+    "bayesian_pca": "out parameter is not fully supported",
+    "state_space_2d": "out parameter is not fully supported",
+}
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.filterwarnings("error:The .* is not implemented by Dask array:FutureWarning")
 def test_every_example_agrees_or_is_refused_by_name(example, client, monkeypatch, capsys):
     """Each example's ``main()`` runs as written up to its first EP/VMP run (the rest
     is ``tests/test_examples.py``'s), which is run again on Dask (2 chunks where a
-    plate allows): it agrees with NumPy to 1e-10, or the backend refuses it with
-    ``ff.BackendError`` naming what Dask lacks and the backend that runs it.  Any other
-    exception is a fault of factorflow's own, and fails."""
+    plate allows): it agrees with NumPy to 1e-10, or, for the examples of ``REFUSED``
+    only, the backend refuses it with ``ff.BackendError`` naming that reason and the
+    backend that runs it.  Any other refusal or exception is a fault of factorflow's
+    own, and fails (lda, logistic and Poisson regression were refused by faults of
+    factorflow's, counted as Dask's limits).  So does a NumPy function Dask lacks: Dask
+    warns and computes its arguments whole into this process (``np.take_along_axis``
+    read LDA's per-datum arrays so)."""
     import importlib
 
     from factorflow.runtime.compiled import CompiledModel, compile_model
@@ -255,17 +337,17 @@ def test_every_example_agrees_or_is_refused_by_name(example, client, monkeypatch
     def both(self, *args, **kwargs):
         a = real_run(self, *args, **kwargs)
         if type(self) is CompiledModel and self.algorithm in ("ep", "vmp") and not outcome:
-            try:
-                twin = compile_model(self.model, self.algorithm, self.user_initialized,
-                                     enter_whole_arrays=self.enter_whole_arrays,
-                                     backend="dask")
-                b = twin.run(*args, client=client, **kwargs)
-            except ff.BackendError as e:
-                assert "backend='numpy'" in str(e) or "backend=\"numpy\"" in str(e), str(e)
-                outcome.append(("refused", str(e)))
-                raise Compared from None
+            twin = compile_model(self.model, self.algorithm, self.user_initialized,
+                                 enter_whole_arrays=self.enter_whole_arrays, backend="dask")
+            if example in REFUSED:
+                with pytest.raises(ff.BackendError, match="backend='numpy'") as info:
+                    twin.run(*args, client=client, **kwargs)
+                assert REFUSED[example] in str(info.value), str(info.value)
+                outcome.append("refused")
+                raise Compared
+            b = twin.run(*args, client=client, **kwargs)
             _check_same(self.model, a, b)
-            outcome.append(("same", ""))
+            outcome.append("same")
             raise Compared
         return a
 
@@ -489,6 +571,47 @@ def test_the_kernels_normalise_and_exponentiate_dask_arrays_block_by_block():
     with dask.config.set(scheduler="sync"), np.errstate(all="ignore"):
         np.testing.assert_array_equal(flushed.compute(), numpy_base.exp_flushed(x.copy()))
         np.testing.assert_array_equal(normalised.compute(), numpy_base.log_normalize(x))
+
+
+def test_the_kernels_numpy_runs_chunk_by_chunk_equal_numpy():
+    """The kernels Dask arrays could not run as written, in the Dask copies: NumPy's own
+    code chunk by chunk, nothing computed while the graph is built, the values NumPy's.
+    ``tilted_moments`` (boolean indexing, writes in place: EP's logistic and Poisson
+    links) over elements on both of its rules (wide and narrow cavities), to 1e-13 (the
+    elements a NumPy block holds change the vectorised sums' rounding: 3e-15 seen);
+    ``_scatter_counts`` (a weighted ``bincount``) over the chunked axis (summed) and
+    along it (kept), to 1e-12; ``np.take_along_axis`` (Dask has none, and computed its
+    arguments whole), exactly."""
+    from factorflow.factors import discrete as numpy_discrete
+    from factorflow.factors import quadrature as numpy_quadrature
+    from factorflow.runtime.backends.dask_namespace import namespace
+    ns = namespace()
+    quadrature, discrete = ns["factorflow.factors.quadrature"], ns["factorflow.factors.discrete"]
+    rng = np.random.default_rng(5)
+    m, v = rng.normal(0.0, 4.0, 30), np.exp(rng.normal(1.0, 2.0, 30))  # (some v > 4: wide)
+    k = rng.integers(0, 4, 30).astype(float)
+    x, w = rng.integers(0, 4, (30, 3)), rng.random((30, 3))
+    table, picks = rng.normal(size=(30, 5)), rng.integers(0, 5, (30, 1))
+    with dask.config.set(scheduler=_refuse):
+        tilted = [quadrature.tilted_moments(da.from_array(m, chunks=10), v, step, tilt)
+                  for step, tilt in ((quadrature.LOGISTIC, 0.0), (quadrature.EXP_NEG_EXP, k))]
+        summed = discrete._scatter_counts(da.from_array(x, chunks=(10, 3)), w, 4,
+                                          ((30, 3), (0, 1)))
+        kept = discrete._scatter_counts(x, da.from_array(w, chunks=(7, 3)), 4, ((30, 3), (1,)))
+        taken = ns["factorflow.factors.gaussian"].np.take_along_axis(
+            da.from_array(table, chunks=(10, 5)), picks, -1)
+    assert kept.chunks[0] == (7, 7, 7, 7, 2) and taken.chunks[0] == (10, 10, 10)
+    with dask.config.set(scheduler="sync"):
+        for got, (step, tilt) in zip(tilted, (("LOGISTIC", 0.0), ("EXP_NEG_EXP", k)),
+                                     strict=True):
+            want = numpy_quadrature.tilted_moments(m, v, getattr(numpy_quadrature, step), tilt)
+            for a, b in zip(dask.compute(*got), want, strict=True):
+                np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(summed.compute(), numpy_discrete._scatter_counts(
+            x, w, 4, ((30, 3), (0, 1))), rtol=1e-12)
+        np.testing.assert_allclose(kept.compute(), numpy_discrete._scatter_counts(
+            x, w, 4, ((30, 3), (1,))), rtol=1e-12)
+        np.testing.assert_array_equal(taken.compute(), np.take_along_axis(table, picks, -1))
 
 
 def test_column_sums_of_dask_probabilities_bring_no_array_over_the_plate():

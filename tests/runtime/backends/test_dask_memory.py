@@ -193,7 +193,7 @@ def _learning() -> ff.Model:
 
 
 @pytest.mark.parametrize("dtype, error, match", [
-    (np.longdouble, ff.BackendError, "float128.*lose precision.*astype"),
+    (np.longdouble, ff.DataError, "float128.*lose precision.*astype"),
     (np.complex128, ff.DataError, "expected real numbers.*complex"),
 ])
 def test_a_dask_array_of_a_lossy_dtype_is_refused(client, dtype, error, match):
