@@ -937,12 +937,14 @@ class PointMass:
 
     Its moments are the values themselves (variance zero), so message operators can treat
     observed arguments and random ones alike through ``factorflow.distributions.moments``.
+    A Dask array is held as it is (a run's data left on its cluster: read when used).
     """
 
     __slots__ = ("value",)
 
     def __init__(self, value: Any):
-        object.__setattr__(self, "value", np.asarray(value))
+        object.__setattr__(self, "value", value if hasattr(value, "__dask_graph__")
+                           else np.asarray(value))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("PointMass is immutable")

@@ -19,7 +19,7 @@ from factorflow.errors import ConvergenceWarning, DataError, ImproperMessageErro
 from factorflow.factors.common import collapsed
 from factorflow.factors.registry import FACTORS
 from factorflow.ir.nodes import walk
-from factorflow.model.checks import run_data
+from factorflow.model.checks import is_lazy, run_data
 from factorflow.model.core import Model
 from factorflow.model.factories import check_support, event_shape
 from factorflow.model.gates import excluded_elements
@@ -318,6 +318,8 @@ class CompiledModel:
             elif values.get(d.name) is not None:
                 for domain in sorted(b.data_domains.get(d.name, ())):
                     check_support(values[d.name], domain, f"ff.Data({d.label!r})")
+                if is_lazy(values[d.name]):  # (checked on its workers: ``run_data``)
+                    continue
                 arr = np.asarray(values[d.name])
                 if arr.dtype.kind == "f" and not np.all(np.isfinite(arr)):
                     raise DataError(f"{d.label}: the value contains NaN or inf.")
@@ -502,7 +504,8 @@ class CompiledModel:
         assert b is not None
         for ident, var in b.variables.items():
             if var.is_observed:  # (NaN where missing: model.missing)
-                posteriors[var.name] = dist.PointMass(shown(var, values[ident]))
+                posteriors[var.name] = dist.PointMass(shown(var, values[ident]))  # (a Dask
+                # array stays where it is: the point mass holds it lazily)
         converged = monitor.finish(self.model.name, int(iterations), float(log_evidence))
         excluded = self._excluded(values)
         for name, mask in excluded.items():  # not in the model: no posterior, not uniform

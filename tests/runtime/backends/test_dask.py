@@ -165,6 +165,26 @@ def _learning(n: int = 40):
     return model
 
 
+def test_a_run_never_reads_its_dask_data_whole(client, monkeypatch):
+    """A run on a Dask array (data that need not fit in this process): with
+    ``da.Array.__array__`` refusing to be called, its checks, sweeps and result are made
+    (the observed variable's point mass holds the Dask array itself), and the posteriors
+    and bound equal NumPy's to 1e-10."""
+    x = np.random.default_rng(1).normal(2.0, 1.5, 40)
+    model = _learning()
+    run = {"iterations": 6, "tolerance": None, "progress": False}
+    ref = model.compile("vmp").run(data={"xs": x}, **run)
+
+    def read_whole(self, *args, **kwargs):
+        raise AssertionError("a Dask array read whole into the client")
+    monkeypatch.setattr(da.Array, "__array__", read_whole)
+    xs = da.from_array(x, chunks=13)
+    result = model.compile("vmp", backend="dask").run(data={"xs": xs}, client=client, **run)
+    assert result["x"].value is xs
+    monkeypatch.undo()
+    _check_same(model, ref, result)
+
+
 @pytest.mark.slow
 def test_infer_takes_client_and_chunks_and_a_scheduler_address(client):
     x = np.random.default_rng(1).normal(2.0, 1.5, 40)
