@@ -79,16 +79,22 @@ def _gaussian(mean, var) -> Gaussian:
     return Gaussian.from_natural(np.where(mean == 0, 0.0, times_finite(prec, mean)), prec)
 
 
-def _forward_moments(array) -> tuple[np.ndarray, np.ndarray]:
+def _last(axes: int) -> int | tuple[int, ...]:
+    """The last ``axes`` axes: the summed plates."""
+    return -1 if axes == 1 else tuple(range(-axes, 0))
+
+
+def _forward_moments(array, axes: int = 1) -> tuple[np.ndarray, np.ndarray]:
     m, v = gaussian_moments(array)
-    return np.sum(m, axis=-1), np.sum(np.broadcast_to(v, np.shape(m)), axis=-1)
+    return (np.sum(m, axis=_last(axes)),
+            np.sum(np.broadcast_to(v, np.shape(m)), axis=_last(axes)))
 
 
-def _forward(array) -> Gaussian:
+def _forward(array, axes: int = 1) -> Gaussian:
     if is_known(array):
         raise unsupported("PlateSum", "message passing", "cannot send a message to 'sum': "
                           "the known array determines it exactly; observe it.")
-    return _gaussian(*_forward_moments(array))
+    return _gaussian(*_forward_moments(array, axes))
 
 
 @PLATE_SUM.operator("ep", "sum", skip_if_uniform=("array",))
@@ -134,24 +140,63 @@ def _sum_vmp(array) -> Gaussian:
 def _array_vmp(sum, array, *, previous: Gaussian | None = None) -> Gaussian:
     """(h − τ Σ_{j≠i} μ_j, τ) with μ the optimum of the block of elements given their
     other messages q(x_i) / ``previous`` (see the module docstring)."""
+    return _block_message(sum, array, previous, 1)
+
+
+def _block_message(sum, array, previous: Gaussian | None, axes: int) -> Gaussian:
+    """``_array_vmp`` for the sum over the last ``axes`` axes of ``array``: the block is
+    every element summed (Sherman–Morrison over all of them)."""
     if is_known(sum):
         raise unsupported("PlateSum", "vmp", "does not support an observed sum (the "
                           "message to an element would be a point mass); use EP.")
-    h, tau = (np.asarray(e)[..., None] for e in sum.eta)
+    h, tau = (np.asarray(e)[(...,) + (None,) * axes] for e in sum.eta)
     eta, p = array.eta
     if previous is not None:
         eta, p = eta - previous.eta[0], p - previous.eta[1]
+    last = _last(axes)
     with np.errstate(divide="ignore", invalid="ignore"):
         b = eta + h
-        spread = np.sum(1.0 / p, axis=-1, keepdims=True)
-        mu = (b - tau * np.sum(b / p, axis=-1, keepdims=True) / (1 + tau * spread)) / p
+        spread = np.sum(1.0 / p, axis=last, keepdims=True)
+        mu = (b - tau * np.sum(b / p, axis=last, keepdims=True) / (1 + tau * spread)) / p
     finite = np.all(np.isfinite(mu))
     if traced():  # (the same choice, made on the device)
         mu = np.where(finite, mu, gaussian_moments(array)[0])
     elif not finite:  # an element with no other proper message: Winn's
         mu = gaussian_moments(array)[0]  # Jacobi step from the current means
-    total = np.sum(mu, axis=-1, keepdims=True)
+    total = np.sum(mu, axis=last, keepdims=True)
     return Gaussian.from_natural(*broadcast_naturals(h - tau * (total - mu), tau))
+
+
+# ----- a sum over several plates: Σ_k Σ_n x[k, n] (VMP) -----------------------------------
+# ``transforms.linear_sums`` writes a sum over an outer plate of sums (``ff.sum(s, k)``, s
+# = ``ff.sum(x + z, n)`` split into Σ_n x + Σ_n z) as sums of each variable over both
+# plates at once, ``MultiPlateSum(array=x[k, n], axes=2)``: the block update of the sum
+# over n, above, with every element summed in the block.  Nested, the outer sum's update
+# of s's elements would read q(s) / its previous message as their other messages, but q
+# of a derived sum is its distribution under q, N(Σ E x, Σ Var x), and the quotient has
+# precision 1 / Σ_n Var x_n − τ where s's other messages have 1 / Σ_n (1 / p_n) (p_n: the
+# elements' other precisions): a step with the wrong curvature (negative for N = 3,
+# p = 1, τ = 3), consistent at the fixed point but no coordinate ascent, which diverged
+# (NaN) where two variables' sums meet (test_linear_sums).
+MULTI_PLATE_SUM = define_factor(
+    "MultiPlateSum", ("sum", "real"), ("array", "real"), ("axes", "count"),
+    deterministic=True, log_density=lambda sum, array, axes: np.where(
+        np.asarray(sum) == np.sum(array, axis=_last(int(axes))), 0.0, -np.inf))
+
+
+@MULTI_PLATE_SUM.operator("vmp", "sum", skip_if_uniform=("array",), trigger=("array",))
+def _multi_sum_vmp(array, axes) -> Gaussian:
+    """The sum's distribution under q: N(Σ E[x_i], Σ Var[x_i]) over the last ``axes``
+    axes."""
+    return _forward(array, int(axes))
+
+
+@MULTI_PLATE_SUM.operator("vmp", "array", skip_if_uniform=("sum",))
+def _multi_array_vmp(sum, array, axes, *, previous: Gaussian | None = None) -> Gaussian:
+    """(h − τ Σ_{j≠i} μ_j, τ) with μ the optimum of the block of all the elements summed
+    (over the last ``axes`` axes) given their other messages q(x_i) / ``previous``:
+    coordinate ascent on that block, with Winn's fixed point."""
+    return _block_message(sum, array, previous, int(axes))
 
 
 # ----- several sums of one plate's elements: one block update (VMP) ---------------------
