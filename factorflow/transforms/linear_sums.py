@@ -209,6 +209,11 @@ def _split(stmt: Stmt, decls: dict[str, VarDecl], defined: dict[str, Stmt],
         return None
     array, plate, size = summed
     index = array.index
+    factors = _latent_factors(array, decls, defined)
+    if factors is not None:  # Σ_n x[n] w[n]: one factor, a block update for each
+        added.setdefault(stmt.outputs[0].var, [])
+        return [Stmt("PlateInner", stmt.outputs, (("a", factors[0]), ("b", factors[1])),
+                     (), stmt.provenance)]
     roots = _roots(array, decls, defined)
     broadcast = sorted(r for r in roots if decls[r].plates != index)
     flat = _outer_tree(stmt, decls, defined, sizes, absorbed)
@@ -305,19 +310,25 @@ def _check_flattened(body: tuple[Node, ...], decls: dict[str, VarDecl]) -> None:
                 for r in readers.get(var, ()))
         return dead[var]
 
-    sums = [s for s in stmts if s.op in SUMS and isinstance(s.input("array"), Ref)]
-    for flat in (s for s in sums if s.op == "MultiPlateSum"):
-        roots = _roots(flat.input("array"), decls, defined)
+    def summed(stmt: Stmt) -> set[str]:
+        """The latent variables whose elements ``stmt`` sums."""
+        return {r for arg, value in stmt.inputs if arg in ("array", "a", "b")
+                and isinstance(value, Ref) for r in _roots(value, decls, defined)}
+
+    sums = [s for s in stmts if s.op in SUMS + ("PlateInner",)]
+    for flat in (s for s in sums if s.op in ("MultiPlateSum", "PlateInner")):
+        roots = summed(flat)
         for other in sums:
-            if other is flat or not roots & _roots(other.input("array"), decls, defined) \
-                    or is_dead(other.outputs[0].var):
+            if other is flat or not roots & summed(other) or is_dead(other.outputs[0].var):
                 continue
-            root = decls[sorted(roots & _roots(other.input("array"), decls, defined))[0]]
+            root = decls[sorted(roots & summed(other))[0]]
             users = [r.provenance or r.op for r in _live_readers(other.outputs[0].var,
                                                                    readers, is_dead)]
             raise UnsupportedFactorError(
-                f"{flat.provenance or 'ff.sum'}: VMP sums {root.label!r} over several "
-                f"plates here (a sum of sums of several variables), and another sum of its "
+                f"{flat.provenance or 'ff.sum'}: VMP updates the elements of "
+                f"{root.label!r} as one block for this sum ("
+                + ("over several plates: a sum of sums" if flat.op == "MultiPlateSum" else
+                   "of a product of two latent plates") + "), and another sum of its "
                 f"elements ({decls[other.outputs[0].var].label!r}, "
                 f"{other.provenance or other.op}) is used "
                 f"({', '.join(dict.fromkeys(users))}): the two sums' updates would not be "
@@ -337,6 +348,27 @@ def _live_readers(var: str, readers: dict[str, list[Stmt]], is_dead: Any) -> lis
         else:
             out.append(r)
     return out
+
+
+def _latent_factors(array: Ref, decls: dict[str, VarDecl], defined: dict[str, Stmt]
+                    ) -> tuple[Ref, Ref] | None:
+    """For an array ``x * w`` (a ``Product``) of two different latent variables' elements
+    (each over the array's plates: x, c * x), its factors x and w; else None."""
+    stmt = defined.get(array.var)
+    if stmt is None or stmt.op != "Product" or stmt.outputs[0].index != array.index:
+        return None
+    a, b = stmt.input("a"), stmt.input("b")
+    found = []
+    for ref in (a, b):
+        if not isinstance(ref, Ref) or ref.index != array.index \
+                or decls[ref.var].role != "random":
+            return None
+        roots = _roots(ref, decls, defined)
+        if len(roots) != 1 or decls[next(iter(roots))].plates != array.index \
+                or (ref.var in defined and defined[ref.var].op in SUMS + ("PlateInner",)):
+            return None
+        found.append(next(iter(roots)))
+    return (a, b) if found[0] != found[1] else None  # type: ignore[return-value]
 
 
 def _roots(ref: Operand, decls: dict[str, VarDecl], defined: dict[str, Stmt]) -> set[str]:

@@ -234,7 +234,7 @@ def nested_models(draw):
                 element_data=draw(st.booleans()))
 
 
-@oracle_settings(25)
+@oracle_settings(15)
 @given(nested_models())
 def test_sums_of_sums_are_coordinate_ascent(spec):
     _nested_check(*_nested(**spec))
