@@ -1,4 +1,5 @@
-"""Linear sums (VMP): ``ff.sum(x + z, n)`` becomes ``ff.sum(x, n) + ff.sum(z, n)``.
+"""Linear sums (VMP): ``ff.sum(x + z, n)`` becomes ``ff.sum(x, n) + ff.sum(z, n)``; sums of
+sums and of products of two latent plates become one block update per variable.
 
 Input and output: the lowered program, at the start of the ``channels`` stage (the pass
 list stays as it was).  Under VMP, the update of an
@@ -47,6 +48,15 @@ took up to 367 sweeps for one variable (now ≤ 5; test_linear_sums).  Where an 
 is refused by name (``messages._refuse_shared_inner_sums``); where a variable summed
 over several plates also has another sum that is used, the pass refuses it by name
 (two block updates, each taking the other's message for fixed: no coordinate ascent).
+
+Sums of products.  ``ff.sum(x * w, n)`` with x and w two latent variables' elements
+(each over the summed plates) becomes one ``PlateInner(a=x, b=w)`` (``factors.plate_sum``):
+a block update of x's elements given q(w), one of w's given q(x), each the exact
+optimum of its block (the bound is quadratic in q(x)'s means given q(w)), where the
+product's posterior read by a one-variable sum update was no block's and the bound fell
+(by up to 5e4, test_regressions17_sumref).  The product keeps its definition.  A
+variable whose elements get such a block update (several plates, or a product) and
+another sum that is used is refused by name (``_check_flattened``).
 
 Under EP the pass does nothing: EP's sum is exact as written, and splitting it would
 close a loop where the array has another use.
@@ -324,17 +334,20 @@ def _check_flattened(body: tuple[Node, ...], decls: dict[str, VarDecl]) -> None:
             root = decls[sorted(roots & summed(other))[0]]
             users = [r.provenance or r.op for r in _live_readers(other.outputs[0].var,
                                                                    readers, is_dead)]
+            nested = flat.op == "MultiPlateSum"
             raise UnsupportedFactorError(
                 f"{flat.provenance or 'ff.sum'}: VMP updates the elements of "
                 f"{root.label!r} as one block for this sum ("
-                + ("over several plates: a sum of sums" if flat.op == "MultiPlateSum" else
+                + ("over several plates: a sum of sums" if nested else
                    "of a product of two latent plates") + "), and another sum of its "
                 f"elements ({decls[other.outputs[0].var].label!r}, "
                 f"{other.provenance or other.op}) is used "
                 f"({', '.join(dict.fromkeys(users))}): the two sums' updates would not be "
-                "coordinate ascent.  Use 'ep' (exact here), or make the inner sum a latent "
-                "with its own precision, e.g. s = ff.Gaussian('s', ff.sum(x + z, n), "
-                "precision=10.0), and sum and use that.")
+                "coordinate ascent.  Use 'ep' (exact here), or "
+                + ("make the inner sum a latent with its own precision, e.g. s = "
+                   "ff.Gaussian('s', ff.sum(x + z, n), precision=10.0), and sum that."
+                   if nested else "make the product a latent with its own precision, "
+                   "e.g. p = ff.Gaussian('p', x * w, precision=100.0), and sum that."))
 
 
 def _live_readers(var: str, readers: dict[str, list[Stmt]], is_dead: Any) -> list[Stmt]:
