@@ -79,16 +79,22 @@ def _gaussian(mean, var) -> Gaussian:
     return Gaussian.from_natural(np.where(mean == 0, 0.0, times_finite(prec, mean)), prec)
 
 
-def _forward_moments(array) -> tuple[np.ndarray, np.ndarray]:
+def _last(axes: int) -> int | tuple[int, ...]:
+    """The last ``axes`` axes: the summed plates."""
+    return -1 if axes == 1 else tuple(range(-axes, 0))
+
+
+def _forward_moments(array, axes: int = 1) -> tuple[np.ndarray, np.ndarray]:
     m, v = gaussian_moments(array)
-    return np.sum(m, axis=-1), np.sum(np.broadcast_to(v, np.shape(m)), axis=-1)
+    return (np.sum(m, axis=_last(axes)),
+            np.sum(np.broadcast_to(v, np.shape(m)), axis=_last(axes)))
 
 
-def _forward(array) -> Gaussian:
+def _forward(array, axes: int = 1) -> Gaussian:
     if is_known(array):
         raise unsupported("PlateSum", "message passing", "cannot send a message to 'sum': "
                           "the known array determines it exactly; observe it.")
-    return _gaussian(*_forward_moments(array))
+    return _gaussian(*_forward_moments(array, axes))
 
 
 @PLATE_SUM.operator("ep", "sum", skip_if_uniform=("array",))
@@ -134,24 +140,76 @@ def _sum_vmp(array) -> Gaussian:
 def _array_vmp(sum, array, *, previous: Gaussian | None = None) -> Gaussian:
     """(h − τ Σ_{j≠i} μ_j, τ) with μ the optimum of the block of elements given their
     other messages q(x_i) / ``previous`` (see the module docstring)."""
+    return _block_message(sum, array, previous, 1)
+
+
+def _block_message(sum, array, previous: Gaussian | None, axes: int,
+                   weights: Gaussian | None = None) -> Gaussian:
+    """``_array_vmp`` for the sum over the last ``axes`` axes of ``array``: the block is
+    every element summed (Sherman–Morrison over all of them); with ``weights`` (q of a
+    latent w, one per element), for the sum of w · array (``PlateInner``)."""
     if is_known(sum):
         raise unsupported("PlateSum", "vmp", "does not support an observed sum (the "
                           "message to an element would be a point mass); use EP.")
-    h, tau = (np.asarray(e)[..., None] for e in sum.eta)
+    h, tau = (np.asarray(e)[(...,) + (None,) * axes] for e in sum.eta)
     eta, p = array.eta
     if previous is not None:
         eta, p = eta - previous.eta[0], p - previous.eta[1]
+    last = _last(axes)
     with np.errstate(divide="ignore", invalid="ignore"):
-        b = eta + h
-        spread = np.sum(1.0 / p, axis=-1, keepdims=True)
-        mu = (b - tau * np.sum(b / p, axis=-1, keepdims=True) / (1 + tau * spread)) / p
+        if weights is None:
+            b = eta + h
+            spread = np.sum(1.0 / p, axis=last, keepdims=True)
+            mu = (b - tau * np.sum(b / p, axis=last, keepdims=True) / (1 + tau * spread)) / p
+        else:  # precision diag(p + τ Var w) + τ E[w] E[w]ᵀ, linear term η + h E[w]
+            e, v = gaussian_moments(weights)
+            d = p + tau * v
+            b = eta + h * e
+            mu = (b - tau * e * np.sum(e * b / d, axis=last, keepdims=True)
+                  / (1 + tau * np.sum(e * e / d, axis=last, keepdims=True))) / d
     finite = np.all(np.isfinite(mu))
     if traced():  # (the same choice, made on the device)
         mu = np.where(finite, mu, gaussian_moments(array)[0])
     elif not finite:  # an element with no other proper message: Winn's
         mu = gaussian_moments(array)[0]  # Jacobi step from the current means
-    total = np.sum(mu, axis=-1, keepdims=True)
-    return Gaussian.from_natural(*broadcast_naturals(h - tau * (total - mu), tau))
+    if weights is None:
+        total = np.sum(mu, axis=last, keepdims=True)
+        return Gaussian.from_natural(*broadcast_naturals(h - tau * (total - mu), tau))
+    total = np.sum(e * mu, axis=last, keepdims=True)
+    return Gaussian.from_natural(*broadcast_naturals(e * (h - tau * (total - e * mu)),
+                                                     tau * (e * e + v)))
+
+
+# ----- a sum over several plates: Σ_k Σ_n x[k, n] (VMP) -----------------------------------
+# ``transforms.linear_sums`` writes a sum over an outer plate of sums (``ff.sum(s, k)``, s
+# = ``ff.sum(x + z, n)`` split into Σ_n x + Σ_n z) as sums of each variable over both
+# plates at once, ``MultiPlateSum(array=x[k, n], axes=2)``: the block update of the sum
+# over n, above, with every element summed in the block.  Nested, the outer sum's update
+# of s's elements would read q(s) / its previous message as their other messages, but q
+# of a derived sum is its distribution under q, N(Σ E x, Σ Var x), and the quotient has
+# precision 1 / Σ_n Var x_n − τ where s's other messages have 1 / Σ_n (1 / p_n) (p_n: the
+# elements' other precisions): a step with the wrong curvature (negative for N = 3,
+# p = 1, τ = 3), consistent at the fixed point but no coordinate ascent, which diverged
+# (NaN) where two variables' sums meet (test_linear_sums).
+MULTI_PLATE_SUM = define_factor(
+    "MultiPlateSum", ("sum", "real"), ("array", "real"), ("axes", "count"),
+    deterministic=True, log_density=lambda sum, array, axes: np.where(
+        np.asarray(sum) == np.sum(array, axis=_last(int(axes))), 0.0, -np.inf))
+
+
+@MULTI_PLATE_SUM.operator("vmp", "sum", skip_if_uniform=("array",), trigger=("array",))
+def _multi_sum_vmp(array, axes) -> Gaussian:
+    """The sum's distribution under q: N(Σ E[x_i], Σ Var[x_i]) over the last ``axes``
+    axes."""
+    return _forward(array, int(axes))
+
+
+@MULTI_PLATE_SUM.operator("vmp", "array", skip_if_uniform=("sum",))
+def _multi_array_vmp(sum, array, axes, *, previous: Gaussian | None = None) -> Gaussian:
+    """(h − τ Σ_{j≠i} μ_j, τ) with μ the optimum of the block of all the elements summed
+    (over the last ``axes`` axes) given their other messages q(x_i) / ``previous``:
+    coordinate ascent on that block, with Winn's fixed point."""
+    return _block_message(sum, array, previous, int(axes))
 
 
 # ----- several sums of one plate's elements: one block update (VMP) ---------------------
@@ -238,3 +296,49 @@ _sums_vmp.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
 PLATE_SUMS.operator("vmp", "array", skip_if_uniform=_PARTS[::2], method=(
     "one block update of the elements over every sum of them: the mean-field optimum "
     "by Woodbury (rank = the number of sums)"))(_sums_vmp)
+
+
+# ----- the sum of a product of two latent plates: Σ_n x[n] w[n] (VMP) -------------------
+# PlateInner(sum | a, b): ``transforms.linear_sums`` writes ``ff.sum(x * w, n)`` with x and
+# w latent per element as this one factor.  Under the mean field the terms of the bound
+# in q(x) given q(w) and the sum's message (h, τ) are
+#
+#     Σ_i [η_i μ_i − p_i (μ_i² + v_i)/2 + ½ log v_i] + h E[w]·μ
+#       − τ/2 [μᵀ (E[w] E[w]ᵀ + diag Var w) μ + Σ_i v_i E[w_i²]]
+#
+# (E[(Σ x w)²] = Σ_i E[x_i²] E[w_i²] + Σ_{i≠j} E[x_i] E[w_i] E[x_j] E[w_j]), with (η_i, p_i)
+# x_i's other messages, q(x_i) / this factor's previous one.  So v_i = 1 / (p_i + τ E[w_i²])
+# and μ maximises a quadratic with precision diag(p + τ Var w) + τ E[w] E[w]ᵀ and linear
+# term η + h E[w]: Sherman–Morrison, the block update of ``_array_vmp`` with the elements
+# weighted by E[w] and their precisions raised by τ Var w.  The message that makes q(x)
+# that optimum is Winn's at μ: (E[w_i] (h − τ Σ_{j≠i} E[w_j] μ_j), τ E[w_i²]).  The same
+# for w given q(x).  Each update is the exact optimum of its block given the rest:
+# coordinate ascent, the bound never falls; a parallel update of every x_i with Winn's
+# messages (the Product's, then PlateSum's) would be a Jacobi step, which diverged.
+# Forward, the sum's distribution under q: N(Σ E[x] E[w], Σ Var[x w]).
+PLATE_INNER = define_factor(
+    "PlateInner", ("sum", "real"), ("a", "real"), ("b", "real"), deterministic=True,
+    log_density=lambda sum, a, b: np.where(
+        np.asarray(sum) == np.sum(np.multiply(a, b), axis=-1), 0.0, -np.inf))
+
+
+@PLATE_INNER.operator("vmp", "sum", skip_if_uniform=("a", "b"), trigger=("a", "b"))
+def _inner_sum_vmp(a, b) -> Gaussian:
+    """N(Σ E[a] E[b], Σ (E[b]² Var a + E[a]² Var b + Var a Var b))."""
+    (ma, va), (mb, vb) = gaussian_moments(a), gaussian_moments(b)
+    var = times_finite(mb * mb, va) + times_finite(ma * ma, vb) + times_finite(va, vb)
+    mean = ma * mb
+    return _gaussian(np.sum(mean, axis=-1),
+                     np.sum(np.broadcast_to(var, np.shape(mean)), axis=-1))
+
+
+@PLATE_INNER.operator("vmp", "a", skip_if_uniform=("sum",), proper=("b",))
+def _inner_a_vmp(sum, a, b, *, previous: Gaussian | None = None) -> Gaussian:
+    """The block optimum of a's elements given q(b) (see above)."""
+    return _block_message(sum, a, previous, 1, weights=b)
+
+
+@PLATE_INNER.operator("vmp", "b", skip_if_uniform=("sum",), proper=("a",))
+def _inner_b_vmp(sum, a, b, *, previous: Gaussian | None = None) -> Gaussian:
+    """The block optimum of b's elements given q(a) (see above)."""
+    return _block_message(sum, b, previous, 1, weights=a)

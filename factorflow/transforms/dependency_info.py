@@ -249,7 +249,9 @@ def _refresh_before_block_updates(stmts: list[Stmt], writer: dict[str, list[str]
     statements a Trigger each makes invalid: with ``ff.sum(x * w, n)`` the messages to
     x and to w would trigger their posteriors, and each reads the other's posterior
     (ScheduleError before sum17, a ScheduleWarning before sum18;
-    ``test_regressions17_sumref``)."""
+    ``test_regressions17_sumref``).  With x and w per element ``transforms.linear_sums``
+    writes that sum as one ``PlateInner``, whose block updates of x and of w read each
+    other's posterior directly (no derived product on their chains): schedulable."""
     by_label = {node_label(s): s for s in stmts if s.outputs}
     derived = {s.param("target") for s in stmts if s.op == "Variable.marginal"
                and s.param("derived")}
@@ -278,15 +280,17 @@ def _refuse_not_ascent(update: Stmt, roots: frozenset[str],
     """UnsupportedFactorError naming the ``ff.sum`` whose VMP block update ``update``
     cannot be scheduled as coordinate ascent (its refresh edges would leave no
     schedule): its array is computed from several latent variables (``roots``) in a way
-    ``transforms.linear_sums`` does not split into one-variable sums, e.g.
-    ``ff.sum(x * w, n)`` with w latent per element.  Before, a ScheduleWarning, and the
-    run's bound fell and its posteriors went NaN (test_regressions17_sumref: 138 of 256
-    small x * w models did not converge, the bound falling by up to 5e4)."""
+    ``transforms.linear_sums`` does not write as one-variable block updates, e.g.
+    ``ff.sum(x * w, n)`` with w latent without the plate (per element, it is one
+    ``PlateInner``).  Before, a ScheduleWarning, and the run's bound fell and its
+    posteriors went NaN (test_regressions17_sumref: 138 of 256 small x * w models, w per
+    element, did not converge, the bound falling by up to 5e4)."""
     names = sorted({display(by_label[r].param("target")) for r in roots})
     raise UnsupportedFactorError(
         f"{update.provenance or update.op}: VMP cannot update the elements of this "
         f"ff.sum's array, computed from several latent variables ({', '.join(names)}) "
-        "other than as a linear combination of them, as coordinate ascent (the bound "
+        "other than as a linear combination of them or a product of two of them per "
+        "element, as coordinate ascent (the bound "
         "would fall and the run diverge).  Sum a linear combination (ff.sum(x + z, n), "
         "ff.sum(x, n) + ff.sum(z, n)); for a product by a latent w without the plate, "
         "write w * ff.sum(x, n); else make the summed array a latent with its own "
