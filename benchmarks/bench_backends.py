@@ -135,8 +135,8 @@ def passes(model_name: str, n: int = 1009, **options: Any) -> str:
     def capture(*args: Any) -> tuple:
         fn, info = real_trace(*args)
 
-        def spy(data: Any, start: Any) -> Any:  # the arguments of the run, to lower with
-            seen["fn"], seen["args"] = fn, (data, start)
+        def spy(*args: Any) -> Any:  # the arguments of the run, to lower with
+            seen["fn"], seen["args"] = fn, args
             raise Stopped
         return spy, info
     compiled._trace = capture

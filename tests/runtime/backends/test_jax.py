@@ -54,12 +54,19 @@ def _check_same(model: ff.Model, a: ff.Result, b: ff.Result) -> None:
 
 @pytest.mark.slow
 def test_learning_gaussian_vmp():
+    """Runs with other numbers of sweeps or another tolerance reuse the traced program
+    (the limit and the tolerance are its arguments, within the trace's capacity: 16
+    sweeps here), and agree with NumPy's; no sweep at all is a program of its own."""
     import learning_gaussian
     model = learning_gaussian.build(np.random.default_rng(0).normal(3, 2, 50))
     compiled = model.compile("vmp"), model.compile("vmp", backend="jax")
     runs_same(*compiled)
+    runs_same(*compiled, tolerance=1e-3)
     runs_same(*compiled, iterations=0)
-    runs_same(*compiled, iterations=3, tolerance=None)
+    a, _ = runs_same(*compiled, iterations=3, tolerance=None)
+    b, _ = runs_same(*compiled, iterations=16, tolerance=None)
+    assert (a.iterations, b.iterations) == (3, 16)
+    assert len(compiled[1]._traced) == 3
 
 
 @pytest.mark.slow
