@@ -45,6 +45,7 @@ where no GPU is visible; the table says which).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -111,32 +112,43 @@ def _setup(model_name: str, n: int) -> tuple:
     return model, names, init
 
 
+@functools.cache
 def passes(model_name: str, n: int = 1009, **options: Any) -> str:
     """The loop body's passes over arrays with N = ``n`` along an axis in the program XLA
     compiled (``jax.jit(...).lower(...).compile().as_text()``: its fusions, copies and
     library calls, one sweep and its bound), and the ``exp``/``log`` inside them;
-    ``options`` go to ``compile`` (``fuse_switch``)."""
+    ``options`` go to ``compile`` (``fuse_switch``).  XLA compiles the program once: the
+    run is stopped at the jitted function's call, whose arguments it is lowered with
+    (cached per arguments: the tests that read the same program share it)."""
     import re
 
     import jax
     model, _, init = _setup(model_name, n)
     compiled = model.compile("vmp", backend="jax", **({"init": list(init)} if init else {}),
                              **options)
-    compiled.run(init=init, iterations=3, tolerance=None, progress=False)
-    (key,) = compiled._traced
-    fn, info = compiled._traced[key]
     seen = {}
+    real_trace = compiled._trace
 
-    def spy(data, start):  # the arguments of the run, to lower the program with
-        seen["args"] = (data, start)
-        return fn(data, start)
-    compiled._traced[key] = (spy, info)
+    class Stopped(Exception):
+        """Raised by the stand-in for the jitted run once it has its arguments."""
+
+    def capture(*args: Any) -> tuple:
+        fn, info = real_trace(*args)
+
+        def spy(*args: Any) -> Any:  # the arguments of the run, to lower with
+            seen["fn"], seen["args"] = fn, args
+            raise Stopped
+        return spy, info
+    compiled._trace = capture
     try:
         compiled.run(init=init, iterations=3, tolerance=None, progress=False)
+    except Stopped:
+        pass
     finally:
-        compiled._traced[key] = (fn, info)
+        del compiled._trace
+        compiled._traced.clear()
     with jax.enable_x64(True):
-        text = fn.lower(*seen["args"]).compile().as_text()
+        text = seen["fn"].lower(*seen["args"]).compile().as_text()
     comps: dict[str, list[str]] = {}
     for line in text.splitlines():
         head = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$", line)

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
+import runpy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 import pytest
 
 import factorflow as ff
+
+EXAMPLES_DIR = Path(__file__).parent.parent / "examples"
 
 
 def assert_close(actual, expected, rtol: float = 1e-9, atol: float = 1e-12) -> None:
@@ -53,3 +63,42 @@ def uncertain_constraints(monkeypatch):
     ops = FACTORS["ConstrainTrue"].operators
     monkeypatch.setitem(ops, ("ep", "value"),
                         dataclasses.replace(ops[("ep", "value")], certain=False))
+
+
+@dataclass(frozen=True)
+class ExampleRun:
+    """What an example's ``main()`` did: its module's globals, what it returned and
+    printed, and each ``CompiledModel.run`` it made, in order, as (the compiled model,
+    the call's positional and keyword arguments, the result)."""
+
+    module: dict[str, Any]
+    out: Any
+    printed: str
+    runs: tuple[tuple[Any, tuple, dict, Any], ...]
+
+
+@functools.cache
+def example_run(stem: str) -> ExampleRun:
+    """``examples/<stem>.py``'s ``main()``, run once per test session (``runpy``, a fresh
+    module): ``tests/test_examples.py`` checks what it returns and prints, and the JAX
+    backend's test runs its NumPy runs again on JAX (``test_examples_agree``), from the
+    same record whichever of them asks first.  The results are shared: read them, never
+    change them."""
+    from factorflow.runtime.compiled import CompiledModel
+    real_run = CompiledModel.run
+    runs = []
+
+    def recorded(self, *args, **kwargs):
+        result = real_run(self, *args, **kwargs)
+        runs.append((self, args, kwargs, result))
+        return result
+
+    module = runpy.run_path(str(EXAMPLES_DIR / f"{stem}.py"))
+    printed = io.StringIO()
+    CompiledModel.run = recorded
+    try:
+        with contextlib.redirect_stdout(printed):
+            out = module["main"]()
+    finally:
+        CompiledModel.run = real_run
+    return ExampleRun(module, out, printed.getvalue(), tuple(runs))

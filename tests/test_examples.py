@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import runpy
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*.py"))
+from tests.conftest import EXAMPLES_DIR, example_run
+
+EXAMPLES = sorted(EXAMPLES_DIR.glob("*.py"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs(path, capsys):
-    module = runpy.run_path(str(path))
-    out = module["main"]()
-    printed = capsys.readouterr().out
-    assert printed.strip()
+def test_example_runs(path):
+    """``main()`` prints and returns what the example promises (its run is shared with
+    ``test_jax.test_examples_agree``, which reruns its NumPy runs on JAX)."""
+    run = example_run(path.stem)
+    module, out = run.module, run.out
+    assert run.printed.strip()
     if path.stem == "two_coins":
         assert abs(out["p_both"] - 0.25) < 1e-9 and abs(out["p_first"] - 1 / 3) < 1e-9
     if path.stem == "clinical_trial":

@@ -6,7 +6,9 @@ is ``factorflow.codegen.jax``'s (the NumPy program's statements, each loop a
 (``factorflow.runtime.backends.jax_namespace``).  ``run`` traces the whole program —
 initialisation, every loop as a ``lax.while_loop`` with its convergence test, the
 evidence — into one ``jax.jit`` function, compiled once per plate sizes, number of
-iterations, tolerance and damping, and called again with new data without retracing.
+whether it sweeps, the length of its trace (``iterations`` rounded up to a power of two)
+and damping, and called again with new data, another number of sweeps or another
+tolerance without retracing.
 
 Precision: the program is traced and run inside ``jax.enable_x64(True)``, a context
 that leaves the user's global JAX configuration as it was, so every array is float64
@@ -186,21 +188,30 @@ class JaxCompiledModel(CompiledModel):
                     init: dict[str, Any], iterations: int, monitor: Any, damping: Any,
                     saved: Any) -> tuple[dict[str, Any], float]:
         """The generated NumPy program's ``infer``, run on the device: traced once per
-        (sizes, iterations, tolerance, damping, initialised names), then reused."""
+        (sizes, whether it sweeps at all, the trace's capacity, whether it has a
+        tolerance, damping, initialised names), then reused with the run's number of
+        sweeps and tolerance as arguments."""
         assert saved is None
         ns = namespace()
         for label, value in init.items():
             value.check_proper(f"init[{label!r}]")
         data = {k: _device_value(k, v) for k, v in values.items() if v is not None}
         start = {k: _to_copy(ns, v) for k, v in init.items()}
-        key = (tuple(sorted(sizes.items())), iterations, monitor.tolerance,
-               monitor.tracing, monitor.stall,
+        # the number of sweeps and the tolerance are arguments of the traced run: a run
+        # with other ones reuses it, within the trace's capacity (``_capacity``)
+        capacity = _capacity(iterations)
+        key = (tuple(sorted(sizes.items())), iterations > 0, capacity,
+               monitor.tolerance is None, monitor.tracing, monitor.stall,
                tuple(sorted((str(k), v) for k, v in (damping or {}).items())),
                tuple(sorted(start)), tuple(sorted(data)))
         if key not in self._traced:
-            self._traced[key] = self._trace(sizes, iterations, monitor, damping)
+            self._traced[key] = self._trace(sizes, min(iterations, 1), monitor, damping,
+                                            capacity)
         fn, info = self._traced[key]
-        posteriors, log_evidence, outputs, passed = jax.device_get(fn(data, start))
+        limit = jnp.asarray(iterations)
+        tolerance = jnp.asarray(0.0 if monitor.tolerance is None else monitor.tolerance)
+        posteriors, log_evidence, outputs, passed = jax.device_get(
+            fn(data, start, limit, tolerance))
         skipped = SKIPPED.get()  # EP's skipped updates: warned, and the verdict's table
         (skipped if skipped is not None else {}).update(
             report_skips(info["skips"], outputs["skips"]))
@@ -210,17 +221,28 @@ class JaxCompiledModel(CompiledModel):
         return {k: _to_numpy(v) for k, v in posteriors.items()}, float(log_evidence)
 
     def _trace(self, sizes: dict[str, int], iterations: int, monitor: Any,
-               damping: Any) -> tuple[Any, dict[str, Any]]:
+               damping: Any, capacity: int | None = None) -> tuple[Any, dict[str, Any]]:
+        """The jitted run ``whole(data, init[, limit, tolerance])`` and what its trace
+        learns (``info``).  Without ``limit`` the run makes at most ``iterations`` sweeps
+        and tests ``monitor.tolerance``; with ``limit`` and ``tolerance`` (device scalars)
+        it makes at most ``limit`` sweeps, ``capacity`` (default ``iterations``) or
+        fewer, and tests ``tolerance`` where ``monitor.tolerance`` is not None:
+        ``iterations`` then only tells whether it sweeps at all (the program's
+        ``iterations == 0``, decided when traced)."""
         info: dict[str, Any] = {}
         program = self._program
 
-        def whole(data: dict[str, Any], init: dict[str, Any]) -> tuple:
+        def whole(data: dict[str, Any], init: dict[str, Any], limit: Any = None,
+                  tolerance: Any = None) -> tuple:
             with _program_trace():
-                return traced_whole(data, init)
+                return traced_whole(data, init, limit, tolerance)
 
-        def traced_whole(data: dict[str, Any], init: dict[str, Any]) -> tuple:
-            sweeps = Sweeps(self.algorithm, monitor.tolerance, max(iterations, 1),
-                            monitor.tracing, monitor.stall)
+        def traced_whole(data: dict[str, Any], init: dict[str, Any], limit: Any,
+                         tolerance: Any) -> tuple:
+            tol = monitor.tolerance if monitor.tolerance is None or tolerance is None \
+                else tolerance
+            sweeps = Sweeps(self.algorithm, tol, capacity or max(iterations, 1),
+                            monitor.tracing, monitor.stall, limit)
             with CHECKS.frame() as before:
                 posteriors, log_evidence = program(data, sizes, init, iterations, sweeps,
                                                    damping)
@@ -246,6 +268,13 @@ def _program_trace() -> Iterator[None]:
         yield
     finally:
         base.PROGRAM_TRACE = before
+
+
+def _capacity(iterations: int) -> int:
+    """The length of a traced run's trace (the bound after each sweep): ``iterations``
+    rounded up to a power of two, at least 16, so that runs of a few more or fewer
+    sweeps share one traced program."""
+    return max(16, 1 << max(iterations - 1, 0).bit_length())
 
 
 def _recompile_jax(model: Any, algorithm: str, init: tuple[str, ...],

@@ -192,9 +192,13 @@ class Sweeps:
     #: switch for the tests, which compare the loop with and without)
     skip_refreshed = True
 
-    def __init__(self, algorithm: str, tolerance: float | None, capacity: int,
-                 tracing: bool = True, stall: bool = False) -> None:
+    def __init__(self, algorithm: str, tolerance: Any, capacity: int,
+                 tracing: bool = True, stall: bool = False, limit: Any = None) -> None:
+        # ``tolerance``: None, a number or a device scalar; ``limit``: None (each loop
+        # makes at most the ``iterations`` it is called with) or a device scalar, the
+        # sweeps' limit then (``capacity``, the trace's length, or fewer)
         self.algorithm, self.tolerance, self.capacity = algorithm, tolerance, capacity
+        self.limit = limit
         #: the bound or log evidence after every sweep (``run(trace=)``); the default
         #: run stops when the changes stop shrinking (``stall``, as ``_Monitor``'s)
         self.tracing, self.stall = tracing, stall
@@ -304,7 +308,7 @@ class Sweeps:
             settled = (distance <= self.tolerance) | (change <= ROUNDING)
         settled = jnp.where(settled, m["settled"] + 1, 0)
         # the noise floor below the tolerance: nothing more to gain (``_Monitor``)
-        floor = stalled & (change <= (self.tolerance or 0.0))
+        floor = stalled & (change <= (0.0 if self.tolerance is None else self.tolerance))
         m.update(count=count, has_prev=jnp.asarray(True), prev=etas, change=change,
                  moved=moved, distance=distance, least=least, least_at=least_at,
                  settled=jnp.where(floor, 2, settled), stalled=stalled & ~floor)
@@ -412,7 +416,8 @@ class Sweeps:
 
         def cond(loop: tuple) -> Any:
             iteration, _, m, bad, _ = loop
-            return ((iteration < iterations) & (m["settled"] < 2) & ~m["stalled"]
+            limit = iterations if self.limit is None else self.limit
+            return ((iteration < limit) & (m["settled"] < 2) & ~m["stalled"]
                     & jnp.all(bad < 0))
 
         skips = jnp.tile(jnp.asarray([-1, 0, -1, 0]), (len(skip_names), 1))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -55,12 +54,19 @@ def _check_same(model: ff.Model, a: ff.Result, b: ff.Result) -> None:
 
 @pytest.mark.slow
 def test_learning_gaussian_vmp():
+    """Runs with other numbers of sweeps or another tolerance reuse the traced program
+    (the limit and the tolerance are its arguments, within the trace's capacity: 16
+    sweeps here), and agree with NumPy's; no sweep at all is a program of its own."""
     import learning_gaussian
     model = learning_gaussian.build(np.random.default_rng(0).normal(3, 2, 50))
     compiled = model.compile("vmp"), model.compile("vmp", backend="jax")
     runs_same(*compiled)
+    runs_same(*compiled, tolerance=1e-3)
     runs_same(*compiled, iterations=0)
-    runs_same(*compiled, iterations=3, tolerance=None)
+    a, _ = runs_same(*compiled, iterations=3, tolerance=None)
+    b, _ = runs_same(*compiled, iterations=16, tolerance=None)
+    assert (a.iterations, b.iterations) == (3, 16)
+    assert len(compiled[1]._traced) == 3
 
 
 @pytest.mark.slow
@@ -90,51 +96,35 @@ EXAMPLES = sorted(p.stem for p in EXAMPLES_DIR.glob("*.py")
 RUNS = 2
 
 
-class Compared(Exception):
-    """Raised once an example's runs are compared: the rest of its ``main()`` (checked
-    end to end by ``tests/test_examples.py``) is not run again here."""
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES)
-def test_examples_agree(example, monkeypatch, capsys):
-    """Each example's ``main()`` runs as written up to its ``RUNS``-th EP/VMP run (the
-    rest is ``tests/test_examples.py``'s); its first ``RUNS`` EP/VMP runs are run
-    again on JAX (the same model, algorithm, initialised names and run arguments) and the
-    two agree to 1e-10 (``assert_same``'s checks).  (Each JAX run compiles its program,
-    seconds to tens of seconds: the later runs of an example are left out for time; the
-    runs of one compiled model share its twin.)"""
-    import importlib
-
+def test_examples_agree(example):
+    """Each example's ``main()`` as written (its NumPy runs: ``tests.conftest.example_run``,
+    shared with ``tests/test_examples.py``, which checks the rest); its first ``RUNS``
+    EP/VMP runs are run again on JAX (the same model, algorithm, initialised names and
+    run arguments) and the two agree to 1e-10 (``assert_same``'s checks).  (Each JAX run
+    compiles its program, seconds to tens of seconds: the later runs of an example are
+    left out for time; the runs of one compiled model share its twin, as a user's second
+    run with other data reuses the traced program.)"""
     from factorflow.runtime.compiled import CompiledModel, compile_model
-    real_run = CompiledModel.run
+    from tests.conftest import example_run
     compared = []
-    twins = {}  # per compiled model: its JAX twin, compiled once (a run of the same model
-    # with other data reuses the twin's traced program, as a user's second run does)
-
-    def both(self, *args, **kwargs):
-        a = real_run(self, *args, **kwargs)
-        if type(self) is CompiledModel and self.algorithm in ("ep", "vmp") and (
-                len(compared) < RUNS):
-            try:
-                if id(self) not in twins:
-                    twins[id(self)] = self, compile_model(
-                        self.model, self.algorithm, self.user_initialized,
-                        enter_whole_arrays=self.enter_whole_arrays, backend="jax")
-                twin = twins[id(self)][1]
-            except ff.BackendError as e:  # softmax's EP: refused (NOT_TRACEABLE_EP)
-                assert "cannot be traced" in str(e)
-                return a
-            _check_same(self.model, a, twin.run(*args, **kwargs))
-            compared.append(self.model.name)
-            if len(compared) == RUNS:
-                raise Compared
-        return a
-
-    monkeypatch.setattr(CompiledModel, "run", both)
-    with contextlib.suppress(Compared):
-        importlib.import_module(example).main()
-    capsys.readouterr()
+    twins = {}  # per compiled model: its JAX twin, compiled once
+    for compiled, args, kwargs, result in example_run(example).runs:
+        if len(compared) == RUNS:
+            break
+        if type(compiled) is not CompiledModel or compiled.algorithm not in ("ep", "vmp"):
+            continue
+        try:
+            if id(compiled) not in twins:
+                twins[id(compiled)] = compile_model(
+                    compiled.model, compiled.algorithm, compiled.user_initialized,
+                    enter_whole_arrays=compiled.enter_whole_arrays, backend="jax")
+        except ff.BackendError as e:  # softmax's EP: refused (NOT_TRACEABLE_EP)
+            assert "cannot be traced" in str(e)
+            continue
+        _check_same(compiled.model, result, twins[id(compiled)].run(*args, **kwargs))
+        compared.append(compiled.model.name)
     assert compared, f"{example}.main() ran no EP or VMP inference"
 
 

@@ -53,8 +53,8 @@ def _loop_body(compiled, init: dict, **options):
     def capture(*args):
         fn, info = real_trace(*args)
 
-        def spy(data, start):
-            seen["fn"], seen["args"] = fn, (data, start)
+        def spy(*args):  # (the data, the start, the sweeps' limit, the tolerance)
+            seen["fn"], seen["args"] = fn, args
             raise _Traced
         return spy, info
     compiled._traced.clear()

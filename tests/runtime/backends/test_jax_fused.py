@@ -87,7 +87,7 @@ def test_mixture_loop_passes():
     boolean (N, K) pass (the checks read the row sums and the clones' K elements), the
     bound one reduction: 10 passes over N-sized arrays (17 before), 4 of them writing an
     (N, K) array (the logits, their exponentials, the responsibilities, the data term)."""
-    text = bench_backends.passes("mixture1d")
+    text = bench_backends.passes("mixture1d", 1009, fuse_switch=True)  # (the default)
     count = int(text.split(": ")[1].split(" passes")[0])
     assert "copy" not in text
     assert count <= 10, text
