@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from pathlib import Path
 
@@ -323,7 +322,7 @@ def test_errors_still_pickle_after_distributed_is_imported(client):
 
 
 # ----- every example: the same results, or refused by name ----------------------------
-from test_jax import EXAMPLES, Compared  # noqa: E402  (the examples that run EP or VMP)
+from test_jax import EXAMPLES  # noqa: E402  (the examples that run EP or VMP)
 
 #: the examples whose first EP/VMP run Dask cannot run, and the refusal's reason (every
 #: other example must agree with NumPy; one of these that agrees must leave the set)
@@ -338,44 +337,32 @@ REFUSED = {
 @pytest.mark.slow
 @pytest.mark.parametrize("example", EXAMPLES)
 @pytest.mark.filterwarnings("error:The .* is not implemented by Dask array:FutureWarning")
-def test_every_example_agrees_or_is_refused_by_name(example, client, monkeypatch, capsys):
-    """Each example's ``main()`` runs as written up to its first EP/VMP run (the rest
-    is ``tests/test_examples.py``'s), which is run again on Dask (2 chunks where a
-    plate allows): it agrees with NumPy to 1e-10, or, for the examples of ``REFUSED``
-    only, the backend refuses it with ``ff.BackendError`` naming that reason and the
-    backend that runs it.  Any other refusal or exception is a fault of factorflow's
-    own, and fails (lda, logistic and Poisson regression were refused by faults of
-    factorflow's, counted as Dask's limits).  So does a NumPy function Dask lacks: Dask
-    warns and computes its arguments whole into this process (``np.take_along_axis``
-    read LDA's per-datum arrays so)."""
-    import importlib
-
+def test_every_example_agrees_or_is_refused_by_name(example, client):
+    """Each example's first EP/VMP run (its ``main()`` as written, run once a session:
+    ``tests.conftest.example_run``, shared with ``tests/test_examples.py``, which checks
+    the rest) is run again on Dask (2 chunks where a plate allows): it agrees with NumPy
+    to 1e-10, or, for the examples of ``REFUSED`` only, the backend refuses it with
+    ``ff.BackendError`` naming that reason and the backend that runs it.  Any other
+    refusal or exception is a fault of factorflow's own, and fails (lda, logistic and
+    Poisson regression were refused by faults of factorflow's, counted as Dask's limits).
+    So does a NumPy function Dask lacks: Dask warns and computes its arguments whole into
+    this process (``np.take_along_axis`` read LDA's per-datum arrays so)."""
     from factorflow.runtime.compiled import CompiledModel, compile_model
-    real_run = CompiledModel.run
-    outcome = []
-
-    def both(self, *args, **kwargs):
-        a = real_run(self, *args, **kwargs)
-        if type(self) is CompiledModel and self.algorithm in ("ep", "vmp") and not outcome:
-            twin = compile_model(self.model, self.algorithm, self.user_initialized,
-                                 enter_whole_arrays=self.enter_whole_arrays, backend="dask")
-            if example in REFUSED:
-                with pytest.raises(ff.BackendError, match="backend='numpy'") as info:
-                    twin.run(*args, client=client, **kwargs)
-                assert REFUSED[example] in str(info.value), str(info.value)
-                outcome.append("refused")
-                raise Compared
-            b = twin.run(*args, client=client, **kwargs)
-            _check_same(self.model, a, b)
-            outcome.append("same")
-            raise Compared
-        return a
-
-    monkeypatch.setattr(CompiledModel, "run", both)
-    with contextlib.suppress(Compared):
-        importlib.import_module(example).main()
-    capsys.readouterr()
-    assert outcome, f"{example}.main() ran no EP or VMP inference"
+    from tests.conftest import example_run
+    first = next(((compiled, args, kwargs, result)
+                  for compiled, args, kwargs, result in example_run(example).runs
+                  if type(compiled) is CompiledModel and compiled.algorithm in ("ep", "vmp")),
+                 None)
+    assert first is not None, f"{example}.main() ran no EP or VMP inference"
+    compiled, args, kwargs, a = first
+    twin = compile_model(compiled.model, compiled.algorithm, compiled.user_initialized,
+                         enter_whole_arrays=compiled.enter_whole_arrays, backend="dask")
+    if example in REFUSED:
+        with pytest.raises(ff.BackendError, match="backend='numpy'") as info:
+            twin.run(*args, client=client, **kwargs)
+        assert REFUSED[example] in str(info.value), str(info.value)
+        return
+    _check_same(compiled.model, a, twin.run(*args, client=client, **kwargs))
 
 
 # ----- SVI with the data on the cluster ------------------------------------------------
