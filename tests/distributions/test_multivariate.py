@@ -517,8 +517,8 @@ def test_k_posteriors_are_told_apart_as_the_loop_tells_them(k, d, seed, kind):
     from factorflow.distributions import multivariate
     rng = np.random.default_rng(seed)
     p = random_spd(rng, d, (k,))
-    if kind == "first entry shared":
-        p[:, 0, 0] = p[0, 0, 0]
+    if kind == "first entry shared":  # (the largest: a diagonal entry raised keeps them
+        p[:, 0, 0] = p[:, 0, 0].max()   # positive definite, one lowered may not)
     elif kind == "all equal":
         p[:] = p[0]
     q = VectorGaussian.from_natural(rng.normal(size=(k, d, 1)), p)
