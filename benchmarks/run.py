@@ -374,7 +374,7 @@ def lda_rows(notes: set[str]) -> list[Row]:
     label = f"LDA {docs} docs K={topics} (perplexity)"
     fits = _fit("small", 0, 50, 5)
     names = {"sklearn_passes": "scikit-learn batch " + _version("scikit-learn"),
-             "em": "factorflow numpy (variational EM)", "vmp": "factorflow numpy (VMP)"}
+             "em": "factorflow numpy (EM)", "vmp": "factorflow numpy (VMP)"}
     return [(label, name, None, fits[key][0], "50 (fixed)", fits[key][1], None)
             for key, name in names.items()]
 
