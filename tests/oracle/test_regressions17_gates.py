@@ -207,17 +207,19 @@ def test_vmp_writes_the_exit_gate_once_per_case_of_the_selector(spec):
 
 
 # ----- fuzz seed 22 ("if"): the per-case rewrite is exact ------------------------------
-def fuzz22(between: bool = True, observed: bool = False, per_case: bool = False
-           ) -> ff.Model:
+def fuzz22(between: bool = True, observed: bool = False, per_case: bool = False,
+           datum: bool = False) -> ff.Model:
     """Fuzz seed 22's model, shrunk (the one builder of its regressions): v1 ~
     Bernoulli(0.95); v2 | v1 ~ Bernoulli(0.2 if v1 else 0.8), an exit of the gates on v1;
     under IfNot(v2): v9 ~ Bernoulli(0.5) and, in IfNot(v1) (inside IfNot(v9) when
     ``between``), v11 ~ Bernoulli(0.2), observed true when ``observed``.  ``per_case``
     (with ``between``): written as the compiler rewrites it under VMP, the gates on v1
     outside the gates on v2 and v9 one variable per case of v1, "v9_v1" and
-    "v9_not_v1" (``gate_order._copies_per_case``)."""
+    "v9_not_v1" (``gate_order._copies_per_case``).  ``datum``: d ~ Bernoulli(0.3),
+    observed true, drawn beside v9 (a block the compiler does not copy per case)."""
     obs = {"observed": True} if observed else {}
-    with ff.Model("fuzz22-rewritten" if per_case else "fuzz22") as model:
+    name = "fuzz22-rewritten" if per_case else "fuzz22-datum" if datum else "fuzz22"
+    with ff.Model(name) as model:
         v1 = ff.Bernoulli("v1", 0.95)
         with ff.If(v1):
             v2 = ff.Bernoulli("v2", 0.2)
@@ -234,6 +236,8 @@ def fuzz22(between: bool = True, observed: bool = False, per_case: bool = False
             return model
         with ff.IfNot(v2):
             v9 = ff.Bernoulli("v9", 0.5)
+            if datum:
+                ff.Bernoulli("d", 0.3, observed=True)
             if between:
                 with ff.IfNot(v9), ff.IfNot(v1):
                     ff.Bernoulli("v11", 0.2, **obs)

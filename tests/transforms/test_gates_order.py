@@ -345,17 +345,8 @@ def test_where_no_copy_per_case_is_made_vmp_still_refuses_by_name():
     once per case of v1): no copies are made (``_copies_per_case``: the block defines
     only latent variables outside the gates on v1), and VMP refuses v11 by name, saying
     what to write and when factorflow writes it itself; EP runs the model as written."""
-    with ff.Model("fuzz22-datum") as model:
-        v1 = ff.Bernoulli("v1", 0.95)
-        with ff.If(v1):
-            v2 = ff.Bernoulli("v2", 0.2)
-        with ff.IfNot(v1):
-            v2 = ff.Bernoulli("v2", 0.8)
-        with ff.IfNot(v2):
-            v9 = ff.Bernoulli("v9", 0.5)
-            ff.Bernoulli("d", 0.3, observed=True)
-            with ff.IfNot(v9), ff.IfNot(v1):
-                ff.Bernoulli("v11", 0.2, observed=True)
+    from tests.oracle.test_regressions17_gates import fuzz22
+    model = fuzz22(observed=True, datum=True)
     with pytest.raises(ff.ModelError) as info:
         model.compile("vmp")
     text = str(info.value)
