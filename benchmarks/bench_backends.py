@@ -142,7 +142,7 @@ def passes(model_name: str, n: int = 1009, **options: Any) -> str:
     compiled._trace = capture
     try:
         compiled.run(init=init, iterations=3, tolerance=None, progress=False)
-    except Stopped:
+    except Stopped:  # (the run ends at the jitted call on purpose: its arguments are seen)
         pass
     finally:
         del compiled._trace
