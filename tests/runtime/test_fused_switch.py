@@ -46,18 +46,26 @@ def _run(x, k, priors, sweeps, trace, fused):
                             tolerance=None, progress=False, trace=trace)
 
 
-@settings(max_examples=40, deadline=None)
-@given(mixtures())
-def test_fused_equals_the_gate_path_and_the_hand_written_updates(case):
-    x, k, priors, sweeps, trace = case
-    fused, gate = (_run(x, k, priors, sweeps, trace, f) for f in (True, False))
-    for name in NAMES:
+def assert_same_runs(fused: ff.Result, gate: ff.Result, names: tuple[str, ...],
+                     trace: bool) -> None:
+    """The fused run and the gate path's: the posteriors of ``names`` (natural
+    parameters, 1e-10), the bound, the number of sweeps and (``trace``) every sweep's
+    bound."""
+    for name in names:
         for a, b in zip(fused[name].eta, gate[name].eta, strict=True):
             assert_close(a, b, rtol=1e-10, atol=1e-10)
     assert_close(fused.log_evidence, gate.log_evidence, rtol=1e-10, atol=1e-9)
     assert len(fused.trace) == len(gate.trace)
     if trace:
         assert_close(fused.trace, gate.trace, rtol=1e-10, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None)
+@given(mixtures())
+def test_fused_equals_the_gate_path_and_the_hand_written_updates(case):
+    x, k, priors, sweeps, trace = case
+    fused, gate = (_run(x, k, priors, sweeps, trace, f) for f in (True, False))
+    assert_same_runs(fused, gate, NAMES, trace)
     # (the reference starts from the same initialisation: after a sweep; and only with the
     # data within 10 prior standard deviations of the prior mean: one point 24 out, as
     # (47.6, K = 5, mean -2, variance 1), puts the reference's own rounding at 8e-10 of the
@@ -151,24 +159,32 @@ def test_the_dask_backend_keeps_the_gate_path():
     assert "Gate_Cases_selector_average_logarithm" in compiled.source
 
 
-def test_improper_responsibilities_are_named_on_the_fused_path():
-    """A NaN in a datum's logits from the fused statement: the run stops with an
-    ImproperMessageError naming the first posterior it reaches (the weights', read from
-    q(z) made in the initialisation) and the iteration: never a silent NaN."""
+def assert_poisoned_logits_are_named(compiled: object, operator: str, init: dict) -> None:
+    """A NaN put into a datum's logits from the fused statement ``operator`` of
+    ``compiled``: the run stops with an ImproperMessageError naming the first posterior
+    it reaches (the weights', read from q(z) made in the initialisation) and the
+    iteration: never a silent NaN."""
     import pytest
-    x, k = mix.data(3, 60), 3
-    compiled = mix.model(x, k).compile("vmp", init=["means"], fuse_switch=True)
     names = compiled._infer.__globals__
-    real = names["SwitchGaussian_selector_average_logarithm"]
+    real = names[operator]
 
     def poisoned(*args, **kwargs):
         out = real(*args, **kwargs)
         eta = np.array(out.eta[0])
         eta[7] = np.nan
         return Discrete.from_natural(eta)
-    names["SwitchGaussian_selector_average_logarithm"] = poisoned
+    names[operator] = poisoned
     try:
-        with pytest.raises(ff.ImproperMessageError, match="posterior of weights .* at iteration 1 is improper"):
-            compiled.run(init=mix.factorflow_init(x, k), iterations=5)
+        with pytest.raises(ff.ImproperMessageError,
+                           match="posterior of weights .* at iteration 1 is improper"):
+            compiled.run(init=init, iterations=5)
     finally:
-        names["SwitchGaussian_selector_average_logarithm"] = real
+        names[operator] = real
+
+
+def test_improper_responsibilities_are_named_on_the_fused_path():
+    """A NaN in a datum's logits: named (``assert_poisoned_logits_are_named``)."""
+    x, k = mix.data(3, 60), 3
+    compiled = mix.model(x, k).compile("vmp", init=["means"], fuse_switch=True)
+    assert_poisoned_logits_are_named(compiled, "SwitchGaussian_selector_average_logarithm",
+                                     mix.factorflow_init(x, k))

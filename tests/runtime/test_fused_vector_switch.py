@@ -19,6 +19,7 @@ from factorflow.distributions import Discrete, VectorGaussian, Wishart
 from factorflow.factors import fused_vector_switch as fvs
 from factorflow.runtime.kernels import NAMESPACE
 from tests.conftest import assert_close
+from tests.runtime.test_fused_switch import assert_poisoned_logits_are_named, assert_same_runs
 from tests.runtime.vmixture_checks import assert_hand_written
 
 NAMES = ("weights", "means", "precs", "z")
@@ -56,13 +57,7 @@ def _run(x, start, k, priors, sweeps, trace, fused):
 def test_fused_equals_the_gate_path_and_the_hand_written_updates(case):
     x, start, k, priors, sweeps, trace = case
     fused, gate = (_run(x, start, k, priors, sweeps, trace, f) for f in (True, False))
-    for name in NAMES:
-        for a, b in zip(fused[name].eta, gate[name].eta, strict=True):
-            assert_close(a, b, rtol=1e-10, atol=1e-10)
-    assert_close(fused.log_evidence, gate.log_evidence, rtol=1e-10, atol=1e-9)
-    assert len(fused.trace) == len(gate.trace)
-    if trace:
-        assert_close(fused.trace, gate.trace, rtol=1e-10, atol=1e-9)
+    assert_same_runs(fused, gate, NAMES, trace)
     # (only with the data within 10 prior standard deviations of the prior mean, as the
     # 1-D test: far out, the reference's own rounding grows beyond 1e-9)
     if np.max(np.abs(x - priors.mean)) <= 10 / np.sqrt(priors.precision):
@@ -153,23 +148,9 @@ def test_the_dask_backend_keeps_the_gate_path():
 
 
 def test_improper_responsibilities_are_named_on_the_fused_path():
-    """A NaN in a datum's logits from the fused statement: the run stops with an
-    ImproperMessageError naming the first posterior it reaches (the weights', read from
-    q(z) made in the initialisation) and the iteration: never a silent NaN."""
+    """A NaN in a datum's logits: named (``assert_poisoned_logits_are_named``)."""
     x, start = vref.data(3, 60, 2)
     compiled = vref.model(x, 3).compile("vmp", init=["means"], fuse_switch=True)
-    names = compiled._infer.__globals__
-    real = names["SwitchVectorGaussian_selector_average_logarithm"]
-
-    def poisoned(*args, **kwargs):
-        out = real(*args, **kwargs)
-        eta = np.array(out.eta[0])
-        eta[7] = np.nan
-        return Discrete.from_natural(eta)
-    names["SwitchVectorGaussian_selector_average_logarithm"] = poisoned
-    try:
-        with pytest.raises(ff.ImproperMessageError,
-                           match="posterior of weights .* at iteration 1 is improper"):
-            compiled.run(init=vref.factorflow_init(start), iterations=5)
-    finally:
-        names["SwitchVectorGaussian_selector_average_logarithm"] = real
+    assert_poisoned_logits_are_named(
+        compiled, "SwitchVectorGaussian_selector_average_logarithm",
+        vref.factorflow_init(start))

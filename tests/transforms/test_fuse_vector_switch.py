@@ -172,16 +172,8 @@ for iteration in range(first_sweep(resume, 1, iterations), iterations):
 """
 
 
-def _sweep(source: str) -> str:
-    """The generated sweep: from ``for iteration`` to the hook, one indent less."""
-    lines = source.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.strip().startswith("for iteration"))
-    end = next(i for i, line in enumerate(lines)
-               if i > start and line.strip().startswith("if on_iteration"))
-    return "\n".join(line[4:] for line in lines[start:end]) + "\n"
-
-
 def test_the_fused_sweep_is_the_golden_text():
+    from tests.transforms.test_fuse_switch import _sweep  # (the 1-D golden test's cut)
     source = _mixture().compile("vmp", fuse_switch=True).source
     assert _sweep(source) == GOLDEN_SWEEP
     for gone in ("Gate_", "cases", "cond_z"):
@@ -264,6 +256,12 @@ def test_the_components_are_updated_in_the_gate_paths_order(vector, precs_first,
     second = "v_means" if precs_first else "v_precs"
     assert defined == ([second, first] if first[2:] in init else [first, second])
     start = {name: value for name, value in _start(vector).items() if name in init}
+    _same_as_gate_path(model, init, start)
+
+
+def _same_as_gate_path(model: ff.Model, init: tuple[str, ...], start: dict) -> None:
+    """12 sweeps fused and on the gate path from ``start``: the same posteriors and
+    bound trace (1e-10)."""
     runs = [model.compile("vmp", init=list(init), fuse_switch=f).run(
         iterations=12, init=start, tolerance=None, progress=False) for f in (True, False)]
     for name in ("weights", "means", "precs", "z"):
@@ -310,12 +308,7 @@ def test_a_layout_the_fused_sweep_cannot_follow_keeps_the_gate_path(components_f
     assert (fused is program) == kept
     assert (FUSED in model.compile("vmp", init=list(init), fuse_switch=True).source) != kept
     start = {name: value for name, value in _start(True).items() if name in init}
-    runs = [model.compile("vmp", init=list(init), fuse_switch=f).run(
-        iterations=12, init=start, tolerance=None, progress=False) for f in (True, False)]
-    for name in ("weights", "means", "precs", "z"):
-        for a, b in zip(runs[0][name].eta, runs[1][name].eta, strict=True):
-            assert_close(a, b, rtol=1e-10, atol=1e-10)
-    assert_close(runs[0].trace, runs[1].trace, rtol=1e-10, atol=1e-10)
+    _same_as_gate_path(model, init, start)
 
 
 @pytest.mark.parametrize("init", [(), ("means",)], ids=["none", "means"])
